@@ -1,0 +1,141 @@
+"""Typed settings: every knob is an ``AGENT_MEMORY_*`` environment variable.
+
+Nothing here reads the environment at import time; :func:`get_settings` builds
+the object on first use and caches it (one per process / Lambda container).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
+LlmProvider = Literal["rules", "openai", "bedrock"]
+FusionMode = Literal["weighted", "rrf"]
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory for the embedded PostgreSQL (XDG on Linux)."""
+    import platformdirs  # local import: only the embedded default needs it
+
+    return Path(platformdirs.user_data_dir("agent-memory", appauthor=False)) / "pgdata"
+
+
+class Settings(BaseSettings):
+    """All configuration of the service. Defaults suit a laptop; Lambda sets the rest."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_", extra="ignore", frozen=True)
+
+    # --- database -------------------------------------------------------------------
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL URL (15+ with pgvector). Unset: the embedded server in data_dir.",
+    )
+    data_dir: Path | None = Field(
+        default=None, description="Data directory of the embedded PostgreSQL (default: per-user data dir)."
+    )
+    db_host: str | None = Field(default=None, description="Host of RDS/Aurora/RDS Proxy (AWS wiring).")
+    db_port: int = Field(default=5432, description="Port of db_host.")
+    db_name: str = Field(default="postgres", description="Database name on db_host.")
+    db_user: str | None = Field(default=None, description="User for IAM authentication on db_host.")
+    db_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret with username/password for db_host."
+    )
+    db_iam_auth: bool = Field(default=False, description="Authenticate to db_host with an IAM token.")
+    db_sslmode: str = Field(default="require", description="sslmode when connecting to db_host.")
+    connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
+    recall_statement_timeout_ms: int = Field(
+        default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."
+    )
+    auto_migrate: bool = Field(default=True, description="Apply pending migrations when a connection is first opened.")
+
+    # --- embeddings -----------------------------------------------------------------
+    embedding_provider: EmbeddingProvider = Field(default="local", description="local | bedrock | openai | hash.")
+    embedding_model: str | None = Field(
+        default=None,
+        description="Model id; provider default when unset (all-MiniLM-L6-v2, amazon.titan-embed-text-v2:0, "
+        "text-embedding-3-small).",
+    )
+    embedding_dimensions: int | None = Field(
+        default=None, gt=0, description="Output dimension where the provider lets you choose (Titan, OpenAI, hash)."
+    )
+    embedding_batch_size: int = Field(default=64, gt=0, description="Texts per embedding call.")
+
+    # --- OpenAI-compatible endpoints (Zhipu, OpenAI, ...) -----------------------------
+    openai_base_url: str = Field(default="https://api.openai.com/v1", description="Base URL of the API.")
+    openai_api_key: SecretStr | None = Field(default=None, description="API key (locally).")
+    openai_api_key_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret holding the API key (in AWS)."
+    )
+
+    # --- Bedrock --------------------------------------------------------------------
+    bedrock_region: str | None = Field(default=None, description="Region of Bedrock (default: the SDK's).")
+
+    # --- extraction -----------------------------------------------------------------
+    llm_provider: LlmProvider = Field(default="rules", description="rules | openai | bedrock.")
+    llm_model: str | None = Field(
+        default=None, description="Chat model id (default glm-4-flash for openai, Claude Haiku for bedrock)."
+    )
+    llm_base_url: str | None = Field(default=None, description="Chat endpoint base URL (default openai_base_url).")
+    llm_api_key: SecretStr | None = Field(default=None, description="Chat API key (default openai_api_key).")
+    extraction_window: int = Field(default=10, ge=1, le=200, description="Last N messages given to extraction.")
+
+    # --- remote calls ---------------------------------------------------------------
+    http_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one provider call.")
+    max_retries: int = Field(default=3, ge=0, le=10, description="Retries on 429/5xx/timeouts.")
+    retry_base_delay_s: float = Field(default=0.5, ge=0, description="First backoff delay; doubles per retry.")
+    retry_budget_s: float = Field(
+        default=60.0, gt=0, description="No new retry starts after this many seconds (keeps within Lambda's timeout)."
+    )
+
+    # --- recall ---------------------------------------------------------------------
+    fusion: FusionMode = Field(default="weighted", description="weighted (0.7 vector + 0.3 text, normalised) or rrf.")
+    vector_weight: float = Field(default=0.7, ge=0, description="Weight of cosine similarity in weighted fusion.")
+    text_weight: float = Field(default=0.3, ge=0, description="Weight of normalised text rank in weighted fusion.")
+    rrf_k: int = Field(default=60, ge=1, description="RRF constant k.")
+    overfetch: int = Field(default=3, ge=1, le=20, description="Candidates per leg = overfetch x limit.")
+    half_life_days: float = Field(default=180.0, gt=0, description="Time-decay half-life of non-evergreen memories.")
+    decay_floor: float = Field(default=0.9, ge=0, le=1, description="Share of relevance kept however old a memory is.")
+    mmr_lambda: float = Field(default=0.8, ge=0, le=1, description="MMR: 1 = relevance only, 0 = diversity only.")
+    date_boost: float = Field(
+        default=0.2, ge=0, le=1, description="Added to memories from a day or month the query names (0 = off)."
+    )
+    default_limit: int = Field(default=10, ge=1, le=50, description="Memories returned when no limit is given.")
+
+    # --- limits ---------------------------------------------------------------------
+    max_memory_chars: int = Field(default=2000, ge=16, description="Longest memory content accepted.")
+    max_query_chars: int = Field(default=4000, ge=16, description="Longest recall query accepted.")
+    max_memories_per_request: int = Field(default=100, ge=1, description="Memories per add/ingest message.")
+    max_block_chars: int = Field(default=500, ge=32, description="Longest memory line in the prompt block.")
+    near_duplicate_threshold: float = Field(
+        default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
+    )
+
+    @model_validator(mode="after")
+    def _weights(self) -> Settings:
+        if self.fusion == "weighted" and self.vector_weight + self.text_weight <= 0:
+            raise ValueError("vector_weight + text_weight must be positive")
+        return self
+
+    def openai_key(self) -> str | None:
+        """The OpenAI-compatible API key: from the environment, else from Secrets Manager."""
+        if self.openai_api_key is not None:
+            return self.openai_api_key.get_secret_value()
+        if self.openai_api_key_secret_arn:
+            from agent_memory.aws import get_api_key
+
+            return get_api_key(self.openai_api_key_secret_arn)
+        return None
+
+    def resolved_data_dir(self) -> Path:
+        return (self.data_dir or default_data_dir()).expanduser()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first call."""
+    return Settings()

@@ -1,0 +1,62 @@
+"""The embedder interface and the vector conventions every provider follows."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+def normalize_rows(matrix: npt.ArrayLike) -> Vectors:
+    """Unit-length rows (float32), so cosine similarity is a dot product; zero rows stay zero."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim == 1:
+        m = m[None, :]
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    out: Vectors = np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
+    return out
+
+
+class Embedder(ABC):
+    """Turns texts into unit vectors of a fixed dimension.
+
+    ``fingerprint`` names the model; the database records it so that vectors from two
+    different models are never mixed in one column.
+    """
+
+    provider: str
+    model: str
+    dimension: int
+    batch_size: int = 64
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.provider}:{self.model}:{self.dimension}"
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed many texts in as few provider calls as the batch size allows."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        parts = [self._embed_batch(list(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)]
+        out = normalize_rows(np.vstack(parts))
+        if out.shape != (len(texts), self.dimension):
+            from agent_memory.errors import ProviderError
+
+            raise ProviderError(
+                self.provider,
+                f"model {self.model} returned vectors of shape {out.shape[1:]}, expected ({self.dimension},)",
+            )
+        return out
+
+    def embed_query(self, text: str) -> Vectors:
+        """One query vector (1-D). Symmetric models embed queries like documents."""
+        row: Vectors = self.embed([text])[0]
+        return row
+
+    @abstractmethod
+    def _embed_batch(self, texts: list[str]) -> npt.ArrayLike:
+        """Raw vectors for at most ``batch_size`` texts, in input order."""

@@ -1,0 +1,90 @@
+"""Any OpenAI-compatible ``/embeddings`` endpoint: OpenAI, Zhipu ``embedding-3`` (as in the article), ...
+
+Zhipu by configuration alone::
+
+    AGENT_MEMORY_EMBEDDING_PROVIDER=openai
+    AGENT_MEMORY_OPENAI_BASE_URL=https://open.bigmodel.cn/api/paas/v4
+    AGENT_MEMORY_EMBEDDING_MODEL=embedding-3
+    AGENT_MEMORY_EMBEDDING_DIMENSIONS=1024
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.config import Settings
+from agent_memory.embeddings.base import Embedder
+from agent_memory.errors import ConfigurationError, ProviderError
+from agent_memory.remote import OpenAICompatClient
+
+DEFAULT_MODEL = "text-embedding-3-small"
+# Output sizes when no "dimensions" is requested.
+KNOWN_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+    "embedding-3": 2048,
+    "embedding-2": 1024,
+}
+
+
+class OpenAIEmbedder(Embedder):
+    provider = "openai"
+
+    def __init__(
+        self,
+        client: OpenAICompatClient,
+        model: str = DEFAULT_MODEL,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        self._client = client
+        self.model = model
+        self._request_dimensions = dimensions
+        known = KNOWN_DIMENSIONS.get(model)
+        if dimensions is None and known is None:
+            raise ConfigurationError(
+                f"embedding model {model!r} is not one whose size is known: set AGENT_MEMORY_EMBEDDING_DIMENSIONS"
+            )
+        self.dimension = dimensions or known or 0
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIEmbedder:
+        client = OpenAICompatClient(
+            "openai embeddings",
+            settings.openai_base_url,
+            settings.openai_key(),
+            timeout_s=settings.http_timeout_s,
+            max_retries=settings.max_retries,
+            base_delay_s=settings.retry_base_delay_s,
+            budget_s=settings.retry_budget_s,
+            transport=transport,
+        )
+        return cls(
+            client,
+            model=settings.embedding_model or DEFAULT_MODEL,
+            dimensions=settings.embedding_dimensions,
+            batch_size=settings.embedding_batch_size,
+        )
+
+    def _embed_batch(self, texts: list[str]) -> npt.ArrayLike:
+        payload: dict[str, Any] = {"model": self.model, "input": texts}
+        if self._request_dimensions is not None:
+            payload["dimensions"] = self._request_dimensions
+        body = self._client.post_json("embeddings", payload)
+        data = body.get("data")
+        if not isinstance(data, list) or len(data) != len(texts):
+            raise ProviderError(
+                self.provider,
+                f"/embeddings returned {len(data) if isinstance(data, list) else 'no'} vectors for {len(texts)} inputs",
+            )
+        try:
+            ordered = sorted(data, key=lambda item: int(item.get("index", 0)))
+            return np.asarray([item["embedding"] for item in ordered], dtype=np.float32)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProviderError(self.provider, "/embeddings returned items without a numeric 'embedding'") from exc

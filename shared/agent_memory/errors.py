@@ -1,0 +1,52 @@
+"""Typed errors. Callers (CLI, handlers) map the type to an exit code or HTTP status in one place."""
+
+from __future__ import annotations
+
+
+class AgentMemoryError(Exception):
+    """Base class: the message is safe to show to the caller."""
+
+
+class InvalidInput(AgentMemoryError):
+    """The request itself is wrong (names the field when there is one)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class InputTooLarge(InvalidInput):
+    """A query, memory or message exceeds a configured limit."""
+
+
+class NotFound(AgentMemoryError):
+    """The memory does not exist for this user."""
+
+
+class Forbidden(AgentMemoryError):
+    """The caller may not act for that user."""
+
+
+class ConfigurationError(AgentMemoryError):
+    """The service is configured in a way that cannot work."""
+
+
+class SchemaMismatch(ConfigurationError):
+    """The stored schema does not fit the configured embedder (dimension or model)."""
+
+
+class DatabaseUnavailable(AgentMemoryError):
+    """PostgreSQL could not be reached or the connection broke."""
+
+
+class ProviderError(AgentMemoryError):
+    """An embedding or LLM provider failed after its retries."""
+
+    def __init__(self, provider: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(f"{provider}: {message}")
+        self.provider = provider
+        self.retryable = retryable
+
+
+class StatementTimeout(DatabaseUnavailable):
+    """A query ran past its statement_timeout (the database is overloaded or the scope is huge)."""

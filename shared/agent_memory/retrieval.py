@@ -1,0 +1,96 @@
+"""Rerank maths on the candidates of both legs: fusion, time decay, MMR. No I/O.
+
+All functions take and return plain numpy arrays aligned with the candidate list.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Floats = npt.NDArray[np.float64]
+
+
+def fuse_weighted(
+    similarity: Sequence[float], text_rank: Sequence[float], *, vector_weight: float, text_weight: float
+) -> Floats:
+    """The article's 0.7 x vector + 0.3 x text, with both parts on a 0..1 scale.
+
+    Cosine similarity is clipped to [0, 1]; ts_rank values are tiny and unbounded, so they
+    are divided by the best rank among the candidates (a weight on raw ts_rank does
+    almost nothing). The result is divided by the weights' sum, so it stays in [0, 1].
+    """
+    sim = np.clip(np.asarray(similarity, dtype=np.float64), 0.0, 1.0)
+    text = np.maximum(np.asarray(text_rank, dtype=np.float64), 0.0)
+    best = text.max(initial=0.0)
+    text_norm = text / best if best > 0 else text
+    return (vector_weight * sim + text_weight * text_norm) / (vector_weight + text_weight)
+
+
+def fuse_rrf(vector_rank: Sequence[int | None], text_rank: Sequence[int | None], *, k: int = 60) -> Floats:
+    """Reciprocal rank fusion: sum of 1 / (k + rank) over the legs a candidate appears in.
+
+    Scaled so that first place in both legs scores 1.0, which keeps the numbers readable
+    and comparable across queries.
+    """
+    scores = np.zeros(len(vector_rank), dtype=np.float64)
+    for ranks in (vector_rank, text_rank):
+        scores += np.array([1.0 / (k + r) if r is not None else 0.0 for r in ranks], dtype=np.float64)
+    return scores / (2.0 / (k + 1))
+
+
+def apply_time_decay(
+    scores: npt.ArrayLike,
+    timestamps: Sequence[dt.datetime],
+    evergreen: Sequence[bool],
+    *,
+    now: dt.datetime,
+    half_life_days: float,
+    floor: float = 0.0,
+) -> Floats:
+    """Scale relevance by recency: ``floor + (1 - floor) * 0.5 ** (age / half_life)``.
+
+    Evergreen memories (identity, standing rules) do not decay; a memory from the future
+    (clock skew) counts as brand new. ``floor`` keeps old but relevant facts findable.
+    """
+    out = np.asarray(scores, dtype=np.float64).copy()
+    for i, (ts, keep) in enumerate(zip(timestamps, evergreen, strict=True)):
+        if keep:
+            continue
+        age_days = max((now - ts).total_seconds(), 0.0) / 86400.0
+        out[i] *= floor + (1.0 - floor) * math.pow(0.5, age_days / half_life_days)
+    return out
+
+
+def mmr_select(relevance: npt.ArrayLike, embeddings: npt.ArrayLike, *, lam: float, limit: int) -> list[int]:
+    """Maximal marginal relevance: pick ``limit`` indexes, trading relevance for novelty.
+
+    Each step takes argmax of ``lam * rel(i) - (1 - lam) * max_j cos(i, j)`` over the
+    already picked j. Relevance is scaled to [0, 1] first so both terms are comparable.
+    Embeddings must be unit vectors. Ties go to the earlier candidate.
+    """
+    rel = np.asarray(relevance, dtype=np.float64)
+    n = len(rel)
+    if n == 0 or limit <= 0:
+        return []
+    top = rel.max()
+    rel = rel / top if top > 0 else rel
+    if lam >= 1.0:
+        return [int(i) for i in np.argsort(-rel, kind="stable")[:limit]]
+    vectors = np.asarray(embeddings, dtype=np.float64)
+    similarity = vectors @ vectors.T
+    chosen: list[int] = []
+    max_sim = np.full(n, -np.inf)
+    available = np.ones(n, dtype=bool)
+    for _ in range(min(limit, n)):
+        redundancy = np.where(np.isfinite(max_sim), max_sim, 0.0)
+        gain = np.where(available, lam * rel - (1.0 - lam) * redundancy, -np.inf)
+        pick = int(np.argmax(gain))
+        chosen.append(pick)
+        available[pick] = False
+        max_sim = np.maximum(max_sim, similarity[pick])
+    return chosen

@@ -1,0 +1,433 @@
+"""The service facade: what handlers and the CLI call. It validates, embeds, ranks and
+delegates every query to :mod:`agent_memory.store`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import hashlib
+import json
+import logging
+import unicodedata
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+from agent_memory import retrieval, store, temporal
+from agent_memory.config import FusionMode, Settings, get_settings
+from agent_memory.db import Connection, Database
+from agent_memory.embeddings import Embedder, create_embedder
+from agent_memory.errors import InputTooLarge, InvalidInput
+from agent_memory.models import (
+    ImportLine,
+    Memory,
+    NewMemory,
+    RecalledMemory,
+    RecallResult,
+    StoredIds,
+)
+from agent_memory.prompt import build_memory_block
+
+logger = logging.getLogger(__name__)
+
+MAX_LIMIT = 50
+MAX_PAGE = 500
+
+
+def normalize_content(text: str) -> str:
+    """What we store: NFC, one space between words, no surrounding whitespace."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def content_hash(text: str) -> bytes:
+    """Identity of a fact: case, spacing, Unicode form and trailing punctuation don't matter."""
+    key = unicodedata.normalize("NFKC", text).casefold()
+    key = " ".join(key.split()).rstrip(" .!;。")
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True)
+class RecallOptions:
+    """How to rank. Defaults come from Settings; the benchmark varies them for ablations."""
+
+    fusion: FusionMode = "weighted"
+    legs: Literal["hybrid", "vector", "text"] = "hybrid"
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+    rrf_k: int = 60
+    decay: bool = True
+    half_life_days: float = 180.0
+    decay_floor: float = 0.9
+    mmr: bool = True
+    mmr_lambda: float = 0.8
+    overfetch: int = 3
+    date_boost: float = 0.2
+    include_inactive: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RecallOptions:
+        return cls(
+            fusion=settings.fusion,
+            vector_weight=settings.vector_weight,
+            text_weight=settings.text_weight,
+            rrf_k=settings.rrf_k,
+            half_life_days=settings.half_life_days,
+            decay_floor=settings.decay_floor,
+            mmr_lambda=settings.mmr_lambda,
+            overfetch=settings.overfetch,
+            date_boost=settings.date_boost,
+        )
+
+    def but(self, **changes: Any) -> RecallOptions:
+        return replace(self, **changes)
+
+
+class MemoryPage(BaseModel):
+    memories: list[Memory]
+    next_cursor: str | None
+
+
+def _encode_cursor(row: dict[str, Any]) -> str:
+    raw = json.dumps([row["created_at"].isoformat(), str(row["id"])]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, memory_id = json.loads(raw)
+        return dt.datetime.fromisoformat(created_at), uuid.UUID(memory_id)
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise InvalidInput("cursor is not one this service returned", field="cursor") from exc
+
+
+class MemoryService:
+    """Long-term memory for one deployment: remember, recall, list, forget.
+
+    Construction is free of I/O; the embedder and the database connection are created
+    on first use and then reused (one per process / Lambda container).
+    """
+
+    def __init__(
+        self, settings: Settings, *, embedder: Embedder | None = None, database: Database | None = None
+    ) -> None:
+        self.settings = settings
+        self._embedder = embedder
+        self._database = database
+
+    # ---- lazily built collaborators --------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = create_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def db(self) -> Database:
+        if self._database is None:
+            self._database = Database(self.settings, setup=self._prepare_connection)
+        return self._database
+
+    def _prepare_connection(self, conn: Connection) -> None:
+        store.prepare_connection(
+            conn,
+            dimension=self.embedder.dimension,
+            fingerprint=self.embedder.fingerprint,
+            migrate=self.settings.auto_migrate,
+        )
+
+    @cached_property
+    def recall_options(self) -> RecallOptions:
+        return RecallOptions.from_settings(self.settings)
+
+    def close(self) -> None:
+        if self._database is not None:
+            self._database.close()
+
+    # ---- schema ----------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations (idempotent); returns what was applied now."""
+        applied: list[str] = []
+
+        def setup(conn: Connection) -> None:
+            applied.extend(
+                store.apply_migrations(conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
+            )
+            store.prepare_connection(
+                conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint, migrate=False
+            )
+
+        database = Database(self.settings, setup=setup)
+        try:
+            database.connection()
+        finally:
+            database.close()
+        return applied
+
+    # ---- writes ----------------------------------------------------------------------
+
+    def _validate_new(self, memories: Sequence[NewMemory], field: str = "memories") -> None:
+        if not memories:
+            raise InvalidInput("no memories given", field=field)
+        if len(memories) > self.settings.max_memories_per_request:
+            raise InputTooLarge(
+                f"{len(memories)} memories in one request; the limit is {self.settings.max_memories_per_request}",
+                field=field,
+            )
+        for i, memory in enumerate(memories):
+            if len(memory.content) > self.settings.max_memory_chars:
+                raise InputTooLarge(
+                    f"memory content is {len(memory.content)} characters; the limit is "
+                    f"{self.settings.max_memory_chars}",
+                    field=f"{field}[{i}].content",
+                )
+
+    def _rows(
+        self,
+        user_ids: Sequence[str],
+        memories: Sequence[NewMemory],
+        *,
+        project_id: str | None,
+        source: str | None,
+        observed_at: dt.datetime | None,
+    ) -> tuple[list[store.MemoryRow], list[int]]:
+        """Embed unique memories once; returns the rows and, per input, its row index."""
+        rows: list[store.MemoryRow] = []
+        index_of: dict[tuple[str, str | None, bytes], int] = {}
+        positions: list[int] = []
+        pending: list[tuple[str, NewMemory, str | None, str, bytes]] = []
+        for user_id, memory in zip(user_ids, memories, strict=True):
+            content = normalize_content(memory.content)
+            scope_project = memory.project_id or project_id
+            key = (user_id, scope_project, content_hash(content))
+            if key not in index_of:
+                index_of[key] = len(pending)
+                pending.append((user_id, memory, scope_project, content, key[2]))
+            positions.append(index_of[key])
+        vectors = self.embedder.embed([p[3] for p in pending])
+        for (user_id, memory, scope_project, content, digest), vector in zip(pending, vectors, strict=True):
+            rows.append(
+                store.MemoryRow(
+                    user_id=user_id,
+                    project_id=scope_project,
+                    content=content,
+                    content_hash=digest,
+                    category=memory.category,
+                    embedding=vector,
+                    source=source,
+                    is_evergreen=memory.is_evergreen,
+                    created_at=memory.created_at,
+                    observed_at=observed_at or memory.created_at,
+                    expires_at=memory.expires_at,
+                    metadata=memory.metadata,
+                )
+            )
+        return rows, positions
+
+    def remember(
+        self,
+        user_id: str,
+        memories: Sequence[NewMemory],
+        *,
+        project_id: str | None = None,
+        source: str | None = None,
+        observed_at: dt.datetime | None = None,
+    ) -> StoredIds:
+        """Store facts for a user in one transaction: embedded in one batch, upserted,
+        exact and near duplicates folded into the existing rows. Ids come back in input order."""
+        self._validate_new(memories)
+        rows, positions = self._rows(
+            [user_id] * len(memories), memories, project_id=project_id, source=source, observed_at=observed_at
+        )
+        threshold = self.settings.near_duplicate_threshold
+        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows, near_duplicate_threshold=threshold))
+        created = sum(1 for o in outcomes if o.action == "created")
+        logger.info(
+            "remembered",
+            extra={"user_id": user_id, "memories": len(rows), "created": created, "source": source},
+        )
+        return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
+
+    def import_memories(self, lines: Sequence[ImportLine], *, source: str | None = "import") -> StoredIds:
+        """Bulk load (many users at once): one embedding pass and one upsert statement per call.
+
+        Lines are taken as given: exact duplicates fold, near duplicates are kept.
+        """
+        if not lines:
+            return StoredIds(ids=[], created=0, refreshed=0)
+        for i, line in enumerate(lines):
+            if len(line.content) > self.settings.max_memory_chars:
+                raise InputTooLarge(
+                    f"content is {len(line.content)} characters; the limit is {self.settings.max_memory_chars}",
+                    field=f"lines[{i}].content",
+                )
+        rows, positions = self._rows(
+            [line.user_id for line in lines], lines, project_id=None, source=source, observed_at=None
+        )
+        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows))
+        created = sum(1 for o in outcomes if o.action == "created")
+        return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
+
+    # ---- recall ----------------------------------------------------------------------
+
+    def _check_query(self, query: str, limit: int | None) -> tuple[str, int]:
+        query = query.strip()
+        if not query:
+            raise InvalidInput("query is empty", field="query")
+        if len(query) > self.settings.max_query_chars:
+            raise InputTooLarge(
+                f"query is {len(query)} characters; the limit is {self.settings.max_query_chars}", field="query"
+            )
+        limit = self.settings.default_limit if limit is None else limit
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}", field="limit")
+        return query, limit
+
+    def recall(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        project_id: str | None = None,
+        limit: int | None = None,
+        now: dt.datetime | None = None,
+        options: RecallOptions | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> RecallResult:
+        """The memories most relevant to ``query`` for this user, best first, and the prompt block."""
+        query, limit = self._check_query(query, limit)
+        options = options or self.recall_options
+        if now is not None and now.tzinfo is None:
+            now = now.replace(tzinfo=dt.UTC)
+        vector = self.embedder.embed_query(query) if query_vector is None else query_vector
+        scope = store.Scope(user_id, project_id, now=now, include_inactive=options.include_inactive)
+        k = options.overfetch * limit
+        candidates = self.db.run(
+            lambda conn: store.hybrid_candidates(
+                conn, scope, vector, query, k, statement_timeout_ms=self.settings.recall_statement_timeout_ms
+            )
+        )
+        chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
+        memories = [
+            RecalledMemory(
+                id=c.memory["id"],
+                content=c.memory["content"],
+                category=c.memory["category"],
+                score=round(score, 4),
+                created_at=c.memory["created_at"],
+                is_evergreen=c.memory["is_evergreen"],
+                project_id=c.memory["project_id"],
+                metadata=c.memory["metadata"] or {},
+            )
+            for c, score in chosen
+        ]
+        block = build_memory_block((m.content for m in memories), max_chars=self.settings.max_block_chars)
+        return RecallResult(memories=memories, prompt_block=block, query=query)
+
+    # ---- listing and forgetting ------------------------------------------------------
+
+    def list(
+        self,
+        user_id: str,
+        *,
+        project_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        include_inactive: bool = False,
+    ) -> MemoryPage:
+        """A page of the user's memories, newest first, and the cursor of the next page."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
+        after = _decode_cursor(cursor) if cursor else None
+        scope = store.Scope(user_id, project_id, include_inactive=include_inactive)
+        rows = self.db.run(lambda conn: store.list_memories(conn, scope, limit=limit + 1, after=after))
+        next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+        return MemoryPage(memories=[Memory(**r) for r in rows[:limit]], next_cursor=next_cursor)
+
+    def forget(self, user_id: str, memory_id: uuid.UUID | None = None) -> int:
+        """Delete one memory of the user (0 if it is not theirs) or, without an id, all of them."""
+        if memory_id is None:
+            deleted = self.db.run(lambda conn: store.delete_user(conn, user_id))
+        else:
+            deleted = int(self.db.run(lambda conn: store.delete_memory(conn, user_id, memory_id)))
+        logger.info("forgot", extra={"user_id": user_id, "deleted": deleted, "one": memory_id is not None})
+        return int(deleted)
+
+
+def rank_candidates(
+    candidates: Sequence[store.Candidate],
+    options: RecallOptions,
+    *,
+    limit: int,
+    now: dt.datetime,
+    query: str = "",
+) -> list[tuple[store.Candidate, float]]:
+    """Fuse the legs, decay by age, boost what the query dates, diversify with MMR;
+    (candidate, final score) best first."""
+    if options.legs == "vector":
+        candidates = [c for c in candidates if c.vector_rank is not None]
+    elif options.legs == "text":
+        candidates = [c for c in candidates if c.text_position is not None]
+    if not candidates:
+        return []
+    similarity = [1.0 - c.distance for c in candidates]
+    if options.legs == "vector":
+        relevance = np.clip(np.asarray(similarity, dtype=np.float64), 0.0, 1.0)
+    elif options.legs == "text":
+        relevance = retrieval.fuse_weighted(
+            similarity, [c.text_rank for c in candidates], vector_weight=0.0, text_weight=1.0
+        )
+    elif options.fusion == "rrf":
+        relevance = retrieval.fuse_rrf(
+            [c.vector_rank for c in candidates], [c.text_position for c in candidates], k=options.rrf_k
+        )
+    else:
+        relevance = retrieval.fuse_weighted(
+            similarity,
+            [c.text_rank for c in candidates],
+            vector_weight=options.vector_weight,
+            text_weight=options.text_weight,
+        )
+    dated = [False] * len(candidates)
+    if options.date_boost > 0 and query:
+        windows = temporal.query_time_windows(query, now)
+        if windows:
+            dated = temporal.in_any_window([c.memory["created_at"] for c in candidates], windows)
+    if options.decay:
+        relevance = retrieval.apply_time_decay(
+            relevance,
+            [c.memory["updated_at"] for c in candidates],
+            # Evergreen memories, and those from the time the query asks about, keep their score.
+            [c.memory["is_evergreen"] or d for c, d in zip(candidates, dated, strict=True)],
+            now=now,
+            half_life_days=options.half_life_days,
+            floor=options.decay_floor,
+        )
+    if any(dated):
+        relevance = relevance + options.date_boost * np.asarray(dated, dtype=np.float64)
+    if options.mmr:
+        order = retrieval.mmr_select(
+            relevance, np.vstack([c.embedding for c in candidates]), lam=options.mmr_lambda, limit=limit
+        )
+    else:
+        order = [int(i) for i in np.argsort(-relevance, kind="stable")[:limit]]
+    return [(candidates[i], float(relevance[i])) for i in order]
+
+
+@lru_cache(maxsize=1)
+def get_service() -> MemoryService:
+    """The process-wide service (settings from the environment), built on first call."""
+    return MemoryService(get_settings())

@@ -1,0 +1,509 @@
+"""All SQL of the package: migrations, writes, the two candidate legs of recall, listing, deletes.
+
+Every statement that touches memories is scoped to one user (``WHERE user_id = ...``);
+nothing here ranks over the whole table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import importlib.resources
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from agent_memory.embeddings.base import Vectors
+from agent_memory.errors import SchemaMismatch, StatementTimeout
+
+Connection = psycopg.Connection[Any]
+
+# Arbitrary constant: serialises migrations across processes and Lambda containers.
+MIGRATION_LOCK_KEY = 0x616D5F6D6967  # "am_mig"
+_MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+TS_CONFIG = "english"  # must match the generated content_tsv column
+
+MEMORY_COLUMNS = (
+    "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
+    "expires_at, superseded_by, superseded_at, metadata"
+)
+
+
+# --------------------------------------------------------------------------------------
+# migrations and the schema check
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def available_migrations() -> list[Migration]:
+    folder = importlib.resources.files("agent_memory") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda m: m.version)
+
+
+def apply_migrations(conn: Connection, *, dimension: int, fingerprint: str) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction; returns the applied names.
+
+    Safe to run from many processes at once: an advisory lock serialises them and the
+    version table makes a second run a no-op.
+    """
+    if not 0 < dimension <= 16000:
+        raise SchemaMismatch(f"embedding dimension {dimension} is outside pgvector's range (1..16000)")
+    applied: list[str] = []
+    for migration in available_migrations():
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = conn.execute(
+                "SELECT 1 FROM agent_memory_migrations WHERE version = %s", [migration.version]
+            ).fetchone()
+            if done:
+                continue
+            # The only substitution is a validated integer: the SQL stays static otherwise.
+            conn.execute(migration.sql.replace("{dimension}", str(int(dimension))).encode())
+            conn.execute(
+                "INSERT INTO agent_memory_migrations (version, name) VALUES (%s, %s)",
+                [migration.version, migration.name],
+            )
+            if migration.version == 1:
+                conn.execute(
+                    "INSERT INTO agent_memory_meta (key, value) VALUES ('embedding_model', %s),"
+                    " ('embedding_dimension', %s) ON CONFLICT (key) DO NOTHING",
+                    [fingerprint, str(dimension)],
+                )
+            applied.append(f"{migration.version:04d}_{migration.name}")
+    return applied
+
+
+def stored_embedding_schema(conn: Connection) -> tuple[str, int] | None:
+    """(fingerprint, dimension) of the embedder the database was created for, or None if unmigrated."""
+    exists = conn.execute("SELECT to_regclass('agent_memory_meta') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return None
+    rows = dict(conn.execute("SELECT key, value FROM agent_memory_meta").fetchall())
+    if "embedding_dimension" not in rows:
+        return None
+    return rows.get("embedding_model", "unknown"), int(rows["embedding_dimension"])
+
+
+def prepare_connection(conn: Connection, *, dimension: int, fingerprint: str, migrate: bool) -> None:
+    """Run on every new connection: migrate (optionally), register the vector type, check the schema."""
+    if migrate:
+        apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
+    stored = stored_embedding_schema(conn)
+    if stored is None:
+        raise SchemaMismatch("the database has no agent-memory schema yet: run `agent-memory migrate`")
+    stored_fingerprint, stored_dimension = stored
+    if stored_dimension != dimension or stored_fingerprint != fingerprint:
+        raise SchemaMismatch(
+            f"the database holds {stored_dimension}-dimensional embeddings from {stored_fingerprint}, "
+            f"but the configured embedder is {fingerprint} ({dimension} dimensions); vectors from "
+            "different models cannot be mixed. Configure the same embedder, point "
+            "AGENT_MEMORY_DATABASE_URL / AGENT_MEMORY_DATA_DIR at another database, or move the store "
+            "to the new model with `agent-memory reembed`."
+        )
+    register_vector(conn)
+
+
+# --------------------------------------------------------------------------------------
+# writes
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRow:
+    """A memory ready to store: normalised, hashed and embedded."""
+
+    user_id: str
+    project_id: str | None
+    content: str
+    content_hash: bytes
+    category: str
+    embedding: np.ndarray
+    source: str | None = None
+    is_evergreen: bool = False
+    created_at: dt.datetime | None = None
+    observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
+    expires_at: dt.datetime | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOutcome:
+    id: uuid.UUID
+    action: str  # "created" | "refreshed" | "near_duplicate"
+
+
+_UPSERT = """
+INSERT INTO user_memories AS m (user_id, project_id, content, content_hash, category, source,
+                                is_evergreen, embedding, created_at, updated_at, expires_at, metadata)
+SELECT t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen,
+       t.embedding, COALESCE(t.created_at, now()), COALESCE(t.observed_at, t.created_at, now()),
+       t.expires_at, t.metadata
+FROM unnest(%(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[], %(hashes)s::bytea[],
+            %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[], %(embeddings)s::vector[],
+            %(created)s::timestamptz[], %(observed)s::timestamptz[], %(expires)s::timestamptz[],
+            %(metadata)s::jsonb[])
+     AS t(user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
+          created_at, observed_at, expires_at, metadata)
+ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
+    -- A restated fact is fresh again; a redelivered one (same time) changes nothing.
+    updated_at    = GREATEST(m.updated_at, EXCLUDED.updated_at),
+    is_evergreen  = m.is_evergreen OR EXCLUDED.is_evergreen,
+    metadata      = m.metadata || EXCLUDED.metadata,
+    expires_at    = CASE WHEN m.superseded_at IS NULL THEN m.expires_at ELSE EXCLUDED.expires_at END,
+    -- Stating a superseded fact again makes it current again.
+    superseded_at = NULL,
+    superseded_by = NULL
+RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
+"""
+
+_NEAREST_EXISTING = """
+SELECT i.ord, n.id, 1 - n.distance AS similarity
+FROM unnest(%(embeddings)s::vector[], %(project_ids)s::text[]) WITH ORDINALITY AS i(embedding, project_id, ord)
+CROSS JOIN LATERAL (
+    SELECT m.id, m.embedding <=> i.embedding AS distance
+    FROM user_memories m
+    WHERE m.user_id = %(user_id)s
+      AND m.project_id IS NOT DISTINCT FROM i.project_id
+      AND m.superseded_at IS NULL
+    ORDER BY m.embedding <=> i.embedding
+    LIMIT 1
+) n
+WHERE 1 - n.distance >= %(threshold)s
+"""
+
+_REFRESH = """
+UPDATE user_memories AS m SET
+    updated_at = GREATEST(m.updated_at, COALESCE(t.observed_at, now())),
+    metadata   = m.metadata || t.metadata
+FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[]) AS t(id, observed_at, metadata)
+WHERE m.id = t.id AND m.user_id = %(user_id)s
+"""
+
+
+def lock_users(conn: Connection, user_ids: Sequence[str]) -> None:
+    """Serialise writes per user for the rest of the transaction (sorted: no deadlocks)."""
+    for user_id in sorted(set(user_ids)):
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [user_id])
+
+
+def _upsert_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
+    return {
+        "user_ids": [r.user_id for r in rows],
+        "project_ids": [r.project_id for r in rows],
+        "contents": [r.content for r in rows],
+        "hashes": [r.content_hash for r in rows],
+        "categories": [r.category for r in rows],
+        "sources": [r.source for r in rows],
+        "evergreen": [r.is_evergreen for r in rows],
+        "embeddings": [r.embedding for r in rows],
+        "created": [r.created_at for r in rows],
+        "observed": [r.observed_at for r in rows],
+        "expires": [r.expires_at for r in rows],
+        "metadata": [Jsonb(r.metadata) for r in rows],
+    }
+
+
+def upsert_memories(
+    conn: Connection, rows: Sequence[MemoryRow], *, near_duplicate_threshold: float | None = None
+) -> list[WriteOutcome]:
+    """Store rows in one transaction; outcomes in input order.
+
+    Exact duplicates (same user, project and normalised content) refresh the existing row.
+    With a threshold, a row whose nearest live neighbour in the same scope is at least that
+    similar refreshes that neighbour instead. Callers pass rows already de-duplicated by hash.
+    """
+    if not rows:
+        return []
+    outcomes: dict[int, WriteOutcome] = {}
+    with conn.transaction():
+        lock_users(conn, [r.user_id for r in rows])
+        to_insert = list(range(len(rows)))
+        if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
+            to_insert = _refresh_near_duplicates(conn, rows, near_duplicate_threshold, outcomes)
+        if to_insert:
+            batch = [rows[i] for i in to_insert]
+            by_key = {(r.user_id, r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
+            for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
+                index = by_key[(rec[1], rec[2], bytes(rec[3]))]
+                outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+    return [outcomes[i] for i in range(len(rows))]
+
+
+def _refresh_near_duplicates(
+    conn: Connection, rows: Sequence[MemoryRow], threshold: float, outcomes: dict[int, WriteOutcome]
+) -> list[int]:
+    """Refresh near-identical existing memories; return the indexes still to insert."""
+    remaining: list[int] = []
+    by_user: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_user.setdefault(row.user_id, []).append(i)
+    for user_id, indexes in by_user.items():
+        # Exact matches are the upsert's job (it keeps their own bookkeeping).
+        exact = {
+            bytes(h)
+            for (h,) in conn.execute(
+                "SELECT content_hash FROM user_memories WHERE user_id = %s AND content_hash = ANY(%s)",
+                [user_id, [rows[i].content_hash for i in indexes]],
+            ).fetchall()
+        }
+        candidates = [i for i in indexes if rows[i].content_hash not in exact]
+        matches: dict[int, uuid.UUID] = {}
+        if candidates:
+            found = conn.execute(
+                _NEAREST_EXISTING,
+                {
+                    "embeddings": [rows[i].embedding for i in candidates],
+                    "project_ids": [rows[i].project_id for i in candidates],
+                    "user_id": user_id,
+                    "threshold": threshold,
+                },
+            ).fetchall()
+            matches = {candidates[int(ord_) - 1]: mid for ord_, mid, _sim in found}
+        if matches:
+            conn.execute(
+                _REFRESH,
+                {
+                    "ids": list(matches.values()),
+                    "observed": [rows[i].observed_at for i in matches],
+                    "metadata": [Jsonb(rows[i].metadata) for i in matches],
+                    "user_id": user_id,
+                },
+            )
+            for i, mid in matches.items():
+                outcomes[i] = WriteOutcome(mid, "near_duplicate")
+        remaining.extend(i for i in indexes if i not in matches)
+    return sorted(remaining)
+
+
+# --------------------------------------------------------------------------------------
+# recall: candidates from two index-backed legs
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """Whose memories a query may see. With a project: that project's plus the user-wide ones."""
+
+    user_id: str
+    project_id: str | None = None
+    now: dt.datetime | None = None  # "as of": hides memories created later and those expired by then
+    include_inactive: bool = False  # superseded and expired memories too (debugging)
+
+
+@dataclasses.dataclass
+class Candidate:
+    memory: dict[str, Any]
+    embedding: Vectors
+    distance: float  # cosine distance, 0 = same direction
+    text_rank: float  # ts_rank_cd, 0 when the text does not match
+    vector_rank: int | None  # 1-based position in the vector leg, None if not in it
+    text_position: int | None  # 1-based position in the full-text leg, None if not in it
+
+
+def _scope_filter(scope: Scope, alias: str = "") -> sql.Composed:
+    def col(name: str) -> sql.SQL:
+        return sql.SQL(f"{alias}.{name}" if alias else name)
+
+    parts: list[sql.Composable] = [sql.SQL("{} = %(user_id)s").format(col("user_id"))]
+    if scope.project_id is not None:
+        parts.append(sql.SQL("({p} = %(project_id)s OR {p} IS NULL)").format(p=col("project_id")))
+    if not scope.include_inactive:
+        parts.append(sql.SQL("{} IS NULL").format(col("superseded_at")))
+        now = sql.SQL("%(now)s") if scope.now is not None else sql.SQL("now()")
+        parts.append(sql.SQL("({e} IS NULL OR {e} > {now})").format(e=col("expires_at"), now=now))
+    if scope.now is not None:
+        parts.append(sql.SQL("{} <= %(now)s").format(col("created_at")))
+    return sql.SQL(" AND ").join(parts)
+
+
+def _or_query(text: str) -> str:
+    """websearch_to_tsquery input that ORs the words of ``text``.
+
+    websearch_to_tsquery never raises on any input, but ANDs plain words: a natural
+    question would then match almost nothing. Only word characters survive, so quotes,
+    '-' and 'or' from the user cannot change the query's meaning.
+    """
+    words = [w for w in re.findall(r"\w+", text) if w.casefold() != "or"]
+    return " or ".join(words)
+
+
+_HYBRID = """
+WITH {scoped_cte} vec AS (
+    {vector_leg}
+), fts AS (
+    SELECT id FROM user_memories
+    WHERE {scope} AND content_tsv @@ websearch_to_tsquery('{cfg}', %(text_query)s)
+    ORDER BY ts_rank_cd(content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) DESC, id
+    LIMIT %(k)s
+)
+SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
+       m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata,
+       m.embedding, m.embedding <=> %(query_vector)s AS distance,
+       ts_rank_cd(m.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) AS text_rank,
+       m.id IN (SELECT id FROM vec) AS in_vector,
+       m.id IN (SELECT id FROM fts) AS in_text
+FROM user_memories m
+WHERE m.user_id = %(user_id)s AND m.id IN (SELECT id FROM vec UNION SELECT id FROM fts)
+"""
+
+# Approximate: the HNSW index (iterative scan keeps going when the user filter drops rows).
+_VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
+    ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"""
+# Exact: every live row of the user, fenced off from the HNSW index by MATERIALIZED.
+_SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, embedding FROM user_memories WHERE {scope}),"
+_VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
+
+
+def _hybrid_sql(scope: Scope, exact: bool) -> sql.Composed:
+    where = _scope_filter(scope)
+    return sql.SQL(_HYBRID).format(
+        scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where) if exact else sql.SQL(""),
+        vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where),
+        scope=where,
+        cfg=sql.SQL(TS_CONFIG),
+    )
+
+
+def hybrid_candidates(
+    conn: Connection,
+    scope: Scope,
+    query_vector: np.ndarray,
+    query_text: str,
+    k: int,
+    *,
+    statement_timeout_ms: int = 0,
+) -> list[Candidate]:
+    """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd).
+
+    The vector leg first uses the HNSW index. An index scan under a selective filter
+    (one user among many) can come back short, so when it returns fewer than k rows the
+    leg is recomputed exactly over the user's rows: a user always gets
+    min(k, their memories) vector candidates, however many rows other users have.
+    """
+    params: dict[str, Any] = {
+        "user_id": scope.user_id,
+        "project_id": scope.project_id,
+        "now": scope.now,
+        "query_vector": query_vector,
+        "text_query": _or_query(query_text),
+        "k": k,
+    }
+    rows = _run_hybrid(conn, _hybrid_sql(scope, exact=False), params, k, statement_timeout_ms)
+    if sum(1 for r in rows if r["in_vector"]) < k:
+        rows = _run_hybrid(conn, _hybrid_sql(scope, exact=True), params, k, statement_timeout_ms)
+    return _to_candidates(rows)
+
+
+def _run_hybrid(
+    conn: Connection, query: sql.Composed, params: dict[str, Any], k: int, statement_timeout_ms: int
+) -> list[dict[str, Any]]:
+    # Binary results: parsing 384 floats per row from text costs more than the query itself.
+    with conn.transaction(), conn.cursor(row_factory=dict_row, binary=True) as cur:
+        # Transaction-local settings (set_config(..., true)): safe on pooled connections.
+        cur.execute(
+            "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true),"
+            " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+            [str(statement_timeout_ms), str(max(40, k))],
+        )
+        try:
+            cur.execute(query, params)
+        except psycopg.errors.QueryCanceled as exc:
+            raise StatementTimeout(f"recall query exceeded statement_timeout ({statement_timeout_ms} ms)") from exc
+        return cur.fetchall()
+
+
+def _to_candidates(rows: list[dict[str, Any]]) -> list[Candidate]:
+    vector_order = sorted((r for r in rows if r["in_vector"]), key=lambda r: (r["distance"], str(r["id"])))
+    text_order = sorted((r for r in rows if r["in_text"]), key=lambda r: (-r["text_rank"], str(r["id"])))
+    vector_pos = {r["id"]: i + 1 for i, r in enumerate(vector_order)}
+    text_pos = {r["id"]: i + 1 for i, r in enumerate(text_order)}
+    out = []
+    for r in rows:
+        embedding = np.asarray(r.pop("embedding").to_numpy(), dtype=np.float32)
+        distance = float(r.pop("distance"))
+        text_rank = float(r.pop("text_rank"))
+        r.pop("in_vector")
+        r.pop("in_text")
+        out.append(
+            Candidate(
+                memory=r,
+                embedding=embedding,
+                distance=distance,
+                text_rank=text_rank,
+                vector_rank=vector_pos.get(r["id"]),
+                text_position=text_pos.get(r["id"]),
+            )
+        )
+    # A stable order (SQL returns the union in no particular order) keeps ties reproducible.
+    last = len(out) + 1
+    out.sort(key=lambda c: (c.vector_rank or last, c.text_position or last, str(c.memory["id"])))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# reading and forgetting
+# --------------------------------------------------------------------------------------
+
+
+def list_memories(
+    conn: Connection, scope: Scope, *, limit: int, after: tuple[dt.datetime, uuid.UUID] | None = None
+) -> list[dict[str, Any]]:
+    """A page of the user's memories, newest first; ``after`` is the last row of the previous page."""
+    where = _scope_filter(scope)
+    if after is not None:
+        where = sql.SQL("{} AND (created_at, id) < (%(after_at)s, %(after_id)s)").format(where)
+    query = sql.SQL("SELECT {cols} FROM user_memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s")
+    params = {
+        "user_id": scope.user_id,
+        "project_id": scope.project_id,
+        "now": scope.now,
+        "limit": limit,
+        "after_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+    }
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
+
+
+def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID) -> bool:
+    """Delete one memory of this user; False when the user has no memory with that id."""
+    with conn.transaction():
+        row = conn.execute(
+            "DELETE FROM user_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, memory_id]
+        ).fetchone()
+    return row is not None
+
+
+def delete_user(conn: Connection, user_id: str) -> int:
+    """Forget every memory of the user; returns how many rows went."""
+    with conn.transaction():
+        cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
+    return cur.rowcount
+
+
+def count_memories(conn: Connection, user_id: str) -> int:
+    row = conn.execute("SELECT count(*) FROM user_memories WHERE user_id = %s", [user_id]).fetchone()
+    return int(row[0]) if row else 0
