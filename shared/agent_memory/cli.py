@@ -311,6 +311,15 @@ def cmd_forget(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK if deleted or args.id is None else EXIT_ERROR
 
 
+def cmd_invoke(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory import lambda_local
+
+    event = lambda_local.read_event(Path(args.event))
+    result = lambda_local.invoke(Path(args.template), args.logical_id, event)
+    emit(result)
+    return EXIT_OK
+
+
 def cmd_demo(service: MemoryService, args: argparse.Namespace) -> int:
     from agent_memory.demo import run_demo
 
@@ -371,6 +380,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
+
+    p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
+    p.add_argument("logical_id", help="IngestFunction or RecallFunction")
+    p.add_argument("event", help="a Lambda event as JSON, e.g. events/conversation-ended.json")
+    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
 
     add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
     return parser

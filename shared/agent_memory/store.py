@@ -159,7 +159,7 @@ _UPSERT = """
 INSERT INTO user_memories AS m (user_id, project_id, content, content_hash, category, source,
                                 is_evergreen, embedding, created_at, updated_at, expires_at, metadata)
 SELECT t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen,
-       t.embedding, COALESCE(t.created_at, now()), COALESCE(t.observed_at, t.created_at, now()),
+       t.embedding, COALESCE(t.created_at, t.observed_at, now()), COALESCE(t.observed_at, t.created_at, now()),
        t.expires_at, t.metadata
 FROM unnest(%(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[], %(hashes)s::bytea[],
             %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[], %(embeddings)s::vector[],

@@ -1,0 +1,119 @@
+"""Shared fixtures: a real embedded PostgreSQL (never a mocked database), fresh databases per
+test, and services wired to them.
+
+- ``pg_server``: the embedded server for the whole session (stopped at exit).
+- ``blank_database_url``: a new, empty database.
+- ``database_url``: a new database already migrated for the ``hash`` embedder (384 dims),
+  cloned from a template, so most tests start in milliseconds.
+- ``settings`` / ``service``: hash embeddings on ``database_url``.
+- ``local_embedder``: the real all-MiniLM-L6-v2 model, loaded once per session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from agent_memory.config import Settings, get_settings
+from agent_memory.db import start_embedded_server
+from agent_memory.service import MemoryService, get_service
+from psycopg.conninfo import make_conninfo
+
+TEMPLATE_DB = "agent_memory_template"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A developer's AGENT_MEMORY_* variables must not leak into tests, nor cached factories."""
+    for key in list(os.environ):
+        if key.startswith("AGENT_MEMORY_"):
+            monkeypatch.delenv(key)
+    get_settings.cache_clear()
+    get_service.cache_clear()
+    yield
+    get_settings.cache_clear()
+    get_service.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Admin URL of a session-wide embedded PostgreSQL 18 + pgvector."""
+    return start_embedded_server(tmp_path_factory.mktemp("pg") / "data")
+
+
+def _admin(pg_server: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(pg_server, autocommit=True)
+
+
+def _new_database(pg_server: str, template: str | None = None) -> str:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with _admin(pg_server) as conn:
+        if template:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        else:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def _drop_database(pg_server: str, name: str) -> None:
+    with _admin(pg_server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def url_for(pg_server: str, dbname: str) -> str:
+    return make_conninfo(pg_server, dbname=dbname)
+
+
+@pytest.fixture(scope="session")
+def _template_database(pg_server: str) -> str:
+    with _admin(pg_server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}"')
+        conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
+    service = MemoryService(Settings(database_url=url_for(pg_server, TEMPLATE_DB), embedding_provider="hash"))
+    service.migrate()
+    service.close()
+    return TEMPLATE_DB
+
+
+@pytest.fixture
+def blank_database_url(pg_server: str) -> Iterator[str]:
+    name = _new_database(pg_server)
+    yield url_for(pg_server, name)
+    _drop_database(pg_server, name)
+
+
+@pytest.fixture
+def database_url(pg_server: str, _template_database: str) -> Iterator[str]:
+    name = _new_database(pg_server, template=_template_database)
+    yield url_for(pg_server, name)
+    _drop_database(pg_server, name)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, embedding_provider="hash")
+
+
+@pytest.fixture
+def service(settings: Settings) -> Iterator[MemoryService]:
+    svc = MemoryService(settings)
+    yield svc
+    svc.close()
+
+
+@pytest.fixture(scope="session")
+def local_embedder():  # type: ignore[no-untyped-def]
+    from agent_memory.embeddings.local import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    embedder.warm_up()
+    return embedder
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent

@@ -1,0 +1,135 @@
+"""The agent-memory command: JSON on stdout, clear errors, imports that never lose lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agent_memory.cli import main
+from agent_memory.config import Settings
+
+
+def run(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]
+    code = main(list(argv), settings=settings)
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    code, (added,), _ = run(capsys, settings, "add", "--user", "u1", "Prefers TypeScript", "Uses pnpm")
+    assert code == 0 and len(added["ids"]) == 2 and added["created"] == 2
+    code, (result,), _ = run(capsys, settings, "recall", "--user", "u1", "--limit", "1", "TypeScript")
+    assert code == 0 and set(result) == {"memories", "prompt_block"}
+    (memory,) = result["memories"]
+    assert set(memory) == {"id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata"}
+    assert memory["content"] == "Prefers TypeScript"
+    assert result["prompt_block"] == "[RUSH_MEMORY]\nRelevant memories:\n1. Prefers TypeScript\n[/RUSH_MEMORY]"
+    code, listed, _ = run(capsys, settings, "list", "--user", "u1")
+    assert code == 0 and {m["content"] for m in listed} == {"Prefers TypeScript", "Uses pnpm"}
+    code, (forgot,), _ = run(capsys, settings, "forget", "--user", "u1", "--id", memory["id"])
+    assert forgot == {"user_id": "u1", "deleted": 1}
+    code, (forgot,), _ = run(capsys, settings, "forget", "--user", "u1", "--all")
+    assert forgot["deleted"] == 1
+
+
+def test_import_skips_bad_lines_with_reasons_and_keeps_the_rest(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, settings: Settings, tmp_path: Path
+) -> None:
+    lines = [
+        json.dumps(
+            {
+                "user_id": "u1",
+                "content": "Good one",
+                "created_at": "2023-05-08T13:56:00+00:00",
+                "metadata": {"evidence": ["D1:3"]},
+            }
+        ),
+        "{not json",
+        json.dumps({"user_id": "", "content": "empty user"}),
+        json.dumps({"user_id": "u1"}),
+        "",
+        json.dumps({"user_id": "u1", "content": "x" * 3000}),
+        json.dumps({"user_id": "u2", "content": "Another good one", "category": "preference", "is_evergreen": True}),
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    code, (summary,), _ = run(capsys, settings, "import", str(path))
+    assert code == 2  # something was skipped: scripts notice
+    assert summary["taken"] == 2 and summary["skipped"] == 4
+    assert [s["line"] for s in summary["skipped_lines"]] == [2, 3, 4, 6]
+    reasons = {s["line"]: s["reason"] for s in summary["skipped_lines"]}
+    assert "user_id" in reasons[3] and "content" in reasons[4] and "limit" in reasons[6]
+    assert "line 2 skipped" in caplog.text  # logged on stderr as it happens
+    code, (result,), _ = run(capsys, settings, "recall", "--user", "u1", "good")
+    (memory,) = result["memories"]
+    assert memory["metadata"] == {"evidence": ["D1:3"]}
+    assert memory["created_at"].startswith("2023-05-08T13:56:00")
+
+
+def test_batch_recall_keeps_one_line_per_query_in_order(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    run(capsys, settings, "add", "--user", "u1", "Prefers TypeScript", "Lives in Lisbon")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        "\n".join(
+            [
+                json.dumps({"user_id": "u1", "query": "TypeScript", "evidence": ["ignored"], "limit": 1}),
+                json.dumps({"user_id": "u1"}),
+                json.dumps({"user_id": "nobody", "query": "anything", "now": "2024-01-01T00:00:00Z"}),
+                json.dumps({"user_id": "u1", "query": "Lisbon", "limit": 99}),
+            ]
+        )
+    )
+    out = tmp_path / "r.jsonl"
+    code, (summary,), _ = run(capsys, settings, "recall", "--queries", str(queries), "--out", str(out))
+    assert code == 0 and summary["queries"] == 4 and summary["recalled"] == 2 and summary["failed"] == 2
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(results) == 4
+    assert [m["content"] for m in results[0]["memories"]] == ["Prefers TypeScript"]
+    assert results[1]["memories"] == [] and "query" in results[1]["error"]
+    assert results[2]["memories"] == [] and "error" not in results[2]
+    assert "limit" in results[3]["error"]
+
+
+def test_errors_go_to_stderr_with_an_exit_code(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    code, out, err = run(capsys, settings, "recall", "--user", "u1", "--limit", "0", "x")
+    assert code == 2 and out == [] and "limit" in err
+    code, out, err = run(capsys, settings, "forget", "--user", "u1")
+    assert code == 2 and "--all" in err
+    broken = Settings(database_url="postgresql://nobody@127.0.0.1:1/x", embedding_provider="hash", connect_timeout_s=1)
+    code, out, err = run(capsys, broken, "list", "--user", "u1")
+    assert code == 4 and "database unavailable" in err and "127.0.0.1:1" in err
+
+
+def test_several_processes_share_one_embedded_data_dir(tmp_path: Path) -> None:
+    """Two CLI processes start on the same (new) data directory at once; the server stops after both."""
+    data_dir = tmp_path / "pg"
+    env = {**os.environ, "AGENT_MEMORY_DATA_DIR": str(data_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
+    cmd = [sys.executable, "-m", "agent_memory"]
+    procs = [
+        subprocess.Popen(
+            [*cmd, "add", "--user", f"u{i}", f"fact from process {i}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert json.loads(out)["created"] == 1
+    listed = subprocess.run([*cmd, "list", "--user", "u2"], env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["content"] == "fact from process 2"
+    deadline = time.monotonic() + 10
+    while (data_dir / "postmaster.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (data_dir / "postmaster.pid").exists()  # stopped when the last process exited

@@ -1,0 +1,265 @@
+"""The memory core against a real embedded PostgreSQL: writes, recall, isolation, limits."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import psycopg
+import pytest
+from agent_memory import store
+from agent_memory.config import Settings
+from agent_memory.errors import InputTooLarge, InvalidInput, SchemaMismatch
+from agent_memory.models import NewMemory
+from agent_memory.service import MemoryService
+
+FACTS = [
+    "The user's tech stack is TypeScript.",
+    "The user's product is an SVG editor with live preview, code editing and export.",
+    "Every SVG modification must be synced to the defaultSVG variable.",
+    "The user lives in Lisbon.",
+]
+
+
+def remember(service: MemoryService, user: str, *texts: str, **kwargs: object) -> list[str]:
+    stored = service.remember(user, [NewMemory(content=t) for t in texts], **kwargs)  # type: ignore[arg-type]
+    return [str(i) for i in stored.ids]
+
+
+def rows(database_url: str, sql: str, *params: object) -> list[tuple[object, ...]]:
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_remember_then_recall_returns_the_block_and_scores(service: MemoryService) -> None:
+    ids = remember(service, "u1", *FACTS)
+    result = service.recall("u1", "SVG editor export")
+    assert {str(m.id) for m in result.memories} == set(ids)
+    assert result.memories[0].content == FACTS[1]
+    assert result.prompt_block.startswith("[RUSH_MEMORY]\nRelevant memories:\n1. " + FACTS[1])
+    scores = [m.score for m in result.memories]
+    assert all(0 <= s <= 1.2 for s in scores)
+
+
+def test_the_same_fact_twice_is_one_row_with_updated_at_refreshed(service: MemoryService, database_url: str) -> None:
+    first = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    later = dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
+    (a,) = remember(service, "u1", "Prefers TypeScript.", observed_at=first)
+    stored = service.remember(
+        "u1", [NewMemory(content="prefers   typescript"), NewMemory(content="Prefers TypeScript!")], observed_at=later
+    )
+    assert [str(i) for i in stored.ids] == [a, a] and stored.created == 0
+    ((count, created_at, updated_at),) = rows(
+        database_url, "SELECT count(*), min(created_at), max(updated_at) FROM user_memories WHERE user_id = 'u1'"
+    )
+    assert count == 1 and updated_at == later and created_at <= updated_at
+
+
+def test_redelivery_with_the_same_time_changes_nothing(service: MemoryService, database_url: str) -> None:
+    when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    remember(service, "u1", "Uses pnpm, not npm.", source="c-1", observed_at=when)
+    before = rows(database_url, "SELECT id, content, updated_at, metadata, source FROM user_memories")
+    remember(service, "u1", "Uses pnpm, not npm.", source="c-1", observed_at=when)
+    assert rows(database_url, "SELECT id, content, updated_at, metadata, source FROM user_memories") == before
+
+
+def test_near_duplicates_refresh_the_existing_memory(database_url: str) -> None:
+    service = MemoryService(
+        Settings(database_url=database_url, embedding_provider="hash", near_duplicate_threshold=0.9)
+    )
+    (a,) = remember(service, "u1", "The user prefers dark mode in every editor they use")
+    stored = service.remember("u1", [NewMemory(content="The user prefers dark mode in every editor they use daily")])
+    assert [str(i) for i in stored.ids] == [a]
+    (b,) = remember(service, "u1", "The user has a cat")
+    assert b != a
+    assert rows(database_url, "SELECT count(*) FROM user_memories")[0][0] == 2
+
+
+def test_users_never_see_each_others_memories(service: MemoryService) -> None:
+    remember(service, "alice", "Alice prefers TypeScript for the SVG editor.")
+    (bob_id,) = remember(service, "bob", "Bob prefers TypeScript for the SVG editor.")
+    found = service.recall("alice", "TypeScript SVG editor", limit=50)
+    assert [m.content for m in found.memories] == ["Alice prefers TypeScript for the SVG editor."]
+    assert all(m.content.startswith("Alice") for m in service.list("alice").memories)
+    assert service.forget("alice", memory_id=__import__("uuid").UUID(bob_id)) == 0  # not hers to delete
+    assert len(service.list("bob").memories) == 1
+    assert service.forget("alice") == 1
+    assert len(service.list("bob").memories) == 1
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "it's a 'quoted' & | ! :* <-> (((",
+        "\\",
+        '"unterminated',
+        "-",
+        "OR OR OR",
+        "NOT AND",
+        "'; DROP TABLE user_memories; --",
+        "emoji 🚀 and 中文 and ümlauts",
+        "a:*B & !c",
+        "the a an",  # stop words only: an empty tsquery
+        "x" * 4000,
+    ],
+)
+def test_any_user_text_is_a_safe_query(service: MemoryService, query: str) -> None:
+    remember(service, "u1", *FACTS)
+    result = service.recall("u1", query)
+    assert len(result.memories) == len(FACTS)
+
+
+def test_query_limits_are_clear_errors(service: MemoryService) -> None:
+    with pytest.raises(InvalidInput) as err:
+        service.recall("u1", "   ")
+    assert err.value.field == "query"
+    with pytest.raises(InputTooLarge) as err:
+        service.recall("u1", "x" * 4001)
+    assert err.value.field == "query"
+    for bad in (0, 51):
+        with pytest.raises(InvalidInput) as err:
+            service.recall("u1", "ok", limit=bad)
+        assert err.value.field == "limit"
+    with pytest.raises(InputTooLarge) as err:
+        service.remember("u1", [NewMemory(content="y" * 2001)])
+    assert err.value.field == "memories[0].content"
+
+
+def test_project_scope_sees_its_project_and_user_wide_memories(service: MemoryService) -> None:
+    remember(service, "u1", "Global: prefers TypeScript")
+    remember(service, "u1", "Editor project: sync SVG to defaultSVG", project_id="svg-editor")
+    remember(service, "u1", "Blog project: uses Hugo", project_id="blog")
+    contents = {m.content for m in service.recall("u1", "project", project_id="svg-editor").memories}
+    assert contents == {"Global: prefers TypeScript", "Editor project: sync SVG to defaultSVG"}
+    assert len(service.recall("u1", "project").memories) == 3  # no project: everything of the user
+
+
+def test_recall_as_of_hides_later_memories_and_applies_decay(service: MemoryService) -> None:
+    old = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    service.remember("u1", [NewMemory(content="Deploys with Terraform", created_at=old)])
+    service.remember("u1", [NewMemory(content="Deploys with SAM", created_at=dt.datetime(2025, 1, 1, tzinfo=dt.UTC))])
+    as_of = service.recall("u1", "Deploys with", now=dt.datetime(2024, 6, 1, tzinfo=dt.UTC))
+    assert [m.content for m in as_of.memories] == ["Deploys with Terraform"]
+    both = service.recall("u1", "Deploys with", now=dt.datetime(2025, 1, 2, tzinfo=dt.UTC))
+    assert both.memories[0].content == "Deploys with SAM"  # equally relevant, newer wins
+
+
+def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: MemoryService, database_url: str) -> None:
+    """HNSW under a selective filter can return fewer rows than asked; recall must not."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        # 20,000 rows of 200 other users; the HNSW index built after the load (much faster).
+        conn.execute("DROP INDEX user_memories_embedding_idx")
+        conn.execute(
+            "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
+            "SELECT 'crowd-' || (g % 200), 'crowd memory ' || g, sha256(g::text::bytea), "
+            "(SELECT array_agg(random() - 0.5)::vector(384) FROM generate_series(1, 384) WHERE g > 0) "
+            "FROM generate_series(1, 20000) g"
+        )
+        conn.execute(
+            "CREATE INDEX user_memories_embedding_idx ON user_memories USING hnsw (embedding vector_cosine_ops)"
+        )
+        conn.execute("ANALYZE user_memories")
+    mine = [f"note {i}: the user likes topic {i} in the editor" for i in range(40)]
+    remember(service, "lonely", *mine)
+
+    conn = service.db.connection()
+    # Force the failure mode: the planner takes the HNSW index, which gives up early.
+    conn.execute("SET enable_sort = off")
+    conn.execute("SET hnsw.max_scan_tuples = 500")
+    scope = store.Scope("lonely")
+    # A query unlike any of the user's notes: their rows are no nearer than the crowd's.
+    query = "zebra quantum harmonica"
+    vector = service.embedder.embed_query(query)
+    params = {
+        "user_id": "lonely",
+        "project_id": None,
+        "now": None,
+        "query_vector": vector,
+        "k": 30,
+        "text_query": store._or_query(query),
+    }
+    plan = "\n".join(
+        r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + store._hybrid_sql(scope, exact=False), params)
+    )
+    assert "user_memories_embedding_idx" in plan
+    indexed = store._run_hybrid(conn, store._hybrid_sql(scope, exact=False), params, 30, 0)
+    assert sum(r["in_vector"] for r in indexed) < 30  # the index alone comes back short
+
+    for limit, expected in ((10, 10), (50, 40)):
+        result = service.recall("lonely", query, limit=limit)
+        assert len(result.memories) == expected
+        assert all(m.content.startswith("note ") for m in result.memories)
+
+
+def test_an_embedder_of_another_dimension_is_refused(database_url: str) -> None:
+    other = MemoryService(Settings(database_url=database_url, embedding_provider="hash", embedding_dimensions=256))
+    with pytest.raises(SchemaMismatch) as err:
+        other.recall("u1", "anything")
+    message = str(err.value)
+    assert "384-dimensional" in message and "256" in message and "reembed" in message
+
+
+def test_another_model_of_the_same_dimension_is_refused(database_url: str) -> None:
+    # The local model also makes 384-dimensional vectors: same size, different meaning.
+    local = MemoryService(Settings(database_url=database_url, embedding_provider="local"))
+    with pytest.raises(SchemaMismatch) as err:
+        local.list("u1")
+    assert "hash:feature-hash-v1:384" in str(err.value) and "all-MiniLM-L6-v2" in str(err.value)
+
+
+def test_migrations_are_idempotent_and_safe_concurrently(blank_database_url: str) -> None:
+    settings = Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False)
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(MemoryService(settings).migrate())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(len(r) for r in results)[-1] >= 1 and sum(len(r) for r in results) == len(results[0]) + sum(
+        len(r) for r in results[1:]
+    )
+    applied = [name for r in results for name in r]
+    assert len(applied) == len(set(applied))  # each migration applied exactly once
+    assert MemoryService(settings).migrate() == []
+
+
+def test_an_unmigrated_database_without_auto_migrate_says_what_to_run(blank_database_url: str) -> None:
+    service = MemoryService(Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False))
+    with pytest.raises(SchemaMismatch) as err:
+        service.list("u1")
+    assert "agent-memory migrate" in str(err.value)
+
+
+def test_list_pages_with_a_cursor(service: MemoryService) -> None:
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    service.remember(
+        "u1", [NewMemory(content=f"fact {i}", created_at=base + dt.timedelta(minutes=i)) for i in range(7)]
+    )
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = service.list("u1", limit=3, cursor=cursor)
+        seen += [m.content for m in page.memories]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == [f"fact {i}" for i in reversed(range(7))]
+
+
+@pytest.mark.model
+def test_the_local_model_recalls_by_meaning(database_url: str, blank_database_url: str, local_embedder) -> None:  # type: ignore[no-untyped-def]
+    service = MemoryService(Settings(database_url=blank_database_url), embedder=local_embedder)
+    remember(
+        service, "u1", *FACTS, "The user has a golden retriever named Biscuit.", "The user's favourite food is ramen."
+    )
+    result = service.recall("u1", "Which programming language should I write the new feature in?")
+    assert result.memories[0].content == "The user's tech stack is TypeScript."

@@ -1,0 +1,62 @@
+"""Fusion, decay and MMR maths."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+from agent_memory.retrieval import apply_time_decay, fuse_rrf, fuse_weighted, mmr_select
+
+NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+
+
+def test_weighted_fusion_normalises_tiny_ts_rank_values() -> None:
+    # Raw ts_rank values are ~0.01: unnormalised, a 0.3 weight would barely move anything.
+    scores = fuse_weighted([0.50, 0.50], [0.001, 0.01], vector_weight=0.7, text_weight=0.3)
+    assert scores[1] - scores[0] == pytest.approx(0.3 * 0.9)
+    assert scores.max() <= 1.0
+
+
+def test_weighted_fusion_without_text_matches_is_cosine() -> None:
+    scores = fuse_weighted([0.9, 0.2, -0.3], [0, 0, 0], vector_weight=0.7, text_weight=0.3)
+    assert scores == pytest.approx([0.9 * 0.7, 0.2 * 0.7, 0.0])
+
+
+def test_rrf_first_in_both_legs_scores_one() -> None:
+    scores = fuse_rrf([1, 2, None], [1, None, 1], k=60)
+    assert scores[0] == pytest.approx(1.0)
+    assert scores[1] == pytest.approx((1 / 62) / (2 / 61))
+    assert scores[2] == pytest.approx(0.5)
+
+
+def test_decay_halves_the_decaying_part_at_the_half_life() -> None:
+    old = NOW - dt.timedelta(days=30)
+    out = apply_time_decay([1.0, 1.0], [old, NOW], [False, False], now=NOW, half_life_days=30, floor=0.2)
+    assert out[0] == pytest.approx(0.2 + 0.8 * 0.5)
+    assert out[1] == pytest.approx(1.0)
+
+
+def test_evergreen_and_future_memories_do_not_decay() -> None:
+    ancient = NOW - dt.timedelta(days=3650)
+    future = NOW + dt.timedelta(days=1)  # clock skew between writer and reader
+    out = apply_time_decay([0.8, 0.8], [ancient, future], [True, False], now=NOW, half_life_days=10)
+    assert out == pytest.approx([0.8, 0.8])
+
+
+def test_mmr_skips_a_near_duplicate_for_a_different_relevant_memory() -> None:
+    a = np.array([1.0, 0.0, 0.0])
+    a_dup = np.array([0.999, 0.0447, 0.0])
+    b = np.array([0.0, 1.0, 0.0])
+    vectors = np.vstack([a, a_dup / np.linalg.norm(a_dup), b])
+    assert mmr_select([1.0, 0.98, 0.9], vectors, lam=0.7, limit=2) == [0, 2]
+
+
+def test_mmr_with_lambda_one_is_plain_relevance_order() -> None:
+    vectors = np.eye(3)
+    assert mmr_select([0.2, 0.9, 0.5], vectors, lam=1.0, limit=3) == [1, 2, 0]
+
+
+def test_mmr_returns_at_most_the_candidates() -> None:
+    assert mmr_select([0.5], np.eye(1), lam=0.5, limit=10) == [0]
+    assert mmr_select([], np.zeros((0, 3)), lam=0.5, limit=10) == []

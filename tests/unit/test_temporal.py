@@ -1,0 +1,47 @@
+"""Dates named in queries."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from agent_memory.temporal import in_any_window, query_time_windows
+
+NOW = dt.datetime(2023, 10, 23, 12, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What did Nate do for Joanna on 25 May, 2022?",
+        "what happened on May 25th, 2022",
+        "the 25th of May 2022",
+        "notes from 2022-05-25",
+    ],
+)
+def test_a_named_day_is_a_window_around_that_day(query: str) -> None:
+    windows = query_time_windows(query, NOW, slack_days=1)
+    assert len(windows) == 1
+    inside = dt.datetime(2022, 5, 25, 18, tzinfo=dt.UTC)
+    day_after = dt.datetime(2022, 5, 26, 9, tzinfo=dt.UTC)
+    far = dt.datetime(2022, 5, 29, tzinfo=dt.UTC)
+    assert in_any_window([inside, day_after, far], windows) == [True, True, False]
+
+
+def test_a_named_month_covers_the_month() -> None:
+    windows = query_time_windows("What workout did Maria start in December 2023?", NOW)
+    assert windows == [(dt.datetime(2023, 12, 1, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, tzinfo=dt.UTC))]
+
+
+def test_relative_phrases_use_now() -> None:
+    (start, end) = query_time_windows("what did we decide yesterday", NOW, slack_days=0)[0]
+    assert start == dt.datetime(2023, 10, 22, tzinfo=dt.UTC) and end == dt.datetime(2023, 10, 23, tzinfo=dt.UTC)
+    (start, end) = query_time_windows("changes from last week", NOW)[0]
+    assert end == NOW and start < NOW - dt.timedelta(days=7)
+
+
+@pytest.mark.parametrize(
+    "query", ["I may go", "May I ask what the user prefers?", "on the 3rd", "version 2022", "31 February, 2023"]
+)
+def test_no_dates_no_windows(query: str) -> None:
+    assert query_time_windows(query, NOW) == []
