@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
 CATEGORIES: tuple[str, ...] = ("identity", "preference", "project", "decision", "fact", "other")
@@ -103,3 +103,26 @@ class ChatMessage(BaseModel):
     role: Literal["user", "assistant", "system", "tool"]
     content: Annotated[str, StringConstraints(max_length=MAX_CONTENT_CHARS)]
     created_at: AwareDatetime | None = None
+
+
+class ConversationEnded(BaseModel):
+    """The write-path message (SQS body) the chat application sends when a conversation ends.
+
+    Either ``messages`` (extracted by the configured LLM provider) or ``memories`` (facts the
+    client extracted itself, stored as given), or both. Unknown fields are ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    user_id: UserId
+    project_id: ProjectId | None = None
+    conversation_id: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS)] | None = None
+    ended_at: AwareDatetime | None = None
+    messages: list[ChatMessage] = Field(default_factory=list)
+    memories: list[NewMemory] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _something_to_remember(self) -> ConversationEnded:
+        if not self.messages and not self.memories:
+            raise ValueError("the message needs 'messages' or 'memories' (both are empty or missing)")
+        return self
