@@ -82,7 +82,6 @@ def mmr_select(relevance: npt.ArrayLike, embeddings: npt.ArrayLike, *, lam: floa
     if lam >= 1.0:
         return [int(i) for i in np.argsort(-rel, kind="stable")[:limit]]
     vectors = np.asarray(embeddings, dtype=np.float64)
-    similarity = vectors @ vectors.T
     chosen: list[int] = []
     max_sim = np.full(n, -np.inf)
     available = np.ones(n, dtype=bool)
@@ -92,5 +91,8 @@ def mmr_select(relevance: npt.ArrayLike, embeddings: npt.ArrayLike, *, lam: floa
         pick = int(np.argmax(gain))
         chosen.append(pick)
         available[pick] = False
-        max_sim = np.maximum(max_sim, similarity[pick])
+        # Only the picked rows of the similarity matrix, and by einsum rather than `@`: a
+        # matmul goes to the BLAS thread pool, whose wake-ups cost more than this tiny
+        # product and stall for milliseconds when the other cores are busy.
+        max_sim = np.maximum(max_sim, np.einsum("ij,j->i", vectors, vectors[pick]))
     return chosen

@@ -60,3 +60,35 @@ def test_mmr_with_lambda_one_is_plain_relevance_order() -> None:
 def test_mmr_returns_at_most_the_candidates() -> None:
     assert mmr_select([0.5], np.eye(1), lam=0.5, limit=10) == [0]
     assert mmr_select([], np.zeros((0, 3)), lam=0.5, limit=10) == []
+
+
+def _mmr_reference(relevance: np.ndarray, vectors: np.ndarray, lam: float, limit: int) -> list[int]:
+    """The textbook greedy MMR over the full similarity matrix."""
+    rel = relevance / relevance.max()
+    similarity = vectors @ vectors.T
+    chosen: list[int] = []
+    for _ in range(min(limit, len(rel))):
+        best, best_gain = -1, -np.inf
+        for i in range(len(rel)):
+            if i in chosen:
+                continue
+            redundancy = max((similarity[i, j] for j in chosen), default=0.0)
+            gain = lam * rel[i] - (1 - lam) * redundancy
+            if gain > best_gain:
+                best, best_gain = i, gain
+        chosen.append(best)
+    return chosen
+
+
+def test_mmr_picks_what_greedy_mmr_over_the_full_similarity_matrix_picks() -> None:
+    # mmr_select computes only the similarity rows it needs (no BLAS matmul); the picks
+    # must stay those of the plain algorithm.
+    rng = np.random.default_rng(42)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        vectors = rng.standard_normal((n, 16))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        relevance = rng.random(n) + 0.01
+        lam = float(rng.choice([0.3, 0.5, 0.8]))
+        limit = int(rng.integers(1, 12))
+        assert mmr_select(relevance, vectors, lam=lam, limit=limit) == _mmr_reference(relevance, vectors, lam, limit)
