@@ -11,7 +11,7 @@ import datetime as dt
 import importlib.resources
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -507,3 +507,129 @@ def delete_user(conn: Connection, user_id: str) -> int:
 def count_memories(conn: Connection, user_id: str) -> int:
     row = conn.execute("SELECT count(*) FROM user_memories WHERE user_id = %s", [user_id]).fetchone()
     return int(row[0]) if row else 0
+
+
+# --------------------------------------------------------------------------------------
+# bulk loading (benchmarks, large imports): rows first, search indexes after
+# --------------------------------------------------------------------------------------
+
+# The same definitions as migration 0001; building them once after a bulk load is far
+# faster than maintaining them row by row (pgvector's advice for HNSW).
+SEARCH_INDEXES = {
+    "user_memories_tsv_idx": "CREATE INDEX IF NOT EXISTS user_memories_tsv_idx"
+    " ON user_memories USING gin (content_tsv)",
+    "user_memories_embedding_idx": "CREATE INDEX IF NOT EXISTS user_memories_embedding_idx"
+    " ON user_memories USING hnsw (embedding vector_cosine_ops)",
+}
+
+
+def drop_search_indexes(conn: Connection) -> None:
+    """Drop the GIN and HNSW indexes before a bulk load (recall still works, without them)."""
+    with conn.transaction():
+        for name in SEARCH_INDEXES:
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def build_search_indexes(conn: Connection, *, maintenance_work_mem: str = "2GB", parallel_workers: int = 1) -> None:
+    """(Re)create the GIN and HNSW indexes, then refresh the planner's statistics.
+
+    A large maintenance_work_mem keeps the HNSW graph in memory while it is built
+    (otherwise the build slows down sharply once the graph spills).
+    """
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
+    conn.execute("SELECT set_config('max_parallel_maintenance_workers', %s, false)", [str(int(parallel_workers))])
+    try:
+        for statement in SEARCH_INDEXES.values():
+            conn.execute(statement.encode())
+    finally:
+        conn.execute("RESET maintenance_work_mem")
+        conn.execute("RESET max_parallel_maintenance_workers")
+    # Fresh statistics and visibility map: the planner then sees ~N/users rows per user.
+    conn.execute("VACUUM (ANALYZE) user_memories")
+
+
+_COPY_COLUMNS = (
+    "user_id",
+    "project_id",
+    "content",
+    "content_hash",
+    "category",
+    "source",
+    "is_evergreen",
+    "embedding",
+    "created_at",
+    "updated_at",
+    "metadata",
+)
+_COPY_TYPES = ["text", "text", "text", "bytea", "text", "text", "bool", "vector", "timestamptz", "timestamptz", "jsonb"]
+
+
+def copy_memories(conn: Connection, rows: Iterable[MemoryRow]) -> int:
+    """Append rows with binary COPY, in one transaction: no upsert, no duplicate folding.
+
+    For loading new, unique data fast (an existing fact raises a unique violation and
+    nothing of the batch is kept). Returns the number of rows written.
+    """
+    count = 0
+    now = dt.datetime.now(dt.UTC)
+    statement = sql.SQL("COPY user_memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(
+        sql.SQL(", ").join(sql.Identifier(c) for c in _COPY_COLUMNS)
+    )
+    with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
+        copy.set_types(_COPY_TYPES)
+        for r in rows:
+            created = r.created_at or r.observed_at or now
+            copy.write_row(
+                [
+                    r.user_id,
+                    r.project_id,
+                    r.content,
+                    r.content_hash,
+                    r.category,
+                    r.source,
+                    r.is_evergreen,
+                    r.embedding,
+                    created,
+                    r.observed_at or created,
+                    Jsonb(r.metadata),
+                ]
+            )
+            count += 1
+    return count
+
+
+# --------------------------------------------------------------------------------------
+# the seed article's ranking query, kept only as the benchmarks' baseline
+# --------------------------------------------------------------------------------------
+
+_ARTICLE_SEED_QUERY = """
+SELECT {cols},
+       0.7 * (1 - (embedding <-> %(query_vector)s)) + 0.3 * ts_rank(content_tsv, plainto_tsquery('{cfg}', %(text)s))
+           AS total_score
+FROM user_memories
+{where}
+ORDER BY total_score DESC
+LIMIT %(limit)s
+"""
+
+
+def article_seed_query(
+    conn: Connection, query_vector: np.ndarray, query_text: str, *, limit: int = 10, scope: Scope | None = None
+) -> list[dict[str, Any]]:
+    """The seed article's ranking query, for the benchmarks only: never use it to serve recall.
+
+    As written: 0.7 x (1 - L2 distance ``<->``) + 0.3 x raw ``ts_rank``, ``ORDER BY total_score``
+    over the whole table (no index can serve it, and no user filter: everyone's memories
+    are ranked). Two deviations, both needed to run it at all: ``plainto_tsquery`` instead
+    of ``to_tsquery`` (which raises a syntax error on an ordinary question), and this
+    schema's stored ``content_tsv`` column as the document. With ``scope``, the rows are
+    limited to that user's live memories (quality benchmarks: otherwise other users'
+    memories would be ranked too); without it, the query is the article's, unscoped.
+    """
+    where = sql.SQL("WHERE {}").format(_scope_filter(scope)) if scope is not None else sql.SQL("")
+    query = sql.SQL(_ARTICLE_SEED_QUERY).format(cols=sql.SQL(MEMORY_COLUMNS), cfg=sql.SQL(TS_CONFIG), where=where)
+    params: dict[str, Any] = {"query_vector": query_vector, "text": query_text, "limit": limit}
+    if scope is not None:
+        params.update(user_id=scope.user_id, project_id=scope.project_id, now=scope.now)
+    with conn.cursor(row_factory=dict_row, binary=True) as cur:
+        return cur.execute(query, params).fetchall()

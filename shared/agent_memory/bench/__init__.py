@@ -1,0 +1,25 @@
+"""`agent-memory bench ...`: the benchmarks behind BENCHMARKS.md, as commands.
+
+Each subcommand prints a table and ends with exactly one summary line
+(``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``). They run
+on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
+own data. Heavy imports (torch, matplotlib) happen only inside the commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    """Add the `bench` command group to the CLI's subparsers."""
+    from agent_memory.bench import latency, quality
+
+    parser = sub.add_parser(
+        "bench",
+        help="benchmarks: quality, latency, ingest, tokens, plot",
+        description="Benchmarks on scratch databases; each prints a table and one summary line.",
+    )
+    benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    quality.register(benches)
+    latency.register(benches)

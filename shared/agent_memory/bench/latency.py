@@ -1,0 +1,262 @@
+"""`agent-memory bench latency`: recall latency on synthetic data, ours against the article's query.
+
+One run loads N synthetic memories over U users (hash embeddings or random unit vectors:
+the model is not what is measured), builds the search indexes once after the load (as
+pgvector recommends), then times the same queries three ways:
+
+- ours: ``MemoryService.recall`` with a precomputed query vector: the scoped SQL legs,
+  fusion, decay, MMR and the prompt block (embedding excluded);
+- the article's query as written: ``ORDER BY total_score`` over the whole table, with
+  no user filter (see :func:`agent_memory.store.article_seed_query`);
+- end to end: the local model embeds the query, then ours as above.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from agent_memory import store
+from agent_memory.bench.common import (
+    ScratchServer,
+    Stopwatch,
+    add_database_arguments,
+    load_average,
+    open_service,
+    print_table,
+    say,
+)
+from agent_memory.bench.synthetic import RandomEmbedder, SyntheticCorpus, memory_rows
+from agent_memory.config import Settings
+from agent_memory.db import Connection
+from agent_memory.embeddings.base import Embedder
+from agent_memory.service import MemoryService
+
+COPY_CHUNK = 50_000
+WARM_UP = 10
+
+
+@dataclasses.dataclass
+class LatencyRun:
+    memories: int
+    users: int
+    dimension: int
+    vectors: str
+    load_s: float
+    index_s: float
+    ours: Stopwatch
+    seed: Stopwatch
+    e2e: Stopwatch | None = None
+    embed: Stopwatch | None = None
+    torch_threads: int | None = None
+    load_before: str = ""
+    load_after: str = ""
+
+
+def load_corpus(
+    bench: MemoryService, corpus: SyntheticCorpus, *, vectors: Literal["hash", "random"]
+) -> tuple[float, float]:
+    """Bulk-load the corpus with the search indexes dropped, then build them; (load s, index s)."""
+    embedder: Embedder = bench.embedder if vectors == "hash" else RandomEmbedder(bench.embedder.dimension)
+    bench.db.run(store.drop_search_indexes)
+    started = time.perf_counter()
+    rows = memory_rows(corpus.facts(), embedder)
+    loaded = 0
+    while chunk := list(itertools.islice(rows, COPY_CHUNK)):
+        loaded += bench.db.run(functools.partial(store.copy_memories, rows=chunk), retry=False)
+        say(f"  loaded {loaded}/{corpus.memories} memories")
+    load_s = time.perf_counter() - started
+    say("  building the GIN and HNSW indexes")
+    started = time.perf_counter()
+    bench.db.run(store.build_search_indexes, retry=False)
+    return load_s, time.perf_counter() - started
+
+
+def time_recall(
+    bench: MemoryService,
+    queries: Sequence[tuple[str, str]],
+    vectors: np.ndarray,
+    *,
+    limit: int,
+    seed_queries: int | None = None,
+) -> tuple[Stopwatch, Stopwatch]:
+    """(ours, the article's query) on the same queries; a few untimed warm-up runs first."""
+    ours, seed = Stopwatch(), Stopwatch()
+    for (user, text), vector in itertools.islice(zip(queries, vectors, strict=True), WARM_UP):
+        bench.recall(user, text, limit=limit, query_vector=vector)
+    for (user, text), vector in zip(queries, vectors, strict=True):
+        with ours.time():
+            bench.recall(user, text, limit=limit, query_vector=vector)
+    say(f"  ours: p50 {ours.p50:.2f} ms, p95 {ours.p95:.2f} ms")
+    n_seed = len(queries) if seed_queries is None else min(seed_queries, len(queries))
+    for (_user, text), vector in itertools.islice(zip(queries, vectors, strict=True), min(3, n_seed)):
+        bench.db.run(_article_query(text, vector, limit))
+    for (_user, text), vector in itertools.islice(zip(queries, vectors, strict=True), n_seed):
+        work = _article_query(text, vector, limit)
+        with seed.time():
+            bench.db.run(work)
+    say(f"  article's query: p50 {seed.p50:.1f} ms, p95 {seed.p95:.1f} ms")
+    return ours, seed
+
+
+def _article_query(text: str, vector: np.ndarray, limit: int) -> Callable[[Connection], list[dict[str, Any]]]:
+    """The article's query as written: unscoped, over the whole table."""
+    return lambda conn: store.article_seed_query(conn, vector, text, limit=limit)
+
+
+def time_end_to_end(
+    bench: MemoryService, queries: Sequence[tuple[str, str]], *, limit: int, torch_threads: int | None = None
+) -> tuple[Stopwatch, Stopwatch, int]:
+    """Recall with the local model embedding each query inside the timed span;
+    (total, embedding only, torch's intra-op threads)."""
+    import torch
+
+    from agent_memory.embeddings.local import LocalEmbedder
+
+    if torch_threads:
+        torch.set_num_threads(torch_threads)
+    model = LocalEmbedder()
+    model.warm_up()
+    total, embed = Stopwatch(), Stopwatch()
+    for user, text in queries[:WARM_UP]:
+        bench.recall(user, text, limit=limit, query_vector=model.embed_query(text))
+    for user, text in queries:
+        with total.time():
+            with embed.time():
+                vector = model.embed_query(text)
+            bench.recall(user, text, limit=limit, query_vector=vector)
+    say(f"  end to end: p50 {total.p50:.1f} ms, p95 {total.p95:.1f} ms")
+    return total, embed, torch.get_num_threads()
+
+
+def measure(
+    server: ScratchServer,
+    base: Settings,
+    *,
+    memories: int,
+    users: int,
+    queries: int,
+    dimension: int = 384,
+    vectors: Literal["hash", "random"] = "hash",
+    limit: int = 10,
+    end_to_end: bool = False,
+    seed_queries: int | None = None,
+    torch_threads: int | None = None,
+    seed: int = 7,
+) -> LatencyRun:
+    """Load a fresh database and time recall on it; the database is dropped afterwards."""
+    corpus = SyntheticCorpus(memories, users, seed=seed)
+    url = server.new_database(f"latency_{memories}")
+    bench = open_service(base, url, provider="hash", dimension=dimension)
+    try:
+        say(f"latency: {memories} memories over {corpus.users} users, {dimension}-d {vectors} vectors")
+        load_s, index_s = load_corpus(bench, corpus, vectors=vectors)
+        asked = corpus.queries(queries)
+        embedder: Embedder = bench.embedder if vectors == "hash" else RandomEmbedder(dimension)
+        query_vectors = embedder.embed([text for _user, text in asked])
+        load_before = load_average()
+        ours, seed_watch = time_recall(bench, asked, query_vectors, limit=limit, seed_queries=seed_queries)
+        run = LatencyRun(memories, corpus.users, dimension, vectors, load_s, index_s, ours, seed_watch)
+        if end_to_end:
+            if dimension != 384:
+                say("  end to end skipped: the local model's vectors have 384 dimensions")
+            else:
+                run.e2e, run.embed, run.torch_threads = time_end_to_end(
+                    bench, asked, limit=limit, torch_threads=torch_threads
+                )
+        run.load_before, run.load_after = load_before, load_average()
+        return run
+    finally:
+        bench.close()
+        server.drop_database(url)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def run(service: MemoryService, args: argparse.Namespace) -> int:
+    with ScratchServer.from_args(args) as server:
+        database = server.describe()
+        result = measure(
+            server,
+            service.settings,
+            memories=args.memories,
+            users=args.users,
+            queries=args.queries,
+            dimension=args.dimension,
+            vectors=args.vectors,
+            limit=args.limit,
+            end_to_end=not args.no_end_to_end,
+            seed_queries=args.seed_queries,
+            torch_threads=args.torch_threads,
+        )
+    print(f"database: {database}")
+    print(f"machine: {result.load_before} before timing, {result.load_after} after")
+    print(
+        f"data: {result.memories} memories over {result.users} users ({result.memories // result.users} each), "
+        f"{result.dimension}-d {result.vectors} vectors; load {result.load_s:.1f} s, "
+        f"index build {result.index_s:.1f} s; limit {args.limit}"
+    )
+    rows: list[list[Any]] = [
+        [
+            "ours: recall (DB + fusion + rerank)",
+            len(result.ours.samples),
+            _ms(result.ours.p50),
+            _ms(result.ours.p95),
+            "scoped legs (HNSW/GIN), embedding excluded",
+        ],
+        [
+            "article's query as written",
+            len(result.seed.samples),
+            _ms(result.seed.p50),
+            _ms(result.seed.p95),
+            "ORDER BY total_score over the whole table, unscoped",
+        ],
+    ]
+    if result.e2e is not None and result.embed is not None:
+        rows.append(
+            [
+                "ours end to end (local model)",
+                len(result.e2e.samples),
+                _ms(result.e2e.p50),
+                _ms(result.e2e.p95),
+                f"all-MiniLM-L6-v2 query embedding p50 {result.embed.p50:.1f} ms, "
+                f"p95 {result.embed.p95:.1f} ms ({result.torch_threads} torch threads)",
+            ]
+        )
+    print_table(["path", "queries", "p50 ms", "p95 ms", "what"], rows)
+    speedup = result.seed.p95 / result.ours.p95 if result.ours.p95 > 0 else float("inf")
+    print(
+        f"latency memories={result.memories} users={result.users} ours_p50_ms={result.ours.p50:.2f} "
+        f"ours_p95_ms={result.ours.p95:.2f} seed_p95_ms={result.seed.p95:.2f} speedup_p95={speedup:.1f}"
+    )
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "latency",
+        help="recall p50/p95 on synthetic data: ours, the article's query, end to end",
+        description="Load synthetic memories into a fresh database (indexes built after the load), then time "
+        "recall for the same queries: ours (embedding excluded), the article's query as written (unscoped, "
+        "whole table), and ours end to end with the local model.",
+    )
+    p.add_argument("--memories", type=int, default=100_000, help="memories to load (default 100000)")
+    p.add_argument("--users", type=int, default=1_000, help="users they are spread over (default 1000)")
+    p.add_argument("--queries", type=int, default=200, help="timed queries per path (default 200)")
+    p.add_argument("--dimension", type=int, default=384, help="embedding dimension (default 384)")
+    p.add_argument("--vectors", choices=["hash", "random"], default="hash", help="hash embeddings (default) or random")
+    p.add_argument("--limit", type=int, default=10, help="memories per recall (default 10)")
+    p.add_argument("--seed-queries", type=int, help="time the article's query on only the first N queries")
+    p.add_argument("--no-end-to-end", action="store_true", help="skip the local model (no torch)")
+    p.add_argument("--torch-threads", type=int, help="torch intra-op threads for the end-to-end run (default torch's)")
+    add_database_arguments(p)
+    p.set_defaults(func=run)
