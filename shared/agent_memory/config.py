@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     max_query_chars: int = Field(default=4000, ge=16, description="Longest recall query accepted.")
     max_memories_per_request: int = Field(default=100, ge=1, description="Memories per add/ingest message.")
     max_block_chars: int = Field(default=500, ge=32, description="Longest memory line in the prompt block.")
+    superseded_retention_days: float = Field(
+        default=90.0, ge=0, description="`agent-memory purge` removes memories superseded longer ago than this."
+    )
     near_duplicate_threshold: float = Field(
         default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import datetime as dt
 import hashlib
 import json
@@ -28,6 +29,7 @@ from agent_memory.errors import InputTooLarge, InvalidInput
 from agent_memory.models import (
     ImportLine,
     Memory,
+    MemoryEvent,
     NewMemory,
     RecalledMemory,
     RecallResult,
@@ -357,14 +359,46 @@ class MemoryService:
         next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
         return MemoryPage(memories=[Memory(**r) for r in rows[:limit]], next_cursor=next_cursor)
 
-    def forget(self, user_id: str, memory_id: uuid.UUID | None = None) -> int:
-        """Delete one memory of the user (0 if it is not theirs) or, without an id, all of them."""
+    def forget(self, user_id: str, memory_id: uuid.UUID | None = None, *, source: str | None = None) -> int:
+        """Delete one memory of the user (0 if it is not theirs) or, without an id, all of them
+        together with their history."""
         if memory_id is None:
             deleted = self.db.run(lambda conn: store.delete_user(conn, user_id))
         else:
-            deleted = int(self.db.run(lambda conn: store.delete_memory(conn, user_id, memory_id)))
+            deleted = int(self.db.run(lambda conn: store.delete_memory(conn, user_id, memory_id, source=source)))
         logger.info("forgot", extra={"user_id": user_id, "deleted": deleted, "one": memory_id is not None})
         return int(deleted)
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    # `builtins.list` below: inside the class, `list` is the method above.
+    def history(
+        self, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
+    ) -> builtins.list[MemoryEvent]:
+        """Every recorded change of one memory (or of all the user's), oldest first."""
+        if not 1 <= limit <= 10_000:
+            raise InvalidInput(f"limit must be between 1 and 10000, got {limit}", field="limit")
+        rows = self.db.run(lambda conn: store.history(conn, user_id, memory_id, limit=limit))
+        return [MemoryEvent(**r) for r in rows]
+
+    def supersede(
+        self, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
+    ) -> builtins.list[uuid.UUID]:
+        """Mark memories as replaced by ``new_id``: kept (with their history) but out of recall."""
+        marked: builtins.list[uuid.UUID] = self.db.run(
+            lambda conn: store.supersede(conn, user_id, old_ids, new_id, source=source)
+        )
+        return marked
+
+    def purge(self, *, now: dt.datetime | None = None, superseded_days: float | None = None) -> dict[str, int]:
+        """Remove expired memories and those superseded longer ago than the retention."""
+        now = now or utcnow()
+        days = self.settings.superseded_retention_days if superseded_days is None else superseded_days
+        expired, superseded = self.db.run(
+            lambda conn: store.purge(conn, now=now, superseded_before=now - dt.timedelta(days=days))
+        )
+        logger.info("purged", extra={"expired": expired, "superseded": superseded})
+        return {"expired": expired, "superseded": superseded}
 
 
 def rank_candidates(

@@ -172,8 +172,10 @@ ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
     updated_at    = GREATEST(m.updated_at, EXCLUDED.updated_at),
     is_evergreen  = m.is_evergreen OR EXCLUDED.is_evergreen,
     metadata      = m.metadata || EXCLUDED.metadata,
-    expires_at    = CASE WHEN m.superseded_at IS NULL THEN m.expires_at ELSE EXCLUDED.expires_at END,
-    -- Stating a superseded fact again makes it current again.
+    -- A fact that had ended (superseded or expired) and is stated again lives again, with the
+    -- new expiry; a live fact keeps its expiry unless the restatement brings one.
+    expires_at    = CASE WHEN m.superseded_at IS NOT NULL OR m.expires_at <= now() THEN EXCLUDED.expires_at
+                         ELSE COALESCE(EXCLUDED.expires_at, m.expires_at) END,
     superseded_at = NULL,
     superseded_by = NULL
 RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
@@ -201,6 +203,14 @@ UPDATE user_memories AS m SET
 FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[]) AS t(id, observed_at, metadata)
 WHERE m.id = t.id AND m.user_id = %(user_id)s
 """
+
+
+def set_change_context(conn: Connection, *, source: str | None = None, reason: str | None = None) -> None:
+    """Tell the history trigger who makes the changes of this transaction, and why."""
+    conn.execute(
+        "SELECT set_config('agent_memory.change_source', %s, true), set_config('agent_memory.change_reason', %s, true)",
+        [source or "", reason or ""],
+    )
 
 
 def lock_users(conn: Connection, user_ids: Sequence[str]) -> None:
@@ -238,7 +248,9 @@ def upsert_memories(
     if not rows:
         return []
     outcomes: dict[int, WriteOutcome] = {}
+    sources = {r.source for r in rows}
     with conn.transaction():
+        set_change_context(conn, source=sources.pop() if len(sources) == 1 else None)
         lock_users(conn, [r.user_id for r in rows])
         to_insert = list(range(len(rows)))
         if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
@@ -488,20 +500,63 @@ def list_memories(
         return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
 
 
-def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID) -> bool:
-    """Delete one memory of this user; False when the user has no memory with that id."""
+def delete_user(conn: Connection, user_id: str) -> int:
+    """Forget every memory of the user, and their history; returns how many memories went."""
     with conn.transaction():
+        set_change_context(conn, reason="forget_user")
+        cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
+        conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
+    return cur.rowcount
+
+
+def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
+    """Delete one memory of this user (False when the user has none with that id), recording who asked."""
+    with conn.transaction():
+        set_change_context(conn, source=source)
         row = conn.execute(
             "DELETE FROM user_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, memory_id]
         ).fetchone()
     return row is not None
 
 
-def delete_user(conn: Connection, user_id: str) -> int:
-    """Forget every memory of the user; returns how many rows went."""
+def supersede(
+    conn: Connection, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
+) -> list[uuid.UUID]:
+    """Mark live memories of this user as replaced by ``new_id``; returns the ids actually marked."""
     with conn.transaction():
-        cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
-    return cur.rowcount
+        set_change_context(conn, source=source)
+        rows = conn.execute(
+            "UPDATE user_memories SET superseded_at = now(), superseded_by = %s "
+            "WHERE user_id = %s AND id = ANY(%s) AND id <> %s AND superseded_at IS NULL RETURNING id",
+            [new_id, user_id, list(old_ids), new_id],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def history(
+    conn: Connection, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """The recorded changes of one memory, or of all of a user's memories, oldest first."""
+    query = (
+        "SELECT memory_id, event, at, source, content, related_id, project_id, detail FROM memory_events "
+        "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+        "ORDER BY at, id LIMIT %(limit)s"
+    )
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(query, {"user_id": user_id, "memory_id": memory_id, "limit": limit}).fetchall()
+
+
+def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime) -> tuple[int, int]:
+    """Remove expired memories and those superseded before the cut-off; (expired, superseded) counts.
+
+    Both are recorded in the history (as 'expired' / 'purged'), which is kept.
+    """
+    with conn.transaction():
+        set_change_context(conn, source="purge", reason="expired")
+        expired = conn.execute("DELETE FROM user_memories WHERE expires_at <= %s", [now]).rowcount
+        set_change_context(conn, source="purge", reason="purged")
+        superseded = conn.execute("DELETE FROM user_memories WHERE superseded_at < %s", [superseded_before]).rowcount
+    return expired, superseded
 
 
 def count_memories(conn: Connection, user_id: str) -> int:
