@@ -18,10 +18,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
+
 from agent_memory.config import Settings, get_settings
 from agent_memory.db import start_embedded_server
 from agent_memory.service import MemoryService, get_service
-from psycopg.conninfo import make_conninfo
 
 TEMPLATE_DB = "agent_memory_template"
 
@@ -95,7 +96,8 @@ def database_url(pg_server: str, _template_database: str) -> Iterator[str]:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, embedding_provider="hash")
+    # As the application role: every test runs under row-level security, as in production.
+    return Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app")
 
 
 @pytest.fixture

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     )
     db_iam_auth: bool = Field(default=False, description="Authenticate to db_host with an IAM token.")
     db_sslmode: str = Field(default="require", description="sslmode when connecting to db_host.")
+    db_role: str | None = Field(
+        default=None,
+        description="Role to SET after connecting, so row-level security applies even to an owner or superuser "
+        "login (the embedded server uses agent_memory_app). Unset with RDS Proxy: log in as a member of "
+        "agent_memory_app instead.",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."
@@ -133,6 +139,14 @@ class Settings(BaseSettings):
 
             return get_api_key(self.openai_api_key_secret_arn)
         return None
+
+    @property
+    def uses_embedded(self) -> bool:
+        return self.database_url is None and not self.db_host
+
+    def effective_db_role(self) -> str | None:
+        """The role the runtime connection takes: the embedded server is ours, so never its superuser."""
+        return self.db_role or ("agent_memory_app" if self.uses_embedded else None)
 
     def resolved_data_dir(self) -> Path:
         return (self.data_dir or default_data_dir()).expanduser()

@@ -148,6 +148,7 @@ class MemoryService:
             dimension=self.embedder.dimension,
             fingerprint=self.embedder.fingerprint,
             migrate=self.settings.auto_migrate,
+            role=self.settings.effective_db_role(),
         )
 
     @cached_property
@@ -169,7 +170,11 @@ class MemoryService:
                 store.apply_migrations(conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
             )
             store.prepare_connection(
-                conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint, migrate=False
+                conn,
+                dimension=self.embedder.dimension,
+                fingerprint=self.embedder.fingerprint,
+                migrate=False,
+                role=self.settings.effective_db_role(),
             )
 
         database = Database(self.settings, setup=setup)

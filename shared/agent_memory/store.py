@@ -6,12 +6,14 @@ nothing here ranks over the whole table.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import importlib.resources
+import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,9 +24,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agent_memory.embeddings.base import Vectors
-from agent_memory.errors import SchemaMismatch, StatementTimeout
+from agent_memory.errors import ConfigurationError, SchemaMismatch, StatementTimeout
 
 Connection = psycopg.Connection[Any]
+logger = logging.getLogger(__name__)
 
 # Arbitrary constant: serialises migrations across processes and Lambda containers.
 MIGRATION_LOCK_KEY = 0x616D5F6D6967  # "am_mig"
@@ -67,8 +70,30 @@ def apply_migrations(conn: Connection, *, dimension: int, fingerprint: str) -> l
     """
     if not 0 < dimension <= 16000:
         raise SchemaMismatch(f"embedding dimension {dimension} is outside pgvector's range (1..16000)")
+    pending = pending_migrations(conn)
+    if not pending:
+        return []  # the common case (every cold start): read-only, no lock, no DDL privileges needed
+    try:
+        return _apply(conn, pending, dimension=dimension, fingerprint=fingerprint)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        raise SchemaMismatch(
+            f"the database needs migrations {names}, which this database user may not apply: "
+            "run `agent-memory migrate` as the owner (on AWS the deploy's migration function does it)"
+        ) from exc
+
+
+def pending_migrations(conn: Connection) -> list[Migration]:
+    exists = conn.execute("SELECT to_regclass('agent_memory_migrations') IS NOT NULL").fetchone()
+    applied: set[int] = set()
+    if exists and exists[0]:
+        applied = {row[0] for row in conn.execute("SELECT version FROM agent_memory_migrations").fetchall()}
+    return [m for m in available_migrations() if m.version not in applied]
+
+
+def _apply(conn: Connection, pending: list[Migration], *, dimension: int, fingerprint: str) -> list[str]:
     applied: list[str] = []
-    for migration in available_migrations():
+    for migration in pending:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
             conn.execute(
@@ -107,10 +132,22 @@ def stored_embedding_schema(conn: Connection) -> tuple[str, int] | None:
     return rows.get("embedding_model", "unknown"), int(rows["embedding_dimension"])
 
 
-def prepare_connection(conn: Connection, *, dimension: int, fingerprint: str, migrate: bool) -> None:
-    """Run on every new connection: migrate (optionally), register the vector type, check the schema."""
+def prepare_connection(
+    conn: Connection, *, dimension: int, fingerprint: str, migrate: bool, role: str | None = None
+) -> None:
+    """Run on every new connection: migrate (optionally), take the application role, register the
+    vector type, check the schema."""
     if migrate:
         apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
+    if role:
+        # Session-level on purpose: this connection is ours alone (never a pooled one).
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+    bypass = conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()
+    if bypass and bypass[0]:
+        logger.warning(
+            "connected as a role that bypasses row-level security; set AGENT_MEMORY_DB_ROLE=agent_memory_app "
+            "or log in as a member of agent_memory_app"
+        )
     stored = stored_embedding_schema(conn)
     if stored is None:
         raise SchemaMismatch("the database has no agent-memory schema yet: run `agent-memory migrate`")
@@ -205,18 +242,51 @@ WHERE m.id = t.id AND m.user_id = %(user_id)s
 """
 
 
-def set_change_context(conn: Connection, *, source: str | None = None, reason: str | None = None) -> None:
-    """Tell the history trigger who makes the changes of this transaction, and why."""
-    conn.execute(
-        "SELECT set_config('agent_memory.change_source', %s, true), set_config('agent_memory.change_reason', %s, true)",
-        [source or "", reason or ""],
-    )
+@contextlib.contextmanager
+def user_transaction(
+    conn: Connection,
+    user_id: str,
+    *,
+    source: str | None = None,
+    reason: str | None = None,
+    lock: bool = False,
+    settings: dict[str, str] | None = None,
+) -> Iterator[Connection]:
+    """One transaction on one user's memories.
+
+    Sets, for this transaction only (set_config(..., true): safe on pooled connections),
+    the user that row-level security lets through, and the source and reason the history
+    trigger records; optionally other settings; with ``lock``, serialises this user's
+    writers (the near-duplicate check reads before it writes). One round trip.
+    """
+    names = ["agent_memory.user_id", "agent_memory.change_source", "agent_memory.change_reason", *(settings or {})]
+    values = [user_id, source or "", reason or "", *(settings or {}).values()]
+    calls = sql.SQL(", ").join(sql.SQL("set_config({}, %s, true)").format(sql.Literal(n)) for n in names)
+    if lock:
+        calls = sql.SQL("{}, pg_advisory_xact_lock(hashtextextended(%s, 7))").format(calls)
+        values.append(user_id)
+    with conn.transaction():
+        conn.execute(sql.SQL("SELECT {}").format(calls), values)
+        yield conn
 
 
-def lock_users(conn: Connection, user_ids: Sequence[str]) -> None:
-    """Serialise writes per user for the rest of the transaction (sorted: no deadlocks)."""
-    for user_id in sorted(set(user_ids)):
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [user_id])
+@contextlib.contextmanager
+def maintenance_transaction(conn: Connection, *, source: str, reason: str | None = None) -> Iterator[Connection]:
+    """A transaction across all users (purge, re-embedding) as agent_memory_maintenance."""
+    with conn.transaction():
+        try:
+            conn.execute("SET LOCAL ROLE agent_memory_maintenance")
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ConfigurationError(
+                "this maintenance task needs a database user that is a member of agent_memory_maintenance "
+                "(the migration grants it to the owner); run it with the owner's credentials"
+            ) from exc
+        conn.execute(
+            "SELECT set_config('agent_memory.change_source', %s, true), "
+            "set_config('agent_memory.change_reason', %s, true)",
+            [source, reason or ""],
+        )
+        yield conn
 
 
 def _upsert_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
@@ -248,66 +318,69 @@ def upsert_memories(
     if not rows:
         return []
     outcomes: dict[int, WriteOutcome] = {}
-    sources = {r.source for r in rows}
-    with conn.transaction():
-        set_change_context(conn, source=sources.pop() if len(sources) == 1 else None)
-        lock_users(conn, [r.user_id for r in rows])
-        to_insert = list(range(len(rows)))
-        if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
-            to_insert = _refresh_near_duplicates(conn, rows, near_duplicate_threshold, outcomes)
-        if to_insert:
-            batch = [rows[i] for i in to_insert]
-            by_key = {(r.user_id, r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
-            for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
-                index = by_key[(rec[1], rec[2], bytes(rec[3]))]
-                outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+    by_user: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_user.setdefault(row.user_id, []).append(i)
+    # One transaction per user: row-level security admits one user at a time. The
+    # write path sends one user per call, so there it is one transaction per message.
+    for user_id, indexes in by_user.items():
+        sources = {rows[i].source for i in indexes}
+        with user_transaction(conn, user_id, source=sources.pop() if len(sources) == 1 else None, lock=True):
+            to_insert = indexes
+            if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
+                to_insert = _refresh_near_duplicates(conn, user_id, rows, indexes, near_duplicate_threshold, outcomes)
+            if to_insert:
+                batch = [rows[i] for i in to_insert]
+                by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
+                for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
+                    index = by_key[(rec[2], bytes(rec[3]))]
+                    outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
     return [outcomes[i] for i in range(len(rows))]
 
 
 def _refresh_near_duplicates(
-    conn: Connection, rows: Sequence[MemoryRow], threshold: float, outcomes: dict[int, WriteOutcome]
+    conn: Connection,
+    user_id: str,
+    rows: Sequence[MemoryRow],
+    indexes: list[int],
+    threshold: float,
+    outcomes: dict[int, WriteOutcome],
 ) -> list[int]:
-    """Refresh near-identical existing memories; return the indexes still to insert."""
-    remaining: list[int] = []
-    by_user: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        by_user.setdefault(row.user_id, []).append(i)
-    for user_id, indexes in by_user.items():
-        # Exact matches are the upsert's job (it keeps their own bookkeeping).
-        exact = {
-            bytes(h)
-            for (h,) in conn.execute(
-                "SELECT content_hash FROM user_memories WHERE user_id = %s AND content_hash = ANY(%s)",
-                [user_id, [rows[i].content_hash for i in indexes]],
-            ).fetchall()
-        }
-        candidates = [i for i in indexes if rows[i].content_hash not in exact]
-        matches: dict[int, uuid.UUID] = {}
-        if candidates:
-            found = conn.execute(
-                _NEAREST_EXISTING,
-                {
-                    "embeddings": [rows[i].embedding for i in candidates],
-                    "project_ids": [rows[i].project_id for i in candidates],
-                    "user_id": user_id,
-                    "threshold": threshold,
-                },
-            ).fetchall()
-            matches = {candidates[int(ord_) - 1]: mid for ord_, mid, _sim in found}
-        if matches:
-            conn.execute(
-                _REFRESH,
-                {
-                    "ids": list(matches.values()),
-                    "observed": [rows[i].observed_at for i in matches],
-                    "metadata": [Jsonb(rows[i].metadata) for i in matches],
-                    "user_id": user_id,
-                },
-            )
-            for i, mid in matches.items():
-                outcomes[i] = WriteOutcome(mid, "near_duplicate")
-        remaining.extend(i for i in indexes if i not in matches)
-    return sorted(remaining)
+    """Refresh near-identical existing memories of the user; return the indexes still to insert."""
+    # Exact matches are the upsert's job (it keeps its own bookkeeping).
+    exact = {
+        (project_id, bytes(digest))
+        for project_id, digest in conn.execute(
+            "SELECT project_id, content_hash FROM user_memories WHERE user_id = %s AND content_hash = ANY(%s)",
+            [user_id, [rows[i].content_hash for i in indexes]],
+        ).fetchall()
+    }
+    candidates = [i for i in indexes if (rows[i].project_id, rows[i].content_hash) not in exact]
+    matches: dict[int, uuid.UUID] = {}
+    if candidates:
+        found = conn.execute(
+            _NEAREST_EXISTING,
+            {
+                "embeddings": [rows[i].embedding for i in candidates],
+                "project_ids": [rows[i].project_id for i in candidates],
+                "user_id": user_id,
+                "threshold": threshold,
+            },
+        ).fetchall()
+        matches = {candidates[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
+    if matches:
+        conn.execute(
+            _REFRESH,
+            {
+                "ids": list(matches.values()),
+                "observed": [rows[i].observed_at for i in matches],
+                "metadata": [Jsonb(rows[i].metadata) for i in matches],
+                "user_id": user_id,
+            },
+        )
+        for i, memory_id in matches.items():
+            outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
+    return [i for i in indexes if i not in matches]
 
 
 # --------------------------------------------------------------------------------------
@@ -432,14 +505,17 @@ def hybrid_candidates(
 def _run_hybrid(
     conn: Connection, query: sql.Composed, params: dict[str, Any], k: int, statement_timeout_ms: int
 ) -> list[dict[str, Any]]:
+    local = {
+        "statement_timeout": str(statement_timeout_ms),
+        # ef_search below k would cap the index scan at ef_search rows.
+        "hnsw.ef_search": str(max(40, k)),
+        "hnsw.iterative_scan": "relaxed_order",
+    }
     # Binary results: parsing 384 floats per row from text costs more than the query itself.
-    with conn.transaction(), conn.cursor(row_factory=dict_row, binary=True) as cur:
-        # Transaction-local settings (set_config(..., true)): safe on pooled connections.
-        cur.execute(
-            "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true),"
-            " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-            [str(statement_timeout_ms), str(max(40, k))],
-        )
+    with (
+        user_transaction(conn, params["user_id"], settings=local),
+        conn.cursor(row_factory=dict_row, binary=True) as cur,
+    ):
         try:
             cur.execute(query, params)
         except psycopg.errors.QueryCanceled as exc:
@@ -496,14 +572,13 @@ def list_memories(
         "after_at": after[0] if after else None,
         "after_id": after[1] if after else None,
     }
-    with conn.cursor(row_factory=dict_row) as cur:
+    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
 
 
 def delete_user(conn: Connection, user_id: str) -> int:
     """Forget every memory of the user, and their history; returns how many memories went."""
-    with conn.transaction():
-        set_change_context(conn, reason="forget_user")
+    with user_transaction(conn, user_id, reason="forget_user"):
         cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
         conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
     return cur.rowcount
@@ -511,8 +586,7 @@ def delete_user(conn: Connection, user_id: str) -> int:
 
 def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
     """Delete one memory of this user (False when the user has none with that id), recording who asked."""
-    with conn.transaction():
-        set_change_context(conn, source=source)
+    with user_transaction(conn, user_id, source=source):
         row = conn.execute(
             "DELETE FROM user_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, memory_id]
         ).fetchone()
@@ -523,8 +597,7 @@ def supersede(
     conn: Connection, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
 ) -> list[uuid.UUID]:
     """Mark live memories of this user as replaced by ``new_id``; returns the ids actually marked."""
-    with conn.transaction():
-        set_change_context(conn, source=source)
+    with user_transaction(conn, user_id, source=source):
         rows = conn.execute(
             "UPDATE user_memories SET superseded_at = now(), superseded_by = %s "
             "WHERE user_id = %s AND id = ANY(%s) AND id <> %s AND superseded_at IS NULL RETURNING id",
@@ -542,7 +615,7 @@ def history(
         "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
         "ORDER BY at, id LIMIT %(limit)s"
     )
-    with conn.cursor(row_factory=dict_row) as cur:
+    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query, {"user_id": user_id, "memory_id": memory_id, "limit": limit}).fetchall()
 
 
@@ -551,14 +624,8 @@ def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime)
 
     Both are recorded in the history (as 'expired' / 'purged'), which is kept.
     """
-    with conn.transaction():
-        set_change_context(conn, source="purge", reason="expired")
+    with maintenance_transaction(conn, source="purge", reason="expired"):
         expired = conn.execute("DELETE FROM user_memories WHERE expires_at <= %s", [now]).rowcount
-        set_change_context(conn, source="purge", reason="purged")
+    with maintenance_transaction(conn, source="purge", reason="purged"):
         superseded = conn.execute("DELETE FROM user_memories WHERE superseded_at < %s", [superseded_before]).rowcount
     return expired, superseded
-
-
-def count_memories(conn: Connection, user_id: str) -> int:
-    row = conn.execute("SELECT count(*) FROM user_memories WHERE user_id = %s", [user_id]).fetchone()
-    return int(row[0]) if row else 0

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from agent_memory.cli import main
 from agent_memory.config import Settings
 

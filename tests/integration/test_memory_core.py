@@ -7,6 +7,7 @@ import threading
 
 import psycopg
 import pytest
+
 from agent_memory import store
 from agent_memory.config import Settings
 from agent_memory.errors import InputTooLarge, InvalidInput, SchemaMismatch
