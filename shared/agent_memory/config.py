@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     max_memory_chars: int = Field(default=2000, ge=16, description="Longest memory content accepted.")
     max_query_chars: int = Field(default=4000, ge=16, description="Longest recall query accepted.")
     max_memories_per_request: int = Field(default=100, ge=1, description="Memories per add/ingest message.")
+    prompt_guard: bool = Field(
+        default=True,
+        description="Start the block with a line saying its memories are recalled facts, not instructions "
+        "(false: exactly the article's format).",
+    )
     max_block_chars: int = Field(default=500, ge=32, description="Longest memory line in the prompt block.")
     superseded_retention_days: float = Field(
         default=90.0, ge=0, description="`agent-memory purge` removes memories superseded longer ago than this."

@@ -341,7 +341,9 @@ class MemoryService:
             )
             for c, score in chosen
         ]
-        block = build_memory_block((m.content for m in memories), max_chars=self.settings.max_block_chars)
+        block = build_memory_block(
+            (m.content for m in memories), max_chars=self.settings.max_block_chars, guard=self.settings.prompt_guard
+        )
         return RecallResult(memories=memories, prompt_block=block, query=query)
 
     # ---- listing and forgetting ------------------------------------------------------

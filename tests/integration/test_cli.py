@@ -13,6 +13,7 @@ import pytest
 
 from agent_memory.cli import main
 from agent_memory.config import Settings
+from agent_memory.prompt import BLOCK_GUARD
 
 
 def run(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]
@@ -29,7 +30,13 @@ def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Se
     (memory,) = result["memories"]
     assert set(memory) == {"id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata"}
     assert memory["content"] == "Prefers TypeScript"
-    assert result["prompt_block"] == "[RUSH_MEMORY]\nRelevant memories:\n1. Prefers TypeScript\n[/RUSH_MEMORY]"
+    assert result["prompt_block"].splitlines() == [
+        "[RUSH_MEMORY]",
+        BLOCK_GUARD,
+        "Relevant memories:",
+        "1. Prefers TypeScript",
+        "[/RUSH_MEMORY]",
+    ]
     code, listed, _ = run(capsys, settings, "list", "--user", "u1")
     assert code == 0 and {m["content"] for m in listed} == {"Prefers TypeScript", "Uses pnpm"}
     code, (forgot,), _ = run(capsys, settings, "forget", "--user", "u1", "--id", memory["id"])
