@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings, get_settings
 from agent_memory.db import start_embedded_server
@@ -105,6 +105,19 @@ def service(settings: Settings) -> Iterator[MemoryService]:
     svc = MemoryService(settings)
     yield svc
     svc.close()
+
+
+@pytest.fixture
+def app_login_url(database_url: str) -> Iterator[str]:
+    """A login role that is only a member of agent_memory_app, as a DBA would create on RDS."""
+    name = f"am_login_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN IN ROLE agent_memory_app")
+    info = conninfo_to_dict(database_url)
+    yield make_conninfo(database_url, user=name, host=info["host"])
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f"DROP OWNED BY {name}")
+        admin.execute(f"DROP ROLE {name}")
 
 
 @pytest.fixture(scope="session")

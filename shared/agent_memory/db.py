@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from agent_memory.config import Settings
-from agent_memory.errors import ConfigurationError, DatabaseUnavailable
+from agent_memory.errors import ConfigurationError, DatabaseUnavailable, SchemaChanged
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +176,12 @@ class Database:
                 if attempt + 1 >= attempts:
                     raise
                 logger.warning("database connection lost; retrying once on a new connection")
+            except SchemaChanged:
+                # `agent-memory reembed` switched models: reconnect, so setup resolves the schema again.
+                self.close()
+                if attempt + 1 >= attempts:
+                    raise
+                logger.warning("the store switched embedding models; reconnecting")
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
