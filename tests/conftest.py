@@ -11,7 +11,10 @@ test, and services wired to them.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,9 +44,28 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+def pg_root() -> Path:
+    """Where the tests' PostgreSQL data directories live.
+
+    Not under pytest's tmp_path: the server runs as its own system user when the tests run
+    as root, and every new pytest session resets /tmp/pytest-of-<user> to mode 0700.
+    Removed at exit, after the servers stop (atexit runs in reverse order of registration).
+    """
+    root = Path(tempfile.mkdtemp(prefix="agent-memory-tests-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+@pytest.fixture
+def embedded_dir(pg_root: Path) -> Path:
+    """A fresh data directory for a test's own embedded server."""
+    return pg_root / uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def pg_server(pg_root: Path) -> str:
     """Admin URL of a session-wide embedded PostgreSQL 18 + pgvector."""
-    return start_embedded_server(tmp_path_factory.mktemp("pg") / "data")
+    return start_embedded_server(pg_root / "session")
 
 
 def _admin(pg_server: str) -> psycopg.Connection[tuple[object, ...]]:

@@ -115,9 +115,9 @@ def test_errors_go_to_stderr_with_an_exit_code(capsys: pytest.CaptureFixture[str
     assert code == 4 and "database unavailable" in err and "127.0.0.1:1" in err
 
 
-def test_several_processes_share_one_embedded_data_dir(tmp_path: Path) -> None:
-    """Two CLI processes start on the same (new) data directory at once; the server stops after both."""
-    data_dir = tmp_path / "pg"
+def test_several_processes_share_one_embedded_data_dir(embedded_dir: Path) -> None:
+    """Three CLI processes start on the same (new) data directory at once; the server stops after all."""
+    data_dir = embedded_dir
     env = {**os.environ, "AGENT_MEMORY_DATA_DIR": str(data_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
     cmd = [sys.executable, "-m", "agent_memory"]
     procs = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -71,8 +73,8 @@ def test_a_login_role_of_agent_memory_app_works_and_stays_in_its_lane(database_u
     owner.close()
 
 
-def test_the_embedded_default_runs_as_the_application_role(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    service = MemoryService(Settings(data_dir=tmp_path / "pg", embedding_provider="hash"))
+def test_the_embedded_default_runs_as_the_application_role(embedded_dir: Path) -> None:
+    service = MemoryService(Settings(data_dir=embedded_dir, embedding_provider="hash"))
     service.remember("u1", [NewMemory(content="fact")])
     conn = service.db.connection()
     assert conn.execute("SELECT current_user").fetchone() == ("agent_memory_app",)
