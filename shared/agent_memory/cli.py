@@ -349,6 +349,16 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory.config import effective_settings, settings_table
+
+    if args.markdown:
+        sys.stdout.write(settings_table() + "\n")
+    else:
+        emit(effective_settings(service.settings))
+    return EXIT_OK
+
+
 def cmd_demo(service: MemoryService, args: argparse.Namespace) -> int:
     from agent_memory.demo import run_demo
 
@@ -431,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
     )
+
+    p = add("config", cmd_config, "print the effective settings (secrets masked)")
+    p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")
 
     p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
     p.add_argument("logical_id", help="IngestFunction or RecallFunction")

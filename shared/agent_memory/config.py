@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(default=True, description="Apply pending migrations when a connection is first opened.")
 
     # --- embeddings -----------------------------------------------------------------
-    embedding_provider: EmbeddingProvider = Field(default="local", description="local | bedrock | openai | hash.")
+    embedding_provider: EmbeddingProvider = Field(default="local", description="local, bedrock, openai or hash.")
     embedding_model: str | None = Field(
         default=None,
         description="Model id; provider default when unset (all-MiniLM-L6-v2, amazon.titan-embed-text-v2:0, "
@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     bedrock_region: str | None = Field(default=None, description="Region of Bedrock (default: the SDK's).")
 
     # --- extraction -----------------------------------------------------------------
-    llm_provider: LlmProvider = Field(default="rules", description="rules | openai | bedrock.")
+    llm_provider: LlmProvider = Field(default="rules", description="rules, openai or bedrock.")
     llm_model: str | None = Field(
         default=None, description="Chat model id (default glm-4-flash for openai, Claude Haiku for bedrock)."
     )
@@ -155,6 +155,30 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         return (self.data_dir or default_data_dir()).expanduser()
+
+
+def settings_table() -> str:
+    """The configuration table of the README, from the fields' descriptions (kept in sync by a test)."""
+    lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        description = (field.description or "").replace("|", "/")
+        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | `{shown}` |")
+    return "\n".join(lines)
+
+
+def effective_settings(settings: Settings) -> dict[str, object]:
+    """Every setting with its value, secrets masked: what `agent-memory config` prints."""
+    values: dict[str, object] = {}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            value = "********"
+        elif isinstance(value, Path):
+            value = str(value)
+        values[f"AGENT_MEMORY_{name.upper()}"] = value
+    return values
 
 
 @lru_cache(maxsize=1)
