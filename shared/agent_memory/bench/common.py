@@ -20,8 +20,9 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
+from agent_memory import store
 from agent_memory.config import EmbeddingProvider, Settings
-from agent_memory.db import start_embedded_server
+from agent_memory.db import Database, start_embedded_server
 from agent_memory.errors import DatabaseUnavailable
 from agent_memory.service import MemoryService
 
@@ -151,16 +152,28 @@ def _stop_embedded(data_dir: Path) -> None:
 def bench_settings(
     base: Settings, database_url: str, *, provider: EmbeddingProvider, dimension: int | None = None
 ) -> Settings:
-    """The user's settings (recall options included), pointed at a benchmark database."""
+    """The user's settings (recall options included), pointed at a benchmark database.
+
+    The service connects as it does in production: as agent_memory_app, so row-level
+    security (and its cost) applies to every query measured.
+    """
     return base.model_copy(
         update={
             "database_url": SecretStr(database_url),
             "db_host": None,
+            "db_role": "agent_memory_app",
             "embedding_provider": provider,
             "embedding_dimensions": dimension,
             "auto_migrate": True,
         }
     )
+
+
+def owner_database(service: MemoryService) -> Database:
+    """The benchmark database as its owner (a superuser on the embedded server): for the bulk
+    load, the index builds and the article's unscoped query, which row-level security forbids
+    to the application role (the article's database had no such wall)."""
+    return Database(service.settings.model_copy(update={"db_role": None}), setup=store.register_types)
 
 
 def open_service(

@@ -30,12 +30,13 @@ from agent_memory.bench.common import (
     add_database_arguments,
     load_average,
     open_service,
+    owner_database,
     print_table,
     say,
 )
 from agent_memory.bench.synthetic import RandomEmbedder, SyntheticCorpus, memory_rows
 from agent_memory.config import Settings
-from agent_memory.db import Connection
+from agent_memory.db import Connection, Database
 from agent_memory.embeddings.base import Embedder
 from agent_memory.service import MemoryService
 
@@ -61,26 +62,28 @@ class LatencyRun:
 
 
 def load_corpus(
-    bench: MemoryService, corpus: SyntheticCorpus, *, vectors: Literal["hash", "random"]
+    owner: Database, embedder: Embedder, corpus: SyntheticCorpus, *, vectors: Literal["hash", "random"]
 ) -> tuple[float, float]:
     """Bulk-load the corpus with the search indexes dropped, then build them; (load s, index s)."""
-    embedder: Embedder = bench.embedder if vectors == "hash" else RandomEmbedder(bench.embedder.dimension)
-    bench.db.run(store.drop_search_indexes)
+    if vectors == "random":
+        embedder = RandomEmbedder(embedder.dimension)
+    owner.run(store.drop_search_indexes)
     started = time.perf_counter()
     rows = memory_rows(corpus.facts(), embedder)
     loaded = 0
     while chunk := list(itertools.islice(rows, COPY_CHUNK)):
-        loaded += bench.db.run(functools.partial(store.copy_memories, rows=chunk), retry=False)
+        loaded += owner.run(functools.partial(store.copy_memories, rows=chunk), retry=False)
         say(f"  loaded {loaded}/{corpus.memories} memories")
     load_s = time.perf_counter() - started
     say("  building the GIN and HNSW indexes")
     started = time.perf_counter()
-    bench.db.run(store.build_search_indexes, retry=False)
+    owner.run(store.build_search_indexes, retry=False)
     return load_s, time.perf_counter() - started
 
 
 def time_recall(
     bench: MemoryService,
+    owner: Database,
     queries: Sequence[tuple[str, str]],
     vectors: np.ndarray,
     *,
@@ -97,11 +100,11 @@ def time_recall(
     say(f"  ours: p50 {ours.p50:.2f} ms, p95 {ours.p95:.2f} ms")
     n_seed = len(queries) if seed_queries is None else min(seed_queries, len(queries))
     for (_user, text), vector in itertools.islice(zip(queries, vectors, strict=True), min(3, n_seed)):
-        bench.db.run(_article_query(text, vector, limit))
+        owner.run(_article_query(text, vector, limit))
     for (_user, text), vector in itertools.islice(zip(queries, vectors, strict=True), n_seed):
         work = _article_query(text, vector, limit)
         with seed.time():
-            bench.db.run(work)
+            owner.run(work)
     say(f"  article's query: p50 {seed.p50:.1f} ms, p95 {seed.p95:.1f} ms")
     return ours, seed
 
@@ -155,14 +158,15 @@ def measure(
     corpus = SyntheticCorpus(memories, users, seed=seed)
     url = server.new_database(f"latency_{memories}")
     bench = open_service(base, url, provider="hash", dimension=dimension)
+    owner = owner_database(bench)
     try:
         say(f"latency: {memories} memories over {corpus.users} users, {dimension}-d {vectors} vectors")
-        load_s, index_s = load_corpus(bench, corpus, vectors=vectors)
+        load_s, index_s = load_corpus(owner, bench.embedder, corpus, vectors=vectors)
         asked = corpus.queries(queries)
         embedder: Embedder = bench.embedder if vectors == "hash" else RandomEmbedder(dimension)
         query_vectors = embedder.embed([text for _user, text in asked])
         load_before = load_average()
-        ours, seed_watch = time_recall(bench, asked, query_vectors, limit=limit, seed_queries=seed_queries)
+        ours, seed_watch = time_recall(bench, owner, asked, query_vectors, limit=limit, seed_queries=seed_queries)
         run = LatencyRun(memories, corpus.users, dimension, vectors, load_s, index_s, ours, seed_watch)
         if end_to_end:
             if dimension != 384:
@@ -175,6 +179,7 @@ def measure(
         return run
     finally:
         bench.close()
+        owner.close()
         server.drop_database(url)
 
 
