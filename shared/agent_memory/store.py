@@ -856,10 +856,15 @@ SEARCH_INDEXES = {
 }
 
 
-def drop_search_indexes(conn: Connection) -> None:
-    """Drop the GIN and HNSW indexes before a bulk load (recall still works, without them)."""
+EMBEDDING_INDEX = "user_memories_embedding_idx"
+
+
+def drop_search_indexes(conn: Connection, *, names: Sequence[str] = tuple(SEARCH_INDEXES)) -> None:
+    """Drop the GIN and HNSW indexes (or those named) before a bulk load; recall still works without them."""
     with conn.transaction():
-        for name in SEARCH_INDEXES:
+        for name in names:
+            if name not in SEARCH_INDEXES:
+                raise ValueError(f"{name} is not one of the search indexes")
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 def register(sub: Any) -> None:
     """Add the `bench` command group to the CLI's subparsers."""
-    from agent_memory.bench import latency, quality
+    from agent_memory.bench import ingest, latency, plot, quality, tokens
 
     parser = sub.add_parser(
         "bench",
@@ -23,3 +23,6 @@ def register(sub: Any) -> None:
     benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     quality.register(benches)
     latency.register(benches)
+    ingest.register(benches)
+    tokens.register(benches)
+    plot.register(benches)

@@ -1,0 +1,209 @@
+"""`agent-memory bench ...` smoke runs (tiny synthetic inputs, summary-line format only, never
+timings) and the store functions only the benchmarks use."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+from agent_memory import store
+from agent_memory.cli import main
+from agent_memory.config import Settings
+from agent_memory.embeddings.hashing import HashEmbedder
+from agent_memory.service import MemoryService, content_hash
+
+NUMBER = r"\d+(\.\d+)?"
+
+
+def summary(capsys: pytest.CaptureFixture[str], code: int) -> str:
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out.rstrip("\n").splitlines()[-1]
+
+
+def bench_databases(pg_server: str) -> list[str]:
+    with psycopg.connect(pg_server) as conn:
+        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'bench\\_%'")]
+
+
+@pytest.fixture
+def split(tmp_path: Path) -> Path:
+    """A 20-memory, 2-user split in the LoCoMo import format (made up here, never the real data)."""
+    folder = tmp_path / "tiny-split"
+    folder.mkdir()
+    facts = {
+        "alice": ["Alice adopted a grey cat named Pixel", "Alice works as a nurse in Porto", "Alice plays the cello"],
+        "bob": ["Bob is learning Rust", "Bob ran the Berlin marathon", "Bob's sister lives in Oslo"],
+    }
+    lines, queries = [], []
+    for user, texts in facts.items():
+        for i in range(10):
+            text = texts[i % 3] if i < 3 else f"{user.title()} mentioned detail number {i} about the weekend"
+            evidence = [f"D{i + 1}:1"]
+            lines.append(
+                {
+                    "user_id": user,
+                    "content": text,
+                    "created_at": f"2023-05-{i + 1:02d}T10:00:00+00:00",
+                    "metadata": {"evidence": evidence, "session": i + 1},
+                }
+            )
+        for i, question in enumerate(["What pet does {u} have?", "Where does {u} work or run?", "What about music?"]):
+            queries.append(
+                {
+                    "user_id": user,
+                    "query": question.format(u=user.title()),
+                    "now": "2023-06-01T00:00:00+00:00",
+                    "evidence": [f"D{i + 1}:1"],
+                    "category": i % 2 + 1,
+                }
+            )
+    (folder / "memories.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(x) + "\n" for x in queries))
+    conversations = [
+        {
+            "sample_id": user,
+            "conversation": {
+                "speaker_a": user.title(),
+                "speaker_b": "Friend",
+                "session_1_date_time": "1 May 2023",
+                "session_1": [
+                    {"speaker": user.title(), "dia_id": f"D1:{i}", "text": f"{text}, you know. " * 20}
+                    for i, text in enumerate(texts)
+                ],
+            },
+        }
+        for user, texts in facts.items()
+    ]
+    (folder / "conversations.json").write_text(json.dumps(conversations))
+    return folder
+
+
+def test_bench_quality_prints_every_variant_and_the_summary_line(
+    capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str, split: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    argv = ["bench", "quality", str(split), "--embedder", "hash", "--results-dir", str(results)]
+    code = main([*argv, "--server-url", pg_server], settings=settings)
+    out = capsys.readouterr().out
+    assert code == 0
+    for variant in ("vector only", "full text only", "article query", "ours (default)", "ours - MMR", "rrf"):
+        assert variant in out
+    last = out.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(
+        rf"quality split=tiny-split ours_any={NUMBER} ours_all={NUMBER} article_any={NUMBER} vector_any={NUMBER}", last
+    )
+    # Results in locomo_score.py's input format: one line per query, memories with their metadata.
+    lines = (results / "ours-default.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and "evidence" in json.loads(lines[0])["memories"][0]["metadata"]
+    assert bench_databases(pg_server) == []  # the scratch database is gone
+
+
+def test_bench_quality_names_a_missing_split(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    code = main(["bench", "quality", str(tmp_path / "nowhere"), "--embedder", "hash"], settings=settings)
+    assert code == 2
+    assert "nowhere/memories.jsonl does not exist" in capsys.readouterr().err
+
+
+def test_bench_latency_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:
+    argv = ["bench", "latency", "--memories", "200", "--users", "10", "--queries", "5", "--no-end-to-end"]
+    last = summary(capsys, main([*argv, "--server-url", pg_server], settings=settings))
+    assert re.fullmatch(
+        rf"latency memories=200 users=10 ours_p50_ms={NUMBER} ours_p95_ms={NUMBER} "
+        rf"seed_p95_ms={NUMBER} speedup_p95={NUMBER}",
+        last,
+    )
+    assert bench_databases(pg_server) == []
+
+
+def test_bench_ingest_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:
+    argv = ["bench", "ingest", "--memories", "200", "--workers", "2", "--server-url", pg_server]
+    last = summary(capsys, main(argv, settings=settings))
+    assert re.fullmatch(r"ingest memories=200 per_second=\d+", last)
+
+
+@pytest.mark.model
+def test_bench_tokens_summary_line(
+    capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str, split: Path
+) -> None:
+    argv = ["bench", "tokens", str(split / "conversations.json"), "--embedder", "hash", "--server-url", pg_server]
+    last = summary(capsys, main(argv, settings=settings))
+    match = re.fullmatch(rf"tokens full_history=(\d+) memory_block=(\d+) saving=({NUMBER})%", last)
+    assert match and int(match.group(1)) > int(match.group(2)) > 0
+
+
+def test_bench_plot_writes_the_png_and_its_numbers(
+    capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "docs" / "latency.png"
+    argv = ["bench", "plot", "--sizes", "100,200", "--queries", "3", "--out", str(out), "--server-url", pg_server]
+    last = summary(capsys, main(argv, settings=settings))
+    pair = f"{NUMBER},{NUMBER}"
+    assert re.fullmatch(rf"plot sizes=100,200 ours_p95_ms={pair} seed_p95_ms={pair} out=\S+", last)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [r["memories"] for r in json.loads(out.with_suffix(".json").read_text())["runs"]] == [100, 200]
+
+
+# ---- the store functions behind the benchmarks -----------------------------------------
+
+
+def owner_connection(database_url: str) -> psycopg.Connection[tuple[object, ...]]:
+    conn = psycopg.connect(database_url, autocommit=True)
+    register_vector(conn)
+    return conn
+
+
+def rows_for(user: str, texts: list[str]) -> list[store.MemoryRow]:
+    vectors = HashEmbedder().embed(texts)
+    return [
+        store.MemoryRow(user, None, t, content_hash(t), "fact", v, source="bench")
+        for t, v in zip(texts, vectors, strict=True)
+    ]
+
+
+def test_copied_rows_are_recalled_and_indexes_come_back_as_the_migration_made_them(
+    database_url: str, service: MemoryService
+) -> None:
+    with owner_connection(database_url) as conn:
+        before = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memories'"))
+        store.drop_search_indexes(conn)
+        assert store.copy_memories(conn, rows_for("u1", ["Prefers TypeScript", "Lives in Lisbon"])) == 2
+        store.copy_memories(conn, rows_for("u2", ["Prefers TypeScript too"]))
+        store.build_search_indexes(conn, maintenance_work_mem="64MB")
+        after = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memories'"))
+        events = conn.execute("SELECT count(*) FROM memory_events WHERE event = 'created'").fetchone()
+    assert after == before
+    assert events == (3,)  # the history trigger saw the bulk load too
+    result = service.recall("u1", "TypeScript")
+    assert result.memories[0].content == "Prefers TypeScript"
+    assert {m.content for m in result.memories} == {"Prefers TypeScript", "Lives in Lisbon"}
+
+
+def test_copy_needs_a_role_that_row_level_security_does_not_restrict(app_login_url: str) -> None:
+    from agent_memory.errors import ConfigurationError
+
+    with owner_connection(app_login_url) as conn, pytest.raises(ConfigurationError, match="bypasses row-level"):
+        store.copy_memories(conn, rows_for("u1", ["Prefers TypeScript"]))
+
+
+def test_the_article_query_ranks_every_users_memories_unless_scoped(database_url: str) -> None:
+    with owner_connection(database_url) as conn:
+        store.copy_memories(conn, rows_for("alice", ["Alice prefers TypeScript for the editor"]))
+        store.copy_memories(conn, rows_for("mallory", ["Mallory prefers TypeScript for the editor too"]))
+        query = "Which language for the editor?"  # to_tsquery would raise on this; plainto_tsquery does not
+        vector = HashEmbedder().embed_query(query)
+        unscoped = store.article_seed_query(conn, vector, query, limit=10)
+        scoped = store.article_seed_query(conn, vector, query, limit=10, scope=store.Scope("alice"))
+    assert {r["user_id"] for r in unscoped} == {"alice", "mallory"}  # the article's leak, kept as written
+    assert [r["user_id"] for r in scoped] == ["alice"]
+    scores = [float(r["total_score"]) for r in unscoped]
+    assert scores == sorted(scores, reverse=True)
+    assert np.isfinite(scores).all()
