@@ -77,7 +77,9 @@ def load_corpus(
     load_s = time.perf_counter() - started
     say("  building the GIN and HNSW indexes")
     started = time.perf_counter()
-    owner.run(store.build_search_indexes, retry=False)
+    # Room for the whole HNSW graph (vectors plus neighbour lists): a graph that spills is built far slower.
+    megabytes = min(8192, max(256, corpus.memories * (embedder.dimension * 4 + 1000) * 3 // 2 // 2**20))
+    owner.run(functools.partial(store.build_search_indexes, maintenance_work_mem=f"{megabytes}MB"), retry=False)
     return load_s, time.perf_counter() - started
 
 
