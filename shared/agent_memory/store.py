@@ -264,6 +264,40 @@ def upsert_memories(
     return [outcomes[i] for i in range(len(rows))]
 
 
+def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> bool:
+    """Whether this exact ingest message was already written (a redelivery)."""
+    row = conn.execute(
+        "SELECT 1 FROM ingested_messages WHERE user_id = %s AND message_hash = %s", [user_id, message_hash]
+    ).fetchone()
+    return row is not None
+
+
+def ingest_message(
+    conn: Connection,
+    user_id: str,
+    message_hash: bytes,
+    rows: Sequence[MemoryRow],
+    *,
+    conversation_id: str | None = None,
+    near_duplicate_threshold: float | None = None,
+) -> list[WriteOutcome] | None:
+    """Write one ingest message's memories and its receipt in one transaction.
+
+    None (and no change) when the message was already written: concurrent deliveries of the
+    same message serialise on the user's lock, and the second finds the first's receipt.
+    """
+    with conn.transaction():
+        lock_users(conn, [user_id])
+        if message_ingested(conn, user_id, message_hash):
+            return None
+        outcomes = upsert_memories(conn, rows, near_duplicate_threshold=near_duplicate_threshold)
+        conn.execute(
+            "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
+            [user_id, message_hash, conversation_id, len(rows)],
+        )
+    return outcomes
+
+
 def _refresh_near_duplicates(
     conn: Connection, rows: Sequence[MemoryRow], threshold: float, outcomes: dict[int, WriteOutcome]
 ) -> list[int]:
@@ -506,6 +540,8 @@ def delete_user(conn: Connection, user_id: str) -> int:
         set_change_context(conn, reason="forget_user")
         cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
         conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
+        # Forgetting everything includes which messages were read: sent again, they count again.
+        conn.execute("DELETE FROM ingested_messages WHERE user_id = %s", [user_id])
     return cur.rowcount
 
 
