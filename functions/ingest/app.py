@@ -61,7 +61,7 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
             logger.exception("record failed", extra={**where, "failure": kind})
         raise
     result = outcome.model_dump(mode="json", exclude={"ids"})
-    logger.info("record ingested", extra={**where, **result})
+    logger.info("record ingested", extra={**where, "outcome": result})  # nested: "created" is reserved
     metrics.add_metric(name="MemoriesCreated", unit=MetricUnit.Count, value=outcome.created)
     metrics.add_metric(name="MemoriesRefreshed", unit=MetricUnit.Count, value=outcome.refreshed)
     metrics.add_metric(name="ExtractedItemsDropped", unit=MetricUnit.Count, value=outcome.dropped)

@@ -268,7 +268,8 @@ class MemoryService:
         created = sum(1 for o in outcomes if o.action == "created")
         logger.info(
             "remembered",
-            extra={"user_id": user_id, "memories": len(rows), "created": created, "source": source},
+            # "created" is a LogRecord attribute: logging refuses it as an extra key.
+            extra={"user_id": user_id, "memories": len(rows), "memories_created": created, "source": source},
         )
         return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
 
@@ -483,7 +484,7 @@ class MemoryService:
         outcome.created = sum(1 for o in written if o.action == "created")
         outcome.refreshed = len(written) - outcome.created
         outcome.ids = [written[p].id for p in positions]
-        logger.info("ingested", extra=outcome.model_dump(mode="json", exclude={"ids"}))
+        logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
         return outcome
 
 

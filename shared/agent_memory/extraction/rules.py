@@ -29,7 +29,15 @@ from agent_memory.models import ChatMessage
 
 MAX_SENTENCE_CHARS = 300
 
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+# Sentences, and clauses that start over with the speaker ("I live in Lisbon and I'm training ...").
+_SENTENCES = re.compile(
+    r"(?<=[.!?])\s+|\n+|,?\s+(?:and|but|so|also)\s+(?=(?:I|I'm|I've|I'd|my|My|we|We|we're|We're|our|Our)\b)"
+)
+# Discourse tails that add nothing to the fact.
+_TAIL = re.compile(
+    r",?\s+(?:after all|though|haha+|lol|I guess|I think|I suppose|you know|by the way|btw|anyway)\s*(?=[.!]*$)",
+    re.IGNORECASE,
+)
 _LEAD_IN = re.compile(
     r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay|yes|yeah|yep|sure|great|cool|perfect|so|well|also|and|but|"
     r"btw|by the way|fyi|oh|ah|right|actually|basically|for context|for the record|just so you know|"
@@ -219,9 +227,9 @@ def _statement(sentence: str) -> str | None:
     text = sentence.strip().strip("*_ ")
     if not text or len(text) > MAX_SENTENCE_CHARS or _INJECTION.search(text) or _looks_like_code(text):
         return None
-    text = _LEAD_IN.sub("", text).strip()
+    text = _TAIL.sub("", _LEAD_IN.sub("", text)).strip()
     text = text.replace("’", "'")
-    if len(text) < 8 or text.endswith("?") or _QUESTION_START.match(text) or _PROBLEM.search(text):
+    if len(text) < 5 or text.endswith("?") or _QUESTION_START.match(text) or _PROBLEM.search(text):
         return None
     if _NOT_A_FACT.match(text) or _UNRESOLVED_START.match(text):
         return None
