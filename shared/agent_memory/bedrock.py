@@ -18,7 +18,8 @@ def bedrock_runtime_client(settings: Settings) -> Any:
     config = Config(
         connect_timeout=min(settings.http_timeout_s, 10),
         read_timeout=settings.http_timeout_s,
-        retries={"max_attempts": settings.max_retries + 1, "mode": "standard"},
+        # total_max_attempts counts the first call; botocore's max_attempts would count retries only.
+        retries={"total_max_attempts": settings.max_retries + 1, "mode": "standard"},
     )
     return boto3.client("bedrock-runtime", region_name=settings.bedrock_region, config=config)
 
