@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     )
     llm_base_url: str | None = Field(default=None, description="Chat endpoint base URL (default openai_base_url).")
     llm_api_key: SecretStr | None = Field(default=None, description="Chat API key (default openai_api_key).")
+    llm_api_key_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret holding the chat API key (in AWS; default: the openai one)."
+    )
     llm_json_mode: bool = Field(
         default=True, description="Ask the openai provider for JSON output (response_format json_object)."
     )
@@ -158,9 +161,13 @@ class Settings(BaseSettings):
         return None
 
     def llm_key(self) -> str | None:
-        """The chat API key: llm_api_key, else the OpenAI-compatible key."""
+        """The chat API key: llm_api_key, its secret, else the OpenAI-compatible key (embeddings')."""
         if self.llm_api_key is not None:
             return self.llm_api_key.get_secret_value()
+        if self.llm_api_key_secret_arn:
+            from agent_memory.aws import get_api_key
+
+            return get_api_key(self.llm_api_key_secret_arn)
         return self.openai_key()
 
     def resolved_data_dir(self) -> Path:

@@ -284,3 +284,21 @@ def test_bedrock_retries_are_bounded_over_real_http(monkeypatch: pytest.MonkeyPa
         assert err.value.retryable and "ServiceUnavailableException" in str(err.value)
         assert len(server.requests) == 2
         assert server.requests[0].path == f"/model/{DEFAULT_MODEL.replace(':', '%3A')}/converse"
+
+
+def test_the_chat_key_can_come_from_secrets_manager(monkeypatch: pytest.MonkeyPatch, llm: ChatServer) -> None:
+    from moto import mock_aws
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.delenv("AGENT_MEMORY_LLM_API_KEY")
+    monkeypatch.setenv("AGENT_MEMORY_OPENAI_API_KEY", "sk-embeddings")  # a different provider's key
+    with mock_aws():
+        arn = boto3.client("secretsmanager").create_secret(
+            Name="agent-memory/zhipu", SecretString=json.dumps({"api_key": "sk-from-secret"})
+        )["ARN"]
+        monkeypatch.setenv("AGENT_MEMORY_LLM_API_KEY_SECRET_ARN", arn)
+        llm.script(Reply(body=memories_answer(TS)))
+        assert ingest(conversation())[1] == []
+    assert llm.requests[0].headers["Authorization"] == "Bearer sk-from-secret"

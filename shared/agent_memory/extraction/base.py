@@ -92,7 +92,9 @@ class LLMExtractor(Extractor):
             return parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)
         except UnparseableOutput as exc:
             # Retryable: another attempt (the record's redelivery) may well answer properly.
-            raise ProviderError(self.provider, f"{self.model} gave no usable answer: {exc}", retryable=True) from exc
+            raise ProviderError(
+                f"{self.provider} extraction", f"{self.model} gave no usable answer: {exc}", retryable=True
+            ) from exc
 
     @abstractmethod
     def _complete(self, system: str, user: str) -> str:

@@ -73,7 +73,8 @@ _ADVERBS = (
 _NEGATION = r"(?:(?:do not|don't|do n't)\s+)?"
 _KEEP_VERBS = (
     r"prefer|prefers|like|love|hate|dislike|enjoy|use|work|live|speak|write|code|develop|build|maintain|run|own|"
-    r"lead|manage|teach|study|deploy|host|target|support|follow|avoid|stick|rely|care|want|need|plan|"
+    r"lead|manage|teach|study|deploy|host|target|support|follow|avoid|stick|rely|care|plan|"
+    r"(?:want|need)\s+(?:every|all|each|no)|"  # "I want a button" is a request; "I need every ..." a rule
     r"decided|chose|switched|moved|have been|was born|have|has|'ve been|'ve|'d rather|would rather"
 )
 _FIRST_PERSON = re.compile(rf"^(?:i|we)(?:\s+|(?=')){_ADVERBS}{_NEGATION}(?:{_KEEP_VERBS})\b", re.IGNORECASE)
@@ -91,7 +92,7 @@ _NOT_A_FACT = re.compile(
     r"have a problem|have an issue|have some|have another|'ve got a question|'m trying|am trying|'re trying|"
     r"are trying|'m looking|am looking|'m getting|am getting|'m not sure|am not sure|'m wondering|am wondering|"
     r"'m done|am done|'m back|am back|'m happy|am happy|'m glad|am glad|'m sorry|am sorry|want to know|"
-    r"need to know|want to see|need to fix|want to add|need to add)\b"
+    r"need to know|want to see|need to fix|want to add|need to add|have to go|have to run|have to leave)\b"
     r"|^(?:i|we)(?:\s+|(?='))(?:'m|am|are|'re)\s+(?:a bit|a little|going to)\b",
     re.IGNORECASE,
 )
