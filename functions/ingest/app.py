@@ -11,15 +11,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
-from agent_memory.models import ConversationEnded
-from agent_memory.observability import logger, metrics, tracer
-from agent_memory.service import get_service
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
+
+from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
+from agent_memory.models import ConversationEnded
+from agent_memory.observability import logger, metrics, tracer
+from agent_memory.service import get_service
 
 
 class InvalidMessage(InvalidInput):

@@ -334,6 +334,31 @@ def cmd_purge(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.drop_previous:
+        emit({"dropped_previous": service.drop_previous_vectors()})
+        return EXIT_OK
+    progress = Progress("re-embedded")
+    try:
+        result = service.reembed(
+            batch_size=args.batch_size, restart=args.restart, max_batches=args.max_batches, progress=progress.update
+        )
+    finally:
+        progress.close()
+    emit(result)
+    return EXIT_OK
+
+
+def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory.config import effective_settings, settings_table
+
+    if args.markdown:
+        sys.stdout.write(settings_table() + "\n")
+    else:
+        emit(effective_settings(service.settings))
+    return EXIT_OK
+
+
 def cmd_demo(service: MemoryService, args: argparse.Namespace) -> int:
     from agent_memory.demo import run_demo
 
@@ -404,6 +429,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
     p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
     p.add_argument("--now", type=parse_time, help="purge as of this ISO time")
+
+    p = add(
+        "reembed",
+        cmd_reembed,
+        "move the store to the configured embedder (AGENT_MEMORY_EMBEDDING_*) while reads go on; resumable",
+    )
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--max-batches", type=int, default=None, help="stop after this many batches (resume later)")
+    p.add_argument("--restart", action="store_true", help="abandon a re-embedding to another model in progress")
+    p.add_argument(
+        "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
+    )
+
+    p = add("config", cmd_config, "print the effective settings (secrets masked)")
+    p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")
 
     p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
     p.add_argument("logical_id", help="IngestFunction or RecallFunction")

@@ -50,3 +50,8 @@ class ProviderError(AgentMemoryError):
 
 class StatementTimeout(DatabaseUnavailable):
     """A query ran past its statement_timeout (the database is overloaded or the scope is huge)."""
+
+
+class SchemaChanged(SchemaMismatch):
+    """The store moved to another embedding model while this connection was open (reembed switch):
+    reconnect and resolve the schema again."""

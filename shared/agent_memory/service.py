@@ -13,7 +13,7 @@ import json
 import logging
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any, Literal
@@ -136,6 +136,7 @@ class MemoryService:
         self._embedder = embedder
         self._database = database
         self._extractor = extractor
+        self._schema: store.VectorSchema | None = None
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -152,11 +153,12 @@ class MemoryService:
         return self._database
 
     def _prepare_connection(self, conn: Connection) -> None:
-        store.prepare_connection(
+        self._schema = store.prepare_connection(
             conn,
             dimension=self.embedder.dimension,
             fingerprint=self.embedder.fingerprint,
             migrate=self.settings.auto_migrate,
+            role=self.settings.effective_db_role(),
         )
 
     @cached_property
@@ -178,7 +180,11 @@ class MemoryService:
                 store.apply_migrations(conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
             )
             store.prepare_connection(
-                conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint, migrate=False
+                conn,
+                dimension=self.embedder.dimension,
+                fingerprint=self.embedder.fingerprint,
+                migrate=False,
+                role=self.settings.effective_db_role(),
             )
 
         database = Database(self.settings, setup=setup)
@@ -264,7 +270,9 @@ class MemoryService:
             [user_id] * len(memories), memories, project_id=project_id, source=source, observed_at=observed_at
         )
         threshold = self.settings.near_duplicate_threshold
-        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows, near_duplicate_threshold=threshold))
+        outcomes = self.db.run(
+            lambda conn: store.upsert_memories(conn, rows, schema=self._schema, near_duplicate_threshold=threshold)
+        )
         created = sum(1 for o in outcomes if o.action == "created")
         logger.info(
             "remembered",
@@ -289,7 +297,7 @@ class MemoryService:
         rows, positions = self._rows(
             [line.user_id for line in lines], lines, project_id=None, source=source, observed_at=None
         )
-        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows))
+        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows, schema=self._schema))
         created = sum(1 for o in outcomes if o.action == "created")
         return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
 
@@ -329,7 +337,13 @@ class MemoryService:
         k = options.overfetch * limit
         candidates = self.db.run(
             lambda conn: store.hybrid_candidates(
-                conn, scope, vector, query, k, statement_timeout_ms=self.settings.recall_statement_timeout_ms
+                conn,
+                scope,
+                vector,
+                query,
+                k,
+                schema=self._schema,
+                statement_timeout_ms=self.settings.recall_statement_timeout_ms,
             )
         )
         chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
@@ -346,7 +360,9 @@ class MemoryService:
             )
             for c, score in chosen
         ]
-        block = build_memory_block((m.content for m in memories), max_chars=self.settings.max_block_chars)
+        block = build_memory_block(
+            (m.content for m in memories), max_chars=self.settings.max_block_chars, guard=self.settings.prompt_guard
+        )
         return RecallResult(memories=memories, prompt_block=block, query=query)
 
     # ---- listing and forgetting ------------------------------------------------------
@@ -399,6 +415,70 @@ class MemoryService:
             lambda conn: store.supersede(conn, user_id, old_ids, new_id, source=source)
         )
         return marked
+
+    def reembed(
+        self,
+        *,
+        batch_size: int = 256,
+        restart: bool = False,
+        max_batches: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Move the store to the configured embedder without taking reads down.
+
+        Fills a shadow column in batches (each its own transaction, so an interrupted run
+        resumes where it stopped), builds its HNSW index concurrently, then switches in one
+        short transaction. Processes still on the old model keep reading the previous vectors
+        until redeployed; ``drop_previous_vectors`` ends that grace period. Needs the owner.
+        ``max_batches`` stops early (the switch then waits for a later run).
+        """
+        if not 1 <= batch_size <= 10_000:
+            raise InvalidInput(f"batch size must be between 1 and 10000, got {batch_size}", field="batch_size")
+        embedder = self.embedder
+        # An owner connection: no application role, no schema check (the schema is what changes).
+        admin = Database(self.settings, setup=store.register_types)
+        filled = batches = late = 0
+        try:
+            conn = admin.connection()
+            state = store.begin_reembed(
+                conn, fingerprint=embedder.fingerprint, dimension=embedder.dimension, restart=restart
+            )
+            after: uuid.UUID | None = None
+            while max_batches is None or batches < max_batches:
+                rows = store.rows_to_reembed(conn, after=after, limit=batch_size)
+                if not rows:
+                    break
+                store.store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+                after, filled, batches = rows[-1][0], filled + len(rows), batches + 1
+                if progress:
+                    progress(filled)
+            else:  # stopped by max_batches, not by running out of rows: switch on a later run
+                return {"state": state, "filled": filled, "switched": False, "model": embedder.fingerprint}
+            store.build_reembed_index(conn)
+            # Rows written meanwhile (ids are random, so some sort before where the scan was):
+            # embed them now, so the switch itself has (almost) nothing left to do.
+            while rows := store.rows_to_reembed(conn, after=None, limit=batch_size):
+                store.store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+                filled += len(rows)
+            late = store.switch_reembed(
+                conn,
+                lambda texts: list(embedder.embed(texts)),
+                fingerprint=embedder.fingerprint,
+                dimension=embedder.dimension,
+            )
+        finally:
+            admin.close()
+        self.close()  # reconnect: this process now uses the new column
+        logger.info("reembedded", extra={"model": embedder.fingerprint, "filled": filled + late})
+        return {"state": state, "filled": filled + late, "switched": True, "model": embedder.fingerprint}
+
+    def drop_previous_vectors(self) -> bool:
+        """After every process runs the new model: drop the previous model's vectors."""
+        admin = Database(self.settings)
+        try:
+            return store.drop_previous_vectors(admin.connection())
+        finally:
+            admin.close()
 
     def purge(self, *, now: dt.datetime | None = None, superseded_days: float | None = None) -> dict[str, int]:
         """Remove expired memories and those superseded longer ago than the retention."""
@@ -475,7 +555,13 @@ class MemoryService:
         threshold = self.settings.near_duplicate_threshold
         written = self.db.run(
             lambda conn: store.ingest_message(
-                conn, user_id, digest, rows, conversation_id=source, near_duplicate_threshold=threshold
+                conn,
+                user_id,
+                digest,
+                rows,
+                conversation_id=source,
+                schema=self._schema,
+                near_duplicate_threshold=threshold,
             )
         )
         if written is None:  # a concurrent delivery of the same message won the race

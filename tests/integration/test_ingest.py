@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from agent_memory import lambda_local
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
@@ -25,7 +26,6 @@ from agent_memory.extraction import Extraction, Extractor
 from agent_memory.extraction.base import ExtractedMemory
 from agent_memory.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
-
 from tests.ingest_support import REPO, TEMPLATE, conversation, failures, sqs_event, sqs_record
 
 EVENT = REPO / "events" / "conversation-ended.json"
@@ -37,6 +37,7 @@ SVG_FACTS = {
     "file drift apart.",
 }
 QUERY = "Add an export-to-PNG button to the editor"
+APP = "agent_memory_app"  # the functions' database role: row-level security applies
 
 
 @pytest.fixture
@@ -44,6 +45,7 @@ def handler_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
     """The handler builds its service from the environment, as in Lambda."""
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)  # under row-level security, as in production
     return database_url
 
 
@@ -109,6 +111,7 @@ def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, bl
     from agent_memory.demo import run_demo
 
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)  # the real local model
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)
     out = io.StringIO()
     assert run_demo(out, root=REPO) == 0
     text = out.getvalue()
@@ -265,7 +268,7 @@ def test_a_restated_fact_is_one_row_that_gets_fresher(service: MemoryService, da
 
 
 def test_near_duplicates_refresh_the_existing_memory_through_the_write_path(database_url: str) -> None:
-    settings = Settings(database_url=database_url, embedding_provider="hash", near_duplicate_threshold=0.8)
+    settings = Settings(database_url=database_url, embedding_provider="hash", db_role=APP, near_duplicate_threshold=0.8)
     service = MemoryService(settings)
     given = [{"content": "The user prefers dark mode in every editor they use", "category": "preference"}]
     first = service.ingest_conversation(message(conversation_id="c-1", messages=[], memories=given))
@@ -311,7 +314,9 @@ def test_nothing_worth_keeping_is_a_success_and_is_remembered_as_read(service: M
 
 
 def test_extracted_memories_fill_only_the_room_left_by_the_clients(database_url: str) -> None:
-    service = MemoryService(Settings(database_url=database_url, embedding_provider="hash", max_memories_per_request=3))
+    service = MemoryService(
+        Settings(database_url=database_url, embedding_provider="hash", db_role=APP, max_memories_per_request=3)
+    )
     turns = [{"role": "user", "content": f"I use tool number {i}."} for i in range(4)]
     given = [{"content": "The user ships every Friday."}, {"content": "The user works remotely."}]
     outcome = service.ingest_conversation(message(messages=turns, memories=given))
@@ -350,7 +355,8 @@ def deliver_at_once(database_url: str, batches: list[list[ConversationEnded]]) -
 
     def run(i: int) -> None:
         service = MemoryService(
-            Settings(database_url=database_url, embedding_provider="hash"), embedder=MeetingEmbedder(barrier)
+            Settings(database_url=database_url, embedding_provider="hash", db_role=APP),
+            embedder=MeetingEmbedder(barrier),
         )
         try:
             for item in batches[i]:
@@ -390,7 +396,7 @@ def test_two_conversations_with_the_same_facts_written_at_once_leave_one_row_per
 
 def test_two_processes_invoking_the_same_event_at_once_leave_no_duplicate(database_url: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
-    env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_EMBEDDING_PROVIDER="hash")
+    env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_EMBEDDING_PROVIDER="hash", AGENT_MEMORY_DB_ROLE=APP)
     cli = Path(sys.executable).parent / "agent-memory"
     procs = [
         subprocess.Popen(

@@ -10,6 +10,8 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.stub import Stubber
+
 from agent_memory import lambda_local
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
@@ -19,8 +21,6 @@ from agent_memory.extraction.openai import OpenAIChatExtractor
 from agent_memory.extraction.prompt import build_prompt
 from agent_memory.models import ConversationEnded
 from agent_memory.service import MemoryService
-from botocore.stub import Stubber
-
 from tests.ingest_support import (
     TEMPLATE,
     ChatServer,
@@ -47,6 +47,7 @@ def llm(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[ChatServ
         for key, value in {
             "DATABASE_URL": database_url,
             "EMBEDDING_PROVIDER": "hash",
+            "DB_ROLE": "agent_memory_app",
             "LLM_PROVIDER": "openai",
             "LLM_BASE_URL": server.base_url,
             "LLM_API_KEY": "sk-test",

@@ -12,9 +12,9 @@ from typing import Any
 import boto3
 import psycopg
 import pytest
-from agent_memory import lambda_local
 from moto import mock_aws
 
+from agent_memory import lambda_local
 from tests.ingest_support import REPO, TEMPLATE, conversation, failures
 
 REGION = "eu-west-1"
@@ -25,6 +25,7 @@ VISIBILITY_S = 1
 def sqs(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Any]:
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.setenv(key, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)

@@ -6,6 +6,7 @@ import datetime as dt
 
 import psycopg
 import pytest
+
 from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
 

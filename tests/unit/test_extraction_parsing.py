@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from agent_memory.extraction.parsing import UnparseableOutput, parse_memories
 
 ITEMS = [

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from agent_memory.extraction.rules import RulesExtractor, to_third_person
 from agent_memory.models import ChatMessage, ConversationEnded
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from agent_memory.models import ConversationEnded
 from pydantic import ValidationError
+
+from agent_memory.models import ConversationEnded
 
 
 def test_the_issue_example_parses_with_unknown_fields_ignored() -> None:
