@@ -411,3 +411,16 @@ def test_two_processes_invoking_the_same_event_at_once_leave_no_duplicate(databa
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [json.loads(o) for o in outputs] == [{"batchItemFailures": []}] * 2
     assert rows(database_url, "SELECT count(*), count(DISTINCT (user_id, content_hash)) FROM user_memories") == [(9, 9)]
+
+
+def test_receipts_are_behind_row_level_security(handler_env: str, database_url: str) -> None:
+    assert failures(invoke(lambda_local.read_event(EVENT))) == []
+    with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
+        conn.execute(f"SET LOCAL ROLE {APP}")
+        assert conn.execute("SELECT count(*) FROM ingested_messages").fetchone() == (0,)  # no user scope: nothing
+        conn.execute("SELECT set_config('agent_memory.user_id', 'u-77', true)")
+        assert conn.execute("SELECT user_id, conversation_id FROM ingested_messages").fetchall() == [
+            ("u-77", "c-2026-11-28-0042")
+        ]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO ingested_messages (user_id, message_hash, memories) VALUES ('u-42', 'x', 0)")
