@@ -987,6 +987,15 @@ def copy_memories(conn: Connection, rows: Iterable[MemoryRow]) -> int:
     return count
 
 
+def count_all_memories(conn: Connection, *, except_user_prefix: str = "") -> int:
+    """Rows across all users (benchmarks): needs a role row-level security does not restrict."""
+    row = conn.execute(
+        "SELECT count(*) FROM user_memories WHERE %(prefix)s = '' OR NOT starts_with(user_id, %(prefix)s)",
+        {"prefix": except_user_prefix},
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 # --------------------------------------------------------------------------------------
 # the seed article's ranking query, kept only as the benchmarks' baseline
 # --------------------------------------------------------------------------------------

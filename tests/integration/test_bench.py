@@ -124,10 +124,17 @@ def test_bench_latency_summary_line(capsys: pytest.CaptureFixture[str], settings
     assert bench_databases(pg_server) == []
 
 
-def test_bench_ingest_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:
-    argv = ["bench", "ingest", "--memories", "200", "--workers", "2", "--server-url", pg_server]
-    last = summary(capsys, main(argv, settings=settings))
-    assert re.fullmatch(r"ingest memories=200 per_second=\d+", last)
+@pytest.mark.parametrize("via", ["handler", "service"])
+def test_bench_ingest_summary_line(
+    capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str, repo_root: Path, via: str
+) -> None:
+    argv = ["bench", "ingest", "--memories", "200", "--workers", "2", "--via", via]
+    argv += ["--template", str(repo_root / "template.yaml"), "--server-url", pg_server]
+    code = main(argv, settings=settings)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "; 200 rows stored" in out  # every memory written (the warm-up rows not counted)
+    assert re.fullmatch(r"ingest memories=200 per_second=\d+", out.splitlines()[-1])
 
 
 @pytest.mark.model
