@@ -44,8 +44,8 @@ def add_database_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shared-buffers",
         default=DEFAULT_SHARED_BUFFERS,
-        help=f"shared_buffers of the temporary embedded server (default {DEFAULT_SHARED_BUFFERS}; 'default' keeps "
-        "PostgreSQL's 128MB); a --data-dir or --server-url server is used as configured",
+        help=f"shared_buffers of an embedded server the bench creates (default {DEFAULT_SHARED_BUFFERS}; 'default' "
+        "keeps PostgreSQL's 128MB); an existing --data-dir or a --server-url server is used as configured",
     )
 
 
@@ -87,9 +87,11 @@ class ScratchServer:
                 self._embedded_dir = self._temp_dir / "pgdata"
             else:
                 self._embedded_dir = self._data_dir
+            fresh = not (self._embedded_dir / "PG_VERSION").exists()
             self.admin_url = start_embedded_server(self._embedded_dir)
-            if self._temp_dir is not None and self.shared_buffers != "default":
-                # Our own throw-away server: restart it once with the memory a real server would have.
+            if fresh and self.shared_buffers != "default":
+                # A server we just created: restart it once with the memory a real server would have
+                # (an existing one, maybe in use, keeps its configuration).
                 with psycopg.connect(self.admin_url, autocommit=True) as conn:
                     conn.execute(
                         sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(self.shared_buffers))
@@ -108,6 +110,7 @@ class ScratchServer:
         assert row is not None
         version = str(row[0]).split(" on ")[0]
         kind = "embedded, temporary" if self._temp_dir else ("embedded" if self._embedded_dir else "external")
+        kind += ", kept" if self.keep else ""
         return f"{version} ({kind}), pgvector {row[3]}, shared_buffers {row[1]}, work_mem {row[2]}"
 
     def new_database(self, label: str) -> str:
