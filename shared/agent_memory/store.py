@@ -624,6 +624,11 @@ def _run_hybrid(
         # ef_search below k would cap the index scan at ef_search rows.
         "hnsw.ef_search": str(max(40, k)),
         "hnsw.iterative_scan": "relaxed_order",
+        # psycopg prepares a statement after a few runs, and PostgreSQL then switches to a
+        # generic plan, in which websearch_to_tsquery($text) is no constant any more: it is
+        # parsed again for every row of the user, several times (~1.5-2.5 ms per recall).
+        # Planning each recall with its values costs ~0.3 ms.
+        "plan_cache_mode": "force_custom_plan",
     }
     # Binary results: parsing 384 floats per row from text costs more than the query itself.
     with (

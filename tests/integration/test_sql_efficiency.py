@@ -1,5 +1,5 @@
-"""Vectors go to PostgreSQL in binary: as text, an array of ten 384-d vectors costs ~6 ms to
-format and parse (measured by `agent-memory bench ingest`), more than the rest of a write."""
+"""How the SQL is sent and planned, where it costs milliseconds (found with `agent-memory bench`):
+vectors go in binary, and recall is planned with its own values even once prepared."""
 
 from __future__ import annotations
 
@@ -38,3 +38,18 @@ def test_remember_sends_its_vectors_in_binary(binary_only: MemoryService) -> Non
     again = binary_only.remember("u1", [NewMemory(content=f + "!") for f in facts])  # restated: folds
     assert first.created == 3 and again.created == 0
     assert binary_only.recall("u1", "TypeScript").memories[0].content == "Prefers TypeScript"
+
+
+def test_recall_keeps_planning_with_the_querys_own_values(service: MemoryService) -> None:
+    # psycopg prepares a statement after 5 runs; PostgreSQL would then move to a generic plan
+    # in which the text query is re-parsed for every candidate row. Recall must stay on
+    # custom plans (the tsquery folded to a constant).
+    service.remember("u1", [NewMemory(content=f"Fact number {i} about TypeScript") for i in range(20)])
+    for i in range(12):
+        service.recall("u1", f"What about TypeScript fact {i}?")
+    conn = service.db.connection()
+    plans = conn.execute(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%websearch_to_tsquery%'"
+    ).fetchall()
+    assert plans, "the recall statement was never prepared: the test no longer exercises plan caching"
+    assert all(generic == 0 for generic, _custom in plans)
