@@ -50,3 +50,7 @@ class ProviderError(AgentMemoryError):
 
 class StatementTimeout(DatabaseUnavailable):
     """A query ran past its statement_timeout (the database is overloaded or the scope is huge)."""
+
+
+class ServiceUnavailable(AgentMemoryError):
+    """(Client side) the memory API could not be reached, timed out, throttled or failed (429/5xx)."""
