@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from typing import Annotated, Any
 
 from agent_memory import __version__, api
@@ -32,6 +33,8 @@ app.configure_openapi(
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 api.install_error_handlers(app, logger)
+# Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.
+warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 
 def _claims() -> dict[str, Any]:
