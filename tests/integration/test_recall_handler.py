@@ -137,7 +137,9 @@ def test_list_pages_with_a_cursor_and_filters_by_project(recall_env: str) -> Non
     add(USER, "one", "two", "three")
     add(USER, "svg only", project_id="svg-editor")
     add(USER, "other project", project_id="cli")
-    first = body_of(invoke(with_request("http-memories-list.json", "GET", "/memories", {"user_id": USER, "limit": "2"})))
+    first = body_of(
+        invoke(with_request("http-memories-list.json", "GET", "/memories", {"user_id": USER, "limit": "2"}))
+    )
     assert len(first["memories"]) == 2 and first["next_cursor"]
     rest = body_of(
         invoke(
