@@ -133,7 +133,7 @@ def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> Response[No
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)  # the answer holds a user's memories
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -171,6 +171,9 @@ def _answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
 def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, so a client reuses its connection
+        # Headers and body leave in separate writes: with Nagle, a keep-alive client's delayed
+        # ACK would add ~40 ms to every answer.
+        disable_nagle_algorithm = True
         server_version = "agent-memory-serve"
 
         def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
