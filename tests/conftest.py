@@ -11,17 +11,21 @@ test, and services wired to them.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 from agent_memory.config import Settings, get_settings
 from agent_memory.db import start_embedded_server
 from agent_memory.service import MemoryService, get_service
-from psycopg.conninfo import make_conninfo
 
 TEMPLATE_DB = "agent_memory_template"
 
@@ -40,9 +44,28 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+def pg_root() -> Path:
+    """Where the tests' PostgreSQL data directories live.
+
+    Not under pytest's tmp_path: the server runs as its own system user when the tests run
+    as root, and every new pytest session resets /tmp/pytest-of-<user> to mode 0700.
+    Removed at exit, after the servers stop (atexit runs in reverse order of registration).
+    """
+    root = Path(tempfile.mkdtemp(prefix="agent-memory-tests-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+@pytest.fixture
+def embedded_dir(pg_root: Path) -> Path:
+    """A fresh data directory for a test's own embedded server."""
+    return pg_root / uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def pg_server(pg_root: Path) -> str:
     """Admin URL of a session-wide embedded PostgreSQL 18 + pgvector."""
-    return start_embedded_server(tmp_path_factory.mktemp("pg") / "data")
+    return start_embedded_server(pg_root / "session")
 
 
 def _admin(pg_server: str) -> psycopg.Connection[tuple[object, ...]]:
@@ -95,7 +118,8 @@ def database_url(pg_server: str, _template_database: str) -> Iterator[str]:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, embedding_provider="hash")
+    # As the application role: every test runs under row-level security, as in production.
+    return Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app")
 
 
 @pytest.fixture
@@ -103,6 +127,19 @@ def service(settings: Settings) -> Iterator[MemoryService]:
     svc = MemoryService(settings)
     yield svc
     svc.close()
+
+
+@pytest.fixture
+def app_login_url(database_url: str) -> Iterator[str]:
+    """A login role that is only a member of agent_memory_app, as a DBA would create on RDS."""
+    name = f"am_login_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN IN ROLE agent_memory_app")
+    info = conninfo_to_dict(database_url)
+    yield make_conninfo(database_url, user=name, host=info["host"])
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f"DROP OWNED BY {name}")
+        admin.execute(f"DROP ROLE {name}")
 
 
 @pytest.fixture(scope="session")

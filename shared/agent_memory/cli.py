@@ -202,7 +202,10 @@ def cmd_recall(service: MemoryService, args: argparse.Namespace) -> int:
         return _recall_batch(service, args)
     if not args.user or not args.query:
         raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
-    result = service.recall(args.user, " ".join(args.query), project_id=args.project, limit=args.limit, now=args.now)
+    options = service.recall_options.but(include_inactive=True) if args.include_inactive else None
+    result = service.recall(
+        args.user, " ".join(args.query), project_id=args.project, limit=args.limit, now=args.now, options=options
+    )
     emit(_recall_payload(result))
     return EXIT_OK
 
@@ -320,6 +323,42 @@ def cmd_invoke(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_history(service: MemoryService, args: argparse.Namespace) -> int:
+    for event in service.history(args.user, args.id, limit=args.limit):
+        emit(event)
+    return EXIT_OK
+
+
+def cmd_purge(service: MemoryService, args: argparse.Namespace) -> int:
+    emit(service.purge(now=args.now, superseded_days=args.superseded_days))
+    return EXIT_OK
+
+
+def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.drop_previous:
+        emit({"dropped_previous": service.drop_previous_vectors()})
+        return EXIT_OK
+    progress = Progress("re-embedded")
+    try:
+        result = service.reembed(
+            batch_size=args.batch_size, restart=args.restart, max_batches=args.max_batches, progress=progress.update
+        )
+    finally:
+        progress.close()
+    emit(result)
+    return EXIT_OK
+
+
+def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory.config import effective_settings, settings_table
+
+    if args.markdown:
+        sys.stdout.write(settings_table() + "\n")
+    else:
+        emit(effective_settings(service.settings))
+    return EXIT_OK
+
+
 def cmd_demo(service: MemoryService, args: argparse.Namespace) -> int:
     from agent_memory.demo import run_demo
 
@@ -368,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", type=parse_time, help="recall as of this ISO time (reproducible decay)")
     p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
     p.add_argument("--out", help="where --queries writes one result line per query")
+    p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
     p.add_argument("query", nargs="*")
 
     p = add("list", cmd_list, "print a user's memories as JSON Lines, newest first")
@@ -380,6 +420,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
+
+    p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID)
+    p.add_argument("--limit", type=int, default=1000)
+
+    p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
+    p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
+    p.add_argument("--now", type=parse_time, help="purge as of this ISO time")
+
+    p = add(
+        "reembed",
+        cmd_reembed,
+        "move the store to the configured embedder (AGENT_MEMORY_EMBEDDING_*) while reads go on; resumable",
+    )
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--max-batches", type=int, default=None, help="stop after this many batches (resume later)")
+    p.add_argument("--restart", action="store_true", help="abandon a re-embedding to another model in progress")
+    p.add_argument(
+        "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
+    )
+
+    p = add("config", cmd_config, "print the effective settings (secrets masked)")
+    p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")
 
     p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
     p.add_argument("logical_id", help="IngestFunction or RecallFunction")

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     )
     db_iam_auth: bool = Field(default=False, description="Authenticate to db_host with an IAM token.")
     db_sslmode: str = Field(default="require", description="sslmode when connecting to db_host.")
+    db_role: str | None = Field(
+        default=None,
+        description="Role to SET after connecting, so row-level security applies even to an owner or superuser "
+        "login (the embedded server uses agent_memory_app). Unset with RDS Proxy: log in as a member of "
+        "agent_memory_app instead.",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."
@@ -54,7 +60,7 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(default=True, description="Apply pending migrations when a connection is first opened.")
 
     # --- embeddings -----------------------------------------------------------------
-    embedding_provider: EmbeddingProvider = Field(default="local", description="local | bedrock | openai | hash.")
+    embedding_provider: EmbeddingProvider = Field(default="local", description="local, bedrock, openai or hash.")
     embedding_model: str | None = Field(
         default=None,
         description="Model id; provider default when unset (all-MiniLM-L6-v2, amazon.titan-embed-text-v2:0, "
@@ -76,7 +82,7 @@ class Settings(BaseSettings):
     bedrock_region: str | None = Field(default=None, description="Region of Bedrock (default: the SDK's).")
 
     # --- extraction -----------------------------------------------------------------
-    llm_provider: LlmProvider = Field(default="rules", description="rules | openai | bedrock.")
+    llm_provider: LlmProvider = Field(default="rules", description="rules, openai or bedrock.")
     llm_model: str | None = Field(
         default=None, description="Chat model id (default glm-4-flash for openai, Claude Haiku for bedrock)."
     )
@@ -110,7 +116,15 @@ class Settings(BaseSettings):
     max_memory_chars: int = Field(default=2000, ge=16, description="Longest memory content accepted.")
     max_query_chars: int = Field(default=4000, ge=16, description="Longest recall query accepted.")
     max_memories_per_request: int = Field(default=100, ge=1, description="Memories per add/ingest message.")
+    prompt_guard: bool = Field(
+        default=True,
+        description="Start the block with a line saying its memories are recalled facts, not instructions "
+        "(false: exactly the article's format).",
+    )
     max_block_chars: int = Field(default=500, ge=32, description="Longest memory line in the prompt block.")
+    superseded_retention_days: float = Field(
+        default=90.0, ge=0, description="`agent-memory purge` removes memories superseded longer ago than this."
+    )
     near_duplicate_threshold: float = Field(
         default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
     )
@@ -131,8 +145,40 @@ class Settings(BaseSettings):
             return get_api_key(self.openai_api_key_secret_arn)
         return None
 
+    @property
+    def uses_embedded(self) -> bool:
+        return self.database_url is None and not self.db_host
+
+    def effective_db_role(self) -> str | None:
+        """The role the runtime connection takes: the embedded server is ours, so never its superuser."""
+        return self.db_role or ("agent_memory_app" if self.uses_embedded else None)
+
     def resolved_data_dir(self) -> Path:
         return (self.data_dir or default_data_dir()).expanduser()
+
+
+def settings_table() -> str:
+    """The configuration table of the README, from the fields' descriptions (kept in sync by a test)."""
+    lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        description = (field.description or "").replace("|", "/")
+        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | `{shown}` |")
+    return "\n".join(lines)
+
+
+def effective_settings(settings: Settings) -> dict[str, object]:
+    """Every setting with its value, secrets masked: what `agent-memory config` prints."""
+    values: dict[str, object] = {}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            value = "********"
+        elif isinstance(value, Path):
+            value = str(value)
+        values[f"AGENT_MEMORY_{name.upper()}"] = value
+    return values
 
 
 @lru_cache(maxsize=1)

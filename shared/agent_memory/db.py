@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from agent_memory.config import Settings
-from agent_memory.errors import ConfigurationError, DatabaseUnavailable
+from agent_memory.errors import ConfigurationError, DatabaseUnavailable, SchemaChanged, StatementTimeout
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ Connection = psycopg.Connection[Any]
 
 
 class _ConnectFailed(DatabaseUnavailable):
-    """Opening a new connection failed: retrying at once would only wait twice as long."""
+    """Opening a new connection failed."""
 
 
 def start_embedded_server(data_dir: Path) -> str:
@@ -170,12 +170,18 @@ class Database:
             try:
                 with self.session() as conn:
                     return work(conn)
-            except _ConnectFailed:
-                raise
+            except (_ConnectFailed, StatementTimeout):
+                raise  # retrying at once would only wait twice as long
             except DatabaseUnavailable:
                 if attempt + 1 >= attempts:
                     raise
                 logger.warning("database connection lost; retrying once on a new connection")
+            except SchemaChanged:
+                # `agent-memory reembed` switched models: reconnect, so setup resolves the schema again.
+                self.close()
+                if attempt + 1 >= attempts:
+                    raise
+                logger.warning("the store switched embedding models; reconnecting")
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:

@@ -95,6 +95,19 @@ class StoredIds(BaseModel):
     refreshed: int
 
 
+class MemoryEvent(BaseModel):
+    """One recorded change of a memory (its history)."""
+
+    memory_id: uuid.UUID
+    event: Literal["created", "refreshed", "superseded", "revived", "expiry_changed", "deleted", "expired", "purged"]
+    at: dt.datetime
+    source: str | None = None
+    content: str
+    related_id: uuid.UUID | None = None
+    project_id: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
 class ChatMessage(BaseModel):
     """One chat turn, as the chat application sends it."""
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import datetime as dt
 import hashlib
 import json
 import logging
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from agent_memory.errors import InputTooLarge, InvalidInput
 from agent_memory.models import (
     ImportLine,
     Memory,
+    MemoryEvent,
     NewMemory,
     RecalledMemory,
     RecallResult,
@@ -125,6 +127,7 @@ class MemoryService:
         self.settings = settings
         self._embedder = embedder
         self._database = database
+        self._schema: store.VectorSchema | None = None
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -141,11 +144,12 @@ class MemoryService:
         return self._database
 
     def _prepare_connection(self, conn: Connection) -> None:
-        store.prepare_connection(
+        self._schema = store.prepare_connection(
             conn,
             dimension=self.embedder.dimension,
             fingerprint=self.embedder.fingerprint,
             migrate=self.settings.auto_migrate,
+            role=self.settings.effective_db_role(),
         )
 
     @cached_property
@@ -167,7 +171,11 @@ class MemoryService:
                 store.apply_migrations(conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
             )
             store.prepare_connection(
-                conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint, migrate=False
+                conn,
+                dimension=self.embedder.dimension,
+                fingerprint=self.embedder.fingerprint,
+                migrate=False,
+                role=self.settings.effective_db_role(),
             )
 
         database = Database(self.settings, setup=setup)
@@ -253,7 +261,9 @@ class MemoryService:
             [user_id] * len(memories), memories, project_id=project_id, source=source, observed_at=observed_at
         )
         threshold = self.settings.near_duplicate_threshold
-        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows, near_duplicate_threshold=threshold))
+        outcomes = self.db.run(
+            lambda conn: store.upsert_memories(conn, rows, schema=self._schema, near_duplicate_threshold=threshold)
+        )
         created = sum(1 for o in outcomes if o.action == "created")
         logger.info(
             "remembered",
@@ -277,7 +287,7 @@ class MemoryService:
         rows, positions = self._rows(
             [line.user_id for line in lines], lines, project_id=None, source=source, observed_at=None
         )
-        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows))
+        outcomes = self.db.run(lambda conn: store.upsert_memories(conn, rows, schema=self._schema))
         created = sum(1 for o in outcomes if o.action == "created")
         return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
 
@@ -317,7 +327,13 @@ class MemoryService:
         k = options.overfetch * limit
         candidates = self.db.run(
             lambda conn: store.hybrid_candidates(
-                conn, scope, vector, query, k, statement_timeout_ms=self.settings.recall_statement_timeout_ms
+                conn,
+                scope,
+                vector,
+                query,
+                k,
+                schema=self._schema,
+                statement_timeout_ms=self.settings.recall_statement_timeout_ms,
             )
         )
         chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
@@ -334,7 +350,9 @@ class MemoryService:
             )
             for c, score in chosen
         ]
-        block = build_memory_block((m.content for m in memories), max_chars=self.settings.max_block_chars)
+        block = build_memory_block(
+            (m.content for m in memories), max_chars=self.settings.max_block_chars, guard=self.settings.prompt_guard
+        )
         return RecallResult(memories=memories, prompt_block=block, query=query)
 
     # ---- listing and forgetting ------------------------------------------------------
@@ -357,14 +375,110 @@ class MemoryService:
         next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
         return MemoryPage(memories=[Memory(**r) for r in rows[:limit]], next_cursor=next_cursor)
 
-    def forget(self, user_id: str, memory_id: uuid.UUID | None = None) -> int:
-        """Delete one memory of the user (0 if it is not theirs) or, without an id, all of them."""
+    def forget(self, user_id: str, memory_id: uuid.UUID | None = None, *, source: str | None = None) -> int:
+        """Delete one memory of the user (0 if it is not theirs) or, without an id, all of them
+        together with their history."""
         if memory_id is None:
             deleted = self.db.run(lambda conn: store.delete_user(conn, user_id))
         else:
-            deleted = int(self.db.run(lambda conn: store.delete_memory(conn, user_id, memory_id)))
+            deleted = int(self.db.run(lambda conn: store.delete_memory(conn, user_id, memory_id, source=source)))
         logger.info("forgot", extra={"user_id": user_id, "deleted": deleted, "one": memory_id is not None})
         return int(deleted)
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    # `builtins.list` below: inside the class, `list` is the method above.
+    def history(
+        self, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
+    ) -> builtins.list[MemoryEvent]:
+        """Every recorded change of one memory (or of all the user's), oldest first."""
+        if not 1 <= limit <= 10_000:
+            raise InvalidInput(f"limit must be between 1 and 10000, got {limit}", field="limit")
+        rows = self.db.run(lambda conn: store.history(conn, user_id, memory_id, limit=limit))
+        return [MemoryEvent(**r) for r in rows]
+
+    def supersede(
+        self, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
+    ) -> builtins.list[uuid.UUID]:
+        """Mark memories as replaced by ``new_id``: kept (with their history) but out of recall."""
+        marked: builtins.list[uuid.UUID] = self.db.run(
+            lambda conn: store.supersede(conn, user_id, old_ids, new_id, source=source)
+        )
+        return marked
+
+    def reembed(
+        self,
+        *,
+        batch_size: int = 256,
+        restart: bool = False,
+        max_batches: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Move the store to the configured embedder without taking reads down.
+
+        Fills a shadow column in batches (each its own transaction, so an interrupted run
+        resumes where it stopped), builds its HNSW index concurrently, then switches in one
+        short transaction. Processes still on the old model keep reading the previous vectors
+        until redeployed; ``drop_previous_vectors`` ends that grace period. Needs the owner.
+        ``max_batches`` stops early (the switch then waits for a later run).
+        """
+        if not 1 <= batch_size <= 10_000:
+            raise InvalidInput(f"batch size must be between 1 and 10000, got {batch_size}", field="batch_size")
+        embedder = self.embedder
+        # An owner connection: no application role, no schema check (the schema is what changes).
+        admin = Database(self.settings, setup=store.register_types)
+        filled = batches = late = 0
+        try:
+            conn = admin.connection()
+            state = store.begin_reembed(
+                conn, fingerprint=embedder.fingerprint, dimension=embedder.dimension, restart=restart
+            )
+            after: uuid.UUID | None = None
+            while max_batches is None or batches < max_batches:
+                rows = store.rows_to_reembed(conn, after=after, limit=batch_size)
+                if not rows:
+                    break
+                store.store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+                after, filled, batches = rows[-1][0], filled + len(rows), batches + 1
+                if progress:
+                    progress(filled)
+            else:  # stopped by max_batches, not by running out of rows: switch on a later run
+                return {"state": state, "filled": filled, "switched": False, "model": embedder.fingerprint}
+            store.build_reembed_index(conn)
+            # Rows written meanwhile (ids are random, so some sort before where the scan was):
+            # embed them now, so the switch itself has (almost) nothing left to do.
+            while rows := store.rows_to_reembed(conn, after=None, limit=batch_size):
+                store.store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+                filled += len(rows)
+            late = store.switch_reembed(
+                conn,
+                lambda texts: list(embedder.embed(texts)),
+                fingerprint=embedder.fingerprint,
+                dimension=embedder.dimension,
+            )
+        finally:
+            admin.close()
+        self.close()  # reconnect: this process now uses the new column
+        logger.info("reembedded", extra={"model": embedder.fingerprint, "filled": filled + late})
+        return {"state": state, "filled": filled + late, "switched": True, "model": embedder.fingerprint}
+
+    def drop_previous_vectors(self) -> bool:
+        """After every process runs the new model: drop the previous model's vectors."""
+        admin = Database(self.settings)
+        try:
+            return store.drop_previous_vectors(admin.connection())
+        finally:
+            admin.close()
+
+    def purge(self, *, now: dt.datetime | None = None, superseded_days: float | None = None) -> dict[str, int]:
+        """Remove expired memories and those superseded longer ago than the retention."""
+        now = now or utcnow()
+        days = self.settings.superseded_retention_days if superseded_days is None else superseded_days
+        expired, superseded = self.db.run(
+            lambda conn: store.purge(conn, now=now, superseded_before=now - dt.timedelta(days=days))
+        )
+        logger.info("purged", extra={"expired": expired, "superseded": superseded})
+        return {"expired": expired, "superseded": superseded}
 
 
 def rank_candidates(

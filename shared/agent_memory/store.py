@@ -6,12 +6,14 @@ nothing here ranks over the whole table.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import importlib.resources
+import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,12 +24,16 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agent_memory.embeddings.base import Vectors
-from agent_memory.errors import SchemaMismatch, StatementTimeout
+from agent_memory.errors import ConfigurationError, InvalidInput, SchemaChanged, SchemaMismatch, StatementTimeout
 
 Connection = psycopg.Connection[Any]
+logger = logging.getLogger(__name__)
 
-# Arbitrary constant: serialises migrations across processes and Lambda containers.
-MIGRATION_LOCK_KEY = 0x616D5F6D6967  # "am_mig"
+# Arbitrary constants for advisory locks.
+MIGRATION_LOCK_KEY = 0x616D5F6D6967  # "am_mig": serialises migrations across processes and containers
+# Held shared by every transaction that reads or writes vectors, exclusively by the re-embedding
+# switch: a query never runs against a column that changed model under it.
+VECTOR_SCHEMA_LOCK_KEY = 0x616D5F766563  # "am_vec"
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 TS_CONFIG = "english"  # must match the generated content_tsv column
 
@@ -67,8 +73,30 @@ def apply_migrations(conn: Connection, *, dimension: int, fingerprint: str) -> l
     """
     if not 0 < dimension <= 16000:
         raise SchemaMismatch(f"embedding dimension {dimension} is outside pgvector's range (1..16000)")
+    pending = pending_migrations(conn)
+    if not pending:
+        return []  # the common case (every cold start): read-only, no lock, no DDL privileges needed
+    try:
+        return _apply(conn, pending, dimension=dimension, fingerprint=fingerprint)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        raise SchemaMismatch(
+            f"the database needs migrations {names}, which this database user may not apply: "
+            "run `agent-memory migrate` as the owner (on AWS the deploy's migration function does it)"
+        ) from exc
+
+
+def pending_migrations(conn: Connection) -> list[Migration]:
+    exists = conn.execute("SELECT to_regclass('agent_memory_migrations') IS NOT NULL").fetchone()
+    applied: set[int] = set()
+    if exists and exists[0]:
+        applied = {row[0] for row in conn.execute("SELECT version FROM agent_memory_migrations").fetchall()}
+    return [m for m in available_migrations() if m.version not in applied]
+
+
+def _apply(conn: Connection, pending: list[Migration], *, dimension: int, fingerprint: str) -> list[str]:
     applied: list[str] = []
-    for migration in available_migrations():
+    for migration in pending:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
             conn.execute(
@@ -96,34 +124,84 @@ def apply_migrations(conn: Connection, *, dimension: int, fingerprint: str) -> l
     return applied
 
 
-def stored_embedding_schema(conn: Connection) -> tuple[str, int] | None:
-    """(fingerprint, dimension) of the embedder the database was created for, or None if unmigrated."""
+def register_types(conn: Connection) -> None:
+    """Teach the connection the vector type (binary and text), for connections set up by hand."""
+    register_vector(conn)
+
+
+def read_meta(conn: Connection) -> dict[str, str]:
     exists = conn.execute("SELECT to_regclass('agent_memory_meta') IS NOT NULL").fetchone()
     if not exists or not exists[0]:
-        return None
-    rows = dict(conn.execute("SELECT key, value FROM agent_memory_meta").fetchall())
-    if "embedding_dimension" not in rows:
-        return None
-    return rows.get("embedding_model", "unknown"), int(rows["embedding_dimension"])
+        return {}
+    return dict(conn.execute("SELECT key, value FROM agent_memory_meta").fetchall())
 
 
-def prepare_connection(conn: Connection, *, dimension: int, fingerprint: str, migrate: bool) -> None:
-    """Run on every new connection: migrate (optionally), register the vector type, check the schema."""
+@dataclasses.dataclass(frozen=True)
+class VectorSchema:
+    """Which vector column this process may use, resolved from agent_memory_meta at connect time.
+
+    Normally the column ``embedding``, read and write. During the grace period after
+    ``agent-memory reembed`` switched the store to a new model, a process still configured
+    with the previous model reads ``embedding_prev`` and may not write (its vectors would
+    land in the new model's column); it should be redeployed with the new model.
+    """
+
+    fingerprint: str
+    column: str
+    current_model: str
+
+    @property
+    def writable(self) -> bool:
+        return self.column == "embedding"
+
+    @property
+    def meta_key(self) -> str:
+        """The agent_memory_meta entry naming the model of ``column``."""
+        return "embedding_model" if self.writable else "previous_model"
+
+
+def resolve_vector_schema(meta: dict[str, str], *, dimension: int, fingerprint: str) -> VectorSchema:
+    if "embedding_dimension" not in meta:
+        raise SchemaMismatch("the database has no agent-memory schema yet: run `agent-memory migrate`")
+    current, current_dimension = meta.get("embedding_model", "unknown"), int(meta["embedding_dimension"])
+    if current == fingerprint and current_dimension == dimension:
+        return VectorSchema(fingerprint, "embedding", current)
+    if meta.get("previous_model") == fingerprint and int(meta.get("previous_dimension", 0)) == dimension:
+        logger.warning(
+            "the store moved to %s; this process still embeds with %s and reads the previous vectors "
+            "read-only until it is redeployed with the new model",
+            current,
+            fingerprint,
+        )
+        return VectorSchema(fingerprint, "embedding_prev", current)
+    raise SchemaMismatch(
+        f"the database holds {current_dimension}-dimensional embeddings from {current}, "
+        f"but the configured embedder is {fingerprint} ({dimension} dimensions); vectors from "
+        "different models cannot be mixed. Configure the same embedder, point "
+        "AGENT_MEMORY_DATABASE_URL / AGENT_MEMORY_DATA_DIR at another database, or move the store "
+        "to the new model with `agent-memory reembed`."
+    )
+
+
+def prepare_connection(
+    conn: Connection, *, dimension: int, fingerprint: str, migrate: bool, role: str | None = None
+) -> VectorSchema:
+    """Run on every new connection: migrate (optionally), take the application role, register the
+    vector type, resolve which vector column this embedder may use."""
     if migrate:
         apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
-    stored = stored_embedding_schema(conn)
-    if stored is None:
-        raise SchemaMismatch("the database has no agent-memory schema yet: run `agent-memory migrate`")
-    stored_fingerprint, stored_dimension = stored
-    if stored_dimension != dimension or stored_fingerprint != fingerprint:
-        raise SchemaMismatch(
-            f"the database holds {stored_dimension}-dimensional embeddings from {stored_fingerprint}, "
-            f"but the configured embedder is {fingerprint} ({dimension} dimensions); vectors from "
-            "different models cannot be mixed. Configure the same embedder, point "
-            "AGENT_MEMORY_DATABASE_URL / AGENT_MEMORY_DATA_DIR at another database, or move the store "
-            "to the new model with `agent-memory reembed`."
+    if role:
+        # Session-level on purpose: this connection is ours alone (never a pooled one).
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+    bypass = conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()
+    if bypass and bypass[0]:
+        logger.warning(
+            "connected as a role that bypasses row-level security; set AGENT_MEMORY_DB_ROLE=agent_memory_app "
+            "or log in as a member of agent_memory_app"
         )
+    schema = resolve_vector_schema(read_meta(conn), dimension=dimension, fingerprint=fingerprint)
     register_vector(conn)
+    return schema
 
 
 # --------------------------------------------------------------------------------------
@@ -172,8 +250,10 @@ ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
     updated_at    = GREATEST(m.updated_at, EXCLUDED.updated_at),
     is_evergreen  = m.is_evergreen OR EXCLUDED.is_evergreen,
     metadata      = m.metadata || EXCLUDED.metadata,
-    expires_at    = CASE WHEN m.superseded_at IS NULL THEN m.expires_at ELSE EXCLUDED.expires_at END,
-    -- Stating a superseded fact again makes it current again.
+    -- A fact that had ended (superseded or expired) and is stated again lives again, with the
+    -- new expiry; a live fact keeps its expiry unless the restatement brings one.
+    expires_at    = CASE WHEN m.superseded_at IS NOT NULL OR m.expires_at <= now() THEN EXCLUDED.expires_at
+                         ELSE COALESCE(EXCLUDED.expires_at, m.expires_at) END,
     superseded_at = NULL,
     superseded_by = NULL
 RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
@@ -203,10 +283,60 @@ WHERE m.id = t.id AND m.user_id = %(user_id)s
 """
 
 
-def lock_users(conn: Connection, user_ids: Sequence[str]) -> None:
-    """Serialise writes per user for the rest of the transaction (sorted: no deadlocks)."""
-    for user_id in sorted(set(user_ids)):
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [user_id])
+@contextlib.contextmanager
+def user_transaction(
+    conn: Connection,
+    user_id: str,
+    *,
+    source: str | None = None,
+    reason: str | None = None,
+    lock: bool = False,
+    settings: dict[str, str] | None = None,
+    schema: VectorSchema | None = None,
+) -> Iterator[Connection]:
+    """One transaction on one user's memories.
+
+    Sets, for this transaction only (set_config(..., true): safe on pooled connections),
+    the user that row-level security lets through, and the source and reason the history
+    trigger records; optionally other settings; with ``lock``, serialises this user's
+    writers (the near-duplicate check reads before it writes); with ``schema``, checks in
+    the same round trip that the store still uses the model it was resolved against.
+    """
+    names = ["agent_memory.user_id", "agent_memory.change_source", "agent_memory.change_reason", *(settings or {})]
+    values = [user_id, source or "", reason or "", *(settings or {}).values()]
+    calls = sql.SQL(", ").join(sql.SQL("set_config({}, %s, true)").format(sql.Literal(n)) for n in names)
+    if lock:
+        calls = sql.SQL("{}, pg_advisory_xact_lock(hashtextextended(%s, 7))").format(calls)
+        values.append(user_id)
+    if schema is not None:
+        # The shared lock first, then the check: the switch cannot happen between them and the query.
+        calls = sql.SQL(
+            "{}, pg_advisory_xact_lock_shared({}), (SELECT value FROM agent_memory_meta WHERE key = {})"
+        ).format(calls, sql.Literal(VECTOR_SCHEMA_LOCK_KEY), sql.Literal(schema.meta_key))
+    with conn.transaction():
+        row = conn.execute(sql.SQL("SELECT {}").format(calls), values).fetchone()
+        if schema is not None and row is not None and row[-1] != schema.fingerprint:
+            raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
+        yield conn
+
+
+@contextlib.contextmanager
+def maintenance_transaction(conn: Connection, *, source: str, reason: str | None = None) -> Iterator[Connection]:
+    """A transaction across all users (purge, re-embedding) as agent_memory_maintenance."""
+    with conn.transaction():
+        try:
+            conn.execute("SET LOCAL ROLE agent_memory_maintenance")
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ConfigurationError(
+                "this maintenance task needs a database user that is a member of agent_memory_maintenance "
+                "(the migration grants it to the owner); run it with the owner's credentials"
+            ) from exc
+        conn.execute(
+            "SELECT set_config('agent_memory.change_source', %s, true), "
+            "set_config('agent_memory.change_reason', %s, true)",
+            [source, reason or ""],
+        )
+        yield conn
 
 
 def _upsert_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
@@ -227,7 +357,11 @@ def _upsert_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
 
 
 def upsert_memories(
-    conn: Connection, rows: Sequence[MemoryRow], *, near_duplicate_threshold: float | None = None
+    conn: Connection,
+    rows: Sequence[MemoryRow],
+    *,
+    schema: VectorSchema | None = None,
+    near_duplicate_threshold: float | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
 
@@ -237,65 +371,77 @@ def upsert_memories(
     """
     if not rows:
         return []
+    if schema is not None and not schema.writable:
+        raise SchemaMismatch(
+            f"the store now embeds with {schema.current_model}; this process uses {schema.fingerprint} and "
+            "may only read until it is redeployed with the new model (writes are refused so that nothing "
+            "is stored with the wrong model; queued messages are retried)"
+        )
     outcomes: dict[int, WriteOutcome] = {}
-    with conn.transaction():
-        lock_users(conn, [r.user_id for r in rows])
-        to_insert = list(range(len(rows)))
-        if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
-            to_insert = _refresh_near_duplicates(conn, rows, near_duplicate_threshold, outcomes)
-        if to_insert:
-            batch = [rows[i] for i in to_insert]
-            by_key = {(r.user_id, r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
-            for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
-                index = by_key[(rec[1], rec[2], bytes(rec[3]))]
-                outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+    by_user: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_user.setdefault(row.user_id, []).append(i)
+    # One transaction per user: row-level security admits one user at a time. The
+    # write path sends one user per call, so there it is one transaction per message.
+    for user_id, indexes in by_user.items():
+        sources = {rows[i].source for i in indexes}
+        source = sources.pop() if len(sources) == 1 else None
+        with user_transaction(conn, user_id, source=source, lock=True, schema=schema):
+            to_insert = indexes
+            if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
+                to_insert = _refresh_near_duplicates(conn, user_id, rows, indexes, near_duplicate_threshold, outcomes)
+            if to_insert:
+                batch = [rows[i] for i in to_insert]
+                by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
+                for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
+                    index = by_key[(rec[2], bytes(rec[3]))]
+                    outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
     return [outcomes[i] for i in range(len(rows))]
 
 
 def _refresh_near_duplicates(
-    conn: Connection, rows: Sequence[MemoryRow], threshold: float, outcomes: dict[int, WriteOutcome]
+    conn: Connection,
+    user_id: str,
+    rows: Sequence[MemoryRow],
+    indexes: list[int],
+    threshold: float,
+    outcomes: dict[int, WriteOutcome],
 ) -> list[int]:
-    """Refresh near-identical existing memories; return the indexes still to insert."""
-    remaining: list[int] = []
-    by_user: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        by_user.setdefault(row.user_id, []).append(i)
-    for user_id, indexes in by_user.items():
-        # Exact matches are the upsert's job (it keeps their own bookkeeping).
-        exact = {
-            bytes(h)
-            for (h,) in conn.execute(
-                "SELECT content_hash FROM user_memories WHERE user_id = %s AND content_hash = ANY(%s)",
-                [user_id, [rows[i].content_hash for i in indexes]],
-            ).fetchall()
-        }
-        candidates = [i for i in indexes if rows[i].content_hash not in exact]
-        matches: dict[int, uuid.UUID] = {}
-        if candidates:
-            found = conn.execute(
-                _NEAREST_EXISTING,
-                {
-                    "embeddings": [rows[i].embedding for i in candidates],
-                    "project_ids": [rows[i].project_id for i in candidates],
-                    "user_id": user_id,
-                    "threshold": threshold,
-                },
-            ).fetchall()
-            matches = {candidates[int(ord_) - 1]: mid for ord_, mid, _sim in found}
-        if matches:
-            conn.execute(
-                _REFRESH,
-                {
-                    "ids": list(matches.values()),
-                    "observed": [rows[i].observed_at for i in matches],
-                    "metadata": [Jsonb(rows[i].metadata) for i in matches],
-                    "user_id": user_id,
-                },
-            )
-            for i, mid in matches.items():
-                outcomes[i] = WriteOutcome(mid, "near_duplicate")
-        remaining.extend(i for i in indexes if i not in matches)
-    return sorted(remaining)
+    """Refresh near-identical existing memories of the user; return the indexes still to insert."""
+    # Exact matches are the upsert's job (it keeps its own bookkeeping).
+    exact = {
+        (project_id, bytes(digest))
+        for project_id, digest in conn.execute(
+            "SELECT project_id, content_hash FROM user_memories WHERE user_id = %s AND content_hash = ANY(%s)",
+            [user_id, [rows[i].content_hash for i in indexes]],
+        ).fetchall()
+    }
+    candidates = [i for i in indexes if (rows[i].project_id, rows[i].content_hash) not in exact]
+    matches: dict[int, uuid.UUID] = {}
+    if candidates:
+        found = conn.execute(
+            _NEAREST_EXISTING,
+            {
+                "embeddings": [rows[i].embedding for i in candidates],
+                "project_ids": [rows[i].project_id for i in candidates],
+                "user_id": user_id,
+                "threshold": threshold,
+            },
+        ).fetchall()
+        matches = {candidates[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
+    if matches:
+        conn.execute(
+            _REFRESH,
+            {
+                "ids": list(matches.values()),
+                "observed": [rows[i].observed_at for i in matches],
+                "metadata": [Jsonb(rows[i].metadata) for i in matches],
+                "user_id": user_id,
+            },
+        )
+        for i, memory_id in matches.items():
+            outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
+    return [i for i in indexes if i not in matches]
 
 
 # --------------------------------------------------------------------------------------
@@ -361,7 +507,7 @@ WITH {scoped_cte} vec AS (
 )
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata,
-       m.embedding, m.embedding <=> %(query_vector)s AS distance,
+       m.{vec} AS embedding, m.{vec} <=> %(query_vector)s AS distance,
        ts_rank_cd(m.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text
@@ -371,18 +517,20 @@ WHERE m.user_id = %(user_id)s AND m.id IN (SELECT id FROM vec UNION SELECT id FR
 
 # Approximate: the HNSW index (iterative scan keeps going when the user filter drops rows).
 _VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
-    ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"""
+    ORDER BY {vec} <=> %(query_vector)s LIMIT %(k)s"""
 # Exact: every live row of the user, fenced off from the HNSW index by MATERIALIZED.
-_SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, embedding FROM user_memories WHERE {scope}),"
+_SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_memories WHERE {scope}),"
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
 
 
-def _hybrid_sql(scope: Scope, exact: bool) -> sql.Composed:
+def _hybrid_sql(scope: Scope, exact: bool, column: str = "embedding") -> sql.Composed:
     where = _scope_filter(scope)
+    vec = sql.Identifier(column)
     return sql.SQL(_HYBRID).format(
-        scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where) if exact else sql.SQL(""),
-        vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where),
+        scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
+        vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
         scope=where,
+        vec=vec,
         cfg=sql.SQL(TS_CONFIG),
     )
 
@@ -394,6 +542,7 @@ def hybrid_candidates(
     query_text: str,
     k: int,
     *,
+    schema: VectorSchema | None = None,
     statement_timeout_ms: int = 0,
 ) -> list[Candidate]:
     """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd).
@@ -411,23 +560,32 @@ def hybrid_candidates(
         "text_query": _or_query(query_text),
         "k": k,
     }
-    rows = _run_hybrid(conn, _hybrid_sql(scope, exact=False), params, k, statement_timeout_ms)
+    column = schema.column if schema else "embedding"
+    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column), params, k, statement_timeout_ms, schema)
     if sum(1 for r in rows if r["in_vector"]) < k:
-        rows = _run_hybrid(conn, _hybrid_sql(scope, exact=True), params, k, statement_timeout_ms)
+        rows = _run_hybrid(conn, _hybrid_sql(scope, True, column), params, k, statement_timeout_ms, schema)
     return _to_candidates(rows)
 
 
 def _run_hybrid(
-    conn: Connection, query: sql.Composed, params: dict[str, Any], k: int, statement_timeout_ms: int
+    conn: Connection,
+    query: sql.Composed,
+    params: dict[str, Any],
+    k: int,
+    statement_timeout_ms: int,
+    schema: VectorSchema | None = None,
 ) -> list[dict[str, Any]]:
+    local = {
+        "statement_timeout": str(statement_timeout_ms),
+        # ef_search below k would cap the index scan at ef_search rows.
+        "hnsw.ef_search": str(max(40, k)),
+        "hnsw.iterative_scan": "relaxed_order",
+    }
     # Binary results: parsing 384 floats per row from text costs more than the query itself.
-    with conn.transaction(), conn.cursor(row_factory=dict_row, binary=True) as cur:
-        # Transaction-local settings (set_config(..., true)): safe on pooled connections.
-        cur.execute(
-            "SELECT set_config('statement_timeout', %s, true), set_config('hnsw.ef_search', %s, true),"
-            " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-            [str(statement_timeout_ms), str(max(40, k))],
-        )
+    with (
+        user_transaction(conn, params["user_id"], settings=local, schema=schema),
+        conn.cursor(row_factory=dict_row, binary=True) as cur,
+    ):
         try:
             cur.execute(query, params)
         except psycopg.errors.QueryCanceled as exc:
@@ -484,26 +642,201 @@ def list_memories(
         "after_at": after[0] if after else None,
         "after_id": after[1] if after else None,
     }
-    with conn.cursor(row_factory=dict_row) as cur:
+    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
 
 
-def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID) -> bool:
-    """Delete one memory of this user; False when the user has no memory with that id."""
-    with conn.transaction():
+def delete_user(conn: Connection, user_id: str) -> int:
+    """Forget every memory of the user, and their history; returns how many memories went."""
+    with user_transaction(conn, user_id, reason="forget_user"):
+        cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
+        conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
+    return cur.rowcount
+
+
+def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
+    """Delete one memory of this user (False when the user has none with that id), recording who asked."""
+    with user_transaction(conn, user_id, source=source):
         row = conn.execute(
             "DELETE FROM user_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, memory_id]
         ).fetchone()
     return row is not None
 
 
-def delete_user(conn: Connection, user_id: str) -> int:
-    """Forget every memory of the user; returns how many rows went."""
+def supersede(
+    conn: Connection, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
+) -> list[uuid.UUID]:
+    """Mark live memories of this user as replaced by ``new_id``; returns the ids actually marked."""
+    with user_transaction(conn, user_id, source=source):
+        rows = conn.execute(
+            "UPDATE user_memories SET superseded_at = now(), superseded_by = %s "
+            "WHERE user_id = %s AND id = ANY(%s) AND id <> %s AND superseded_at IS NULL RETURNING id",
+            [new_id, user_id, list(old_ids), new_id],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def history(
+    conn: Connection, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """The recorded changes of one memory, or of all of a user's memories, oldest first."""
+    query = (
+        "SELECT memory_id, event, at, source, content, related_id, project_id, detail FROM memory_events "
+        "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+        "ORDER BY at, id LIMIT %(limit)s"
+    )
+    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(query, {"user_id": user_id, "memory_id": memory_id, "limit": limit}).fetchall()
+
+
+def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime) -> tuple[int, int]:
+    """Remove expired memories and those superseded before the cut-off; (expired, superseded) counts.
+
+    Both are recorded in the history (as 'expired' / 'purged'), which is kept.
+    """
+    with maintenance_transaction(conn, source="purge", reason="expired"):
+        expired = conn.execute("DELETE FROM user_memories WHERE expires_at <= %s", [now]).rowcount
+    with maintenance_transaction(conn, source="purge", reason="purged"):
+        superseded = conn.execute("DELETE FROM user_memories WHERE superseded_at < %s", [superseded_before]).rowcount
+    return expired, superseded
+
+
+# --------------------------------------------------------------------------------------
+# re-embedding: fill a shadow column in batches, then switch atomically
+# --------------------------------------------------------------------------------------
+
+NEXT_INDEX = "user_memories_embedding_next_idx"
+
+
+def _owner_ddl(conn: Connection, statement: str | sql.Composed, params: Sequence[Any] | None = None) -> None:
+    try:
+        conn.execute(statement, params)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigurationError("re-embedding changes the table: run it as the table's owner") from exc
+
+
+def begin_reembed(conn: Connection, *, fingerprint: str, dimension: int, restart: bool) -> str:
+    """Add the shadow column for the new model (or find the one an interrupted run left).
+
+    Returns "started" or "resuming".
+    """
+    meta = read_meta(conn)
+    if meta.get("embedding_model") == fingerprint and int(meta.get("embedding_dimension", 0)) == dimension:
+        raise InvalidInput(f"the store already embeds with {fingerprint}: nothing to re-embed")
+    target = meta.get("next_model")
+    if target == fingerprint and int(meta.get("next_dimension", 0)) == dimension:
+        return "resuming"
+    if target is not None and not restart:
+        raise ConfigurationError(
+            f"a re-embedding to {target} is in progress: configure that embedder to resume it, "
+            "or pass --restart to abandon it"
+        )
     with conn.transaction():
-        cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
-    return cur.rowcount
+        _owner_ddl(conn, f"DROP INDEX IF EXISTS {NEXT_INDEX}")
+        _owner_ddl(conn, "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_next")
+        _owner_ddl(
+            conn,
+            sql.SQL("ALTER TABLE user_memories ADD COLUMN embedding_next vector({})").format(sql.Literal(dimension)),
+        )
+        conn.execute(
+            "INSERT INTO agent_memory_meta (key, value) VALUES ('next_model', %s), ('next_dimension', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            [fingerprint, str(dimension)],
+        )
+    return "started"
 
 
-def count_memories(conn: Connection, user_id: str) -> int:
-    row = conn.execute("SELECT count(*) FROM user_memories WHERE user_id = %s", [user_id]).fetchone()
-    return int(row[0]) if row else 0
+def rows_to_reembed(conn: Connection, *, after: uuid.UUID | None, limit: int) -> list[tuple[uuid.UUID, str]]:
+    """The next rows (in id order, after ``after``) whose new vector is still missing."""
+    with maintenance_transaction(conn, source="reembed"):
+        rows = conn.execute(
+            "SELECT id, content FROM user_memories WHERE embedding_next IS NULL "
+            "AND (%(after)s::uuid IS NULL OR id > %(after)s) ORDER BY id LIMIT %(limit)s",
+            {"after": after, "limit": limit},
+        ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def store_reembedded(conn: Connection, ids: Sequence[uuid.UUID], vectors: Sequence[np.ndarray]) -> None:
+    with maintenance_transaction(conn, source="reembed"):
+        _fill_next(conn, ids, vectors)
+
+
+def _fill_next(conn: Connection, ids: Sequence[uuid.UUID], vectors: Sequence[np.ndarray]) -> None:
+    conn.execute(
+        "UPDATE user_memories AS m SET embedding_next = t.v "
+        "FROM unnest(%s::uuid[], %s::vector[]) AS t(id, v) WHERE m.id = t.id",
+        [list(ids), list(vectors)],
+    )
+
+
+def build_reembed_index(conn: Connection) -> None:
+    """HNSW on the shadow column without blocking reads or writes (CONCURRENTLY, outside a transaction).
+
+    An interrupted build leaves an invalid index behind: it is dropped and built again.
+    """
+    valid = conn.execute(
+        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)", [NEXT_INDEX]
+    ).fetchone()
+    if valid is not None and not valid[0]:
+        _owner_ddl(conn, f"DROP INDEX CONCURRENTLY IF EXISTS {NEXT_INDEX}")
+    _owner_ddl(
+        conn,
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {NEXT_INDEX} ON user_memories "
+        "USING hnsw (embedding_next vector_cosine_ops)",
+    )
+
+
+def switch_reembed(
+    conn: Connection, embed: Callable[[list[str]], Sequence[np.ndarray]], *, fingerprint: str, dimension: int
+) -> int:
+    """Make the new vectors current in one transaction; returns how many late rows it embedded.
+
+    Call it when (almost) every row has its new vector: readers and writers of vectors wait
+    (on the schema lock) for as long as it takes, which is the few late rows and the renames.
+    The old vectors stay as ``embedding_prev`` so processes still configured with the old
+    model keep reading until they are redeployed.
+    """
+    meta = read_meta(conn)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [VECTOR_SCHEMA_LOCK_KEY])
+        _owner_ddl(conn, "LOCK TABLE user_memories IN ACCESS EXCLUSIVE MODE")
+        conn.execute("SET LOCAL ROLE agent_memory_maintenance")
+        late = conn.execute("SELECT id, content FROM user_memories WHERE embedding_next IS NULL").fetchall()
+        if late:
+            _fill_next(conn, [r[0] for r in late], embed([r[1] for r in late]))
+        conn.execute("RESET ROLE")
+        for statement in (
+            "DROP INDEX IF EXISTS user_memories_embedding_prev_idx",
+            "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_prev",
+            "ALTER TABLE user_memories RENAME COLUMN embedding TO embedding_prev",
+            "ALTER TABLE user_memories ALTER COLUMN embedding_prev DROP NOT NULL",
+            "ALTER INDEX user_memories_embedding_idx RENAME TO user_memories_embedding_prev_idx",
+            "ALTER TABLE user_memories RENAME COLUMN embedding_next TO embedding",
+            "ALTER TABLE user_memories ALTER COLUMN embedding SET NOT NULL",
+            f"ALTER INDEX {NEXT_INDEX} RENAME TO user_memories_embedding_idx",
+        ):
+            _owner_ddl(conn, statement)
+        conn.execute(
+            "INSERT INTO agent_memory_meta (key, value) VALUES ('previous_model', %(old)s), "
+            "('previous_dimension', %(old_dim)s), ('embedding_model', %(new)s), ('embedding_dimension', %(new_dim)s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            {
+                "old": meta["embedding_model"],
+                "old_dim": meta["embedding_dimension"],
+                "new": fingerprint,
+                "new_dim": str(dimension),
+            },
+        )
+        conn.execute("DELETE FROM agent_memory_meta WHERE key IN ('next_model', 'next_dimension')")
+    return len(late)
+
+
+def drop_previous_vectors(conn: Connection) -> bool:
+    """End the grace period: drop the previous model's vectors. False when there were none."""
+    meta = read_meta(conn)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [VECTOR_SCHEMA_LOCK_KEY])
+        _owner_ddl(conn, "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_prev")
+        conn.execute("DELETE FROM agent_memory_meta WHERE key IN ('previous_model', 'previous_dimension')")
+    return "previous_model" in meta

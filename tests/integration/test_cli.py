@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from agent_memory.cli import main
 from agent_memory.config import Settings
+from agent_memory.prompt import BLOCK_GUARD
 
 
 def run(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]
@@ -28,7 +30,13 @@ def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Se
     (memory,) = result["memories"]
     assert set(memory) == {"id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata"}
     assert memory["content"] == "Prefers TypeScript"
-    assert result["prompt_block"] == "[RUSH_MEMORY]\nRelevant memories:\n1. Prefers TypeScript\n[/RUSH_MEMORY]"
+    assert result["prompt_block"].splitlines() == [
+        "[RUSH_MEMORY]",
+        BLOCK_GUARD,
+        "Relevant memories:",
+        "1. Prefers TypeScript",
+        "[/RUSH_MEMORY]",
+    ]
     code, listed, _ = run(capsys, settings, "list", "--user", "u1")
     assert code == 0 and {m["content"] for m in listed} == {"Prefers TypeScript", "Uses pnpm"}
     code, (forgot,), _ = run(capsys, settings, "forget", "--user", "u1", "--id", memory["id"])
@@ -107,9 +115,9 @@ def test_errors_go_to_stderr_with_an_exit_code(capsys: pytest.CaptureFixture[str
     assert code == 4 and "database unavailable" in err and "127.0.0.1:1" in err
 
 
-def test_several_processes_share_one_embedded_data_dir(tmp_path: Path) -> None:
-    """Two CLI processes start on the same (new) data directory at once; the server stops after both."""
-    data_dir = tmp_path / "pg"
+def test_several_processes_share_one_embedded_data_dir(embedded_dir: Path) -> None:
+    """Three CLI processes start on the same (new) data directory at once; the server stops after all."""
+    data_dir = embedded_dir
     env = {**os.environ, "AGENT_MEMORY_DATA_DIR": str(data_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
     cmd = [sys.executable, "-m", "agent_memory"]
     procs = [

@@ -7,10 +7,12 @@ import threading
 
 import psycopg
 import pytest
+
 from agent_memory import store
 from agent_memory.config import Settings
 from agent_memory.errors import InputTooLarge, InvalidInput, SchemaMismatch
 from agent_memory.models import NewMemory
+from agent_memory.prompt import BLOCK_GUARD
 from agent_memory.service import MemoryService
 
 FACTS = [
@@ -36,7 +38,7 @@ def test_remember_then_recall_returns_the_block_and_scores(service: MemoryServic
     result = service.recall("u1", "SVG editor export")
     assert {str(m.id) for m in result.memories} == set(ids)
     assert result.memories[0].content == FACTS[1]
-    assert result.prompt_block.startswith("[RUSH_MEMORY]\nRelevant memories:\n1. " + FACTS[1])
+    assert result.prompt_block.startswith("[RUSH_MEMORY]\n" + BLOCK_GUARD + "\nRelevant memories:\n1. " + FACTS[1])
     scores = [m.score for m in result.memories]
     assert all(0 <= s <= 1.2 for s in scores)
 

@@ -7,6 +7,7 @@ import uuid
 
 import numpy as np
 import pytest
+
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.errors import InvalidInput
 from agent_memory.service import _decode_cursor, _encode_cursor, content_hash, normalize_content

@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from agent_memory.config import Settings, get_settings
 from pydantic import ValidationError
+
+from agent_memory.config import Settings, get_settings
 
 
 def test_defaults_need_no_environment() -> None:

