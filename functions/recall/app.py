@@ -13,16 +13,17 @@ import uuid
 import warnings
 from typing import Annotated, Any
 
-from agent_memory import __version__, api
-from agent_memory.errors import InvalidInput, NotFound
-from agent_memory.models import ProjectId, RecallResult, StoredIds, UserId
-from agent_memory.observability import logger, metrics, tracer
-from agent_memory.service import get_service
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from agent_memory import __version__, api
+from agent_memory.errors import InvalidInput, NotFound
+from agent_memory.models import ProjectId, RecallResult, StoredIds, UserId
+from agent_memory.observability import logger, metrics, tracer
+from agent_memory.service import get_service
 
 app = APIGatewayHttpResolver(enable_validation=True)
 app.configure_openapi(
@@ -112,7 +113,7 @@ def forget_memory(
     user_id: Annotated[UserId | None, Query()] = None,
 ) -> Response[None]:
     owner = api.caller_user_id(_claims(), user_id)
-    if not get_service().forget(owner, memory_id):
+    if not get_service().forget(owner, memory_id, source="api"):
         # The same answer whether the id exists for another user or not at all: nothing leaks.
         raise NotFound("no memory with this id for this user")
     return Response(status_code=204)

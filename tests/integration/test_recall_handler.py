@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from agent_memory.service import MemoryService, get_service
 
+from agent_memory.service import MemoryService, get_service
 from tests.integration.recall_support import (
     ROOT,
     as_iam,
@@ -38,6 +38,7 @@ def recall_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[s
     """The function's settings from the environment, as in Lambda: hash embeddings on a fresh database."""
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")  # under row-level security, as deployed
     yield database_url
     if get_service.cache_info().currsize:
         get_service().close()
@@ -105,7 +106,9 @@ def test_add_then_recall_iam_style(recall_env: str) -> None:
         "id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata"
     }  # fmt: skip
     assert body["memories"][0]["content"] == "All SVG changes must sync to defaultSVG"
-    assert body["prompt_block"].startswith("[RUSH_MEMORY]\nRelevant memories:\n1. All SVG changes")
+    block = body["prompt_block"]
+    assert block.startswith("[RUSH_MEMORY]\n") and block.endswith("\n[/RUSH_MEMORY]")
+    assert "\nRelevant memories:\n1. All SVG changes must sync to defaultSVG\n2. Prefers pnpm over npm\n" in block
     # The same event again: the same fact is refreshed, not stored twice.
     again = body_of(invoke("http-memories-add.json"))
     assert again["ids"] == stored["ids"] and again["created"] == 0

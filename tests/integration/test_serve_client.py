@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agent_memory.cli import main
 from agent_memory.client import MemoryClient
 from agent_memory.errors import (
@@ -30,7 +31,6 @@ from agent_memory.errors import (
 )
 from agent_memory.serve import LocalApi, make_server
 from agent_memory.service import get_service
-
 from tests.integration.recall_support import ROOT, TEMPLATE, body_of, event, invoke, manifest_entries
 
 
@@ -38,6 +38,7 @@ from tests.integration.recall_support import ROOT, TEMPLATE, body_of, event, inv
 def recall_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[str]:
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")  # under row-level security, as deployed
     yield database_url
     if get_service.cache_info().currsize:
         get_service().close()
@@ -166,7 +167,8 @@ def test_client_round_trip_and_typed_errors(served: str) -> None:
         assert stored.created == 2
         result = client.recall("pnpm", user_id="u1", project_id="svg", limit=1)
         assert [m.content for m in result.memories] == ["Prefers pnpm over npm"]
-        assert result.prompt_block == "[RUSH_MEMORY]\nRelevant memories:\n1. Prefers pnpm over npm\n[/RUSH_MEMORY]"
+        assert result.prompt_block.startswith("[RUSH_MEMORY]\n")
+        assert result.prompt_block.endswith("\nRelevant memories:\n1. Prefers pnpm over npm\n[/RUSH_MEMORY]")
         chat = [{"role": "user", "content": "old"}, {"role": "user", "content": "When do we ship?"}]
         assert client.recall(messages=chat, user_id="u1").query == "When do we ship?"
         page = client.list(user_id="u1", limit=1)

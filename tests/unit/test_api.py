@@ -9,6 +9,8 @@ from http import HTTPStatus
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
 from agent_memory import api, service
 from agent_memory.errors import (
     AgentMemoryError,
@@ -24,7 +26,6 @@ from agent_memory.errors import (
     StatementTimeout,
 )
 from agent_memory.serve import _answer, http_api_event, unverified_jwt_claims
-from pydantic import ValidationError
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import boto3
 import pytest
+from moto import mock_aws
+
 from agent_memory.client import _sqs_client, publish_conversation_ended
 from agent_memory.errors import ConfigurationError, InvalidInput
 from agent_memory.models import ChatMessage, ConversationEnded
-from moto import mock_aws
 
 REGION = "eu-west-1"
 CHAT = [
