@@ -362,7 +362,7 @@ def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
 def cmd_demo(service: MemoryService, args: argparse.Namespace) -> int:
     from agent_memory.demo import run_demo
 
-    return run_demo(service, sys.stdout)
+    return run_demo(sys.stdout)  # through the handler, which builds its service from the environment
 
 
 # --------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
@@ -84,11 +84,24 @@ class Settings(BaseSettings):
     # --- extraction -----------------------------------------------------------------
     llm_provider: LlmProvider = Field(default="rules", description="rules, openai or bedrock.")
     llm_model: str | None = Field(
-        default=None, description="Chat model id (default glm-4-flash for openai, Claude Haiku for bedrock)."
+        default=None,
+        description="Chat model id. Default: glm-4-flash on Zhipu (a bigmodel.cn base URL), else gpt-4o-mini "
+        "(openai); anthropic.claude-3-haiku-20240307-v1:0 (bedrock).",
     )
     llm_base_url: str | None = Field(default=None, description="Chat endpoint base URL (default openai_base_url).")
     llm_api_key: SecretStr | None = Field(default=None, description="Chat API key (default openai_api_key).")
+    llm_api_key_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret holding the chat API key (in AWS; default: the openai one)."
+    )
+    llm_json_mode: bool = Field(
+        default=True, description="Ask the openai provider for JSON output (response_format json_object)."
+    )
+    llm_temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature of extraction.")
+    llm_max_tokens: int = Field(default=1024, ge=64, le=32768, description="Longest extraction answer, in tokens.")
     extraction_window: int = Field(default=10, ge=1, le=200, description="Last N messages given to extraction.")
+    max_extracted_memories: int = Field(
+        default=20, ge=1, le=100, description="Memories kept from one conversation's extraction (the rest dropped)."
+    )
 
     # --- remote calls ---------------------------------------------------------------
     http_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one provider call.")
@@ -116,6 +129,12 @@ class Settings(BaseSettings):
     max_memory_chars: int = Field(default=2000, ge=16, description="Longest memory content accepted.")
     max_query_chars: int = Field(default=4000, ge=16, description="Longest recall query accepted.")
     max_memories_per_request: int = Field(default=100, ge=1, description="Memories per add/ingest message.")
+    max_messages_per_conversation: int = Field(
+        default=200, ge=1, le=1000, description="Chat messages in one ingest message (more: the message is invalid)."
+    )
+    max_message_chars: int = Field(
+        default=20_000, ge=16, le=20_000, description="Longest chat message in an ingest message (longer: invalid)."
+    )
     prompt_guard: bool = Field(
         default=True,
         description="Start the block with a line saying its memories are recalled facts, not instructions "
@@ -128,6 +147,13 @@ class Settings(BaseSettings):
     near_duplicate_threshold: float = Field(
         default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
     )
+
+    @field_validator("database_url", "data_dir", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the
+        # embedded server would then initialise (and chown) as its data directory.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _weights(self) -> Settings:
@@ -144,6 +170,16 @@ class Settings(BaseSettings):
 
             return get_api_key(self.openai_api_key_secret_arn)
         return None
+
+    def llm_key(self) -> str | None:
+        """The chat API key: llm_api_key, its secret, else the OpenAI-compatible key (embeddings')."""
+        if self.llm_api_key is not None:
+            return self.llm_api_key.get_secret_value()
+        if self.llm_api_key_secret_arn:
+            from agent_memory.aws import get_api_key
+
+            return get_api_key(self.llm_api_key_secret_arn)
+        return self.openai_key()
 
     @property
     def uses_embedded(self) -> bool:

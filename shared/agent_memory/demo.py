@@ -1,53 +1,58 @@
-"""`agent-memory demo`: the article's SVG-platform example, end to end on the local setup."""
+"""`agent-memory demo`: the article's SVG-platform example through the real write path.
+
+IngestFunction (the handler in template.yaml) is invoked in-process with
+events/conversation-ended.json: two conversations of u-42 (the SVG editor, and a personal
+one) and facts another user's client extracted itself. Then u-42 asks for something new and
+the memories recalled for it become the [RUSH_MEMORY] block. Like Lambda, the handler reads
+its configuration from the AGENT_MEMORY_* environment.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import IO
 
-from agent_memory.models import NewMemory
-from agent_memory.service import MemoryService
+from agent_memory import lambda_local
+from agent_memory.service import get_service
 
-DEMO_USER = "demo-user"
-OTHER_USER = "demo-other-user"
+DEMO_USER = "u-42"
+DEMO_PROJECT = "svg-editor"
+OTHER_USER = "u-77"
 DEMO_QUERY = "Add an export-to-PNG button to the editor"
-
-USER_FACTS = [
-    NewMemory(content="The user's tech stack is TypeScript.", category="preference", is_evergreen=True),
-    NewMemory(
-        content="The user's product is an SVG editor with live preview, code editing and export.",
-        category="project",
-        is_evergreen=True,
-    ),
-    NewMemory(
-        content="Every SVG modification must be synced to the defaultSVG variable.",
-        category="decision",
-        is_evergreen=True,
-    ),
-    NewMemory(content="The user lives in Lisbon.", category="identity"),
-    NewMemory(content="The user has a golden retriever named Biscuit.", category="fact"),
-    NewMemory(content="The user is training for a half marathon.", category="fact"),
-    NewMemory(content="The user's favourite food is ramen.", category="preference"),
-]
-# Another tenant whose facts overlap the query's words: they must never show up.
-OTHER_FACTS = [
-    NewMemory(content="The user's product is a PNG export service written in Go.", category="project"),
-    NewMemory(content="The user prefers Python for every editor plugin.", category="preference"),
-]
+EVENT = Path("events") / "conversation-ended.json"
 
 
-def run_demo(service: MemoryService, out: IO[str]) -> int:
+def _repository() -> Path:
+    """The directory with template.yaml: the current one, else the checkout this package lives in."""
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (candidate / "template.yaml").exists():
+            return candidate
+    return Path.cwd()
+
+
+def run_demo(out: IO[str], root: Path | None = None) -> int:
+    root = root or _repository()
+    service = get_service()  # the handler's own service: same settings, one model load
     for user in (DEMO_USER, OTHER_USER):
-        service.forget(user)  # start clean, so the demo can run any number of times
-    service.remember(DEMO_USER, USER_FACTS, source="demo")
-    service.remember(OTHER_USER, OTHER_FACTS, source="demo")
-    result = service.recall(DEMO_USER, DEMO_QUERY)
+        service.forget(user)  # start clean (receipts too), so the demo can run any number of times
+    # The handler's JSON logs and metrics would drown the demo's output (set these to see them).
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    event = lambda_local.read_event(root / EVENT)
+    result = lambda_local.invoke(root / "template.yaml", "IngestFunction", event)
+    out.write(f"IngestFunction <- {EVENT} ({len(event['Records'])} SQS records): {json.dumps(result)}\n")
+    for user in (DEMO_USER, OTHER_USER):
+        memories = service.list(user).memories
+        out.write(f"\n{len(memories)} memories of {user}:\n")
+        out.writelines(f"  [{m.category}] {m.content}  (from {m.source})\n" for m in memories)
 
-    out.write(f"Stored {len(USER_FACTS)} memories for {DEMO_USER} and {len(OTHER_FACTS)} for {OTHER_USER}.\n")
-    out.write(f"Embedder: {service.embedder.fingerprint}\n\n")
-    out.write(f"New request from {DEMO_USER}: {DEMO_QUERY!r}\n\n")
+    recalled = service.recall(DEMO_USER, DEMO_QUERY, project_id=DEMO_PROJECT)
+    out.write(f"\nEmbedder: {service.embedder.fingerprint}; extractor: {service.extractor.fingerprint}\n")
+    out.write(f"New request from {DEMO_USER} in {DEMO_PROJECT}: {DEMO_QUERY!r}\n\n")
     out.write(f"{'score':>6}  {'category':<10}  memory\n")
-    for memory in result.memories:
+    for memory in recalled.memories:
         out.write(f"{memory.score:6.3f}  {memory.category:<10}  {memory.content}\n")
-    out.write("\nSystem prompt block:\n\n")
-    out.write(result.prompt_block + "\n")
-    return 0
+    out.write("\nSystem prompt block:\n\n" + recalled.prompt_block + "\n")
+    return 0 if not result.get("batchItemFailures") else 1

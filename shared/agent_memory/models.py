@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
 CATEGORIES: tuple[str, ...] = ("identity", "preference", "project", "decision", "fact", "other")
@@ -14,6 +14,7 @@ CATEGORIES: tuple[str, ...] = ("identity", "preference", "project", "decision", 
 # Hard ceilings of the wire format; the configurable (smaller) limits live in Settings.
 MAX_ID_CHARS = 256
 MAX_CONTENT_CHARS = 20_000
+MAX_MESSAGES = 1000
 
 UserId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS)]
 ProjectId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS)]
@@ -108,34 +109,69 @@ class MemoryEvent(BaseModel):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
+def _text_of(value: Any) -> Any:
+    """Content as OpenAI-style parts ([{"type": "text", "text": ...}, ...]) becomes its text."""
+    if isinstance(value, list):
+        texts = [p.get("text") for p in value if isinstance(p, dict) and p.get("type", "text") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "\n".join(t for t in texts if t)
+    return value
+
+
 class ChatMessage(BaseModel):
     """One chat turn, as the chat application sends it."""
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["user", "assistant", "system", "tool"]
-    content: Annotated[str, StringConstraints(max_length=MAX_CONTENT_CHARS)]
+    role: Literal["user", "assistant", "system", "developer", "tool", "function"]
+    content: Annotated[str, StringConstraints(max_length=MAX_CONTENT_CHARS), BeforeValidator(_text_of)]
     created_at: AwareDatetime | None = None
+
+
+def _blank_to_none(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
 
 
 class ConversationEnded(BaseModel):
     """The write-path message (SQS body) the chat application sends when a conversation ends.
 
     Either ``messages`` (extracted by the configured LLM provider) or ``memories`` (facts the
-    client extracted itself, stored as given), or both. Unknown fields are ignored.
+    client extracted itself, stored as given), or both. Unknown fields are ignored. The
+    ceilings here are the wire format's; the service also applies the (smaller) configured
+    limits (max_messages_per_conversation, max_message_chars, max_memories_per_request,
+    max_memory_chars), so an oversized message is invalid either way.
     """
 
     model_config = ConfigDict(extra="ignore")
 
     user_id: UserId
-    project_id: ProjectId | None = None
-    conversation_id: Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS)] | None = None
+    project_id: Annotated[ProjectId | None, BeforeValidator(_blank_to_none)] = None
+    conversation_id: Annotated[
+        Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS)] | None,
+        BeforeValidator(_blank_to_none),
+    ] = None
     ended_at: AwareDatetime | None = None
-    messages: list[ChatMessage] = Field(default_factory=list)
-    memories: list[NewMemory] = Field(default_factory=list)
+    messages: list[ChatMessage] = Field(default_factory=list, max_length=MAX_MESSAGES)
+    memories: list[NewMemory] = Field(default_factory=list, max_length=MAX_MESSAGES)
 
     @model_validator(mode="after")
     def _something_to_remember(self) -> ConversationEnded:
         if not self.messages and not self.memories:
             raise ValueError("the message needs 'messages' or 'memories' (both are empty or missing)")
         return self
+
+
+class IngestOutcome(BaseModel):
+    """What one "conversation ended" message did to the store."""
+
+    user_id: str
+    conversation_id: str | None
+    # stored: written (possibly nothing new); duplicate: this exact message was ingested
+    # before (a redelivery), nothing changed; nothing_to_store: no memory in it.
+    status: Literal["stored", "duplicate", "nothing_to_store"]
+    provided: int = 0  # memories the client sent
+    extracted: int = 0  # memories kept from extraction
+    dropped: int = 0  # extracted items dropped (invalid, too long, over the cap)
+    created: int = 0
+    refreshed: int = 0  # folded into an existing memory (exact or near duplicate)
+    ids: list[uuid.UUID] = Field(default_factory=list)

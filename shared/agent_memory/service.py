@@ -26,8 +26,11 @@ from agent_memory.config import FusionMode, Settings, get_settings
 from agent_memory.db import Connection, Database
 from agent_memory.embeddings import Embedder, create_embedder
 from agent_memory.errors import InputTooLarge, InvalidInput
+from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.models import (
+    ConversationEnded,
     ImportLine,
+    IngestOutcome,
     Memory,
     MemoryEvent,
     NewMemory,
@@ -122,11 +125,17 @@ class MemoryService:
     """
 
     def __init__(
-        self, settings: Settings, *, embedder: Embedder | None = None, database: Database | None = None
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        database: Database | None = None,
+        extractor: Extractor | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
         self._database = database
+        self._extractor = extractor
         self._schema: store.VectorSchema | None = None
 
     # ---- lazily built collaborators --------------------------------------------------
@@ -267,7 +276,8 @@ class MemoryService:
         created = sum(1 for o in outcomes if o.action == "created")
         logger.info(
             "remembered",
-            extra={"user_id": user_id, "memories": len(rows), "created": created, "source": source},
+            # "created" is a LogRecord attribute: logging refuses it as an extra key.
+            extra={"user_id": user_id, "memories": len(rows), "memories_created": created, "source": source},
         )
         return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
 
@@ -479,6 +489,89 @@ class MemoryService:
         )
         logger.info("purged", extra={"expired": expired, "superseded": superseded})
         return {"expired": expired, "superseded": superseded}
+
+    # ---- the write path: "conversation ended" messages -------------------------------
+
+    @property
+    def extractor(self) -> Extractor:
+        if self._extractor is None:
+            self._extractor = create_extractor(self.settings)
+        return self._extractor
+
+    def _check_conversation(self, message: ConversationEnded) -> None:
+        """The configured limits (the model holds only the wire format's ceilings)."""
+        limit = self.settings.max_messages_per_conversation
+        if len(message.messages) > limit:
+            raise InputTooLarge(f"{len(message.messages)} messages; the limit is {limit}", field="messages")
+        longest = self.settings.max_message_chars
+        for i, chat in enumerate(message.messages):
+            if len(chat.content) > longest:
+                raise InputTooLarge(
+                    f"message content is {len(chat.content)} characters; the limit is {longest}",
+                    field=f"messages[{i}].content",
+                )
+        if message.memories:
+            self._validate_new(message.memories)
+
+    def ingest_conversation(
+        self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
+    ) -> IngestOutcome:
+        """Turn one "conversation ended" message into memories: all of them or none.
+
+        The client's ``memories`` are stored as given; ``messages`` go through the configured
+        extractor first (outside any transaction: an LLM call never holds one open). The
+        memories are embedded in one batch and written with the message's receipt in one
+        transaction, so a redelivered message changes nothing and a failure leaves nothing
+        behind. ``conversation_id`` becomes each memory's source; the time of the facts is
+        ``ended_at``, else ``observed_at`` (the handler passes the SQS SentTimestamp: stable
+        across redeliveries), else now.
+        """
+        self._check_conversation(message)
+        user_id, source = message.user_id, message.conversation_id
+        digest = hashlib.sha256(json.dumps(message.model_dump(mode="json"), sort_keys=True).encode()).digest()
+        outcome = IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
+        if self.db.run(lambda conn: store.message_ingested(conn, user_id, digest)):
+            logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
+            return outcome
+        extracted: builtins.list[NewMemory] = []
+        if message.messages:
+            extraction = self.extractor.extract(message.messages, ended_at=message.ended_at)
+            room = self.settings.max_memories_per_request - len(message.memories)
+            outcome.dropped = len(extraction.dropped) + max(0, len(extraction.memories) - room)
+            fingerprint = self.extractor.fingerprint
+            extracted = [m.to_new_memory(fingerprint) for m in extraction.memories[: max(0, room)]]
+        memories = [*message.memories, *extracted]
+        outcome.provided, outcome.extracted = len(message.memories), len(extracted)
+        rows: builtins.list[store.MemoryRow] = []
+        positions: builtins.list[int] = []
+        if memories:
+            rows, positions = self._rows(
+                [user_id] * len(memories),
+                memories,
+                project_id=message.project_id,
+                source=source,
+                observed_at=message.ended_at or observed_at,
+            )
+        threshold = self.settings.near_duplicate_threshold
+        written = self.db.run(
+            lambda conn: store.ingest_message(
+                conn,
+                user_id,
+                digest,
+                rows,
+                conversation_id=source,
+                schema=self._schema,
+                near_duplicate_threshold=threshold,
+            )
+        )
+        if written is None:  # a concurrent delivery of the same message won the race
+            return outcome
+        outcome.status = "stored" if rows else "nothing_to_store"
+        outcome.created = sum(1 for o in written if o.action == "created")
+        outcome.refreshed = len(written) - outcome.created
+        outcome.ids = [written[p].id for p in positions]
+        logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
+        return outcome
 
 
 def rank_candidates(

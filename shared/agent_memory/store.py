@@ -399,6 +399,48 @@ def upsert_memories(
     return [outcomes[i] for i in range(len(rows))]
 
 
+def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> bool:
+    """Whether this exact ingest message was already written (a redelivery)."""
+    with user_transaction(conn, user_id):
+        return _has_receipt(conn, user_id, message_hash)
+
+
+def _has_receipt(conn: Connection, user_id: str, message_hash: bytes) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM ingested_messages WHERE user_id = %s AND message_hash = %s", [user_id, message_hash]
+    ).fetchone()
+    return row is not None
+
+
+def ingest_message(
+    conn: Connection,
+    user_id: str,
+    message_hash: bytes,
+    rows: Sequence[MemoryRow],
+    *,
+    conversation_id: str | None = None,
+    schema: VectorSchema | None = None,
+    near_duplicate_threshold: float | None = None,
+) -> list[WriteOutcome] | None:
+    """Write one ingest message's memories and its receipt in one transaction.
+
+    None (and no change) when the message was already written: concurrent deliveries of the
+    same message serialise on the user's lock, and the second finds the first's receipt.
+    """
+    if any(r.user_id != user_id for r in rows):
+        raise ValueError("an ingest message writes the memories of its own user only")
+    with user_transaction(conn, user_id, source=conversation_id, lock=True, schema=schema):
+        if _has_receipt(conn, user_id, message_hash):
+            return None
+        # Nested: a savepoint inside this transaction (same user, lock already held).
+        outcomes = upsert_memories(conn, rows, schema=schema, near_duplicate_threshold=near_duplicate_threshold)
+        conn.execute(
+            "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
+            [user_id, message_hash, conversation_id, len(rows)],
+        )
+    return outcomes
+
+
 def _refresh_near_duplicates(
     conn: Connection,
     user_id: str,
@@ -651,6 +693,8 @@ def delete_user(conn: Connection, user_id: str) -> int:
     with user_transaction(conn, user_id, reason="forget_user"):
         cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
         conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
+        # Forgetting everything includes which messages were read: sent again, they count again.
+        conn.execute("DELETE FROM ingested_messages WHERE user_id = %s", [user_id])
     return cur.rowcount
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.bedrock import bedrock_runtime_client, describe_client_error
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 from agent_memory.errors import ConfigurationError, ProviderError
@@ -20,36 +21,6 @@ from agent_memory.errors import ConfigurationError, ProviderError
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
 MAX_PARALLEL_CALLS = 8
-
-
-def bedrock_runtime_client(settings: Settings) -> Any:
-    """A bedrock-runtime client with explicit timeouts and bounded retries."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=min(settings.http_timeout_s, 10),
-        read_timeout=settings.http_timeout_s,
-        retries={"max_attempts": settings.max_retries + 1, "mode": "standard"},
-    )
-    return boto3.client("bedrock-runtime", region_name=settings.bedrock_region, config=config)
-
-
-def describe_client_error(exc: Exception) -> tuple[str, bool]:
-    """(message, retryable) for a botocore error, without request details."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        code = str(err.get("Code", "Error"))
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        retryable = code in {"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException"} or (
-            status >= 500
-        )
-        return f"{code}: {err.get('Message', '')}", retryable
-    if isinstance(exc, BotoCoreError):
-        return str(exc), True
-    return repr(exc), False
 
 
 class BedrockEmbedder(Embedder):

@@ -1,0 +1,74 @@
+"""Extraction with the Bedrock Converse API (any Converse chat model; Claude 3 Haiku by default).
+
+Converse has no JSON output mode common to all models, so the answer is parsed tolerantly
+(see parsing). Timeouts and retries on throttling and 5xx are botocore's (standard mode),
+bounded by max_retries.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agent_memory.bedrock import bedrock_runtime_client, describe_client_error
+from agent_memory.config import Settings
+from agent_memory.errors import ProviderError
+from agent_memory.extraction.base import LLMExtractor
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+
+
+class BedrockConverseExtractor(LLMExtractor):
+    provider = "bedrock"
+
+    def __init__(
+        self,
+        client: Any,
+        model: str = DEFAULT_MODEL,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        window: int = 10,
+        max_items: int = 20,
+        max_chars: int = 2000,
+    ) -> None:
+        super().__init__(window=window, max_items=max_items, max_chars=max_chars)
+        self._client = client
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: Any = None) -> BedrockConverseExtractor:
+        return cls(
+            client or bedrock_runtime_client(settings),
+            settings.llm_model or DEFAULT_MODEL,
+            temperature=min(settings.llm_temperature, 1.0),  # Converse models take 0..1
+            max_tokens=settings.llm_max_tokens,
+            window=settings.extraction_window,
+            max_items=settings.max_extracted_memories,
+            max_chars=settings.max_memory_chars,
+        )
+
+    def _complete(self, system: str, user: str) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            response = self._client.converse(
+                modelId=self.model,
+                system=[{"text": system}],
+                messages=[{"role": "user", "content": [{"text": user}]}],
+                inferenceConfig={"maxTokens": self.max_tokens, "temperature": self.temperature},
+            )
+        except (ClientError, BotoCoreError) as exc:
+            message, retryable = describe_client_error(exc)
+            raise ProviderError("bedrock converse", f"{self.model}: {message}", retryable=retryable) from exc
+        content = ((response.get("output") or {}).get("message") or {}).get("content") or []
+        texts = [block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
+        if not texts:
+            raise ProviderError("bedrock converse", f"{self.model}: the response has no text", retryable=True)
+        if response.get("stopReason") == "max_tokens":
+            logger.warning("extraction answer cut at maxTokens=%d; keeping its complete items", self.max_tokens)
+        return "".join(texts)

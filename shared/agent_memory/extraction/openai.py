@@ -1,0 +1,98 @@
+"""Extraction with any OpenAI-compatible chat completions endpoint: Zhipu GLM (as in the article), OpenAI, ...
+
+Zhipu by configuration alone::
+
+    AGENT_MEMORY_LLM_PROVIDER=openai
+    AGENT_MEMORY_LLM_BASE_URL=https://open.bigmodel.cn/api/paas/v4
+    AGENT_MEMORY_LLM_MODEL=glm-4-flash
+    AGENT_MEMORY_LLM_API_KEY=...
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+
+from agent_memory.config import Settings
+from agent_memory.errors import ProviderError
+from agent_memory.extraction.base import LLMExtractor
+from agent_memory.remote import OpenAICompatClient
+
+logger = logging.getLogger(__name__)
+
+ZHIPU_DEFAULT_MODEL = "glm-4-flash"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def default_model(base_url: str) -> str:
+    return ZHIPU_DEFAULT_MODEL if "bigmodel.cn" in base_url else OPENAI_DEFAULT_MODEL
+
+
+class OpenAIChatExtractor(LLMExtractor):
+    provider = "openai"
+
+    def __init__(
+        self,
+        client: OpenAICompatClient,
+        model: str,
+        *,
+        json_mode: bool = True,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        window: int = 10,
+        max_items: int = 20,
+        max_chars: int = 2000,
+    ) -> None:
+        super().__init__(window=window, max_items=max_items, max_chars=max_chars)
+        self._client = client
+        self.model = model
+        self.json_mode = json_mode
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIChatExtractor:
+        base_url = settings.llm_base_url or settings.openai_base_url
+        client = OpenAICompatClient(
+            "openai chat",
+            base_url,
+            settings.llm_key(),
+            timeout_s=settings.http_timeout_s,
+            max_retries=settings.max_retries,
+            base_delay_s=settings.retry_base_delay_s,
+            budget_s=settings.retry_budget_s,
+            transport=transport,
+        )
+        return cls(
+            client,
+            settings.llm_model or default_model(base_url),
+            json_mode=settings.llm_json_mode,
+            temperature=settings.llm_temperature,
+            max_tokens=settings.llm_max_tokens,
+            window=settings.extraction_window,
+            max_items=settings.max_extracted_memories,
+            max_chars=settings.max_memory_chars,
+        )
+
+    def _complete(self, system: str, user: str) -> str:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self.json_mode:
+            payload["response_format"] = {"type": "json_object"}
+        body = self._client.post_json("chat/completions", payload)
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ProviderError("openai chat", f"{self.model}: the response has no choices", retryable=True)
+        message = choices[0].get("message") or {}
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise ProviderError("openai chat", f"{self.model}: the response has no message content", retryable=True)
+        if choices[0].get("finish_reason") == "length":
+            logger.warning("extraction answer cut at max_tokens=%d; keeping its complete items", self.max_tokens)
+        return content

@@ -1,0 +1,167 @@
+"""Helpers for the write-path tests: SQS records as Lambda delivers them, and a local
+OpenAI-compatible chat server (real HTTP on 127.0.0.1) whose answers a test scripts."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = REPO / "template.yaml"
+QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:agent-memory-conversations"
+
+
+def sqs_record(
+    body: str | dict[str, Any],
+    *,
+    message_id: str | None = None,
+    sent_at: dt.datetime | None = None,
+    receive_count: int = 1,
+) -> dict[str, Any]:
+    """One record of a Lambda SQS event, shaped like `sam local generate-event sqs receive-message`."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    sent = int((sent_at or dt.datetime(2026, 11, 29, 10, 15, 1, tzinfo=dt.UTC)).timestamp() * 1000)
+    return {
+        "messageId": message_id or str(uuid.uuid4()),
+        "receiptHandle": "AQEB" + base64.b64encode(uuid.uuid4().bytes * 4).decode(),
+        "body": text,
+        "attributes": {
+            "ApproximateReceiveCount": str(receive_count),
+            "SentTimestamp": str(sent),
+            "SenderId": "AROAEXAMPLEID123456789:chat-backend",
+            "ApproximateFirstReceiveTimestamp": str(sent + 20),
+        },
+        "messageAttributes": {},
+        "md5OfBody": hashlib.md5(text.encode()).hexdigest(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": QUEUE_ARN,
+        "awsRegion": "eu-west-1",
+    }
+
+
+def sqs_event(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"Records": list(records)}
+
+
+def conversation(user_id: str = "u-42", **fields: Any) -> dict[str, Any]:
+    """A "conversation ended" body with one fact the rules extractor keeps."""
+    body: dict[str, Any] = {
+        "user_id": user_id,
+        "conversation_id": "c-1",
+        "ended_at": "2026-11-29T10:15:00Z",
+        "messages": [
+            {"role": "user", "content": "Hi! My stack is TypeScript."},
+            {"role": "assistant", "content": "Great, how can I help?"},
+        ],
+    }
+    body.update(fields)
+    return body
+
+
+def failures(response: dict[str, Any]) -> list[str]:
+    """The messageIds of a partial batch response (and a check of its exact shape)."""
+    assert set(response) == {"batchItemFailures"}
+    assert all(set(f) == {"itemIdentifier"} for f in response["batchItemFailures"])
+    return [f["itemIdentifier"] for f in response["batchItemFailures"]]
+
+
+# ---- a local OpenAI-compatible chat completions server ---------------------------------
+
+
+def chat_completion(content: str, *, finish_reason: str = "stop", model: str = "glm-4-flash") -> dict[str, Any]:
+    """A response in the documented chat.completion shape (OpenAI; Zhipu's is the same)."""
+    return {
+        "id": "chatcmpl-" + uuid.uuid4().hex[:24],
+        "object": "chat.completion",
+        "created": 1796000000,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 412, "completion_tokens": 58, "total_tokens": 470},
+    }
+
+
+def memories_answer(*items: dict[str, Any]) -> dict[str, Any]:
+    return chat_completion(json.dumps({"memories": list(items)}))
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: dict[str, Any] | str = ""
+    delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Request:
+    path: str
+    headers: dict[str, str]
+    json: Any
+
+
+class ChatServer:
+    """Answers POST /v1/chat/completions with the scripted replies in order (then ``default``)."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.default = Reply(500, {"error": {"message": "no reply scripted", "type": "server_error"}})
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with server._lock:
+                    server.requests.append(Request(self.path, dict(self.headers), json.loads(raw or b"null")))
+                    reply = server.replies.pop(0) if server.replies else server.default
+                time.sleep(reply.delay_s)
+                payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(payload.encode())))
+                    self.end_headers()
+                    self.wfile.write(payload.encode())
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and went away: as a slow provider would see it
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http.daemon_threads = True
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def __enter__(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+def chat_server() -> Iterator[ChatServer]:
+    with ChatServer() as server:
+        yield server
