@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from agent_memory.observability import logger, metrics
 from agent_memory.service import MemoryService, get_service
 from tests.integration.recall_support import (
     ROOT,
@@ -364,9 +365,19 @@ def test_an_unexpected_error_is_500_without_internals_and_logged_with_the_reques
     assert "SELECT secret" in logged["exception"]
 
 
-def test_recall_logs_and_metrics(recall_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_recall_logs_and_metrics(
+    recall_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As deployed: metrics on, INFO logs (run_demo, run in-process by another test, turns both down).
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    metrics.clear_metrics()  # while disabled, Powertools keeps what earlier invocations added
+    level = logger.log_level
+    logger.setLevel("INFO")
     evt = event("http-recall-iam.json")
-    invoke(evt)
+    try:
+        invoke(evt)
+    finally:
+        logger.setLevel(level)
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
     (recalled,) = [r for r in lines if r.get("message") == "recalled"]
     assert recalled["correlation_id"] == evt["requestContext"]["requestId"] and recalled["user_id"] == USER
