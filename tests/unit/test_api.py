@@ -55,6 +55,21 @@ def test_user_messages_without_text_are_skipped() -> None:
     assert api.latest_user_query([]) is None
 
 
+def test_whole_agent_transcripts_are_accepted() -> None:
+    """Tool calls (content null), developer and tool messages: only user text matters."""
+    request = api.RecallRequest.model_validate(
+        {
+            "messages": [
+                {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": "Deploy the editor"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function"}]},
+                {"role": "tool", "tool_call_id": "t1", "content": "deployed"},
+            ]
+        }
+    )
+    assert request.query_text() == "Deploy the editor"
+
+
 def test_recall_request_needs_exactly_one_of_query_and_messages() -> None:
     assert api.RecallRequest(user_id="u", query="x").query_text() == "x"
     with pytest.raises(InvalidInput) as missing:
