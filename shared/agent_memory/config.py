@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     )
     db_iam_auth: bool = Field(default=False, description="Authenticate to db_host with an IAM token.")
     db_sslmode: str = Field(default="require", description="sslmode when connecting to db_host.")
+    db_prepared_statements: bool = Field(
+        default=True,
+        description="Let psycopg prepare statements it runs often. Turn off behind RDS Proxy or PgBouncer in "
+        "transaction mode: named prepared statements pin the connection.",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."
