@@ -52,16 +52,21 @@ class LayerMismatch(RuntimeError):
     """The layer's wheels were built for another CPU or Python than this function runs."""
 
 
+def package_root() -> Path:
+    """The folder holding the agent_memory package: /opt/python in Lambda."""
+    spec = importlib.util.find_spec("agent_memory")
+    if spec is None or spec.origin is None:
+        raise LayerMismatch("the agent_memory package is missing: is MemoryLayer attached to this function?")
+    return Path(spec.origin).parent.parent
+
+
 def check_layer() -> None:
     """Fail clearly when MemoryLayer was built for another architecture than the functions use.
 
     `sam build` cannot tell the layer's Makefile the template's Architecture parameter, so the
     two can disagree; compiled wheels (psycopg, numpy, pydantic-core) would then fail to import.
     """
-    spec = importlib.util.find_spec("agent_memory")
-    if spec is None or spec.origin is None:
-        raise LayerMismatch("the agent_memory package is missing: is MemoryLayer attached to this function?")
-    marker = Path(spec.origin).parent.parent / LAYER_MARKER
+    marker = package_root() / LAYER_MARKER
     if not marker.exists():  # running from the repository (agent-memory invoke), not from a built layer
         return
     built = json.loads(marker.read_text(encoding="utf-8"))
@@ -150,6 +155,12 @@ def put(url: str, body: dict[str, Any]) -> None:
         )
 
 
+def describe(exc: BaseException) -> str:
+    """'Kind: message' with the first public class name (a private subclass says nothing)."""
+    kind = next(cls.__name__ for cls in type(exc).__mro__ if not cls.__name__.startswith("_"))
+    return f"{kind}: {exc}"
+
+
 def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any]:
     responder = Responder(event)
     remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
@@ -176,7 +187,7 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
         )
     except Exception as exc:  # every failure must reach CloudFormation, whatever it is
         logger.exception("migration failed")
-        return responder.send("FAILED", f"{type(exc).__name__}: {exc}")
+        return responder.send("FAILED", describe(exc))
     finally:
         watchdog.cancel()
 
