@@ -162,7 +162,8 @@ def host_layer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     subprocess.run(["make", "--no-print-directory", "-s", "build-MemoryLayer"], cwd=LAYER_SOURCE, env=env, check=True)
     runtime = out / "runtime"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(runtime)]
-    subprocess.run([*pip, "--only-binary=:all:", "--implementation", "cp", "--python-version", "3.13", "boto3"], check=True)
+    platform_args = ["--only-binary=:all:", "--implementation", "cp", "--python-version", "3.13"]
+    subprocess.run([*pip, *platform_args, "boto3"], check=True)
     return out / "python", runtime
 
 
