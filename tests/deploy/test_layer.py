@@ -1,8 +1,9 @@
 """The layer `sam build` produced holds what Lambda's python3.13 runtime needs, built for the
 right CPU, and nothing it must not (torch, the local model, boto3).
 
-With a CPython 3.13 on this machine, a second build for this machine's CPU is imported by
-that interpreter alone (no site-packages, no boto3) and migrates a real database.
+With a CPython 3.13 on this machine, a second build for this machine's CPU is used by that
+interpreter alone (no site-packages; boto3 beside it, as the runtime has): every function's
+handler module imports, and MigrateFunction migrates a real database.
 """
 
 from __future__ import annotations
@@ -136,15 +137,20 @@ def python313() -> str | None:
 
 
 SMOKE = """
-import json, sys
-layer = sys.argv[2]
-import psycopg, numpy, pydantic_core, agent_memory.service, agent_memory.observability
+import importlib.util, json, sys
+layer, handlers = sys.argv[1], sys.argv[2:]
+import psycopg, numpy, pydantic_core, agent_memory
 for module in (psycopg, numpy, pydantic_core, agent_memory):
     assert module.__file__.startswith(layer), module.__file__
-assert "torch" not in sys.modules
-sys.path.insert(0, sys.argv[1])
-import app
-print(json.dumps({"psycopg_impl": psycopg.pq.__impl__, "migrated": app.migrate()}))
+loaded = {}
+for i, path in enumerate(handlers):  # every function's handler module, as Lambda imports it
+    spec = importlib.util.spec_from_file_location(f"handler{i}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    loaded[path] = module
+assert "torch" not in sys.modules and "yaml" not in sys.modules
+migrate = next(m for p, m in loaded.items() if p.endswith("migrate/app.py"))
+print(json.dumps({"psycopg_impl": psycopg.pq.__impl__, "migrated": migrate.migrate()}))
 """
 
 
@@ -184,7 +190,7 @@ def test_the_layer_imports_and_migrates_under_cpython_313(
     }
     # -S: no site-packages, so only the layer (and the standard library) can satisfy an import.
     result = subprocess.run(
-        [interpreter, "-S", "-c", SMOKE, str(REPO / "functions" / "migrate"), str(layer)],
+        [interpreter, "-S", "-c", SMOKE, str(layer), *map(str, sorted(REPO.glob("functions/*/app.py")))],
         env=env,
         capture_output=True,
         text=True,
