@@ -350,9 +350,12 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
-    from agent_memory.config import effective_settings, settings_table
+    from agent_memory.config import effective_settings, settings_table, with_settings_table
 
-    if args.markdown:
+    if args.readme:
+        path = Path(args.readme)
+        path.write_text(with_settings_table(path.read_text(encoding="utf-8")), encoding="utf-8")
+    elif args.markdown:
         sys.stdout.write(settings_table() + "\n")
     else:
         emit(effective_settings(service.settings))
@@ -444,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("config", cmd_config, "print the effective settings (secrets masked)")
     p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")
+    p.add_argument("--readme", metavar="FILE", help="regenerate that table in FILE (between its markers)")
 
     p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
     p.add_argument("logical_id", help="IngestFunction or RecallFunction")

@@ -53,6 +53,11 @@ class Settings(BaseSettings):
         "login (the embedded server uses agent_memory_app). Unset with RDS Proxy: log in as a member of "
         "agent_memory_app instead.",
     )
+    db_prepared_statements: bool = Field(
+        default=True,
+        description="Let psycopg prepare statements it runs often. Turn off behind RDS Proxy or PgBouncer in "
+        "transaction mode: named prepared statements pin the connection.",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."
@@ -193,15 +198,26 @@ class Settings(BaseSettings):
         return (self.data_dir or default_data_dir()).expanduser()
 
 
+TABLE_START, TABLE_END = "<!-- config-table:start -->", "<!-- config-table:end -->"
+
+
 def settings_table() -> str:
     """The configuration table of the README, from the fields' descriptions (kept in sync by a test)."""
     lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default
-        shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
-        description = (field.description or "").replace("|", "/")
-        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | `{shown}` |")
+        shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else f"`{default}`"
+        description = " ".join((field.description or "").split()).replace("|", "\\|")
+        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | {shown} |")
     return "\n".join(lines)
+
+
+def with_settings_table(text: str) -> str:
+    """``text`` (the README) with the table between its markers regenerated."""
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {TABLE_START} ... {TABLE_END} block")
+    return text[: start + len(TABLE_START)] + "\n" + settings_table() + "\n" + text[end:]
 
 
 def effective_settings(settings: Settings) -> dict[str, object]:

@@ -131,6 +131,8 @@ class Database:
             raise _ConnectFailed(
                 f"cannot connect to {describe_target(self.settings)}: {str(exc).strip().splitlines()[0]}"
             ) from exc
+        if not self.settings.db_prepared_statements:
+            conn.prepare_threshold = None  # never PREPARE: RDS Proxy would pin this session
         try:
             if self._setup is not None:
                 self._setup(conn)
