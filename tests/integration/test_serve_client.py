@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -151,10 +152,30 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
     }  # fmt: skip
     assert "422" not in {code for ops in document["paths"].values() for op in ops.values() for code in op["responses"]}
     assert "201" in document["paths"]["/memories"]["post"]["responses"]
-    refs = {ref.rsplit("/", 1)[1] for ref in __import__("re").findall(r'"\$ref": "([^"]+)"', text)}
+    refs = {ref.rsplit("/", 1)[1] for ref in re.findall(r'"\$ref": "([^"]+)"', text)}
     assert refs <= set(document["components"]["schemas"])
     assert main(["openapi", "--template", str(TEMPLATE)]) == 0
     assert json.loads(capsys.readouterr().out) == document
+
+
+def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
+    """A route the resolver has but the template lacks would be 404 from API Gateway, and vice versa;
+    a route without security in the API definition would be open to anyone."""
+    from agent_memory.lambda_local import load_template
+    from agent_memory.serve import openapi_document
+
+    resources = load_template(TEMPLATE)["Resources"]
+    events = resources["RecallFunction"]["Properties"]["Events"].values()
+    routed = {(e["Properties"]["Method"].upper(), re.sub(r"\{[^}]+\}", "{}", e["Properties"]["Path"]))
+              for e in events if e["Type"] == "HttpApi"}  # fmt: skip
+    document = json.loads(openapi_document(TEMPLATE))
+    served = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in document["paths"].items() for m in ops}
+    assert routed == served
+    # Every route also has its authorisation in the API's definition (else it would be open).
+    paths = resources["MemoryApi"]["Properties"]["DefinitionBody"]["paths"]
+    secured = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in paths.items() for m, op in ops.items()
+               if op.get("security")}  # fmt: skip
+    assert secured == served
 
 
 # ---- the client ----------------------------------------------------------------------------
