@@ -499,6 +499,12 @@ class MemoryService:
         logger.info("purged", extra={"expired": expired, "superseded": superseded})
         return {"expired": expired, "superseded": superseded}
 
+    def similarities(self, text: str, others: Sequence[str]) -> builtins.list[float]:
+        """Cosine similarity of ``text`` to each of ``others`` with the configured embedder (no
+        database): how update on write's guard (supersede_min_similarity) sees a pair."""
+        vectors = self.embedder.embed([normalize_content(t) for t in (text, *others)])
+        return [float(np.dot(vectors[0], v)) for v in vectors[1:]]
+
     # ---- the write path: "conversation ended" messages -------------------------------
 
     @property
