@@ -237,6 +237,32 @@ def test_a_restatement_refreshes_the_memory_instead_of_adding_one(
     ]
 
 
+def test_changing_back_revives_the_old_memory_and_supersedes_the_new_one(
+    llm_service: MemoryService, server: ChatServer
+) -> None:
+    server.script(
+        Reply(body=answer(JS)),
+        Reply(body=answer({**TS, "replaces": [JS["content"]]})),
+        Reply(body=answer({**JS, "replaces": [TS["content"]]})),
+    )
+    (js_id,) = deliver(llm_service, first_talk()).ids
+    (ts_id,) = deliver(llm_service, change_talk()).ids
+    back = deliver(
+        llm_service, said("c-3", "2026-12-20T09:00:00Z", "I'm back to JavaScript; TypeScript was not for me.")
+    )
+    assert (back.ids, back.created, back.superseded) == ([js_id], 0, 1)
+    assert active(llm_service) == {JS["content"]}
+    assert [(e.event, e.source) for e in llm_service.history(USER, js_id)] == [
+        ("created", "c-1"),
+        ("superseded", "c-2"),
+        ("revived", "c-3"),
+    ]
+    assert [(e.event, e.related_id) for e in llm_service.history(USER, ts_id)] == [
+        ("created", None),
+        ("superseded", js_id),
+    ]
+
+
 # ---- the guards ----------------------------------------------------------------------------------
 
 
@@ -645,3 +671,36 @@ def test_the_default_threshold_separates_replacements_from_unrelated_pairs(local
     refused = similarity(UNRELATED)
     assert [p for p, s in zip(REPLACEMENTS, kept, strict=True) if s < threshold] == []
     assert [p for p, s in zip(UNRELATED, refused, strict=True) if s >= threshold] == []
+
+
+# ---- the sample event ------------------------------------------------------------------------
+
+SAMPLE = TEMPLATE.parent / "events" / "conversation-changes-preference.json"
+
+
+def test_the_sample_event_with_an_llm_supersedes_the_old_preference(
+    llm_env: ChatServer, service: MemoryService
+) -> None:
+    frontend = {"content": "The user prefers JavaScript for frontend work.", "category": "preference"}
+    everywhere = {"content": "The user now prefers TypeScript for frontend work too.", "category": "preference"}
+    vacation = {"content": "The user is on vacation until 2026-12-04.", "expires_at": "2026-12-04"}
+    llm_env.script(
+        Reply(body=answer(frontend)), Reply(body=answer({**everywhere, "replaces": [frontend["content"]]}, vacation))
+    )
+    assert failures(lambda_local.invoke(TEMPLATE, "IngestFunction", lambda_local.read_event(SAMPLE))) == []
+    stored = {m.content: m for m in service.list("u-7", include_inactive=True).memories}
+    assert stored[frontend["content"]].superseded_by == stored[everywhere["content"]].id
+    assert stored[vacation["content"]].expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
+    assert [e.event for e in service.history("u-7", stored[frontend["content"]].id)] == ["created", "superseded"]
+
+
+def test_the_sample_event_with_the_rules_provider_keeps_both_statements(
+    monkeypatch: pytest.MonkeyPatch, database_url: str, service: MemoryService
+) -> None:
+    for key, value in {"DATABASE_URL": database_url, "EMBEDDING_PROVIDER": "hash", "DB_ROLE": APP}.items():
+        monkeypatch.setenv(f"AGENT_MEMORY_{key}", value)
+    assert failures(lambda_local.invoke(TEMPLATE, "IngestFunction", lambda_local.read_event(SAMPLE))) == []
+    assert active(service, "u-7") == {
+        "The user prefers JavaScript for frontend work.",
+        "The user now prefers TypeScript for everything.",
+    }
