@@ -120,7 +120,10 @@ def cmd_migrate(service: MemoryService, args: argparse.Namespace) -> int:
 
 def cmd_add(service: MemoryService, args: argparse.Namespace) -> int:
     try:
-        memories = [NewMemory(content=text, category=args.category, is_evergreen=args.evergreen) for text in args.text]
+        memories = [
+            NewMemory(content=text, category=args.category, is_evergreen=args.evergreen, expires_at=args.expires_at)
+            for text in args.text
+        ]
     except ValidationError as exc:
         raise InvalidInput(describe_validation(exc), field="text") from exc
     stored = service.remember(args.user, memories, project_id=args.project, source=args.source)
@@ -403,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--category", default="fact", choices=["identity", "preference", "project", "decision", "fact", "other"]
     )
     p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
+    p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
     p.add_argument("--source", default="cli")
     p.add_argument("text", nargs="+", help="one memory per argument")
 

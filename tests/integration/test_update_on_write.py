@@ -704,3 +704,18 @@ def test_the_sample_event_with_the_rules_provider_keeps_both_statements(
         "The user prefers JavaScript for frontend work.",
         "The user now prefers TypeScript for everything.",
     }
+
+
+def test_the_cli_can_give_a_memory_an_expiry(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    args = ["add", "--user", USER, "--expires-at", "2026-12-05T00:00:00Z", "The user is on vacation until Friday."]
+    assert main(args, settings=settings) == 0
+    capsys.readouterr()
+    service = MemoryService(settings)
+    try:
+        (memory,) = service.list(USER, include_inactive=True).memories
+        assert memory.expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
+        before = service.recall(USER, "vacation", now=dt.datetime(2026, 12, 4, tzinfo=dt.UTC))
+        assert len(before.memories) == 1
+        assert service.recall(USER, "vacation", now=dt.datetime(2026, 12, 6, tzinfo=dt.UTC)).memories == []
+    finally:
+        service.close()
