@@ -8,9 +8,12 @@ import json
 import logging
 import re
 import uuid
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_memory.extraction.base import MAX_EXPIRY, ExistingMemory, ExtractedMemory, Extraction, bound_expiry
 from agent_memory.extraction.parsing import parse_memories
@@ -106,6 +109,10 @@ def test_expiries_must_lie_after_the_conversation_and_within_five_years(caplog: 
     ]
     assert len(extraction.memories) == 5  # the facts stay
     assert caplog.text.count("dropped") == 3 and "more than 5 years" in caplog.text
+    # The end of the calendar neither crashes the record nor keeps an expiry in the past.
+    last = Extraction(memories=[fact("x", expires_at="9999-12-30"), fact("y", expires_at="9999-12-31")])
+    bound_expiry(last, dt.datetime(9999, 12, 29, tzinfo=dt.UTC))
+    assert [m.expires_at for m in last.memories] == [dt.datetime(9999, 12, 31, tzinfo=dt.UTC), None]
 
 
 # ---- the guards --------------------------------------------------------------------------
@@ -203,3 +210,27 @@ def test_without_existing_memories_the_prompt_does_not_mention_handles() -> None
     system, user = build_prompt(TURNS, max_items=20, ended_at=ENDED)
     assert '"replaces"' not in system and '"restates"' not in system and "m1" not in user
     assert '"expires_at"' in system  # expiry is asked for either way
+
+
+# ---- whatever the model writes in the new fields ----------------------------------------------
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30)
+json_values = st.recursive(
+    json_scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3), max_leaves=10
+)
+dates = st.sampled_from(["2026-12-04", "2026-12-04T18:00:00Z", "2026-02-30", "Friday", "", "9999-12-31", "0001-01-01"])
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(restates=json_values, replaces=json_values, expires_at=json_values | dates)
+def test_the_new_fields_never_cost_the_fact(restates: Any, replaces: Any, expires_at: Any) -> None:
+    item = {"content": "The user prefers TypeScript.", "restates": restates, "replaces": replaces}
+    item["expires_at"] = expires_at
+    parsed = parse_memories(json.dumps({"memories": [item]}), max_items=5, max_chars=100)
+    (memory,) = parsed.memories
+    assert memory.restates is None or isinstance(memory.restates, str)
+    assert all(isinstance(r, str) and r for r in memory.replaces)
+    assert memory.expires_at is None or memory.expires_at.tzinfo is not None
+    bound_expiry(parsed, ENDED)
+    assert parsed.memories[0].expires_at is None or ENDED < parsed.memories[0].expires_at <= ENDED + MAX_EXPIRY
+    resolve_updates(parsed.memories, [LANGUAGE], shown(("x", LANGUAGE)), min_similarity=0.45)

@@ -70,24 +70,26 @@ def _expiry(value: Any) -> dt.datetime | None:
     midnight (UTC). Naive times are UTC. Anything else is dropped with a log line (the fact is kept)."""
     if value is None or (isinstance(value, str) and value.strip().lower() in _NO_REFERENCE | {"never"}):
         return None
-    moment: dt.datetime | None = None
-    if isinstance(value, dt.datetime):
-        moment = value
-    elif isinstance(value, dt.date):
-        moment = dt.datetime.combine(value + dt.timedelta(days=1), dt.time())
-    elif isinstance(value, str):
-        text = value.strip()
-        try:
-            if len(text) == 10:  # YYYY-MM-DD
-                moment = dt.datetime.combine(dt.date.fromisoformat(text) + dt.timedelta(days=1), dt.time())
-            else:
-                moment = dt.datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
-        except ValueError:
-            moment = None
+    try:
+        moment = _moment(value)
+    except (ValueError, OverflowError):  # not a date, or the day after 9999-12-31
+        moment = None
     if moment is None:
         logger.warning("expires_at %r is not an ISO date; the fact is kept without it", str(value)[:40])
         return None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _moment(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, str) and len(value.strip()) == 10:  # YYYY-MM-DD
+        value = dt.date.fromisoformat(value.strip())
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value + dt.timedelta(days=1), dt.time())
+    if isinstance(value, str):
+        return dt.datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
+    return None
 
 
 class ExtractedMemory(BaseModel):
@@ -144,11 +146,12 @@ class Extraction(BaseModel):
 def bound_expiry(extraction: Extraction, reference: dt.datetime) -> None:
     """Keep only expiries after ``reference`` (when the conversation ended) and at most
     MAX_EXPIRY later; drop the others (the facts stay), with a log line each."""
+    latest = reference + MAX_EXPIRY if reference.year < dt.MAXYEAR - 10 else dt.datetime.max.replace(tzinfo=dt.UTC)
     for index, memory in enumerate(extraction.memories):
         when = memory.expires_at
         if when is None:
             continue
-        if when <= reference or when > reference + MAX_EXPIRY:
+        if when <= reference or when > latest:
             problem = "not after the conversation ended" if when <= reference else "more than 5 years later"
             logger.warning(
                 "extracted item %d: expires_at %s dropped (%s at %s); the fact is kept",
