@@ -13,7 +13,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
@@ -201,19 +200,13 @@ def test_the_deploy_creates_the_request_functions_login_role(
 
 
 def test_the_deploy_sets_the_login_roles_password_from_the_generated_secret(
-    monkeypatch: pytest.MonkeyPatch, lambda_env: str, cfn_receiver: CloudFormationReceiver, login_name: str
+    secretsmanager: Any, lambda_env: str, cfn_receiver: CloudFormationReceiver, login_name: str
 ) -> None:
     """The created database: RDS Proxy logs in as the role with the secret's password."""
-    from moto import mock_aws
-
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        arn = boto3.client("secretsmanager").create_secret(
-            Name="agent-memory/app-login", SecretString=json.dumps({"username": login_name, "password": "pw-42"})
-        )["ARN"]
-        answer = invoke(cfn_event("Create", cfn_receiver, AppDatabaseUser=login_name, AppDatabaseSecretArn=arn))
+    arn = secretsmanager.create_secret(
+        Name="agent-memory/app-login", SecretString=json.dumps({"username": login_name, "password": "pw-42"})
+    )["ARN"]
+    answer = invoke(cfn_event("Create", cfn_receiver, AppDatabaseUser=login_name, AppDatabaseSecretArn=arn))
     assert answer["Status"] == "SUCCESS", answer["Reason"]
     assert answer["Data"]["AppLogin"] == (
         f"{login_name}: created, granted agent_memory_app, password set from the secret"

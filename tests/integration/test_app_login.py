@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
@@ -115,6 +114,7 @@ def test_migrate_creates_a_login_role_that_stays_in_its_lane(
         "ALTER TABLE user_memories NO FORCE ROW LEVEL SECURITY",
         "DROP POLICY user_memories_tenant ON user_memories",
         "ALTER TABLE user_memories ADD COLUMN planted text",
+        "TRUNCATE user_memories",  # whole-table commands are not subject to row-level security
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(statement)
@@ -174,42 +174,33 @@ def test_the_owner_itself_is_refused_as_the_login_role(pg_server: str, database_
 
 
 def test_the_password_comes_from_the_app_secret(
-    monkeypatch: pytest.MonkeyPatch, database_url: str, pg_server: str, login_name: str
+    secretsmanager: Any, database_url: str, pg_server: str, login_name: str
 ) -> None:
-    from moto import mock_aws
+    arn = secretsmanager.create_secret(
+        Name=f"agent-memory/{login_name}",
+        SecretString=json.dumps({"username": login_name, "password": "s3cret-from-the-stack"}),
+    )["ARN"]
+    settings = Settings(database_url=database_url, embedding_provider="hash", app_db_secret_arn=arn)
+    first = MemoryService(settings)
+    first.migrate()
+    assert first.app_login == store.AppLogin(login_name, created=True, granted=("agent_memory_app",), password_set=True)
+    grants = role_state(pg_server, login_name)[1]
+    with psycopg.connect(pg_server) as admin:
+        verifier = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [login_name]).fetchone()
+    assert verifier is not None and scram_matches(verifier[0], "s3cret-from-the-stack")
+    assert not scram_matches(verifier[0], "another password")
 
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    with mock_aws():
-        secrets = boto3.client("secretsmanager")
-        arn = secrets.create_secret(
-            Name=f"agent-memory/{login_name}",
-            SecretString=json.dumps({"username": login_name, "password": "s3cret-from-the-stack"}),
-        )["ARN"]
-        settings = Settings(database_url=database_url, embedding_provider="hash", app_db_secret_arn=arn)
-        first = MemoryService(settings)
-        first.migrate()
-        assert first.app_login == store.AppLogin(
-            login_name, created=True, granted=("agent_memory_app",), password_set=True
-        )
-        grants = role_state(pg_server, login_name)[1]
-        with psycopg.connect(pg_server) as admin:
-            verifier = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [login_name]).fetchone()
-        assert verifier is not None and scram_matches(verifier[0], "s3cret-from-the-stack")
-        assert not scram_matches(verifier[0], "another password")
+    # The secret is the source of truth: a second run applies the same password again, nothing else.
+    second = MemoryService(settings)
+    second.migrate()
+    assert second.app_login == store.AppLogin(login_name, password_set=True)
+    assert role_state(pg_server, login_name)[1] == grants
 
-        # The secret is the source of truth: a second run applies the same password again, nothing else.
-        second = MemoryService(settings)
-        second.migrate()
-        assert second.app_login == store.AppLogin(login_name, password_set=True)
-        assert role_state(pg_server, login_name)[1] == grants
-
-        mismatch = Settings(
-            database_url=database_url, embedding_provider="hash", app_db_secret_arn=arn, app_db_user="someone_else"
-        )
-        with pytest.raises(ConfigurationError, match="someone_else"):
-            MemoryService(mismatch).migrate()
+    mismatch = Settings(
+        database_url=database_url, embedding_provider="hash", app_db_secret_arn=arn, app_db_user="someone_else"
+    )
+    with pytest.raises(ConfigurationError, match="someone_else"):
+        MemoryService(mismatch).migrate()
 
 
 @pytest.mark.parametrize("name", ["agent_memory_app", "agent_memory_maintenance", "pg_monitor", "rds_iam", "x" * 64])
@@ -362,3 +353,18 @@ def test_the_owner_login_with_set_role_works_once_migrated(rds_like: RdsLike) ->
     assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
     assert after.purge() == {"expired": 0, "superseded": 0}  # the owner's maintenance role still works
     after.close()
+
+
+def test_force_scopes_a_non_superuser_owner_until_it_takes_the_maintenance_role(rds_like: RdsLike) -> None:
+    """The owner may SET ROLE agent_memory_maintenance (purge, re-embedding) but does not inherit it:
+    its own queries without a user scope see nothing, as everyone's."""
+    url = rds_like.database(owner=MASTER)
+    seed(url)
+    with psycopg.connect(url, autocommit=True) as owner:
+        assert owner.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+        with owner.transaction():
+            owner.execute("SET LOCAL ROLE agent_memory_maintenance")
+            assert owner.execute("SELECT count(*) FROM user_memories").fetchone() == (2,)
+    service = MemoryService(Settings(database_url=url, embedding_provider="hash"))
+    assert service.purge() == {"expired": 0, "superseded": 0}
+    service.close()

@@ -38,10 +38,12 @@ DO $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO agent_memory_app, agent_memory_maintenance', current_schema());
     -- Whoever runs the migrations (the owner) may switch to the maintenance role for purges.
-    -- PostgreSQL 16+ gives a role's creator ADMIN on it but not SET: check SET there.
+    -- PostgreSQL 16+ gives a role's creator ADMIN on it but not SET: check SET there, and grant
+    -- without INHERIT, so the maintenance policies (USING true) apply to the owner only after an
+    -- explicit SET ROLE: otherwise FORCE would not scope the owner's own queries at all.
     IF current_setting('server_version_num')::int >= 160000 THEN
         IF NOT pg_has_role('agent_memory_maintenance', 'SET') THEN
-            EXECUTE format('GRANT agent_memory_maintenance TO %I', current_user);
+            EXECUTE format('GRANT agent_memory_maintenance TO %I WITH INHERIT FALSE', current_user);
         END IF;
     ELSIF NOT pg_has_role('agent_memory_maintenance', 'MEMBER') THEN
         EXECUTE format('GRANT agent_memory_maintenance TO %I', current_user);
