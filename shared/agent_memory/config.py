@@ -53,8 +53,8 @@ class Settings(BaseSettings):
     db_role: str | None = Field(
         default=None,
         description="Role to SET after connecting, so row-level security applies even to an owner or superuser "
-        "login (the embedded server uses agent_memory_app). Unset with RDS Proxy: log in as a member of "
-        "agent_memory_app instead.",
+        "login (the embedded server uses agent_memory_app). Behind RDS Proxy a session-level SET pins every "
+        "session: log in as app_db_user instead.",
     )
     app_db_user: str | None = Field(
         default=None,
