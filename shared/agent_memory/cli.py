@@ -455,6 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
 
     add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
+
+    from agent_memory import serve  # serve, openapi
+
+    serve.register(add)
     return parser
 
 

@@ -148,6 +148,11 @@ class Settings(BaseSettings):
         default=0.2, ge=0, le=1, description="Added to memories from a day or month the query names (0 = off)."
     )
     default_limit: int = Field(default=10, ge=1, le=50, description="Memories returned when no limit is given.")
+    min_score: float = Field(
+        default=0.0,
+        ge=0,
+        description="Leave out recalled memories scoring below this (0 = always fill the limit, as the article does).",
+    )
 
     # --- limits ---------------------------------------------------------------------
     max_memory_chars: int = Field(default=2000, ge=16, description="Longest memory content accepted.")

@@ -373,6 +373,8 @@ class MemoryService:
             )
         )
         chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
+        if self.settings.min_score > 0:
+            chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
         memories = [
             RecalledMemory(
                 id=c.memory["id"],

@@ -265,3 +265,13 @@ def test_the_local_model_recalls_by_meaning(database_url: str, blank_database_ur
     )
     result = service.recall("u1", "Which programming language should I write the new feature in?")
     assert result.memories[0].content == "The user's tech stack is TypeScript."
+
+
+def test_min_score_keeps_unrelated_memories_out_of_the_block(database_url: str) -> None:
+    settings = Settings(database_url=database_url, embedding_provider="hash", min_score=0.2)
+    service = MemoryService(settings)
+    remember(service, "u1", "The user's product is an SVG editor with export", "The user has a dog named Biscuit")
+    result = service.recall("u1", "SVG editor export button")
+    assert [m.content for m in result.memories] == ["The user's product is an SVG editor with export"]
+    everything = MemoryService(Settings(database_url=database_url, embedding_provider="hash")).recall("u1", "SVG")
+    assert len(everything.memories) == 2  # by default the limit is filled, as in the article
