@@ -106,7 +106,7 @@ def list_memories(
 @app.delete(
     "/memories/<memory_id>",
     summary="Forget one of the caller's memories",
-    responses={**api.COMMON_ERRORS, 204: api.documented("Deleted")},
+    responses={**api.COMMON_ERRORS, 204: api.no_content("Deleted")},
 )
 def forget_memory(
     memory_id: Annotated[uuid.UUID, Path()],
@@ -122,7 +122,7 @@ def forget_memory(
 @app.delete(
     "/memories",
     summary="Forget all of a user's memories (user_id is required, also with a JWT)",
-    responses={**api.COMMON_ERRORS, 204: api.documented("All deleted")},
+    responses={**api.COMMON_ERRORS, 204: api.no_content("All deleted")},
 )
 def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> Response[None]:
     if user_id is None:

@@ -122,7 +122,8 @@ class MemoryList(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    field: str | None
+    # Optional in the schema too: answers leave out a null field (found by schemathesis).
+    field: str | None = None
     message: str
 
 
@@ -134,6 +135,11 @@ class ErrorBody(BaseModel):
     field: str | None = None
     errors: list[ErrorDetail] | None = None
     request_id: str | None = None
+
+
+def no_content(description: str) -> dict[str, Any]:
+    """A bodiless answer (204): an empty content map, or the resolver would document its return type."""
+    return {"description": description, "content": {}}
 
 
 def documented(description: str, model: type[BaseModel] | None = None) -> dict[str, Any]:

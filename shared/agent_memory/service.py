@@ -333,6 +333,8 @@ class MemoryService:
         query = query.strip()
         if not query:
             raise InvalidInput("query is empty", field="query")
+        if "\x00" in query:
+            raise InvalidInput("query contains a NUL character (U+0000)", field="query")
         if len(query) > self.settings.max_query_chars:
             raise InputTooLarge(
                 f"query is {len(query)} characters; the limit is {self.settings.max_query_chars}", field="query"

@@ -7,9 +7,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-from agent_memory.models import CATEGORIES, MAX_CONTENT_CHARS, Category, ChatMessage, NewMemory
+from agent_memory.models import CATEGORIES, Category, ChatMessage, Content, NewMemory
 
 
 def _category(value: Any) -> Any:
@@ -25,9 +25,7 @@ class ExtractedMemory(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS)] = (
-        Field(validation_alias=AliasChoices("content", "memory", "fact", "text"))
-    )
+    content: Content = Field(validation_alias=AliasChoices("content", "memory", "fact", "text"))
     category: Annotated[Category, BeforeValidator(_category)] = "fact"
     is_evergreen: bool = Field(default=False, validation_alias=AliasChoices("is_evergreen", "evergreen"))
 
