@@ -55,7 +55,11 @@ def recall(request: api.RecallRequest) -> RecallResult:
     user_id = api.caller_user_id(_claims(), request.user_id)
     query = request.query_text()
     started = time.perf_counter()
-    result = get_service().recall(user_id, query, project_id=request.project_id, limit=request.limit, now=request.now)
+    service = get_service()
+    options = service.recall_options.but(include_inactive=True) if request.include_inactive else None
+    result = service.recall(
+        user_id, query, project_id=request.project_id, limit=request.limit, now=request.now, options=options
+    )
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
     metrics.add_metric(name="MemoriesReturned", unit=MetricUnit.Count, value=len(result.memories))
@@ -97,10 +101,30 @@ def list_memories(
     project_id: Annotated[ProjectId | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=api.MAX_PAGE)] = api.DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
+    include_inactive: Annotated[bool, Query(description="Also superseded and expired memories.")] = False,
 ) -> api.MemoryList:
     owner = api.caller_user_id(_claims(), user_id)
-    page = get_service().list(owner, project_id=project_id, limit=limit, cursor=cursor)
+    page = get_service().list(
+        owner, project_id=project_id, limit=limit, cursor=cursor, include_inactive=include_inactive
+    )
     return api.MemoryList(memories=page.memories, next_cursor=page.next_cursor)
+
+
+@app.get(
+    "/memories/<memory_id>/history",
+    summary="Every recorded change of one of the caller's memories, oldest first",
+    responses={**api.COMMON_ERRORS, 200: api.documented("The memory's history", api.MemoryHistory)},
+)
+def memory_history(
+    memory_id: Annotated[uuid.UUID, Path()],
+    user_id: Annotated[UserId | None, Query()] = None,
+) -> api.MemoryHistory:
+    owner = api.caller_user_id(_claims(), user_id)
+    events = get_service().history(owner, memory_id)
+    if not events:
+        # Same answer for another user's memory and for none at all: nothing leaks.
+        raise NotFound("no history for this memory and user")
+    return api.MemoryHistory(events=events)
 
 
 @app.delete(

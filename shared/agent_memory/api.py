@@ -28,7 +28,7 @@ from agent_memory.errors import (
     ServiceUnavailable,
     StatementTimeout,
 )
-from agent_memory.models import AwareDatetime, Memory, NewMemory, ProjectId, UserId
+from agent_memory.models import AwareDatetime, Memory, MemoryEvent, NewMemory, ProjectId, UserId
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -89,6 +89,7 @@ class RecallRequest(BaseModel):
     )
     limit: int | None = Field(default=None, ge=1, le=MAX_LIMIT, description=f"1..{MAX_LIMIT}, default 10.")
     now: AwareDatetime | None = Field(default=None, description="Recall as of this time (reproducible decay).")
+    include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")
 
     def query_text(self) -> str:
         """The query to use; InvalidInput naming the field when there is none or two."""
@@ -119,6 +120,12 @@ class MemoryList(BaseModel):
 
     memories: list[Memory]
     next_cursor: str | None
+
+
+class MemoryHistory(BaseModel):
+    """GET /memories/{id}/history: every recorded change of one memory, oldest first."""
+
+    events: list[MemoryEvent]
 
 
 class ErrorDetail(BaseModel):

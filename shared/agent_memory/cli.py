@@ -120,7 +120,10 @@ def cmd_migrate(service: MemoryService, args: argparse.Namespace) -> int:
 
 def cmd_add(service: MemoryService, args: argparse.Namespace) -> int:
     try:
-        memories = [NewMemory(content=text, category=args.category, is_evergreen=args.evergreen) for text in args.text]
+        memories = [
+            NewMemory(content=text, category=args.category, is_evergreen=args.evergreen, expires_at=args.expires_at)
+            for text in args.text
+        ]
     except ValidationError as exc:
         raise InvalidInput(describe_validation(exc), field="text") from exc
     stored = service.remember(args.user, memories, project_id=args.project, source=args.source)
@@ -349,6 +352,13 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_similarity(service: MemoryService, args: argparse.Namespace) -> int:
+    threshold = service.settings.supersede_min_similarity
+    for text, similarity in zip(args.others, service.similarities(args.text, args.others), strict=True):
+        emit({"text": text, "similarity": round(similarity, 4), "may_update": similarity >= threshold})
+    return EXIT_OK
+
+
 def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
     from agent_memory.config import effective_settings, settings_table, with_settings_table
 
@@ -396,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--category", default="fact", choices=["identity", "preference", "project", "decision", "fact", "other"]
     )
     p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
+    p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
     p.add_argument("--source", default="cli")
     p.add_argument("text", nargs="+", help="one memory per argument")
 
@@ -444,6 +455,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
     )
+
+    p = add(
+        "similarity",
+        cmd_similarity,
+        "cosine similarity of TEXT to each OTHER with the configured embedder, and whether it reaches "
+        "AGENT_MEMORY_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
+    )
+    p.add_argument("text")
+    p.add_argument("others", nargs="+", metavar="other")
 
     p = add("config", cmd_config, "print the effective settings (secrets masked)")
     p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")

@@ -13,6 +13,7 @@ ConfigurationError (no credentials or region, wrong API URL).
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import hashlib
 import json
@@ -28,7 +29,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from agent_memory.api import MemoryList, error_from_answer
+from agent_memory.api import MemoryHistory, MemoryList, error_from_answer
 from agent_memory.errors import (
     AgentMemoryError,
     ConfigurationError,
@@ -36,7 +37,7 @@ from agent_memory.errors import (
     NotFound,
     ServiceUnavailable,
 )
-from agent_memory.models import ChatMessage, ConversationEnded, Memory, NewMemory, RecallResult, StoredIds
+from agent_memory.models import ChatMessage, ConversationEnded, Memory, MemoryEvent, NewMemory, RecallResult, StoredIds
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -181,6 +182,11 @@ class MemoryClient:
         except NotFound:
             return False
         return True
+
+    def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> builtins.list[MemoryEvent]:
+        """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""
+        path = f"/memories/{quote(str(memory_id), safe='')}/history"
+        return _parse(self._call("GET", path, params=_without_none(user_id=user_id)), MemoryHistory).events
 
     def close(self) -> None:
         if self._owns_http:

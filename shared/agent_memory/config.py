@@ -126,6 +126,22 @@ class Settings(BaseSettings):
     max_extracted_memories: int = Field(
         default=20, ge=1, le=100, description="Memories kept from one conversation's extraction (the rest dropped)."
     )
+    related_memories_shown: int = Field(
+        default=8,
+        ge=0,
+        le=50,
+        description="Update on write: how many of the user's stored memories most related to a conversation an LLM "
+        "extractor (openai, bedrock) is shown, so that it can mark a fact as restating one (refreshed) or replacing "
+        "some (superseded). 0 = off. The rules provider is never shown any.",
+    )
+    supersede_min_similarity: float = Field(
+        default=0.45,
+        ge=-1,
+        le=1.01,
+        description="Update on write: the least cosine similarity between a new fact and the memory it restates or "
+        "replaces; below it the reference is ignored (logged) and the fact kept as new. Calibrated on "
+        "all-MiniLM-L6-v2; check it for your embedder with `agent-memory similarity`.",
+    )
 
     # --- remote calls ---------------------------------------------------------------
     http_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one provider call.")

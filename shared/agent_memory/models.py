@@ -210,5 +210,7 @@ class IngestOutcome(BaseModel):
     extracted: int = 0  # memories kept from extraction
     dropped: int = 0  # extracted items dropped (invalid, too long, over the cap)
     created: int = 0
-    refreshed: int = 0  # folded into an existing memory (exact or near duplicate)
+    refreshed: int = 0  # folded into an existing memory (exact or near duplicate, or marked as restating it)
+    superseded: int = 0  # existing memories marked as replaced by this message's memories
+    updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
     ids: list[uuid.UUID] = Field(default_factory=list)

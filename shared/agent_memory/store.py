@@ -13,7 +13,7 @@ import importlib.resources
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -404,7 +404,7 @@ class MemoryRow:
 @dataclasses.dataclass(frozen=True)
 class WriteOutcome:
     id: uuid.UUID
-    action: str  # "created" | "refreshed" | "near_duplicate"
+    action: str  # "created" | "refreshed" | "near_duplicate" | "restated"
 
 
 _UPSERT = """
@@ -448,12 +448,34 @@ CROSS JOIN LATERAL (
 WHERE 1 - n.distance >= %(threshold)s
 """
 
+# A restatement (near duplicate, or what the LLM marked as one): fresher, and it may bring an
+# expiry (as the upsert's conflict branch does for exact duplicates).
 _REFRESH = """
 UPDATE user_memories AS m SET
     updated_at = GREATEST(m.updated_at, COALESCE(t.observed_at, now())),
-    metadata   = m.metadata || t.metadata
-FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[]) AS t(id, observed_at, metadata)
+    metadata   = m.metadata || t.metadata,
+    expires_at = COALESCE(t.expires_at, m.expires_at)
+FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[], %(expires)s::timestamptz[])
+     AS t(id, observed_at, metadata, expires_at)
 WHERE m.id = t.id AND m.user_id = %(user_id)s
+"""
+
+# The targets of an ingest message's updates that are still live and visible from its scope
+# (its project and the user-wide memories; every project without one), locked until commit.
+_LIVE_TARGETS = """
+SELECT id FROM user_memories
+WHERE user_id = %(user_id)s AND id = ANY(%(ids)s) AND superseded_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
+  AND (%(project_id)s::text IS NULL OR project_id IS NULL OR project_id = %(project_id)s)
+ORDER BY id
+FOR UPDATE
+"""
+
+_SUPERSEDE = """
+UPDATE user_memories AS m SET superseded_at = now(), superseded_by = t.new_id
+FROM unnest(%(old)s::uuid[], %(new)s::uuid[]) AS t(old_id, new_id)
+WHERE m.id = t.old_id AND m.user_id = %(user_id)s AND m.superseded_at IS NULL AND t.old_id <> t.new_id
+RETURNING m.id, t.new_id
 """
 
 
@@ -536,12 +558,14 @@ def upsert_memories(
     *,
     schema: VectorSchema | None = None,
     near_duplicate_threshold: float | None = None,
+    exact_only: Collection[int] = (),
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
 
     Exact duplicates (same user, project and normalised content) refresh the existing row.
     With a threshold, a row whose nearest live neighbour in the same scope is at least that
-    similar refreshes that neighbour instead. Callers pass rows already de-duplicated by hash.
+    similar refreshes that neighbour instead, except the rows in ``exact_only`` (a fact that
+    replaces a memory must not fold into it). Callers pass rows already de-duplicated by hash.
     """
     if not rows:
         return []
@@ -563,7 +587,10 @@ def upsert_memories(
         with user_transaction(conn, user_id, source=source, lock=True, schema=schema):
             to_insert = indexes
             if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
-                to_insert = _refresh_near_duplicates(conn, user_id, rows, indexes, near_duplicate_threshold, outcomes)
+                near = [i for i in indexes if i not in exact_only]
+                if near:
+                    _refresh_near_duplicates(conn, user_id, rows, near, near_duplicate_threshold, outcomes)
+                to_insert = [i for i in indexes if i not in outcomes]
             if to_insert:
                 batch = [rows[i] for i in to_insert]
                 by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
@@ -586,6 +613,35 @@ def _has_receipt(conn: Connection, user_id: str, message_hash: bytes) -> bool:
     return row is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class Updates:
+    """What an ingest message's facts say about existing memories, by row index.
+
+    ``restates``: the row says the same as that memory, which is refreshed instead of storing
+    the row. ``replaces``: those memories are superseded by the row's memory. Targets must be
+    live and visible from ``project_id`` (the message's scope) when the write runs; the others
+    are skipped, and their rows stored as new.
+    """
+
+    restates: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
+    replaces: Mapping[int, Sequence[uuid.UUID]] = dataclasses.field(default_factory=dict)
+    project_id: str | None = None
+
+    @property
+    def targets(self) -> set[uuid.UUID]:
+        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids)}
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestWrite:
+    """What one ingest message wrote: outcomes in row order, (old, new) supersessions, and
+    the update targets skipped because they had ended or left the scope meanwhile."""
+
+    outcomes: list[WriteOutcome]
+    superseded: list[tuple[uuid.UUID, uuid.UUID]]
+    stale: list[uuid.UUID]
+
+
 def ingest_message(
     conn: Connection,
     user_id: str,
@@ -595,24 +651,106 @@ def ingest_message(
     conversation_id: str | None = None,
     schema: VectorSchema | None = None,
     near_duplicate_threshold: float | None = None,
-) -> list[WriteOutcome] | None:
-    """Write one ingest message's memories and its receipt in one transaction.
+    updates: Updates | None = None,
+) -> IngestWrite | None:
+    """Write one ingest message's memories, its updates (restatements refreshed, replaced
+    memories superseded) and its receipt in one transaction: all of it or nothing.
 
     None (and no change) when the message was already written: concurrent deliveries of the
     same message serialise on the user's lock, and the second finds the first's receipt.
     """
     if any(r.user_id != user_id for r in rows):
         raise ValueError("an ingest message writes the memories of its own user only")
+    updates = updates or Updates()
     with user_transaction(conn, user_id, source=conversation_id, lock=True, schema=schema):
         if _has_receipt(conn, user_id, message_hash):
             return None
+        targets = updates.targets
+        live: set[uuid.UUID] = set()
+        if targets:
+            found = conn.execute(
+                _LIVE_TARGETS, {"user_id": user_id, "ids": sorted(targets), "project_id": updates.project_id}
+            ).fetchall()
+            live = {r[0] for r in found}
+        outcomes: dict[int, WriteOutcome] = {}
+        restated = {i: t for i, t in updates.restates.items() if t in live}
+        _refresh(conn, user_id, [(t, rows[i]) for i, t in restated.items()])
+        outcomes.update((i, WriteOutcome(t, "restated")) for i, t in restated.items())
+        replaces = {i: [t for t in ids if t in live] for i, ids in updates.replaces.items()}
+        rest = [i for i in range(len(rows)) if i not in restated]
         # Nested: a savepoint inside this transaction (same user, lock already held).
-        outcomes = upsert_memories(conn, rows, schema=schema, near_duplicate_threshold=near_duplicate_threshold)
+        written = upsert_memories(
+            conn,
+            [rows[i] for i in rest],
+            schema=schema,
+            near_duplicate_threshold=near_duplicate_threshold,
+            exact_only={k for k, i in enumerate(rest) if replaces.get(i)},
+        )
+        outcomes.update(zip(rest, written, strict=True))
+        pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
+        superseded = _supersede(conn, user_id, pairs)
         conn.execute(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
         )
-    return outcomes
+    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live))
+
+
+def _supersede(
+    conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Mark live memories (old) as replaced by new ones; the (old, new) pairs actually marked."""
+    if not pairs:
+        return []
+    found = conn.execute(
+        _SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id}
+    ).fetchall()
+    return [(r[0], r[1]) for r in found]
+
+
+def related_memories(
+    conn: Connection, scope: Scope, vectors: Sequence[np.ndarray], *, limit: int, schema: VectorSchema | None = None
+) -> list[dict[str, Any]]:
+    """The user's live memories in scope most similar to any of ``vectors`` (best first), with
+    their embeddings and that best similarity: what an LLM extractor is shown.
+
+    Exact, over the user's rows only: an index scan filtered to one user can come back short.
+    """
+    if not vectors or limit <= 0:
+        return []
+    column = sql.Identifier(schema.column if schema else "embedding")
+    query = sql.SQL(_RELATED).format(scope=_scope_filter(scope), vec=column)
+    params: dict[str, Any] = {
+        "user_id": scope.user_id,
+        "project_id": scope.project_id,
+        "now": scope.now,
+        "vectors": list(vectors),
+        "limit": limit,
+    }
+    with (
+        user_transaction(conn, scope.user_id, schema=schema),
+        conn.cursor(row_factory=dict_row, binary=True) as cur,
+    ):
+        rows = cur.execute(query, params).fetchall()
+    for row in rows:
+        row["embedding"] = np.asarray(row["embedding"].to_numpy(), dtype=np.float32)
+    return rows
+
+
+_RELATED = """
+WITH scoped AS MATERIALIZED (
+    SELECT id, project_id, content, category, {vec} AS embedding FROM user_memories WHERE {scope}
+), best AS (
+    SELECT s.id, max(1 - (s.embedding <=> q.v)) AS similarity
+    FROM scoped s CROSS JOIN unnest(%(vectors)s::vector[]) AS q(v)
+    GROUP BY s.id
+    ORDER BY similarity DESC, s.id
+    LIMIT %(limit)s
+)
+SELECT s.id, s.project_id, s.content, s.category, s.embedding, b.similarity
+FROM best b JOIN scoped s USING (id)
+ORDER BY b.similarity DESC, s.id
+"""
 
 
 def _refresh_near_duplicates(
@@ -645,19 +783,26 @@ def _refresh_near_duplicates(
             },
         ).fetchall()
         matches = {candidates[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
-    if matches:
-        conn.execute(
-            _REFRESH,
-            {
-                "ids": list(matches.values()),
-                "observed": [rows[i].observed_at for i in matches],
-                "metadata": [Jsonb(rows[i].metadata) for i in matches],
-                "user_id": user_id,
-            },
-        )
-        for i, memory_id in matches.items():
-            outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
+    _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
+    for i, memory_id in matches.items():
+        outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
     return [i for i in indexes if i not in matches]
+
+
+def _refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:
+    """Refresh existing memories (id) with what a restating row brings: its time, metadata, expiry."""
+    if not restated:
+        return
+    conn.execute(
+        _REFRESH,
+        {
+            "ids": [memory_id for memory_id, _ in restated],
+            "observed": [row.observed_at for _, row in restated],
+            "metadata": [Jsonb(row.metadata) for _, row in restated],
+            "expires": [row.expires_at for _, row in restated],
+            "user_id": user_id,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -886,12 +1031,7 @@ def supersede(
 ) -> list[uuid.UUID]:
     """Mark live memories of this user as replaced by ``new_id``; returns the ids actually marked."""
     with user_transaction(conn, user_id, source=source):
-        rows = conn.execute(
-            "UPDATE user_memories SET superseded_at = now(), superseded_by = %s "
-            "WHERE user_id = %s AND id = ANY(%s) AND id <> %s AND superseded_at IS NULL RETURNING id",
-            [new_id, user_id, list(old_ids), new_id],
-        ).fetchall()
-    return [r[0] for r in rows]
+        return [old for old, _ in _supersede(conn, user_id, [(old, new_id) for old in dict.fromkeys(old_ids)])]
 
 
 def history(

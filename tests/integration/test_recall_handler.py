@@ -182,6 +182,28 @@ def test_delete_all_forgets_only_that_user(recall_env: str) -> None:
     assert [m["content"] for m in listed(OTHER)] == ["c"]
 
 
+def test_history_of_a_memory_and_inactive_memories_on_request(recall_env: str) -> None:
+    (old,) = add(USER, "The user prefers JavaScript")
+    (new,) = add(USER, "The user prefers TypeScript")
+    get_service().supersede(USER, [uuid.UUID(old)], uuid.UUID(new), source="c-2")
+    evt = event("http-memory-history.json")
+    result = invoke(with_request(evt, "GET", f"/memories/{old}/history", query_of(evt)))
+    assert result["statusCode"] == 200, result
+    events = body_of(result)["events"]
+    assert [(e["event"], e["source"]) for e in events] == [("created", "api"), ("superseded", "c-2")]
+    assert events[-1]["related_id"] == new
+    # Someone else's memory, or none at all: the same 404.
+    theirs = invoke(with_request(evt, "GET", f"/memories/{old}/history", {"user_id": OTHER}))
+    assert error(theirs, 404)["code"] == "not_found"
+
+    active = invoke(with_body("http-recall-iam.json", recall_body(USER, query="prefers")))
+    assert [m["content"] for m in body_of(active)["memories"]] == ["The user prefers TypeScript"]
+    everything = invoke(with_body("http-recall-iam.json", recall_body(USER, query="prefers", include_inactive=True)))
+    assert len(body_of(everything)["memories"]) == 2
+    assert [m["id"] for m in listed(USER)] == [new]
+    assert {m["id"] for m in listed(USER, include_inactive="true")} == {old, new}
+
+
 # ---- isolation -----------------------------------------------------------------------------
 
 
@@ -229,6 +251,7 @@ def test_iam_callers_act_for_the_user_they_name_and_only_that_user(recall_env: s
         ("GET", "/memories", None),
         ("DELETE", f"/memories/{uuid.uuid4()}", None),
         ("DELETE", "/memories", None),
+        ("GET", f"/memories/{uuid.uuid4()}/history", None),
     ],
 )
 def test_without_a_token_every_route_needs_user_id(recall_env: str, method: str, path: str, body: Any) -> None:
