@@ -9,11 +9,14 @@ Two kinds of event:
 - anything else (``aws lambda invoke``, ``agent-memory invoke MigrateFunction``): migrate and
   return what was applied.
 
-Embedder settings come from the custom resource's properties when present (else the
-environment), so a rollback after a refused embedder change migrates with the old embedder
-and succeeds. The module imports only the standard library at load time: if the layer was
-built for the wrong architecture, the failure is reported to CloudFormation instead of
-killing the container before it can answer.
+Embedder settings and the request functions' login role come from the custom resource's
+properties when present (else the environment), so a rollback after a refused embedder change
+migrates with the old embedder and succeeds, and a changed AppDatabaseUser re-runs it. After
+migrating, as the owner, it creates that login role when missing (see MemoryService.migrate).
+
+The module imports only the standard library at load time: if the layer was built for the
+wrong architecture, the failure is reported to CloudFormation instead of killing the container
+before it can answer.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ SETTING_PROPERTIES = {
     "EmbeddingProvider": "embedding_provider",
     "EmbeddingModel": "embedding_model",
     "EmbeddingDimensions": "embedding_dimensions",
+    # The request functions' login role, made (or checked) after migrating.
+    "AppDatabaseUser": "app_db_user",
+    "AppDatabaseSecretArn": "app_db_secret_arn",
+    "AppDatabaseIamAuth": "app_db_iam_auth",
 }
 
 # Standard logging rather than Powertools: this module must work before the layer is trusted.
@@ -101,7 +108,11 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
                     raise
                 logger.warning("database unavailable, retrying in %ss: %s", RETRY_DELAY_S, exc)
                 time.sleep(RETRY_DELAY_S)
-        result = {"applied": applied, "embedder": service.embedder.fingerprint}
+        result = {
+            "applied": applied,
+            "embedder": service.embedder.fingerprint,
+            "app_login": service.app_login.summary() if service.app_login else None,
+        }
     finally:
         service.close()
     logger.info("migrated: %s", json.dumps(result))
@@ -180,10 +191,15 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
             return responder.send("FAILED", f"unknown RequestType {request!r}")
         result = migrate(event.get("ResourceProperties") or {}, deadline=deadline)
         applied = ", ".join(result["applied"]) or "none pending"
+        login = f"; application login role {result['app_login']}" if result["app_login"] else ""
         return responder.send(
             "SUCCESS",
-            f"migrations applied: {applied}",
-            {"Applied": ",".join(result["applied"]), "Embedder": str(result["embedder"])},
+            f"migrations applied: {applied}{login}",
+            {
+                "Applied": ",".join(result["applied"]),
+                "Embedder": str(result["embedder"]),
+                "AppLogin": result["app_login"] or "",
+            },
         )
     except Exception as exc:  # every failure must reach CloudFormation, whatever it is
         logger.exception("migration failed")

@@ -16,6 +16,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]
 FusionMode = Literal["weighted", "rrf"]
+# The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
+GROUP_ROLES = ("agent_memory_app", "agent_memory_maintenance")
+RESERVED_ROLE_PREFIXES = ("pg_", "rds_", "rdsadmin")
 
 
 def default_data_dir() -> Path:
@@ -50,8 +53,24 @@ class Settings(BaseSettings):
     db_role: str | None = Field(
         default=None,
         description="Role to SET after connecting, so row-level security applies even to an owner or superuser "
-        "login (the embedded server uses agent_memory_app). Unset with RDS Proxy: log in as a member of "
-        "agent_memory_app instead.",
+        "login (the embedded server uses agent_memory_app). Behind RDS Proxy a session-level SET pins every "
+        "session: log in as app_db_user instead.",
+    )
+    app_db_user: str | None = Field(
+        default=None,
+        description="Login role of the request-serving functions, never the table owner. `agent-memory migrate` "
+        "(on AWS the deploy's MigrateFunction) creates it when missing (needs CREATEROLE) and makes it a member "
+        "of agent_memory_app; an existing role keeps its attributes.",
+    )
+    app_db_secret_arn: str | None = Field(
+        default=None,
+        description="Secrets Manager secret (username/password) of app_db_user: the migration sets that password "
+        "(RDS Proxy logs in with it). Unset: the password is left alone.",
+    )
+    app_db_iam_auth: bool = Field(
+        default=False,
+        description="Grant rds_iam to app_db_user when the migration creates it, so it logs in with IAM tokens "
+        "straight to RDS/Aurora (not behind RDS Proxy, which logs in with the secret's password).",
     )
     db_prepared_statements: bool = Field(
         default=True,
@@ -181,6 +200,18 @@ class Settings(BaseSettings):
         # embedded server would then initialise (and chown) as its data directory.
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("app_db_user")
+    @classmethod
+    def _app_login_name(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if len(value.encode()) > 63 or value.startswith(RESERVED_ROLE_PREFIXES) or value in GROUP_ROLES:
+            raise ValueError(
+                f"{value!r} cannot be the application's login role: at most 63 bytes, not a pg_/rds_ role and "
+                f"not one of {', '.join(GROUP_ROLES)} (the login role is made a member of agent_memory_app)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _weights(self) -> Settings:
         if self.fusion == "weighted" and self.vector_weight + self.text_weight <= 0:
@@ -210,6 +241,15 @@ class Settings(BaseSettings):
     @property
     def uses_embedded(self) -> bool:
         return self.database_url is None and not self.db_host
+
+    def app_db_password(self) -> tuple[str, str] | None:
+        """(username, password) from app_db_secret_arn, or None when no secret is configured."""
+        if not self.app_db_secret_arn:
+            return None
+        from agent_memory.aws import get_db_credentials
+
+        creds = get_db_credentials(self.app_db_secret_arn)
+        return str(creds["username"]), str(creds["password"])
 
     def effective_db_role(self) -> str | None:
         """The role the runtime connection takes: the embedded server is ours, so never its superuser."""

@@ -25,7 +25,7 @@ from agent_memory import retrieval, store, temporal
 from agent_memory.config import FusionMode, Settings, get_settings
 from agent_memory.db import Connection, Database
 from agent_memory.embeddings import Embedder, create_embedder
-from agent_memory.errors import InputTooLarge, InvalidInput
+from agent_memory.errors import ConfigurationError, InputTooLarge, InvalidInput
 from agent_memory.extraction import ExistingMemory, ExtractedMemory, Extractor, create_extractor
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.models import (
@@ -140,6 +140,7 @@ class MemoryService:
         self._database = database
         self._extractor = extractor
         self._schema: store.VectorSchema | None = None
+        self.app_login: store.AppLogin | None = None  # what the last migrate() did to app_db_user
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -175,19 +176,27 @@ class MemoryService:
     # ---- schema ----------------------------------------------------------------------
 
     def migrate(self) -> list[str]:
-        """Apply pending migrations (idempotent); returns what was applied now."""
+        """Apply pending migrations (idempotent); returns what was applied now.
+
+        Then, as the owner, sets up the roles the request-serving functions use: the login role
+        ``app_db_user`` (recorded in :attr:`app_login`), and the right to SET ROLE ``db_role``.
+        """
         applied: list[str] = []
+        role = self.settings.effective_db_role()
 
         def setup(conn: Connection) -> None:
             applied.extend(
                 store.apply_migrations(conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
             )
+            self.app_login = self._ensure_app_login(conn)
+            if role:
+                store.ensure_can_set_role(conn, role)
             store.prepare_connection(
                 conn,
                 dimension=self.embedder.dimension,
                 fingerprint=self.embedder.fingerprint,
                 migrate=False,
-                role=self.settings.effective_db_role(),
+                role=role,
             )
 
         database = Database(self.settings, setup=setup)
@@ -196,6 +205,23 @@ class MemoryService:
         finally:
             database.close()
         return applied
+
+    def _ensure_app_login(self, conn: Connection) -> store.AppLogin | None:
+        name, password = self.settings.app_db_user, None
+        secret = self.settings.app_db_password()
+        if secret is not None:
+            username, password = secret
+            if name is not None and username != name:
+                raise ConfigurationError(
+                    f"AGENT_MEMORY_APP_DB_SECRET_ARN holds the password of {username}, "
+                    f"not of AGENT_MEMORY_APP_DB_USER={name}"
+                )
+            name = username
+        if name is None:
+            return None
+        login = store.ensure_app_login(conn, name, password=password, iam=self.settings.app_db_iam_auth)
+        logger.info("application login role %s", login.summary())
+        return login
 
     # ---- writes ----------------------------------------------------------------------
 

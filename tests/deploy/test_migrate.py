@@ -7,12 +7,15 @@ import json
 import socket
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from agent_memory import lambda_local
 from agent_memory.store import available_migrations
@@ -164,3 +167,61 @@ def test_invoked_directly_it_returns_what_it_applied(monkeypatch: pytest.MonkeyP
     first = invoke({})
     assert first["applied"] == [f"{m.version:04d}_{m.name}" for m in available_migrations()]
     assert invoke({})["applied"] == []
+
+
+@pytest.fixture
+def login_name(pg_server: str) -> Iterator[str]:
+    """A fresh name for the application's login role; the role (cluster-wide) is dropped afterwards."""
+    name = f"am_login_{uuid.uuid4().hex[:8]}"
+    yield name
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone():
+            admin.execute(f'DROP ROLE "{name}"')
+
+
+def test_the_deploy_creates_the_request_functions_login_role(
+    lambda_env: str, cfn_receiver: CloudFormationReceiver, login_name: str
+) -> None:
+    created = invoke(cfn_event("Create", cfn_receiver, AppDatabaseUser=login_name))
+    assert created["Status"] == "SUCCESS", created["Reason"]
+    assert created["Data"]["AppLogin"] == f"{login_name}: created, granted agent_memory_app"
+    assert created["Reason"].endswith(f"application login role {login_name}: created, granted agent_memory_app")
+    with psycopg.connect(make_conninfo(lambda_env, user=login_name)) as app:
+        assert app.execute("SELECT current_user, pg_has_role('agent_memory_app', 'USAGE')").fetchone() == (
+            login_name,
+            True,
+        )
+        assert app.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("ALTER TABLE user_memories DISABLE ROW LEVEL SECURITY")
+
+    again = invoke(cfn_event("Update", cfn_receiver, AppDatabaseUser=login_name))
+    assert again["Status"] == "SUCCESS" and again["Data"]["AppLogin"] == f"{login_name}: unchanged"
+
+
+def test_the_deploy_sets_the_login_roles_password_from_the_generated_secret(
+    secretsmanager: Any, lambda_env: str, cfn_receiver: CloudFormationReceiver, login_name: str
+) -> None:
+    """The created database: RDS Proxy logs in as the role with the secret's password."""
+    arn = secretsmanager.create_secret(
+        Name="agent-memory/app-login", SecretString=json.dumps({"username": login_name, "password": "pw-42"})
+    )["ARN"]
+    answer = invoke(cfn_event("Create", cfn_receiver, AppDatabaseUser=login_name, AppDatabaseSecretArn=arn))
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert answer["Data"]["AppLogin"] == (
+        f"{login_name}: created, granted agent_memory_app, password set from the secret"
+    )
+    assert "pw-42" not in json.dumps(answer)
+    with psycopg.connect(lambda_env) as admin:
+        verifier = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [login_name]).fetchone()
+    assert verifier is not None and verifier[0].startswith("SCRAM-SHA-256$")
+
+
+def test_a_login_role_that_would_defeat_row_level_security_fails_the_deploy(
+    lambda_env: str, cfn_receiver: CloudFormationReceiver
+) -> None:
+    with psycopg.connect(lambda_env) as conn:
+        owner = str(conn.execute("SELECT current_user").fetchone()[0])  # type: ignore[index]
+    answer = invoke(cfn_event("Update", cfn_receiver, AppDatabaseUser=owner))
+    assert answer["Status"] == "FAILED"
+    assert answer["Reason"].startswith("ConfigurationError:") and "row-level security off" in answer["Reason"]
