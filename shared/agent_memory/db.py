@@ -136,6 +136,12 @@ class Database:
         try:
             if self._setup is not None:
                 self._setup(conn)
+        except psycopg.OperationalError as exc:
+            # The server went away (or is still starting) while we set the connection up.
+            conn.close()
+            raise _ConnectFailed(
+                f"lost the connection to {describe_target(self.settings)} while setting it up"
+            ) from exc
         except BaseException:
             conn.close()
             raise

@@ -26,6 +26,16 @@ def no_nul(value: str) -> str:
     return value
 
 
+def plain_id(value: str) -> str:
+    """Ids are printable: control and format characters (which can make two ids look alike, or
+    one look empty) are refused."""
+    import unicodedata
+
+    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in value):
+        raise ValueError("contains control or invisible characters")
+    return value
+
+
 def _metadata(value: dict[str, Any]) -> dict[str, Any]:
     import json
 
@@ -38,10 +48,10 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 
 UserId = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(no_nul)
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
 ]
 ProjectId = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(no_nul)
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
 ]
 Content = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS), AfterValidator(no_nul)
@@ -183,7 +193,7 @@ class ConversationEnded(BaseModel):
     user_id: UserId
     project_id: Annotated[ProjectId | None, BeforeValidator(_blank_to_none)] = None
     conversation_id: Annotated[
-        Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS), AfterValidator(no_nul)]
+        Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS), AfterValidator(plain_id)]
         | None,
         BeforeValidator(_blank_to_none),
     ] = None

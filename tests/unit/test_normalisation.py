@@ -86,3 +86,15 @@ def test_text_postgres_cannot_hold_is_a_validation_error(body: dict[str, object]
 
     with pytest.raises(ValidationError):
         NewMemory.model_validate(body)
+
+
+@pytest.mark.parametrize("user_id", ["\x1f", "a\x00b", "bob\u200b", "\u202eevil"])
+def test_ids_with_control_or_invisible_characters_are_refused(user_id: str) -> None:
+    """Found by the message property test: '\\x1f' passed as a user id though it strips to nothing."""
+    from pydantic import ValidationError
+
+    from agent_memory.models import ConversationEnded
+
+    with pytest.raises(ValidationError) as err:
+        ConversationEnded.model_validate({"user_id": user_id, "memories": [{"content": "x"}]})
+    assert "user_id" in str(err.value)
