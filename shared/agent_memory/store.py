@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import importlib.resources
 import logging
 import re
@@ -479,6 +480,21 @@ RETURNING m.id, t.new_id
 """
 
 
+@functools.lru_cache(maxsize=64)
+def _begin_sql(extra_settings: tuple[str, ...], lock: bool, meta_key: str | None) -> str:
+    """The first statement of a user transaction, composed once per shape (not per request)."""
+    names = ("agent_memory.user_id", "agent_memory.change_source", "agent_memory.change_reason", *extra_settings)
+    calls = sql.SQL(", ").join(sql.SQL("set_config({}, %s, true)").format(sql.Literal(n)) for n in names)
+    if lock:
+        calls = sql.SQL("{}, pg_advisory_xact_lock(hashtextextended(%s, 7))").format(calls)
+    if meta_key is not None:
+        # The shared lock first, then the check: the switch cannot happen between them and the query.
+        calls = sql.SQL(
+            "{}, pg_advisory_xact_lock_shared({}), (SELECT value FROM agent_memory_meta WHERE key = {})"
+        ).format(calls, sql.Literal(VECTOR_SCHEMA_LOCK_KEY), sql.Literal(meta_key))
+    return sql.SQL("SELECT {}").format(calls).as_string()
+
+
 @contextlib.contextmanager
 def user_transaction(
     conn: Connection,
@@ -498,19 +514,13 @@ def user_transaction(
     writers (the near-duplicate check reads before it writes); with ``schema``, checks in
     the same round trip that the store still uses the model it was resolved against.
     """
-    names = ["agent_memory.user_id", "agent_memory.change_source", "agent_memory.change_reason", *(settings or {})]
+    extra = tuple(settings or {})
     values = [user_id, source or "", reason or "", *(settings or {}).values()]
-    calls = sql.SQL(", ").join(sql.SQL("set_config({}, %s, true)").format(sql.Literal(n)) for n in names)
     if lock:
-        calls = sql.SQL("{}, pg_advisory_xact_lock(hashtextextended(%s, 7))").format(calls)
         values.append(user_id)
-    if schema is not None:
-        # The shared lock first, then the check: the switch cannot happen between them and the query.
-        calls = sql.SQL(
-            "{}, pg_advisory_xact_lock_shared({}), (SELECT value FROM agent_memory_meta WHERE key = {})"
-        ).format(calls, sql.Literal(VECTOR_SCHEMA_LOCK_KEY), sql.Literal(schema.meta_key))
+    query = _begin_sql(extra, lock, schema.meta_key if schema is not None else None)
     with conn.transaction():
-        row = conn.execute(sql.SQL("SELECT {}").format(calls), values).fetchone()
+        row = conn.execute(query, values).fetchone()
         if schema is not None and row is not None and row[-1] != schema.fingerprint:
             raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
         yield conn
@@ -830,20 +840,22 @@ class Candidate:
     text_position: int | None  # 1-based position in the full-text leg, None if not in it
 
 
-def _scope_filter(scope: Scope, alias: str = "") -> sql.Composed:
-    def col(name: str) -> sql.SQL:
-        return sql.SQL(f"{alias}.{name}" if alias else name)
+def _scope_filter(scope: Scope) -> sql.Composable:
+    return sql.SQL(_scope_sql(scope.project_id is not None, scope.include_inactive, scope.now is not None))
 
-    parts: list[sql.Composable] = [sql.SQL("{} = %(user_id)s").format(col("user_id"))]
-    if scope.project_id is not None:
-        parts.append(sql.SQL("({p} = %(project_id)s OR {p} IS NULL)").format(p=col("project_id")))
-    if not scope.include_inactive:
-        parts.append(sql.SQL("{} IS NULL").format(col("superseded_at")))
-        now = sql.SQL("%(now)s") if scope.now is not None else sql.SQL("now()")
-        parts.append(sql.SQL("({e} IS NULL OR {e} > {now})").format(e=col("expires_at"), now=now))
-    if scope.now is not None:
-        parts.append(sql.SQL("{} <= %(now)s").format(col("created_at")))
-    return sql.SQL(" AND ").join(parts)
+
+@functools.lru_cache(maxsize=16)
+def _scope_sql(has_project: bool, include_inactive: bool, as_of: bool) -> str:
+    """The WHERE clause of a user's scope, composed once per shape."""
+    parts = ["user_id = %(user_id)s"]
+    if has_project:
+        parts.append("(project_id = %(project_id)s OR project_id IS NULL)")
+    if not include_inactive:
+        parts.append("superseded_at IS NULL")
+        parts.append(f"(expires_at IS NULL OR expires_at > {'%(now)s' if as_of else 'now()'})")
+    if as_of:
+        parts.append("created_at <= %(now)s")
+    return " AND ".join(parts)
 
 
 def _or_query(text: str) -> str:
@@ -884,15 +896,25 @@ _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_m
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
 
 
-def _hybrid_sql(scope: Scope, exact: bool, column: str = "embedding") -> sql.Composed:
-    where = _scope_filter(scope)
+def _hybrid_sql(scope: Scope, exact: bool, column: str = "embedding") -> str:
+    return _hybrid_query(scope.project_id is not None, scope.include_inactive, scope.now is not None, exact, column)
+
+
+@functools.lru_cache(maxsize=64)
+def _hybrid_query(has_project: bool, include_inactive: bool, as_of: bool, exact: bool, column: str) -> str:
+    """The candidate query, composed once per shape (the recall hot path only binds values)."""
+    where = sql.SQL(_scope_sql(has_project, include_inactive, as_of))
     vec = sql.Identifier(column)
-    return sql.SQL(_HYBRID).format(
-        scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
-        vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
-        scope=where,
-        vec=vec,
-        cfg=sql.SQL(TS_CONFIG),
+    return (
+        sql.SQL(_HYBRID)
+        .format(
+            scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
+            vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
+            scope=where,
+            vec=vec,
+            cfg=sql.SQL(TS_CONFIG),
+        )
+        .as_string()
     )
 
 
@@ -930,7 +952,7 @@ def hybrid_candidates(
 
 def _run_hybrid(
     conn: Connection,
-    query: sql.Composed,
+    query: str,
     params: dict[str, Any],
     k: int,
     statement_timeout_ms: int,

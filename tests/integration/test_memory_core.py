@@ -180,9 +180,7 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: Memor
         "k": 30,
         "text_query": store._or_query(query),
     }
-    plan = "\n".join(
-        r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + store._hybrid_sql(scope, exact=False), params)
-    )
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + store._hybrid_sql(scope, exact=False), params))
     assert "user_memories_embedding_idx" in plan
     indexed = store._run_hybrid(conn, store._hybrid_sql(scope, exact=False), params, 30, 0)
     assert sum(r["in_vector"] for r in indexed) < 30  # the index alone comes back short
