@@ -5,11 +5,23 @@ BIN    := $(VENV)/bin
 # pip prints a warning per missing local mirror folder on this kind of machine; keep logs readable.
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck unit integration clean help
+# aws-sam-cli pins its own boto3 (1.43.x), click (8.1.8) and pydantic (2.13.x): installed into
+# .venv it would downgrade the project's own. It gets a venv of its own inside .venv (so
+# `make clean` removes it), from pyproject's `sam` dependency group.
+SAM_VENV := $(VENV)/tools/sam
+SAM      := $(SAM_VENV)/bin/sam
+# The layer's Linux wheels are for this CPU; it must equal the template's Architecture parameter.
+ARCHITECTURE ?= arm64
+# sam needs a region to render the template and no telemetry in CI; nothing here talks to AWS.
+SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMETRY=0 \
+	ARCHITECTURE=$(ARCHITECTURE) PYTHON=$(abspath $(SAM_VENV))/bin/python
+
+.PHONY: demo test lint typecheck unit integration sam-validate sam-build clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
-	@echo "make test   - set up .venv with dev tools and run lint, types and the whole suite"
+	@echo "make test   - set up .venv with dev tools and run lint, types, sam validate/build and the whole suite"
+	@echo "make sam-build ARCHITECTURE=arm64|x86_64 - build the Lambda layer and functions into .aws-sam/build"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +36,20 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.local-installed
 	$(PIP) install -e '.[local,dev]'
 	@touch $@
 
+$(SAM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv --upgrade-deps $(SAM_VENV) >/dev/null
+	$(SAM_VENV)/bin/python -m pip --disable-pip-version-check -q install --group sam
+	@touch $@
+
+# cfn-lint over the transformed template: offline, no AWS account needed.
+sam-validate: $(SAM_VENV)/.installed
+	$(SAM_ENV) $(SAM) validate --lint
+
+# Builds the layer (pip downloads Linux wheels) and the functions into .aws-sam/build;
+# samconfig.toml makes it cached and parallel.
+sam-build: $(SAM_VENV)/.installed
+	$(SAM_ENV) $(SAM) build
+
 demo: $(VENV)/.local-installed
 	$(BIN)/agent-memory demo
 
@@ -34,8 +60,9 @@ lint: $(VENV)/.dev-installed
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
-test: lint typecheck
-	$(BIN)/pytest
+# The tests under tests/deploy read the built layer (SAM_BUILD_DIR) and fail if it is missing.
+test: lint typecheck sam-validate sam-build
+	SAM_BUILD_DIR=.aws-sam/build $(BIN)/pytest
 
 clean:
 	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

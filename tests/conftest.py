@@ -18,6 +18,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -140,6 +141,26 @@ def app_login_url(database_url: str) -> Iterator[str]:
     with psycopg.connect(database_url, autocommit=True) as admin:
         admin.execute(f"DROP OWNED BY {name}")
         admin.execute(f"DROP ROLE {name}")
+
+
+@pytest.fixture
+def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A moto Secrets Manager (boto3 client) that the package's secret reads see.
+
+    Powertools keeps one SecretsProvider (and its boto3 client) per process: dropped before and
+    after, so no test reads another test's mocked account or region.
+    """
+    import boto3
+    from aws_lambda_powertools.utilities import parameters
+    from moto import mock_aws
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    parameters.clear_caches()
+    with mock_aws():
+        yield boto3.client("secretsmanager")
+    parameters.clear_caches()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -97,7 +97,8 @@ def memories_answer(*items: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class Reply:
     status: int = 200
-    body: dict[str, Any] | str = ""
+    # Or a function of the request's JSON: a model stand-in that reads the prompt.
+    body: dict[str, Any] | str | Callable[[Any], dict[str, Any]] = ""
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -122,11 +123,13 @@ class ChatServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                request = Request(self.path, dict(self.headers), json.loads(raw or b"null"))
                 with server._lock:
-                    server.requests.append(Request(self.path, dict(self.headers), json.loads(raw or b"null")))
+                    server.requests.append(request)
                     reply = server.replies.pop(0) if server.replies else server.default
                 time.sleep(reply.delay_s)
-                payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                body = reply.body(request.json) if callable(reply.body) else reply.body
+                payload = body if isinstance(body, str) else json.dumps(body)
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")

@@ -66,6 +66,9 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
     metrics.add_metric(name="MemoriesCreated", unit=MetricUnit.Count, value=outcome.created)
     metrics.add_metric(name="MemoriesRefreshed", unit=MetricUnit.Count, value=outcome.refreshed)
     metrics.add_metric(name="ExtractedItemsDropped", unit=MetricUnit.Count, value=outcome.dropped)
+    metrics.add_metric(name="MemoriesSuperseded", unit=MetricUnit.Count, value=outcome.superseded)
+    # References to existing memories the guards refused (invented, unrelated, claimed twice, gone).
+    metrics.add_metric(name="UpdatesIgnored", unit=MetricUnit.Count, value=outcome.updates_ignored)
     if outcome.status == "duplicate":
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
     return result

@@ -120,7 +120,10 @@ def cmd_migrate(service: MemoryService, args: argparse.Namespace) -> int:
 
 def cmd_add(service: MemoryService, args: argparse.Namespace) -> int:
     try:
-        memories = [NewMemory(content=text, category=args.category, is_evergreen=args.evergreen) for text in args.text]
+        memories = [
+            NewMemory(content=text, category=args.category, is_evergreen=args.evergreen, expires_at=args.expires_at)
+            for text in args.text
+        ]
     except ValidationError as exc:
         raise InvalidInput(describe_validation(exc), field="text") from exc
     stored = service.remember(args.user, memories, project_id=args.project, source=args.source)
@@ -349,10 +352,20 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
-    from agent_memory.config import effective_settings, settings_table
+def cmd_similarity(service: MemoryService, args: argparse.Namespace) -> int:
+    threshold = service.settings.supersede_min_similarity
+    for text, similarity in zip(args.others, service.similarities(args.text, args.others), strict=True):
+        emit({"text": text, "similarity": round(similarity, 4), "may_update": similarity >= threshold})
+    return EXIT_OK
 
-    if args.markdown:
+
+def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory.config import effective_settings, settings_table, with_settings_table
+
+    if args.readme:
+        path = Path(args.readme)
+        path.write_text(with_settings_table(path.read_text(encoding="utf-8")), encoding="utf-8")
+    elif args.markdown:
         sys.stdout.write(settings_table() + "\n")
     else:
         emit(effective_settings(service.settings))
@@ -393,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--category", default="fact", choices=["identity", "preference", "project", "decision", "fact", "other"]
     )
     p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
+    p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
     p.add_argument("--source", default="cli")
     p.add_argument("text", nargs="+", help="one memory per argument")
 
@@ -442,8 +456,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
     )
 
+    p = add(
+        "similarity",
+        cmd_similarity,
+        "cosine similarity of TEXT to each OTHER with the configured embedder, and whether it reaches "
+        "AGENT_MEMORY_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
+    )
+    p.add_argument("text")
+    p.add_argument("others", nargs="+", metavar="other")
+
     p = add("config", cmd_config, "print the effective settings (secrets masked)")
     p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")
+    p.add_argument("--readme", metavar="FILE", help="regenerate that table in FILE (between its markers)")
 
     p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
     p.add_argument("logical_id", help="IngestFunction or RecallFunction")
@@ -451,6 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
 
     add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
+
+    from agent_memory import serve  # serve, openapi
+
+    serve.register(add)
 
     from agent_memory.bench import register as register_bench
 

@@ -16,6 +16,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]
 FusionMode = Literal["weighted", "rrf"]
+# The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
+GROUP_ROLES = ("agent_memory_app", "agent_memory_maintenance")
+RESERVED_ROLE_PREFIXES = ("pg_", "rds_", "rdsadmin")
 
 
 def default_data_dir() -> Path:
@@ -50,8 +53,29 @@ class Settings(BaseSettings):
     db_role: str | None = Field(
         default=None,
         description="Role to SET after connecting, so row-level security applies even to an owner or superuser "
-        "login (the embedded server uses agent_memory_app). Unset with RDS Proxy: log in as a member of "
-        "agent_memory_app instead.",
+        "login (the embedded server uses agent_memory_app). Behind RDS Proxy a session-level SET pins every "
+        "session: log in as app_db_user instead.",
+    )
+    app_db_user: str | None = Field(
+        default=None,
+        description="Login role of the request-serving functions, never the table owner. `agent-memory migrate` "
+        "(on AWS the deploy's MigrateFunction) creates it when missing (needs CREATEROLE) and makes it a member "
+        "of agent_memory_app; an existing role keeps its attributes.",
+    )
+    app_db_secret_arn: str | None = Field(
+        default=None,
+        description="Secrets Manager secret (username/password) of app_db_user: the migration sets that password "
+        "(RDS Proxy logs in with it). Unset: the password is left alone.",
+    )
+    app_db_iam_auth: bool = Field(
+        default=False,
+        description="Grant rds_iam to app_db_user when the migration creates it, so it logs in with IAM tokens "
+        "straight to RDS/Aurora (not behind RDS Proxy, which logs in with the secret's password).",
+    )
+    db_prepared_statements: bool = Field(
+        default=True,
+        description="Let psycopg prepare statements it runs often. Turn off behind RDS Proxy or PgBouncer in "
+        "transaction mode: named prepared statements pin the connection.",
     )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
@@ -102,6 +126,22 @@ class Settings(BaseSettings):
     max_extracted_memories: int = Field(
         default=20, ge=1, le=100, description="Memories kept from one conversation's extraction (the rest dropped)."
     )
+    related_memories_shown: int = Field(
+        default=8,
+        ge=0,
+        le=50,
+        description="Update on write: how many of the user's stored memories most related to a conversation an LLM "
+        "extractor (openai, bedrock) is shown, so that it can mark a fact as restating one (refreshed) or replacing "
+        "some (superseded). 0 = off. The rules provider is never shown any.",
+    )
+    supersede_min_similarity: float = Field(
+        default=0.45,
+        ge=-1,
+        le=1.01,
+        description="Update on write: the least cosine similarity between a new fact and the memory it restates or "
+        "replaces; below it the reference is ignored (logged) and the fact kept as new. Calibrated on "
+        "all-MiniLM-L6-v2; check it for your embedder with `agent-memory similarity`.",
+    )
 
     # --- remote calls ---------------------------------------------------------------
     http_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one provider call.")
@@ -124,6 +164,11 @@ class Settings(BaseSettings):
         default=0.2, ge=0, le=1, description="Added to memories from a day or month the query names (0 = off)."
     )
     default_limit: int = Field(default=10, ge=1, le=50, description="Memories returned when no limit is given.")
+    min_score: float = Field(
+        default=0.0,
+        ge=0,
+        description="Leave out recalled memories scoring below this (0 = always fill the limit, as the article does).",
+    )
 
     # --- limits ---------------------------------------------------------------------
     max_memory_chars: int = Field(default=2000, ge=16, description="Longest memory content accepted.")
@@ -155,6 +200,18 @@ class Settings(BaseSettings):
         # embedded server would then initialise (and chown) as its data directory.
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("app_db_user")
+    @classmethod
+    def _app_login_name(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if len(value.encode()) > 63 or value.startswith(RESERVED_ROLE_PREFIXES) or value in GROUP_ROLES:
+            raise ValueError(
+                f"{value!r} cannot be the application's login role: at most 63 bytes, not a pg_/rds_ role and "
+                f"not one of {', '.join(GROUP_ROLES)} (the login role is made a member of agent_memory_app)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _weights(self) -> Settings:
         if self.fusion == "weighted" and self.vector_weight + self.text_weight <= 0:
@@ -185,6 +242,15 @@ class Settings(BaseSettings):
     def uses_embedded(self) -> bool:
         return self.database_url is None and not self.db_host
 
+    def app_db_password(self) -> tuple[str, str] | None:
+        """(username, password) from app_db_secret_arn, or None when no secret is configured."""
+        if not self.app_db_secret_arn:
+            return None
+        from agent_memory.aws import get_db_credentials
+
+        creds = get_db_credentials(self.app_db_secret_arn)
+        return str(creds["username"]), str(creds["password"])
+
     def effective_db_role(self) -> str | None:
         """The role the runtime connection takes: the embedded server is ours, so never its superuser."""
         return self.db_role or ("agent_memory_app" if self.uses_embedded else None)
@@ -193,15 +259,26 @@ class Settings(BaseSettings):
         return (self.data_dir or default_data_dir()).expanduser()
 
 
+TABLE_START, TABLE_END = "<!-- config-table:start -->", "<!-- config-table:end -->"
+
+
 def settings_table() -> str:
     """The configuration table of the README, from the fields' descriptions (kept in sync by a test)."""
     lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default
-        shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
-        description = (field.description or "").replace("|", "/")
-        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | `{shown}` |")
+        shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else f"`{default}`"
+        description = " ".join((field.description or "").split()).replace("|", "\\|")
+        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | {shown} |")
     return "\n".join(lines)
+
+
+def with_settings_table(text: str) -> str:
+    """``text`` (the README) with the table between its markers regenerated."""
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {TABLE_START} ... {TABLE_END} block")
+    return text[: start + len(TABLE_START)] + "\n" + settings_table() + "\n" + text[end:]
 
 
 def effective_settings(settings: Settings) -> dict[str, object]:

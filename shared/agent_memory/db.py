@@ -131,9 +131,17 @@ class Database:
             raise _ConnectFailed(
                 f"cannot connect to {describe_target(self.settings)}: {str(exc).strip().splitlines()[0]}"
             ) from exc
+        if not self.settings.db_prepared_statements:
+            conn.prepare_threshold = None  # never PREPARE: RDS Proxy would pin this session
         try:
             if self._setup is not None:
                 self._setup(conn)
+        except psycopg.OperationalError as exc:
+            # The server went away (or is still starting) while we set the connection up.
+            conn.close()
+            raise _ConnectFailed(
+                f"lost the connection to {describe_target(self.settings)} while setting it up"
+            ) from exc
         except BaseException:
             conn.close()
             raise

@@ -55,3 +55,7 @@ class StatementTimeout(DatabaseUnavailable):
 class SchemaChanged(SchemaMismatch):
     """The store moved to another embedding model while this connection was open (reembed switch):
     reconnect and resolve the schema again."""
+
+
+class ServiceUnavailable(AgentMemoryError):
+    """(Client side) the memory API could not be reached, timed out, throttled or failed (429/5xx)."""

@@ -158,7 +158,7 @@ class LambdaContext:
 _MODULES: dict[tuple[Path, str], ModuleType] = {}
 
 
-def load_handler(spec: FunctionSpec) -> Callable[[dict[str, Any], Any], Any]:
+def load_module(spec: FunctionSpec) -> ModuleType:
     """Import the handler module once per process, like a warm Lambda container."""
     key = (spec.code_dir, spec.module)
     module = _MODULES.get(key)
@@ -177,7 +177,11 @@ def load_handler(spec: FunctionSpec) -> Callable[[dict[str, Any], Any], Any]:
         sys.modules[name] = module
         module_spec.loader.exec_module(module)
         _MODULES[key] = module
-    handler = getattr(module, spec.handler, None)
+    return module
+
+
+def load_handler(spec: FunctionSpec) -> Callable[[dict[str, Any], Any], Any]:
+    handler = getattr(load_module(spec), spec.handler, None)
     if not callable(handler):
         raise ConfigurationError(f"{spec.logical_id}: {spec.module}.py has no function {spec.handler}")
     return handler  # type: ignore[no-any-return]
@@ -203,7 +207,11 @@ def invoke(template_path: Path, logical_id: str, event: dict[str, Any]) -> Any:
     Anything the handler prints (Powertools writes logs to stdout) goes to stderr, so
     stdout stays free for the result.
     """
-    spec = function_spec(template_path, logical_id)
+    return invoke_spec(function_spec(template_path, logical_id), event)
+
+
+def invoke_spec(spec: FunctionSpec, event: dict[str, Any]) -> Any:
+    """:func:`invoke` for a spec already read (``agent-memory serve`` reads the template once)."""
     with _environment(spec.environment), contextlib.redirect_stdout(sys.stderr):
         handler = load_handler(spec)
         return handler(event, LambdaContext(spec))

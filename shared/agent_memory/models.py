@@ -16,16 +16,60 @@ MAX_ID_CHARS = 256
 MAX_CONTENT_CHARS = 20_000
 MAX_MESSAGES = 1000
 
-UserId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS)]
-ProjectId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS)]
-Content = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS)]
+MAX_METADATA_CHARS = 16_000
+
+
+def no_nul(value: str) -> str:
+    """PostgreSQL text cannot hold U+0000: refuse it here, with a clear message, not deep in the store."""
+    if "\x00" in value:
+        raise ValueError("contains a NUL character (U+0000), which text cannot hold")
+    return value
+
+
+def plain_id(value: str) -> str:
+    """Ids are printable: control and format characters (which can make two ids look alike, or
+    one look empty) are refused."""
+    import unicodedata
+
+    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in value):
+        raise ValueError("contains control or invisible characters")
+    return value
+
+
+def _metadata(value: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    encoded = json.dumps(value, ensure_ascii=False, default=str)
+    if "\\u0000" in encoded or "\x00" in encoded:
+        raise ValueError("contains a NUL character (U+0000), which JSON in PostgreSQL cannot hold")
+    if len(encoded) > MAX_METADATA_CHARS:
+        raise ValueError(f"is {len(encoded)} characters as JSON; the limit is {MAX_METADATA_CHARS}")
+    return value
+
+
+UserId = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
+]
+ProjectId = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
+]
+Content = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS), AfterValidator(no_nul)
+]
+Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
 def _aware(value: dt.datetime | None) -> dt.datetime | None:
-    """Naive timestamps are taken as UTC so comparisons never mix the two kinds."""
-    if value is not None and value.tzinfo is None:
+    """In UTC: naive timestamps are taken as UTC, so comparisons never mix the two kinds, and
+    exotic offsets (Python allows up to +-24 h, PostgreSQL +-16 h) are converted."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
-    return value
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError as exc:  # e.g. 9999-12-31T23:00-05:00 is past datetime.max in UTC
+        raise ValueError("timestamp out of range") from exc
 
 
 AwareDatetime = Annotated[dt.datetime, AfterValidator(_aware)]
@@ -40,7 +84,7 @@ class NewMemory(BaseModel):
     category: Category = "fact"
     is_evergreen: bool = False
     project_id: ProjectId | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     created_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
 
@@ -124,7 +168,9 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["user", "assistant", "system", "developer", "tool", "function"]
-    content: Annotated[str, StringConstraints(max_length=MAX_CONTENT_CHARS), BeforeValidator(_text_of)]
+    content: Annotated[
+        str, StringConstraints(max_length=MAX_CONTENT_CHARS), BeforeValidator(_text_of), AfterValidator(no_nul)
+    ]
     created_at: AwareDatetime | None = None
 
 
@@ -147,7 +193,8 @@ class ConversationEnded(BaseModel):
     user_id: UserId
     project_id: Annotated[ProjectId | None, BeforeValidator(_blank_to_none)] = None
     conversation_id: Annotated[
-        Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS)] | None,
+        Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS), AfterValidator(plain_id)]
+        | None,
         BeforeValidator(_blank_to_none),
     ] = None
     ended_at: AwareDatetime | None = None
@@ -173,5 +220,7 @@ class IngestOutcome(BaseModel):
     extracted: int = 0  # memories kept from extraction
     dropped: int = 0  # extracted items dropped (invalid, too long, over the cap)
     created: int = 0
-    refreshed: int = 0  # folded into an existing memory (exact or near duplicate)
+    refreshed: int = 0  # folded into an existing memory (exact or near duplicate, or marked as restating it)
+    superseded: int = 0  # existing memories marked as replaced by this message's memories
+    updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
     ids: list[uuid.UUID] = Field(default_factory=list)

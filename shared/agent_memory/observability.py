@@ -6,12 +6,27 @@ up a log handler. The Tracer is a no-op outside Lambda.
 
 from __future__ import annotations
 
+import io
 import os
+import sys
+from typing import IO, cast
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "agent-memory")
 
-logger = Logger(service=SERVICE)
+
+class _CurrentStdout(io.TextIOBase):
+    """Writes to sys.stdout as it is at write time, not at import: ``agent-memory invoke`` and
+    ``serve`` redirect stdout to stderr around the handler, whatever imported this module first."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+logger = Logger(service=SERVICE, stream=cast("IO[str]", _CurrentStdout()))
 tracer = Tracer(service=SERVICE)
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "AgentMemory"), service=SERVICE)

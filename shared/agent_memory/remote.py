@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
+from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -76,6 +77,27 @@ class OpenAICompatClient:
         self._max_retries = max_retries
         self._base_delay = base_delay_s
         self._budget = budget_s
+
+    @classmethod
+    def for_settings(
+        cls,
+        provider: str,
+        base_url: str,
+        api_key: str | None,
+        settings: Settings,
+        transport: httpx.BaseTransport | None = None,
+    ) -> OpenAICompatClient:
+        """A client with the configured timeout, retries and retry budget."""
+        return cls(
+            provider,
+            base_url,
+            api_key,
+            timeout_s=settings.http_timeout_s,
+            max_retries=settings.max_retries,
+            base_delay_s=settings.retry_base_delay_s,
+            budget_s=settings.retry_budget_s,
+            transport=transport,
+        )
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

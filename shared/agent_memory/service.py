@@ -25,8 +25,9 @@ from agent_memory import retrieval, store, temporal
 from agent_memory.config import FusionMode, Settings, get_settings
 from agent_memory.db import Connection, Database
 from agent_memory.embeddings import Embedder, create_embedder
-from agent_memory.errors import InputTooLarge, InvalidInput
-from agent_memory.extraction import Extractor, create_extractor
+from agent_memory.errors import ConfigurationError, InputTooLarge, InvalidInput
+from agent_memory.extraction import ExistingMemory, ExtractedMemory, Extractor, create_extractor
+from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.models import (
     ConversationEnded,
     ImportLine,
@@ -44,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 MAX_LIMIT = 50
 MAX_PAGE = 500
+# A user turn's head is enough to find the memories it relates to (embedders truncate anyway).
+MAX_TURN_CHARS = 2000
 
 
 def normalize_content(text: str) -> str:
@@ -137,6 +140,7 @@ class MemoryService:
         self._database = database
         self._extractor = extractor
         self._schema: store.VectorSchema | None = None
+        self.app_login: store.AppLogin | None = None  # what the last migrate() did to app_db_user
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -172,19 +176,27 @@ class MemoryService:
     # ---- schema ----------------------------------------------------------------------
 
     def migrate(self) -> list[str]:
-        """Apply pending migrations (idempotent); returns what was applied now."""
+        """Apply pending migrations (idempotent); returns what was applied now.
+
+        Then, as the owner, sets up the roles the request-serving functions use: the login role
+        ``app_db_user`` (recorded in :attr:`app_login`), and the right to SET ROLE ``db_role``.
+        """
         applied: list[str] = []
+        role = self.settings.effective_db_role()
 
         def setup(conn: Connection) -> None:
             applied.extend(
                 store.apply_migrations(conn, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
             )
+            self.app_login = self._ensure_app_login(conn)
+            if role:
+                store.ensure_can_set_role(conn, role)
             store.prepare_connection(
                 conn,
                 dimension=self.embedder.dimension,
                 fingerprint=self.embedder.fingerprint,
                 migrate=False,
-                role=self.settings.effective_db_role(),
+                role=role,
             )
 
         database = Database(self.settings, setup=setup)
@@ -193,6 +205,23 @@ class MemoryService:
         finally:
             database.close()
         return applied
+
+    def _ensure_app_login(self, conn: Connection) -> store.AppLogin | None:
+        name, password = self.settings.app_db_user, None
+        secret = self.settings.app_db_password()
+        if secret is not None:
+            username, password = secret
+            if name is not None and username != name:
+                raise ConfigurationError(
+                    f"AGENT_MEMORY_APP_DB_SECRET_ARN holds the password of {username}, "
+                    f"not of AGENT_MEMORY_APP_DB_USER={name}"
+                )
+            name = username
+        if name is None:
+            return None
+        login = store.ensure_app_login(conn, name, password=password, iam=self.settings.app_db_iam_auth)
+        logger.info("application login role %s", login.summary())
+        return login
 
     # ---- writes ----------------------------------------------------------------------
 
@@ -220,22 +249,28 @@ class MemoryService:
         project_id: str | None,
         source: str | None,
         observed_at: dt.datetime | None,
+        vectors: Sequence[np.ndarray] | None = None,
+        user_wide: Sequence[bool] | None = None,
     ) -> tuple[list[store.MemoryRow], list[int]]:
-        """Embed unique memories once; returns the rows and, per input, its row index."""
+        """Embed unique memories once (unless ``vectors``, one per memory, are given); returns
+        the rows and, per input, its row index. ``user_wide`` memories ignore ``project_id``."""
         rows: list[store.MemoryRow] = []
         index_of: dict[tuple[str, str | None, bytes], int] = {}
         positions: list[int] = []
         pending: list[tuple[str, NewMemory, str | None, str, bytes]] = []
-        for user_id, memory in zip(user_ids, memories, strict=True):
+        given: list[np.ndarray] = []
+        for i, (user_id, memory) in enumerate(zip(user_ids, memories, strict=True)):
             content = normalize_content(memory.content)
-            scope_project = memory.project_id or project_id
+            scope_project = memory.project_id or (None if user_wide and user_wide[i] else project_id)
             key = (user_id, scope_project, content_hash(content))
             if key not in index_of:
                 index_of[key] = len(pending)
                 pending.append((user_id, memory, scope_project, content, key[2]))
+                if vectors is not None:
+                    given.append(vectors[i])
             positions.append(index_of[key])
-        vectors = self.embedder.embed([p[3] for p in pending])
-        for (user_id, memory, scope_project, content, digest), vector in zip(pending, vectors, strict=True):
+        embedded = given if vectors is not None else self.embedder.embed([p[3] for p in pending])
+        for (user_id, memory, scope_project, content, digest), vector in zip(pending, embedded, strict=True):
             rows.append(
                 store.MemoryRow(
                     user_id=user_id,
@@ -307,6 +342,8 @@ class MemoryService:
         query = query.strip()
         if not query:
             raise InvalidInput("query is empty", field="query")
+        if "\x00" in query:
+            raise InvalidInput("query contains a NUL character (U+0000)", field="query")
         if len(query) > self.settings.max_query_chars:
             raise InputTooLarge(
                 f"query is {len(query)} characters; the limit is {self.settings.max_query_chars}", field="query"
@@ -347,6 +384,8 @@ class MemoryService:
             )
         )
         chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
+        if self.settings.min_score > 0:
+            chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
         memories = [
             RecalledMemory(
                 id=c.memory["id"],
@@ -490,6 +529,12 @@ class MemoryService:
         logger.info("purged", extra={"expired": expired, "superseded": superseded})
         return {"expired": expired, "superseded": superseded}
 
+    def similarities(self, text: str, others: Sequence[str]) -> builtins.list[float]:
+        """Cosine similarity of ``text`` to each of ``others`` with the configured embedder (no
+        database): how update on write's guard (supersede_min_similarity) sees a pair."""
+        vectors = self.embedder.embed([normalize_content(t) for t in (text, *others)])
+        return [float(np.dot(vectors[0], v)) for v in vectors[1:]]
+
     # ---- the write path: "conversation ended" messages -------------------------------
 
     @property
@@ -513,18 +558,46 @@ class MemoryService:
         if message.memories:
             self._validate_new(message.memories)
 
+    def _related_memories(self, message: ConversationEnded) -> builtins.list[ExistingMemory]:
+        """The user's stored memories most related to the conversation's user turns, under handles
+        m1, m2, ... (best first): one embedding batch, one query."""
+        limit = self.settings.related_memories_shown
+        window = message.messages[-self.extractor.window :]
+        turns = list(dict.fromkeys(m.content.strip()[:MAX_TURN_CHARS] for m in window if m.role == "user"))
+        turns = [t for t in turns if t]
+        if limit <= 0 or not turns:
+            return []
+        vectors = list(self.embedder.embed(turns))
+        scope = store.Scope(message.user_id, message.project_id)
+        found = self.db.run(lambda conn: store.related_memories(conn, scope, vectors, limit=limit, schema=self._schema))
+        return [
+            ExistingMemory(
+                handle=f"m{i}",
+                id=row["id"],
+                content=row["content"],
+                category=row["category"],
+                project_id=row["project_id"],
+                embedding=row["embedding"],
+            )
+            for i, row in enumerate(found, start=1)
+        ]
+
     def ingest_conversation(
         self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
     ) -> IngestOutcome:
         """Turn one "conversation ended" message into memories: all of them or none.
 
         The client's ``memories`` are stored as given; ``messages`` go through the configured
-        extractor first (outside any transaction: an LLM call never holds one open). The
-        memories are embedded in one batch and written with the message's receipt in one
-        transaction, so a redelivered message changes nothing and a failure leaves nothing
-        behind. ``conversation_id`` becomes each memory's source; the time of the facts is
-        ``ended_at``, else ``observed_at`` (the handler passes the SQS SentTimestamp: stable
-        across redeliveries), else now.
+        extractor first (outside any transaction: an LLM call never holds one open). An LLM
+        extractor is shown the user's most related memories and may mark a fact as restating
+        one (refreshed, nothing new stored) or replacing some (superseded by the new memory);
+        see :mod:`agent_memory.extraction.updates` for the guards. The memories are embedded in
+        one batch and written with those updates and the message's receipt in one transaction,
+        so a redelivered message changes nothing and a failure leaves nothing behind.
+        ``conversation_id`` becomes each memory's source (and the source in the history); the
+        time of the facts is ``ended_at``, else ``observed_at`` (the handler passes the SQS
+        SentTimestamp: stable across redeliveries), else now. Extracted expiries are checked
+        against that time.
         """
         self._check_conversation(message)
         user_id, source = message.user_id, message.conversation_id
@@ -533,25 +606,43 @@ class MemoryService:
         if self.db.run(lambda conn: store.message_ingested(conn, user_id, digest)):
             logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
             return outcome
-        extracted: builtins.list[NewMemory] = []
+        facts: builtins.list[ExtractedMemory] = []
+        shown: builtins.list[ExistingMemory] = []
+        fingerprint = ""
         if message.messages:
-            extraction = self.extractor.extract(message.messages, ended_at=message.ended_at)
+            extractor = self.extractor
+            if extractor.updates_existing:
+                shown = self._related_memories(message)
+            extraction = extractor.extract(message.messages, ended_at=message.ended_at or observed_at, existing=shown)
             room = self.settings.max_memories_per_request - len(message.memories)
             outcome.dropped = len(extraction.dropped) + max(0, len(extraction.memories) - room)
-            fingerprint = self.extractor.fingerprint
-            extracted = [m.to_new_memory(fingerprint) for m in extraction.memories[: max(0, room)]]
-        memories = [*message.memories, *extracted]
-        outcome.provided, outcome.extracted = len(message.memories), len(extracted)
+            facts = extraction.memories[: max(0, room)]
+            fingerprint = extractor.fingerprint
+        memories = [*message.memories, *(f.to_new_memory(fingerprint) for f in facts)]
+        outcome.provided, outcome.extracted = len(message.memories), len(facts)
         rows: builtins.list[store.MemoryRow] = []
         positions: builtins.list[int] = []
+        updates = store.Updates(project_id=message.project_id)
         if memories:
+            contents = [normalize_content(m.content) for m in memories]
+            unique = builtins.list(dict.fromkeys(contents))
+            embedded = dict(zip(unique, self.embedder.embed(unique), strict=True))
+            vectors = [embedded[c] for c in contents]
+            provided = len(message.memories)
+            resolved = [FactUpdate()] * provided + resolve_updates(
+                facts, vectors[provided:], shown, min_similarity=self.settings.supersede_min_similarity
+            )
             rows, positions = self._rows(
                 [user_id] * len(memories),
                 memories,
                 project_id=message.project_id,
                 source=source,
                 observed_at=message.ended_at or observed_at,
+                vectors=vectors,
+                user_wide=[u.user_wide for u in resolved],
             )
+            updates = _updates_by_row(resolved, positions, project_id=message.project_id)
+            outcome.updates_ignored = sum(u.ignored for u in resolved)
         threshold = self.settings.near_duplicate_threshold
         written = self.db.run(
             lambda conn: store.ingest_message(
@@ -562,16 +653,39 @@ class MemoryService:
                 conversation_id=source,
                 schema=self._schema,
                 near_duplicate_threshold=threshold,
+                updates=updates,
             )
         )
         if written is None:  # a concurrent delivery of the same message won the race
             return outcome
+        if written.stale:
+            logger.warning(
+                "update targets ended or left the scope before the write; their facts were kept as new",
+                extra={"user_id": user_id, "source": source, "stale": [str(t) for t in written.stale]},
+            )
         outcome.status = "stored" if rows else "nothing_to_store"
-        outcome.created = sum(1 for o in written if o.action == "created")
-        outcome.refreshed = len(written) - outcome.created
-        outcome.ids = [written[p].id for p in positions]
+        outcome.created = sum(1 for o in written.outcomes if o.action == "created")
+        outcome.refreshed = len(written.outcomes) - outcome.created
+        outcome.superseded = len(written.superseded)
+        outcome.updates_ignored += len(written.stale)
+        outcome.ids = [written.outcomes[p].id for p in positions]
         logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
         return outcome
+
+
+def _updates_by_row(
+    resolved: Sequence[FactUpdate], positions: Sequence[int], *, project_id: str | None
+) -> store.Updates:
+    """Per-memory updates keyed by row (memories that folded into one row share it: first wins)."""
+    restates: dict[int, uuid.UUID] = {}
+    replaces: dict[int, list[uuid.UUID]] = {}
+    for update, row in zip(resolved, positions, strict=True):
+        if update.restates is not None:
+            restates.setdefault(row, update.restates)
+        if update.replaces:
+            targets = replaces.setdefault(row, [])
+            targets.extend(t for t in update.replaces if t not in targets)
+    return store.Updates(restates=restates, replaces=replaces, project_id=project_id)
 
 
 def rank_candidates(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import importlib.resources
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -192,7 +193,15 @@ def prepare_connection(
         apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
     if role:
         # Session-level on purpose: this connection is ours alone (never a pooled one).
-        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+        try:
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UndefinedObject) as exc:
+            user = conn.info.user
+            raise ConfigurationError(
+                f"database user {user} may not SET ROLE {role}: run the migration with these credentials "
+                f"(agent-memory migrate, or the deploy's MigrateFunction), or have a DBA run "
+                f"GRANT {role} TO {user}"
+            ) from exc
     bypass = conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()
     if bypass and bypass[0]:
         logger.warning(
@@ -202,6 +211,172 @@ def prepare_connection(
     schema = resolve_vector_schema(read_meta(conn), dimension=dimension, fingerprint=fingerprint)
     register_vector(conn)
     return schema
+
+
+# --------------------------------------------------------------------------------------
+# roles: the login role of the request-serving functions (run by the owner, after migrating)
+# --------------------------------------------------------------------------------------
+
+APP_ROLE = "agent_memory_app"
+RDS_IAM_ROLE = "rds_iam"  # exists on RDS and Aurora only; membership makes a role log in with IAM tokens
+
+# PostgreSQL 16 split membership into ADMIN, INHERIT and SET: a CREATEROLE user gets only ADMIN on
+# the roles it creates, so "member" is not enough to SET ROLE (or to use the privileges) there.
+_HAS_ROLE = """
+SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+            THEN pg_has_role(COALESCE(%(member)s::name, current_user), %(role)s, %(privilege)s)
+            ELSE pg_has_role(COALESCE(%(member)s::name, current_user), %(role)s, 'MEMBER') END
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class AppLogin:
+    """What :func:`ensure_app_login` found or changed."""
+
+    role: str
+    created: bool = False
+    granted: tuple[str, ...] = ()  # group roles granted to it now
+    password_set: bool = False
+
+    def summary(self) -> str:
+        done = (["created"] if self.created else []) + [f"granted {r}" for r in self.granted]
+        done += ["password set from the secret"] if self.password_set else []
+        return f"{self.role}: {', '.join(done) or 'unchanged'}"
+
+
+def _has_role(conn: Connection, member: str | None, role: str, privilege: str) -> bool:
+    """Whether ``member`` (None: the current user) holds ``privilege`` (SET, USAGE, MEMBER) on ``role``."""
+    row = conn.execute(_HAS_ROLE, {"member": member, "role": role, "privilege": privilege}).fetchone()
+    return bool(row and row[0])
+
+
+def _current_user(conn: Connection) -> str:
+    row = conn.execute("SELECT current_user").fetchone()
+    return str(row[0]) if row else ""
+
+
+def _run_or_explain(conn: Connection, statement: sql.Composed, *, why: str, dba_sql: str) -> None:
+    try:
+        with conn.transaction():  # a savepoint: the caller's transaction survives to report
+            conn.execute(statement)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigurationError(
+            f"database user {_current_user(conn)} may not {why} ({str(exc).strip().splitlines()[0]}). "
+            f"Have a DBA run, once: {dba_sql}; then deploy (or run agent-memory migrate) again"
+        ) from exc
+
+
+def ensure_can_set_role(conn: Connection, role: str) -> bool:
+    """Let the connected user (the owner) SET ROLE ``role``; True when this granted it.
+
+    For deployments that log in as the owner and SET ROLE agent_memory_app on each connection.
+    """
+    user = _current_user(conn)
+    try:
+        if _has_role(conn, None, role, "SET"):
+            return False
+    except psycopg.errors.UndefinedObject as exc:
+        raise ConfigurationError(f"role {role} does not exist: run the migrations first") from exc
+    grant = sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), sql.Identifier(user))
+    _run_or_explain(conn, grant, why=f"grant itself {role}", dba_sql=f"GRANT {role} TO {user};")
+    return True
+
+
+def ensure_app_login(conn: Connection, name: str, *, password: str | None = None, iam: bool = False) -> AppLogin:
+    """Make ``name`` a login role that is a member of agent_memory_app, and nothing more.
+
+    Creates it (LOGIN, plus rds_iam with ``iam`` where that role exists) when missing; an
+    existing role keeps every attribute and membership it has, except that ``password`` (from
+    the app secret, the source of truth RDS Proxy logs in with) is always applied. Refuses a
+    role that would defeat row-level security (superuser, BYPASSRLS, the tables' owner).
+    Idempotent and safe to run concurrently; one transaction.
+    """
+    user = _current_user(conn)
+    if name == user:
+        raise ConfigurationError(
+            f"the application's login role ({name}) is the user running the migration, i.e. the tables' owner: "
+            "an owner can switch row-level security off. Choose another name"
+        )
+    created, granted = False, []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
+        row = conn.execute(
+            "SELECT rolsuper OR rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = %s", [name]
+        ).fetchone()
+        if row is None:
+            create = sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name))
+            try:
+                _run_or_explain(
+                    conn,
+                    create,
+                    why=f"create the login role {name} (it lacks CREATEROLE)",
+                    dba_sql=f"CREATE ROLE {name} LOGIN; GRANT {APP_ROLE} TO {name};"
+                    + (f" GRANT {RDS_IAM_ROLE} TO {name};" if iam else "")
+                    + (f" ALTER ROLE {name} PASSWORD '<the password in the app secret>';" if password else ""),
+                )
+                created = True
+            except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+                pass  # roles are cluster-wide: a migration of another database made it just now
+        elif row[0]:
+            raise ConfigurationError(
+                f"role {name} is a superuser or has BYPASSRLS: row-level security would not apply to it. "
+                f"Use another role as AGENT_MEMORY_APP_DB_USER"
+            )
+        elif not row[1]:
+            raise ConfigurationError(
+                f"role {name} exists but cannot log in (NOLOGIN); this migration leaves existing roles as "
+                f"they are: have a DBA run ALTER ROLE {name} LOGIN, or choose another name"
+            )
+        owner = conn.execute(
+            "SELECT tableowner FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'user_memories'"
+        ).fetchone()
+        if owner is not None and _has_role(conn, name, owner[0], "MEMBER"):
+            raise ConfigurationError(
+                f"role {name} is (a member of) {owner[0]}, the owner of user_memories, and could switch "
+                f"row-level security off: revoke {owner[0]} from it, or choose another name"
+            )
+        if not _has_role(conn, name, APP_ROLE, "USAGE"):
+            grant = sql.SQL("GRANT {} TO {}").format(sql.Identifier(APP_ROLE), sql.Identifier(name))
+            _run_or_explain(conn, grant, why=f"grant {APP_ROLE} to {name}", dba_sql=f"GRANT {APP_ROLE} TO {name};")
+            granted.append(APP_ROLE)
+            if not _has_role(conn, name, APP_ROLE, "USAGE"):
+                raise ConfigurationError(
+                    f"role {name} is NOINHERIT, so it cannot use {APP_ROLE}'s privileges: have a DBA run "
+                    f"ALTER ROLE {name} INHERIT (or choose another name)"
+                )
+        has_iam_role = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [RDS_IAM_ROLE]).fetchone()
+        if iam and has_iam_role:
+            if created:
+                grant = sql.SQL("GRANT {} TO {}").format(sql.Identifier(RDS_IAM_ROLE), sql.Identifier(name))
+                _run_or_explain(
+                    conn, grant, why=f"grant {RDS_IAM_ROLE} to {name}", dba_sql=f"GRANT {RDS_IAM_ROLE} TO {name};"
+                )
+                granted.append(RDS_IAM_ROLE)
+            elif not _has_role(conn, name, RDS_IAM_ROLE, "MEMBER"):
+                logger.warning(
+                    "role %s exists without %s: it can log in with IAM tokens through RDS Proxy only (with its "
+                    "secret registered there); to connect directly, a DBA runs GRANT %s TO %s",
+                    name,
+                    RDS_IAM_ROLE,
+                    RDS_IAM_ROLE,
+                    name,
+                )
+        if password is not None:
+            if has_iam_role and _has_role(conn, name, RDS_IAM_ROLE, "MEMBER"):
+                raise ConfigurationError(
+                    f"role {name} is a member of {RDS_IAM_ROLE}, so RDS accepts only IAM tokens for it and the "
+                    f"password RDS Proxy logs in with would be refused: REVOKE {RDS_IAM_ROLE} FROM {name}"
+                )
+            # Hashed here (SCRAM, as the server is configured): the password never reaches server logs.
+            verifier = conn.pgconn.encrypt_password(password.encode(), name.encode())
+            alter = sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(name), sql.Literal(verifier.decode()))
+            _run_or_explain(
+                conn,
+                alter,
+                why=f"set the password of {name}",
+                dba_sql=f"ALTER ROLE {name} PASSWORD '<the password in the app secret>';",
+            )
+    return AppLogin(name, created=created, granted=tuple(granted), password_set=password is not None)
 
 
 # --------------------------------------------------------------------------------------
@@ -230,7 +405,7 @@ class MemoryRow:
 @dataclasses.dataclass(frozen=True)
 class WriteOutcome:
     id: uuid.UUID
-    action: str  # "created" | "refreshed" | "near_duplicate"
+    action: str  # "created" | "refreshed" | "near_duplicate" | "restated"
 
 
 # Arrays of vectors travel in binary (%(...)b): as text, ten 384-d vectors take ~6 ms to
@@ -276,13 +451,50 @@ CROSS JOIN LATERAL (
 WHERE 1 - n.distance >= %(threshold)s
 """
 
+# A restatement (near duplicate, or what the LLM marked as one): fresher, and it may bring an
+# expiry (as the upsert's conflict branch does for exact duplicates).
 _REFRESH = """
 UPDATE user_memories AS m SET
     updated_at = GREATEST(m.updated_at, COALESCE(t.observed_at, now())),
-    metadata   = m.metadata || t.metadata
-FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[]) AS t(id, observed_at, metadata)
+    metadata   = m.metadata || t.metadata,
+    expires_at = COALESCE(t.expires_at, m.expires_at)
+FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[], %(expires)s::timestamptz[])
+     AS t(id, observed_at, metadata, expires_at)
 WHERE m.id = t.id AND m.user_id = %(user_id)s
 """
+
+# The targets of an ingest message's updates that are still live and visible from its scope
+# (its project and the user-wide memories; every project without one), locked until commit.
+_LIVE_TARGETS = """
+SELECT id FROM user_memories
+WHERE user_id = %(user_id)s AND id = ANY(%(ids)s) AND superseded_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
+  AND (%(project_id)s::text IS NULL OR project_id IS NULL OR project_id = %(project_id)s)
+ORDER BY id
+FOR UPDATE
+"""
+
+_SUPERSEDE = """
+UPDATE user_memories AS m SET superseded_at = now(), superseded_by = t.new_id
+FROM unnest(%(old)s::uuid[], %(new)s::uuid[]) AS t(old_id, new_id)
+WHERE m.id = t.old_id AND m.user_id = %(user_id)s AND m.superseded_at IS NULL AND t.old_id <> t.new_id
+RETURNING m.id, t.new_id
+"""
+
+
+@functools.lru_cache(maxsize=64)
+def _begin_sql(extra_settings: tuple[str, ...], lock: bool, meta_key: str | None) -> str:
+    """The first statement of a user transaction, composed once per shape (not per request)."""
+    names = ("agent_memory.user_id", "agent_memory.change_source", "agent_memory.change_reason", *extra_settings)
+    calls = sql.SQL(", ").join(sql.SQL("set_config({}, %s, true)").format(sql.Literal(n)) for n in names)
+    if lock:
+        calls = sql.SQL("{}, pg_advisory_xact_lock(hashtextextended(%s, 7))").format(calls)
+    if meta_key is not None:
+        # The shared lock first, then the check: the switch cannot happen between them and the query.
+        calls = sql.SQL(
+            "{}, pg_advisory_xact_lock_shared({}), (SELECT value FROM agent_memory_meta WHERE key = {})"
+        ).format(calls, sql.Literal(VECTOR_SCHEMA_LOCK_KEY), sql.Literal(meta_key))
+    return sql.SQL("SELECT {}").format(calls).as_string()
 
 
 @contextlib.contextmanager
@@ -304,19 +516,13 @@ def user_transaction(
     writers (the near-duplicate check reads before it writes); with ``schema``, checks in
     the same round trip that the store still uses the model it was resolved against.
     """
-    names = ["agent_memory.user_id", "agent_memory.change_source", "agent_memory.change_reason", *(settings or {})]
+    extra = tuple(settings or {})
     values = [user_id, source or "", reason or "", *(settings or {}).values()]
-    calls = sql.SQL(", ").join(sql.SQL("set_config({}, %s, true)").format(sql.Literal(n)) for n in names)
     if lock:
-        calls = sql.SQL("{}, pg_advisory_xact_lock(hashtextextended(%s, 7))").format(calls)
         values.append(user_id)
-    if schema is not None:
-        # The shared lock first, then the check: the switch cannot happen between them and the query.
-        calls = sql.SQL(
-            "{}, pg_advisory_xact_lock_shared({}), (SELECT value FROM agent_memory_meta WHERE key = {})"
-        ).format(calls, sql.Literal(VECTOR_SCHEMA_LOCK_KEY), sql.Literal(schema.meta_key))
+    query = _begin_sql(extra, lock, schema.meta_key if schema is not None else None)
     with conn.transaction():
-        row = conn.execute(sql.SQL("SELECT {}").format(calls), values).fetchone()
+        row = conn.execute(query, values).fetchone()
         if schema is not None and row is not None and row[-1] != schema.fingerprint:
             raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
         yield conn
@@ -364,12 +570,14 @@ def upsert_memories(
     *,
     schema: VectorSchema | None = None,
     near_duplicate_threshold: float | None = None,
+    exact_only: Collection[int] = (),
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
 
     Exact duplicates (same user, project and normalised content) refresh the existing row.
     With a threshold, a row whose nearest live neighbour in the same scope is at least that
-    similar refreshes that neighbour instead. Callers pass rows already de-duplicated by hash.
+    similar refreshes that neighbour instead, except the rows in ``exact_only`` (a fact that
+    replaces a memory must not fold into it). Callers pass rows already de-duplicated by hash.
     """
     if not rows:
         return []
@@ -391,7 +599,10 @@ def upsert_memories(
         with user_transaction(conn, user_id, source=source, lock=True, schema=schema):
             to_insert = indexes
             if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
-                to_insert = _refresh_near_duplicates(conn, user_id, rows, indexes, near_duplicate_threshold, outcomes)
+                near = [i for i in indexes if i not in exact_only]
+                if near:
+                    _refresh_near_duplicates(conn, user_id, rows, near, near_duplicate_threshold, outcomes)
+                to_insert = [i for i in indexes if i not in outcomes]
             if to_insert:
                 batch = [rows[i] for i in to_insert]
                 by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
@@ -414,6 +625,35 @@ def _has_receipt(conn: Connection, user_id: str, message_hash: bytes) -> bool:
     return row is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class Updates:
+    """What an ingest message's facts say about existing memories, by row index.
+
+    ``restates``: the row says the same as that memory, which is refreshed instead of storing
+    the row. ``replaces``: those memories are superseded by the row's memory. Targets must be
+    live and visible from ``project_id`` (the message's scope) when the write runs; the others
+    are skipped, and their rows stored as new.
+    """
+
+    restates: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
+    replaces: Mapping[int, Sequence[uuid.UUID]] = dataclasses.field(default_factory=dict)
+    project_id: str | None = None
+
+    @property
+    def targets(self) -> set[uuid.UUID]:
+        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids)}
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestWrite:
+    """What one ingest message wrote: outcomes in row order, (old, new) supersessions, and
+    the update targets skipped because they had ended or left the scope meanwhile."""
+
+    outcomes: list[WriteOutcome]
+    superseded: list[tuple[uuid.UUID, uuid.UUID]]
+    stale: list[uuid.UUID]
+
+
 def ingest_message(
     conn: Connection,
     user_id: str,
@@ -423,24 +663,106 @@ def ingest_message(
     conversation_id: str | None = None,
     schema: VectorSchema | None = None,
     near_duplicate_threshold: float | None = None,
-) -> list[WriteOutcome] | None:
-    """Write one ingest message's memories and its receipt in one transaction.
+    updates: Updates | None = None,
+) -> IngestWrite | None:
+    """Write one ingest message's memories, its updates (restatements refreshed, replaced
+    memories superseded) and its receipt in one transaction: all of it or nothing.
 
     None (and no change) when the message was already written: concurrent deliveries of the
     same message serialise on the user's lock, and the second finds the first's receipt.
     """
     if any(r.user_id != user_id for r in rows):
         raise ValueError("an ingest message writes the memories of its own user only")
+    updates = updates or Updates()
     with user_transaction(conn, user_id, source=conversation_id, lock=True, schema=schema):
         if _has_receipt(conn, user_id, message_hash):
             return None
+        targets = updates.targets
+        live: set[uuid.UUID] = set()
+        if targets:
+            found = conn.execute(
+                _LIVE_TARGETS, {"user_id": user_id, "ids": sorted(targets), "project_id": updates.project_id}
+            ).fetchall()
+            live = {r[0] for r in found}
+        outcomes: dict[int, WriteOutcome] = {}
+        restated = {i: t for i, t in updates.restates.items() if t in live}
+        _refresh(conn, user_id, [(t, rows[i]) for i, t in restated.items()])
+        outcomes.update((i, WriteOutcome(t, "restated")) for i, t in restated.items())
+        replaces = {i: [t for t in ids if t in live] for i, ids in updates.replaces.items()}
+        rest = [i for i in range(len(rows)) if i not in restated]
         # Nested: a savepoint inside this transaction (same user, lock already held).
-        outcomes = upsert_memories(conn, rows, schema=schema, near_duplicate_threshold=near_duplicate_threshold)
+        written = upsert_memories(
+            conn,
+            [rows[i] for i in rest],
+            schema=schema,
+            near_duplicate_threshold=near_duplicate_threshold,
+            exact_only={k for k, i in enumerate(rest) if replaces.get(i)},
+        )
+        outcomes.update(zip(rest, written, strict=True))
+        pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
+        superseded = _supersede(conn, user_id, pairs)
         conn.execute(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
         )
-    return outcomes
+    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live))
+
+
+def _supersede(
+    conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Mark live memories (old) as replaced by new ones; the (old, new) pairs actually marked."""
+    if not pairs:
+        return []
+    found = conn.execute(
+        _SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id}
+    ).fetchall()
+    return [(r[0], r[1]) for r in found]
+
+
+def related_memories(
+    conn: Connection, scope: Scope, vectors: Sequence[np.ndarray], *, limit: int, schema: VectorSchema | None = None
+) -> list[dict[str, Any]]:
+    """The user's live memories in scope most similar to any of ``vectors`` (best first), with
+    their embeddings and that best similarity: what an LLM extractor is shown.
+
+    Exact, over the user's rows only: an index scan filtered to one user can come back short.
+    """
+    if not vectors or limit <= 0:
+        return []
+    column = sql.Identifier(schema.column if schema else "embedding")
+    query = sql.SQL(_RELATED).format(scope=_scope_filter(scope), vec=column)
+    params: dict[str, Any] = {
+        "user_id": scope.user_id,
+        "project_id": scope.project_id,
+        "now": scope.now,
+        "vectors": list(vectors),
+        "limit": limit,
+    }
+    with (
+        user_transaction(conn, scope.user_id, schema=schema),
+        conn.cursor(row_factory=dict_row, binary=True) as cur,
+    ):
+        rows = cur.execute(query, params).fetchall()
+    for row in rows:
+        row["embedding"] = np.asarray(row["embedding"].to_numpy(), dtype=np.float32)
+    return rows
+
+
+_RELATED = """
+WITH scoped AS MATERIALIZED (
+    SELECT id, project_id, content, category, {vec} AS embedding FROM user_memories WHERE {scope}
+), best AS (
+    SELECT s.id, max(1 - (s.embedding <=> q.v)) AS similarity
+    FROM scoped s CROSS JOIN unnest(%(vectors)s::vector[]) AS q(v)
+    GROUP BY s.id
+    ORDER BY similarity DESC, s.id
+    LIMIT %(limit)s
+)
+SELECT s.id, s.project_id, s.content, s.category, s.embedding, b.similarity
+FROM best b JOIN scoped s USING (id)
+ORDER BY b.similarity DESC, s.id
+"""
 
 
 def _refresh_near_duplicates(
@@ -473,19 +795,26 @@ def _refresh_near_duplicates(
             },
         ).fetchall()
         matches = {candidates[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
-    if matches:
-        conn.execute(
-            _REFRESH,
-            {
-                "ids": list(matches.values()),
-                "observed": [rows[i].observed_at for i in matches],
-                "metadata": [Jsonb(rows[i].metadata) for i in matches],
-                "user_id": user_id,
-            },
-        )
-        for i, memory_id in matches.items():
-            outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
+    _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
+    for i, memory_id in matches.items():
+        outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
     return [i for i in indexes if i not in matches]
+
+
+def _refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:
+    """Refresh existing memories (id) with what a restating row brings: its time, metadata, expiry."""
+    if not restated:
+        return
+    conn.execute(
+        _REFRESH,
+        {
+            "ids": [memory_id for memory_id, _ in restated],
+            "observed": [row.observed_at for _, row in restated],
+            "metadata": [Jsonb(row.metadata) for _, row in restated],
+            "expires": [row.expires_at for _, row in restated],
+            "user_id": user_id,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -513,20 +842,22 @@ class Candidate:
     text_position: int | None  # 1-based position in the full-text leg, None if not in it
 
 
-def _scope_filter(scope: Scope, alias: str = "") -> sql.Composed:
-    def col(name: str) -> sql.SQL:
-        return sql.SQL(f"{alias}.{name}" if alias else name)
+def _scope_filter(scope: Scope) -> sql.Composable:
+    return sql.SQL(_scope_sql(scope.project_id is not None, scope.include_inactive, scope.now is not None))
 
-    parts: list[sql.Composable] = [sql.SQL("{} = %(user_id)s").format(col("user_id"))]
-    if scope.project_id is not None:
-        parts.append(sql.SQL("({p} = %(project_id)s OR {p} IS NULL)").format(p=col("project_id")))
-    if not scope.include_inactive:
-        parts.append(sql.SQL("{} IS NULL").format(col("superseded_at")))
-        now = sql.SQL("%(now)s") if scope.now is not None else sql.SQL("now()")
-        parts.append(sql.SQL("({e} IS NULL OR {e} > {now})").format(e=col("expires_at"), now=now))
-    if scope.now is not None:
-        parts.append(sql.SQL("{} <= %(now)s").format(col("created_at")))
-    return sql.SQL(" AND ").join(parts)
+
+@functools.lru_cache(maxsize=16)
+def _scope_sql(has_project: bool, include_inactive: bool, as_of: bool) -> str:
+    """The WHERE clause of a user's scope, composed once per shape."""
+    parts = ["user_id = %(user_id)s"]
+    if has_project:
+        parts.append("(project_id = %(project_id)s OR project_id IS NULL)")
+    if not include_inactive:
+        parts.append("superseded_at IS NULL")
+        parts.append(f"(expires_at IS NULL OR expires_at > {'%(now)s' if as_of else 'now()'})")
+    if as_of:
+        parts.append("created_at <= %(now)s")
+    return " AND ".join(parts)
 
 
 def _or_query(text: str) -> str:
@@ -567,15 +898,25 @@ _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_m
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
 
 
-def _hybrid_sql(scope: Scope, exact: bool, column: str = "embedding") -> sql.Composed:
-    where = _scope_filter(scope)
+def _hybrid_sql(scope: Scope, exact: bool, column: str = "embedding") -> str:
+    return _hybrid_query(scope.project_id is not None, scope.include_inactive, scope.now is not None, exact, column)
+
+
+@functools.lru_cache(maxsize=64)
+def _hybrid_query(has_project: bool, include_inactive: bool, as_of: bool, exact: bool, column: str) -> str:
+    """The candidate query, composed once per shape (the recall hot path only binds values)."""
+    where = sql.SQL(_scope_sql(has_project, include_inactive, as_of))
     vec = sql.Identifier(column)
-    return sql.SQL(_HYBRID).format(
-        scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
-        vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
-        scope=where,
-        vec=vec,
-        cfg=sql.SQL(TS_CONFIG),
+    return (
+        sql.SQL(_HYBRID)
+        .format(
+            scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
+            vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
+            scope=where,
+            vec=vec,
+            cfg=sql.SQL(TS_CONFIG),
+        )
+        .as_string()
     )
 
 
@@ -613,7 +954,7 @@ def hybrid_candidates(
 
 def _run_hybrid(
     conn: Connection,
-    query: sql.Composed,
+    query: str,
     params: dict[str, Any],
     k: int,
     statement_timeout_ms: int,
@@ -719,12 +1060,7 @@ def supersede(
 ) -> list[uuid.UUID]:
     """Mark live memories of this user as replaced by ``new_id``; returns the ids actually marked."""
     with user_transaction(conn, user_id, source=source):
-        rows = conn.execute(
-            "UPDATE user_memories SET superseded_at = now(), superseded_by = %s "
-            "WHERE user_id = %s AND id = ANY(%s) AND id <> %s AND superseded_at IS NULL RETURNING id",
-            [new_id, user_id, list(old_ids), new_id],
-        ).fetchall()
-    return [r[0] for r in rows]
+        return [old for old, _ in _supersede(conn, user_id, [(old, new_id) for old in dict.fromkeys(old_ids)])]
 
 
 def history(

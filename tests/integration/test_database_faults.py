@@ -102,3 +102,16 @@ def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePos
         blocker.rollback()
     assert [m.content for m in service.recall("u1", "anything").memories] == ["anything"]
     service.close()
+
+
+def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable(database_url: str) -> None:
+    """A restart between connect() and the setup queries raised a raw psycopg error (a flaky 500)."""
+    from agent_memory.db import Database
+
+    def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+
+    database = Database(Settings(database_url=database_url, embedding_provider="hash"), setup=setup)
+    with pytest.raises(DatabaseUnavailable) as err:
+        database.run(lambda conn: None)
+    assert "setting it up" in str(err.value)

@@ -22,7 +22,7 @@ import pytest
 from agent_memory import lambda_local
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.extraction import Extraction, Extractor
+from agent_memory.extraction import ExistingMemory, Extraction, Extractor
 from agent_memory.extraction.base import ExtractedMemory
 from agent_memory.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
@@ -238,7 +238,9 @@ class RephrasingExtractor(Extractor):
         super().__init__()
         self.calls = 0
 
-    def _extract(self, messages: list[ChatMessage], ended_at: dt.datetime | None) -> Extraction:
+    def _extract(
+        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
+    ) -> Extraction:
         self.calls += 1
         text = f"The user's stack is TypeScript (take {self.calls})."
         return Extraction(memories=[ExtractedMemory(content=text, category="preference")])

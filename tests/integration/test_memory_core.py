@@ -180,9 +180,7 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: Memor
         "k": 30,
         "text_query": store._or_query(query),
     }
-    plan = "\n".join(
-        r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + store._hybrid_sql(scope, exact=False), params)
-    )
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + store._hybrid_sql(scope, exact=False), params))
     assert "user_memories_embedding_idx" in plan
     indexed = store._run_hybrid(conn, store._hybrid_sql(scope, exact=False), params, 30, 0)
     assert sum(r["in_vector"] for r in indexed) < 30  # the index alone comes back short
@@ -265,3 +263,13 @@ def test_the_local_model_recalls_by_meaning(database_url: str, blank_database_ur
     )
     result = service.recall("u1", "Which programming language should I write the new feature in?")
     assert result.memories[0].content == "The user's tech stack is TypeScript."
+
+
+def test_min_score_keeps_unrelated_memories_out_of_the_block(database_url: str) -> None:
+    settings = Settings(database_url=database_url, embedding_provider="hash", min_score=0.2)
+    service = MemoryService(settings)
+    remember(service, "u1", "The user's product is an SVG editor with export", "The user has a dog named Biscuit")
+    result = service.recall("u1", "SVG editor export button")
+    assert [m.content for m in result.memories] == ["The user's product is an SVG editor with export"]
+    everything = MemoryService(Settings(database_url=database_url, embedding_provider="hash")).recall("u1", "SVG")
+    assert len(everything.memories) == 2  # by default the limit is filled, as in the article

@@ -52,3 +52,49 @@ def test_cursor_round_trip_and_garbage() -> None:
     with pytest.raises(InvalidInput) as err:
         _decode_cursor("not-a-cursor")
     assert err.value.field == "cursor"
+
+
+def test_timestamps_with_any_offset_become_utc() -> None:
+    """Found by fuzzing the API: PostgreSQL refused an offset of -21:48 with a 500."""
+    from pydantic import ValidationError
+
+    from agent_memory.models import NewMemory
+
+    memory = NewMemory.model_validate({"content": "x", "expires_at": "3870-04-22T00:17:41-21:48"})
+    assert memory.expires_at is not None
+    assert memory.expires_at.utcoffset() == dt.timedelta(0)
+    assert memory.expires_at == dt.datetime(3870, 4, 22, 22, 5, 41, tzinfo=dt.UTC)
+    with pytest.raises(ValidationError):
+        NewMemory.model_validate({"content": "x", "created_at": "9999-12-31T23:00:00-05:00"})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"content": "a\x00b"},
+        {"content": "ok", "project_id": "p\x00"},
+        {"content": "ok", "metadata": {"k": "v\x00"}},
+        {"content": "ok", "metadata": {"k\x00": 1}},
+        {"content": "ok", "metadata": {"big": "x" * 20_000}},
+    ],
+)
+def test_text_postgres_cannot_hold_is_a_validation_error(body: dict[str, object]) -> None:
+    """Found by fuzzing the API: NUL characters reached PostgreSQL and came back as a 500."""
+    from pydantic import ValidationError
+
+    from agent_memory.models import NewMemory
+
+    with pytest.raises(ValidationError):
+        NewMemory.model_validate(body)
+
+
+@pytest.mark.parametrize("user_id", ["\x1f", "a\x00b", "bob\u200b", "\u202eevil"])
+def test_ids_with_control_or_invisible_characters_are_refused(user_id: str) -> None:
+    """Found by the message property test: '\\x1f' passed as a user id though it strips to nothing."""
+    from pydantic import ValidationError
+
+    from agent_memory.models import ConversationEnded
+
+    with pytest.raises(ValidationError) as err:
+        ConversationEnded.model_validate({"user_id": user_id, "memories": [{"content": "x"}]})
+    assert "user_id" in str(err.value)

@@ -55,15 +55,8 @@ class OpenAIEmbedder(Embedder):
 
     @classmethod
     def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIEmbedder:
-        client = OpenAICompatClient(
-            "openai embeddings",
-            settings.openai_base_url,
-            settings.openai_key(),
-            timeout_s=settings.http_timeout_s,
-            max_retries=settings.max_retries,
-            base_delay_s=settings.retry_base_delay_s,
-            budget_s=settings.retry_budget_s,
-            transport=transport,
+        client = OpenAICompatClient.for_settings(
+            "openai embeddings", settings.openai_base_url, settings.openai_key(), settings, transport
         )
         return cls(
             client,

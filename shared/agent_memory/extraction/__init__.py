@@ -5,6 +5,10 @@ records ``{content, category, is_evergreen}``, by the provider ``AGENT_MEMORY_LL
 - ``openai``: any OpenAI-compatible chat completions endpoint (Zhipu GLM, OpenAI, ...);
 - ``bedrock``: the Bedrock Converse API.
 
+The two LLM providers are also shown the user's existing memories most related to the
+conversation and may mark a fact as restating one (it is refreshed) or replacing some (they are
+superseded); see :mod:`.updates` for the guards. The rules provider never is.
+
 Provider modules are imported only when selected.
 """
 
@@ -12,9 +16,9 @@ from __future__ import annotations
 
 from agent_memory.config import Settings
 from agent_memory.errors import ConfigurationError
-from agent_memory.extraction.base import ExtractedMemory, Extraction, Extractor
+from agent_memory.extraction.base import ExistingMemory, ExtractedMemory, Extraction, Extractor
 
-__all__ = ["ExtractedMemory", "Extraction", "Extractor", "create_extractor"]
+__all__ = ["ExistingMemory", "ExtractedMemory", "Extraction", "Extractor", "create_extractor"]
 
 
 def create_extractor(settings: Settings) -> Extractor:

@@ -1,15 +1,32 @@
-"""The extractor interface: the last messages of a conversation in, memory records out."""
+"""The extractor interface: the last messages of a conversation in, memory records out.
+
+An LLM extractor may also be shown the user's existing memories most related to the
+conversation (under short handles, "m1", "m2", ...) and say, per fact, that it restates one of
+them or replaces some; :mod:`.updates` maps the handles back and applies the guards.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import logging
+import re
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+import numpy as np
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-from agent_memory.models import CATEGORIES, MAX_CONTENT_CHARS, Category, ChatMessage, NewMemory
+from agent_memory.models import CATEGORIES, Category, ChatMessage, Content, NewMemory
+
+logger = logging.getLogger(__name__)
+
+# The longest an extracted fact may last: further out is a model's mistake, not a plan.
+MAX_EXPIRY = dt.timedelta(days=5 * 366)
+_HANDLE = re.compile(r"^\W*m\s*(\d{1,4})\W*$", re.IGNORECASE)
+_NO_REFERENCE = {"", "null", "none", "new", "n/a", "-"}
 
 
 def _category(value: Any) -> Any:
@@ -20,24 +37,101 @@ def _category(value: Any) -> Any:
     return value
 
 
+def _reference(value: Any) -> str | None:
+    """A handle as the model wrote it: "m3", "M3", "[m3]" and 3 all mean "m3"; anything else is
+    kept as written (it matches no handle, so it is logged and ignored later)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return f"m{value}"
+    text = str(value).strip()
+    if text.lower() in _NO_REFERENCE:
+        return None
+    match = _HANDLE.match(text)
+    return f"m{int(match.group(1))}" if match else text[:80]
+
+
+def _one_reference(value: Any) -> str | None:
+    if isinstance(value, list | tuple):
+        found = [r for r in map(_reference, value) if r]
+        if len(found) > 1:
+            logger.warning("a fact restates %d memories; keeping the first reference %r", len(found), found[0])
+        return found[0] if found else None
+    return _reference(value)
+
+
+def _references(value: Any) -> list[str]:
+    items = value if isinstance(value, list | tuple) else [value]
+    return list(dict.fromkeys(r for r in map(_reference, items) if r))  # once each, in order
+
+
+def _expiry(value: Any) -> dt.datetime | None:
+    """An ISO date or date-time. A date means "through that day": the fact ends at the next
+    midnight (UTC). Naive times are UTC. Anything else is dropped with a log line (the fact is kept)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in _NO_REFERENCE | {"never"}):
+        return None
+    try:
+        moment = _moment(value)
+    except (ValueError, OverflowError):  # not a date, or the day after 9999-12-31
+        moment = None
+    if moment is None:
+        logger.warning("expires_at %r is not an ISO date; the fact is kept without it", str(value)[:40])
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _moment(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, str) and len(value.strip()) == 10:  # YYYY-MM-DD
+        value = dt.date.fromisoformat(value.strip())
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value + dt.timedelta(days=1), dt.time())
+    if isinstance(value, str):
+        return dt.datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
+    return None
+
+
 class ExtractedMemory(BaseModel):
-    """One memory record as an extractor returns it: ``{content, category, is_evergreen}``."""
+    """One memory record as an extractor returns it: ``{content, category, is_evergreen}``, and
+    optionally ``expires_at`` and what it says about the existing memories it was shown:
+    ``restates`` (one handle) or ``replaces`` (handles)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS)] = (
-        Field(validation_alias=AliasChoices("content", "memory", "fact", "text"))
-    )
+    content: Content = Field(validation_alias=AliasChoices("content", "memory", "fact", "text"))
     category: Annotated[Category, BeforeValidator(_category)] = "fact"
     is_evergreen: bool = Field(default=False, validation_alias=AliasChoices("is_evergreen", "evergreen"))
+    expires_at: Annotated[dt.datetime | None, BeforeValidator(_expiry)] = Field(
+        default=None, validation_alias=AliasChoices("expires_at", "expires", "valid_until")
+    )
+    restates: Annotated[str | None, BeforeValidator(_one_reference)] = Field(
+        default=None, validation_alias=AliasChoices("restates", "same_as")
+    )
+    replaces: Annotated[list[str], BeforeValidator(_references)] = Field(
+        default_factory=list, validation_alias=AliasChoices("replaces", "supersedes")
+    )
 
     def to_new_memory(self, extracted_by: str) -> NewMemory:
         return NewMemory(
             content=self.content,
             category=self.category,
             is_evergreen=self.is_evergreen,
+            expires_at=self.expires_at,
             metadata={"extracted_by": extracted_by},
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class ExistingMemory:
+    """A stored memory shown to an LLM extractor under a short handle ("m1"), never its id."""
+
+    handle: str
+    id: uuid.UUID
+    content: str
+    category: str
+    project_id: str | None
+    embedding: np.ndarray  # unit length: cosine similarity is a dot product
 
 
 class Extraction(BaseModel):
@@ -45,6 +139,26 @@ class Extraction(BaseModel):
 
     memories: list[ExtractedMemory] = Field(default_factory=list)
     dropped: list[str] = Field(default_factory=list)
+
+
+def bound_expiry(extraction: Extraction, reference: dt.datetime) -> None:
+    """Keep only expiries after ``reference`` (when the conversation ended) and at most
+    MAX_EXPIRY later; drop the others (the facts stay), with a log line each."""
+    latest = reference + MAX_EXPIRY if reference.year < dt.MAXYEAR - 10 else dt.datetime.max.replace(tzinfo=dt.UTC)
+    for index, memory in enumerate(extraction.memories):
+        when = memory.expires_at
+        if when is None:
+            continue
+        if when <= reference or when > latest:
+            problem = "not after the conversation ended" if when <= reference else "more than 5 years later"
+            logger.warning(
+                "extracted item %d: expires_at %s dropped (%s at %s); the fact is kept",
+                index,
+                when.isoformat(),
+                problem,
+                reference.isoformat(),
+            )
+            extraction.memories[index] = memory.model_copy(update={"expires_at": None})
 
 
 class Extractor(ABC):
@@ -56,6 +170,8 @@ class Extractor(ABC):
 
     provider: str
     model: str
+    # Whether it can be shown existing memories and mark restatements and replacements.
+    updates_existing: bool = False
 
     def __init__(self, *, window: int = 10, max_items: int = 20, max_chars: int = 2000) -> None:
         self.window = window
@@ -66,27 +182,60 @@ class Extractor(ABC):
     def fingerprint(self) -> str:
         return f"{self.provider}:{self.model}"
 
-    def extract(self, messages: Sequence[ChatMessage], *, ended_at: dt.datetime | None = None) -> Extraction:
-        """Memories worth keeping from the last ``window`` messages (none if they are all empty)."""
+    def extract(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        ended_at: dt.datetime | None = None,
+        existing: Sequence[ExistingMemory] = (),
+    ) -> Extraction:
+        """Memories worth keeping from the last ``window`` messages (none if they are all empty).
+
+        ``existing``: related stored memories to show (only extractors with ``updates_existing``
+        use them). Expiries are checked against ``ended_at`` (else now).
+        """
         recent = list(messages)[-self.window :]
         if not any(m.content.strip() for m in recent):
             return Extraction()
-        return self._extract(recent, ended_at)
+        extraction = self._extract(recent, ended_at, existing if self.updates_existing else ())
+        bound_expiry(extraction, ended_at or dt.datetime.now(dt.UTC))
+        return extraction
 
     @abstractmethod
-    def _extract(self, messages: list[ChatMessage], ended_at: dt.datetime | None) -> Extraction:
+    def _extract(
+        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
+    ) -> Extraction:
         """Extract from exactly these messages (oldest first)."""
 
 
 class LLMExtractor(Extractor):
     """An extractor that asks a chat model (the prompt module's prompt) and parses its answer."""
 
-    def _extract(self, messages: list[ChatMessage], ended_at: dt.datetime | None) -> Extraction:
+    updates_existing = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        window: int = 10,
+        max_items: int = 20,
+        max_chars: int = 2000,
+    ) -> None:
+        super().__init__(window=window, max_items=max_items, max_chars=max_chars)
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    def _extract(
+        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
+    ) -> Extraction:
         from agent_memory.errors import ProviderError
         from agent_memory.extraction.parsing import UnparseableOutput, parse_memories
         from agent_memory.extraction.prompt import build_prompt
 
-        system, user = build_prompt(messages, max_items=self.max_items, ended_at=ended_at)
+        system, user = build_prompt(messages, max_items=self.max_items, ended_at=ended_at, existing=existing)
         answer = self._complete(system, user)
         try:
             return parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)

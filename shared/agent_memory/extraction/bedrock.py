@@ -34,11 +34,15 @@ class BedrockConverseExtractor(LLMExtractor):
         max_items: int = 20,
         max_chars: int = 2000,
     ) -> None:
-        super().__init__(window=window, max_items=max_items, max_chars=max_chars)
+        super().__init__(
+            model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            window=window,
+            max_items=max_items,
+            max_chars=max_chars,
+        )
         self._client = client
-        self.model = model
-        self.temperature = temperature
-        self.max_tokens = max_tokens
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any = None) -> BedrockConverseExtractor:

@@ -45,26 +45,21 @@ class OpenAIChatExtractor(LLMExtractor):
         max_items: int = 20,
         max_chars: int = 2000,
     ) -> None:
-        super().__init__(window=window, max_items=max_items, max_chars=max_chars)
+        super().__init__(
+            model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            window=window,
+            max_items=max_items,
+            max_chars=max_chars,
+        )
         self._client = client
-        self.model = model
         self.json_mode = json_mode
-        self.temperature = temperature
-        self.max_tokens = max_tokens
 
     @classmethod
     def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIChatExtractor:
         base_url = settings.llm_base_url or settings.openai_base_url
-        client = OpenAICompatClient(
-            "openai chat",
-            base_url,
-            settings.llm_key(),
-            timeout_s=settings.http_timeout_s,
-            max_retries=settings.max_retries,
-            base_delay_s=settings.retry_base_delay_s,
-            budget_s=settings.retry_budget_s,
-            transport=transport,
-        )
+        client = OpenAICompatClient.for_settings("openai chat", base_url, settings.llm_key(), settings, transport)
         return cls(
             client,
             settings.llm_model or default_model(base_url),

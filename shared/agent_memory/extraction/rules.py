@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from typing import Any
 
-from agent_memory.extraction.base import Extraction, Extractor
+from agent_memory.extraction.base import ExistingMemory, Extraction, Extractor
 from agent_memory.extraction.parsing import validate_items
 from agent_memory.models import ChatMessage
 
@@ -271,7 +272,11 @@ class RulesExtractor(Extractor):
     provider = "rules"
     model = "heuristic-v1"
 
-    def _extract(self, messages: list[ChatMessage], ended_at: dt.datetime | None) -> Extraction:
+    def _extract(
+        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
+    ) -> Extraction:
+        # Never shown existing memories (updates_existing is False): heuristics cannot tell a
+        # change of mind from a new fact, so the rules provider never supersedes anything.
         items: list[dict[str, Any]] = []
         for message in messages:
             if message.role != "user":

@@ -5,14 +5,20 @@
 -- connections and RDS Proxy). A query that forgets its user scope then sees nothing, and a
 -- write for another user is refused.
 --
--- Roles (NOLOGIN groups; a DBA grants them to login roles, see SECURITY.md):
+-- Roles (NOLOGIN groups; the login role of the functions is made a member of agent_memory_app
+-- by the migration path, AGENT_MEMORY_APP_DB_USER, or by a DBA, see SECURITY.md):
 --   agent_memory_app          the functions: read/write, always scoped to one user
 --   agent_memory_maintenance  purge and re-embedding: every user's rows, no DDL
 -- FORCE makes the table owner obey the policies too; only superusers and roles with
 -- BYPASSRLS skip them.
+--
+-- Roles a DBA made beforehand are used as they are, so an owner without CREATEROLE can migrate
+-- (CREATE ROLE checks the privilege before it checks whether the role exists).
 DO $$
 BEGIN
-    CREATE ROLE agent_memory_app NOLOGIN;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_memory_app') THEN
+        CREATE ROLE agent_memory_app NOLOGIN;
+    END IF;
 EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;  -- roles are cluster-wide: another database (or a concurrent migration) made it
 END
@@ -20,7 +26,9 @@ $$;
 
 DO $$
 BEGIN
-    CREATE ROLE agent_memory_maintenance NOLOGIN;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_memory_maintenance') THEN
+        CREATE ROLE agent_memory_maintenance NOLOGIN;
+    END IF;
 EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;
 END
@@ -30,7 +38,14 @@ DO $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO agent_memory_app, agent_memory_maintenance', current_schema());
     -- Whoever runs the migrations (the owner) may switch to the maintenance role for purges.
-    IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+    -- PostgreSQL 16+ gives a role's creator ADMIN on it but not SET: check SET there, and grant
+    -- without INHERIT, so the maintenance policies (USING true) apply to the owner only after an
+    -- explicit SET ROLE: otherwise FORCE would not scope the owner's own queries at all.
+    IF current_setting('server_version_num')::int >= 160000 THEN
+        IF NOT pg_has_role('agent_memory_maintenance', 'SET') THEN
+            EXECUTE format('GRANT agent_memory_maintenance TO %I WITH INHERIT FALSE', current_user);
+        END IF;
+    ELSIF NOT pg_has_role('agent_memory_maintenance', 'MEMBER') THEN
         EXECUTE format('GRANT agent_memory_maintenance TO %I', current_user);
     END IF;
 END

@@ -1,0 +1,214 @@
+"""MigrateFunction: applies agent_memory's schema migrations on every deploy, or when invoked.
+
+Two kinds of event:
+- a CloudFormation custom-resource request (template.yaml's SchemaMigration): Create and Update
+  run ``MemoryService.migrate()`` (idempotent, advisory-locked) and Delete does nothing, because
+  deleting the stack must never delete anyone's memories. The answer goes to the pre-signed
+  ResponseURL; a request that is never answered keeps the stack waiting until ServiceTimeout,
+  so every outcome, including an unexpected exception or the function's own timeout, is answered.
+- anything else (``aws lambda invoke``, ``agent-memory invoke MigrateFunction``): migrate and
+  return what was applied.
+
+Embedder settings and the request functions' login role come from the custom resource's
+properties when present (else the environment), so a rollback after a refused embedder change
+migrates with the old embedder and succeeds, and a changed AppDatabaseUser re-runs it. After
+migrating, as the owner, it creates that login role when missing (see MemoryService.migrate).
+
+The module imports only the standard library at load time: if the layer was built for the
+wrong architecture, the failure is reported to CloudFormation instead of killing the container
+before it can answer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import platform
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+PHYSICAL_RESOURCE_ID = "agent-memory-schema"
+LAYER_MARKER = "agent_memory_layer.json"
+RESPONSE_TIMEOUT_S = 20
+# Answer CloudFormation this long before Lambda would kill the invocation.
+TIMEOUT_MARGIN_S = 15
+# A fresh RDS Proxy or a resuming Aurora Serverless cluster can refuse connections for minutes.
+RETRY_DELAY_S = 10
+MAX_REASON_CHARS = 1000
+SETTING_PROPERTIES = {
+    "EmbeddingProvider": "embedding_provider",
+    "EmbeddingModel": "embedding_model",
+    "EmbeddingDimensions": "embedding_dimensions",
+    # The request functions' login role, made (or checked) after migrating.
+    "AppDatabaseUser": "app_db_user",
+    "AppDatabaseSecretArn": "app_db_secret_arn",
+    "AppDatabaseIamAuth": "app_db_iam_auth",
+}
+
+# Standard logging rather than Powertools: this module must work before the layer is trusted.
+logger = logging.getLogger("agent_memory.migrate")
+logger.setLevel(logging.INFO)
+
+
+class LayerMismatch(RuntimeError):
+    """The layer's wheels were built for another CPU or Python than this function runs."""
+
+
+def package_root() -> Path:
+    """The folder holding the agent_memory package: /opt/python in Lambda."""
+    spec = importlib.util.find_spec("agent_memory")
+    if spec is None or spec.origin is None:
+        raise LayerMismatch("the agent_memory package is missing: is MemoryLayer attached to this function?")
+    return Path(spec.origin).parent.parent
+
+
+def check_layer() -> None:
+    """Fail clearly when MemoryLayer was built for another architecture than the functions use.
+
+    `sam build` cannot tell the layer's Makefile the template's Architecture parameter, so the
+    two can disagree; compiled wheels (psycopg, numpy, pydantic-core) would then fail to import.
+    """
+    marker = package_root() / LAYER_MARKER
+    if not marker.exists():  # running from the repository (agent-memory invoke), not from a built layer
+        return
+    built = json.loads(marker.read_text(encoding="utf-8"))
+    machine = platform.machine()
+    if built.get("machine") != machine:
+        raise LayerMismatch(
+            f"MemoryLayer was built for {built.get('architecture')} but this function runs on {machine}: "
+            f"rebuild with `ARCHITECTURE=<the Architecture parameter> sam build`"
+        )
+
+
+def migrate(properties: dict[str, Any] | None = None, deadline: float | None = None) -> dict[str, Any]:
+    """Apply pending migrations; retry while the database is unreachable, until ``deadline``."""
+    check_layer()
+    from agent_memory.config import Settings
+    from agent_memory.errors import DatabaseUnavailable
+    from agent_memory.service import MemoryService
+
+    overrides = {
+        field: str(properties[prop])
+        for prop, field in SETTING_PROPERTIES.items()
+        if properties and str(properties.get(prop, "")).strip()
+    }
+    service = MemoryService(Settings(**overrides))  # type: ignore[arg-type]  # pydantic parses the strings
+    try:
+        while True:
+            try:
+                applied = service.migrate()
+                break
+            except DatabaseUnavailable as exc:
+                if deadline is None or time.monotonic() + RETRY_DELAY_S >= deadline:
+                    raise
+                logger.warning("database unavailable, retrying in %ss: %s", RETRY_DELAY_S, exc)
+                time.sleep(RETRY_DELAY_S)
+        result = {
+            "applied": applied,
+            "embedder": service.embedder.fingerprint,
+            "app_login": service.app_login.summary() if service.app_login else None,
+        }
+    finally:
+        service.close()
+    logger.info("migrated: %s", json.dumps(result))
+    return result
+
+
+class Responder:
+    """Sends exactly one answer to CloudFormation's pre-signed ResponseURL."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        self.event = event
+        self.physical_id = str(event.get("PhysicalResourceId") or PHYSICAL_RESOURCE_ID)
+        self.body: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def send(self, status: str, reason: str, data: dict[str, str] | None = None) -> dict[str, Any]:
+        with self._lock:
+            if self.body is not None:  # already answered (e.g. by the timeout watchdog)
+                return self.body
+            self.body = {
+                "Status": status,
+                "Reason": reason[:MAX_REASON_CHARS],
+                "PhysicalResourceId": self.physical_id,
+                "StackId": self.event.get("StackId"),
+                "RequestId": self.event.get("RequestId"),
+                "LogicalResourceId": self.event.get("LogicalResourceId"),
+                "NoEcho": False,
+                "Data": data or {},
+            }
+            put(str(self.event["ResponseURL"]), self.body)
+            return self.body
+
+
+def put(url: str, body: dict[str, Any]) -> None:
+    """PUT the answer to the pre-signed S3 URL (the URL is signed without a Content-Type)."""
+    if urllib.parse.urlsplit(url).scheme not in {"https", "http"}:
+        raise ValueError(f"ResponseURL must be an http(s) URL, not {url[:40]!r}")
+    payload = json.dumps(body).encode()
+    request = urllib.request.Request(  # noqa: S310 - scheme checked above
+        url, data=payload, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(payload))}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=RESPONSE_TIMEOUT_S) as response:  # noqa: S310
+            logger.info("answered CloudFormation: %s (HTTP %s)", body["Status"], response.status)
+    except OSError as exc:
+        # Nothing else can reach CloudFormation; the stack fails when ServiceTimeout expires.
+        logger.error(
+            "could not deliver the answer to CloudFormation (%s); the subnets need a route to S3 "
+            "(NAT gateway or an S3 gateway endpoint)",
+            exc,
+        )
+
+
+def describe(exc: BaseException) -> str:
+    """'Kind: message' with the first public class name (a private subclass says nothing)."""
+    kind = next(cls.__name__ for cls in type(exc).__mro__ if not cls.__name__.startswith("_"))
+    return f"{kind}: {exc}"
+
+
+def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    responder = Responder(event)
+    remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
+    deadline = time.monotonic() + remaining_s - TIMEOUT_MARGIN_S
+    watchdog = threading.Timer(
+        max(1.0, remaining_s - TIMEOUT_MARGIN_S / 3),
+        responder.send,
+        ("FAILED", "MigrateFunction ran out of time: is the database reachable from its subnets?"),
+    )
+    watchdog.daemon = True
+    watchdog.start()
+    request = event.get("RequestType")
+    try:
+        if request == "Delete":
+            return responder.send("SUCCESS", "nothing to do: deleting the stack keeps the database and its memories")
+        if request not in {"Create", "Update"}:
+            return responder.send("FAILED", f"unknown RequestType {request!r}")
+        result = migrate(event.get("ResourceProperties") or {}, deadline=deadline)
+        applied = ", ".join(result["applied"]) or "none pending"
+        login = f"; application login role {result['app_login']}" if result["app_login"] else ""
+        return responder.send(
+            "SUCCESS",
+            f"migrations applied: {applied}{login}",
+            {
+                "Applied": ",".join(result["applied"]),
+                "Embedder": str(result["embedder"]),
+                "AppLogin": result["app_login"] or "",
+            },
+        )
+    except Exception as exc:  # every failure must reach CloudFormation, whatever it is
+        logger.exception("migration failed")
+        return responder.send("FAILED", describe(exc))
+    finally:
+        watchdog.cancel()
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if "RequestType" in event and "ResponseURL" in event:
+        return handle_custom_resource(event, context)
+    return migrate()

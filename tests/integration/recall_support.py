@@ -1,0 +1,79 @@
+"""Helpers for the read-path tests: the events/ files, changed where a test needs to, run
+through lambda_local exactly as `agent-memory invoke RecallFunction EVENT` runs them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from agent_memory import lambda_local
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+TEMPLATE = ROOT / "template.yaml"
+
+
+def manifest_entries(function: str = "RecallFunction") -> list[dict[str, Any]]:
+    manifest = json.loads((EVENTS / "manifest.json").read_text(encoding="utf-8"))
+    return [e for e in manifest["events"] if e["function"] == function]
+
+
+def event(name: str) -> dict[str, Any]:
+    return lambda_local.read_event(EVENTS / name)
+
+
+def invoke(evt: dict[str, Any] | str) -> dict[str, Any]:
+    result = lambda_local.invoke(TEMPLATE, "RecallFunction", event(evt) if isinstance(evt, str) else evt)
+    assert isinstance(result, dict)
+    return result
+
+
+def body_of(result: dict[str, Any]) -> Any:
+    return json.loads(result["body"]) if result.get("body") else None
+
+
+def with_body(evt: dict[str, Any] | str, body: Any) -> dict[str, Any]:
+    out = copy.deepcopy(event(evt) if isinstance(evt, str) else evt)
+    out["body"] = body if isinstance(body, str) else json.dumps(body)
+    out["isBase64Encoded"] = False
+    return out
+
+
+def with_request(
+    evt: dict[str, Any] | str, method: str, path: str, query: dict[str, str] | None = None
+) -> dict[str, Any]:
+    out = copy.deepcopy(event(evt) if isinstance(evt, str) else evt)
+    out["rawPath"] = path
+    out["requestContext"]["http"]["method"] = method
+    out["requestContext"]["http"]["path"] = path
+    out["rawQueryString"] = urlencode(query or {})
+    if query:
+        out["queryStringParameters"] = dict(query)
+    else:
+        out.pop("queryStringParameters", None)
+    if method in ("GET", "DELETE"):
+        out.pop("body", None)
+    return out
+
+
+def query_of(evt: dict[str, Any]) -> dict[str, str]:
+    return dict(parse_qsl(evt.get("rawQueryString", "")))
+
+
+def as_jwt(evt: dict[str, Any] | str, sub: str | None) -> dict[str, Any]:
+    """The event as a JWT-authorised request of ``sub`` (None: claims without a sub)."""
+    out = copy.deepcopy(event(evt) if isinstance(evt, str) else evt)
+    claims = {"iss": "https://issuer.example", "token_use": "access"}
+    if sub is not None:
+        claims["sub"] = sub
+    out["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+    return out
+
+
+def as_iam(evt: dict[str, Any] | str) -> dict[str, Any]:
+    out = copy.deepcopy(event(evt) if isinstance(evt, str) else evt)
+    out["requestContext"]["authorizer"] = copy.deepcopy(event("http-recall-iam.json")["requestContext"]["authorizer"])
+    return out

@@ -1,0 +1,240 @@
+"""The read path's pure logic: query from chat messages, identity, error mapping both ways,
+and the HTTP API v2 events `agent-memory serve` builds."""
+
+from __future__ import annotations
+
+import base64
+import json
+from http import HTTPStatus
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from agent_memory import api, service
+from agent_memory.errors import (
+    AgentMemoryError,
+    ConfigurationError,
+    DatabaseUnavailable,
+    Forbidden,
+    InputTooLarge,
+    InvalidInput,
+    NotFound,
+    ProviderError,
+    SchemaMismatch,
+    ServiceUnavailable,
+    StatementTimeout,
+)
+from agent_memory.serve import _answer, http_api_event, unverified_jwt_claims
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def messages(*pairs: tuple[str, object]) -> list[api.RecallMessage]:
+    return [api.RecallMessage.model_validate({"role": r, "content": c}) for r, c in pairs]
+
+
+# ---- the query ---------------------------------------------------------------------------
+
+
+def test_the_query_is_the_latest_user_message_with_text() -> None:
+    chat = messages(
+        ("system", "You are helpful."),
+        ("user", "first question"),
+        ("assistant", "an answer"),
+        ("user", [{"type": "text", "text": "second"}, {"type": "image_url", "image_url": {}}, {"type": "text"}]),
+        ("assistant", "another answer"),
+    )
+    assert api.latest_user_query(chat) == "second"
+
+
+def test_user_messages_without_text_are_skipped() -> None:
+    chat = messages(("user", "  what about pnpm?  "), ("user", [{"type": "image_url"}]), ("user", "   "))
+    assert api.latest_user_query(chat) == "what about pnpm?"
+    assert api.latest_user_query(messages(("assistant", "hi"), ("tool", "{}"))) is None
+    assert api.latest_user_query([]) is None
+
+
+def test_whole_agent_transcripts_are_accepted() -> None:
+    """Tool calls (content null), developer and tool messages: only user text matters."""
+    request = api.RecallRequest.model_validate(
+        {
+            "messages": [
+                {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": "Deploy the editor"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function"}]},
+                {"role": "tool", "tool_call_id": "t1", "content": "deployed"},
+            ]
+        }
+    )
+    assert request.query_text() == "Deploy the editor"
+
+
+def test_recall_request_needs_exactly_one_of_query_and_messages() -> None:
+    assert api.RecallRequest(user_id="u", query="x").query_text() == "x"
+    with pytest.raises(InvalidInput) as missing:
+        api.RecallRequest(user_id="u").query_text()
+    assert missing.value.field == "query"
+    with pytest.raises(InvalidInput) as both:
+        api.RecallRequest.model_validate({"query": "x", "messages": [{"role": "user", "content": "y"}]}).query_text()
+    assert both.value.field == "messages"
+    with pytest.raises(InvalidInput, match="no user message") as no_user:
+        api.RecallRequest.model_validate({"messages": [{"role": "assistant", "content": "y"}]}).query_text()
+    assert no_user.value.field == "messages"
+
+
+def test_recall_request_rejects_unknown_fields_and_limits_out_of_range() -> None:
+    for bad in ({"query": "x", "lmit": 3}, {"query": "x", "limit": 0}, {"query": "x", "limit": 51}):
+        with pytest.raises(ValidationError):
+            api.RecallRequest.model_validate(bad)
+    assert api.RecallRequest.model_validate({"query": "x", "limit": 50}).limit == 50
+
+
+def test_the_api_limits_are_the_services() -> None:
+    assert (api.MAX_LIMIT, api.MAX_PAGE) == (service.MAX_LIMIT, service.MAX_PAGE)
+
+
+# ---- identity ----------------------------------------------------------------------------
+
+
+def test_a_jwt_user_is_the_sub_claim_and_cannot_act_for_another() -> None:
+    assert api.caller_user_id({"sub": "alice"}, None) == "alice"
+    assert api.caller_user_id({"sub": "alice"}, "alice") == "alice"
+    with pytest.raises(Forbidden):
+        api.caller_user_id({"sub": "alice"}, "bob")
+    with pytest.raises(Forbidden, match="sub"):
+        api.caller_user_id({"iss": "x"}, "alice")
+
+
+def test_without_claims_the_backend_must_name_the_user() -> None:
+    assert api.caller_user_id({}, "bob") == "bob"
+    assert api.caller_user_id(None, "bob") == "bob"
+    with pytest.raises(InvalidInput) as missing:
+        api.caller_user_id(None, None)
+    assert missing.value.field == "user_id"
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "leaks"),
+    [
+        (InvalidInput("limit must be between 1 and 50", field="limit"), 400, None),
+        (InputTooLarge("query is 5000 characters", field="query"), 413, None),
+        (Forbidden("not yours"), 403, None),
+        (NotFound("no memory"), 404, None),
+        (DatabaseUnavailable("cannot connect to db.internal:5432/prod"), 503, "db.internal"),
+        (StatementTimeout("recall query exceeded statement_timeout"), 503, "statement_timeout"),
+        (ProviderError("bedrock", "AccessDenied for role arn:aws:iam::1:role/x"), 502, "arn:aws"),
+        (SchemaMismatch("stored dimension 1024, embedder 384"), 500, "1024"),
+        (ConfigurationError("AGENT_MEMORY_DB_IAM_AUTH needs AGENT_MEMORY_DB_USER"), 500, "AGENT_MEMORY"),
+    ],
+)
+def test_every_error_type_has_a_status_and_the_client_gets_the_same_type_back(
+    error: AgentMemoryError, status: int, leaks: str | None
+) -> None:
+    kind = api.error_kind(error)
+    assert kind.status == status
+    message = kind.public_message or str(error)
+    if leaks:
+        assert leaks not in message  # hosts, settings and ARNs stay in the logs
+    body = api.ErrorBody(
+        code=kind.code, message=message, field=getattr(error, "field", None), request_id="r1"
+    ).model_dump(exclude_none=True)
+    back = api.error_from_answer(status, body)
+    assert type(back) is kind.error and isinstance(error, kind.error)  # SchemaMismatch comes back as its base
+    if isinstance(error, InvalidInput):
+        assert isinstance(back, InvalidInput) and back.field == error.field and str(back) == str(error)
+
+
+def test_an_unknown_exception_is_an_internal_error() -> None:
+    assert api.error_kind(RuntimeError("boom")).status == 500
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (401, {"message": "Unauthorized"}, Forbidden),
+        (403, {"message": "Missing Authentication Token"}, Forbidden),
+        (413, {"message": "Request Entity Too Large"}, InputTooLarge),
+        (429, {"message": "Too Many Requests"}, ServiceUnavailable),
+        (500, {"message": "Internal Server Error"}, ServiceUnavailable),
+        (503, {"message": "Service Unavailable"}, ServiceUnavailable),
+        (404, {"message": "Not Found"}, ConfigurationError),
+        (404, {"code": "route_not_found", "message": "no route"}, ConfigurationError),
+        (418, "not json", AgentMemoryError),
+    ],
+)
+def test_answers_of_api_gateway_itself_map_to_typed_errors(status: int, body: object, expected: type) -> None:
+    assert type(api.error_from_answer(status, body)) is expected
+
+
+def test_validation_errors_name_the_field() -> None:
+    details = api.describe_validation_errors(
+        [
+            {"loc": ("body", "memories", 0, "content"), "msg": "Field required", "type": "missing"},
+            {"loc": ("query", "limit"), "msg": "Input should be less than or equal to 500", "type": "less_than_equal"},
+            {"loc": ("body",), "msg": "Field required", "type": "missing"},
+            {"loc": ("body", 7), "msg": "JSON decode error", "type": "json_invalid", "ctx": {"error": "Expecting ','"}},
+        ]
+    )
+    assert [d.field for d in details] == ["memories[0].content", "limit", None, None]
+    assert details[0].message == "memories[0].content: Field required"
+    assert details[2].message == "a JSON object is required as the request body"
+    assert details[3].message == "the request body is not valid JSON: Expecting ','"
+
+
+def test_json_content_types() -> None:
+    assert api.is_json_content_type(None)
+    assert api.is_json_content_type("application/json; charset=utf-8")
+    assert api.is_json_content_type("application/vnd.api+json")
+    assert not api.is_json_content_type("application/x-www-form-urlencoded")
+    assert not api.is_json_content_type("text/plain")
+
+
+# ---- serve: events and answers -----------------------------------------------------------
+
+
+def test_http_api_event_has_the_format_2_shape_of_the_events_folder() -> None:
+    event = http_api_event(
+        "post",
+        "/memories?user_id=u1&tag=a&tag=b&empty=",
+        [("Host", "localhost:8080"), ("X-Two", "1"), ("x-two", "2"), ("Cookie", "a=1; b=2")],
+        b'{"x": 1}',
+        claims={"sub": "u1"},
+    )
+    sample = json.loads((EVENTS / "http-recall-jwt.json").read_text())
+    assert set(sample) <= set(event) | {"cookies", "queryStringParameters"}
+    assert set(sample["requestContext"]) == set(event["requestContext"])
+    assert event["requestContext"]["http"]["method"] == "POST"
+    assert event["rawPath"] == "/memories" and event["rawQueryString"] == "user_id=u1&tag=a&tag=b&empty="
+    assert event["queryStringParameters"] == {"user_id": "u1", "tag": "a,b", "empty": ""}
+    assert event["headers"]["x-two"] == "1,2" and "cookie" not in event["headers"]
+    assert event["cookies"] == ["a=1", "b=2"]
+    assert event["body"] == '{"x": 1}' and event["isBase64Encoded"] is False
+    assert event["requestContext"]["authorizer"]["jwt"]["claims"] == {"sub": "u1"}
+
+
+def test_binary_bodies_are_base64_and_empty_ones_absent() -> None:
+    event = http_api_event("POST", "/recall", [], b"\xff\xfe")
+    assert event["isBase64Encoded"] is True and base64.b64decode(event["body"]) == b"\xff\xfe"
+    assert "body" not in http_api_event("GET", "/memories", [])
+    assert "authorizer" not in http_api_event("GET", "/memories", [])["requestContext"]
+
+
+def test_answers_follow_api_gateway_rules() -> None:
+    assert _answer({"statusCode": 204, "headers": {"X": "1"}}) == (204, [("X", "1")], b"")
+    assert _answer({"statusCode": 200, "body": base64.b64encode(b"hi").decode(), "isBase64Encoded": True})[2] == b"hi"
+    assert _answer({"statusCode": 200, "body": "{}", "cookies": ["a=1"]})[1] == [("Set-Cookie", "a=1")]
+    assert _answer({"just": "json"}) == (HTTPStatus.OK, [("Content-Type", "application/json")], b'{"just": "json"}')
+
+
+def test_unverified_jwt_claims() -> None:
+    payload = base64.urlsafe_b64encode(json.dumps({"sub": "alice", "exp": 1}).encode()).decode().rstrip("=")
+    assert unverified_jwt_claims(f"Bearer e30.{payload}.sig") == {"sub": "alice", "exp": "1"}
+    assert unverified_jwt_claims(None) is None
+    assert unverified_jwt_claims("AWS4-HMAC-SHA256 Credential=...") is None
+    for bad in ("Bearer nope", "Bearer a.%%%.c", "Bearer e30.WzFd.sig"):
+        with pytest.raises(ValueError):
+            unverified_jwt_claims(bad)
