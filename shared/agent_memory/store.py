@@ -516,16 +516,73 @@ def user_transaction(
     writers (the near-duplicate check reads before it writes); with ``schema``, checks in
     the same round trip that the store still uses the model it was resolved against.
     """
+    query, values = _begin(user_id, source=source, reason=reason, lock=lock, settings=settings, schema=schema)
+    with conn.transaction():
+        _check_schema(conn.execute(query, values).fetchone(), schema)
+        yield conn
+
+
+def _begin(
+    user_id: str,
+    *,
+    source: str | None = None,
+    reason: str | None = None,
+    lock: bool = False,
+    settings: dict[str, str] | None = None,
+    schema: VectorSchema | None = None,
+) -> tuple[str, list[Any]]:
     extra = tuple(settings or {})
     values = [user_id, source or "", reason or "", *(settings or {}).values()]
     if lock:
         values.append(user_id)
-    query = _begin_sql(extra, lock, schema.meta_key if schema is not None else None)
-    with conn.transaction():
-        row = conn.execute(query, values).fetchone()
-        if schema is not None and row is not None and row[-1] != schema.fingerprint:
-            raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
-        yield conn
+    return _begin_sql(extra, lock, schema.meta_key if schema is not None else None), values
+
+
+def _check_schema(row: Any, schema: VectorSchema | None) -> None:
+    if schema is not None and row is not None and row[-1] != schema.fingerprint:
+        raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
+
+
+def _read_as_user(
+    conn: Connection,
+    user_id: str,
+    query: str,
+    params: dict[str, Any],
+    *,
+    settings: dict[str, str],
+    schema: VectorSchema | None,
+) -> list[dict[str, Any]]:
+    """One read-only statement in a user transaction, in a single round trip.
+
+    The same statements as ``user_transaction`` (BEGIN, the scope set_config, the query,
+    COMMIT), queued in one pipeline and sent with one Sync: one network round trip instead
+    of four, which is most of a recall's cost between Lambda and RDS Proxy. (psycopg's
+    ``transaction()`` would wait for BEGIN and COMMIT on their own, hence the plain
+    statements.) On an error the server skips the rest up to the Sync, COMMIT included, and
+    the failed transaction is rolled back here. The schema check runs after COMMIT, which is
+    harmless for a read: the rows are discarded when it fails.
+    """
+    begin_sql, values = _begin(user_id, settings=settings, schema=schema)
+    # Binary results: parsing 384 floats per row from text costs more than the query itself.
+    cur = conn.cursor(row_factory=dict_row, binary=True)
+    begin: psycopg.Cursor[Any] | None = None
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            begin = conn.execute(begin_sql, values)
+            cur.execute(query, params)
+            conn.execute("COMMIT")
+    except psycopg.Error:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            conn.execute("ROLLBACK")
+        # The query may have failed *because* the store moved to another model (the vector
+        # column changed dimension): that, not the query's error, is what the caller handles.
+        if begin is not None and begin.pgresult is not None and begin.rowcount == 1:
+            _check_schema(begin.fetchone(), schema)
+        raise
+    assert begin is not None
+    _check_schema(begin.fetchone(), schema)
+    return cur.fetchall()
 
 
 @contextlib.contextmanager
@@ -971,16 +1028,10 @@ def _run_hybrid(
         # Planning each recall with its values costs ~0.3 ms.
         "plan_cache_mode": "force_custom_plan",
     }
-    # Binary results: parsing 384 floats per row from text costs more than the query itself.
-    with (
-        user_transaction(conn, params["user_id"], settings=local, schema=schema),
-        conn.cursor(row_factory=dict_row, binary=True) as cur,
-    ):
-        try:
-            cur.execute(query, params)
-        except psycopg.errors.QueryCanceled as exc:
-            raise StatementTimeout(f"recall query exceeded statement_timeout ({statement_timeout_ms} ms)") from exc
-        return cur.fetchall()
+    try:
+        return _read_as_user(conn, params["user_id"], query, params, settings=local, schema=schema)
+    except psycopg.errors.QueryCanceled as exc:
+        raise StatementTimeout(f"recall query exceeded statement_timeout ({statement_timeout_ms} ms)") from exc
 
 
 def _to_candidates(rows: list[dict[str, Any]]) -> list[Candidate]:

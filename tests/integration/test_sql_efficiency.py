@@ -3,12 +3,15 @@ vectors go in binary, and recall is planned with its own values even once prepar
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
+from agent_memory import store
 from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
 
@@ -53,3 +56,35 @@ def test_recall_keeps_planning_with_the_querys_own_values(service: MemoryService
     ).fetchall()
     assert plans, "the recall statement was never prepared: the test no longer exercises plan caching"
     assert all(generic == 0 for generic, _custom in plans)
+
+
+def _syncs_sent(service: MemoryService, work: Any, tmp_path: Path) -> int:
+    """How many times the client waited for the server (one Sync per round trip), from libpq's trace."""
+    conn = service.db.connection()
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            work()
+        finally:
+            conn.pgconn.untrace()
+    return sum(1 for line in trace.read_text().splitlines() if line.startswith("F") and "\tSync" in line)
+
+
+def test_a_recall_is_one_round_trip_to_the_database(service: MemoryService, tmp_path: Path) -> None:
+    # Between Lambda and RDS Proxy each round trip costs about a millisecond: BEGIN, the
+    # user scope, the query and COMMIT go out together.
+    service.remember("u1", [NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)])
+    result: list[Any] = []
+    assert _syncs_sent(service, lambda: result.append(service.recall("u1", "SVG editor")), tmp_path) == 1
+    assert len(result[0].memories) == 10
+
+
+def test_a_failed_recall_leaves_the_connection_usable(service: MemoryService) -> None:
+    service.remember("u1", [NewMemory(content="Prefers TypeScript")])
+    conn = service.db.connection()
+    with pytest.raises(psycopg.errors.UndefinedColumn):
+        store._read_as_user(conn, "u1", "SELECT no_such_column FROM user_memories", {}, settings={}, schema=None)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert [m.content for m in service.recall("u1", "TypeScript").memories] == ["Prefers TypeScript"]
