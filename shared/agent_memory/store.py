@@ -13,6 +13,7 @@ import functools
 import importlib.resources
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -1432,3 +1433,25 @@ def article_seed_query(
     params.update(user_id=scope.user_id, project_id=scope.project_id, now=scope.now)
     with user_transaction(conn, scope.user_id), conn.cursor(row_factory=dict_row, binary=True) as cur:
         return cur.execute(query, params, prepare=False).fetchall()
+
+
+def hnsw_insert_rate(conn: Connection, vectors: Sequence[np.ndarray], *, batch: int, dimension: int) -> float:
+    """For the benchmarks only: inserts per second into a bare table with nothing but this
+    schema's HNSW index (same operator class and defaults), in batches of ``batch`` rows, each
+    its own transaction as the write path's are. The ceiling that maintaining the vector index
+    alone puts on one writer; the scratch table is dropped afterwards.
+    """
+    table = sql.Identifier("bench_hnsw_ceiling")
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+    conn.execute(sql.SQL("CREATE TABLE {} (embedding vector({}))").format(table, sql.Literal(int(dimension))))
+    try:
+        conn.execute(sql.SQL("CREATE INDEX ON {} USING hnsw (embedding vector_cosine_ops)").format(table))
+        insert = sql.SQL("INSERT INTO {} (embedding) SELECT unnest(%(embeddings)b::vector[])").format(table)
+        started = time.perf_counter()
+        for i in range(0, len(vectors), batch):
+            with conn.transaction():
+                conn.execute(insert, {"embeddings": list(vectors[i : i + batch])})
+        elapsed = time.perf_counter() - started
+    finally:
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+    return len(vectors) / elapsed if elapsed > 0 else float("inf")

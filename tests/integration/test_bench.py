@@ -137,6 +137,14 @@ def test_bench_ingest_summary_line(
     assert re.fullmatch(r"ingest memories=200 per_second=\d+", out.splitlines()[-1])
 
 
+def test_bench_ingest_index_ceiling_row(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:
+    argv = ["bench", "ingest", "--memories", "100", "--via", "service", "--index-ceiling", "--server-url", pg_server]
+    assert main(argv, settings=settings) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"HNSW inserts alone, bare table, 1 writer \(10 per transaction\) +100 .* \d+\n", out)
+    assert bench_databases(pg_server) == []  # the scratch table went with the scratch database
+
+
 @pytest.mark.model
 def test_bench_tokens_summary_line(
     capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str, split: Path

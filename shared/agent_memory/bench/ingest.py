@@ -262,7 +262,23 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
                     owner.close()
             embed = Stopwatch()
             with embed.time():
-                bench.embedder.embed([m.content for _user, batch in batches for m in batch])
+                vectors = bench.embedder.embed([m.content for _user, batch in batches for m in batch])
+            ceiling = None
+            if args.index_ceiling:
+                say("ingest: pgvector HNSW inserts alone, on a bare table (the index's ceiling for one writer)")
+                owner = owner_database(bench)
+                try:
+                    ceiling = owner.run(
+                        functools.partial(
+                            store.hnsw_insert_rate,
+                            vectors=list(vectors),
+                            batch=args.per_message,
+                            dimension=args.dimension,
+                        ),
+                        retry=False,
+                    )
+                finally:
+                    owner.close()
             say(f"ingest: {total} memories in {len(batches)} messages of {args.per_message}, via {args.via}")
             load_before = load_average()
             failed = 0
@@ -287,7 +303,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
             bench.close()
     if failed:
         raise InvalidInput(f"{failed} SQS records failed in the handler (run with -v to see why)")
-    _report(args, database, corpus, batches, total, stored, load_before, load_after, calls, elapsed, embed)
+    _report(args, database, corpus, batches, total, stored, load_before, load_after, calls, elapsed, embed, ceiling)
     print(f"ingest memories={total} per_second={total / elapsed if elapsed > 0 else float('inf'):.0f}")
     return 0
 
@@ -304,6 +320,7 @@ def _report(
     calls: Stopwatch,
     elapsed: float,
     embed: Stopwatch,
+    ceiling: float | None = None,
 ) -> None:
     per_second = total / elapsed if elapsed > 0 else float("inf")
     if args.via == "handler":
@@ -321,13 +338,22 @@ def _report(
     if args.without_vector_index:
         print("diagnostic run WITHOUT the HNSW index (not the product's schema)")
     embed_s = embed.samples[0] / 1000.0
-    print_table(
-        ["what", "count", "total s", "p50 ms", "p95 ms", "memories/s"],
-        [
-            [unit, len(calls.samples), f"{elapsed:.2f}", f"{calls.p50:.2f}", f"{calls.p95:.2f}", f"{per_second:.0f}"],
-            ["hash embedding alone (one pass, for scale)", total, f"{embed_s:.2f}", "", "", f"{total / embed_s:.0f}"],
-        ],
-    )
+    rows: list[list[Any]] = [
+        [unit, len(calls.samples), f"{elapsed:.2f}", f"{calls.p50:.2f}", f"{calls.p95:.2f}", f"{per_second:.0f}"],
+        ["hash embedding alone (one pass, for scale)", total, f"{embed_s:.2f}", "", "", f"{total / embed_s:.0f}"],
+    ]
+    if ceiling is not None:
+        rows.append(
+            [
+                f"HNSW inserts alone, bare table, 1 writer ({args.per_message} per transaction)",
+                total,
+                f"{total / ceiling:.2f}",
+                "",
+                "",
+                f"{ceiling:.0f}",
+            ]
+        )
+    print_table(["what", "count", "total s", "p50 ms", "p95 ms", "memories/s"], rows)
 
 
 def register(sub: Any) -> None:
@@ -349,6 +375,12 @@ def register(sub: Any) -> None:
         "--without-vector-index",
         action="store_true",
         help="diagnostic: drop the HNSW index first, to see what maintaining it costs the write path",
+    )
+    p.add_argument(
+        "--index-ceiling",
+        action="store_true",
+        help="also time the same vectors inserted into a bare table with only the HNSW index "
+        "(what maintaining the index alone allows one writer)",
     )
     p.add_argument("--seed", type=int, default=7, help="random seed of the synthetic data")
     add_database_arguments(p)
