@@ -935,7 +935,7 @@ WITH {scoped_cte} vec AS (
 ), fts AS (
     SELECT id FROM user_memories
     WHERE {scope} AND content_tsv @@ websearch_to_tsquery('{cfg}', %(text_query)s)
-    ORDER BY ts_rank_cd(content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) DESC, id
+    ORDER BY ts_rank_cd(content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) DESC, updated_at DESC, content
     LIMIT %(k)s
 )
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
@@ -1036,8 +1036,12 @@ def _run_hybrid(
 
 
 def _to_candidates(rows: list[dict[str, Any]]) -> list[Candidate]:
-    vector_order = sorted((r for r in rows if r["in_vector"]), key=lambda r: (r["distance"], str(r["id"])))
-    text_order = sorted((r for r in rows if r["in_text"]), key=lambda r: (-r["text_rank"], str(r["id"])))
+    # Ties (common in ts_rank_cd) go to the more recently stated fact, then by content: never
+    # by the random ids, so the same memories give the same ranking in every database.
+    vector_order = sorted((r for r in rows if r["in_vector"]), key=lambda r: (r["distance"], r["content"]))
+    text_order = sorted(
+        (r for r in rows if r["in_text"]), key=lambda r: (-r["text_rank"], -r["updated_at"].timestamp(), r["content"])
+    )
     vector_pos = {r["id"]: i + 1 for i, r in enumerate(vector_order)}
     text_pos = {r["id"]: i + 1 for i, r in enumerate(text_order)}
     out = []
@@ -1059,7 +1063,7 @@ def _to_candidates(rows: list[dict[str, Any]]) -> list[Candidate]:
         )
     # A stable order (SQL returns the union in no particular order) keeps ties reproducible.
     last = len(out) + 1
-    out.sort(key=lambda c: (c.vector_rank or last, c.text_position or last, str(c.memory["id"])))
+    out.sort(key=lambda c: (c.vector_rank or last, c.text_position or last, c.memory["content"]))
     return out
 
 

@@ -273,3 +273,35 @@ def test_min_score_keeps_unrelated_memories_out_of_the_block(database_url: str) 
     assert [m.content for m in result.memories] == ["The user's product is an SVG editor with export"]
     everything = MemoryService(Settings(database_url=database_url, embedding_provider="hash")).recall("u1", "SVG")
     assert len(everything.memories) == 2  # by default the limit is filled, as in the article
+
+
+def test_equal_matches_rank_the_same_in_every_database(service: MemoryService) -> None:
+    # Full-text ranks tie often. Ties used to go by the random memory ids, so the same
+    # memories imported twice (or into two databases) could recall differently.
+    filler = " ".join(f"w{j}" for j in range(40))
+    # One text match each (equal text ranks); lengths differ, so vector distances do not tie.
+    facts = [f"Note {i}: the user keeps apples {' '.join(filler.split()[:i])}".strip() for i in range(40)]
+    service.remember("u1", [NewMemory(content=f) for f in facts])
+    service.remember("u2", [NewMemory(content=f) for f in reversed(facts)])
+    text_only = service.recall_options.but(legs="text", decay=False, mmr=False, date_boost=0.0)
+    first = [m.content for m in service.recall("u1", "apples", options=text_only).memories]
+    second = [m.content for m in service.recall("u2", "apples", options=text_only).memories]
+    assert len(first) == 10 and first == second
+
+
+def test_the_text_leg_keeps_the_most_recent_of_equal_matches(service: MemoryService) -> None:
+    # 60 old notes and one recent note match "apples" equally; the leg keeps 30 of them.
+    now = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+    old = [
+        NewMemory(content=f"Old note {i}: the user keeps apples", created_at=now - dt.timedelta(days=30))
+        for i in range(60)
+    ]
+    recent = NewMemory(content="Recent note: the user keeps apples in a bowl", created_at=now - dt.timedelta(days=1))
+    service.remember("u1", [*old, recent])
+    vector = service.embedder.embed_query("apples")
+    candidates = service.db.run(
+        lambda conn: store.hybrid_candidates(conn, store.Scope("u1", None), vector, "apples", 30)
+    )
+    text_leg = sorted((c for c in candidates if c.text_position is not None), key=lambda c: c.text_position or 0)
+    assert len(text_leg) == 30
+    assert text_leg[0].memory["content"] == recent.content
