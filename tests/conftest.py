@@ -157,10 +157,10 @@ def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(key, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    parameters.clear_caches()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]
     with mock_aws():
         yield boto3.client("secretsmanager")
-    parameters.clear_caches()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,12 @@ class RestartablePostgres:
 
     def restart_after(self, seconds: float) -> threading.Thread:
         """Restart from another thread, e.g. while a request is in flight."""
-        thread = threading.Thread(target=lambda: (time.sleep(seconds), self.restart()), daemon=True)
+
+        def later() -> None:
+            time.sleep(seconds)
+            self.restart()
+
+        thread = threading.Thread(target=later, daemon=True)
         thread.start()
         return thread
 

@@ -32,6 +32,7 @@ from agent_memory.models import AwareDatetime, Memory, MemoryEvent, NewMemory, P
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+    from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 # The service's limits (service.MAX_LIMIT, service.MAX_PAGE; a test keeps them equal). Not
 # imported from there, so the client (this module, models, errors) imports no database code.
@@ -144,12 +145,12 @@ class ErrorBody(BaseModel):
     request_id: str | None = None
 
 
-def no_content(description: str) -> dict[str, Any]:
+def no_content(description: str) -> OpenAPIResponse:
     """A bodiless answer (204): an empty content map, or the resolver would document its return type."""
     return {"description": description, "content": {}}
 
 
-def documented(description: str, model: type[BaseModel] | None = None) -> dict[str, Any]:
+def documented(description: str, model: type[BaseModel] | None = None) -> OpenAPIResponse:
     """One entry of a route's ``responses`` (OpenAPI)."""
     if model is None:
         return {"description": description}
@@ -157,7 +158,7 @@ def documented(description: str, model: type[BaseModel] | None = None) -> dict[s
 
 
 # Error answers every route can give (others are listed per route).
-COMMON_ERRORS: dict[int, dict[str, Any]] = {
+COMMON_ERRORS: dict[int, OpenAPIResponse] = {
     400: documented("Invalid request: the message names the problem and the field", ErrorBody),
     403: documented("user_id is not the authenticated user (JWT)", ErrorBody),
     404: documented("No such route, or (DELETE one) no such memory for this user", ErrorBody),

@@ -70,7 +70,7 @@ def test_migrate_function_logs_in_as_the_owner_and_sets_up_the_application_role(
 ) -> None:
     s = stack(template, mode)
     settings = settings_of(s.environment("MigrateFunction"))
-    expected: dict[str, Any] = {
+    by_mode: dict[str, dict[str, Any]] = {
         "created": {
             "db_user": "agent_memory",
             "db_iam_auth": True,
@@ -107,7 +107,8 @@ def test_migrate_function_logs_in_as_the_owner_and_sets_up_the_application_role(
             "app_db_iam_auth": False,
             "db_role": "agent_memory_app",  # migrate() lets the owner SET ROLE it, and checks that it can
         },
-    }[mode]
+    }
+    expected = by_mode[mode]
     assert {name: getattr(settings, name) for name in expected} == expected
 
 

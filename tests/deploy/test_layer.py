@@ -39,7 +39,8 @@ def layer(sam_build_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def built_for(layer: Path) -> dict[str, str]:
-    return json.loads((layer / "agent_memory_layer.json").read_text())
+    built: dict[str, str] = json.loads((layer / "agent_memory_layer.json").read_text())
+    return built
 
 
 def pinned() -> dict[str, str]:

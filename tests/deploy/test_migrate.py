@@ -42,7 +42,7 @@ class Context:
 
 def cfn_event(request: str, receiver: CloudFormationReceiver, **properties: str) -> dict[str, Any]:
     name = {"Create": "create", "Update": "update", "Delete": "delete"}[request]
-    event = json.loads((EVENTS / f"cfn-migrate-{name}.json").read_text(encoding="utf-8"))
+    event: dict[str, Any] = json.loads((EVENTS / f"cfn-migrate-{name}.json").read_text(encoding="utf-8"))
     event["ResponseURL"] = receiver.url
     event["ResourceProperties"].update(properties)
     return event

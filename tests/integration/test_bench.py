@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -184,16 +185,21 @@ def rows_for(user: str, texts: list[str]) -> list[store.MemoryRow]:
     ]
 
 
+def indexes(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    query = "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memories'"
+    return {str(name): str(definition) for name, definition in conn.execute(query)}
+
+
 def test_copied_rows_are_recalled_and_indexes_come_back_as_the_migration_made_them(
     database_url: str, service: MemoryService
 ) -> None:
     with owner_connection(database_url) as conn:
-        before = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memories'"))
+        before = indexes(conn)
         store.drop_search_indexes(conn)
         assert store.copy_memories(conn, rows_for("u1", ["Prefers TypeScript", "Lives in Lisbon"])) == 2
         store.copy_memories(conn, rows_for("u2", ["Prefers TypeScript too"]))
         store.build_search_indexes(conn, maintenance_work_mem="64MB")
-        after = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memories'"))
+        after = indexes(conn)
         events = conn.execute("SELECT count(*) FROM memory_events WHERE event = 'created'").fetchone()
     assert after == before
     assert events == (3,)  # the history trigger saw the bulk load too

@@ -33,8 +33,12 @@ from tests.ingest_support import (
     sqs_record,
 )
 
-TS = {"content": "The user prefers TypeScript.", "category": "preference", "is_evergreen": True}
-SVG = {"content": "The user is building an SVG editor with live preview.", "category": "project", "is_evergreen": True}
+TS: dict[str, Any] = {"content": "The user prefers TypeScript.", "category": "preference", "is_evergreen": True}
+SVG: dict[str, Any] = {
+    "content": "The user is building an SVG editor with live preview.",
+    "category": "project",
+    "is_evergreen": True,
+}
 RATE_LIMITED = Reply(
     429, {"error": {"message": "Rate limit reached", "type": "requests"}}, headers={"Retry-After": "0"}
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from typing import Any
 
 import psycopg
 import pytest
@@ -28,7 +29,7 @@ def remember(service: MemoryService, user: str, *texts: str, **kwargs: object) -
     return [str(i) for i in stored.ids]
 
 
-def rows(database_url: str, sql: str, *params: object) -> list[tuple[object, ...]]:
+def rows(database_url: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
     with psycopg.connect(database_url) as conn:
         return conn.execute(sql, params).fetchall()
 

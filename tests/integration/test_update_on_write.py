@@ -32,8 +32,12 @@ from tests.ingest_support import TEMPLATE, ChatServer, Reply, failures, memories
 APP = "agent_memory_app"
 USER = "u-42"
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-JS = {"content": "The user prefers JavaScript.", "category": "preference", "is_evergreen": True}
-TS = {"content": "The user prefers TypeScript over JavaScript.", "category": "preference", "is_evergreen": True}
+JS: dict[str, Any] = {"content": "The user prefers JavaScript.", "category": "preference", "is_evergreen": True}
+TS: dict[str, Any] = {
+    "content": "The user prefers TypeScript over JavaScript.",
+    "category": "preference",
+    "is_evergreen": True,
+}
 CHANGE = "I used to prefer JavaScript, but now I prefer TypeScript."
 LISTED = "most related to this conversation (JSON):\n"
 
