@@ -558,9 +558,8 @@ def _read_as_user(
     The same statements as ``user_transaction`` (BEGIN, the scope set_config, the query,
     COMMIT), queued in one pipeline and sent with one Sync: one network round trip instead
     of four, which counts between Lambda and the database, where each one crosses the
-    network. (psycopg's
-    ``transaction()`` would wait for BEGIN and COMMIT on their own, hence the plain
-    statements.) On an error the server skips the rest up to the Sync, COMMIT included, and
+    network. (psycopg's ``transaction()`` would wait for BEGIN and COMMIT on their own,
+    hence the plain statements.) On an error the server skips the rest up to the Sync, COMMIT included, and
     the failed transaction is rolled back here. The schema check runs after COMMIT, which is
     harmless for a read: the rows are discarded when it fails.
     """
