@@ -1,5 +1,6 @@
-"""Helpers for the write-path tests: SQS records as Lambda delivers them, and a local
-OpenAI-compatible chat server (real HTTP on 127.0.0.1) whose answers a test scripts."""
+"""Helpers for the write-path tests: SQS records as Lambda delivers them, a local
+OpenAI-compatible chat server (real HTTP on 127.0.0.1) whose answers a test scripts, and
+concurrent deliveries (threads meeting at a barrier, or IngestFunction in several processes)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,78 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from agent_memory.embeddings.hashing import HashEmbedder
+
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "template.yaml"
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:agent-memory-conversations"
+APP = "agent_memory_app"  # the functions' database role: row-level security applies
+
+
+class MeetingEmbedder(HashEmbedder):
+    """Embeds only when every other delivery is at the same point: all of them have read what
+    they check before writing (receipts, related memories) before any of them writes."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.barrier.wait(timeout=30)
+        return super().embed(texts)
+
+
+def in_lockstep(count: int, work: Callable[[int, threading.Barrier], None]) -> None:
+    """Run ``work(i, barrier)`` for each i in its own thread, all sharing one barrier (for a
+    MeetingEmbedder); fails with whatever any of them raised."""
+    barrier = threading.Barrier(count)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i, barrier)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+
+
+def invoke_ingest_in_processes(database_url: str, events: Sequence[Path], *, timeout: float) -> list[dict[str, Any]]:
+    """`agent-memory invoke IngestFunction EVENT` for each event, each in its own process (a
+    Lambda container), all at once; their answers, in order."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
+    env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_EMBEDDING_PROVIDER="hash", AGENT_MEMORY_DB_ROLE=APP)
+    cli = Path(sys.executable).parent / "agent-memory"
+    procs = [
+        subprocess.Popen(
+            [str(cli), "invoke", "IngestFunction", str(event), "--template", str(TEMPLATE)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for event in events
+    ]
+    answers: list[dict[str, Any]] = [json.loads(p.communicate(timeout=timeout)[0]) for p in procs]
+    return answers
 
 
 def sqs_record(

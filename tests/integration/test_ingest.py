@@ -7,10 +7,7 @@ import datetime as dt
 import io
 import json
 import logging
-import os
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,12 +18,22 @@ import pytest
 
 from agent_memory import lambda_local
 from agent_memory.config import Settings
-from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.extraction import ExistingMemory, Extraction, Extractor
 from agent_memory.extraction.base import ExtractedMemory
 from agent_memory.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
-from tests.ingest_support import REPO, TEMPLATE, conversation, failures, sqs_event, sqs_record
+from tests.ingest_support import (
+    APP,
+    REPO,
+    TEMPLATE,
+    MeetingEmbedder,
+    conversation,
+    failures,
+    in_lockstep,
+    invoke_ingest_in_processes,
+    sqs_event,
+    sqs_record,
+)
 
 EVENT = REPO / "events" / "conversation-ended.json"
 MALFORMED = REPO / "events" / "conversation-ended-malformed.json"
@@ -37,7 +44,6 @@ SVG_FACTS = {
     "file drift apart.",
 }
 QUERY = "Add an export-to-PNG button to the editor"
-APP = "agent_memory_app"  # the functions' database role: row-level security applies
 
 
 @pytest.fixture
@@ -337,26 +343,11 @@ def test_logging_at_info_level_does_not_break_writes(service: MemoryService, cap
 # ---- concurrency ---------------------------------------------------------------------------
 
 
-class MeetingEmbedder(HashEmbedder):
-    """Embeds only when the other delivery is at the same point: both have passed the
-    'already written?' check and extracted before either writes."""
-
-    def __init__(self, barrier: threading.Barrier) -> None:
-        super().__init__()
-        self.barrier = barrier
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        self.barrier.wait(timeout=30)
-        return super().embed(texts)
-
-
 def deliver_at_once(database_url: str, batches: list[list[ConversationEnded]]) -> list[list[str]]:
     """Process one batch per thread, each with its own service and connection (two containers)."""
-    barrier = threading.Barrier(len(batches))
     results: list[list[str]] = [[] for _ in batches]
-    errors: list[BaseException] = []
 
-    def run(i: int) -> None:
+    def work(i: int, barrier: threading.Barrier) -> None:
         service = MemoryService(
             Settings(database_url=database_url, embedding_provider="hash", db_role=APP),
             embedder=MeetingEmbedder(barrier),
@@ -364,18 +355,10 @@ def deliver_at_once(database_url: str, batches: list[list[ConversationEnded]]) -
         try:
             for item in batches[i]:
                 results[i].append(service.ingest_conversation(item).status)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-            barrier.abort()
         finally:
             service.close()
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(batches))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors, errors
+    in_lockstep(len(batches), work)
     return results
 
 
@@ -398,21 +381,8 @@ def test_two_conversations_with_the_same_facts_written_at_once_leave_one_row_per
 
 
 def test_two_processes_invoking_the_same_event_at_once_leave_no_duplicate(database_url: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
-    env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_EMBEDDING_PROVIDER="hash", AGENT_MEMORY_DB_ROLE=APP)
-    cli = Path(sys.executable).parent / "agent-memory"
-    procs = [
-        subprocess.Popen(
-            [str(cli), "invoke", "IngestFunction", str(EVENT), "--template", str(TEMPLATE)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    outputs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [json.loads(o) for o in outputs] == [{"batchItemFailures": []}] * 2
+    answers = invoke_ingest_in_processes(database_url, [EVENT, EVENT], timeout=120)
+    assert answers == [{"batchItemFailures": []}] * 2
     assert rows(database_url, "SELECT count(*), count(DISTINCT (user_id, content_hash)) FROM user_memories") == [(9, 9)]
 
 

@@ -6,10 +6,7 @@ Each test prints the figures SECURITY.md quotes (run with -s to see them).
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,16 +22,16 @@ from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService, get_service
 from tests.faults import RestartablePostgres
 from tests.ingest_support import (
+    APP,
     TEMPLATE,
     ChatServer,
     Reply,
     failures,
+    invoke_ingest_in_processes,
     memories_answer,
     sqs_event,
     sqs_record,
 )
-
-APP = "agent_memory_app"
 
 
 def message(i: int) -> dict[str, Any]:
@@ -94,21 +91,8 @@ def test_a_burst_of_200_messages_delivered_twice_by_4_concurrent_invocations(dat
         path = tmp_path / f"batch-{n}.json"
         path.write_text(json.dumps(sqs_event(*records[n * 100 : (n + 1) * 100])))
         files.append(path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
-    env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_EMBEDDING_PROVIDER="hash", AGENT_MEMORY_DB_ROLE=APP)
-    cli = Path(sys.executable).parent / "agent-memory"
     started = time.monotonic()
-    procs = [
-        subprocess.Popen(
-            [str(cli), "invoke", "IngestFunction", str(f), "--template", str(TEMPLATE)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        for f in files
-    ]
-    answers = [json.loads(p.communicate(timeout=600)[0]) for p in procs]
+    answers = invoke_ingest_in_processes(database_url, files, timeout=600)
     elapsed = time.monotonic() - started
     assert [failures(a) for a in answers] == [[], [], [], []]
     rows = stored(database_url)

@@ -27,9 +27,19 @@ from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtrac
 from agent_memory.extraction.prompt import build_prompt
 from agent_memory.models import ConversationEnded, IngestOutcome, NewMemory
 from agent_memory.service import MemoryService
-from tests.ingest_support import TEMPLATE, ChatServer, Reply, failures, memories_answer, sqs_event, sqs_record
+from tests.ingest_support import (
+    APP,
+    TEMPLATE,
+    ChatServer,
+    MeetingEmbedder,
+    Reply,
+    failures,
+    in_lockstep,
+    memories_answer,
+    sqs_event,
+    sqs_record,
+)
 
-APP = "agent_memory_app"
 USER = "u-42"
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 JS: dict[str, Any] = {"content": "The user prefers JavaScript.", "category": "preference", "is_evergreen": True}
@@ -426,42 +436,19 @@ def test_a_redelivered_superseding_message_changes_nothing(llm_env: ChatServer, 
     assert snapshot(database_url) == before and len(llm_env.requests) == 2
 
 
-class MeetingEmbedder(HashEmbedder):
-    """Embeds only when the other delivery is at the same point, so both have read the related
-    memories and asked the model before either writes."""
-
-    def __init__(self, barrier: threading.Barrier) -> None:
-        super().__init__()
-        self.barrier = barrier
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        self.barrier.wait(timeout=30)
-        return super().embed(texts)
-
-
 def at_once(database_url: str, server: ChatServer, bodies: list[dict[str, Any]]) -> list[IngestOutcome]:
     """Each body delivered by its own service and connection (two containers), at the same time."""
-    barrier = threading.Barrier(len(bodies))
     outcomes: list[IngestOutcome | None] = [None] * len(bodies)
-    errors: list[BaseException] = []
 
-    def run(i: int) -> None:
+    def work(i: int, barrier: threading.Barrier) -> None:
         settings = Settings(database_url=database_url, embedding_provider="hash", db_role=APP, **llm_settings(server))
         service = MemoryService(settings, embedder=MeetingEmbedder(barrier))
         try:
             outcomes[i] = deliver(service, bodies[i])
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-            barrier.abort()
         finally:
             service.close()
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(bodies))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors, errors
+    in_lockstep(len(bodies), work)
     return [o for o in outcomes if o is not None]
 
 
