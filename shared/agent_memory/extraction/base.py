@@ -14,12 +14,15 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import numpy as np
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agent_memory.models import CATEGORIES, Category, ChatMessage, Content, NewMemory
+
+if TYPE_CHECKING:
+    from agent_memory.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -206,6 +209,27 @@ class Extractor(ABC):
         self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
     ) -> Extraction:
         """Extract from exactly these messages (oldest first)."""
+
+
+class LLMOptions(TypedDict, total=False):
+    """What every LLM extractor takes besides its client and model (see :class:`LLMExtractor`)."""
+
+    temperature: float
+    max_tokens: int
+    window: int
+    max_items: int
+    max_chars: int
+
+
+def llm_options(settings: Settings) -> LLMOptions:
+    """The LLM extractor options from the settings (one mapping for every provider)."""
+    return LLMOptions(
+        temperature=settings.llm_temperature,
+        max_tokens=settings.llm_max_tokens,
+        window=settings.extraction_window,
+        max_items=settings.max_extracted_memories,
+        max_chars=settings.max_memory_chars,
+    )
 
 
 class LLMExtractor(Extractor):

@@ -8,12 +8,12 @@ bounded by max_retries.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Unpack
 
 from agent_memory.bedrock import bedrock_runtime_client, describe_client_error
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
-from agent_memory.extraction.base import LLMExtractor
+from agent_memory.extraction.base import LLMExtractor, LLMOptions, llm_options
 
 logger = logging.getLogger(__name__)
 
@@ -23,38 +23,15 @@ DEFAULT_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 class BedrockConverseExtractor(LLMExtractor):
     provider = "bedrock"
 
-    def __init__(
-        self,
-        client: Any,
-        model: str = DEFAULT_MODEL,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        window: int = 10,
-        max_items: int = 20,
-        max_chars: int = 2000,
-    ) -> None:
-        super().__init__(
-            model,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            window=window,
-            max_items=max_items,
-            max_chars=max_chars,
-        )
+    def __init__(self, client: Any, model: str = DEFAULT_MODEL, **options: Unpack[LLMOptions]) -> None:
+        super().__init__(model, **options)
         self._client = client
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any = None) -> BedrockConverseExtractor:
-        return cls(
-            client or bedrock_runtime_client(settings),
-            settings.llm_model or DEFAULT_MODEL,
-            temperature=min(settings.llm_temperature, 1.0),  # Converse models take 0..1
-            max_tokens=settings.llm_max_tokens,
-            window=settings.extraction_window,
-            max_items=settings.max_extracted_memories,
-            max_chars=settings.max_memory_chars,
-        )
+        options = llm_options(settings)
+        options["temperature"] = min(settings.llm_temperature, 1.0)  # Converse models take 0..1
+        return cls(client or bedrock_runtime_client(settings), settings.llm_model or DEFAULT_MODEL, **options)
 
     def _complete(self, system: str, user: str) -> str:
         from botocore.exceptions import BotoCoreError, ClientError

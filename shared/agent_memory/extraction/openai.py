@@ -11,13 +11,13 @@ Zhipu by configuration alone::
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
-from agent_memory.extraction.base import LLMExtractor
+from agent_memory.extraction.base import LLMExtractor, LLMOptions, llm_options
 from agent_memory.remote import OpenAICompatClient
 
 logger = logging.getLogger(__name__)
@@ -34,25 +34,9 @@ class OpenAIChatExtractor(LLMExtractor):
     provider = "openai"
 
     def __init__(
-        self,
-        client: OpenAICompatClient,
-        model: str,
-        *,
-        json_mode: bool = True,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        window: int = 10,
-        max_items: int = 20,
-        max_chars: int = 2000,
+        self, client: OpenAICompatClient, model: str, *, json_mode: bool = True, **options: Unpack[LLMOptions]
     ) -> None:
-        super().__init__(
-            model,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            window=window,
-            max_items=max_items,
-            max_chars=max_chars,
-        )
+        super().__init__(model, **options)
         self._client = client
         self.json_mode = json_mode
 
@@ -60,16 +44,8 @@ class OpenAIChatExtractor(LLMExtractor):
     def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIChatExtractor:
         base_url = settings.llm_base_url or settings.openai_base_url
         client = OpenAICompatClient.for_settings("openai chat", base_url, settings.llm_key(), settings, transport)
-        return cls(
-            client,
-            settings.llm_model or default_model(base_url),
-            json_mode=settings.llm_json_mode,
-            temperature=settings.llm_temperature,
-            max_tokens=settings.llm_max_tokens,
-            window=settings.extraction_window,
-            max_items=settings.max_extracted_memories,
-            max_chars=settings.max_memory_chars,
-        )
+        model = settings.llm_model or default_model(base_url)
+        return cls(client, model, json_mode=settings.llm_json_mode, **llm_options(settings))
 
     def _complete(self, system: str, user: str) -> str:
         payload: dict[str, Any] = {
