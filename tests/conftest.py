@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from agent_memory.config import Settings, get_settings
 from agent_memory.db import start_embedded_server
 from agent_memory.service import MemoryService, get_service
+from tests.environment import use_lambda_environment
 
 TEMPLATE_DB = "agent_memory_template"
 
@@ -40,8 +41,17 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     get_settings.cache_clear()
     get_service.cache_clear()
     yield
+    if get_service.cache_info().currsize:  # a handler built one: release its connection
+        get_service().close()
     get_settings.cache_clear()
     get_service.cache_clear()
+
+
+@pytest.fixture
+def lambda_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
+    """A fresh database, and the handlers' environment pointing at it."""
+    use_lambda_environment(monkeypatch, database_url)
+    return database_url
 
 
 @pytest.fixture(scope="session")

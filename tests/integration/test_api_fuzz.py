@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from agent_memory.serve import LocalApi, make_server, openapi_document
-from agent_memory.service import get_service
+from tests.environment import use_lambda_environment
 from tests.integration.recall_support import TEMPLATE
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -32,16 +32,12 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(Healt
 
 @pytest.fixture
 def fuzz_base_url(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[str]:
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    use_lambda_environment(monkeypatch, database_url)
     server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
     server.server_close()
-    if get_service.cache_info().currsize:
-        get_service().close()
 
 
 OPENAPI = json.loads(openapi_document(TEMPLATE))

@@ -46,15 +46,6 @@ SVG_FACTS = {
 QUERY = "Add an export-to-PNG button to the editor"
 
 
-@pytest.fixture
-def handler_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
-    """The handler builds its service from the environment, as in Lambda."""
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)  # under row-level security, as in production
-    return database_url
-
-
 def invoke(event: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = lambda_local.invoke(TEMPLATE, "IngestFunction", event)
     return result
@@ -82,7 +73,7 @@ def contents(database_url: str, user_id: str) -> list[str]:
 # ---- the handler --------------------------------------------------------------------------
 
 
-def test_every_ingest_event_file_returns_what_the_manifest_expects(handler_env: str) -> None:
+def test_every_ingest_event_file_returns_what_the_manifest_expects(lambda_env: str) -> None:
     manifest = json.loads((REPO / "events" / "manifest.json").read_text())
     entries = [e for e in manifest["events"] if e["function"] == "IngestFunction"]
     assert {e["file"] for e in entries} >= {EVENT.name, MALFORMED.name}
@@ -93,7 +84,7 @@ def test_every_ingest_event_file_returns_what_the_manifest_expects(handler_env: 
         assert invoke(event) == entry["expect"], entry["file"]
 
 
-def test_the_article_event_stores_the_facts_and_recall_shows_them(handler_env: str, service: MemoryService) -> None:
+def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: str, service: MemoryService) -> None:
     assert failures(invoke(lambda_local.read_event(EVENT))) == []
     memories = service.list("u-42").memories
     assert {m.content for m in memories} >= SVG_FACTS
@@ -129,7 +120,7 @@ def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, bl
     assert "PNG export service" not in text.split("New request")[1]
 
 
-def test_a_poison_record_fails_alone(handler_env: str, database_url: str) -> None:
+def test_a_poison_record_fails_alone(lambda_env: str, database_url: str) -> None:
     event = lambda_local.read_event(MALFORMED)
     poison = event["Records"][1]["messageId"]
     assert failures(invoke(event)) == [poison]
@@ -141,7 +132,7 @@ def test_a_poison_record_fails_alone(handler_env: str, database_url: str) -> Non
 
 
 def test_invalid_schema_and_oversized_messages_fail_only_their_records(
-    handler_env: str, monkeypatch: pytest.MonkeyPatch, database_url: str, caplog: pytest.LogCaptureFixture
+    lambda_env: str, monkeypatch: pytest.MonkeyPatch, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("AGENT_MEMORY_MAX_MESSAGES_PER_CONVERSATION", "4")
     monkeypatch.setenv("AGENT_MEMORY_MAX_MESSAGE_CHARS", "500")
@@ -169,7 +160,7 @@ def test_invalid_schema_and_oversized_messages_fail_only_their_records(
     assert "Invalid JSON" in reasons[4]
 
 
-def test_a_redelivered_batch_changes_nothing(handler_env: str, database_url: str) -> None:
+def test_a_redelivered_batch_changes_nothing(lambda_env: str, database_url: str) -> None:
     event = lambda_local.read_event(EVENT)
     assert failures(invoke(event)) == []
     before = snapshot(database_url)
@@ -185,7 +176,7 @@ def test_a_redelivered_batch_changes_nothing(handler_env: str, database_url: str
     assert snapshot(database_url) == before
 
 
-def test_without_ended_at_the_sqs_sent_time_dates_the_facts(handler_env: str, service: MemoryService) -> None:
+def test_without_ended_at_the_sqs_sent_time_dates_the_facts(lambda_env: str, service: MemoryService) -> None:
     body = conversation("u-1")
     del body["ended_at"]
     sent = dt.datetime(2026, 11, 2, 8, 30, tzinfo=dt.UTC)
@@ -195,7 +186,7 @@ def test_without_ended_at_the_sqs_sent_time_dates_the_facts(handler_env: str, se
 
 
 def test_the_database_unreachable_fails_every_record_before_any_llm_call(
-    monkeypatch: pytest.MonkeyPatch, handler_env: str
+    monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
     from tests.ingest_support import ChatServer
 
@@ -212,7 +203,7 @@ def test_the_database_unreachable_fails_every_record_before_any_llm_call(
         assert llm.requests == []
 
 
-def test_a_message_is_never_half_written(handler_env: str, database_url: str) -> None:
+def test_a_message_is_never_half_written(lambda_env: str, database_url: str) -> None:
     # A failure at the very end of the transaction (the receipt) must take the memories with it.
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
@@ -386,7 +377,7 @@ def test_two_processes_invoking_the_same_event_at_once_leave_no_duplicate(databa
     assert rows(database_url, "SELECT count(*), count(DISTINCT (user_id, content_hash)) FROM user_memories") == [(9, 9)]
 
 
-def test_receipts_are_behind_row_level_security(handler_env: str, database_url: str) -> None:
+def test_receipts_are_behind_row_level_security(lambda_env: str, database_url: str) -> None:
     assert failures(invoke(lambda_local.read_event(EVENT))) == []
     with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
         conn.execute(f"SET LOCAL ROLE {APP}")

@@ -15,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from agent_memory import lambda_local
+from tests.environment import use_lambda_environment
 from tests.ingest_support import REPO, TEMPLATE, conversation, failures
 
 REGION = "eu-west-1"
@@ -23,9 +24,7 @@ VISIBILITY_S = 1
 
 @pytest.fixture
 def sqs(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Any]:
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    use_lambda_environment(monkeypatch, database_url)
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.setenv(key, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -32,17 +31,6 @@ from tests.integration.recall_support import (
 )
 
 USER, OTHER = "user-123", "user-456"
-
-
-@pytest.fixture
-def recall_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[str]:
-    """The function's settings from the environment, as in Lambda: hash embeddings on a fresh database."""
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")  # under row-level security, as deployed
-    yield database_url
-    if get_service.cache_info().currsize:
-        get_service().close()
 
 
 def add(user: str, *contents: str, project_id: str | None = None, jwt: bool = False) -> list[str]:
@@ -80,7 +68,7 @@ def error(result: dict[str, Any], status: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("entry", manifest_entries(), ids=lambda e: e["file"])
-def test_each_event_gives_its_documented_status_on_a_fresh_database(recall_env: str, entry: dict[str, Any]) -> None:
+def test_each_event_gives_its_documented_status_on_a_fresh_database(lambda_env: str, entry: dict[str, Any]) -> None:
     evt = event(entry["file"])
     result = invoke(evt)
     assert result["statusCode"] == entry["expect"]["statusCode"], result
@@ -93,7 +81,7 @@ def test_each_event_gives_its_documented_status_on_a_fresh_database(recall_env: 
 # ---- routes --------------------------------------------------------------------------------
 
 
-def test_add_then_recall_iam_style(recall_env: str) -> None:
+def test_add_then_recall_iam_style(lambda_env: str) -> None:
     added = invoke("http-memories-add.json")
     assert added["statusCode"] == 201
     stored = body_of(added)
@@ -115,21 +103,21 @@ def test_add_then_recall_iam_style(recall_env: str) -> None:
     assert again["ids"] == stored["ids"] and again["created"] == 0
 
 
-def test_recall_with_messages_uses_the_latest_user_message(recall_env: str) -> None:
+def test_recall_with_messages_uses_the_latest_user_message(lambda_env: str) -> None:
     add(USER, "The default colour of shapes is #3366ff", "Prefers pnpm over npm", project_id="svg-editor")
     body = body_of(invoke("http-recall-messages.json"))
     assert body["query"] == "Now make its default colour match the other shapes."
     assert body["memories"][0]["content"] == "The default colour of shapes is #3366ff"
 
 
-def test_recall_jwt_style_reads_the_token_users_memories(recall_env: str) -> None:
+def test_recall_jwt_style_reads_the_token_users_memories(lambda_env: str) -> None:
     add(USER, "Prefers pnpm over npm for the SVG editor")
     add(OTHER, "Prefers yarn for the SVG editor")
     body = body_of(invoke("http-recall-jwt.json"))
     assert [m["content"] for m in body["memories"]] == ["Prefers pnpm over npm for the SVG editor"]
 
 
-def test_limit_and_now_are_honoured(recall_env: str) -> None:
+def test_limit_and_now_are_honoured(lambda_env: str) -> None:
     add(USER, *(f"Fact number {i} about the SVG editor" for i in range(6)))
     body = body_of(invoke(with_body("http-recall-iam.json", {"user_id": USER, "query": "SVG editor", "limit": 3})))
     assert len(body["memories"]) == 3
@@ -137,7 +125,7 @@ def test_limit_and_now_are_honoured(recall_env: str) -> None:
     assert body_of(invoke(with_body("http-recall-iam.json", past)))["memories"] == []
 
 
-def test_list_pages_with_a_cursor_and_filters_by_project(recall_env: str) -> None:
+def test_list_pages_with_a_cursor_and_filters_by_project(lambda_env: str) -> None:
     add(USER, "one", "two", "three")
     add(USER, "svg only", project_id="svg-editor")
     add(USER, "other project", project_id="cli")
@@ -163,7 +151,7 @@ def test_list_pages_with_a_cursor_and_filters_by_project(recall_env: str) -> Non
     assert in_project == {"one", "two", "three", "svg only"}  # the project's plus the user-wide ones
 
 
-def test_delete_one_then_it_is_gone_and_a_second_delete_is_404(recall_env: str) -> None:
+def test_delete_one_then_it_is_gone_and_a_second_delete_is_404(lambda_env: str) -> None:
     keep, drop = add(USER, "keep me", "drop me")
     evt = event("http-memories-delete.json")
     assert query_of(evt)["user_id"] == USER
@@ -174,7 +162,7 @@ def test_delete_one_then_it_is_gone_and_a_second_delete_is_404(recall_env: str) 
     assert error(invoke(evt), 404)["code"] == "not_found"
 
 
-def test_delete_all_forgets_only_that_user(recall_env: str) -> None:
+def test_delete_all_forgets_only_that_user(lambda_env: str) -> None:
     add(USER, "a", "b")
     add(OTHER, "c")
     assert invoke("http-memories-delete-all.json")["statusCode"] == 204
@@ -182,7 +170,7 @@ def test_delete_all_forgets_only_that_user(recall_env: str) -> None:
     assert [m["content"] for m in listed(OTHER)] == ["c"]
 
 
-def test_history_of_a_memory_and_inactive_memories_on_request(recall_env: str) -> None:
+def test_history_of_a_memory_and_inactive_memories_on_request(lambda_env: str) -> None:
     (old,) = add(USER, "The user prefers JavaScript")
     (new,) = add(USER, "The user prefers TypeScript")
     get_service().supersede(USER, [uuid.UUID(old)], uuid.UUID(new), source="c-2")
@@ -207,7 +195,7 @@ def test_history_of_a_memory_and_inactive_memories_on_request(recall_env: str) -
 # ---- isolation -----------------------------------------------------------------------------
 
 
-def test_two_jwt_users_never_see_list_or_delete_each_others_memories(recall_env: str) -> None:
+def test_two_jwt_users_never_see_list_or_delete_each_others_memories(lambda_env: str) -> None:
     (mine,) = add(USER, "User 123 likes the SVG editor", jwt=True)
     (theirs,) = add(OTHER, "User 456 likes the SVG editor", jwt=True)
     recall = as_jwt(with_body("http-recall-jwt.json", {"query": "likes the SVG editor"}), OTHER)
@@ -232,7 +220,7 @@ def test_two_jwt_users_never_see_list_or_delete_each_others_memories(recall_env:
     assert [m["id"] for m in listed(USER)] == [mine]
 
 
-def test_iam_callers_act_for_the_user_they_name_and_only_that_user(recall_env: str) -> None:
+def test_iam_callers_act_for_the_user_they_name_and_only_that_user(lambda_env: str) -> None:
     (mine,) = add(USER, "User 123 likes the SVG editor")
     (theirs,) = add(OTHER, "User 456 likes the SVG editor")
     recall = with_body("http-recall-iam.json", {"user_id": OTHER, "query": "likes the SVG editor"})
@@ -254,14 +242,14 @@ def test_iam_callers_act_for_the_user_they_name_and_only_that_user(recall_env: s
         ("GET", f"/memories/{uuid.uuid4()}/history", None),
     ],
 )
-def test_without_a_token_every_route_needs_user_id(recall_env: str, method: str, path: str, body: Any) -> None:
+def test_without_a_token_every_route_needs_user_id(lambda_env: str, method: str, path: str, body: Any) -> None:
     evt = as_iam(with_request("http-recall-iam.json", method, path))
     if body is not None:
         evt = with_body(evt, body)
     assert error(invoke(evt), 400)["field"] == "user_id"
 
 
-def test_a_token_without_sub_is_refused(recall_env: str) -> None:
+def test_a_token_without_sub_is_refused(lambda_env: str) -> None:
     assert error(invoke(as_jwt("http-recall-jwt.json", None)), 403)["message"].startswith("the token has no 'sub'")
 
 
@@ -282,7 +270,7 @@ def test_a_token_without_sub_is_refused(recall_env: str) -> None:
     ],
 )
 def test_malformed_events_get_a_message_naming_the_problem(
-    recall_env: str, name: str, status: int, field: str | None, words: str
+    lambda_env: str, name: str, status: int, field: str | None, words: str
 ) -> None:
     result = invoke(name)
     body = error(result, status)
@@ -306,7 +294,7 @@ def test_malformed_events_get_a_message_naming_the_problem(
         ([1, 2], None, "valid dictionary"),
     ],
 )
-def test_recall_validation_names_the_field(recall_env: str, payload: Any, field: str | None, words: str) -> None:
+def test_recall_validation_names_the_field(lambda_env: str, payload: Any, field: str | None, words: str) -> None:
     body = error(invoke(with_body("http-recall-iam.json", payload)), 400)
     assert body.get("field") == field
     assert words in body["message"]
@@ -321,7 +309,7 @@ def test_recall_validation_names_the_field(recall_env: str, payload: Any, field:
         ({"user_id": USER, "memories": [{"content": f"fact {i}"} for i in range(101)]}, 413, "memories"),
     ],
 )
-def test_add_validation(recall_env: str, payload: Any, status: int, field: str) -> None:
+def test_add_validation(lambda_env: str, payload: Any, status: int, field: str) -> None:
     assert error(invoke(with_body("http-memories-add.json", payload)), status)["field"] == field
     assert listed(USER) == []  # nothing half-stored
 
@@ -331,16 +319,16 @@ def test_add_validation(recall_env: str, payload: Any, status: int, field: str) 
     [({"user_id": USER, "limit": "501"}, "limit"), ({"user_id": USER, "limit": "x"}, "limit"),
      ({"user_id": USER, "cursor": "garbage!"}, "cursor")],
 )  # fmt: skip
-def test_list_validation(recall_env: str, query: dict[str, str], field: str) -> None:
+def test_list_validation(lambda_env: str, query: dict[str, str], field: str) -> None:
     assert error(invoke(with_request("http-memories-list.json", "GET", "/memories", query)), 400)["field"] == field
 
 
-def test_delete_needs_a_uuid(recall_env: str) -> None:
+def test_delete_needs_a_uuid(lambda_env: str) -> None:
     evt = with_request("http-memories-delete.json", "DELETE", "/memories/42", {"user_id": USER})
     assert error(invoke(evt), 400)["field"] == "memory_id"
 
 
-def test_bodies_that_are_not_json_text(recall_env: str) -> None:
+def test_bodies_that_are_not_json_text(lambda_env: str) -> None:
     form = with_body("http-recall-iam.json", "user_id=u&query=x")
     form["headers"]["content-type"] = "application/x-www-form-urlencoded"
     assert "Content-Type: application/json" in error(invoke(form), 415)["message"]
@@ -351,7 +339,7 @@ def test_bodies_that_are_not_json_text(recall_env: str) -> None:
     assert error(invoke(empty), 400)["message"] == "a JSON object is required as the request body"
 
 
-def test_wrong_methods_on_every_path_are_405_with_allow(recall_env: str) -> None:
+def test_wrong_methods_on_every_path_are_405_with_allow(lambda_env: str) -> None:
     put = invoke(with_request("http-recall-iam.json", "PUT", "/memories"))
     assert error(put, 405)["code"] == "method_not_allowed"
     assert put["headers"]["Allow"] == "DELETE, GET, POST"
@@ -370,7 +358,7 @@ def test_database_unreachable_is_503_without_the_address(monkeypatch: pytest.Mon
 
 
 def test_an_unexpected_error_is_500_without_internals_and_logged_with_the_request_id(
-    recall_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    lambda_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("SELECT secret FROM user_memories WHERE password = 'hunter2'")
@@ -389,7 +377,7 @@ def test_an_unexpected_error_is_500_without_internals_and_logged_with_the_reques
 
 
 def test_recall_logs_and_metrics(
-    recall_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    lambda_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As deployed: metrics on, INFO logs (run_demo, run in-process by another test, turns both down).
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
@@ -423,7 +411,7 @@ def backends(database_url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def test_invocations_reuse_one_service_connection_and_embedder(recall_env: str) -> None:
+def test_invocations_reuse_one_service_connection_and_embedder(lambda_env: str) -> None:
     invoke("http-recall-iam.json")
     service = get_service()
     embedder, connection = service.embedder, service.db.connection()
@@ -431,13 +419,13 @@ def test_invocations_reuse_one_service_connection_and_embedder(recall_env: str) 
         assert invoke(name)["statusCode"] in (200, 201)
     assert get_service() is service and service.embedder is embedder
     assert service.db.connection() is connection
-    assert backends(recall_env) == 1
+    assert backends(lambda_env) == 1
 
 
-def test_a_dropped_connection_is_replaced_on_the_next_request(recall_env: str) -> None:
+def test_a_dropped_connection_is_replaced_on_the_next_request(lambda_env: str) -> None:
     invoke("http-memories-add.json")
     old = get_service().db.connection()
-    with psycopg.connect(recall_env, autocommit=True) as admin:
+    with psycopg.connect(lambda_env, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [old.info.backend_pid])
     result = invoke("http-recall-iam.json")
     assert result["statusCode"] == 200 and len(body_of(result)["memories"]) == 2

@@ -9,7 +9,6 @@ import json
 import random
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from agent_memory import lambda_local
 from agent_memory.config import Settings
 from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService, get_service
+from tests.environment import use_lambda_environment
 from tests.faults import RestartablePostgres
 from tests.ingest_support import (
-    APP,
     TEMPLATE,
     ChatServer,
     Reply,
@@ -69,19 +68,6 @@ def stored(database_url: str) -> list[tuple[str, str]]:
             time.sleep(0.2)
 
 
-def handler_environment(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)
-
-
-@pytest.fixture
-def fresh_service() -> Iterator[None]:
-    yield
-    if get_service.cache_info().currsize:
-        get_service().close()
-
-
 def test_a_burst_of_200_messages_delivered_twice_by_4_concurrent_invocations(database_url: str, tmp_path: Path) -> None:
     """At-least-once delivery at its worst: every message twice, in 4 processes (Lambda containers) at once."""
     records = [sqs_record(message(i)) for i in range(200)] + [sqs_record(message(i)) for i in range(200)]
@@ -104,11 +90,11 @@ def test_a_burst_of_200_messages_delivered_twice_by_4_concurrent_invocations(dat
 
 
 def test_database_restarts_during_ingest_lose_nothing_reported_done(
-    monkeypatch: pytest.MonkeyPatch, embedded_dir: Path, fresh_service: None
+    monkeypatch: pytest.MonkeyPatch, embedded_dir: Path
 ) -> None:
     pg = RestartablePostgres(embedded_dir)
     MemoryService(Settings(database_url=pg.url, embedding_provider="hash")).migrate()  # as the deploy does
-    handler_environment(monkeypatch, pg.url)
+    use_lambda_environment(monkeypatch, pg.url)
     batches = [[sqs_record(message(b * 10 + i)) for i in range(10)] for b in range(12)]
     reported_done: list[int] = []
     retried: list[dict[str, Any]] = []
@@ -154,10 +140,10 @@ def test_database_restarts_during_ingest_lose_nothing_reported_done(
 
 
 def test_recall_survives_restarts_between_and_during_requests(
-    monkeypatch: pytest.MonkeyPatch, embedded_dir: Path, fresh_service: None
+    monkeypatch: pytest.MonkeyPatch, embedded_dir: Path
 ) -> None:
     pg = RestartablePostgres(embedded_dir)
-    handler_environment(monkeypatch, pg.url)
+    use_lambda_environment(monkeypatch, pg.url)
     base = lambda_local.read_event(TEMPLATE.parent / "events" / "http-recall-iam.json")
     get_service().remember("user-123", [NewMemory(content="TypeScript")])
 
@@ -182,9 +168,9 @@ def test_recall_survives_restarts_between_and_during_requests(
 
 
 def test_a_429_storm_is_retried_within_bounds_and_nothing_is_lost(
-    monkeypatch: pytest.MonkeyPatch, database_url: str, fresh_service: None
+    monkeypatch: pytest.MonkeyPatch, database_url: str
 ) -> None:
-    handler_environment(monkeypatch, database_url)
+    use_lambda_environment(monkeypatch, database_url)
     monkeypatch.setenv("AGENT_MEMORY_LLM_PROVIDER", "openai")
     monkeypatch.setenv("AGENT_MEMORY_LLM_API_KEY", "test-key")
     monkeypatch.setenv("AGENT_MEMORY_MAX_RETRIES", "2")

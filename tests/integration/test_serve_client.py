@@ -31,18 +31,7 @@ from agent_memory.errors import (
     ServiceUnavailable,
 )
 from agent_memory.serve import LocalApi, make_server
-from agent_memory.service import get_service
 from tests.integration.recall_support import ROOT, TEMPLATE, body_of, event, invoke, manifest_entries
-
-
-@pytest.fixture
-def recall_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[str]:
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")  # under row-level security, as deployed
-    yield database_url
-    if get_service.cache_info().currsize:
-        get_service().close()
 
 
 def start(unverified_jwt: bool = True) -> tuple[str, Any]:
@@ -52,7 +41,7 @@ def start(unverified_jwt: bool = True) -> tuple[str, Any]:
 
 
 @pytest.fixture
-def served(recall_env: str) -> Iterator[str]:
+def served(lambda_env: str) -> Iterator[str]:
     url, server = start()
     yield url
     server.shutdown()
@@ -109,7 +98,7 @@ def test_curl_style_requests(served: str) -> None:
     assert bad_token.status_code == 401
 
 
-def test_the_serve_command_prints_its_url_and_stops_on_sigterm(recall_env: str) -> None:
+def test_the_serve_command_prints_its_url_and_stops_on_sigterm(lambda_env: str) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "agent_memory", "serve", "--port", "0", "--no-warm", "--template", str(TEMPLATE)],
@@ -134,7 +123,7 @@ def test_the_serve_command_prints_its_url_and_stops_on_sigterm(recall_env: str) 
             process.wait()
 
 
-def test_invoke_command_prints_the_handlers_answer(recall_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_invoke_command_prints_the_handlers_answer(lambda_env: str, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["invoke", "RecallFunction", str(ROOT / "events/http-recall-iam.json"), "--template", str(TEMPLATE)])
     out = capsys.readouterr().out
     assert code == 0 and json.loads(out)["statusCode"] == 200
