@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -23,6 +24,21 @@ def no_nul(value: str) -> str:
     """PostgreSQL text cannot hold U+0000: refuse it here, with a clear message, not deep in the store."""
     if "\x00" in value:
         raise ValueError("contains a NUL character (U+0000), which text cannot hold")
+    return value
+
+
+def normalize_content(text: str) -> str:
+    """What we store: NFC, one space between words, no surrounding whitespace."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def stored_content(value: str) -> str:
+    """Content as it will be stored. Python's split() treats more characters as whitespace
+    (U+001C..U+001F, U+0085) than pydantic's strip does, so emptiness is checked here, after
+    normalising, not left to the database's check constraint."""
+    value = normalize_content(value)
+    if not value:
+        raise ValueError("is empty once whitespace is removed")
     return value
 
 
@@ -54,7 +70,10 @@ ProjectId = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
 ]
 Content = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS), AfterValidator(no_nul)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS),
+    AfterValidator(no_nul),
+    AfterValidator(stored_content),
 ]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 

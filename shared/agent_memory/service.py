@@ -38,6 +38,7 @@ from agent_memory.models import (
     RecalledMemory,
     RecallResult,
     StoredIds,
+    normalize_content,
 )
 from agent_memory.prompt import build_memory_block
 
@@ -47,11 +48,6 @@ MAX_LIMIT = 50
 MAX_PAGE = 500
 # A user turn's head is enough to find the memories it relates to (embedders truncate anyway).
 MAX_TURN_CHARS = 2000
-
-
-def normalize_content(text: str) -> str:
-    """What we store: NFC, one space between words, no surrounding whitespace."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def content_hash(text: str) -> bytes:

@@ -10,7 +10,8 @@ import pytest
 
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.errors import InvalidInput
-from agent_memory.service import _decode_cursor, _encode_cursor, content_hash, normalize_content
+from agent_memory.models import normalize_content
+from agent_memory.service import _decode_cursor, _encode_cursor, content_hash
 from agent_memory.store import _or_query
 
 
@@ -98,3 +99,24 @@ def test_ids_with_control_or_invisible_characters_are_refused(user_id: str) -> N
     with pytest.raises(ValidationError) as err:
         ConversationEnded.model_validate({"user_id": user_id, "memories": [{"content": "x"}]})
     assert "user_id" in str(err.value)
+
+
+@pytest.mark.parametrize("content", ["\x1c", " \x1d\x1e\x1f ", "\x85", "\u2028\u3000"])
+def test_content_that_is_only_whitespace_to_python_is_refused_as_empty(content: str) -> None:
+    """Found by fuzzing the API (CI, stop 10): pydantic's strip keeps U+001C, which Python's
+    split() treats as whitespace, so the stored content became '' and PostgreSQL's check
+    constraint turned a bad request into a 500."""
+    from pydantic import ValidationError
+
+    from agent_memory.models import NewMemory
+
+    with pytest.raises(ValidationError) as err:
+        NewMemory.model_validate({"content": content})
+    assert err.value.errors()[0]["loc"] == ("content",)
+
+
+def test_content_is_kept_as_it_will_be_stored() -> None:
+    from agent_memory.models import NewMemory
+
+    memory = NewMemory.model_validate({"content": " Prefers\x1cTypeScript\u3000 "})
+    assert memory.content == normalize_content(memory.content) == "Prefers TypeScript"

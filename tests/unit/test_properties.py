@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent_memory.extraction.parsing import UnparseableOutput, parse_memories
-from agent_memory.models import CATEGORIES, MAX_CONTENT_CHARS, ConversationEnded
+from agent_memory.models import CATEGORIES, MAX_CONTENT_CHARS, ConversationEnded, normalize_content
 
+# Separators and control characters: whitespace to Python's split() but not all of it to pydantic.
+blanks = st.text(alphabet=st.characters(categories=("Cc", "Zs", "Zl", "Zp")), max_size=6)
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40)
 json_values = st.recursive(
     json_scalars,
@@ -29,7 +31,7 @@ messages = st.lists(
 )
 memories = st.lists(
     st.fixed_dictionaries(
-        {"content": st.text(max_size=200)},
+        {"content": st.text(max_size=200) | blanks | st.builds("{}{}{}".format, blanks, st.text(max_size=20), blanks)},
         optional={
             "category": st.sampled_from([*CATEGORIES, "secret", ""]),
             "is_evergreen": st.booleans() | st.just("yes"),
@@ -62,7 +64,9 @@ def test_a_message_is_valid_within_limits_or_a_validation_error(body: dict[str, 
     assert message.user_id.strip() and len(message.user_id) <= 256
     assert message.messages or message.memories
     for memory in message.memories:
-        assert memory.content.strip() and len(memory.content) <= MAX_CONTENT_CHARS
+        # The content is already what the store will write: never empty once normalised.
+        assert memory.content and memory.content == normalize_content(memory.content)
+        assert len(memory.content) <= MAX_CONTENT_CHARS
         assert memory.category in CATEGORIES
     if message.ended_at is not None:
         assert message.ended_at.tzinfo is not None
@@ -77,6 +81,7 @@ def test_any_text_is_json_to_the_parser_or_a_clear_error(text: str) -> None:
         return
     assert len(extraction.memories) <= 5
     assert all(0 < len(m.content) <= 100 for m in extraction.memories)
+    assert all(m.content == normalize_content(m.content) for m in extraction.memories)
 
 
 @settings(max_examples=300)
