@@ -439,7 +439,8 @@ RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserte
 
 _NEAREST_EXISTING = """
 SELECT i.ord, n.id, 1 - n.distance AS similarity
-FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[]) WITH ORDINALITY AS i(embedding, project_id, ord)
+FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea[])
+     WITH ORDINALITY AS i(embedding, project_id, content_hash, ord)
 CROSS JOIN LATERAL (
     SELECT m.id, m.embedding <=> i.embedding AS distance
     FROM user_memories m
@@ -450,6 +451,12 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) n
 WHERE 1 - n.distance >= %(threshold)s
+  -- Exact duplicates are the upsert's (it keeps its own bookkeeping).
+  AND NOT EXISTS (
+      SELECT 1 FROM user_memories e
+      WHERE e.user_id = %(user_id)s AND e.content_hash = i.content_hash
+        AND e.project_id IS NOT DISTINCT FROM i.project_id
+  )
 """
 
 # A restatement (near duplicate, or what the LLM marked as one): fresher, and it may bring an
@@ -516,11 +523,59 @@ def user_transaction(
     trigger records; optionally other settings; with ``lock``, serialises this user's
     writers (the near-duplicate check reads before it writes); with ``schema``, checks in
     the same round trip that the store still uses the model it was resolved against.
+
+    The block runs in pipeline mode (see ``_transaction``): a statement is sent, and its
+    rowcount known, only when a result is fetched or the block ends; use RETURNING and
+    fetch when the block needs to know what a statement did.
     """
     query, values = _begin(user_id, source=source, reason=reason, lock=lock, settings=settings, schema=schema)
-    with conn.transaction():
+    with _transaction(conn):
         _check_schema(conn.execute(query, values).fetchone(), schema)
         yield conn
+
+
+@contextlib.contextmanager
+def _transaction(conn: Connection) -> Iterator[None]:
+    """A transaction whose BEGIN travels with the first statement and whose COMMIT travels
+    with the last ones (pipeline mode): two round trips fewer than ``conn.transaction()``,
+    which waits for each on its own. Statements in the block are sent when a result is
+    needed; an error, or an exception in the block, rolls everything back. Inside a
+    caller's transaction (or on a connection that is not in autocommit) it is a plain
+    ``conn.transaction()``: a savepoint, or psycopg's own BEGIN.
+    """
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    if not (conn.autocommit and idle and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF):
+        with conn.transaction():
+            yield
+        return
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            yield
+            conn.execute("COMMIT")
+    except BaseException:
+        _recover(conn)
+        raise
+
+
+def _recover(conn: Connection) -> None:
+    """After a failed pipelined transaction: roll it back, or close a connection that can't be.
+
+    Not a plain ROLLBACK: rollback() also forgets the statements psycopg prepared, some of
+    which an aborted pipeline never let reach the server. When the server went away with
+    statements still in flight, psycopg may fail to leave pipeline mode ("cannot exit
+    pipeline mode while busy") before the connection looks broken; closing it then makes the
+    caller see a lost connection (DatabaseUnavailable, retried), not an unexplained error.
+    """
+    if conn.closed:
+        return
+    if conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF:
+        try:
+            conn.rollback()
+            return
+        except psycopg.Error:
+            logger.debug("rollback after a failed transaction failed", exc_info=True)
+    conn.close()
 
 
 def _begin(
@@ -574,8 +629,7 @@ def _read_as_user(
             cur.execute(query, params)
             conn.execute("COMMIT")
     except psycopg.Error:
-        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-            conn.execute("ROLLBACK")
+        _recover(conn)
         # The query may have failed *because* the store moved to another model (the vector
         # column changed dimension): that, not the query's error, is what the caller handles.
         if begin is not None and begin.pgresult is not None and begin.rowcount == 1:
@@ -639,12 +693,7 @@ def upsert_memories(
     """
     if not rows:
         return []
-    if schema is not None and not schema.writable:
-        raise SchemaMismatch(
-            f"the store now embeds with {schema.current_model}; this process uses {schema.fingerprint} and "
-            "may only read until it is redeployed with the new model (writes are refused so that nothing "
-            "is stored with the wrong model; queued messages are retried)"
-        )
+    _check_writable(schema)
     outcomes: dict[int, WriteOutcome] = {}
     by_user: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
@@ -655,32 +704,55 @@ def upsert_memories(
         sources = {rows[i].source for i in indexes}
         source = sources.pop() if len(sources) == 1 else None
         with user_transaction(conn, user_id, source=source, lock=True, schema=schema):
-            to_insert = indexes
-            if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
-                near = [i for i in indexes if i not in exact_only]
-                if near:
-                    _refresh_near_duplicates(conn, user_id, rows, near, near_duplicate_threshold, outcomes)
-                to_insert = [i for i in indexes if i not in outcomes]
-            if to_insert:
-                batch = [rows[i] for i in to_insert]
-                by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
-                for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
-                    index = by_key[(rec[2], bytes(rec[3]))]
-                    outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+            _write_rows(conn, user_id, rows, indexes, outcomes, near_duplicate_threshold, exact_only)
     return [outcomes[i] for i in range(len(rows))]
 
 
+def _check_writable(schema: VectorSchema | None) -> None:
+    if schema is not None and not schema.writable:
+        raise SchemaMismatch(
+            f"the store now embeds with {schema.current_model}; this process uses {schema.fingerprint} and "
+            "may only read until it is redeployed with the new model (writes are refused so that nothing "
+            "is stored with the wrong model; queued messages are retried)"
+        )
+
+
+def _write_rows(
+    conn: Connection,
+    user_id: str,
+    rows: Sequence[MemoryRow],
+    indexes: list[int],
+    outcomes: dict[int, WriteOutcome],
+    near_duplicate_threshold: float | None,
+    exact_only: Collection[int],
+) -> None:
+    """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
+    recording each row's outcome by index."""
+    to_insert = indexes
+    if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
+        near = [i for i in indexes if i not in exact_only]
+        if near:
+            _refresh_near_duplicates(conn, user_id, rows, near, near_duplicate_threshold, outcomes)
+        to_insert = [i for i in indexes if i not in outcomes]
+    if to_insert:
+        batch = [rows[i] for i in to_insert]
+        by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
+        for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
+            index = by_key[(rec[2], bytes(rec[3]))]
+            outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+
+
 def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> bool:
-    """Whether this exact ingest message was already written (a redelivery)."""
-    with user_transaction(conn, user_id):
-        return _has_receipt(conn, user_id, message_hash)
+    """Whether this exact ingest message was already written (a redelivery); one round trip."""
+    found = _read_as_user(conn, user_id, _RECEIPT, {"user_id": user_id, "hash": message_hash}, settings={}, schema=None)
+    return bool(found)
 
 
 def _has_receipt(conn: Connection, user_id: str, message_hash: bytes) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM ingested_messages WHERE user_id = %s AND message_hash = %s", [user_id, message_hash]
-    ).fetchone()
-    return row is not None
+    return conn.execute(_RECEIPT, {"user_id": user_id, "hash": message_hash}).fetchone() is not None
+
+
+_RECEIPT = "SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -732,6 +804,9 @@ def ingest_message(
     if any(r.user_id != user_id for r in rows):
         raise ValueError("an ingest message writes the memories of its own user only")
     updates = updates or Updates()
+    _check_writable(schema)
+    # The transaction is pipelined (see _transaction): the refreshes, the receipt and COMMIT
+    # travel with the next statement whose result is needed.
     with user_transaction(conn, user_id, source=conversation_id, lock=True, schema=schema):
         if _has_receipt(conn, user_id, message_hash):
             return None
@@ -748,15 +823,9 @@ def ingest_message(
         outcomes.update((i, WriteOutcome(t, "restated")) for i, t in restated.items())
         replaces = {i: [t for t in ids if t in live] for i, ids in updates.replaces.items()}
         rest = [i for i in range(len(rows)) if i not in restated]
-        # Nested: a savepoint inside this transaction (same user, lock already held).
-        written = upsert_memories(
-            conn,
-            [rows[i] for i in rest],
-            schema=schema,
-            near_duplicate_threshold=near_duplicate_threshold,
-            exact_only={k for k, i in enumerate(rest) if replaces.get(i)},
-        )
-        outcomes.update(zip(rest, written, strict=True))
+        # A fact that replaces a memory must not fold into it as a near-duplicate.
+        exact_only = {i for i in rest if replaces.get(i)}
+        _write_rows(conn, user_id, rows, rest, outcomes, near_duplicate_threshold, exact_only)
         pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
         superseded = _supersede(conn, user_id, pairs)
         conn.execute(
@@ -832,27 +901,17 @@ def _refresh_near_duplicates(
     outcomes: dict[int, WriteOutcome],
 ) -> list[int]:
     """Refresh near-identical existing memories of the user; return the indexes still to insert."""
-    # Exact matches are the upsert's job (it keeps its own bookkeeping).
-    exact = {
-        (project_id, bytes(digest))
-        for project_id, digest in conn.execute(
-            "SELECT project_id, content_hash FROM user_memories WHERE user_id = %s AND content_hash = ANY(%s)",
-            [user_id, [rows[i].content_hash for i in indexes]],
-        ).fetchall()
-    }
-    candidates = [i for i in indexes if (rows[i].project_id, rows[i].content_hash) not in exact]
-    matches: dict[int, uuid.UUID] = {}
-    if candidates:
-        found = conn.execute(
-            _NEAREST_EXISTING,
-            {
-                "embeddings": [rows[i].embedding for i in candidates],
-                "project_ids": [rows[i].project_id for i in candidates],
-                "user_id": user_id,
-                "threshold": threshold,
-            },
-        ).fetchall()
-        matches = {candidates[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
+    found = conn.execute(
+        _NEAREST_EXISTING,
+        {
+            "embeddings": [rows[i].embedding for i in indexes],
+            "project_ids": [rows[i].project_id for i in indexes],
+            "hashes": [rows[i].content_hash for i in indexes],
+            "user_id": user_id,
+            "threshold": threshold,
+        },
+    ).fetchall()
+    matches = {indexes[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
     _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
     for i, memory_id in matches.items():
         outcomes[i] = WriteOutcome(memory_id, "near_duplicate")

@@ -115,3 +115,50 @@ def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable
     with pytest.raises(DatabaseUnavailable) as err:
         database.run(lambda conn: None)
     assert "setting it up" in str(err.value)
+
+
+# The connection dies with statements still queued in a pipeline (found by the restart test
+# above, 2 runs in 12): psycopg then raises "cannot exit pipeline mode while busy" while the
+# connection does not yet look broken. That must still read as "database unavailable" (the
+# caller retries; SQS redelivers), and the next call must get a fresh connection.
+_KILL_SELF = "SELECT kill_this_backend()"
+
+
+@pytest.fixture
+def killable(database_url: str) -> Iterator[None]:
+    """A function that ends the calling backend, callable by the service's role."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION kill_this_backend() RETURNS boolean LANGUAGE sql SECURITY DEFINER "
+            "AS 'SELECT pg_terminate_backend(pg_backend_pid())'"
+        )
+        conn.execute("GRANT EXECUTE ON FUNCTION kill_this_backend() TO PUBLIC")
+    yield
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION kill_this_backend()")
+
+
+@pytest.mark.usefixtures("killable")
+def test_a_connection_lost_inside_a_write_transaction_is_unavailable_then_replaced(service: MemoryService) -> None:
+    from agent_memory import store
+
+    def work(conn: psycopg.Connection) -> None:
+        with store.user_transaction(conn, "u1"):
+            conn.execute(_KILL_SELF)  # no result needed: it is still queued when COMMIT goes out
+
+    with pytest.raises(DatabaseUnavailable):
+        service.db.run(work, retry=False)
+    service.remember("u1", [NewMemory(content="written after the loss")])
+    assert [m.content for m in service.list("u1").memories] == ["written after the loss"]
+
+
+@pytest.mark.usefixtures("killable")
+def test_a_connection_lost_inside_a_recall_is_unavailable_then_replaced(service: MemoryService) -> None:
+    from agent_memory import store
+
+    service.remember("u1", [NewMemory(content="Prefers TypeScript")])
+    with pytest.raises(DatabaseUnavailable):
+        service.db.run(
+            lambda conn: store._read_as_user(conn, "u1", _KILL_SELF, {}, settings={}, schema=None), retry=False
+        )
+    assert [m.content for m in service.recall("u1", "TypeScript").memories] == ["Prefers TypeScript"]

@@ -41,7 +41,8 @@ def test_writing_for_another_user_is_refused(service: MemoryService) -> None:
         )
     with store.user_transaction(conn, "alice"):
         # Bob's row is invisible, so this UPDATE changes nothing.
-        assert conn.execute("UPDATE user_memories SET content = 'hacked' WHERE user_id = 'bob'").rowcount == 0
+        hacked = conn.execute("UPDATE user_memories SET content = 'hacked' WHERE user_id = 'bob' RETURNING id")
+        assert hacked.fetchall() == []
 
 
 def test_the_settings_do_not_outlive_the_transaction(service: MemoryService) -> None:

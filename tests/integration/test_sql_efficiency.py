@@ -3,6 +3,7 @@ vectors go in binary, and recall is planned with its own values even once prepar
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
 from agent_memory import store
-from agent_memory.models import NewMemory
+from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
 
 
@@ -58,8 +59,9 @@ def test_recall_keeps_planning_with_the_querys_own_values(service: MemoryService
     assert all(generic == 0 for generic, _custom in plans)
 
 
-def _syncs_sent(service: MemoryService, work: Any, tmp_path: Path) -> int:
-    """How many times the client waited for the server (one Sync per round trip), from libpq's trace."""
+def _round_trips(service: MemoryService, work: Any, tmp_path: Path) -> int:
+    """How many times the client waited for the server, from libpq's trace: each run of
+    messages sent (F) that is answered (B) is one round trip."""
     conn = service.db.connection()
     trace = tmp_path / "libpq.trace"
     with trace.open("w") as out:
@@ -69,7 +71,8 @@ def _syncs_sent(service: MemoryService, work: Any, tmp_path: Path) -> int:
             work()
         finally:
             conn.pgconn.untrace()
-    return sum(1 for line in trace.read_text().splitlines() if line.startswith("F") and "\tSync" in line)
+    directions = [line[0] for line in trace.read_text().splitlines() if line[:1] in ("F", "B")]
+    return sum(1 for sent, answer in itertools.pairwise(directions) if (sent, answer) == ("F", "B"))
 
 
 def test_a_recall_is_one_round_trip_to_the_database(service: MemoryService, tmp_path: Path) -> None:
@@ -77,8 +80,30 @@ def test_a_recall_is_one_round_trip_to_the_database(service: MemoryService, tmp_
     # user scope, the query and COMMIT go out together.
     service.remember("u1", [NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)])
     result: list[Any] = []
-    assert _syncs_sent(service, lambda: result.append(service.recall("u1", "SVG editor")), tmp_path) == 1
+    assert _round_trips(service, lambda: result.append(service.recall("u1", "SVG editor")), tmp_path) == 1
     assert len(result[0].memories) == 10
+
+
+def test_a_conversation_is_written_in_six_round_trips(service: MemoryService, tmp_path: Path) -> None:
+    # Was 15: BEGIN, COMMIT, a savepoint and the exact-duplicate check each waited on their
+    # own. Now: the redelivery pre-check (1, its BEGIN and COMMIT included), BEGIN with the
+    # scope and lock (1), the receipt check (1), the near-duplicate check (1), the upsert (1),
+    # the receipt with COMMIT (1).
+    service.remember("u1", [NewMemory(content=f"Fact {i} about the SVG editor") for i in range(10)])
+    conversation = ConversationEnded.model_validate(
+        {
+            "user_id": "u1",
+            "conversation_id": "c1",
+            "messages": [
+                {"role": "user", "content": "I prefer TypeScript for everything."},
+                {"role": "user", "content": "All SVG changes must sync to defaultSVG."},
+            ],
+        }
+    )
+    outcome: list[Any] = []
+    trips = _round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
+    assert outcome[0].created == 2
+    assert trips == 6
 
 
 def test_a_failed_recall_leaves_the_connection_usable(service: MemoryService) -> None:
