@@ -77,6 +77,12 @@ class Settings(BaseSettings):
         description="Let psycopg prepare statements it runs often. Turn off behind RDS Proxy or PgBouncer in "
         "transaction mode: named prepared statements pin the connection.",
     )
+    db_pipeline: bool = Field(
+        default=True,
+        description="Send each transaction's statements in pipeline mode: a recall is one round trip to the "
+        "database, a conversation written six. Turn off if a proxy in front of PostgreSQL mishandles pipelined "
+        "requests (not verified behind RDS Proxy: no AWS account here).",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."

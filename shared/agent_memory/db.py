@@ -103,6 +103,13 @@ def describe_target(settings: Settings) -> str:
     return f"embedded PostgreSQL in {settings.resolved_data_dir()}"
 
 
+class AppConnection(psycopg.Connection[Any]):
+    """The service's connections: psycopg's, plus whether the store may pipeline transactions
+    on them (``AGENT_MEMORY_DB_PIPELINE``)."""
+
+    pipeline_transactions: bool = True
+
+
 class Database:
     """One connection per process (a Lambda container runs one request at a time).
 
@@ -120,7 +127,7 @@ class Database:
     def _connect(self) -> Connection:
         conninfo, kwargs = resolve_conninfo(self.settings)
         try:
-            conn = psycopg.connect(
+            conn = AppConnection.connect(
                 conninfo,
                 autocommit=True,  # transactions are explicit: conn.transaction()
                 connect_timeout=max(1, int(self.settings.connect_timeout_s)),
@@ -131,6 +138,7 @@ class Database:
             raise _ConnectFailed(
                 f"cannot connect to {describe_target(self.settings)}: {str(exc).strip().splitlines()[0]}"
             ) from exc
+        conn.pipeline_transactions = self.settings.db_pipeline
         if not self.settings.db_prepared_statements:
             conn.prepare_threshold = None  # never PREPARE: RDS Proxy would pin this session
         try:

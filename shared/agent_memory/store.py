@@ -524,9 +524,9 @@ def user_transaction(
     writers (the near-duplicate check reads before it writes); with ``schema``, checks in
     the same round trip that the store still uses the model it was resolved against.
 
-    The block runs in pipeline mode (see ``_transaction``): a statement is sent, and its
-    rowcount known, only when a result is fetched or the block ends; use RETURNING and
-    fetch when the block needs to know what a statement did.
+    The block runs in pipeline mode (see ``_transaction``; off with AGENT_MEMORY_DB_PIPELINE=false):
+    a statement is sent, and its rowcount known, only when a result is fetched or the block
+    ends; use RETURNING and fetch when the block needs to know what a statement did.
     """
     query, values = _begin(user_id, source=source, reason=reason, lock=lock, settings=settings, schema=schema)
     with _transaction(conn):
@@ -540,11 +540,11 @@ def _transaction(conn: Connection) -> Iterator[None]:
     with the last ones (pipeline mode): two round trips fewer than ``conn.transaction()``,
     which waits for each on its own. Statements in the block are sent when a result is
     needed; an error, or an exception in the block, rolls everything back. Inside a
-    caller's transaction (or on a connection that is not in autocommit) it is a plain
-    ``conn.transaction()``: a savepoint, or psycopg's own BEGIN.
+    caller's transaction, on a connection that is not in autocommit, or with pipelining
+    turned off, it is a plain ``conn.transaction()``: a savepoint, or psycopg's own BEGIN.
     """
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    if not (conn.autocommit and idle and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF):
+    if not (_may_pipeline(conn) and conn.autocommit and idle):
         with conn.transaction():
             yield
         return
@@ -556,6 +556,13 @@ def _transaction(conn: Connection) -> Iterator[None]:
     except BaseException:
         _recover(conn)
         raise
+
+
+def _may_pipeline(conn: Connection) -> bool:
+    """Pipeline mode unless AGENT_MEMORY_DB_PIPELINE turned it off for this connection (a
+    plain psycopg connection, as tests open, may), or the caller already runs a pipeline."""
+    wanted = bool(getattr(conn, "pipeline_transactions", True))
+    return wanted and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
 
 
 def _recover(conn: Connection) -> None:
@@ -618,9 +625,12 @@ def _read_as_user(
     the failed transaction is rolled back here. The schema check runs after COMMIT, which is
     harmless for a read: the rows are discarded when it fails.
     """
-    begin_sql, values = _begin(user_id, settings=settings, schema=schema)
     # Binary results: parsing 384 floats per row from text costs more than the query itself.
     cur = conn.cursor(row_factory=dict_row, binary=True)
+    if not _may_pipeline(conn):
+        with user_transaction(conn, user_id, settings=settings, schema=schema):
+            return cur.execute(query, params).fetchall()
+    begin_sql, values = _begin(user_id, settings=settings, schema=schema)
     begin: psycopg.Cursor[Any] | None = None
     try:
         with conn.pipeline():

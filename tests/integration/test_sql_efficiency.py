@@ -13,6 +13,7 @@ from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
 from agent_memory import store
+from agent_memory.config import Settings
 from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
 
@@ -104,6 +105,25 @@ def test_a_conversation_is_written_in_six_round_trips(service: MemoryService, tm
     trips = _round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
     assert outcome[0].created == 2
     assert trips == 6
+
+
+def test_with_pipelining_off_the_same_work_waits_for_every_statement(settings: Settings, tmp_path: Path) -> None:
+    # AGENT_MEMORY_DB_PIPELINE=false, for a proxy that mishandles pipelined requests.
+    service = MemoryService(settings.model_copy(update={"db_pipeline": False}))
+    try:
+        service.remember("u1", [NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)])
+        result: list[Any] = []
+        assert _round_trips(service, lambda: result.append(service.recall("u1", "SVG editor")), tmp_path) == 4
+        assert len(result[0].memories) == 10
+        conversation = ConversationEnded.model_validate(
+            {"user_id": "u1", "messages": [{"role": "user", "content": "I prefer TypeScript for everything."}]}
+        )
+        outcome: list[Any] = []
+        trips = _round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
+        assert outcome[0].created == 1
+        assert trips > 6
+    finally:
+        service.close()
 
 
 def test_a_failed_recall_leaves_the_connection_usable(service: MemoryService) -> None:
