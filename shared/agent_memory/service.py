@@ -256,7 +256,7 @@ class MemoryService:
         pending: list[tuple[str, NewMemory, str | None, str, bytes]] = []
         given: list[np.ndarray] = []
         for i, (user_id, memory) in enumerate(zip(user_ids, memories, strict=True)):
-            content = normalize_content(memory.content)
+            content = memory.content  # already normalised by its model (models.Content)
             scope_project = memory.project_id or (None if user_wide and user_wide[i] else project_id)
             key = (user_id, scope_project, content_hash(content))
             if key not in index_of:
@@ -620,7 +620,7 @@ class MemoryService:
         positions: builtins.list[int] = []
         updates = store.Updates(project_id=message.project_id)
         if memories:
-            contents = [normalize_content(m.content) for m in memories]
+            contents = [m.content for m in memories]  # normalised by the models
             unique = builtins.list(dict.fromkeys(contents))
             embedded = dict(zip(unique, self.embedder.embed(unique), strict=True))
             vectors = [embedded[c] for c in contents]

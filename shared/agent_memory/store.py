@@ -618,28 +618,20 @@ def _read_as_user(
     """One read-only statement in a user transaction, in a single round trip.
 
     The same statements as ``user_transaction`` (BEGIN, the scope set_config, the query,
-    COMMIT), queued in one pipeline and sent with one Sync: one network round trip instead
-    of four, which counts between Lambda and the database, where each one crosses the
-    network. (psycopg's ``transaction()`` would wait for BEGIN and COMMIT on their own,
-    hence the plain statements.) On an error the server skips the rest up to the Sync, COMMIT included, and
-    the failed transaction is rolled back here. The schema check runs after COMMIT, which is
-    harmless for a read: the rows are discarded when it fails.
+    COMMIT), but nothing is fetched inside the transaction, so ``_transaction`` sends them
+    all with one Sync: one network round trip instead of four, which counts between Lambda
+    and the database. The schema check runs after COMMIT, which is harmless for a read: the
+    rows are discarded when it fails.
     """
+    begin_sql, values = _begin(user_id, settings=settings, schema=schema)
     # Binary results: parsing 384 floats per row from text costs more than the query itself.
     cur = conn.cursor(row_factory=dict_row, binary=True)
-    if not _may_pipeline(conn):
-        with user_transaction(conn, user_id, settings=settings, schema=schema):
-            return cur.execute(query, params).fetchall()
-    begin_sql, values = _begin(user_id, settings=settings, schema=schema)
     begin: psycopg.Cursor[Any] | None = None
     try:
-        with conn.pipeline():
-            conn.execute("BEGIN")
+        with _transaction(conn):
             begin = conn.execute(begin_sql, values)
             cur.execute(query, params)
-            conn.execute("COMMIT")
     except psycopg.Error:
-        _recover(conn)
         # The query may have failed *because* the store moved to another model (the vector
         # column changed dimension): that, not the query's error, is what the caller handles.
         if begin is not None and begin.pgresult is not None and begin.rowcount == 1:
