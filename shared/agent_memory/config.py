@@ -224,38 +224,9 @@ class Settings(BaseSettings):
             raise ValueError("vector_weight + text_weight must be positive")
         return self
 
-    def openai_key(self) -> str | None:
-        """The OpenAI-compatible API key: from the environment, else from Secrets Manager."""
-        if self.openai_api_key is not None:
-            return self.openai_api_key.get_secret_value()
-        if self.openai_api_key_secret_arn:
-            from agent_memory.aws import get_api_key
-
-            return get_api_key(self.openai_api_key_secret_arn)
-        return None
-
-    def llm_key(self) -> str | None:
-        """The chat API key: llm_api_key, its secret, else the OpenAI-compatible key (embeddings')."""
-        if self.llm_api_key is not None:
-            return self.llm_api_key.get_secret_value()
-        if self.llm_api_key_secret_arn:
-            from agent_memory.aws import get_api_key
-
-            return get_api_key(self.llm_api_key_secret_arn)
-        return self.openai_key()
-
     @property
     def uses_embedded(self) -> bool:
         return self.database_url is None and not self.db_host
-
-    def app_db_password(self) -> tuple[str, str] | None:
-        """(username, password) from app_db_secret_arn, or None when no secret is configured."""
-        if not self.app_db_secret_arn:
-            return None
-        from agent_memory.aws import get_db_credentials
-
-        creds = get_db_credentials(self.app_db_secret_arn)
-        return str(creds["username"]), str(creds["password"])
 
     def effective_db_role(self) -> str | None:
         """The role the runtime connection takes: the embedded server is ours, so never its superuser."""

@@ -72,12 +72,12 @@ def resolve_conninfo(settings: Settings) -> tuple[str, dict[str, Any]]:
         if settings.db_iam_auth:
             if not settings.db_user:
                 raise ConfigurationError("AGENT_MEMORY_DB_IAM_AUTH needs AGENT_MEMORY_DB_USER")
-            from agent_memory.aws import rds_iam_token
+            from agent_memory.providers.aws import rds_iam_token
 
             kwargs["user"] = settings.db_user
             kwargs["password"] = rds_iam_token(settings.db_host, settings.db_port, settings.db_user)
         elif settings.db_secret_arn:
-            from agent_memory.aws import get_db_credentials
+            from agent_memory.providers.aws import get_db_credentials
 
             creds = get_db_credentials(settings.db_secret_arn)
             kwargs["user"] = settings.db_user or creds["username"]

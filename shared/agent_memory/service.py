@@ -41,6 +41,7 @@ from agent_memory.models import (
     normalize_content,
 )
 from agent_memory.prompt import build_memory_block
+from agent_memory.providers.aws import app_db_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ class MemoryService:
 
     def _ensure_app_login(self, conn: Connection) -> store.AppLogin | None:
         name, password = self.settings.app_db_user, None
-        secret = self.settings.app_db_password()
+        secret = app_db_credentials(self.settings)
         if secret is not None:
             username, password = secret
             if name is not None and username != name:

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.bedrock import bedrock_runtime_client, describe_client_error
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 from agent_memory.errors import ConfigurationError, ProviderError
+from agent_memory.providers.bedrock import bedrock_runtime_client, describe_client_error
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)

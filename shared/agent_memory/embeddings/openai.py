@@ -19,7 +19,8 @@ import numpy.typing as npt
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 from agent_memory.errors import ConfigurationError, ProviderError
-from agent_memory.remote import OpenAICompatClient
+from agent_memory.providers.aws import openai_api_key
+from agent_memory.providers.http import OpenAICompatClient
 
 DEFAULT_MODEL = "text-embedding-3-small"
 # Output sizes when no "dimensions" is requested.
@@ -56,7 +57,7 @@ class OpenAIEmbedder(Embedder):
     @classmethod
     def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIEmbedder:
         client = OpenAICompatClient.for_settings(
-            "openai embeddings", settings.openai_base_url, settings.openai_key(), settings, transport
+            "openai embeddings", settings.openai_base_url, openai_api_key(settings), settings, transport
         )
         return cls(
             client,

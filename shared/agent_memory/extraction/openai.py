@@ -18,7 +18,8 @@ import httpx
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
 from agent_memory.extraction.base import LLMExtractor, LLMOptions, llm_options
-from agent_memory.remote import OpenAICompatClient
+from agent_memory.providers.aws import llm_api_key
+from agent_memory.providers.http import OpenAICompatClient
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class OpenAIChatExtractor(LLMExtractor):
     @classmethod
     def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIChatExtractor:
         base_url = settings.llm_base_url or settings.openai_base_url
-        client = OpenAICompatClient.for_settings("openai chat", base_url, settings.llm_key(), settings, transport)
+        client = OpenAICompatClient.for_settings("openai chat", base_url, llm_api_key(settings), settings, transport)
         model = settings.llm_model or default_model(base_url)
         return cls(client, model, json_mode=settings.llm_json_mode, **llm_options(settings))
 

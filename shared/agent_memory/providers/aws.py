@@ -1,14 +1,18 @@
 """The few AWS calls the package makes outside the Bedrock providers: secrets and RDS IAM tokens.
 
-boto3 is imported lazily: locally none of this runs.
+boto3 is imported lazily: locally none of this runs. Settings name the secrets; the values
+are fetched here, on first use, never when settings are read.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from agent_memory.config import Settings
 
 
 def get_secret_value(secret_arn: str) -> str:
@@ -54,3 +58,29 @@ def rds_iam_token(host: str, port: int, user: str, region: str | None = None) ->
 
     client = boto3.client("rds", region_name=region)
     return str(client.generate_db_auth_token(DBHostname=host, Port=port, DBUsername=user))
+
+
+def openai_api_key(settings: Settings) -> str | None:
+    """The OpenAI-compatible API key: from the environment, else from Secrets Manager."""
+    if settings.openai_api_key is not None:
+        return settings.openai_api_key.get_secret_value()
+    if settings.openai_api_key_secret_arn:
+        return get_api_key(settings.openai_api_key_secret_arn)
+    return None
+
+
+def llm_api_key(settings: Settings) -> str | None:
+    """The chat API key: llm_api_key, its secret, else the OpenAI-compatible key (embeddings')."""
+    if settings.llm_api_key is not None:
+        return settings.llm_api_key.get_secret_value()
+    if settings.llm_api_key_secret_arn:
+        return get_api_key(settings.llm_api_key_secret_arn)
+    return openai_api_key(settings)
+
+
+def app_db_credentials(settings: Settings) -> tuple[str, str] | None:
+    """(username, password) from app_db_secret_arn, or None when no secret is configured."""
+    if not settings.app_db_secret_arn:
+        return None
+    creds = get_db_credentials(settings.app_db_secret_arn)
+    return str(creds["username"]), str(creds["password"])
