@@ -25,8 +25,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings, get_settings
-from agent_memory.db import start_embedded_server
-from agent_memory.service import MemoryService, get_service
+from agent_memory.db.embedded import start_embedded_server
+from agent_memory.service import MemoryService, set_service
 from tests.environment import use_lambda_environment
 
 TEMPLATE_DB = "agent_memory_template"
@@ -39,12 +39,12 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if key.startswith("AGENT_MEMORY_"):
             monkeypatch.delenv(key)
     get_settings.cache_clear()
-    get_service.cache_clear()
+    set_service(None)
     yield
-    if get_service.cache_info().currsize:  # a handler built one: release its connection
-        get_service().close()
+    built = set_service(None)
+    if built is not None:  # a handler or a command built one: release its connection
+        built.close()
     get_settings.cache_clear()
-    get_service.cache_clear()
 
 
 @pytest.fixture

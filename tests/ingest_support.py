@@ -20,7 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from agent_memory.db.connection import Connection
+from agent_memory.db.transactions import user_transaction
 from agent_memory.embeddings.hashing import HashEmbedder
+from agent_memory.ingest.writes import supersede_memories
+from agent_memory.service import MemoryService
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "template.yaml"
@@ -229,3 +233,18 @@ class ChatServer:
 def chat_server() -> Iterator[ChatServer]:
     with ChatServer() as server:
         yield server
+
+
+def supersede(
+    service: MemoryService, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
+) -> list[uuid.UUID]:
+    """Mark memories as replaced by ``new_id`` with the write path's own statement (what an
+    extractor's "replaces" does), without scripting an LLM; the ids actually marked."""
+
+    def work(conn: Connection) -> list[uuid.UUID]:
+        with user_transaction(conn, user_id, source=source):
+            pairs = [(old, new_id) for old in dict.fromkeys(old_ids)]
+            return [old for old, _ in supersede_memories(conn, user_id, pairs)]
+
+    marked: list[uuid.UUID] = service.db.run(work)
+    return marked

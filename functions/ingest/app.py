@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
-from agent_memory.models import ConversationEnded
+from agent_memory.models import ConversationEnded, describe_errors
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory.service import get_service
 
@@ -50,8 +50,7 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
         try:
             message = ConversationEnded.model_validate_json(record.body)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
-            raise InvalidMessage(f"not a conversation-ended message: {problems}") from exc
+            raise InvalidMessage(f"not a conversation-ended message: {describe_errors(exc, 'body')}") from exc
         outcome = get_service().ingest_conversation(message, observed_at=_sent_at(record))
     except Exception as exc:
         kind = _failure_kind(exc)

@@ -101,7 +101,7 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
     try:
         while True:
             try:
-                applied = service.migrate()
+                migrated = service.migrate()
                 break
             except DatabaseUnavailable as exc:
                 if deadline is None or time.monotonic() + RETRY_DELAY_S >= deadline:
@@ -109,9 +109,9 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
                 logger.warning("database unavailable, retrying in %ss: %s", RETRY_DELAY_S, exc)
                 time.sleep(RETRY_DELAY_S)
         result = {
-            "applied": applied,
+            "applied": migrated.applied,
             "embedder": service.embedder.fingerprint,
-            "app_login": service.app_login.summary() if service.app_login else None,
+            "app_login": migrated.app_login.summary() if migrated.app_login else None,
         }
     finally:
         service.close()

@@ -2,7 +2,7 @@
 
 Routes parse the request (pydantic, via the resolver's validation), work out whose memories
 they may touch, call one MemoryService method and shape the answer. Errors become HTTP in
-agent_memory.api. Nothing is built at import time: the service (settings, connection,
+agent_memory.http.handlers. Nothing is built at import time: the service (settings, connection,
 embedder) is created on the first request and reused while the container lives.
 """
 
@@ -19,9 +19,12 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from agent_memory import __version__, api
+from agent_memory import __version__
 from agent_memory.errors import InvalidInput, NotFound
-from agent_memory.models import ProjectId, RecallResult, StoredIds, UserId
+from agent_memory.http import schemas
+from agent_memory.http.handlers import install_error_handlers
+from agent_memory.http.identity import caller_user_id
+from agent_memory.models import DEFAULT_PAGE, MAX_PAGE, MemoryPage, ProjectId, RecallResult, StoredIds, UserId
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory.service import get_service
 
@@ -33,7 +36,7 @@ app.configure_openapi(
     "add, list and forget memories. Callers are either JWT-authenticated users (the user is the token's "
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
-api.install_error_handlers(app, logger)
+install_error_handlers(app, logger)
 # Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.
 warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
@@ -46,13 +49,13 @@ def _claims() -> dict[str, Any]:
     "/recall",
     summary="Memories relevant to a query, and the prompt block",
     responses={
-        **api.COMMON_ERRORS,
-        200: api.documented("The memories, best first, and the prompt block", RecallResult),
-        413: api.documented("The query is longer than AGENT_MEMORY_MAX_QUERY_CHARS", api.ErrorBody),
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented("The memories, best first, and the prompt block", RecallResult),
+        413: schemas.documented("The query is longer than AGENT_MEMORY_MAX_QUERY_CHARS", schemas.ErrorBody),
     },
 )
-def recall(request: api.RecallRequest) -> RecallResult:
-    user_id = api.caller_user_id(_claims(), request.user_id)
+def recall(request: schemas.RecallRequest) -> RecallResult:
+    user_id = caller_user_id(_claims(), request.user_id)
     query = request.query_text()
     started = time.perf_counter()
     service = get_service()
@@ -81,63 +84,62 @@ def recall(request: api.RecallRequest) -> RecallResult:
     status_code=201,
     summary="Store memories now (no LLM)",
     responses={
-        **api.COMMON_ERRORS,
-        201: api.documented("Stored; ids in input order", StoredIds),
-        413: api.documented("Too many memories, or one too long", api.ErrorBody),
+        **schemas.COMMON_ERRORS,
+        201: schemas.documented("Stored; ids in input order", StoredIds),
+        413: schemas.documented("Too many memories, or one too long", schemas.ErrorBody),
     },
 )
-def add_memories(request: api.AddRequest) -> StoredIds:
-    user_id = api.caller_user_id(_claims(), request.user_id)
+def add_memories(request: schemas.AddRequest) -> StoredIds:
+    user_id = caller_user_id(_claims(), request.user_id)
     return get_service().remember(user_id, request.memories, project_id=request.project_id, source="api")
 
 
 @app.get(
     "/memories",
     summary="A page of the caller's memories, newest first",
-    responses={**api.COMMON_ERRORS, 200: api.documented("A page and the next cursor", api.MemoryList)},
+    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("A page and the next cursor", MemoryPage)},
 )
 def list_memories(
     user_id: Annotated[UserId | None, Query()] = None,
     project_id: Annotated[ProjectId | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=api.MAX_PAGE)] = api.DEFAULT_PAGE,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     include_inactive: Annotated[bool, Query(description="Also superseded and expired memories.")] = False,
-) -> api.MemoryList:
-    owner = api.caller_user_id(_claims(), user_id)
-    page = get_service().list(
+) -> MemoryPage:
+    owner = caller_user_id(_claims(), user_id)
+    return get_service().list_memories(
         owner, project_id=project_id, limit=limit, cursor=cursor, include_inactive=include_inactive
     )
-    return api.MemoryList(memories=page.memories, next_cursor=page.next_cursor)
 
 
 @app.get(
     "/memories/<memory_id>/history",
     summary="Every recorded change of one of the caller's memories, oldest first",
-    responses={**api.COMMON_ERRORS, 200: api.documented("The memory's history", api.MemoryHistory)},
+    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("The memory's history", schemas.MemoryHistory)},
 )
 def memory_history(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
-) -> api.MemoryHistory:
-    owner = api.caller_user_id(_claims(), user_id)
+) -> schemas.MemoryHistory:
+    owner = caller_user_id(_claims(), user_id)
     events = get_service().history(owner, memory_id)
     if not events:
         # Same answer for another user's memory and for none at all: nothing leaks.
         raise NotFound("no history for this memory and user")
-    return api.MemoryHistory(events=events)
+    return schemas.MemoryHistory(events=events)
 
 
 @app.delete(
     "/memories/<memory_id>",
     summary="Forget one of the caller's memories",
-    responses={**api.COMMON_ERRORS, 204: api.no_content("Deleted")},
+    responses={**schemas.COMMON_ERRORS, 204: schemas.no_content("Deleted")},
 )
 def forget_memory(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
 ) -> Response[None]:
-    owner = api.caller_user_id(_claims(), user_id)
-    if not get_service().forget(owner, memory_id, source="api"):
+    owner = caller_user_id(_claims(), user_id)
+    if not get_service().forget_memory(owner, memory_id, source="api"):
         # The same answer whether the id exists for another user or not at all: nothing leaks.
         raise NotFound("no memory with this id for this user")
     return Response(status_code=204)
@@ -146,14 +148,14 @@ def forget_memory(
 @app.delete(
     "/memories",
     summary="Forget all of a user's memories (user_id is required, also with a JWT)",
-    responses={**api.COMMON_ERRORS, 204: api.no_content("All deleted")},
+    responses={**schemas.COMMON_ERRORS, 204: schemas.no_content("All deleted")},
 )
 def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> Response[None]:
     if user_id is None:
         # Naming the user is required even with a token, so a stray DELETE never wipes anything.
         raise InvalidInput("user_id is required to forget all memories", field="user_id")
-    owner = api.caller_user_id(_claims(), user_id)
-    get_service().forget(owner)
+    owner = caller_user_id(_claims(), user_id)
+    get_service().forget_user(owner)
     return Response(status_code=204)
 
 

@@ -13,9 +13,12 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent_memory.models import MAX_RECALL_LIMIT
+
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]
 FusionMode = Literal["weighted", "rrf"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
 GROUP_ROLES = ("agent_memory_app", "agent_memory_maintenance")
 RESERVED_ROLE_PREFIXES = ("pg_", "rds_", "rdsadmin")
@@ -81,7 +84,7 @@ class Settings(BaseSettings):
         default=True,
         description="Send each transaction's statements in pipeline mode: a recall is one round trip to the "
         "database, a conversation written six. Turn off if a proxy in front of PostgreSQL mishandles pipelined "
-        "requests (not verified behind RDS Proxy: no AWS account here).",
+        "requests.",
     )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
@@ -169,7 +172,9 @@ class Settings(BaseSettings):
     date_boost: float = Field(
         default=0.2, ge=0, le=1, description="Added to memories from a day or month the query names (0 = off)."
     )
-    default_limit: int = Field(default=10, ge=1, le=50, description="Memories returned when no limit is given.")
+    default_limit: int = Field(
+        default=10, ge=1, le=MAX_RECALL_LIMIT, description="Memories returned when no limit is given."
+    )
     min_score: float = Field(
         default=0.0,
         ge=0,
@@ -199,12 +204,22 @@ class Settings(BaseSettings):
         default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
     )
 
+    # --- operations -----------------------------------------------------------------
+    log_level: LogLevel = Field(
+        default="WARNING", description="Log level of the command line and the local server (stderr)."
+    )
+
     @field_validator("database_url", "data_dir", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the
         # embedded server would then initialise (and chown) as its data directory.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("app_db_user")
     @classmethod

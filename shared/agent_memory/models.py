@@ -3,21 +3,42 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import unicodedata
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
-CATEGORIES: tuple[str, ...] = ("identity", "preference", "project", "decision", "fact", "other")
+CATEGORIES: tuple[str, ...] = get_args(Category)
 
 # Hard ceilings of the wire format; the configurable (smaller) limits live in Settings.
 MAX_ID_CHARS = 256
 MAX_CONTENT_CHARS = 20_000
 MAX_MESSAGES = 1000
-
 MAX_METADATA_CHARS = 16_000
+# Ceilings of the API's paging parameters (recall's default limit is a setting).
+MAX_RECALL_LIMIT = 50
+MAX_PAGE = 500
+DEFAULT_PAGE = 100
+MAX_HISTORY = 10_000
+
+
+def describe_errors(exc: ValidationError, whole: str = "value") -> str:
+    """A pydantic error as one line, field by field ("memories.0.content: ..."), never echoing input;
+    ``whole`` names the value when the error is about it as a whole."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in exc.errors())
 
 
 def no_nul(value: str) -> str:
@@ -42,19 +63,27 @@ def stored_content(value: str) -> str:
     return value
 
 
+def fact_key(text: str) -> str:
+    """What makes two statements the same fact: case, spacing, Unicode form and trailing
+    punctuation don't matter. Deduplication everywhere uses this key (or its hash)."""
+    key = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(key.split()).rstrip(" .!;。")
+
+
+def content_hash(text: str) -> bytes:
+    """The stored identity of a fact (the unique key with user and project): sha256 of its :func:`fact_key`."""
+    return hashlib.sha256(fact_key(text).encode("utf-8")).digest()
+
+
 def plain_id(value: str) -> str:
     """Ids are printable: control and format characters (which can make two ids look alike, or
     one look empty) are refused."""
-    import unicodedata
-
     if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in value):
         raise ValueError("contains control or invisible characters")
     return value
 
 
 def _metadata(value: dict[str, Any]) -> dict[str, Any]:
-    import json
-
     encoded = json.dumps(value, ensure_ascii=False, default=str)
     if "\\u0000" in encoded or "\x00" in encoded:
         raise ValueError("contains a NUL character (U+0000), which JSON in PostgreSQL cannot hold")
@@ -132,6 +161,13 @@ class Memory(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class MemoryPage(BaseModel):
+    """A page of memories, newest first; pass ``next_cursor`` to get the next page (None: the last)."""
+
+    memories: list[Memory]
+    next_cursor: str | None
+
+
 class RecalledMemory(BaseModel):
     """The public shape of one recalled memory (CLI and API alike)."""
 
@@ -149,6 +185,19 @@ class RecallResult(BaseModel):
     memories: list[RecalledMemory]
     prompt_block: str
     query: str
+
+
+class RecallQuery(BaseModel):
+    """One query of a batch recall (a line of `agent-memory recall --queries`); other fields
+    (a benchmark's evidence, category, ...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    user_id: UserId
+    query: str
+    project_id: ProjectId | None = None
+    now: AwareDatetime | None = None
+    limit: int | None = None
 
 
 class StoredIds(BaseModel):

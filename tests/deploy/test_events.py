@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory import lambda_local
+from agent_memory.local import runtime as lambda_local
 from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
 
 EVENTS = REPO / "events"

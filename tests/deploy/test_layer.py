@@ -56,15 +56,28 @@ def test_layer_architecture_is_the_built_templates(sam_build_dir: Path, built_fo
     assert built_for["python"] == "3.13"
 
 
+# What the functions never import, so the layer leaves it out.
+LOCAL_ONLY = ("cli", "local", "bench", "__main__.py")
+
+
 def test_layer_holds_the_package_with_its_migrations(layer: Path) -> None:
     source = REPO / "shared" / "agent_memory"
     package = layer / "agent_memory"
-    sql = sorted(p.name for p in (source / "migrations").glob("*.sql"))
-    assert sql and sorted(p.name for p in (package / "migrations").glob("*.sql")) == sql
-    modules = sorted(p.relative_to(source) for p in source.rglob("*.py"))
+    sql = sorted(p.name for p in (source / "schema" / "migrations").glob("*.sql"))
+    assert sql and sorted(p.name for p in (package / "schema" / "migrations").glob("*.sql")) == sql
+    modules = sorted(
+        p.relative_to(source) for p in source.rglob("*.py") if p.relative_to(source).parts[0] not in LOCAL_ONLY
+    )
     _, mismatch, errors = filecmp.cmpfiles(source, package, [str(m) for m in modules], shallow=False)
     assert not mismatch and not errors, f"layer differs from shared/agent_memory: {mismatch + errors}"
     assert not list(layer.rglob("__pycache__")), "bytecode of the build machine's Python in the layer"
+
+
+def test_layer_leaves_out_the_command_line_local_host_and_benchmarks(layer: Path) -> None:
+    package = layer / "agent_memory"
+    assert (package / "service.py").is_file() and (package / "recall" / "candidates.py").is_file()
+    present = [name for name in LOCAL_ONLY if (package / name).exists()]
+    assert not present, f"the layer carries what no function imports: {present}"
 
 
 def test_layer_holds_linux_cp313_wheels_for_its_cpu(layer: Path, built_for: dict[str, str]) -> None:

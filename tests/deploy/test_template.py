@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent_memory import lambda_local
 from agent_memory.config import Settings
 from agent_memory.embeddings import bedrock as bedrock_embeddings
+from agent_memory.local import runtime as lambda_local
 from tests.deploy.conftest import TEMPLATE
 
 ROUTES = {

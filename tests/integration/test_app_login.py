@@ -21,11 +21,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from agent_memory import store
 from agent_memory.config import Settings
-from agent_memory.db import start_embedded_server
+from agent_memory.db.embedded import start_embedded_server
+from agent_memory.db.transactions import user_transaction
 from agent_memory.errors import ConfigurationError
 from agent_memory.models import NewMemory
+from agent_memory.schema.roles import AppLogin
 from agent_memory.service import MemoryService
 
 MASTER = "rds_like_master"  # plays the RDS master user: CREATEROLE, not a superuser
@@ -94,8 +95,9 @@ def test_migrate_creates_a_login_role_that_stays_in_its_lane(
     database_url: str, pg_server: str, login_name: str
 ) -> None:
     migrating = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
-    assert migrating.migrate() == []
-    assert migrating.app_login == store.AppLogin(login_name, created=True, granted=("agent_memory_app",))
+    migrated = migrating.migrate()
+    assert migrated.applied == []
+    assert migrated.app_login == AppLogin(login_name, created=True, granted=("agent_memory_app",))
     seed(database_url)
 
     # Trust authentication here: the role logs in with no password.
@@ -104,7 +106,7 @@ def test_migrate_creates_a_login_role_that_stays_in_its_lane(
     conn = app.db.connection()
     assert conn.execute("SELECT current_user").fetchone() == (login_name,)
     assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)  # no user scope: nothing
-    with store.user_transaction(conn, "alice"):
+    with user_transaction(conn, "alice"):
         assert [r[0] for r in conn.execute("SELECT content FROM user_memories").fetchall()] == [
             "Alice prefers TypeScript"
         ]
@@ -124,9 +126,10 @@ def test_migrate_creates_a_login_role_that_stays_in_its_lane(
 
     before = role_state(pg_server, login_name)
     again = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
-    assert again.migrate() == []
-    assert again.app_login == store.AppLogin(login_name)
-    assert again.app_login.summary() == f"{login_name}: unchanged"
+    migrated = again.migrate()
+    assert migrated.applied == []
+    assert migrated.app_login == AppLogin(login_name)
+    assert migrated.app_login.summary() == f"{login_name}: unchanged"
     assert role_state(pg_server, login_name) == before
 
 
@@ -137,8 +140,7 @@ def test_an_existing_role_keeps_its_attributes_and_only_gains_the_membership(
         admin.execute(f"CREATE ROLE {login_name} LOGIN CONNECTION LIMIT 7 VALID UNTIL '2999-01-01'")
     authid_before, _ = role_state(pg_server, login_name)
     service = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
-    service.migrate()
-    assert service.app_login == store.AppLogin(login_name, granted=("agent_memory_app",))
+    assert service.migrate().app_login == AppLogin(login_name, granted=("agent_memory_app",))
     authid_after, grants = role_state(pg_server, login_name)
     assert authid_after == authid_before
     assert [g[0] for g in grants] == ["agent_memory_app"]
@@ -182,8 +184,9 @@ def test_the_password_comes_from_the_app_secret(
     )["ARN"]
     settings = Settings(database_url=database_url, embedding_provider="hash", app_db_secret_arn=arn)
     first = MemoryService(settings)
-    first.migrate()
-    assert first.app_login == store.AppLogin(login_name, created=True, granted=("agent_memory_app",), password_set=True)
+    assert first.migrate().app_login == AppLogin(
+        login_name, created=True, granted=("agent_memory_app",), password_set=True
+    )
     grants = role_state(pg_server, login_name)[1]
     with psycopg.connect(pg_server) as admin:
         verifier = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [login_name]).fetchone()
@@ -192,8 +195,7 @@ def test_the_password_comes_from_the_app_secret(
 
     # The secret is the source of truth: a second run applies the same password again, nothing else.
     second = MemoryService(settings)
-    second.migrate()
-    assert second.app_login == store.AppLogin(login_name, password_set=True)
+    assert second.migrate().app_login == AppLogin(login_name, password_set=True)
     assert role_state(pg_server, login_name)[1] == grants
 
     mismatch = Settings(
@@ -248,19 +250,21 @@ def test_a_master_user_creates_the_login_with_rds_iam_and_a_second_run_changes_n
     url, name = rds_like.database(owner=MASTER), new_name()
     settings = Settings(database_url=url, embedding_provider="hash", app_db_user=name, app_db_iam_auth=True)
     first = MemoryService(settings)
-    assert "0003_row_level_security" in first.migrate()
-    assert first.app_login == store.AppLogin(name, created=True, granted=("agent_memory_app", "rds_iam"))
+    migrated = first.migrate()
+    assert "0003_row_level_security" in migrated.applied
+    assert migrated.app_login == AppLogin(name, created=True, granted=("agent_memory_app", "rds_iam"))
     seed(url)
     app = MemoryService(Settings(database_url=as_user(url, name), embedding_provider="hash", auto_migrate=False))
-    assert [m.content for m in app.list("alice").memories] == ["Alice prefers TypeScript"]
+    assert [m.content for m in app.list_memories("alice").memories] == ["Alice prefers TypeScript"]
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         app.db.connection().execute("ALTER TABLE user_memories DISABLE ROW LEVEL SECURITY")
     app.close()
 
     before = role_state(rds_like.admin_url, name)
     second = MemoryService(settings)
-    assert second.migrate() == []
-    assert second.app_login == store.AppLogin(name)
+    migrated = second.migrate()
+    assert migrated.applied == []
+    assert migrated.app_login == AppLogin(name)
     assert role_state(rds_like.admin_url, name) == before
 
 
@@ -274,9 +278,8 @@ def test_an_existing_role_without_rds_iam_is_left_as_it_is_with_a_warning(
     service = MemoryService(
         Settings(database_url=url, embedding_provider="hash", app_db_user=name, app_db_iam_auth=True)
     )
-    with caplog.at_level(logging.WARNING, logger="agent_memory.store"):
-        service.migrate()
-    assert service.app_login == store.AppLogin(name)
+    with caplog.at_level(logging.WARNING, logger="agent_memory.schema.roles"):
+        assert service.migrate().app_login == AppLogin(name)
     assert [g[0] for g in role_state(rds_like.admin_url, name)[1]] == ["agent_memory_app"]
     assert f"GRANT rds_iam TO {name}" in caplog.text
 
@@ -298,7 +301,7 @@ def test_without_createrole_the_error_says_what_the_dba_runs(rds_like: RdsLike) 
     assert f"CREATE ROLE {name} LOGIN; GRANT agent_memory_app TO {name};" in message
     with psycopg.connect(rds_like.admin_url) as admin:
         assert admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone() is None
-    assert MemoryService(Settings(database_url=url, embedding_provider="hash")).migrate() == []  # schema done
+    assert MemoryService(Settings(database_url=url, embedding_provider="hash")).migrate().applied == []  # schema done
 
     # The DBA runs what the message says; the next deploy needs no privilege and changes nothing.
     with psycopg.connect(rds_like.admin_url, autocommit=True) as admin:
@@ -306,12 +309,11 @@ def test_without_createrole_the_error_says_what_the_dba_runs(rds_like: RdsLike) 
         admin.execute(f"GRANT agent_memory_app TO {name}")
     before = role_state(rds_like.admin_url, name)
     service = MemoryService(settings)
-    service.migrate()
-    assert service.app_login == store.AppLogin(name)
+    assert service.migrate().app_login == AppLogin(name)
     assert role_state(rds_like.admin_url, name) == before
     seed(url)
     app = MemoryService(Settings(database_url=as_user(url, name), embedding_provider="hash", auto_migrate=False))
-    assert [m.content for m in app.list("bob").memories] == ["Bob prefers Go"]
+    assert [m.content for m in app.list_memories("bob").memories] == ["Bob prefers Go"]
     app.close()
 
 

@@ -13,11 +13,14 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from agent_memory import store
+from agent_memory.bench import sql as bench_sql
 from agent_memory.cli import main
 from agent_memory.config import Settings
+from agent_memory.db.scope import Scope
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.service import MemoryService, content_hash
+from agent_memory.ingest.rows import MemoryRow
+from agent_memory.models import content_hash
+from agent_memory.service import MemoryService
 
 NUMBER = r"\d+(\.\d+)?"
 
@@ -177,10 +180,10 @@ def owner_connection(database_url: str) -> psycopg.Connection[tuple[object, ...]
     return conn
 
 
-def rows_for(user: str, texts: list[str]) -> list[store.MemoryRow]:
+def rows_for(user: str, texts: list[str]) -> list[MemoryRow]:
     vectors = HashEmbedder().embed(texts)
     return [
-        store.MemoryRow(user, None, t, content_hash(t), "fact", v, source="bench")
+        MemoryRow(user, None, t, content_hash(t), "fact", v, source="bench")
         for t, v in zip(texts, vectors, strict=True)
     ]
 
@@ -195,10 +198,10 @@ def test_copied_rows_are_recalled_and_indexes_come_back_as_the_migration_made_th
 ) -> None:
     with owner_connection(database_url) as conn:
         before = indexes(conn)
-        store.drop_search_indexes(conn)
-        assert store.copy_memories(conn, rows_for("u1", ["Prefers TypeScript", "Lives in Lisbon"])) == 2
-        store.copy_memories(conn, rows_for("u2", ["Prefers TypeScript too"]))
-        store.build_search_indexes(conn, maintenance_work_mem="64MB")
+        bench_sql.drop_search_indexes(conn)
+        assert bench_sql.copy_memories(conn, rows_for("u1", ["Prefers TypeScript", "Lives in Lisbon"])) == 2
+        bench_sql.copy_memories(conn, rows_for("u2", ["Prefers TypeScript too"]))
+        bench_sql.build_search_indexes(conn, maintenance_work_mem="64MB")
         after = indexes(conn)
         events = conn.execute("SELECT count(*) FROM memory_events WHERE event = 'created'").fetchone()
     assert after == before
@@ -212,17 +215,17 @@ def test_copy_needs_a_role_that_row_level_security_does_not_restrict(app_login_u
     from agent_memory.errors import ConfigurationError
 
     with owner_connection(app_login_url) as conn, pytest.raises(ConfigurationError, match="bypasses row-level"):
-        store.copy_memories(conn, rows_for("u1", ["Prefers TypeScript"]))
+        bench_sql.copy_memories(conn, rows_for("u1", ["Prefers TypeScript"]))
 
 
 def test_the_article_query_ranks_every_users_memories_unless_scoped(database_url: str) -> None:
     with owner_connection(database_url) as conn:
-        store.copy_memories(conn, rows_for("alice", ["Alice prefers TypeScript for the editor"]))
-        store.copy_memories(conn, rows_for("mallory", ["Mallory prefers TypeScript for the editor too"]))
+        bench_sql.copy_memories(conn, rows_for("alice", ["Alice prefers TypeScript for the editor"]))
+        bench_sql.copy_memories(conn, rows_for("mallory", ["Mallory prefers TypeScript for the editor too"]))
         query = "Which language for the editor?"  # to_tsquery would raise on this; plainto_tsquery does not
         vector = HashEmbedder().embed_query(query)
-        unscoped = store.article_seed_query(conn, vector, query, limit=10)
-        scoped = store.article_seed_query(conn, vector, query, limit=10, scope=store.Scope("alice"))
+        unscoped = bench_sql.article_seed_query(conn, vector, query, limit=10)
+        scoped = bench_sql.article_seed_query(conn, vector, query, limit=10, scope=Scope("alice"))
     assert {r["user_id"] for r in unscoped} == {"alice", "mallory"}  # the article's leak, kept as written
     assert [r["user_id"] for r in scoped] == ["alice"]
     scores = [float(r["total_score"]) for r in unscoped]

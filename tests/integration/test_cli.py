@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.cli import main
 from agent_memory.config import Settings
-from agent_memory.prompt import BLOCK_GUARD
+from agent_memory.recall.block import BLOCK_GUARD
 
 
 def run(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
+from agent_memory.db.transactions import read_as_user, user_transaction
 from agent_memory.errors import DatabaseUnavailable, StatementTimeout
 from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
@@ -39,7 +40,7 @@ def test_a_restart_between_calls_is_invisible(svc: MemoryService, own_pg: Restar
     assert [m.content for m in svc.recall("u1", "restart").memories] == ["before the restart"]
     svc.remember("u1", [NewMemory(content="after the restart")])
     assert svc.db.connection() is not old_connection  # it reconnected
-    assert {m.content for m in svc.list("u1").memories} == {"before the restart", "after the restart"}
+    assert {m.content for m in svc.list_memories("u1").memories} == {"before the restart", "after the restart"}
 
 
 def test_while_the_database_is_down_calls_fail_clearly_then_recover(
@@ -52,7 +53,7 @@ def test_while_the_database_is_down_calls_fail_clearly_then_recover(
     with pytest.raises(DatabaseUnavailable):
         svc.recall("u1", "kept")
     own_pg.start()
-    assert [m.content for m in svc.list("u1").memories] == ["kept"]  # nothing half-written
+    assert [m.content for m in svc.list_memories("u1").memories] == ["kept"]  # nothing half-written
 
 
 def test_a_restart_during_writes_loses_nothing_reported_done(svc: MemoryService, own_pg: RestartablePostgres) -> None:
@@ -76,13 +77,13 @@ def test_a_restart_during_writes_loses_nothing_reported_done(svc: MemoryService,
     thread.start()
     own_pg.restart_after(0.2).join()
     thread.join(timeout=120)
-    stored = {m.content for m in svc.list("u1", limit=500).memories}
+    stored = {m.content for m in svc.list_memories("u1", limit=500).memories}
     assert set(done) <= stored
     assert len(done) + len(failed) == 60
     # Redelivering what failed (as SQS would) completes the set, without duplicates.
     for text in failed:
         svc.remember("u1", [NewMemory(content=text)])
-    assert len(svc.list("u1", limit=500).memories) == 60
+    assert len(svc.list_memories("u1", limit=500).memories) == 60
 
 
 def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePostgres) -> None:
@@ -106,7 +107,7 @@ def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePos
 
 def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable(database_url: str) -> None:
     """A restart between connect() and the setup queries raised a raw psycopg error (a flaky 500)."""
-    from agent_memory.db import Database
+    from agent_memory.db.connection import Database
 
     def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
@@ -140,25 +141,19 @@ def killable(database_url: str) -> Iterator[None]:
 
 @pytest.mark.usefixtures("killable")
 def test_a_connection_lost_inside_a_write_transaction_is_unavailable_then_replaced(service: MemoryService) -> None:
-    from agent_memory import store
-
     def work(conn: psycopg.Connection) -> None:
-        with store.user_transaction(conn, "u1"):
+        with user_transaction(conn, "u1"):
             conn.execute(_KILL_SELF)  # no result needed: it is still queued when COMMIT goes out
 
     with pytest.raises(DatabaseUnavailable):
         service.db.run(work, retry=False)
     service.remember("u1", [NewMemory(content="written after the loss")])
-    assert [m.content for m in service.list("u1").memories] == ["written after the loss"]
+    assert [m.content for m in service.list_memories("u1").memories] == ["written after the loss"]
 
 
 @pytest.mark.usefixtures("killable")
 def test_a_connection_lost_inside_a_recall_is_unavailable_then_replaced(service: MemoryService) -> None:
-    from agent_memory import store
-
     service.remember("u1", [NewMemory(content="Prefers TypeScript")])
     with pytest.raises(DatabaseUnavailable):
-        service.db.run(
-            lambda conn: store._read_as_user(conn, "u1", _KILL_SELF, {}, settings={}, schema=None), retry=False
-        )
+        service.db.run(lambda conn: read_as_user(conn, "u1", _KILL_SELF, {}), retry=False)
     assert [m.content for m in service.recall("u1", "TypeScript").memories] == ["Prefers TypeScript"]

@@ -16,10 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory import lambda_local
 from agent_memory.config import Settings
 from agent_memory.extraction import ExistingMemory, Extraction, Extractor
-from agent_memory.extraction.base import ExtractedMemory
+from agent_memory.extraction.records import ExtractedMemory
+from agent_memory.local import runtime as lambda_local
 from agent_memory.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
 from tests.ingest_support import (
@@ -86,7 +86,7 @@ def test_every_ingest_event_file_returns_what_the_manifest_expects(lambda_env: s
 
 def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: str, service: MemoryService) -> None:
     assert failures(invoke(lambda_local.read_event(EVENT))) == []
-    memories = service.list("u-42").memories
+    memories = service.list_memories("u-42").memories
     assert {m.content for m in memories} >= SVG_FACTS
     svg = [m for m in memories if m.content in SVG_FACTS]
     assert {(m.source, m.project_id) for m in svg} == {("c-2026-11-29-0001", "svg-editor")}
@@ -94,7 +94,7 @@ def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: st
     assert all(m.metadata == {"extracted_by": "rules:heuristic-v1"} for m in svg)
     # Nothing the assistant said, no greeting, question or thanks became a memory.
     assert not any(w in m.content.lower() for m in memories for w in ("thank", "welcome", "parse", "undo", "great"))
-    assert {m.content for m in service.list("u-77").memories} == {
+    assert {m.content for m in service.list_memories("u-77").memories} == {
         "The user's product is a PNG export service written in Go.",
         "The user prefers Python for every editor plugin.",
     }
@@ -105,7 +105,7 @@ def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: st
 
 @pytest.mark.model
 def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, blank_database_url: str) -> None:
-    from agent_memory.demo import run_demo
+    from agent_memory.local.demo import run_demo
 
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)  # the real local model
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)
@@ -181,7 +181,7 @@ def test_without_ended_at_the_sqs_sent_time_dates_the_facts(lambda_env: str, ser
     del body["ended_at"]
     sent = dt.datetime(2026, 11, 2, 8, 30, tzinfo=dt.UTC)
     assert failures(invoke(sqs_event(sqs_record(body, sent_at=sent)))) == []
-    (memory,) = service.list("u-1").memories
+    (memory,) = service.list_memories("u-1").memories
     assert memory.created_at == memory.updated_at == sent
 
 
@@ -298,7 +298,7 @@ def test_client_memories_and_extracted_ones_are_stored_together_with_their_scope
         )
     )
     assert (outcome.provided, outcome.extracted, outcome.created, outcome.dropped) == (2, 1, 3, 0)
-    stored = {m.content: m for m in service.list("u-42").memories}
+    stored = {m.content: m for m in service.list_memories("u-42").memories}
     assert stored["The user ships every Friday."].project_id == "svg-editor"
     assert stored["The user's team is called Pixels."].project_id == "team"
     assert stored["The user's team is called Pixels."].metadata == {"k": 1}

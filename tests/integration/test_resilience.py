@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory import lambda_local
 from agent_memory.config import Settings
+from agent_memory.local import runtime as lambda_local
 from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService, get_service
 from tests.environment import use_lambda_environment

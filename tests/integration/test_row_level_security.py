@@ -7,8 +7,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_memory import store
 from agent_memory.config import Settings
+from agent_memory.db.transactions import user_transaction
 from agent_memory.errors import ConfigurationError
 from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
@@ -25,7 +25,7 @@ def test_a_query_without_the_user_scope_sees_nothing(service: MemoryService) -> 
     with conn.transaction():  # no user set for this transaction
         assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM memory_events").fetchone() == (0,)
-    with store.user_transaction(conn, "alice"):
+    with user_transaction(conn, "alice"):
         # Even without WHERE user_id = ..., only Alice's rows come back.
         contents = sorted(r[0] for r in conn.execute("SELECT content FROM user_memories").fetchall())
         assert contents == ["Alice prefers TypeScript", "Alice uses vim"]
@@ -34,12 +34,12 @@ def test_a_query_without_the_user_scope_sees_nothing(service: MemoryService) -> 
 def test_writing_for_another_user_is_refused(service: MemoryService) -> None:
     seed(service)
     conn = service.db.connection()
-    with pytest.raises(psycopg.errors.InsufficientPrivilege), store.user_transaction(conn, "alice"):
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), user_transaction(conn, "alice"):
         conn.execute(
             "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
             "VALUES ('bob', 'planted', 'x', array_fill(0.1, ARRAY[384])::vector)"
         )
-    with store.user_transaction(conn, "alice"):
+    with user_transaction(conn, "alice"):
         # Bob's row is invisible, so this UPDATE changes nothing.
         hacked = conn.execute("UPDATE user_memories SET content = 'hacked' WHERE user_id = 'bob' RETURNING id")
         assert hacked.fetchall() == []
@@ -48,7 +48,7 @@ def test_writing_for_another_user_is_refused(service: MemoryService) -> None:
 def test_the_settings_do_not_outlive_the_transaction(service: MemoryService) -> None:
     seed(service)
     conn = service.db.connection()
-    with store.user_transaction(conn, "alice"):
+    with user_transaction(conn, "alice"):
         pass
     # Transaction-local (set_config(..., true)): a pooled connection reused by someone else sees nothing.
     assert conn.execute("SELECT current_setting('agent_memory.user_id', true)").fetchone() in ((None,), ("",))
@@ -61,8 +61,8 @@ def test_a_login_role_of_agent_memory_app_works_and_stays_in_its_lane(database_u
     app = MemoryService(Settings(database_url=app_login_url, embedding_provider="hash"))
     assert [m.content for m in app.recall("bob", "prefers").memories] == ["Bob prefers Go"]
     app.remember("carol", [NewMemory(content="Carol prefers Rust")])
-    assert app.forget("alice") == 2
-    assert [m.content for m in app.list("bob").memories] == ["Bob prefers Go"]
+    assert app.forget_user("alice") == 2
+    assert [m.content for m in app.list_memories("bob").memories] == ["Bob prefers Go"]
     with pytest.raises(ConfigurationError) as err:
         app.purge()  # across all users: only the maintenance role may
     assert "agent_memory_maintenance" in str(err.value)

@@ -30,7 +30,7 @@ from agent_memory.errors import (
     InvalidInput,
     ServiceUnavailable,
 )
-from agent_memory.serve import LocalApi, make_server
+from agent_memory.local.server import LocalApi, make_server
 from tests.integration.recall_support import ROOT, TEMPLATE, body_of, event, invoke, manifest_entries
 
 
@@ -150,8 +150,8 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
 def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
     """A route the resolver has but the template lacks would be 404 from API Gateway, and vice versa;
     a route without security in the API definition would be open to anyone."""
-    from agent_memory.lambda_local import load_template
-    from agent_memory.serve import openapi_document
+    from agent_memory.local.runtime import load_template
+    from agent_memory.local.server import openapi_document
 
     resources = load_template(TEMPLATE)["Resources"]
     events = resources["RecallFunction"]["Properties"]["Events"].values()
@@ -183,12 +183,12 @@ def test_client_round_trip_and_typed_errors(served: str) -> None:
         assert result.prompt_block.endswith("\nRelevant memories:\n1. Prefers pnpm over npm\n[/RUSH_MEMORY]")
         chat = [{"role": "user", "content": "old"}, {"role": "user", "content": "When do we ship?"}]
         assert client.recall(messages=chat, user_id="u1").query == "When do we ship?"
-        page = client.list(user_id="u1", limit=1)
+        page = client.list_memories(user_id="u1", limit=1)
         assert len(page.memories) == 1 and page.next_cursor
         assert {m.content for m in client.iter_memories(user_id="u1")} == {"Prefers pnpm over npm", "Ships on Fridays"}
         assert [e.event for e in client.history(stored.ids[0], user_id="u1")] == ["created"]
-        assert client.forget(stored.ids[0], user_id="u1") is True
-        assert client.forget(stored.ids[0], user_id="u1") is False
+        assert client.forget_memory(stored.ids[0], user_id="u1") is True
+        assert client.forget_memory(stored.ids[0], user_id="u1") is False
         with pytest.raises(InvalidInput) as bad_limit:
             client.recall("x", user_id="u1", limit=0)
         assert bad_limit.value.field == "limit"
@@ -198,8 +198,8 @@ def test_client_round_trip_and_typed_errors(served: str) -> None:
         assert no_user.value.field == "user_id"
         with pytest.raises(InputTooLarge):
             client.recall("x" * 5000, user_id="u1")
-        assert client.forget(user_id="u1") is True
-        assert client.list(user_id="u1").memories == []
+        client.forget_user("u1")
+        assert client.list_memories(user_id="u1").memories == []
     with MemoryClient(served + "/v2", auth="none") as wrong, pytest.raises(ConfigurationError, match="API URL"):
         wrong.recall("x", user_id="u1")
 
@@ -210,14 +210,14 @@ def test_client_with_jwt_acts_only_for_the_tokens_user(served: str) -> None:
     alice.add(["Alice uses Vim"])
     bob.add(["Bob uses Emacs"])
     assert [m.content for m in alice.recall("uses").memories] == ["Alice uses Vim"]
-    assert [m.content for m in bob.list().memories] == ["Bob uses Emacs"]
+    assert [m.content for m in bob.list_memories().memories] == ["Bob uses Emacs"]
     with pytest.raises(Forbidden):
         bob.recall("uses", user_id="alice")
     with pytest.raises(Forbidden):
-        bob.forget(user_id="alice")
-    (alices,) = alice.list().memories
-    assert bob.forget(alices.id) is False
-    assert [m.content for m in alice.list().memories] == ["Alice uses Vim"]
+        bob.forget_user("alice")
+    (alices,) = alice.list_memories().memories
+    assert bob.forget_memory(alices.id) is False
+    assert [m.content for m in alice.list_memories().memories] == ["Alice uses Vim"]
 
 
 @pytest.fixture
@@ -257,7 +257,7 @@ def test_client_signs_with_sigv4_exactly_the_request_it_sends(aws_env: None) -> 
     url = "https://abc123defg.execute-api.eu-west-1.amazonaws.com"
     client = MemoryClient(url, http=httpx.Client(transport=httpx.MockTransport(check)))
     client.recall("what's up?", user_id="user 1/ü")
-    client.list(user_id="user 1/ü+&=", cursor="abc=")
+    client.list_memories(user_id="user 1/ü+&=", cursor="abc=")
     assert len(seen) == 2 and seen[1].url.params["user_id"] == "user 1/ü+&="
 
 
@@ -319,6 +319,6 @@ def test_client_database_down_is_database_unavailable(monkeypatch: pytest.Monkey
 def test_forget_quotes_the_id(served: str) -> None:
     client = MemoryClient(served, auth="none")
     with pytest.raises(InvalidInput) as bad:
-        client.forget("../memories", user_id="u1")
+        client.forget_memory("../memories", user_id="u1")
     assert bad.value.field == "memory_id"
-    assert client.forget(uuid.uuid4(), user_id="u1") is False
+    assert client.forget_memory(uuid.uuid4(), user_id="u1") is False

@@ -12,8 +12,8 @@ import pytest
 from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
-from agent_memory import store
 from agent_memory.config import Settings
+from agent_memory.db.transactions import read_as_user
 from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
 
@@ -130,6 +130,6 @@ def test_a_failed_recall_leaves_the_connection_usable(service: MemoryService) ->
     service.remember("u1", [NewMemory(content="Prefers TypeScript")])
     conn = service.db.connection()
     with pytest.raises(psycopg.errors.UndefinedColumn):
-        store._read_as_user(conn, "u1", "SELECT no_such_column FROM user_memories", {}, settings={}, schema=None)
+        read_as_user(conn, "u1", "SELECT no_such_column FROM user_memories", {})
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert [m.content for m in service.recall("u1", "TypeScript").memories] == ["Prefers TypeScript"]

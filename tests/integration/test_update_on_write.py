@@ -18,13 +18,13 @@ import psycopg
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory import lambda_local
 from agent_memory.cli import main
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.extraction import ExistingMemory, create_extractor
 from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
 from agent_memory.extraction.prompt import build_prompt
+from agent_memory.local import runtime as lambda_local
 from agent_memory.models import ConversationEnded, IngestOutcome, NewMemory
 from agent_memory.service import MemoryService
 from tests.ingest_support import (
@@ -154,11 +154,11 @@ def _new(content: str) -> NewMemory:
 
 
 def active(service: MemoryService, user: str = USER) -> set[str]:
-    return {m.content for m in service.list(user).memories}
+    return {m.content for m in service.list_memories(user).memories}
 
 
 def everything(service: MemoryService, user: str = USER) -> dict[str, Any]:
-    return {m.content: m for m in service.list(user, include_inactive=True).memories}
+    return {m.content: m for m in service.list_memories(user, include_inactive=True).memories}
 
 
 # ---- the "done when" ------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_a_conversation_that_changes_a_preference_ends_with_one_active_memory_an
     assert shown_in(llm_env.requests[1].json) == {JS["content"]: "m1"}
     assert not UUID_RE.search(second[0]["content"] + second[1]["content"])  # handles, never ids
 
-    (now,) = service.list(USER).memories
+    (now,) = service.list_memories(USER).memories
     assert now.content == TS["content"] and now.source == "c-2"
     old = everything(service)[JS["content"]]
     assert old.superseded_by == now.id and old.superseded_at is not None
@@ -218,7 +218,7 @@ def test_the_same_with_the_real_embedding_model(
     assert ingest(said("c-3", "2026-12-10T10:00:00Z", "TypeScript is still my favourite.")) == []
     service = MemoryService(Settings(database_url=blank_database_url, db_role=APP))
     try:
-        (now,) = service.list(USER).memories
+        (now,) = service.list_memories(USER).memories
         assert now.content == TS["content"]
         old = everything(service)[JS["content"]]
         assert [(e.event, e.source, e.related_id) for e in service.history(USER, old.id)] == [
@@ -242,7 +242,7 @@ def test_a_restatement_refreshes_the_memory_instead_of_adding_one(
     first = deliver(llm_service, first_talk())
     again = deliver(llm_service, said("c-2", "2026-11-20T08:00:00Z", "JavaScript is still my favourite."))
     assert (again.created, again.refreshed, again.superseded, again.ids) == (0, 1, 0, first.ids)
-    (memory,) = llm_service.list(USER, include_inactive=True).memories
+    (memory,) = llm_service.list_memories(USER, include_inactive=True).memories
     assert memory.content == JS["content"] and memory.updated_at == dt.datetime(2026, 11, 20, 8, tzinfo=dt.UTC)
     assert memory.metadata == {"extracted_by": "openai:glm-4-flash"}
     assert [(e.event, e.source) for e in llm_service.history(USER, memory.id)] == [
@@ -385,7 +385,7 @@ def test_only_memories_the_conversation_can_see_are_shown_and_replacing_a_user_w
     server.script(Reply(body=answer({**TS, "replaces": [JS["content"]]})))
     outcome = deliver(llm_service, change_talk(project_id="web"))
     assert set(shown_in(server.requests[0].json)) == {JS["content"], "The user's web app uses JavaScript modules."}
-    (ts,) = [m for m in llm_service.list(USER).memories if m.content == TS["content"]]
+    (ts,) = [m for m in llm_service.list_memories(USER).memories if m.content == TS["content"]]
     assert outcome.superseded == 1 and ts.project_id is None  # it took the scope of what it replaced
     assert TS["content"] in {m.content for m in llm_service.recall(USER, "language", project_id="tools").memories}
     assert JS["content"] not in active(llm_service)
@@ -466,7 +466,7 @@ def test_the_same_superseding_message_delivered_twice_at_once_supersedes_once(
     assert sorted(o.status for o in outcomes) == ["duplicate", "stored"]
     ((old, new, source),) = supersessions(database_url)
     assert (old, source) == (js_id, "c-2")
-    assert active(llm_service) == {TS["content"]} and llm_service.list(USER).memories[0].id == new
+    assert active(llm_service) == {TS["content"]} and llm_service.list_memories(USER).memories[0].id == new
 
 
 def test_two_conversations_replacing_the_same_memory_at_once_supersede_it_once(
@@ -679,7 +679,7 @@ def test_the_sample_event_with_an_llm_supersedes_the_old_preference(
         Reply(body=answer(frontend)), Reply(body=answer({**everywhere, "replaces": [frontend["content"]]}, vacation))
     )
     assert failures(lambda_local.invoke(TEMPLATE, "IngestFunction", lambda_local.read_event(SAMPLE))) == []
-    stored = {m.content: m for m in service.list("u-7", include_inactive=True).memories}
+    stored = {m.content: m for m in service.list_memories("u-7", include_inactive=True).memories}
     assert stored[frontend["content"]].superseded_by == stored[everywhere["content"]].id
     assert stored[vacation["content"]].expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
     assert [e.event for e in service.history("u-7", stored[frontend["content"]].id)] == ["created", "superseded"]
@@ -703,7 +703,7 @@ def test_the_cli_can_give_a_memory_an_expiry(capsys: pytest.CaptureFixture[str],
     capsys.readouterr()
     service = MemoryService(settings)
     try:
-        (memory,) = service.list(USER, include_inactive=True).memories
+        (memory,) = service.list_memories(USER, include_inactive=True).memories
         assert memory.expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
         before = service.recall(USER, "vacation", now=dt.datetime(2026, 12, 4, tzinfo=dt.UTC))
         assert len(before.memories) == 1

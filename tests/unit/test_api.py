@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent_memory import api, service
+from agent_memory.client import errors as client_errors
 from agent_memory.errors import (
     AgentMemoryError,
     ConfigurationError,
@@ -25,13 +25,15 @@ from agent_memory.errors import (
     ServiceUnavailable,
     StatementTimeout,
 )
-from agent_memory.serve import _answer, http_api_event, unverified_jwt_claims
+from agent_memory.http import errors as http_errors
+from agent_memory.http import handlers, identity, schemas
+from agent_memory.local.server import _answer, http_api_event, unverified_jwt_claims
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
-def messages(*pairs: tuple[str, object]) -> list[api.RecallMessage]:
-    return [api.RecallMessage.model_validate({"role": r, "content": c}) for r, c in pairs]
+def messages(*pairs: tuple[str, object]) -> list[schemas.RecallMessage]:
+    return [schemas.RecallMessage.model_validate({"role": r, "content": c}) for r, c in pairs]
 
 
 # ---- the query ---------------------------------------------------------------------------
@@ -45,19 +47,19 @@ def test_the_query_is_the_latest_user_message_with_text() -> None:
         ("user", [{"type": "text", "text": "second"}, {"type": "image_url", "image_url": {}}, {"type": "text"}]),
         ("assistant", "another answer"),
     )
-    assert api.latest_user_query(chat) == "second"
+    assert schemas.latest_user_query(chat) == "second"
 
 
 def test_user_messages_without_text_are_skipped() -> None:
     chat = messages(("user", "  what about pnpm?  "), ("user", [{"type": "image_url"}]), ("user", "   "))
-    assert api.latest_user_query(chat) == "what about pnpm?"
-    assert api.latest_user_query(messages(("assistant", "hi"), ("tool", "{}"))) is None
-    assert api.latest_user_query([]) is None
+    assert schemas.latest_user_query(chat) == "what about pnpm?"
+    assert schemas.latest_user_query(messages(("assistant", "hi"), ("tool", "{}"))) is None
+    assert schemas.latest_user_query([]) is None
 
 
 def test_whole_agent_transcripts_are_accepted() -> None:
     """Tool calls (content null), developer and tool messages: only user text matters."""
-    request = api.RecallRequest.model_validate(
+    request = schemas.RecallRequest.model_validate(
         {
             "messages": [
                 {"role": "developer", "content": "Be brief."},
@@ -71,46 +73,44 @@ def test_whole_agent_transcripts_are_accepted() -> None:
 
 
 def test_recall_request_needs_exactly_one_of_query_and_messages() -> None:
-    assert api.RecallRequest(user_id="u", query="x").query_text() == "x"
+    assert schemas.RecallRequest(user_id="u", query="x").query_text() == "x"
     with pytest.raises(InvalidInput) as missing:
-        api.RecallRequest(user_id="u").query_text()
+        schemas.RecallRequest(user_id="u").query_text()
     assert missing.value.field == "query"
     with pytest.raises(InvalidInput) as both:
-        api.RecallRequest.model_validate({"query": "x", "messages": [{"role": "user", "content": "y"}]}).query_text()
+        schemas.RecallRequest.model_validate(
+            {"query": "x", "messages": [{"role": "user", "content": "y"}]}
+        ).query_text()
     assert both.value.field == "messages"
     with pytest.raises(InvalidInput, match="no user message") as no_user:
-        api.RecallRequest.model_validate({"messages": [{"role": "assistant", "content": "y"}]}).query_text()
+        schemas.RecallRequest.model_validate({"messages": [{"role": "assistant", "content": "y"}]}).query_text()
     assert no_user.value.field == "messages"
 
 
 def test_recall_request_rejects_unknown_fields_and_limits_out_of_range() -> None:
     for bad in ({"query": "x", "lmit": 3}, {"query": "x", "limit": 0}, {"query": "x", "limit": 51}):
         with pytest.raises(ValidationError):
-            api.RecallRequest.model_validate(bad)
-    assert api.RecallRequest.model_validate({"query": "x", "limit": 50}).limit == 50
-
-
-def test_the_api_limits_are_the_services() -> None:
-    assert (api.MAX_LIMIT, api.MAX_PAGE) == (service.MAX_LIMIT, service.MAX_PAGE)
+            schemas.RecallRequest.model_validate(bad)
+    assert schemas.RecallRequest.model_validate({"query": "x", "limit": 50}).limit == 50
 
 
 # ---- identity ----------------------------------------------------------------------------
 
 
 def test_a_jwt_user_is_the_sub_claim_and_cannot_act_for_another() -> None:
-    assert api.caller_user_id({"sub": "alice"}, None) == "alice"
-    assert api.caller_user_id({"sub": "alice"}, "alice") == "alice"
+    assert identity.caller_user_id({"sub": "alice"}, None) == "alice"
+    assert identity.caller_user_id({"sub": "alice"}, "alice") == "alice"
     with pytest.raises(Forbidden):
-        api.caller_user_id({"sub": "alice"}, "bob")
+        identity.caller_user_id({"sub": "alice"}, "bob")
     with pytest.raises(Forbidden, match="sub"):
-        api.caller_user_id({"iss": "x"}, "alice")
+        identity.caller_user_id({"iss": "x"}, "alice")
 
 
 def test_without_claims_the_backend_must_name_the_user() -> None:
-    assert api.caller_user_id({}, "bob") == "bob"
-    assert api.caller_user_id(None, "bob") == "bob"
+    assert identity.caller_user_id({}, "bob") == "bob"
+    assert identity.caller_user_id(None, "bob") == "bob"
     with pytest.raises(InvalidInput) as missing:
-        api.caller_user_id(None, None)
+        identity.caller_user_id(None, None)
     assert missing.value.field == "user_id"
 
 
@@ -134,22 +134,22 @@ def test_without_claims_the_backend_must_name_the_user() -> None:
 def test_every_error_type_has_a_status_and_the_client_gets_the_same_type_back(
     error: AgentMemoryError, status: int, leaks: str | None
 ) -> None:
-    kind = api.error_kind(error)
+    kind = http_errors.error_kind(error)
     assert kind.status == status
     message = kind.public_message or str(error)
     if leaks:
         assert leaks not in message  # hosts, settings and ARNs stay in the logs
-    body = api.ErrorBody(
+    body = schemas.ErrorBody(
         code=kind.code, message=message, field=getattr(error, "field", None), request_id="r1"
     ).model_dump(exclude_none=True)
-    back = api.error_from_answer(status, body)
+    back = client_errors.error_from_answer(status, body)
     assert type(back) is kind.error and isinstance(error, kind.error)  # SchemaMismatch comes back as its base
     if isinstance(error, InvalidInput):
         assert isinstance(back, InvalidInput) and back.field == error.field and str(back) == str(error)
 
 
 def test_an_unknown_exception_is_an_internal_error() -> None:
-    assert api.error_kind(RuntimeError("boom")).status == 500
+    assert http_errors.error_kind(RuntimeError("boom")).status == 500
 
 
 @pytest.mark.parametrize(
@@ -167,11 +167,11 @@ def test_an_unknown_exception_is_an_internal_error() -> None:
     ],
 )
 def test_answers_of_api_gateway_itself_map_to_typed_errors(status: int, body: object, expected: type) -> None:
-    assert type(api.error_from_answer(status, body)) is expected
+    assert type(client_errors.error_from_answer(status, body)) is expected
 
 
 def test_validation_errors_name_the_field() -> None:
-    details = api.describe_validation_errors(
+    details = handlers.describe_validation_errors(
         [
             {"loc": ("body", "memories", 0, "content"), "msg": "Field required", "type": "missing"},
             {"loc": ("query", "limit"), "msg": "Input should be less than or equal to 500", "type": "less_than_equal"},
@@ -186,11 +186,11 @@ def test_validation_errors_name_the_field() -> None:
 
 
 def test_json_content_types() -> None:
-    assert api.is_json_content_type(None)
-    assert api.is_json_content_type("application/json; charset=utf-8")
-    assert api.is_json_content_type("application/vnd.api+json")
-    assert not api.is_json_content_type("application/x-www-form-urlencoded")
-    assert not api.is_json_content_type("text/plain")
+    assert handlers.is_json_content_type(None)
+    assert handlers.is_json_content_type("application/json; charset=utf-8")
+    assert handlers.is_json_content_type("application/vnd.api+json")
+    assert not handlers.is_json_content_type("application/x-www-form-urlencoded")
+    assert not handlers.is_json_content_type("text/plain")
 
 
 # ---- serve: events and answers -----------------------------------------------------------

@@ -10,7 +10,7 @@ from agent_memory.bench import scoring
 from agent_memory.bench.common import print_table
 from agent_memory.bench.synthetic import SyntheticCorpus
 from agent_memory.bench.tokens import history_text
-from agent_memory.service import content_hash
+from agent_memory.models import content_hash
 
 
 def memory(*evidence: str) -> dict[str, object]:

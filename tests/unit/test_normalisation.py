@@ -10,9 +10,9 @@ import pytest
 
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.errors import InvalidInput
-from agent_memory.models import normalize_content
-from agent_memory.service import _decode_cursor, _encode_cursor, content_hash
-from agent_memory.store import _or_query
+from agent_memory.manage.pages import decode_cursor, encode_cursor
+from agent_memory.models import Memory, content_hash, normalize_content
+from agent_memory.recall.candidates import text_query
 
 
 def test_the_same_fact_written_differently_has_one_hash() -> None:
@@ -35,7 +35,7 @@ def test_normalize_keeps_case_and_collapses_whitespace() -> None:
     ],
 )
 def test_text_query_keeps_only_words_joined_by_or(text: str, expected: str) -> None:
-    assert _or_query(text) == expected
+    assert text_query(text) == expected
 
 
 def test_hash_embedder_is_deterministic_unit_and_lexical() -> None:
@@ -48,10 +48,20 @@ def test_hash_embedder_is_deterministic_unit_and_lexical() -> None:
 
 
 def test_cursor_round_trip_and_garbage() -> None:
-    row = {"created_at": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC), "id": uuid.uuid4()}
-    assert _decode_cursor(_encode_cursor(row)) == (row["created_at"], row["id"])
+    at = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    last = Memory(
+        id=uuid.uuid4(),
+        user_id="u",
+        project_id=None,
+        content="x",
+        category="fact",
+        is_evergreen=False,
+        created_at=at,
+        updated_at=at,
+    )
+    assert decode_cursor(encode_cursor(last)) == (at, last.id)
     with pytest.raises(InvalidInput) as err:
-        _decode_cursor("not-a-cursor")
+        decode_cursor("not-a-cursor")
     assert err.value.field == "cursor"
 
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agent_memory.client import _sqs_client, publish_conversation_ended
+from agent_memory.client.sqs import _sqs_client, publish_conversation_ended
 from agent_memory.errors import ConfigurationError, InvalidInput
 from agent_memory.models import ChatMessage, ConversationEnded
 

@@ -7,7 +7,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from agent_memory.retrieval import apply_time_decay, fuse_rrf, fuse_weighted, mmr_select
+from agent_memory.recall.scoring import apply_time_decay, fuse_rrf, fuse_weighted, mmr_select
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 

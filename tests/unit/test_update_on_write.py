@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.extraction.base import MAX_EXPIRY, ExistingMemory, ExtractedMemory, Extraction, bound_expiry
 from agent_memory.extraction.parsing import parse_memories
 from agent_memory.extraction.prompt import build_prompt
+from agent_memory.extraction.records import MAX_EXPIRY, ExistingMemory, ExtractedMemory, Extraction, bound_expiry
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.models import ChatMessage
 

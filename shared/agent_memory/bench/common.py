@@ -20,10 +20,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
-from agent_memory import store
 from agent_memory.config import EmbeddingProvider, Settings
-from agent_memory.db import Database, start_embedded_server
+from agent_memory.db.connection import Database
+from agent_memory.db.embedded import start_embedded_server
 from agent_memory.errors import DatabaseUnavailable
+from agent_memory.schema.migrate import register_types
 from agent_memory.service import MemoryService
 
 # PostgreSQL's 128MB default is a development setting; RDS gives shared_buffers ~25% of RAM.
@@ -176,7 +177,7 @@ def owner_database(service: MemoryService) -> Database:
     """The benchmark database as its owner (a superuser on the embedded server): for the bulk
     load, the index builds and the article's unscoped query, which row-level security forbids
     to the application role (the article's database had no such wall)."""
-    return Database(service.settings.model_copy(update={"db_role": None}), setup=store.register_types)
+    return Database(service.settings.model_copy(update={"db_role": None}), setup=register_types)
 
 
 def open_service(

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_memory import store
+from agent_memory.bench import sql as bench_sql
 from agent_memory.bench.common import (
     ScratchServer,
     Stopwatch,
@@ -121,7 +121,7 @@ def _handler_worker(
 ) -> None:
     """One warm "container": configured by its environment as in Lambda; the handler is
     loaded from the template once (as `agent-memory invoke` loads it), then called per event."""
-    from agent_memory.lambda_local import LambdaContext, function_spec, load_handler
+    from agent_memory.local.runtime import LambdaContext, function_spec, load_handler
 
     os.environ.update(env)
     spec = function_spec(Path(template), "IngestFunction")
@@ -257,7 +257,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
             if args.without_vector_index:
                 owner = owner_database(bench)
                 try:
-                    owner.run(functools.partial(store.drop_search_indexes, names=[store.EMBEDDING_INDEX]))
+                    owner.run(functools.partial(bench_sql.drop_search_indexes, names=[bench_sql.EMBEDDING_INDEX]))
                 finally:
                     owner.close()
             embed = Stopwatch()
@@ -270,7 +270,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
                 try:
                     ceiling = owner.run(
                         functools.partial(
-                            store.hnsw_insert_rate,
+                            bench_sql.hnsw_insert_rate,
                             vectors=list(vectors),
                             batch=args.per_message,
                             dimension=args.dimension,
@@ -296,7 +296,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
             load_after = load_average()
             owner = owner_database(bench)
             try:
-                stored = owner.run(functools.partial(store.count_all_memories, except_user_prefix=WARM_UP_USER))
+                stored = owner.run(functools.partial(bench_sql.count_all_memories, except_user_prefix=WARM_UP_USER))
             finally:
                 owner.close()
         finally:

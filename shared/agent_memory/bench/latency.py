@@ -7,7 +7,7 @@ pgvector recommends), then times the same queries three ways:
 - ours: ``MemoryService.recall`` with a precomputed query vector: the scoped SQL legs,
   fusion, decay, MMR and the prompt block (embedding excluded);
 - the article's query as written: ``ORDER BY total_score`` over the whole table, with
-  no user filter (see :func:`agent_memory.store.article_seed_query`);
+  no user filter (see :func:`agent_memory.bench.sql.article_seed_query`);
 - end to end: the local model embeds the query, then ours as above.
 """
 
@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agent_memory import store
+from agent_memory.bench import sql as bench_sql
 from agent_memory.bench.common import (
     ScratchServer,
     Stopwatch,
@@ -36,7 +36,7 @@ from agent_memory.bench.common import (
 )
 from agent_memory.bench.synthetic import RandomEmbedder, SyntheticCorpus, memory_rows
 from agent_memory.config import Settings
-from agent_memory.db import Connection, Database
+from agent_memory.db.connection import Connection, Database
 from agent_memory.embeddings.base import Embedder
 from agent_memory.service import MemoryService
 
@@ -67,19 +67,19 @@ def load_corpus(
     """Bulk-load the corpus with the search indexes dropped, then build them; (load s, index s)."""
     if vectors == "random":
         embedder = RandomEmbedder(embedder.dimension)
-    owner.run(store.drop_search_indexes)
+    owner.run(bench_sql.drop_search_indexes)
     started = time.perf_counter()
     rows = memory_rows(corpus.facts(), embedder)
     loaded = 0
     while chunk := list(itertools.islice(rows, COPY_CHUNK)):
-        loaded += owner.run(functools.partial(store.copy_memories, rows=chunk), retry=False)
+        loaded += owner.run(functools.partial(bench_sql.copy_memories, rows=chunk), retry=False)
         say(f"  loaded {loaded}/{corpus.memories} memories")
     load_s = time.perf_counter() - started
     say("  building the GIN and HNSW indexes")
     started = time.perf_counter()
     # Room for the whole HNSW graph (vectors plus neighbour lists): a graph that spills is built far slower.
     megabytes = min(8192, max(256, corpus.memories * (embedder.dimension * 4 + 1000) * 3 // 2 // 2**20))
-    owner.run(functools.partial(store.build_search_indexes, maintenance_work_mem=f"{megabytes}MB"), retry=False)
+    owner.run(functools.partial(bench_sql.build_search_indexes, maintenance_work_mem=f"{megabytes}MB"), retry=False)
     return load_s, time.perf_counter() - started
 
 
@@ -118,7 +118,7 @@ def time_recall(
 
 def _article_query(text: str, vector: np.ndarray, limit: int) -> Callable[[Connection], list[dict[str, Any]]]:
     """The article's query as written: unscoped, over the whole table."""
-    return lambda conn: store.article_seed_query(conn, vector, text, limit=limit)
+    return lambda conn: bench_sql.article_seed_query(conn, vector, text, limit=limit)
 
 
 def time_end_to_end(

@@ -18,12 +18,14 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_memory import store
 from agent_memory.bench import scoring
+from agent_memory.bench import sql as bench_sql
 from agent_memory.bench.common import ScratchServer, open_service, print_table, say
+from agent_memory.db.scope import Scope
 from agent_memory.errors import InvalidInput
 from agent_memory.models import AwareDatetime, ImportLine, UserId
-from agent_memory.service import MemoryService, RecallOptions
+from agent_memory.recall.ranking import RecallOptions
+from agent_memory.service import MemoryService
 
 IMPORT_CHUNK = 512
 
@@ -158,8 +160,8 @@ def _recall_all(
 
 def _article_query(query: QualityQuery, vector: np.ndarray, k: int) -> Callable[[Any], list[dict[str, Any]]]:
     """The article's query, scoped to the asking user as of the query's time."""
-    scope = store.Scope(query.user_id, now=query.now)
-    return lambda conn: store.article_seed_query(conn, vector, query.query, limit=k, scope=scope)
+    scope = Scope(query.user_id, now=query.now)
+    return lambda conn: bench_sql.article_seed_query(conn, vector, query.query, limit=k, scope=scope)
 
 
 def _write_results(folder: Path, results: dict[str, list[list[dict[str, Any]]]]) -> None:

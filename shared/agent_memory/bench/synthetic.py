@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from agent_memory.embeddings.base import Embedder, Vectors, normalize_rows
-from agent_memory.service import content_hash
-from agent_memory.store import MemoryRow
+from agent_memory.ingest.rows import MemoryRow
+from agent_memory.models import content_hash
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"

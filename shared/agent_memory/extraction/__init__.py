@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from agent_memory.config import Settings
 from agent_memory.errors import ConfigurationError
-from agent_memory.extraction.base import ExistingMemory, ExtractedMemory, Extraction, Extractor
+from agent_memory.extraction.base import Extractor
+from agent_memory.extraction.records import ExistingMemory, ExtractedMemory, Extraction
 
 __all__ = ["ExistingMemory", "ExtractedMemory", "Extraction", "Extractor", "create_extractor"]
 

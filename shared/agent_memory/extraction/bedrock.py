@@ -12,7 +12,7 @@ from typing import Any, Unpack
 
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
-from agent_memory.extraction.base import LLMExtractor, LLMOptions, llm_options
+from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from agent_memory.providers.bedrock import bedrock_runtime_client, describe_client_error
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import httpx
 
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
-from agent_memory.extraction.base import LLMExtractor, LLMOptions, llm_options
+from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from agent_memory.providers.aws import llm_api_key
 from agent_memory.providers.http import OpenAICompatClient
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
 
-from agent_memory.extraction.base import ExtractedMemory, Extraction
+from agent_memory.extraction.records import ExtractedMemory, Extraction
+from agent_memory.models import fact_key
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def validate_items(items: Iterable[Any], *, max_items: int, max_chars: int) -> E
         if len(memory.content) > max_chars:
             _drop(result, index, f"content is {len(memory.content)} characters; the limit is {max_chars}")
             continue
-        key = " ".join(unicodedata.normalize("NFKC", memory.content).casefold().split()).rstrip(" .!;。")
+        key = fact_key(memory.content)
         if key in seen:
             continue  # the same fact twice in one answer: one memory, nothing lost
         seen.add(key)

@@ -24,8 +24,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agent_memory.extraction.base import ExistingMemory, Extraction, Extractor
+from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.parsing import validate_items
+from agent_memory.extraction.records import ExistingMemory, Extraction
 from agent_memory.models import ChatMessage
 
 MAX_SENTENCE_CHARS = 300

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agent_memory.extraction.base import ExistingMemory, ExtractedMemory
+from agent_memory.extraction.records import ExistingMemory, ExtractedMemory
 
 logger = logging.getLogger(__name__)
 

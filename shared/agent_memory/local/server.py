@@ -1,7 +1,7 @@
-"""``agent-memory serve``: the HTTP API on localhost without Docker or AWS, and ``agent-memory openapi``.
+"""The HTTP API on localhost without Docker or AWS (``agent-memory serve``), and its OpenAPI document.
 
 Each HTTP request becomes an API Gateway HTTP API (payload format 2.0) event and goes to the
-template's RecallFunction handler through :mod:`agent_memory.lambda_local`, exactly as
+template's RecallFunction handler through :mod:`agent_memory.local.runtime`, exactly as
 ``agent-memory invoke`` runs it; the handler's statusCode/headers/body become the HTTP answer.
 Requests are handled one at a time, like one warm Lambda container.
 
@@ -13,30 +13,24 @@ on as if a JWT authorizer had verified them (local testing of the JWT path only)
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import datetime as dt
 import ipaddress
 import json
 import logging
-import signal
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from agent_memory import lambda_local
-from agent_memory.errors import AgentMemoryError, ConfigurationError
-
-if TYPE_CHECKING:
-    from agent_memory.service import MemoryService
+from agent_memory.errors import ConfigurationError
+from agent_memory.local import runtime
 
 logger = logging.getLogger("agent_memory.serve")
 
@@ -138,17 +132,17 @@ class LocalApi:
     """The template's function behind a lock: one request at a time, like one Lambda container."""
 
     def __init__(self, template: Path, logical_id: str = RECALL_FUNCTION, *, unverified_jwt: bool = False) -> None:
-        self.spec = lambda_local.function_spec(template, logical_id)
+        self.spec = runtime.function_spec(template, logical_id)
         self.unverified_jwt = unverified_jwt
         self._lock = threading.Lock()
 
     def load(self) -> None:
         """Import the handler now, so a broken handler fails at start, not on the first request."""
-        lambda_local.load_handler(self.spec)
+        runtime.load_handler(self.spec)
 
     def __call__(self, event: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
-            return lambda_local.invoke_spec(self.spec, event)  # type: ignore[no-any-return]
+            return runtime.invoke_spec(self.spec, event)  # type: ignore[no-any-return]
 
 
 def _answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -241,53 +235,11 @@ def make_server(api: LocalApi, host: str = "127.0.0.1", port: int = 0) -> Thread
     return server
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "localhost"
-
-
-def _warm_up() -> None:
-    """Open the connection and load the embedder now, as a provisioned container would."""
-    from agent_memory.service import get_service
-
-    try:
-        service = get_service()
-        service.embedder.embed_query("warm up")
-        service.db.connection()
-    except AgentMemoryError as exc:
-        logger.warning("warm-up failed (requests will answer with the error): %s", exc)
-
-
-def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
-    from agent_memory.cli import emit
-
-    logger.setLevel(logging.INFO)  # one access line per request on stderr
-    api = LocalApi(Path(args.template), unverified_jwt=args.unverified_jwt)
-    api.load()
-    if not args.no_warm:
-        _warm_up()
-    server = make_server(api, args.host, args.port)
-    host, port = args.host, server.server_port
-    if not _is_loopback(args.host):
-        logger.warning(
-            "serving on %s: this server checks no signature or token; anyone who can reach it can read "
-            "and delete every user's memories",
-            args.host,
-        )
-    if threading.current_thread() is threading.main_thread():
-        # A plain `kill` should stop cleanly too (the embedded PostgreSQL is released at exit).
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    emit({"url": f"http://{host}:{port}", "function": api.spec.logical_id, "unverified_jwt": args.unverified_jwt})
-    print(f"agent-memory: serving {api.spec.logical_id} on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
 
 
 def openapi_document(template: Path, logical_id: str = RECALL_FUNCTION) -> str:
@@ -296,7 +248,7 @@ def openapi_document(template: Path, logical_id: str = RECALL_FUNCTION) -> str:
     One correction: the resolver lists a 422 answer for every validated route, but this API
     answers validation errors with 400 (documented per route), so the 422 entries are dropped.
     """
-    module = lambda_local.load_module(lambda_local.function_spec(template, logical_id))
+    module = runtime.load_module(runtime.function_spec(template, logical_id))
     app = getattr(module, "app", None)
     if app is None or not hasattr(app, "get_openapi_json_schema"):
         raise ConfigurationError(f"{logical_id}'s handler module has no resolver named 'app'")
@@ -308,35 +260,3 @@ def openapi_document(template: Path, logical_id: str = RECALL_FUNCTION) -> str:
     for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(unused, None)
     return json.dumps(document, indent=2, ensure_ascii=False)
-
-
-def cmd_openapi(service: MemoryService, args: argparse.Namespace) -> int:
-    document = openapi_document(Path(args.template))
-    if args.out:
-        Path(args.out).write_text(document + "\n", encoding="utf-8")
-        print(f"agent-memory: wrote {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(document + "\n")
-    return 0
-
-
-AddCommand = Callable[[str, Callable[["MemoryService", argparse.Namespace], int], str], argparse.ArgumentParser]
-
-
-def register(add: AddCommand) -> None:
-    """Adds ``serve`` and ``openapi`` through cli.build_parser's ``add`` helper."""
-    p = add("serve", cmd_serve, "serve the HTTP API locally (RecallFunction via lambda_local; no Docker, no AWS)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
-    p.add_argument(
-        "--unverified-jwt",
-        action="store_true",
-        help="pass the claims of an 'Authorization: Bearer' JWT to the function WITHOUT verifying it "
-        "(local testing of the JWT path only)",
-    )
-    p.add_argument("--no-warm", action="store_true", help="do not connect and load the embedder before serving")
-
-    p = add("openapi", cmd_openapi, "write the OpenAPI document of the HTTP API")
-    p.add_argument("--out", help="file to write (default stdout)")
-    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")

@@ -1,26 +1,13 @@
-"""A small client for agent backends: the memory API over HTTP, and the write-path SQS message.
-
-    client = MemoryClient("https://abc123.execute-api.eu-west-1.amazonaws.com")  # AWS_IAM: SigV4
-    block = client.recall("Which package manager?", user_id="u1").prompt_block
-    ...
-    publish_conversation_ended(queue_url, user_id="u1", messages=chat)
-
-Errors are the service's own types (agent_memory.errors): InvalidInput (400, with the field),
-InputTooLarge (413), Forbidden (401/403), NotFound (404), DatabaseUnavailable (503),
-ServiceUnavailable (unreachable, timed out, 429 or other 5xx after the retries),
-ConfigurationError (no credentials or region, wrong API URL).
-"""
+"""The memory API over HTTP: recall, add, list, history, forget; SigV4, JWT or no auth; retries on
+what is safe to retry."""
 
 from __future__ import annotations
 
-import builtins
 import datetime as dt
-import hashlib
 import json
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import lru_cache
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
@@ -29,24 +16,33 @@ import httpx
 from pydantic import BaseModel, ValidationError
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from agent_memory.api import MemoryHistory, MemoryList, error_from_answer
+from agent_memory.client.common import region_from_host, without_none
+from agent_memory.client.errors import error_from_answer
 from agent_memory.errors import (
     AgentMemoryError,
     ConfigurationError,
-    InvalidInput,
     NotFound,
     ServiceUnavailable,
 )
-from agent_memory.models import ChatMessage, ConversationEnded, Memory, MemoryEvent, NewMemory, RecallResult, StoredIds
+from agent_memory.http.schemas import MemoryHistory
+from agent_memory.models import (
+    MAX_PAGE,
+    ChatMessage,
+    Memory,
+    MemoryEvent,
+    MemoryPage,
+    NewMemory,
+    RecallResult,
+    StoredIds,
+)
 
 if TYPE_CHECKING:
-    from mypy_boto3_sqs import SQSClient
+    pass
 
 Auth = Literal["iam", "jwt", "none"]
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 _EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
-_SQS_HOST = re.compile(r"^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 _RETRY_STATUSES = {
     HTTPStatus.TOO_MANY_REQUESTS,
     HTTPStatus.BAD_GATEWAY,
@@ -110,7 +106,7 @@ class MemoryClient:
         self._owns_http = http is None
         self._credentials: Any = None
         if auth == "iam":
-            self._region = region or _region_from_host(split.hostname or "", _EXECUTE_API_HOST)
+            self._region = region or region_from_host(split.hostname or "", _EXECUTE_API_HOST)
             self._credentials = _aws_credentials()
             if not self._region:
                 self._region = _aws_region()
@@ -131,7 +127,7 @@ class MemoryClient:
     ) -> RecallResult:
         """The memories relevant to ``query`` (or to the latest user message of ``messages``)
         and the ``[RUSH_MEMORY]`` block to prepend to the system prompt."""
-        body = _without_none(
+        body = without_none(
             user_id=user_id, project_id=project_id, query=query, messages=messages, limit=limit, now=now
         )
         return _parse(self._call("POST", "/recall", body=body), RecallResult)
@@ -145,48 +141,47 @@ class MemoryClient:
     ) -> StoredIds:
         """Store facts now (no LLM); ids come back in input order. A plain string is a ``fact``."""
         items = [{"content": m} if isinstance(m, str) else m for m in memories]
-        body = _without_none(user_id=user_id, project_id=project_id, memories=items)
+        body = without_none(user_id=user_id, project_id=project_id, memories=items)
         return _parse(self._call("POST", "/memories", body=body), StoredIds)
 
-    def list(
+    def list_memories(
         self,
         *,
         user_id: str | None = None,
         project_id: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> MemoryList:
+    ) -> MemoryPage:
         """One page of the user's memories, newest first (``next_cursor`` fetches the next)."""
-        params = _without_none(user_id=user_id, project_id=project_id, limit=limit, cursor=cursor)
-        return _parse(self._call("GET", "/memories", params=params), MemoryList)
+        params = without_none(user_id=user_id, project_id=project_id, limit=limit, cursor=cursor)
+        return _parse(self._call("GET", "/memories", params=params), MemoryPage)
 
     def iter_memories(self, *, user_id: str | None = None, project_id: str | None = None) -> Iterator[Memory]:
         """Every memory of the user, page after page."""
         cursor = None
         while True:
-            page = self.list(user_id=user_id, project_id=project_id, limit=500, cursor=cursor)
+            page = self.list_memories(user_id=user_id, project_id=project_id, limit=MAX_PAGE, cursor=cursor)
             yield from page.memories
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
 
-    def forget(self, memory_id: uuid.UUID | str | None = None, *, user_id: str | None = None) -> bool:
-        """Delete one memory (False when the user has no memory with that id), or, without an
-        id, all of the user's memories (``user_id`` is then required, also with a JWT)."""
-        params = _without_none(user_id=user_id)
-        if memory_id is None:
-            self._call("DELETE", "/memories", params=params)
-            return True
+    def forget_memory(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> bool:
+        """Delete one memory; False when the user has no memory with that id."""
         try:
-            self._call("DELETE", f"/memories/{quote(str(memory_id), safe='')}", params=params)
+            self._call("DELETE", f"/memories/{quote(str(memory_id), safe='')}", params=without_none(user_id=user_id))
         except NotFound:
             return False
         return True
 
-    def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> builtins.list[MemoryEvent]:
+    def forget_user(self, user_id: str) -> None:
+        """Delete every memory of the user, with their history (``user_id`` is required, also with a JWT)."""
+        self._call("DELETE", "/memories", params={"user_id": user_id})
+
+    def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""
         path = f"/memories/{quote(str(memory_id), safe='')}/history"
-        return _parse(self._call("GET", path, params=_without_none(user_id=user_id)), MemoryHistory).events
+        return _parse(self._call("GET", path, params=without_none(user_id=user_id)), MemoryHistory).events
 
     def close(self) -> None:
         if self._owns_http:
@@ -274,15 +269,6 @@ def _error_of(response: httpx.Response) -> AgentMemoryError:
     return error
 
 
-def _without_none(**values: Any) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def _region_from_host(host: str, pattern: re.Pattern[str]) -> str | None:
-    match = pattern.match(host.lower())
-    return match.group(1) if match else None
-
-
 def _aws_credentials() -> Any:
     import botocore.session
 
@@ -297,97 +283,3 @@ def _aws_region() -> str | None:
 
     region = botocore.session.get_session().get_config_variable("region")
     return str(region) if region else None
-
-
-# --------------------------------------------------------------------------------------
-# the write path: "conversation ended" on SQS
-# --------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=8)
-def _sqs_client(region: str | None) -> SQSClient:
-    import boto3
-
-    return boto3.client("sqs", region_name=region)
-
-
-def publish_conversation_ended(
-    queue_url: str,
-    *,
-    user_id: str,
-    messages: Sequence[Mapping[str, Any] | ChatMessage] = (),
-    memories: Sequence[str | Mapping[str, Any] | NewMemory] = (),
-    project_id: str | None = None,
-    conversation_id: str | None = None,
-    ended_at: dt.datetime | None = None,
-    region: str | None = None,
-    sqs: SQSClient | None = None,
-) -> str:
-    """Validate the write-path message (agent_memory.models.ConversationEnded) and send it to
-    the ingest queue; returns the SQS MessageId. FIFO queues get the user as message group and
-    the conversation (or the message's hash) as deduplication id."""
-    try:
-        message = ConversationEnded.model_validate(
-            _without_none(
-                user_id=user_id,
-                project_id=project_id,
-                conversation_id=conversation_id,
-                ended_at=ended_at,
-                messages=[m.model_dump() if isinstance(m, BaseModel) else m for m in messages],
-                memories=[
-                    {"content": m} if isinstance(m, str) else m.model_dump() if isinstance(m, BaseModel) else m
-                    for m in memories
-                ],
-            )
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        raise InvalidInput(
-            "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()),
-            field=field,
-        ) from exc
-    body = message.model_dump_json(exclude_none=True)
-    params: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": body}
-    if queue_url.endswith(".fifo"):
-        params["MessageGroupId"] = message.user_id
-        params["MessageDeduplicationId"] = hashlib.sha256((message.conversation_id or body).encode("utf-8")).hexdigest()
-    client = sqs or _sqs_client(region or _region_from_host(urlsplit(queue_url).hostname or "", _SQS_HOST))
-    return _send_sqs(client, params)
-
-
-_SQS_THROTTLED = {"RequestThrottled", "ThrottlingException", "KmsThrottled"}
-_SQS_CONFIGURATION = {
-    "AWS.SimpleQueueService.NonExistentQueue",
-    "QueueDoesNotExist",
-    "AccessDenied",
-    "AccessDeniedException",
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
-    "InvalidAddress",
-    "KmsAccessDenied",
-    "KmsDisabled",
-    "KmsNotFound",
-}
-
-
-def _send_sqs(client: SQSClient, params: dict[str, Any]) -> str:
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
-
-    try:
-        answer = client.send_message(**params)
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        code, text = str(error.get("Code", "")), str(error.get("Message", exc))
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        if status >= HTTPStatus.INTERNAL_SERVER_ERROR or code in _SQS_THROTTLED:
-            raise ServiceUnavailable(f"SQS: {code}: {text}") from exc
-        if code in _SQS_CONFIGURATION or status == HTTPStatus.FORBIDDEN:
-            raise ConfigurationError(f"SQS: {code}: {text}") from exc
-        # The rest is about the message itself (e.g. longer than the queue's MaximumMessageSize).
-        raise InvalidInput(f"SQS: {code}: {text}") from exc
-    except (NoCredentialsError, NoRegionError) as exc:
-        raise ConfigurationError(f"SQS: {exc}") from exc
-    except BotoCoreError as exc:
-        raise ServiceUnavailable(f"SQS: {exc}") from exc
-    return str(answer["MessageId"])

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import IO
 
-from agent_memory import lambda_local
+from agent_memory.local import runtime
 from agent_memory.service import get_service
 
 DEMO_USER = "u-42"
@@ -26,7 +26,7 @@ EVENT = Path("events") / "conversation-ended.json"
 
 def _repository() -> Path:
     """The directory with template.yaml: the current one, else the checkout this package lives in."""
-    for candidate in (Path.cwd(), Path(__file__).resolve().parents[2]):
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[3]):
         if (candidate / "template.yaml").exists():
             return candidate
     return Path.cwd()
@@ -36,15 +36,15 @@ def run_demo(out: IO[str], root: Path | None = None) -> int:
     root = root or _repository()
     service = get_service()  # the handler's own service: same settings, one model load
     for user in (DEMO_USER, OTHER_USER):
-        service.forget(user)  # start clean (receipts too), so the demo can run any number of times
+        service.forget_user(user)  # start clean (receipts too), so the demo can run any number of times
     # The handler's JSON logs and metrics would drown the demo's output (set these to see them).
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    event = lambda_local.read_event(root / EVENT)
-    result = lambda_local.invoke(root / "template.yaml", "IngestFunction", event)
+    event = runtime.read_event(root / EVENT)
+    result = runtime.invoke(root / "template.yaml", "IngestFunction", event)
     out.write(f"IngestFunction <- {EVENT} ({len(event['Records'])} SQS records): {json.dumps(result)}\n")
     for user in (DEMO_USER, OTHER_USER):
-        memories = service.list(user).memories
+        memories = service.list_memories(user).memories
         out.write(f"\n{len(memories)} memories of {user}:\n")
         out.writelines(f"  [{m.category}] {m.content}  (from {m.source})\n" for m in memories)
 

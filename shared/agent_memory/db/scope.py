@@ -1,0 +1,44 @@
+"""Whose memories a statement may see, as a WHERE clause composed once per shape."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+from typing import Any
+
+from psycopg import sql
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """Whose memories a query may see. With a project: that project's plus the user-wide ones."""
+
+    user_id: str
+    project_id: str | None = None
+    now: dt.datetime | None = None  # "as of": hides memories created later and those expired by then
+    include_inactive: bool = False  # superseded and expired memories too (debugging)
+
+
+def scope_filter(scope: Scope) -> sql.Composable:
+    """The WHERE clause that limits a statement to the scope (parameters user_id, project_id, now)."""
+    return sql.SQL(scope_sql(scope.project_id is not None, scope.include_inactive, scope.now is not None))
+
+
+@functools.lru_cache(maxsize=16)
+def scope_sql(has_project: bool, include_inactive: bool, as_of: bool) -> str:
+    """The WHERE clause of a user's scope, composed once per shape."""
+    parts = ["user_id = %(user_id)s"]
+    if has_project:
+        parts.append("(project_id = %(project_id)s OR project_id IS NULL)")
+    if not include_inactive:
+        parts.append("superseded_at IS NULL")
+        parts.append(f"(expires_at IS NULL OR expires_at > {'%(now)s' if as_of else 'now()'})")
+    if as_of:
+        parts.append("created_at <= %(now)s")
+    return " AND ".join(parts)
+
+
+def scope_params(scope: Scope) -> dict[str, Any]:
+    """The values :func:`scope_filter`'s clause binds."""
+    return {"user_id": scope.user_id, "project_id": scope.project_id, "now": scope.now}

@@ -1,0 +1,1 @@
+"""The HTTP API's shared parts: request/response schemas, caller identity, and errors as HTTP."""

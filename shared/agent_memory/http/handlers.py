@@ -1,0 +1,170 @@
+"""How the Powertools resolver answers every error: typed errors (by :mod:`.errors`' table),
+request validation, unknown routes and methods, undecodable bodies, and the rest (500, logged)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from agent_memory.errors import AgentMemoryError, InvalidInput
+from agent_memory.http.errors import INTERNAL, RETRY_AFTER_S, error_kind
+from agent_memory.http.schemas import ErrorBody, ErrorDetail
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    field: str | None = None,
+    errors: list[ErrorDetail] | None = None,
+    request_id: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response[Any]:
+    from aws_lambda_powertools.event_handler import Response, content_types
+
+    body = ErrorBody(code=code, message=message, field=field, errors=errors, request_id=request_id)
+    all_headers = dict(headers or {})
+    if status == HTTPStatus.SERVICE_UNAVAILABLE:
+        all_headers.setdefault("Retry-After", str(RETRY_AFTER_S))
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=body.model_dump_json(exclude_none=True),
+        headers=all_headers,
+    )
+
+
+def field_of(loc: Sequence[str | int]) -> str | None:
+    """('body', 'memories', 0, 'content') -> 'memories[0].content'; ('query', 'limit') -> 'limit'."""
+    out = ""
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header", "cookie") else loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or None
+
+
+def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> list[ErrorDetail]:
+    """Powertools/pydantic validation errors as (field, message) pairs, without echoing input."""
+    details = []
+    for err in errors:
+        loc = tuple(err.get("loc") or ())
+        kind = err.get("type")
+        if kind == "json_invalid":
+            reason = (err.get("ctx") or {}).get("error") or "JSON decode error"
+            details.append(ErrorDetail(field=None, message=f"the request body is not valid JSON: {reason}"))
+            continue
+        field = field_of(loc)
+        if kind == "missing" and field is None:
+            message = "a JSON object is required as the request body"
+        else:
+            message = str(err.get("msg") or "invalid value")
+        details.append(ErrorDetail(field=field, message=f"{field}: {message}" if field else message))
+    return details
+
+
+def is_json_content_type(value: str | None) -> bool:
+    """What the API accepts: JSON, or no Content-Type at all."""
+    if not value:
+        return True
+    media = value.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def allowed_methods(app: APIGatewayHttpResolver, path: str) -> list[str]:
+    """Methods that have a route for ``path`` (for 405 and its Allow header)."""
+    # The resolver keeps its routes privately; it has no 405 of its own.
+    routes = [*getattr(app, "_static_routes", []), *getattr(app, "_dynamic_routes", [])]
+    return sorted({route.method for route in routes if route.rule.match(path)})
+
+
+def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
+    """Every error answer of the resolver, in one place: typed errors, validation, 404/405, the rest."""
+    from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
+    from aws_lambda_powertools.event_handler.openapi.exceptions import (
+        RequestUnsupportedContentType,
+        RequestValidationError,
+    )
+
+    def request_id() -> str | None:
+        event = app.current_event
+        return event.request_context.request_id if event is not None else None
+
+    def typed(exc: AgentMemoryError) -> Response[Any]:
+        kind = error_kind(exc)
+        field = exc.field if isinstance(exc, InvalidInput) else None
+        if kind.status >= HTTPStatus.INTERNAL_SERVER_ERROR:
+            log.error("request failed", extra={"error": type(exc).__name__, "detail": str(exc), "code": kind.code})
+        else:
+            log.info("request refused", extra={"error": type(exc).__name__, "detail": str(exc), "field": field})
+        message = kind.public_message or str(exc)
+        return error_response(kind.status, kind.code, message, field=field, request_id=request_id())
+
+    def invalid(exc: RequestValidationError | RequestUnsupportedContentType) -> Response[Any]:
+        content_type = app.current_event.headers.get("content-type")
+        if isinstance(exc, RequestUnsupportedContentType) or not is_json_content_type(content_type):
+            return error_response(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                f"the body must be JSON with Content-Type: application/json (got {content_type!r})",
+                request_id=request_id(),
+            )
+        details = describe_validation_errors(exc.errors())
+        first = details[0] if details else ErrorDetail(field=None, message="invalid request")
+        log.info("request invalid", extra={"errors": [d.model_dump() for d in details]})
+        return error_response(
+            HTTPStatus.BAD_REQUEST,
+            "invalid_input",
+            "; ".join(d.message for d in details) or first.message,
+            field=first.field,
+            errors=details,
+            request_id=request_id(),
+        )
+
+    def not_text(exc: UnicodeDecodeError) -> Response[Any]:
+        # Only reading the (base64) body decodes bytes in this API.
+        return error_response(
+            HTTPStatus.BAD_REQUEST, "invalid_input", "the request body is not UTF-8 JSON", request_id=request_id()
+        )
+
+    def no_route(exc: NotFoundError) -> Response[Any]:
+        event = app.current_event
+        allowed = allowed_methods(app, event.path)
+        if allowed:
+            return error_response(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                f"{event.http_method} is not allowed on {event.path}; use {', '.join(allowed)}",
+                request_id=request_id(),
+                headers={"Allow": ", ".join(allowed)},
+            )
+        message = f"no route {event.http_method} {event.path}"
+        return error_response(HTTPStatus.NOT_FOUND, "route_not_found", message, request_id=request_id())
+
+    def service_error(exc: ServiceError) -> Response[Any]:
+        message = exc.msg if isinstance(exc.msg, str) else json.dumps(exc.msg)
+        return error_response(exc.status_code, f"http_{exc.status_code}", message, request_id=request_id())
+
+    def unexpected(exc: Exception) -> Response[Any]:
+        # The traceback goes to the log (with the request id as correlation id), never to the caller.
+        log.exception("unhandled error", extra={"error": type(exc).__name__})
+        return error_response(
+            INTERNAL.status, INTERNAL.code, INTERNAL.public_message or "internal error", request_id=request_id()
+        )
+
+    # Registered here rather than as decorators (the resolver's decorators are untyped).
+    # The resolver picks the handler by the exception's MRO, so Exception only gets the rest;
+    # a missing route is NotFoundError, which has its own handler (else it would be a 500).
+    app.exception_handler(AgentMemoryError)(typed)
+    app.exception_handler([RequestValidationError, RequestUnsupportedContentType])(invalid)
+    app.exception_handler(UnicodeDecodeError)(not_text)
+    app.not_found(no_route)
+    app.exception_handler(ServiceError)(service_error)
+    app.exception_handler(Exception)(unexpected)

@@ -1,0 +1,136 @@
+"""The HTTP API's request and response models, and the OpenAPI descriptions of its answers.
+
+Light on purpose (pydantic only): the Python client imports these too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from agent_memory.errors import InvalidInput
+from agent_memory.models import MAX_RECALL_LIMIT, AwareDatetime, MemoryEvent, NewMemory, ProjectId, UserId
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+
+
+class ContentPart(BaseModel):
+    """One part of a multi-part chat message (OpenAI style); only text parts are read."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = "text"
+    text: str | None = None
+
+
+class RecallMessage(BaseModel):
+    """A chat message as agent frameworks pass them around: any role, text or parts."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Annotated[str, StringConstraints(max_length=64)]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content.strip()
+        parts = self.content or []
+        return " ".join(p.text.strip() for p in parts if p.type == "text" and p.text and p.text.strip())
+
+
+def latest_user_query(messages: Sequence[RecallMessage]) -> str | None:
+    """The text of the latest user message that has text (the article's extractUserQuery)."""
+    for message in reversed(messages):
+        if message.role == "user" and (text := message.text()):
+            return text
+    return None
+
+
+class RecallRequest(BaseModel):
+    """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    project_id: ProjectId | None = Field(default=None, description="Also recall this project's memories.")
+    query: str | None = Field(default=None, description="What to recall memories for.")
+    messages: list[RecallMessage] | None = Field(
+        default=None, description="Chat messages; the query is the latest user message."
+    )
+    limit: int | None = Field(
+        default=None, ge=1, le=MAX_RECALL_LIMIT, description=f"1..{MAX_RECALL_LIMIT}, default 10."
+    )
+    now: AwareDatetime | None = Field(default=None, description="Recall as of this time (reproducible decay).")
+    include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")
+
+    def query_text(self) -> str:
+        """The query to use; InvalidInput naming the field when there is none or two."""
+        if self.query is not None and self.messages is not None:
+            raise InvalidInput("give either query or messages, not both", field="messages")
+        if self.messages is not None:
+            text = latest_user_query(self.messages)
+            if text is None:
+                raise InvalidInput("messages has no user message with text to recall for", field="messages")
+            return text
+        if self.query is None:
+            raise InvalidInput("query (or messages) is required", field="query")
+        return self.query
+
+
+class AddRequest(BaseModel):
+    """POST /memories: store facts now (no LLM; the same rules as the write path)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = None
+    project_id: ProjectId | None = None
+    memories: list[NewMemory] = Field(min_length=1)
+
+
+class MemoryHistory(BaseModel):
+    """GET /memories/{id}/history: every recorded change of one memory, oldest first."""
+
+    events: list[MemoryEvent]
+
+
+class ErrorDetail(BaseModel):
+    # Optional in the schema too: answers leave out a null field (found by schemathesis).
+    field: str | None = None
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: what went wrong, which field, and the request id to find the logs."""
+
+    code: str
+    message: str
+    field: str | None = None
+    errors: list[ErrorDetail] | None = None
+    request_id: str | None = None
+
+
+def no_content(description: str) -> OpenAPIResponse:
+    """A bodiless answer (204): an empty content map, or the resolver would document its return type."""
+    return {"description": description, "content": {}}
+
+
+def documented(description: str, model: type[BaseModel] | None = None) -> OpenAPIResponse:
+    """One entry of a route's ``responses`` (OpenAPI)."""
+    if model is None:
+        return {"description": description}
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+# Error answers every route can give (others are listed per route).
+COMMON_ERRORS: dict[int, OpenAPIResponse] = {
+    400: documented("Invalid request: the message names the problem and the field", ErrorBody),
+    403: documented("user_id is not the authenticated user (JWT)", ErrorBody),
+    404: documented("No such route, or (DELETE one) no such memory for this user", ErrorBody),
+    405: documented("Method not allowed on this path (see Allow)", ErrorBody),
+    415: documented("The body is not JSON", ErrorBody),
+    500: documented("Unexpected error (details only in the logs, under request_id)", ErrorBody),
+    503: documented("Database unavailable or too slow; retry (Retry-After)", ErrorBody),
+}

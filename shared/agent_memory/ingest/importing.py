@@ -1,0 +1,84 @@
+"""Bulk import of JSON Lines (``agent-memory import``): chunked for speed, line by line where a
+chunk is refused, so one bad line never keeps the others out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from pydantic import BaseModel, Field, ValidationError
+
+from agent_memory.errors import InvalidInput
+from agent_memory.models import ImportLine, StoredIds, describe_errors
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 512
+
+
+class SkippedLine(BaseModel):
+    line: int
+    reason: str
+
+
+class ImportReport(BaseModel):
+    """What an import took so far: it grows as chunks commit, so it stays true if a later chunk fails."""
+
+    taken: int = 0
+    created: int = 0
+    skipped: int = 0
+    skipped_lines: list[SkippedLine] = Field(default_factory=list)
+
+
+def import_lines(
+    lines: Iterable[tuple[int, str]],
+    store: Callable[[Sequence[ImportLine]], StoredIds],
+    report: ImportReport,
+    *,
+    progress: Callable[[int], None] | None = None,
+    chunk_size: int = CHUNK,
+) -> ImportReport:
+    """Store numbered JSON lines with ``store``, ``chunk_size`` lines per call; lines that do not
+    validate, or that ``store`` refuses on their own, are recorded in ``report`` and skipped."""
+    chunk: list[ImportLine] = []
+    numbers: list[int] = []
+
+    def skip(number: int, reason: str) -> None:
+        report.skipped += 1
+        report.skipped_lines.append(SkippedLine(line=number, reason=reason))
+        logger.warning("line %d skipped: %s", number, reason)
+
+    def flush() -> None:
+        if not chunk:
+            return
+        try:
+            stored = store(chunk)
+        except InvalidInput as exc:
+            logger.debug("chunk retried line by line: %s", exc)
+            for number, line in zip(numbers, chunk, strict=True):
+                try:
+                    single = store([line])
+                except InvalidInput as inner:
+                    skip(number, str(inner))
+                else:
+                    report.taken += 1
+                    report.created += single.created
+        else:
+            report.taken += len(chunk)
+            report.created += stored.created
+        chunk.clear()
+        numbers.clear()
+        if progress:
+            progress(report.taken + report.skipped)
+
+    for number, text in lines:
+        try:
+            chunk.append(ImportLine.model_validate_json(text))
+            numbers.append(number)
+        except ValidationError as exc:
+            skip(number, describe_errors(exc, "line"))
+            continue
+        if len(chunk) >= chunk_size:
+            flush()
+    flush()
+    return report

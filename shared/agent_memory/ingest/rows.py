@@ -1,0 +1,107 @@
+"""From validated memories to rows ready to store: checked against the configured limits,
+each distinct fact embedded once, folded by its identity (user, project, content hash)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agent_memory.config import Settings
+from agent_memory.embeddings import Embedder
+from agent_memory.errors import InputTooLarge, InvalidInput
+from agent_memory.models import NewMemory, content_hash, fact_key
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRow:
+    """A memory ready to store: normalised, hashed and embedded."""
+
+    user_id: str
+    project_id: str | None
+    content: str
+    content_hash: bytes
+    category: str
+    embedding: np.ndarray
+    source: str | None = None
+    is_evergreen: bool = False
+    created_at: dt.datetime | None = None
+    observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
+    expires_at: dt.datetime | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def check_new_memories(settings: Settings, memories: Sequence[NewMemory], field: str = "memories") -> None:
+    """The configured limits (the models hold only the wire format's ceilings)."""
+    if not memories:
+        raise InvalidInput("no memories given", field=field)
+    if len(memories) > settings.max_memories_per_request:
+        raise InputTooLarge(
+            f"{len(memories)} memories in one request; the limit is {settings.max_memories_per_request}", field=field
+        )
+    check_lengths(settings, memories, field)
+
+
+def check_lengths(settings: Settings, memories: Sequence[NewMemory], field: str) -> None:
+    for i, memory in enumerate(memories):
+        if len(memory.content) > settings.max_memory_chars:
+            raise InputTooLarge(
+                f"memory content is {len(memory.content)} characters; the limit is {settings.max_memory_chars}",
+                field=f"{field}[{i}].content",
+            )
+
+
+def embed_unique(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray]:
+    """One vector per text, in one embedding batch; texts that state the same fact share one vector."""
+    keys = [fact_key(t) for t in texts]
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    vectors = embedder.embed([texts[i] for i in first.values()])
+    by_key = dict(zip(first, vectors, strict=True))
+    return [by_key[key] for key in keys]
+
+
+def build_rows(
+    user_ids: Sequence[str],
+    memories: Sequence[NewMemory],
+    vectors: Sequence[np.ndarray],
+    *,
+    project_id: str | None,
+    source: str | None,
+    observed_at: dt.datetime | None,
+    user_wide: Sequence[bool] | None = None,
+) -> tuple[list[MemoryRow], list[int]]:
+    """The rows to store (one per distinct fact and scope: the first statement wins) and, per
+    input memory, the index of its row. A memory's own project wins over ``project_id``;
+    ``user_wide`` memories ignore ``project_id``."""
+    rows: list[MemoryRow] = []
+    index_of: dict[tuple[str, str | None, bytes], int] = {}
+    positions: list[int] = []
+    for i, (user_id, memory, vector) in enumerate(zip(user_ids, memories, vectors, strict=True)):
+        scope_project = memory.project_id or (None if user_wide and user_wide[i] else project_id)
+        digest = content_hash(memory.content)  # content is normalised by its model
+        key = (user_id, scope_project, digest)
+        if key not in index_of:
+            index_of[key] = len(rows)
+            rows.append(
+                MemoryRow(
+                    user_id=user_id,
+                    project_id=scope_project,
+                    content=memory.content,
+                    content_hash=digest,
+                    category=memory.category,
+                    embedding=vector,
+                    source=source,
+                    is_evergreen=memory.is_evergreen,
+                    created_at=memory.created_at,
+                    observed_at=observed_at or memory.created_at,
+                    expires_at=memory.expires_at,
+                    metadata=memory.metadata,
+                )
+            )
+        positions.append(index_of[key])
+    return rows, positions

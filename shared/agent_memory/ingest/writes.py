@@ -1,0 +1,387 @@
+"""The write path's SQL: upserts with duplicate folding, near-duplicate refreshes, supersession,
+the memories an extractor is shown, and the receipts that make a redelivered message a no-op.
+
+Every write runs in the user's locked transaction (:func:`agent_memory.db.transactions.user_transaction`):
+the near-duplicate check reads before it writes, so one user's writers take turns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from agent_memory.db.connection import Connection, vector_column, vector_schema_of
+from agent_memory.db.scope import Scope, scope_filter, scope_params
+from agent_memory.db.transactions import read_as_user, user_transaction
+from agent_memory.errors import SchemaMismatch
+from agent_memory.extraction.records import ExistingMemory
+from agent_memory.ingest.rows import MemoryRow
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOutcome:
+    id: uuid.UUID
+    action: str  # "created" | "refreshed" | "near_duplicate" | "restated"
+
+
+# Arrays of vectors travel in binary (%(...)b): as text, ten 384-d vectors take ~6 ms to
+# format and parse (float by float), more than all the rest of writing them.
+_UPSERT = """
+INSERT INTO user_memories AS m (user_id, project_id, content, content_hash, category, source,
+                                is_evergreen, embedding, created_at, updated_at, expires_at, metadata)
+SELECT t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen,
+       t.embedding, COALESCE(t.created_at, t.observed_at, now()), COALESCE(t.observed_at, t.created_at, now()),
+       t.expires_at, t.metadata
+FROM unnest(%(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[], %(hashes)s::bytea[],
+            %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[], %(embeddings)b::vector[],
+            %(created)s::timestamptz[], %(observed)s::timestamptz[], %(expires)s::timestamptz[],
+            %(metadata)s::jsonb[])
+     AS t(user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
+          created_at, observed_at, expires_at, metadata)
+ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
+    -- A restated fact is fresh again; a redelivered one (same time) changes nothing.
+    updated_at    = GREATEST(m.updated_at, EXCLUDED.updated_at),
+    is_evergreen  = m.is_evergreen OR EXCLUDED.is_evergreen,
+    metadata      = m.metadata || EXCLUDED.metadata,
+    -- A fact that had ended (superseded or expired) and is stated again lives again, with the
+    -- new expiry; a live fact keeps its expiry unless the restatement brings one.
+    expires_at    = CASE WHEN m.superseded_at IS NOT NULL OR m.expires_at <= now() THEN EXCLUDED.expires_at
+                         ELSE COALESCE(EXCLUDED.expires_at, m.expires_at) END,
+    superseded_at = NULL,
+    superseded_by = NULL
+RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
+"""
+
+_NEAREST_EXISTING = """
+SELECT i.ord, n.id, 1 - n.distance AS similarity
+FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea[])
+     WITH ORDINALITY AS i(embedding, project_id, content_hash, ord)
+CROSS JOIN LATERAL (
+    SELECT m.id, m.embedding <=> i.embedding AS distance
+    FROM user_memories m
+    WHERE m.user_id = %(user_id)s
+      AND m.project_id IS NOT DISTINCT FROM i.project_id
+      AND m.superseded_at IS NULL
+    ORDER BY m.embedding <=> i.embedding
+    LIMIT 1
+) n
+WHERE 1 - n.distance >= %(threshold)s
+  -- Exact duplicates are the upsert's (it keeps its own bookkeeping).
+  AND NOT EXISTS (
+      SELECT 1 FROM user_memories e
+      WHERE e.user_id = %(user_id)s AND e.content_hash = i.content_hash
+        AND e.project_id IS NOT DISTINCT FROM i.project_id
+  )
+"""
+
+# A restatement (near duplicate, or what the LLM marked as one): fresher, and it may bring an
+# expiry (as the upsert's conflict branch does for exact duplicates).
+_REFRESH = """
+UPDATE user_memories AS m SET
+    updated_at = GREATEST(m.updated_at, COALESCE(t.observed_at, now())),
+    metadata   = m.metadata || t.metadata,
+    expires_at = COALESCE(t.expires_at, m.expires_at)
+FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[], %(expires)s::timestamptz[])
+     AS t(id, observed_at, metadata, expires_at)
+WHERE m.id = t.id AND m.user_id = %(user_id)s
+"""
+
+# The targets of an ingest message's updates that are still live and visible from its scope
+# (its project and the user-wide memories; every project without one), locked until commit.
+_LIVE_TARGETS = """
+SELECT id FROM user_memories
+WHERE user_id = %(user_id)s AND id = ANY(%(ids)s) AND superseded_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
+  AND (%(project_id)s::text IS NULL OR project_id IS NULL OR project_id = %(project_id)s)
+ORDER BY id
+FOR UPDATE
+"""
+
+_SUPERSEDE = """
+UPDATE user_memories AS m SET superseded_at = now(), superseded_by = t.new_id
+FROM unnest(%(old)s::uuid[], %(new)s::uuid[]) AS t(old_id, new_id)
+WHERE m.id = t.old_id AND m.user_id = %(user_id)s AND m.superseded_at IS NULL AND t.old_id <> t.new_id
+RETURNING m.id, t.new_id
+"""
+
+
+def _upsert_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
+    return {
+        "user_ids": [r.user_id for r in rows],
+        "project_ids": [r.project_id for r in rows],
+        "contents": [r.content for r in rows],
+        "hashes": [r.content_hash for r in rows],
+        "categories": [r.category for r in rows],
+        "sources": [r.source for r in rows],
+        "evergreen": [r.is_evergreen for r in rows],
+        "embeddings": [r.embedding for r in rows],
+        "created": [r.created_at for r in rows],
+        "observed": [r.observed_at for r in rows],
+        "expires": [r.expires_at for r in rows],
+        "metadata": [Jsonb(r.metadata) for r in rows],
+    }
+
+
+def upsert_memories(
+    conn: Connection,
+    rows: Sequence[MemoryRow],
+    *,
+    near_duplicate_threshold: float | None = None,
+    exact_only: Collection[int] = (),
+) -> list[WriteOutcome]:
+    """Store rows in one transaction; outcomes in input order.
+
+    Exact duplicates (same user, project and normalised content) refresh the existing row.
+    With a threshold, a row whose nearest live neighbour in the same scope is at least that
+    similar refreshes that neighbour instead, except the rows in ``exact_only`` (a fact that
+    replaces a memory must not fold into it). Callers pass rows already de-duplicated by hash.
+    """
+    if not rows:
+        return []
+    _check_writable(conn)
+    outcomes: dict[int, WriteOutcome] = {}
+    by_user: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_user.setdefault(row.user_id, []).append(i)
+    # One transaction per user: row-level security admits one user at a time. The
+    # write path sends one user per call, so there it is one transaction per message.
+    for user_id, indexes in by_user.items():
+        sources = {rows[i].source for i in indexes}
+        source = sources.pop() if len(sources) == 1 else None
+        with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
+            _write_rows(conn, user_id, rows, indexes, outcomes, near_duplicate_threshold, exact_only)
+    return [outcomes[i] for i in range(len(rows))]
+
+
+def _check_writable(conn: Connection) -> None:
+    schema = vector_schema_of(conn)
+    if schema is not None and not schema.writable:
+        raise SchemaMismatch(
+            f"the store now embeds with {schema.current_model}; this process uses {schema.fingerprint} and "
+            "may only read until it is redeployed with the new model (writes are refused so that nothing "
+            "is stored with the wrong model; queued messages are retried)"
+        )
+
+
+def _write_rows(
+    conn: Connection,
+    user_id: str,
+    rows: Sequence[MemoryRow],
+    indexes: list[int],
+    outcomes: dict[int, WriteOutcome],
+    near_duplicate_threshold: float | None,
+    exact_only: Collection[int],
+) -> None:
+    """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
+    recording each row's outcome by index."""
+    to_insert = indexes
+    if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
+        near = [i for i in indexes if i not in exact_only]
+        if near:
+            _refresh_near_duplicates(conn, user_id, rows, near, near_duplicate_threshold, outcomes)
+        to_insert = [i for i in indexes if i not in outcomes]
+    if to_insert:
+        batch = [rows[i] for i in to_insert]
+        by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
+        for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
+            index = by_key[(rec[2], bytes(rec[3]))]
+            outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+
+
+def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> bool:
+    """Whether this exact ingest message was already written (a redelivery); one round trip."""
+    found = read_as_user(conn, user_id, _RECEIPT, {"user_id": user_id, "hash": message_hash})
+    return bool(found)
+
+
+def _has_receipt(conn: Connection, user_id: str, message_hash: bytes) -> bool:
+    return conn.execute(_RECEIPT, {"user_id": user_id, "hash": message_hash}).fetchone() is not None
+
+
+_RECEIPT = "SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s"
+
+
+@dataclasses.dataclass(frozen=True)
+class Updates:
+    """What an ingest message's facts say about existing memories, by row index.
+
+    ``restates``: the row says the same as that memory, which is refreshed instead of storing
+    the row. ``replaces``: those memories are superseded by the row's memory. Targets must be
+    live and visible from ``project_id`` (the message's scope) when the write runs; the others
+    are skipped, and their rows stored as new.
+    """
+
+    restates: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
+    replaces: Mapping[int, Sequence[uuid.UUID]] = dataclasses.field(default_factory=dict)
+    project_id: str | None = None
+
+    @property
+    def targets(self) -> set[uuid.UUID]:
+        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids)}
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestWrite:
+    """What one ingest message wrote: outcomes in row order, (old, new) supersessions, and
+    the update targets skipped because they had ended or left the scope meanwhile."""
+
+    outcomes: list[WriteOutcome]
+    superseded: list[tuple[uuid.UUID, uuid.UUID]]
+    stale: list[uuid.UUID]
+
+
+def ingest_message(
+    conn: Connection,
+    user_id: str,
+    message_hash: bytes,
+    rows: Sequence[MemoryRow],
+    *,
+    conversation_id: str | None = None,
+    near_duplicate_threshold: float | None = None,
+    updates: Updates | None = None,
+) -> IngestWrite | None:
+    """Write one ingest message's memories, its updates (restatements refreshed, replaced
+    memories superseded) and its receipt in one transaction: all of it or nothing.
+
+    None (and no change) when the message was already written: concurrent deliveries of the
+    same message serialise on the user's lock, and the second finds the first's receipt.
+    """
+    if any(r.user_id != user_id for r in rows):
+        raise ValueError("an ingest message writes the memories of its own user only")
+    updates = updates or Updates()
+    _check_writable(conn)
+    # The transaction is pipelined: the refreshes, the receipt and COMMIT travel with the next
+    # statement whose result is needed.
+    with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True):
+        if _has_receipt(conn, user_id, message_hash):
+            return None
+        targets = updates.targets
+        live: set[uuid.UUID] = set()
+        if targets:
+            found = conn.execute(
+                _LIVE_TARGETS, {"user_id": user_id, "ids": sorted(targets), "project_id": updates.project_id}
+            ).fetchall()
+            live = {r[0] for r in found}
+        outcomes: dict[int, WriteOutcome] = {}
+        restated = {i: t for i, t in updates.restates.items() if t in live}
+        _refresh(conn, user_id, [(t, rows[i]) for i, t in restated.items()])
+        outcomes.update((i, WriteOutcome(t, "restated")) for i, t in restated.items())
+        replaces = {i: [t for t in ids if t in live] for i, ids in updates.replaces.items()}
+        rest = [i for i in range(len(rows)) if i not in restated]
+        # A fact that replaces a memory must not fold into it as a near-duplicate.
+        exact_only = {i for i in rest if replaces.get(i)}
+        _write_rows(conn, user_id, rows, rest, outcomes, near_duplicate_threshold, exact_only)
+        pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
+        superseded = supersede_memories(conn, user_id, pairs)
+        conn.execute(
+            "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
+            [user_id, message_hash, conversation_id, len(rows)],
+        )
+    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live))
+
+
+def supersede_memories(
+    conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Mark live memories (old) as replaced by new ones; the (old, new) pairs actually marked."""
+    if not pairs:
+        return []
+    found = conn.execute(
+        _SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id}
+    ).fetchall()
+    return [(r[0], r[1]) for r in found]
+
+
+def related_memories(
+    conn: Connection, scope: Scope, vectors: Sequence[np.ndarray], *, limit: int
+) -> list[ExistingMemory]:
+    """The user's live memories in scope most similar to any of ``vectors`` (best first, under
+    handles m1, m2, ...), with their embeddings: what an LLM extractor is shown.
+
+    Exact, over the user's rows only: an index scan filtered to one user can come back short.
+    """
+    if not vectors or limit <= 0:
+        return []
+    query = sql.SQL(_RELATED).format(scope=scope_filter(scope), vec=sql.Identifier(vector_column(conn)))
+    params: dict[str, Any] = {**scope_params(scope), "vectors": list(vectors), "limit": limit}
+    with (
+        user_transaction(conn, scope.user_id, vectors=True),
+        conn.cursor(row_factory=dict_row, binary=True) as cur,
+    ):
+        rows = cur.execute(query, params).fetchall()
+    return [
+        ExistingMemory(
+            handle=f"m{i}",
+            id=row["id"],
+            content=row["content"],
+            category=row["category"],
+            project_id=row["project_id"],
+            embedding=np.asarray(row["embedding"].to_numpy(), dtype=np.float32),
+        )
+        for i, row in enumerate(rows, start=1)
+    ]
+
+
+_RELATED = """
+WITH scoped AS MATERIALIZED (
+    SELECT id, project_id, content, category, {vec} AS embedding FROM user_memories WHERE {scope}
+), best AS (
+    SELECT s.id, max(1 - (s.embedding <=> q.v)) AS similarity
+    FROM scoped s CROSS JOIN unnest(%(vectors)s::vector[]) AS q(v)
+    GROUP BY s.id
+    ORDER BY similarity DESC, s.id
+    LIMIT %(limit)s
+)
+SELECT s.id, s.project_id, s.content, s.category, s.embedding, b.similarity
+FROM best b JOIN scoped s USING (id)
+ORDER BY b.similarity DESC, s.id
+"""
+
+
+def _refresh_near_duplicates(
+    conn: Connection,
+    user_id: str,
+    rows: Sequence[MemoryRow],
+    indexes: list[int],
+    threshold: float,
+    outcomes: dict[int, WriteOutcome],
+) -> list[int]:
+    """Refresh near-identical existing memories of the user; return the indexes still to insert."""
+    found = conn.execute(
+        _NEAREST_EXISTING,
+        {
+            "embeddings": [rows[i].embedding for i in indexes],
+            "project_ids": [rows[i].project_id for i in indexes],
+            "hashes": [rows[i].content_hash for i in indexes],
+            "user_id": user_id,
+            "threshold": threshold,
+        },
+    ).fetchall()
+    matches = {indexes[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
+    _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
+    for i, memory_id in matches.items():
+        outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
+    return [i for i in indexes if i not in matches]
+
+
+def _refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:
+    """Refresh existing memories (id) with what a restating row brings: its time, metadata, expiry."""
+    if not restated:
+        return
+    conn.execute(
+        _REFRESH,
+        {
+            "ids": [memory_id for memory_id, _ in restated],
+            "observed": [row.observed_at for _, row in restated],
+            "metadata": [Jsonb(row.metadata) for _, row in restated],
+            "expires": [row.expires_at for _, row in restated],
+            "user_id": user_id,
+        },
+    )

@@ -1,0 +1,1 @@
+"""What users and operators do with stored memories: list (paged), history, forget, purge."""

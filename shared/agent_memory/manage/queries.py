@@ -1,0 +1,81 @@
+"""The SQL behind what users and operators do with stored memories: list, history, forget, purge."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from psycopg import sql
+from psycopg.rows import class_row
+
+from agent_memory.db.connection import Connection
+from agent_memory.db.scope import Scope, scope_filter, scope_params
+from agent_memory.db.transactions import maintenance_transaction, user_transaction
+from agent_memory.models import Memory, MemoryEvent
+
+MEMORY_COLUMNS = (
+    "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
+    "expires_at, superseded_by, superseded_at, metadata"
+)
+
+
+def list_memories(
+    conn: Connection, scope: Scope, *, limit: int, after: tuple[dt.datetime, uuid.UUID] | None = None
+) -> list[Memory]:
+    """A page of the user's memories, newest first; ``after`` is the last row of the previous page."""
+    where = scope_filter(scope)
+    if after is not None:
+        where = sql.SQL("{} AND (created_at, id) < (%(after_at)s, %(after_id)s)").format(where)
+    query = sql.SQL("SELECT {cols} FROM user_memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s")
+    params = {
+        **scope_params(scope),
+        "limit": limit,
+        "after_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+    }
+    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=class_row(Memory)) as cur:
+        return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
+
+
+def delete_user(conn: Connection, user_id: str) -> int:
+    """Forget every memory of the user, and their history; returns how many memories went."""
+    with user_transaction(conn, user_id, reason="forget_user"):
+        cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
+        conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
+        # Forgetting everything includes which messages were read: sent again, they count again.
+        conn.execute("DELETE FROM ingested_messages WHERE user_id = %s", [user_id])
+    return cur.rowcount
+
+
+def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
+    """Delete one memory of this user (False when the user has none with that id), recording who asked."""
+    with user_transaction(conn, user_id, source=source):
+        row = conn.execute(
+            "DELETE FROM user_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, memory_id]
+        ).fetchone()
+    return row is not None
+
+
+def history(
+    conn: Connection, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
+) -> list[MemoryEvent]:
+    """The recorded changes of one memory, or of all of a user's memories, oldest first."""
+    query = (
+        "SELECT memory_id, event, at, source, content, related_id, project_id, detail FROM memory_events "
+        "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+        "ORDER BY at, id LIMIT %(limit)s"
+    )
+    with user_transaction(conn, user_id), conn.cursor(row_factory=class_row(MemoryEvent)) as cur:
+        return cur.execute(query, {"user_id": user_id, "memory_id": memory_id, "limit": limit}).fetchall()
+
+
+def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime) -> tuple[int, int]:
+    """Remove expired memories and those superseded before the cut-off; (expired, superseded) counts.
+
+    Both are recorded in the history (as 'expired' / 'purged'), which is kept.
+    """
+    with maintenance_transaction(conn, source="purge", reason="expired"):
+        expired = conn.execute("DELETE FROM user_memories WHERE expires_at <= %s", [now]).rowcount
+    with maintenance_transaction(conn, source="purge", reason="purged"):
+        superseded = conn.execute("DELETE FROM user_memories WHERE superseded_at < %s", [superseded_before]).rowcount
+    return expired, superseded

@@ -1,0 +1,1 @@
+"""The schema and its administration: migrations, database roles, re-embedding."""

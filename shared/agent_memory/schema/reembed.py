@@ -1,0 +1,231 @@
+"""Moving the store to another embedding model while reads go on.
+
+A shadow column is filled in batches (each its own transaction, so an interrupted run resumes
+where it stopped), its HNSW index is built concurrently, then one short transaction switches
+the columns. Processes still on the old model keep reading the previous vectors
+(``embedding_prev``) until they are redeployed; :func:`drop_previous_vectors` ends that grace
+period. Needs the table's owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from pydantic import BaseModel
+
+from agent_memory.config import Settings
+from agent_memory.db.connection import Connection, Database
+from agent_memory.db.transactions import VECTOR_SCHEMA_LOCK_KEY, maintenance_transaction
+from agent_memory.embeddings import Embedder
+from agent_memory.errors import ConfigurationError, InvalidInput
+from agent_memory.schema.migrate import read_meta, register_types
+
+logger = logging.getLogger(__name__)
+
+NEXT_INDEX = "user_memories_embedding_next_idx"
+
+
+def _owner_ddl(conn: Connection, statement: str | sql.Composed, params: Sequence[Any] | None = None) -> None:
+    try:
+        conn.execute(statement, params)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigurationError("re-embedding changes the table: run it as the table's owner") from exc
+
+
+def begin_reembed(conn: Connection, *, fingerprint: str, dimension: int, restart: bool) -> str:
+    """Add the shadow column for the new model (or find the one an interrupted run left).
+
+    Returns "started" or "resuming".
+    """
+    meta = read_meta(conn)
+    if meta.get("embedding_model") == fingerprint and int(meta.get("embedding_dimension", 0)) == dimension:
+        raise InvalidInput(f"the store already embeds with {fingerprint}: nothing to re-embed")
+    target = meta.get("next_model")
+    if target == fingerprint and int(meta.get("next_dimension", 0)) == dimension:
+        return "resuming"
+    if target is not None and not restart:
+        raise ConfigurationError(
+            f"a re-embedding to {target} is in progress: configure that embedder to resume it, "
+            "or pass --restart to abandon it"
+        )
+    with conn.transaction():
+        _owner_ddl(conn, f"DROP INDEX IF EXISTS {NEXT_INDEX}")
+        _owner_ddl(conn, "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_next")
+        _owner_ddl(
+            conn,
+            sql.SQL("ALTER TABLE user_memories ADD COLUMN embedding_next vector({})").format(sql.Literal(dimension)),
+        )
+        conn.execute(
+            "INSERT INTO agent_memory_meta (key, value) VALUES ('next_model', %s), ('next_dimension', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            [fingerprint, str(dimension)],
+        )
+    return "started"
+
+
+def rows_to_reembed(conn: Connection, *, after: uuid.UUID | None, limit: int) -> list[tuple[uuid.UUID, str]]:
+    """The next rows (in id order, after ``after``) whose new vector is still missing."""
+    with maintenance_transaction(conn, source="reembed"):
+        rows = conn.execute(
+            "SELECT id, content FROM user_memories WHERE embedding_next IS NULL "
+            "AND (%(after)s::uuid IS NULL OR id > %(after)s) ORDER BY id LIMIT %(limit)s",
+            {"after": after, "limit": limit},
+        ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def store_reembedded(conn: Connection, ids: Sequence[uuid.UUID], vectors: Sequence[np.ndarray]) -> None:
+    with maintenance_transaction(conn, source="reembed"):
+        _fill_next(conn, ids, vectors)
+
+
+def _fill_next(conn: Connection, ids: Sequence[uuid.UUID], vectors: Sequence[np.ndarray]) -> None:
+    conn.execute(
+        "UPDATE user_memories AS m SET embedding_next = t.v "
+        "FROM unnest(%s::uuid[], %b::vector[]) AS t(id, v) WHERE m.id = t.id",
+        [list(ids), list(vectors)],
+    )
+
+
+def build_reembed_index(conn: Connection) -> None:
+    """HNSW on the shadow column without blocking reads or writes (CONCURRENTLY, outside a transaction).
+
+    An interrupted build leaves an invalid index behind: it is dropped and built again.
+    """
+    valid = conn.execute(
+        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)", [NEXT_INDEX]
+    ).fetchone()
+    if valid is not None and not valid[0]:
+        _owner_ddl(conn, f"DROP INDEX CONCURRENTLY IF EXISTS {NEXT_INDEX}")
+    _owner_ddl(
+        conn,
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {NEXT_INDEX} ON user_memories "
+        "USING hnsw (embedding_next vector_cosine_ops)",
+    )
+
+
+def switch_reembed(
+    conn: Connection, embed: Callable[[list[str]], Sequence[np.ndarray]], *, fingerprint: str, dimension: int
+) -> int:
+    """Make the new vectors current in one transaction; returns how many late rows it embedded.
+
+    Call it when (almost) every row has its new vector: readers and writers of vectors wait
+    (on the schema lock) for as long as it takes, which is the few late rows and the renames.
+    The old vectors stay as ``embedding_prev`` so processes still configured with the old
+    model keep reading until they are redeployed.
+    """
+    meta = read_meta(conn)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [VECTOR_SCHEMA_LOCK_KEY])
+        _owner_ddl(conn, "LOCK TABLE user_memories IN ACCESS EXCLUSIVE MODE")
+        conn.execute("SET LOCAL ROLE agent_memory_maintenance")
+        late = conn.execute("SELECT id, content FROM user_memories WHERE embedding_next IS NULL").fetchall()
+        if late:
+            _fill_next(conn, [r[0] for r in late], embed([r[1] for r in late]))
+        conn.execute("RESET ROLE")
+        for statement in (
+            "DROP INDEX IF EXISTS user_memories_embedding_prev_idx",
+            "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_prev",
+            "ALTER TABLE user_memories RENAME COLUMN embedding TO embedding_prev",
+            "ALTER TABLE user_memories ALTER COLUMN embedding_prev DROP NOT NULL",
+            "ALTER INDEX user_memories_embedding_idx RENAME TO user_memories_embedding_prev_idx",
+            "ALTER TABLE user_memories RENAME COLUMN embedding_next TO embedding",
+            "ALTER TABLE user_memories ALTER COLUMN embedding SET NOT NULL",
+            f"ALTER INDEX {NEXT_INDEX} RENAME TO user_memories_embedding_idx",
+        ):
+            _owner_ddl(conn, statement)
+        conn.execute(
+            "INSERT INTO agent_memory_meta (key, value) VALUES ('previous_model', %(old)s), "
+            "('previous_dimension', %(old_dim)s), ('embedding_model', %(new)s), ('embedding_dimension', %(new_dim)s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            {
+                "old": meta["embedding_model"],
+                "old_dim": meta["embedding_dimension"],
+                "new": fingerprint,
+                "new_dim": str(dimension),
+            },
+        )
+        conn.execute("DELETE FROM agent_memory_meta WHERE key IN ('next_model', 'next_dimension')")
+    return len(late)
+
+
+def drop_previous_vectors(conn: Connection) -> bool:
+    """End the grace period: drop the previous model's vectors. False when there were none."""
+    meta = read_meta(conn)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [VECTOR_SCHEMA_LOCK_KEY])
+        _owner_ddl(conn, "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_prev")
+        conn.execute("DELETE FROM agent_memory_meta WHERE key IN ('previous_model', 'previous_dimension')")
+    return "previous_model" in meta
+
+
+class ReembedResult(BaseModel):
+    """What a re-embedding run did: ``state`` is "started" or "resuming"; ``switched`` is False when
+    ``max_batches`` stopped it before the switch (a later run finishes)."""
+
+    state: str
+    filled: int
+    switched: bool
+    model: str
+
+
+def reembed(
+    settings: Settings,
+    embedder: Embedder,
+    *,
+    batch_size: int = 256,
+    restart: bool = False,
+    max_batches: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ReembedResult:
+    """Move the store to ``embedder`` without taking reads down (see the module's docstring)."""
+    if not 1 <= batch_size <= 10_000:
+        raise InvalidInput(f"batch size must be between 1 and 10000, got {batch_size}", field="batch_size")
+    # An owner connection: no application role, no schema check (the schema is what changes).
+    admin = Database(settings, setup=register_types)
+    filled = batches = late = 0
+    try:
+        conn = admin.connection()
+        state = begin_reembed(conn, fingerprint=embedder.fingerprint, dimension=embedder.dimension, restart=restart)
+        after: uuid.UUID | None = None
+        while max_batches is None or batches < max_batches:
+            rows = rows_to_reembed(conn, after=after, limit=batch_size)
+            if not rows:
+                break
+            store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+            after, filled, batches = rows[-1][0], filled + len(rows), batches + 1
+            if progress:
+                progress(filled)
+        else:  # stopped by max_batches, not by running out of rows: switch on a later run
+            return ReembedResult(state=state, filled=filled, switched=False, model=embedder.fingerprint)
+        build_reembed_index(conn)
+        # Rows written meanwhile (ids are random, so some sort before where the scan was):
+        # embed them now, so the switch itself has (almost) nothing left to do.
+        while rows := rows_to_reembed(conn, after=None, limit=batch_size):
+            store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+            filled += len(rows)
+        late = switch_reembed(
+            conn,
+            lambda texts: list(embedder.embed(texts)),
+            fingerprint=embedder.fingerprint,
+            dimension=embedder.dimension,
+        )
+    finally:
+        admin.close()
+    logger.info("reembedded", extra={"model": embedder.fingerprint, "filled": filled + late})
+    return ReembedResult(state=state, filled=filled + late, switched=True, model=embedder.fingerprint)
+
+
+def drop_previous_model(settings: Settings) -> bool:
+    """After every process runs the new model: drop the previous model's vectors. False when there were none."""
+    admin = Database(settings)
+    try:
+        return drop_previous_vectors(admin.connection())
+    finally:
+        admin.close()

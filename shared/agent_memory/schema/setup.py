@@ -1,0 +1,68 @@
+"""``agent-memory migrate`` (and the deploy's MigrateFunction): the schema, then the roles the
+request-serving functions use. Run as the table's owner."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from agent_memory.config import Settings
+from agent_memory.db.connection import Connection, Database
+from agent_memory.embeddings import Embedder
+from agent_memory.errors import ConfigurationError
+from agent_memory.providers.aws import app_db_credentials
+from agent_memory.schema.migrate import apply_migrations, prepare_connection
+from agent_memory.schema.roles import AppLogin, ensure_app_login, ensure_can_set_role
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class MigrateResult:
+    """The migrations applied now (none when the schema was current), and what happened to the
+    application's login role (None when none is configured)."""
+
+    applied: list[str]
+    app_login: AppLogin | None
+
+
+def migrate(settings: Settings, embedder: Embedder) -> MigrateResult:
+    """Apply pending migrations (idempotent); then, as the owner, set up the login role
+    ``app_db_user`` and the right to SET ROLE ``db_role``, and check the result connects."""
+    applied: list[str] = []
+    login: list[AppLogin | None] = [None]
+    role = settings.effective_db_role()
+
+    def setup(conn: Connection) -> None:
+        applied.extend(apply_migrations(conn, dimension=embedder.dimension, fingerprint=embedder.fingerprint))
+        login[0] = _ensure_app_login(conn, settings)
+        if role:
+            ensure_can_set_role(conn, role)
+        prepare_connection(
+            conn, dimension=embedder.dimension, fingerprint=embedder.fingerprint, migrate=False, role=role
+        )
+
+    database = Database(settings, setup=setup)
+    try:
+        database.connection()
+    finally:
+        database.close()
+    return MigrateResult(applied=applied, app_login=login[0])
+
+
+def _ensure_app_login(conn: Connection, settings: Settings) -> AppLogin | None:
+    name, password = settings.app_db_user, None
+    secret = app_db_credentials(settings)
+    if secret is not None:
+        username, password = secret
+        if name is not None and username != name:
+            raise ConfigurationError(
+                f"AGENT_MEMORY_APP_DB_SECRET_ARN holds the password of {username}, "
+                f"not of AGENT_MEMORY_APP_DB_USER={name}"
+            )
+        name = username
+    if name is None:
+        return None
+    result = ensure_app_login(conn, name, password=password, iam=settings.app_db_iam_auth)
+    logger.info("application login role %s", result.summary())
+    return result
