@@ -176,12 +176,16 @@ class Request:
 
 
 class ChatServer:
-    """Answers POST /v1/chat/completions with the scripted replies in order (then ``default``)."""
+    """Answers every POST (/v1/chat/completions, /v1/embeddings, Bedrock's /model/...) with the
+    scripted replies in order (then ``default``); ``max_in_flight`` is the most requests it was
+    answering at once."""
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.default = Reply(500, {"error": {"message": "no reply scripted", "type": "server_error"}})
         self.requests: list[Request] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
         self._lock = threading.Lock()
         server = self
 
@@ -192,7 +196,13 @@ class ChatServer:
                 with server._lock:
                     server.requests.append(request)
                     reply = server.replies.pop(0) if server.replies else server.default
-                time.sleep(reply.delay_s)
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    time.sleep(reply.delay_s)
+                finally:
+                    with server._lock:
+                        server._in_flight -= 1
                 body = reply.body(request.json) if callable(reply.body) else reply.body
                 payload = body if isinstance(body, str) else json.dumps(body)
                 try:
@@ -211,7 +221,8 @@ class ChatServer:
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        # A short poll interval: shutting the server down at the end of a test takes that long.
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.02,), daemon=True)
 
     @property
     def base_url(self) -> str:

@@ -155,9 +155,15 @@ class Settings(BaseSettings):
     # --- remote calls ---------------------------------------------------------------
     http_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one provider call.")
     max_retries: int = Field(default=3, ge=0, le=10, description="Retries on 429/5xx/timeouts.")
-    retry_base_delay_s: float = Field(default=0.5, ge=0, description="First backoff delay; doubles per retry.")
+    retry_base_delay_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="Backoff before the first retry; doubles per retry, each wait drawn between half and all of it (jitter).",
+    )
     retry_budget_s: float = Field(
-        default=60.0, gt=0, description="No new retry starts after this many seconds (keeps within Lambda's timeout)."
+        default=60.0,
+        gt=0,
+        description="No retry starts whose wait would end after this many seconds (keeps within Lambda's timeout).",
     )
 
     # --- recall ---------------------------------------------------------------------

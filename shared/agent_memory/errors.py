@@ -42,10 +42,9 @@ class DatabaseUnavailable(AgentMemoryError):
 class ProviderError(AgentMemoryError):
     """An embedding or LLM provider failed after its retries."""
 
-    def __init__(self, provider: str, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, provider: str, message: str) -> None:
         super().__init__(f"{provider}: {message}")
         self.provider = provider
-        self.retryable = retryable
 
 
 class StatementTimeout(DatabaseUnavailable):

@@ -20,6 +20,7 @@ from agent_memory.extraction.openai import OpenAIChatExtractor
 from agent_memory.extraction.prompt import build_prompt
 from agent_memory.local import runtime as lambda_local
 from agent_memory.models import ConversationEnded
+from agent_memory.providers.retry import RetryPolicy
 from agent_memory.service import MemoryService
 from tests.ingest_support import (
     TEMPLATE,
@@ -233,20 +234,29 @@ def test_bedrock_converse_extracts_and_stores(settings: Settings, bedrock_client
     assert {m.metadata["extracted_by"] for m in service.list_memories("u-42").memories} == {f"bedrock:{DEFAULT_MODEL}"}
 
 
-def test_bedrock_throttling_fails_the_message_without_writing(settings: Settings, bedrock_client: Any) -> None:
+def test_bedrock_throttling_is_retried_then_fails_the_message_without_writing(
+    settings: Settings, bedrock_client: Any
+) -> None:
     stubber = Stubber(bedrock_client)
-    stubber.add_client_error(
-        "converse", service_error_code="ThrottlingException", service_message="Too many requests", http_status_code=429
-    )
-    service = MemoryService(settings, extractor=BedrockConverseExtractor(bedrock_client))
+    for _ in range(3):  # the first try and max_retries=2 more
+        stubber.add_client_error(
+            "converse", service_error_code="ThrottlingException", service_message="Too many requests",
+            http_status_code=429,
+        )  # fmt: skip
+    stubber.add_response("converse", converse_response(json.dumps({"memories": [SVG]})))  # never reached
+    retry = RetryPolicy(max_retries=2, base_delay_s=0.01)
+    service = MemoryService(settings, extractor=BedrockConverseExtractor(bedrock_client, retry=retry))
     message = ConversationEnded.model_validate(conversation())
     with stubber, pytest.raises(ProviderError) as err:
         service.ingest_conversation(message)
-    assert err.value.retryable and "ThrottlingException" in str(err.value) and "bedrock" in str(err.value)
+    assert "ThrottlingException" in str(err.value) and "bedrock" in str(err.value) and DEFAULT_MODEL in str(err.value)
     assert stored(service) == set()
+    stubber = Stubber(bedrock_client)
+    stubber.add_client_error("converse", service_error_code="ThrottlingException", http_status_code=429)
     stubber.add_response("converse", converse_response(json.dumps({"memories": [TS]})))
-    with stubber:
+    with stubber:  # the redelivery: one more throttle, retried, and the message is stored
         assert service.ingest_conversation(message).created == 1  # not marked as read by the failure
+    stubber.assert_no_pending_responses()
 
 
 def test_bedrock_answer_cut_at_max_tokens_keeps_complete_items(settings: Settings, bedrock_client: Any) -> None:
@@ -265,7 +275,8 @@ def test_bedrock_client_has_timeouts_and_bounded_retries() -> None:
     assert isinstance(extractor, BedrockConverseExtractor) and extractor.model == DEFAULT_MODEL
     config = extractor._client.meta.config
     assert (config.read_timeout, config.connect_timeout) == (7, 7)
-    assert config.retries == {"total_max_attempts": 3, "mode": "standard"}  # the first try and 2 retries
+    # botocore makes one attempt per call; the shared policy retries (see the test below).
+    assert config.retries == {"total_max_attempts": 1, "mode": "standard"}
     assert extractor._client.meta.region_name == "eu-west-1"
 
 
@@ -283,10 +294,12 @@ def test_bedrock_retries_are_bounded_over_real_http(monkeypatch: pytest.MonkeyPa
         server.default = Reply(
             503, {"message": "Bedrock is unavailable"}, headers={"x-amzn-ErrorType": "ServiceUnavailableException"}
         )
-        extractor = create_extractor(Settings(llm_provider="bedrock", bedrock_region="us-east-1", max_retries=1))
+        extractor = create_extractor(
+            Settings(llm_provider="bedrock", bedrock_region="us-east-1", max_retries=1, retry_base_delay_s=0.01)
+        )
         with pytest.raises(ProviderError) as err:
             extractor.extract(ConversationEnded.model_validate(conversation()).messages)
-        assert err.value.retryable and "ServiceUnavailableException" in str(err.value)
+        assert "ServiceUnavailableException" in str(err.value) and "gave up after 2 attempts" in str(err.value)
         assert len(server.requests) == 2
         assert server.requests[0].path == f"/model/{DEFAULT_MODEL.replace(':', '%3A')}/converse"
 

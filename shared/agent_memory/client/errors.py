@@ -29,7 +29,7 @@ def error_from_answer(status: int, body: Any) -> AgentMemoryError:
             if issubclass(kind.error, InvalidInput):
                 return kind.error(message, field=field if isinstance(field, str) else None)
             if issubclass(kind.error, ProviderError):
-                return ProviderError("agent-memory API", message, retryable=True)
+                return ProviderError("agent-memory API", message)
             return kind.error(message)
     if code in ("route_not_found", "method_not_allowed"):
         return ConfigurationError(f"{message} (is the API URL right?)")

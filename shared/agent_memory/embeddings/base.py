@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.errors import ProviderError
+
 Vectors = npt.NDArray[np.float32]
 
 
@@ -42,15 +44,15 @@ class Embedder(ABC):
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         parts = [self._embed_batch(list(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)]
-        out = normalize_rows(np.vstack(parts))
-        if out.shape != (len(texts), self.dimension):
-            from agent_memory.errors import ProviderError
-
+        matrix = np.asarray(np.vstack(parts), dtype=np.float32)
+        if matrix.shape != (len(texts), self.dimension):
             raise ProviderError(
                 self.provider,
-                f"model {self.model} returned vectors of shape {out.shape[1:]}, expected ({self.dimension},)",
+                f"model {self.model} returned vectors of shape {matrix.shape[1:]}, expected ({self.dimension},)",
             )
-        return out
+        if not np.isfinite(matrix).all():  # normalising would silently turn such a row into zeros
+            raise ProviderError(self.provider, f"model {self.model} returned a vector with NaN or infinite values")
+        return normalize_rows(matrix)
 
     def embed_query(self, text: str) -> Vectors:
         """One query vector (1-D). Symmetric models embed queries like documents."""

@@ -1,7 +1,8 @@
 """Amazon Titan Text Embeddings V2 on Bedrock (``amazon.titan-embed-text-v2:0``).
 
-Titan takes one text per InvokeModel call, so a batch is sent as concurrent calls.
-Retries on throttling and 5xx are botocore's own (standard mode), bounded by max_retries.
+Titan takes one text per InvokeModel call, so a batch (``embedding_batch_size`` texts) is sent
+as concurrent calls sharing one retry budget; each call is retried under the shared policy
+(:mod:`agent_memory.providers.retry`).
 """
 
 from __future__ import annotations
@@ -16,17 +17,27 @@ import numpy.typing as npt
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 from agent_memory.errors import ConfigurationError, ProviderError
-from agent_memory.providers.bedrock import bedrock_runtime_client, describe_client_error
+from agent_memory.providers.bedrock import bedrock_runtime_client, call_bedrock
+from agent_memory.providers.retry import RetryPolicy
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
 MAX_PARALLEL_CALLS = 8
+PROVIDER = "bedrock embeddings"
 
 
 class BedrockEmbedder(Embedder):
     provider = "bedrock"
 
-    def __init__(self, client: Any, model: str = DEFAULT_MODEL, dimensions: int | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        model: str = DEFAULT_MODEL,
+        dimensions: int | None = None,
+        *,
+        batch_size: int = Embedder.batch_size,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         dimensions = dimensions or 1024
         if model.startswith("amazon.titan-embed-text-v2") and dimensions not in TITAN_V2_DIMENSIONS:
             raise ConfigurationError(
@@ -35,7 +46,8 @@ class BedrockEmbedder(Embedder):
         self._client = client
         self.model = model
         self.dimension = dimensions
-        self.batch_size = 64
+        self.batch_size = batch_size
+        self._retry = retry or RetryPolicy()
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any = None) -> BedrockEmbedder:
@@ -43,27 +55,38 @@ class BedrockEmbedder(Embedder):
             client or bedrock_runtime_client(settings),
             model=settings.embedding_model or DEFAULT_MODEL,
             dimensions=settings.embedding_dimensions,
+            batch_size=settings.embedding_batch_size,
+            retry=RetryPolicy.from_settings(settings),
         )
 
-    def _embed_one(self, text: str) -> list[float]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
+    def _embed_one(self, text: str, deadline: float) -> npt.NDArray[np.float32]:
         body = json.dumps({"inputText": text, "dimensions": self.dimension, "normalize": True})
-        try:
+
+        def request() -> bytes:
             response = self._client.invoke_model(
                 modelId=self.model, body=body, contentType="application/json", accept="application/json"
             )
-            payload = json.loads(response["body"].read())
-        except (ClientError, BotoCoreError) as exc:
-            message, retryable = describe_client_error(exc)
-            raise ProviderError("bedrock embeddings", f"{self.model}: {message}", retryable=retryable) from exc
-        embedding = payload.get("embedding")
-        if not isinstance(embedding, list):
-            raise ProviderError("bedrock embeddings", f"{self.model} returned no 'embedding'")
-        return embedding
+            return bytes(response["body"].read())  # inside the retries: the stream can break too
+
+        raw = call_bedrock(self._retry, PROVIDER, self.model, request, deadline=deadline)
+        try:
+            payload = json.loads(raw)
+            vector = np.asarray(payload["embedding"], dtype=np.float32)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ProviderError(PROVIDER, f"{self.model} returned no numeric 'embedding'") from exc
+        if vector.shape != (self.dimension,):
+            raise ProviderError(
+                PROVIDER, f"{self.model} returned a vector of shape {vector.shape}, not ({self.dimension},)"
+            )
+        return vector
 
     def _embed_batch(self, texts: list[str]) -> npt.ArrayLike:
+        deadline = self._retry.deadline()
         if len(texts) == 1:
-            return np.asarray([self._embed_one(texts[0])], dtype=np.float32)
-        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(texts))) as pool:
-            return np.asarray(list(pool.map(self._embed_one, texts)), dtype=np.float32)
+            return self._embed_one(texts[0], deadline)[None, :]
+        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(texts)))
+        try:
+            futures = [pool.submit(self._embed_one, text, deadline) for text in texts]
+            return np.vstack([future.result() for future in futures])
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # after a failure, the texts not yet sent never are

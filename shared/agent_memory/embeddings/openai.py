@@ -73,12 +73,22 @@ class OpenAIEmbedder(Embedder):
         body = self._client.post_json("embeddings", payload)
         data = body.get("data")
         if not isinstance(data, list) or len(data) != len(texts):
-            raise ProviderError(
-                self.provider,
-                f"/embeddings returned {len(data) if isinstance(data, list) else 'no'} vectors for {len(texts)} inputs",
-            )
+            count = len(data) if isinstance(data, list) else "no"
+            raise self._error(f"returned {count} vectors for {len(texts)} inputs")
+        if not all(isinstance(item, dict) for item in data):
+            raise self._error("returned items that are not objects")
+        indices = [item.get("index") for item in data]
+        if any(index is not None for index in indices):  # items may come in any order: "index" places them
+            if sorted(i for i in indices if type(i) is int) != list(range(len(texts))):
+                raise self._error(f"returned indices that are not 0..{len(texts) - 1} once each")
+            data = sorted(data, key=lambda item: int(item["index"]))
         try:
-            ordered = sorted(data, key=lambda item: int(item.get("index", 0)))
-            return np.asarray([item["embedding"] for item in ordered], dtype=np.float32)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ProviderError(self.provider, "/embeddings returned items without a numeric 'embedding'") from exc
+            vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
+        except (KeyError, TypeError, ValueError) as exc:  # missing, not numbers, or rows of different sizes
+            raise self._error("returned items without a numeric 'embedding' of one size") from exc
+        if vectors.shape != (len(texts), self.dimension):
+            raise self._error(f"returned vectors of shape {vectors.shape[1:]}, expected ({self.dimension},)")
+        return vectors
+
+    def _error(self, problem: str) -> ProviderError:
+        return ProviderError(self._client.provider, f"{self.model}: /embeddings {problem}")

@@ -1,8 +1,8 @@
 """Extraction with the Bedrock Converse API (any Converse chat model; Claude 3 Haiku by default).
 
 Converse has no JSON output mode common to all models, so the answer is parsed tolerantly
-(see parsing). Timeouts and retries on throttling and 5xx are botocore's (standard mode),
-bounded by max_retries.
+(see parsing). Throttling, 5xx and timeouts are retried under the shared policy
+(:mod:`agent_memory.providers.retry`).
 """
 
 from __future__ import annotations
@@ -13,43 +13,55 @@ from typing import Any, Unpack
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
 from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
-from agent_memory.providers.bedrock import bedrock_runtime_client, describe_client_error
+from agent_memory.providers.bedrock import bedrock_runtime_client, call_bedrock
+from agent_memory.providers.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+PROVIDER = "bedrock converse"
 
 
 class BedrockConverseExtractor(LLMExtractor):
     provider = "bedrock"
 
-    def __init__(self, client: Any, model: str = DEFAULT_MODEL, **options: Unpack[LLMOptions]) -> None:
+    def __init__(
+        self,
+        client: Any,
+        model: str = DEFAULT_MODEL,
+        *,
+        retry: RetryPolicy | None = None,
+        **options: Unpack[LLMOptions],
+    ) -> None:
         super().__init__(model, **options)
         self._client = client
+        self._retry = retry or RetryPolicy()
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any = None) -> BedrockConverseExtractor:
         options = llm_options(settings)
         options["temperature"] = min(settings.llm_temperature, 1.0)  # Converse models take 0..1
-        return cls(client or bedrock_runtime_client(settings), settings.llm_model or DEFAULT_MODEL, **options)
+        return cls(
+            client or bedrock_runtime_client(settings),
+            settings.llm_model or DEFAULT_MODEL,
+            retry=RetryPolicy.from_settings(settings),
+            **options,
+        )
 
     def _complete(self, system: str, user: str) -> str:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            response = self._client.converse(
+        def request() -> Any:
+            return self._client.converse(
                 modelId=self.model,
                 system=[{"text": system}],
                 messages=[{"role": "user", "content": [{"text": user}]}],
                 inferenceConfig={"maxTokens": self.max_tokens, "temperature": self.temperature},
             )
-        except (ClientError, BotoCoreError) as exc:
-            message, retryable = describe_client_error(exc)
-            raise ProviderError("bedrock converse", f"{self.model}: {message}", retryable=retryable) from exc
+
+        response = call_bedrock(self._retry, PROVIDER, self.model, request)
         content = ((response.get("output") or {}).get("message") or {}).get("content") or []
         texts = [block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
         if not texts:
-            raise ProviderError("bedrock converse", f"{self.model}: the response has no text", retryable=True)
+            raise ProviderError(PROVIDER, f"{self.model}: the response has no text")
         if response.get("stopReason") == "max_tokens":
             logger.warning("extraction answer cut at maxTokens=%d; keeping its complete items", self.max_tokens)
         return "".join(texts)

@@ -66,10 +66,8 @@ class LLMExtractor(Extractor):
         try:
             return parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)
         except UnparseableOutput as exc:
-            # Retryable: another attempt (the record's redelivery) may well answer properly.
-            raise ProviderError(
-                f"{self.provider} extraction", f"{self.model} gave no usable answer: {exc}", retryable=True
-            ) from exc
+            # A provider failure, not bad input: the record's redelivery asks again and may well get an answer.
+            raise ProviderError(f"{self.provider} extraction", f"{self.model} gave no usable answer: {exc}") from exc
 
     @abstractmethod
     def _complete(self, system: str, user: str) -> str:

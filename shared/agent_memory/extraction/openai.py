@@ -60,11 +60,11 @@ class OpenAIChatExtractor(LLMExtractor):
         body = self._client.post_json("chat/completions", payload)
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise ProviderError("openai chat", f"{self.model}: the response has no choices", retryable=True)
+            raise ProviderError("openai chat", f"{self.model}: the response has no choices")
         message = choices[0].get("message") or {}
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
-            raise ProviderError("openai chat", f"{self.model}: the response has no message content", retryable=True)
+            raise ProviderError("openai chat", f"{self.model}: the response has no message content")
         if choices[0].get("finish_reason") == "length":
             logger.warning("extraction answer cut at max_tokens=%d; keeping its complete items", self.max_tokens)
         return content

@@ -1,41 +1,80 @@
-"""The bedrock-runtime client both Bedrock providers use (Titan embeddings, Converse extraction).
+"""The bedrock-runtime client both Bedrock providers use (Titan embeddings, Converse extraction),
+and how one call goes through the shared retry policy.
 
+botocore's own retries are off: its standard mode honours only a number of attempts, not the
+backoff delay nor the retry budget, so every retry is :mod:`.retry`'s, as for HTTP providers.
 boto3 is imported lazily: nothing here runs unless a Bedrock provider is configured.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from agent_memory.config import Settings
+from agent_memory.errors import ProviderError
+from agent_memory.providers.retry import Retryable, RetryPolicy, parse_retry_after
+
+T = TypeVar("T")
+
+# Error codes worth another try whatever their status (Bedrock's and botocore's throttling family).
+RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
 
 
 def bedrock_runtime_client(settings: Settings) -> Any:
-    """A bedrock-runtime client with explicit timeouts and bounded retries (botocore standard mode)."""
+    """A bedrock-runtime client with explicit timeouts and a single attempt per call."""
     import boto3
     from botocore.config import Config
 
     config = Config(
         connect_timeout=min(settings.http_timeout_s, 10),
         read_timeout=settings.http_timeout_s,
-        # total_max_attempts counts the first call; botocore's max_attempts would count retries only.
-        retries={"total_max_attempts": settings.max_retries + 1, "mode": "standard"},
+        # total_max_attempts counts the first call: 1 = botocore never retries (call_bedrock does).
+        retries={"total_max_attempts": 1, "mode": "standard"},
     )
     return boto3.client("bedrock-runtime", region_name=settings.bedrock_region, config=config)
 
 
-def describe_client_error(exc: Exception) -> tuple[str, bool]:
-    """(message, retryable) for a botocore error, without request details."""
-    from botocore.exceptions import BotoCoreError, ClientError
+def call_bedrock(
+    retry: RetryPolicy, provider: str, model: str, request: Callable[[], T], *, deadline: float | None = None
+) -> T:
+    """``request()`` (one Bedrock call, reading its answer) under the retry policy.
 
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        code = str(err.get("Code", "Error"))
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        retryable = code in {"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException"} or (
-            status >= 500
-        )
-        return f"{code}: {err.get('Message', '')}", retryable
-    if isinstance(exc, BotoCoreError):
-        return str(exc), True
-    return repr(exc), False
+    Throttling, 5xx, timeouts and connection errors are retried; other botocore errors (access
+    denied, validation, missing credentials) fail at once. Either way the error is a
+    :class:`ProviderError` naming ``provider`` and ``model``, without request details.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
+    def attempt() -> T:
+        try:
+            return request()
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", "Error"))
+            meta = exc.response.get("ResponseMetadata", {})
+            status = int(meta.get("HTTPStatusCode", 0) or 0)
+            message = f"{model}: {code}: {err.get('Message', '')}"
+            if code in RETRYABLE_CODES or status == 429 or (status >= 500 and status != 501):
+                headers = meta.get("HTTPHeaders") or {}
+                raise Retryable(message, parse_retry_after(headers.get("retry-after"))) from exc
+            raise ProviderError(provider, message) from exc
+        except (BotoConnectionError, HTTPClientError) as exc:  # timeouts, refused, reset, cut streams
+            raise Retryable(f"{model}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise ProviderError(provider, f"{model}: {exc}") from exc
+
+    return retry.call(provider, attempt, deadline=deadline)

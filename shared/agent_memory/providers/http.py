@@ -5,37 +5,16 @@ Only provider modules use this; nothing else in the package speaks HTTP.
 
 from __future__ import annotations
 
-import email.utils
-import time
 from typing import Any
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
 from agent_memory.config import Settings
 from agent_memory.errors import ProviderError
+from agent_memory.providers.retry import Retryable, RetryPolicy, parse_retry_after
 
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-MAX_RETRY_AFTER_S = 30.0
-
-
-class _Retryable(Exception):
-    """A failed attempt worth another try (429, 5xx, timeout, connection error)."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return min(float(value), MAX_RETRY_AFTER_S)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return min(max(parsed.timestamp() - time.time(), 0.0), MAX_RETRY_AFTER_S)
+# 429, the timeouts and conflicts a retry can clear, and every 5xx except 501 Not Implemented.
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, *range(500, 600)} - {501})
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -53,7 +32,8 @@ def _error_text(response: httpx.Response) -> str:
 
 
 class OpenAICompatClient:
-    """POSTs JSON to ``{base_url}{path}`` with a bearer key; retries what is worth retrying."""
+    """POSTs JSON to ``{base_url}{path}`` with a bearer key; retries what is worth retrying
+    (see :mod:`.retry`). Errors name the provider and the payload's model."""
 
     def __init__(
         self,
@@ -62,9 +42,7 @@ class OpenAICompatClient:
         api_key: str | None,
         *,
         timeout_s: float,
-        max_retries: int,
-        base_delay_s: float,
-        budget_s: float,
+        retry: RetryPolicy,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.provider = provider
@@ -74,9 +52,7 @@ class OpenAICompatClient:
         self._http = httpx.Client(
             base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout_s, transport=transport
         )
-        self._max_retries = max_retries
-        self._base_delay = base_delay_s
-        self._budget = budget_s
+        self._retry = retry
 
     @classmethod
     def for_settings(
@@ -93,50 +69,38 @@ class OpenAICompatClient:
             base_url,
             api_key,
             timeout_s=settings.http_timeout_s,
-            max_retries=settings.max_retries,
-            base_delay_s=settings.retry_base_delay_s,
-            budget_s=settings.retry_budget_s,
+            retry=RetryPolicy.from_settings(settings),
             transport=transport,
         )
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            return exc.retry_after
-        return float(self._base_delay * 2 ** (state.attempt_number - 1))
-
     def post_json(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_retries + 1) | stop_after_delay(self._budget),
-            wait=self._wait,
-            retry=retry_if_exception(lambda e: isinstance(e, _Retryable)),
-            reraise=True,
-        )
-        try:
-            result: dict[str, Any] = retrying(self._post_once, path.lstrip("/"), payload)
-        except _Retryable as exc:
-            raise ProviderError(self.provider, f"gave up after retries: {exc}", retryable=True) from exc
-        return result
+        """The JSON object answered to ``payload``, after the retries the policy allows."""
+        model = payload.get("model")
+        what = f"{model}: " if isinstance(model, str) else ""
+        path = path.lstrip("/")
+        return self._retry.call(self.provider, lambda: self._post_once(path, payload, what))
 
-    def _post_once(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _post_once(self, path: str, payload: dict[str, Any], what: str) -> dict[str, Any]:
         try:
             response = self._http.post(path, json=payload)
+        except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:  # our request: retrying won't help
+            raise ProviderError(self.provider, f"{what}cannot call {self._http.base_url}{path}: {exc}") from exc
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out calling {self._http.base_url}{path}") from exc
+            raise Retryable(f"{what}timed out calling {self._http.base_url}{path}") from exc
         except httpx.TransportError as exc:
-            raise _Retryable(f"cannot reach {self._http.base_url}{path}: {exc}") from exc
+            raise Retryable(f"{what}cannot reach {self._http.base_url}{path}: {exc}") from exc
+        failure = f"{what}HTTP {response.status_code} from {path}"
         if response.status_code in RETRYABLE_STATUS:
-            raise _Retryable(
-                f"HTTP {response.status_code} from {path}: {_error_text(response)}", _retry_after(response)
-            )
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            raise Retryable(f"{failure}: {_error_text(response)}", retry_after)
         if response.status_code >= 400:
-            raise ProviderError(self.provider, f"HTTP {response.status_code} from {path}: {_error_text(response)}")
+            raise ProviderError(self.provider, f"{failure}: {_error_text(response)}")
         try:
             body = response.json()
         except ValueError as exc:
-            raise ProviderError(self.provider, f"{path} returned a body that is not JSON") from exc
+            raise ProviderError(self.provider, f"{what}{path} returned a body that is not JSON") from exc
         if not isinstance(body, dict):
-            raise ProviderError(self.provider, f"{path} returned JSON that is not an object")
+            raise ProviderError(self.provider, f"{what}{path} returned JSON that is not an object")
         return body
 
     def close(self) -> None:
