@@ -16,7 +16,7 @@ ARCHITECTURE ?= arm64
 SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMETRY=0 \
 	ARCHITECTURE=$(ARCHITECTURE) PYTHON=$(abspath $(SAM_VENV))/bin/python
 
-.PHONY: demo test lint typecheck unit integration sam-validate sam-build clean help
+.PHONY: demo test lint typecheck sam-validate sam-build clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
@@ -56,6 +56,7 @@ demo: $(VENV)/.local-installed
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy

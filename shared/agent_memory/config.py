@@ -158,7 +158,8 @@ class Settings(BaseSettings):
     retry_base_delay_s: float = Field(
         default=0.5,
         ge=0,
-        description="Backoff before the first retry; doubles per retry, each wait drawn between half and all of it (jitter).",
+        description="Backoff before the first retry; doubles per retry, each wait drawn between half and all "
+        "of it (jitter).",
     )
     retry_budget_s: float = Field(
         default=60.0,
