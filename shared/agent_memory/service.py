@@ -22,6 +22,7 @@ from agent_memory.errors import InputTooLarge, InvalidInput
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest import conversation, importing, writes
 from agent_memory.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique
+from agent_memory.inputs import has_visible, lone_surrogate
 from agent_memory.manage import pages, queries
 from agent_memory.models import (
     MAX_HISTORY,
@@ -190,6 +191,10 @@ class MemoryService:
             raise InvalidInput("query is empty", field="query")
         if "\x00" in query:
             raise InvalidInput("query contains a NUL character (U+0000)", field="query")
+        if (escape := lone_surrogate(query)) is not None:
+            raise InvalidInput(f"query contains a lone surrogate ({escape}), which is not text", field="query")
+        if not has_visible(query):
+            raise InvalidInput("query has no visible character", field="query")
         if len(query) > self.settings.max_query_chars:
             raise InputTooLarge(
                 f"query is {len(query)} characters; the limit is {self.settings.max_query_chars}", field="query"

@@ -13,7 +13,8 @@ import numpy as np
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
 from agent_memory.errors import InputTooLarge, InvalidInput
-from agent_memory.models import NewMemory, content_hash, fact_key
+from agent_memory.inputs import JsonValueError, inspect_json
+from agent_memory.models import NewMemory, content_hash, fact_key, metadata_chars
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,23 @@ def check_lengths(settings: Settings, memories: Sequence[NewMemory], field: str)
                 f"memory content is {len(memory.content)} characters; the limit is {settings.max_memory_chars}",
                 field=f"{field}[{i}].content",
             )
+        if memory.metadata:
+            check_metadata(settings, memory.metadata, f"{field}[{i}].metadata")
+
+
+def check_metadata(settings: Settings, metadata: dict[str, Any], field: str) -> None:
+    """The configured bounds of a memory's metadata (the model checked it holds only JSON)."""
+    try:
+        shape = inspect_json(metadata, max_depth=settings.max_metadata_depth)
+    except JsonValueError as exc:
+        raise InputTooLarge(f"metadata {exc}", field=field) from None
+    if shape.keys > settings.max_metadata_keys:
+        raise InputTooLarge(f"metadata has {shape.keys} keys; the limit is {settings.max_metadata_keys}", field=field)
+    chars = metadata_chars(metadata)
+    if chars > settings.max_metadata_chars:
+        raise InputTooLarge(
+            f"metadata is {chars} characters as JSON; the limit is {settings.max_metadata_chars}", field=field
+        )
 
 
 def embed_unique(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray]:
