@@ -173,6 +173,13 @@ class ImportLine(NewMemory):
     user_id: UserId
 
 
+INJECTION_DESCRIPTION = (
+    "Why this memory looks like it carries instructions for the model (empty: nothing found): "
+    "instruction_override, prompt_request, role_marker, block_marker, template_token. The memory is kept; "
+    "the prompt block replaces those parts."
+)
+
+
 class Memory(BaseModel):
     """A stored memory as returned by list/recall."""
 
@@ -189,6 +196,7 @@ class Memory(BaseModel):
     superseded_by: uuid.UUID | None = None
     superseded_at: dt.datetime | None = None
     metadata: StoredMetadata = Field(default_factory=dict)
+    injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
 
 
 class MemoryPage(BaseModel):
@@ -209,6 +217,7 @@ class RecalledMemory(BaseModel):
     is_evergreen: bool
     project_id: str | None
     metadata: StoredMetadata = Field(default_factory=dict)
+    injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
 
 
 class RecallResult(BaseModel):

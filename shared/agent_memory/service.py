@@ -240,6 +240,7 @@ class MemoryService:
                 is_evergreen=c.is_evergreen,
                 project_id=c.project_id,
                 metadata=c.metadata,
+                injection=list(c.injection),
             )
             for c, score in chosen
         ]

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_memory import poison
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
 from agent_memory.errors import InputTooLarge, InvalidInput
@@ -33,6 +34,7 @@ class MemoryRow:
     observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
     expires_at: dt.datetime | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
 
 
 def check_new_memories(settings: Settings, memories: Sequence[NewMemory], field: str = "memories") -> None:
@@ -119,6 +121,8 @@ def build_rows(
                     observed_at=observed_at or memory.created_at,
                     expires_at=memory.expires_at,
                     metadata=memory.metadata,
+                    # Marked here, once, for every write path (add, ingest, import, extraction).
+                    injection=tuple(poison.reasons(memory.content)),
                 )
             )
         positions.append(index_of[key])
