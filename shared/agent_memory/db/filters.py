@@ -34,7 +34,7 @@ def filters_sql(shape: FilterShape) -> str:
     if categories:
         parts.append("category = ANY(%(f_categories)s::text[])")
     if metadata:
-        # Served by the user's rows (the scope's indexes): see migration 0006 on why no GIN index.
+        # GIN-indexed (jsonb_path_ops, migration 0006): measured there.
         parts.append("metadata @> %(f_metadata)s")
     if after:
         parts.append("created_at >= %(f_created_after)s")

@@ -107,3 +107,12 @@ DROP TRIGGER IF EXISTS user_memories_content_changed ON user_memories;
 CREATE TRIGGER user_memories_content_changed
     BEFORE UPDATE OF content ON user_memories
     FOR EACH ROW EXECUTE FUNCTION agent_memory_content_changed();
+
+-- 3. Metadata filters (recall and list: metadata @> {...}). jsonb_path_ops serves @> only and is
+--    the smaller GIN. Measured with an ad-hoc script (100,000 memories, 5,000 per user, hash embeddings,
+--    2 loaded cores): a metadata-filtered recall went from 31-45 ms to 6-9 ms (selective filter)
+--    and from 150-310 ms to 43 ms (a filter matching 20% of the user's rows), a filtered list
+--    from 23-39 ms to 5-6 ms; unfiltered reads did not change. The planner combines it with the
+--    user's own index (BitmapAnd) or uses it alone when the filter is the more selective side.
+CREATE INDEX IF NOT EXISTS user_memories_metadata_idx
+    ON user_memories USING gin (metadata jsonb_path_ops);
