@@ -344,8 +344,8 @@ def test_wrong_methods_on_every_path_are_405_with_allow(lambda_env: str) -> None
     put = invoke(with_request("http-recall-iam.json", "PUT", "/memories"))
     assert error(put, 405)["code"] == "method_not_allowed"
     assert put["headers"]["Allow"] == "DELETE, GET, POST"
-    get_one = invoke(with_request("http-recall-iam.json", "GET", f"/memories/{uuid.uuid4()}"))
-    assert error(get_one, 405) and get_one["headers"]["Allow"] == "DELETE"
+    put_one = invoke(with_request("http-recall-iam.json", "PUT", f"/memories/{uuid.uuid4()}"))
+    assert error(put_one, 405) and put_one["headers"]["Allow"] == "DELETE, GET, PATCH"
 
 
 def test_database_unreachable_is_503_without_the_address(monkeypatch: pytest.MonkeyPatch) -> None:
