@@ -46,7 +46,8 @@ app.configure_openapi(
     title="agent-memory",
     version=__version__,
     description="Long-term memory for AI agents: recall relevant memories as a [RUSH_MEMORY] prompt block; "
-    "add, list, filter, read, change, export and forget memories; hand over finished conversations. Callers are either JWT-authenticated users (the user is the token's "
+    "add, list, filter, read, change, export and forget memories; hand over finished conversations. "
+    "Callers are either JWT-authenticated users (the user is the token's "
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
