@@ -2,8 +2,9 @@
 
 Resolves pyproject's [project.dependencies] and its `server` extra (what the service needs) for
 the Lambda runtime (CPython 3.13, manylinux, arm64 and x86_64) with pip's resolver, drops what
-the python3.13 runtime already provides (boto3 and the packages only boto3 needs), and pins every remaining package to one version
-with the sha256 of each wheel the layer build may pick on either architecture.
+the python3.13 runtime already provides (boto3 and the packages only boto3 needs), and pins
+every remaining package to one version with the sha256 of each wheel the layer build may pick
+on either architecture.
 
 Run after changing the dependencies in pyproject.toml (needs the package index):
 
