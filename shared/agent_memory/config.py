@@ -231,6 +231,11 @@ class Settings(BaseSettings):
     )
 
     # --- operations -----------------------------------------------------------------
+    api_docs: bool = Field(
+        default=False,
+        description="Serve the API's OpenAPI document at GET /openapi.json and its interactive page at GET /docs "
+        "(`agent-memory serve` turns it on; in AWS the template parameter ApiDocs, behind the same authorizer).",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )
@@ -281,7 +286,7 @@ TABLE_START, TABLE_END = "<!-- config-table:start -->", "<!-- config-table:end -
 
 
 def settings_table() -> str:
-    """The configuration table of the README, from the fields' descriptions (kept in sync by a test)."""
+    """The configuration table of docs/configuration.md, from the fields' descriptions (kept in sync by a test)."""
     lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default
@@ -292,7 +297,7 @@ def settings_table() -> str:
 
 
 def with_settings_table(text: str) -> str:
-    """``text`` (the README) with the table between its markers regenerated."""
+    """``text`` (docs/configuration.md) with the table between its markers regenerated."""
     start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
         raise ValueError(f"no {TABLE_START} ... {TABLE_END} block")

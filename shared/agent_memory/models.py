@@ -17,6 +17,8 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -168,9 +170,22 @@ class NewMemory(BaseModel):
 
 
 class ImportLine(NewMemory):
-    """One line of `agent-memory import`: a memory plus its owner."""
+    """One line of `agent-memory import` (and of an export): a memory plus its owner.
+
+    An export also carries what makes the import an exact copy, which the import keeps: the id
+    (never taken over when another user's memory has it: that line is refused), ``updated_at``
+    (time decay), the source, and whether and by what it was superseded. ``history`` (export
+    with history) is the record of the memory's changes; the import does not replay it (the
+    imported memory's history starts with its 'created' event).
+    """
 
     user_id: UserId
+    id: uuid.UUID | None = None
+    updated_at: AwareDatetime | None = None
+    source: Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul)] | None = None
+    superseded_at: AwareDatetime | None = None
+    superseded_by: uuid.UUID | None = None
+    history: list[MemoryEvent] | None = None
 
 
 INJECTION_DESCRIPTION = (
@@ -197,6 +212,62 @@ class Memory(BaseModel):
     superseded_at: dt.datetime | None = None
     metadata: StoredMetadata = Field(default_factory=dict)
     injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
+
+
+def _not_null(value: Any, info: ValidationInfo) -> Any:
+    if value is None:
+        raise ValueError(f"{info.field_name} cannot be cleared (null); leave it out to keep it")
+    return value
+
+
+class MemoryChanges(BaseModel):
+    """What to change in one memory (PATCH /memories/{id}): a field left out stays as it is; null
+    clears what may be cleared (``expires_at``: never expires; ``metadata``: empty). ``metadata``
+    replaces the whole object. A new ``content`` is re-embedded and makes the memory fresh again
+    (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: Content | None = None
+    category: Category | None = None
+    metadata: Metadata | None = None
+    expires_at: AwareDatetime | None = None
+    is_evergreen: bool | None = None
+
+    # Runs only for fields that were given: a given null is refused where nothing can be cleared.
+    _no_null = field_validator("content", "category", "is_evergreen", mode="before")(_not_null)
+
+    def changed(self) -> dict[str, Any]:
+        """The fields given, with their new values (None: clear); metadata null is the empty object."""
+        values = {name: getattr(self, name) for name in self.model_fields_set}
+        if "metadata" in values and values["metadata"] is None:
+            values["metadata"] = {}
+        return values
+
+
+class MemoryFilters(BaseModel):
+    """Which of the user's memories a recall or a listing considers (all given conditions hold):
+    any of ``categories``; ``metadata`` containing the given object (JSONB ``@>``: nested
+    objects and arrays match by containment); created in [``created_after``, ``created_before``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    categories: list[Category] | None = Field(default=None, min_length=1, max_length=len(CATEGORIES))
+    metadata: Metadata | None = None
+    created_after: AwareDatetime | None = None
+    created_before: AwareDatetime | None = None
+
+    @field_validator("created_before")
+    @classmethod
+    def _a_window(cls, value: dt.datetime | None, info: ValidationInfo) -> dt.datetime | None:
+        after = info.data.get("created_after")
+        if value is not None and after is not None and value <= after:
+            raise ValueError("must be later than created_after")
+        return value
+
+    @property
+    def empty(self) -> bool:
+        return self.categories is None and self.metadata is None and not self.created_after and not self.created_before
 
 
 class MemoryPage(BaseModel):
@@ -237,6 +308,7 @@ class RecallQuery(BaseModel):
     project_id: ProjectId | None = None
     now: AwareDatetime | None = None
     limit: int | None = None
+    filters: MemoryFilters | None = None
 
 
 class StoredIds(BaseModel):
@@ -251,7 +323,9 @@ class MemoryEvent(BaseModel):
     """One recorded change of a memory (its history)."""
 
     memory_id: uuid.UUID
-    event: Literal["created", "refreshed", "superseded", "revived", "expiry_changed", "deleted", "expired", "purged"]
+    event: Literal[
+        "created", "refreshed", "superseded", "revived", "expiry_changed", "updated", "deleted", "expired", "purged"
+    ]
     at: dt.datetime
     source: str | None = None
     content: str
@@ -331,3 +405,36 @@ class IngestOutcome(BaseModel):
     superseded: int = 0  # existing memories marked as replaced by this message's memories
     updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
     ids: list[uuid.UUID] = Field(default_factory=list)
+
+
+class ExportPage(BaseModel):
+    """A page of a user's export (GET /memories/export): import lines, newest first; pass
+    ``next_cursor`` for the next page (None: the last)."""
+
+    lines: list[ImportLine]
+    next_cursor: str | None
+
+
+def export_line(memory: Memory, history: list[MemoryEvent] | None = None) -> ImportLine:
+    """A stored memory as the import line that restores it. Not validated again: a row stored
+    before a rule existed (content with nothing visible, say) is exported as it is, never a
+    failed export; importing it is what refuses it, that line alone."""
+    return ImportLine.model_construct(
+        user_id=memory.user_id,
+        id=memory.id,
+        content=memory.content,
+        category=memory.category,  # type: ignore[arg-type]  # the table's check keeps it a Category
+        is_evergreen=memory.is_evergreen,
+        project_id=memory.project_id,
+        metadata=memory.metadata,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+        expires_at=memory.expires_at,
+        source=memory.source,
+        superseded_at=memory.superseded_at,
+        superseded_by=memory.superseded_by,
+        history=history,
+    )
+
+
+ImportLine.model_rebuild()  # its history refers to MemoryEvent, defined after it

@@ -5,12 +5,13 @@ the settings, then runs the steps of its path (:mod:`.ingest`, :mod:`.recall`, :
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -18,26 +19,39 @@ from agent_memory.config import Settings, get_settings
 from agent_memory.db.connection import Connection, Database, VectorSchema
 from agent_memory.db.scope import Scope
 from agent_memory.embeddings import Embedder, create_embedder
-from agent_memory.errors import InputTooLarge, InvalidInput
+from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory.extraction import Extractor, create_extractor
-from agent_memory.ingest import conversation, importing, writes
-from agent_memory.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique
+from agent_memory.ingest import conversation, importing, restore, writes
+from agent_memory.ingest.rows import (
+    MemoryRow,
+    build_rows,
+    check_lengths,
+    check_metadata,
+    check_new_memories,
+    embed_unique,
+)
 from agent_memory.inputs import has_visible, lone_surrogate
-from agent_memory.manage import pages, queries
+from agent_memory.manage import edits, pages, queries
 from agent_memory.models import (
+    DEFAULT_PAGE,
     MAX_HISTORY,
     MAX_PAGE,
     MAX_RECALL_LIMIT,
     ConversationEnded,
+    ExportPage,
     ImportLine,
     IngestOutcome,
+    Memory,
+    MemoryChanges,
     MemoryEvent,
+    MemoryFilters,
     MemoryPage,
     NewMemory,
     RecalledMemory,
     RecallQuery,
     RecallResult,
     StoredIds,
+    export_line,
     normalize_content,
 )
 from agent_memory.recall.block import build_memory_block
@@ -52,6 +66,26 @@ logger = logging.getLogger(__name__)
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def _store_rows(
+    conn: Connection, *, rows: list[MemoryRow], restoring: bool, source: str | None
+) -> list[writes.WriteOutcome]:
+    if restoring:
+        return restore.restore_memories(conn, rows, source=source)
+    return writes.upsert_memories(conn, rows)
+
+
+def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> MemoryRow:
+    """A row of an exported memory: its id, timestamps, source and supersession as exported."""
+    return dataclasses.replace(
+        row,
+        id=line.id,
+        updated_at=line.updated_at,
+        superseded_at=line.superseded_at,
+        superseded_by=line.superseded_by,
+        source=line.source if line.source is not None else source,
+    )
 
 
 class MemoryService:
@@ -148,12 +182,32 @@ class MemoryService:
             return StoredIds(ids=[], created=0, refreshed=0)
         check_lengths(self.settings, lines, "lines")
         vectors = embed_unique(self.embedder, [line.content for line in lines])
-        rows, positions = build_rows(
-            [line.user_id for line in lines], lines, vectors, project_id=None, source=source, observed_at=None
-        )
-        outcomes = self.db.run(lambda conn: writes.upsert_memories(conn, rows))
-        created = sum(1 for o in outcomes if o.action == "created")
-        return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
+        # Lines with an id (an export) are restored as they were; the others are upserted.
+        restored = [i for i, line in enumerate(lines) if line.id is not None]
+        upserted = [i for i, line in enumerate(lines) if line.id is None]
+        ids: list[uuid.UUID | None] = [None] * len(lines)
+        created = refreshed = 0
+        for indexes, restoring in ((upserted, False), (restored, True)):
+            if not indexes:
+                continue
+            part = [lines[i] for i in indexes]
+            rows, positions = build_rows(
+                [line.user_id for line in part],
+                part,
+                [vectors[i] for i in indexes],
+                project_id=None,
+                source=source,
+                observed_at=None,
+            )
+            if restoring:
+                first = {p: i for i, p in reversed(list(enumerate(positions)))}
+                rows = [_as_restored(row, part[first[n]], source) for n, row in enumerate(rows)]
+            outcomes = self.db.run(partial(_store_rows, rows=rows, restoring=restoring, source=source))
+            for i, p in zip(indexes, positions, strict=True):
+                ids[i] = outcomes[p].id
+            new = sum(1 for o in outcomes if o.action == "created")
+            created, refreshed = created + new, refreshed + len(rows) - new
+        return StoredIds(ids=[i for i in ids if i is not None], created=created, refreshed=refreshed)
 
     def import_jsonl(
         self,
@@ -214,14 +268,22 @@ class MemoryService:
         now: dt.datetime | None = None,
         options: RecallOptions | None = None,
         query_vector: np.ndarray | None = None,
+        filters: MemoryFilters | None = None,
     ) -> RecallResult:
-        """The memories most relevant to ``query`` for this user, best first, and the prompt block."""
+        """The memories most relevant to ``query`` for this user, best first, and the prompt block;
+        with ``filters``, among the memories that match them only."""
         query, limit = self._check_query(query, limit)
         options = options or self.recall_options
         if now is not None and now.tzinfo is None:
             now = now.replace(tzinfo=dt.UTC)
         vector = self.embedder.embed_query(query) if query_vector is None else query_vector
-        scope = Scope(user_id, project_id, now=now, include_inactive=options.include_inactive)
+        scope = Scope(
+            user_id,
+            project_id,
+            now=now,
+            include_inactive=options.include_inactive,
+            filters=None if filters is None or filters.empty else filters,
+        )
         k = options.overfetch * limit
         timeout_ms = self.settings.recall_statement_timeout_ms
         candidates = self.db.run(
@@ -268,6 +330,7 @@ class MemoryService:
                         limit=query.limit or limit,
                         now=query.now,
                         query_vector=vector,
+                        filters=query.filters,
                     )
                 )
             except InvalidInput as exc:
@@ -284,15 +347,71 @@ class MemoryService:
         limit: int = 100,
         cursor: str | None = None,
         include_inactive: bool = False,
+        filters: MemoryFilters | None = None,
     ) -> MemoryPage:
-        """A page of the user's memories, newest first, and the cursor of the next page."""
+        """A page of the user's memories (those matching ``filters``), newest first, and the cursor
+        of the next page."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
         after = pages.decode_cursor(cursor) if cursor else None
-        scope = Scope(user_id, project_id, include_inactive=include_inactive)
+        narrowed = None if filters is None or filters.empty else filters
+        scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed)
         found = self.db.run(lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after))
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
+
+    def get_memory(self, user_id: str, memory_id: uuid.UUID) -> Memory:
+        """The user's memory with this id, live or not; NotFound when the user has none (another
+        user's id looks the same as no memory at all)."""
+        found: Memory | None = self.db.run(lambda conn: edits.get_memory(conn, user_id, memory_id))
+        if found is None:
+            raise NotFound("no memory with this id for this user")
+        return found
+
+    def update_memory(
+        self, user_id: str, memory_id: uuid.UUID, changes: MemoryChanges, *, source: str | None = None
+    ) -> Memory:
+        """Change one memory in place and return it as it now is; the history records an
+        'updated' event with ``source`` and the previous values. A new content is re-embedded
+        and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
+        already states it; NotFound as :meth:`get_memory`. No change given: the memory as it is."""
+        values = changes.changed()
+        if not values:
+            return self.get_memory(user_id, memory_id)
+        vector = None
+        if "content" in values:
+            if len(values["content"]) > self.settings.max_memory_chars:
+                raise InputTooLarge(
+                    f"memory content is {len(values['content'])} characters; "
+                    f"the limit is {self.settings.max_memory_chars}",
+                    field="content",
+                )
+            vector = self.embedder.embed([values["content"]])[0]
+        if values.get("metadata"):
+            check_metadata(self.settings, values["metadata"], "metadata")
+        updated: Memory | None = self.db.run(
+            lambda conn: edits.update_memory(conn, user_id, memory_id, values, embedding=vector, source=source)
+        )
+        if updated is None:
+            raise NotFound("no memory with this id for this user")
+        logger.info("updated", extra={"user_id": user_id, "fields": sorted(values), "source": source})
+        return updated
+
+    def export_memories(
+        self, user_id: str, *, history: bool = False, limit: int = DEFAULT_PAGE, cursor: str | None = None
+    ) -> ExportPage:
+        """A page of everything the user has (superseded and expired memories too), newest first,
+        as import lines (``agent-memory import`` restores them: same ids, timestamps and
+        recall); with ``history``, each line carries its memory's recorded changes."""
+        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True)
+        events: dict[uuid.UUID, list[MemoryEvent]] = {}
+        if history and page.memories:
+            ids = [m.id for m in page.memories]
+            found: list[MemoryEvent] = self.db.run(lambda conn: edits.histories(conn, user_id, ids))
+            for event in found:
+                events.setdefault(event.memory_id, []).append(event)
+        lines = [export_line(m, events.get(m.id, []) if history else None) for m in page.memories]
+        return ExportPage(lines=lines, next_cursor=page.next_cursor)
 
     def forget_memory(self, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
         """Delete one memory of the user; False when the user has no memory with that id."""

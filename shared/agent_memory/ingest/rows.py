@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,11 @@ class MemoryRow:
     expires_at: dt.datetime | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
+    # What a restored (exported) memory keeps: see agent_memory.ingest.restore.
+    id: uuid.UUID | None = None
+    updated_at: dt.datetime | None = None
+    superseded_at: dt.datetime | None = None
+    superseded_by: uuid.UUID | None = None
 
 
 def check_new_memories(settings: Settings, memories: Sequence[NewMemory], field: str = "memories") -> None:
