@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
-from agent_memory.models import ConversationEnded, describe_errors
+from agent_memory.models import ConversationEnded, describe_errors, error_field
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory.service import get_service
 
@@ -50,7 +50,9 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
         try:
             message = ConversationEnded.model_validate_json(record.body)
         except ValidationError as exc:
-            raise InvalidMessage(f"not a conversation-ended message: {describe_errors(exc, 'body')}") from exc
+            raise InvalidMessage(
+                f"not a conversation-ended message: {describe_errors(exc, 'body')}", field=error_field(exc)
+            ) from exc
         outcome = get_service().ingest_conversation(message, observed_at=_sent_at(record))
     except Exception as exc:
         kind = _failure_kind(exc)

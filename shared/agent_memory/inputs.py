@@ -13,6 +13,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 # Letters, numbers, punctuation and symbols (emoji are symbols, CJK ideographs letters) show on
@@ -109,6 +110,20 @@ def _check_text(text: str, path: tuple[str | int, ...], what: str) -> None:
         raise JsonValueError(f"{what} contains a NUL character (U+0000), which PostgreSQL cannot hold", path)
     if (escape := lone_surrogate(text)) is not None:
         raise JsonValueError(f"{what} contains a lone surrogate ({escape}), which is not text", path)
+
+
+def as_stored(value: Any) -> Any:
+    """``value`` as it reads back from jsonb, which keeps numbers as numerics and writes them
+    without exponents: a float written with a positive exponent (1e+16, 1.5e+300) reads back as
+    the integer it is. Converted before the size is counted, so that a value accepted at the
+    limit is still within it when it is exported and imported again. Depth must be checked first."""
+    if isinstance(value, float) and "e+" in repr(value):
+        return int(Decimal(repr(value)))
+    if isinstance(value, dict):
+        return {k: as_stored(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_stored(v) for v in value]
+    return value
 
 
 CUT = "(nested too deep)"

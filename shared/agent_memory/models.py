@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_memory.inputs import JsonValueError, cut_deep, has_visible, inspect_json
+from agent_memory.inputs import JsonValueError, as_stored, cut_deep, field_path, has_visible, inspect_json
 
 Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
@@ -47,6 +47,12 @@ def describe_errors(exc: ValidationError, whole: str = "value") -> str:
     """A pydantic error as one line, field by field ("memories.0.content: ..."), never echoing input;
     ``whole`` names the value when the error is about it as a whole."""
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in exc.errors())
+
+
+def error_field(exc: ValidationError) -> str | None:
+    """The field of a pydantic error's first problem ("memories[0].content"), None for the whole value."""
+    errors = exc.errors()
+    return field_path([p for p in errors[0]["loc"] if isinstance(p, str | int)]) or None if errors else None
 
 
 def no_nul(value: str) -> str:
@@ -109,6 +115,7 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
     if shape.keys > MAX_METADATA_KEYS:
         raise ValueError(f"has {shape.keys} keys; the limit is {MAX_METADATA_KEYS}")
+    value = as_stored(value)
     chars = metadata_chars(value)
     if chars > MAX_METADATA_CHARS:
         raise ValueError(f"is {chars} characters as JSON; the limit is {MAX_METADATA_CHARS}")

@@ -220,7 +220,11 @@ class MemoryService:
         """Import numbered JSON lines in chunks; lines that are invalid (alone) are skipped and
         recorded in ``report``, which stays true if a later chunk fails."""
         return importing.import_lines(
-            lines, lambda chunk: self.import_memories(chunk, source=source), report, progress=progress
+            lines,
+            lambda chunk: self.import_memories(chunk, source=source),
+            report,
+            progress=progress,
+            check=lambda line: check_lengths(self.settings, [line], "lines"),
         )
 
     def ingest_conversation(

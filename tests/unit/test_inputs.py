@@ -4,6 +4,7 @@ way back can hold, and how rows nested too deep are answered."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -130,3 +131,16 @@ def test_a_value_inspect_json_passes_round_trips_through_json(value: Any) -> Non
     text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     text.encode("utf-8")  # no lone surrogate left
     assert json.loads(text) == value
+
+
+def test_metadata_is_sized_as_it_reads_back_from_jsonb() -> None:
+    """Found by the write contract: {"n": 1e16} is 11 characters as sent, but jsonb writes the number
+    without an exponent and it reads back as 10000000000000000 (an export then over the limit)."""
+    memory = NewMemory(content="x", metadata={"n": 1e16, "m": [2.5e300, 0.5, 1e-7]})
+    assert memory.metadata == {"n": 10**16, "m": [int(Decimal("2.5e300")), 0.5, 1e-7]}
+    assert type(memory.metadata["n"]) is int
+    near = {"s": "x" * 30, "n": 1e40}  # 59 characters as sent, 98 as stored
+    with pytest.raises(InputTooLarge):
+        check_lengths(
+            Settings(embedding_provider="hash", max_metadata_chars=60), [NewMemory(content="x", metadata=near)], "m"
+        )

@@ -17,20 +17,18 @@ from agent_memory.inputs import JsonValueError, field_path, inspect_json
 MAX_BODY_DEPTH = 1000
 
 
-def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_json_body(text: str) -> Any:
     """The body's JSON value; json.JSONDecodeError for a syntax error (the resolver answers it),
     InvalidInput for a value the service could not hold."""
     try:
-        value = json.loads(text, parse_constant=_constant)
+        # NaN and Infinity are read (Python's json takes them) and refused by the walk below,
+        # which names their field.
+        value = json.loads(text)
     except json.JSONDecodeError:
         raise
     except RecursionError:
         raise InvalidInput("the request body is nested too deeply") from None
-    except ValueError as exc:  # NaN/Infinity, or an integer past Python's digit limit
+    except ValueError as exc:  # an integer past Python's digit limit (4300)
         raise InvalidInput(f"the request body holds a number JSON cannot carry: {exc}") from None
     try:
         inspect_json(value, max_depth=MAX_BODY_DEPTH)
