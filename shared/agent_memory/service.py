@@ -450,6 +450,7 @@ class MemoryService:
         restart: bool = False,
         max_batches: int | None = None,
         progress: Callable[[int], None] | None = None,
+        reconnect_s: float = reembedding.RECONNECT_S,
     ) -> reembedding.ReembedResult:
         """Move the store to the configured embedder without taking reads down
         (see :mod:`agent_memory.schema.reembed`)."""
@@ -460,6 +461,7 @@ class MemoryService:
             restart=restart,
             max_batches=max_batches,
             progress=progress,
+            reconnect_s=reconnect_s,
         )
         if result.switched:
             self.close()  # reconnect: this process now uses the new column
