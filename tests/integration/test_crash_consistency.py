@@ -204,7 +204,7 @@ def assert_switched(pg: RestartablePostgres, memories: int) -> None:
             1,
         )
         assert conn.execute("SELECT DISTINCT vector_dims(embedding) FROM user_memories").fetchone() == (256,)
-        meta = dict(conn.execute("SELECT key, value FROM agent_memory_meta").fetchall())
+        meta: dict[str, str] = dict(conn.execute("SELECT key, value FROM agent_memory_meta").fetchall())
     assert meta["embedding_model"].endswith(":256") and "next_model" not in meta
     fresh = MemoryService(
         Settings(database_url=pg.url, embedding_provider="hash", embedding_dimensions=256, db_role="agent_memory_app")
