@@ -165,3 +165,22 @@ def test_migration_0008_upgrades_a_store_with_memories(blank_database_url: str) 
     assert any("0008" in name or "injection" in name for name in applied.applied), applied
     assert stored_marks(blank_database_url) == {"old fact": []}
     assert MemoryService(app).list_memories("u1").memories[0].injection == []
+
+
+def test_editing_the_content_marks_it_anew(service: MemoryService) -> None:
+    from agent_memory.models import MemoryChanges
+
+    (memory_id,) = service.remember(USER, [NewMemory(content="Uses vim")]).ids
+    edited = service.update_memory(USER, memory_id, MemoryChanges(content=POISON))
+    assert edited.injection == ["instruction_override", "prompt_request"]
+    assert service.update_memory(USER, memory_id, MemoryChanges(content="Uses neovim")).injection == []
+    assert service.get_memory(USER, memory_id).injection == []
+
+
+def test_export_then_import_keeps_the_marks(service: MemoryService) -> None:
+    service.remember(USER, [NewMemory(content=POISON)])
+    lines = service.export_memories(USER).lines
+    service.forget_user(USER)
+    report = service.import_jsonl(((1, line.model_dump_json()) for line in lines), ImportReport())
+    assert report.taken == 1
+    assert service.list_memories(USER).memories[0].injection == ["instruction_override", "prompt_request"]
