@@ -19,6 +19,11 @@ class InputTooLarge(InvalidInput):
     """A query, memory or message exceeds a configured limit."""
 
 
+class Conflict(InvalidInput):
+    """The change would make the memory state what another memory of the same scope already
+    states (names the field, and the other memory in the message)."""
+
+
 class NotFound(AgentMemoryError):
     """The memory does not exist for this user."""
 

@@ -17,6 +17,8 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -161,6 +163,62 @@ class Memory(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+def _not_null(value: Any, info: ValidationInfo) -> Any:
+    if value is None:
+        raise ValueError(f"{info.field_name} cannot be cleared (null); leave it out to keep it")
+    return value
+
+
+class MemoryChanges(BaseModel):
+    """What to change in one memory (PATCH /memories/{id}): a field left out stays as it is; null
+    clears what may be cleared (``expires_at``: never expires; ``metadata``: empty). ``metadata``
+    replaces the whole object. A new ``content`` is re-embedded and makes the memory fresh again
+    (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: Content | None = None
+    category: Category | None = None
+    metadata: Metadata | None = None
+    expires_at: AwareDatetime | None = None
+    is_evergreen: bool | None = None
+
+    # Runs only for fields that were given: a given null is refused where nothing can be cleared.
+    _no_null = field_validator("content", "category", "is_evergreen", mode="before")(_not_null)
+
+    def changed(self) -> dict[str, Any]:
+        """The fields given, with their new values (None: clear); metadata null is the empty object."""
+        values = {name: getattr(self, name) for name in self.model_fields_set}
+        if "metadata" in values and values["metadata"] is None:
+            values["metadata"] = {}
+        return values
+
+
+class MemoryFilters(BaseModel):
+    """Which of the user's memories a recall or a listing considers (all given conditions hold):
+    any of ``categories``; ``metadata`` containing the given object (JSONB ``@>``: nested
+    objects and arrays match by containment); created in [``created_after``, ``created_before``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    categories: list[Category] | None = Field(default=None, min_length=1, max_length=len(CATEGORIES))
+    metadata: Metadata | None = None
+    created_after: AwareDatetime | None = None
+    created_before: AwareDatetime | None = None
+
+    @field_validator("created_before")
+    @classmethod
+    def _a_window(cls, value: dt.datetime | None, info: ValidationInfo) -> dt.datetime | None:
+        after = info.data.get("created_after")
+        if value is not None and after is not None and value <= after:
+            raise ValueError("must be later than created_after")
+        return value
+
+    @property
+    def empty(self) -> bool:
+        return self.categories is None and self.metadata is None and not self.created_after and not self.created_before
+
+
 class MemoryPage(BaseModel):
     """A page of memories, newest first; pass ``next_cursor`` to get the next page (None: the last)."""
 
@@ -198,6 +256,7 @@ class RecallQuery(BaseModel):
     project_id: ProjectId | None = None
     now: AwareDatetime | None = None
     limit: int | None = None
+    filters: MemoryFilters | None = None
 
 
 class StoredIds(BaseModel):
@@ -212,7 +271,9 @@ class MemoryEvent(BaseModel):
     """One recorded change of a memory (its history)."""
 
     memory_id: uuid.UUID
-    event: Literal["created", "refreshed", "superseded", "revived", "expiry_changed", "deleted", "expired", "purged"]
+    event: Literal[
+        "created", "refreshed", "superseded", "revived", "expiry_changed", "updated", "deleted", "expired", "purged"
+    ]
     at: dt.datetime
     source: str | None = None
     content: str

@@ -18,11 +18,11 @@ from agent_memory.config import Settings, get_settings
 from agent_memory.db.connection import Connection, Database, VectorSchema
 from agent_memory.db.scope import Scope
 from agent_memory.embeddings import Embedder, create_embedder
-from agent_memory.errors import InputTooLarge, InvalidInput
+from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest import conversation, importing, writes
 from agent_memory.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique
-from agent_memory.manage import pages, queries
+from agent_memory.manage import edits, pages, queries
 from agent_memory.models import (
     MAX_HISTORY,
     MAX_PAGE,
@@ -30,7 +30,10 @@ from agent_memory.models import (
     ConversationEnded,
     ImportLine,
     IngestOutcome,
+    Memory,
+    MemoryChanges,
     MemoryEvent,
+    MemoryFilters,
     MemoryPage,
     NewMemory,
     RecalledMemory,
@@ -209,14 +212,22 @@ class MemoryService:
         now: dt.datetime | None = None,
         options: RecallOptions | None = None,
         query_vector: np.ndarray | None = None,
+        filters: MemoryFilters | None = None,
     ) -> RecallResult:
-        """The memories most relevant to ``query`` for this user, best first, and the prompt block."""
+        """The memories most relevant to ``query`` for this user, best first, and the prompt block;
+        with ``filters``, among the memories that match them only."""
         query, limit = self._check_query(query, limit)
         options = options or self.recall_options
         if now is not None and now.tzinfo is None:
             now = now.replace(tzinfo=dt.UTC)
         vector = self.embedder.embed_query(query) if query_vector is None else query_vector
-        scope = Scope(user_id, project_id, now=now, include_inactive=options.include_inactive)
+        scope = Scope(
+            user_id,
+            project_id,
+            now=now,
+            include_inactive=options.include_inactive,
+            filters=None if filters is None or filters.empty else filters,
+        )
         k = options.overfetch * limit
         timeout_ms = self.settings.recall_statement_timeout_ms
         candidates = self.db.run(
@@ -262,6 +273,7 @@ class MemoryService:
                         limit=query.limit or limit,
                         now=query.now,
                         query_vector=vector,
+                        filters=query.filters,
                     )
                 )
             except InvalidInput as exc:
@@ -278,15 +290,53 @@ class MemoryService:
         limit: int = 100,
         cursor: str | None = None,
         include_inactive: bool = False,
+        filters: MemoryFilters | None = None,
     ) -> MemoryPage:
-        """A page of the user's memories, newest first, and the cursor of the next page."""
+        """A page of the user's memories (those matching ``filters``), newest first, and the cursor
+        of the next page."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
         after = pages.decode_cursor(cursor) if cursor else None
-        scope = Scope(user_id, project_id, include_inactive=include_inactive)
+        narrowed = None if filters is None or filters.empty else filters
+        scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed)
         found = self.db.run(lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after))
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
+
+    def get_memory(self, user_id: str, memory_id: uuid.UUID) -> Memory:
+        """The user's memory with this id, live or not; NotFound when the user has none (another
+        user's id looks the same as no memory at all)."""
+        found: Memory | None = self.db.run(lambda conn: edits.get_memory(conn, user_id, memory_id))
+        if found is None:
+            raise NotFound("no memory with this id for this user")
+        return found
+
+    def update_memory(
+        self, user_id: str, memory_id: uuid.UUID, changes: MemoryChanges, *, source: str | None = None
+    ) -> Memory:
+        """Change one memory in place and return it as it now is; the history records an
+        'updated' event with ``source`` and the previous values. A new content is re-embedded
+        and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
+        already states it; NotFound as :meth:`get_memory`. No change given: the memory as it is."""
+        values = changes.changed()
+        if not values:
+            return self.get_memory(user_id, memory_id)
+        vector = None
+        if "content" in values:
+            if len(values["content"]) > self.settings.max_memory_chars:
+                raise InputTooLarge(
+                    f"memory content is {len(values['content'])} characters; "
+                    f"the limit is {self.settings.max_memory_chars}",
+                    field="content",
+                )
+            vector = self.embedder.embed([values["content"]])[0]
+        updated: Memory | None = self.db.run(
+            lambda conn: edits.update_memory(conn, user_id, memory_id, values, embedding=vector, source=source)
+        )
+        if updated is None:
+            raise NotFound("no memory with this id for this user")
+        logger.info("updated", extra={"user_id": user_id, "fields": sorted(values), "source": source})
+        return updated
 
     def forget_memory(self, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
         """Delete one memory of the user; False when the user has no memory with that id."""

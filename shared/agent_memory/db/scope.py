@@ -9,6 +9,9 @@ from typing import Any
 
 from psycopg import sql
 
+from agent_memory.db.filters import filter_params, filter_shape, filters_sql
+from agent_memory.models import MemoryFilters
+
 
 @dataclasses.dataclass(frozen=True)
 class Scope:
@@ -18,11 +21,14 @@ class Scope:
     project_id: str | None = None
     now: dt.datetime | None = None  # "as of": hides memories created later and those expired by then
     include_inactive: bool = False  # superseded and expired memories too (debugging)
+    filters: MemoryFilters | None = None  # narrows the scope (categories, metadata, creation window)
 
 
 def scope_filter(scope: Scope) -> sql.Composable:
-    """The WHERE clause that limits a statement to the scope (parameters user_id, project_id, now)."""
-    return sql.SQL(scope_sql(scope.project_id is not None, scope.include_inactive, scope.now is not None))
+    """The WHERE clause that limits a statement to the scope (parameters user_id, project_id, now,
+    and the filters' f_*)."""
+    where = scope_sql(scope.project_id is not None, scope.include_inactive, scope.now is not None)
+    return sql.SQL(where + filters_sql(filter_shape(scope.filters)))
 
 
 @functools.lru_cache(maxsize=16)
@@ -41,4 +47,4 @@ def scope_sql(has_project: bool, include_inactive: bool, as_of: bool) -> str:
 
 def scope_params(scope: Scope) -> dict[str, Any]:
     """The values :func:`scope_filter`'s clause binds."""
-    return {"user_id": scope.user_id, "project_id": scope.project_id, "now": scope.now}
+    return {"user_id": scope.user_id, "project_id": scope.project_id, "now": scope.now, **filter_params(scope.filters)}

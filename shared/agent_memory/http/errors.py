@@ -10,6 +10,7 @@ import dataclasses
 from agent_memory.errors import (
     AgentMemoryError,
     ConfigurationError,
+    Conflict,
     DatabaseUnavailable,
     Forbidden,
     InputTooLarge,
@@ -33,6 +34,7 @@ class ErrorKind:
 # Most specific first: the first kind the exception is an instance of wins.
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     ErrorKind(InputTooLarge, 413, "input_too_large"),
+    ErrorKind(Conflict, 409, "conflict"),
     ErrorKind(InvalidInput, 400, "invalid_input"),
     ErrorKind(Forbidden, 403, "forbidden"),
     ErrorKind(NotFound, 404, "not_found"),

@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 
 from agent_memory.db.connection import Connection, vector_column
+from agent_memory.db.filters import FilterShape, filter_shape, filters_sql
 from agent_memory.db.scope import Scope, scope_params, scope_sql
 from agent_memory.db.transactions import read_as_user
 from agent_memory.errors import StatementTimeout
@@ -89,13 +90,24 @@ _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector
 
 
 def _hybrid_sql(scope: Scope, exact: bool, column: str) -> str:
-    return _hybrid_query(scope.project_id is not None, scope.include_inactive, scope.now is not None, exact, column)
+    return _hybrid_query(
+        scope.project_id is not None,
+        scope.include_inactive,
+        scope.now is not None,
+        exact,
+        column,
+        filter_shape(scope.filters),
+    )
 
 
-@functools.lru_cache(maxsize=64)
-def _hybrid_query(has_project: bool, include_inactive: bool, as_of: bool, exact: bool, column: str) -> str:
-    """The candidate query, composed once per shape (the recall hot path only binds values)."""
-    where = sql.SQL(scope_sql(has_project, include_inactive, as_of))
+@functools.lru_cache(maxsize=256)
+def _hybrid_query(
+    has_project: bool, include_inactive: bool, as_of: bool, exact: bool, column: str, filters: FilterShape
+) -> str:
+    """The candidate query, composed once per shape (the recall hot path only binds values).
+    The filters narrow the scope of every leg, so the exact fallback still gives a user
+    min(k, their matching memories)."""
+    where = sql.SQL(scope_sql(has_project, include_inactive, as_of) + filters_sql(filters))
     vec = sql.Identifier(column)
     return (
         sql.SQL(_HYBRID)

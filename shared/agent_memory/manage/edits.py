@@ -1,0 +1,94 @@
+"""The SQL of reading and editing one memory by id: get, and update in place (content, category,
+metadata, expiry, evergreen) with the history recording the change."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from agent_memory.db.connection import Connection, vector_column, vector_schema_of
+from agent_memory.db.transactions import read_as_user, user_transaction
+from agent_memory.errors import Conflict, SchemaMismatch
+from agent_memory.manage.queries import MEMORY_COLUMNS
+from agent_memory.models import Memory, content_hash
+
+_GET = f"SELECT {MEMORY_COLUMNS} FROM user_memories WHERE user_id = %(user_id)s AND id = %(id)s"
+
+# The other memory of the same scope that already states the new content (the unique key is
+# user, project, content hash), and whether it is still live.
+_CLASH = """
+SELECT m.id, m.superseded_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now()) AS live
+FROM user_memories m JOIN user_memories t ON t.user_id = m.user_id AND t.project_id IS NOT DISTINCT FROM m.project_id
+WHERE t.user_id = %(user_id)s AND t.id = %(id)s AND m.content_hash = %(hash)s AND m.id <> t.id
+"""
+
+# Columns a change may set, and the SQL value each takes (the embedding's column is the store's).
+_SETTERS = {
+    "content": "content = %(content)s, content_hash = %(hash)s, {vec} = %(embedding)s, updated_at = now()",
+    "category": "category = %(category)s",
+    "metadata": "metadata = %(metadata)s",
+    "expires_at": "expires_at = %(expires_at)s",
+    "is_evergreen": "is_evergreen = %(is_evergreen)s",
+}
+
+
+def get_memory(conn: Connection, user_id: str, memory_id: uuid.UUID) -> Memory | None:
+    """The user's memory with this id (live or not), or None: one round trip."""
+    rows = read_as_user(conn, user_id, _GET, {"user_id": user_id, "id": memory_id})
+    return Memory.model_validate(rows[0]) if rows else None
+
+
+@functools.lru_cache(maxsize=64)
+def _update_sql(fields: frozenset[str], column: str) -> sql.Composed:
+    """The UPDATE for one set of changed fields, composed once per shape."""
+    sets = sql.SQL(", ").join(sql.SQL(_SETTERS[f]).format(vec=sql.Identifier(column)) for f in sorted(fields))
+    return sql.SQL(
+        "UPDATE user_memories SET {sets} WHERE user_id = %(user_id)s AND id = %(id)s RETURNING {cols}"
+    ).format(sets=sets, cols=sql.SQL(MEMORY_COLUMNS))
+
+
+def update_memory(
+    conn: Connection,
+    user_id: str,
+    memory_id: uuid.UUID,
+    changes: dict[str, Any],
+    *,
+    embedding: np.ndarray | None = None,
+    source: str | None = None,
+) -> Memory | None:
+    """Apply ``changes`` (column -> new value; a new content needs its ``embedding``) to the
+    user's memory; the memory as it now is, or None when the user has none with that id.
+
+    In the user's locked transaction, so no other write of the user slips between the check
+    for a clash and the update. Raises Conflict (field ``content``) when another memory of the
+    same scope already states the new content.
+    """
+    params: dict[str, Any] = {"user_id": user_id, "id": memory_id, **changes}
+    if "metadata" in changes:
+        params["metadata"] = Jsonb(changes["metadata"])
+    with user_transaction(conn, user_id, source=source, reason="updated", lock=True, vectors="content" in changes):
+        if "content" in changes:
+            if embedding is None:
+                raise ValueError("a new content needs its embedding")
+            schema = vector_schema_of(conn)
+            if schema is not None and not schema.writable:
+                raise SchemaMismatch(
+                    f"the store now embeds with {schema.current_model}; this process uses {schema.fingerprint} "
+                    "and may not write vectors until it is redeployed with the new model"
+                )
+            params["hash"] = content_hash(changes["content"])
+            params["embedding"] = embedding
+            clash = conn.execute(_CLASH, params).fetchone()
+            if clash is not None:
+                state = "" if clash[1] else " (superseded or expired: forget it first to reuse its content)"
+                raise Conflict(
+                    f"memory {clash[0]}{state} already states this content in the same scope", field="content"
+                )
+        with conn.cursor(row_factory=class_row(Memory)) as cur:
+            return cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
