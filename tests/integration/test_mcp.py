@@ -125,6 +125,16 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
     assert recalled["prompt_block"].startswith(BLOCK_START)
     assert "Prefers Rust for systems programming" in recalled["prompt_block"]
 
+    # Filters narrow recall and list; a bad one is an error naming the field.
+    decisions = structured(await client.call_tool("recall_memories", {"query": LANGUAGE, "categories": ["decision"]}))
+    assert decisions["memories"] == [] and decisions["prompt_block"] == ""
+    prefs = structured(await client.call_tool("recall_memories", {"query": LANGUAGE, "categories": ["preference"]}))
+    assert prefs["memories"][0]["id"] == rust_id
+    old = structured(await client.call_tool("list_memories", {"created_before": "2000-01-01T00:00:00Z"}))
+    assert old["memories"] == []
+    window = {"created_after": "2030-01-01T00:00:00Z", "created_before": "2020-01-01T00:00:00Z"}
+    assert "created_before" in error_text(await client.call_tool("list_memories", window))
+
     first = structured(await client.call_tool("list_memories", {"limit": 1}))
     assert len(first["memories"]) == 1 and first["next_cursor"]
     second = structured(await client.call_tool("list_memories", {"limit": 1, "cursor": first["next_cursor"]}))

@@ -13,7 +13,6 @@ from agent_memory.errors import InvalidInput
 from agent_memory.models import ProjectId, UserId, describe_errors
 from agent_memory.service import MemoryService
 
-
 _ID: TypeAdapter[str] = TypeAdapter(UserId)
 _PROJECT: TypeAdapter[str] = TypeAdapter(ProjectId)
 
