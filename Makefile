@@ -16,7 +16,10 @@ ARCHITECTURE ?= arm64
 SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMETRY=0 \
 	ARCHITECTURE=$(ARCHITECTURE) PYTHON=$(abspath $(SAM_VENV))/bin/python
 
-.PHONY: demo test lint typecheck sam-validate sam-build clean help
+# A venv with nothing but the client's distribution (`pip install .`, no extras), for client-check.
+CLIENT_VENV := $(VENV)/tools/client
+
+.PHONY: demo test lint typecheck sam-validate sam-build client-check docs-check clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
@@ -63,8 +66,22 @@ typecheck: $(VENV)/.dev-installed
 	@# One run per handler: each is a module named app, which one mypy run cannot hold twice.
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 
+# The client installs from this checkout into a fresh venv with only its own dependencies (no
+# psycopg, numpy, torch or Powertools) and works against `agent-memory serve`.
+client-check: $(VENV)/.dev-installed
+	rm -rf $(CLIENT_VENV)
+	$(PYTHON) -m venv $(CLIENT_VENV)
+	$(CLIENT_VENV)/bin/python -m pip --disable-pip-version-check -q install .
+	$(BIN)/python tests/client/check.py $(abspath $(CLIENT_VENV))/bin/python
+
+# The Swagger page of `agent-memory serve` rendered by a real headless browser (Debian's chromium,
+# installed here when missing; not part of `make test`: see docs/api.md).
+docs-check: $(VENV)/.dev-installed
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+	$(BIN)/python tests/client/docs_check.py
+
 # The tests under tests/deploy read the built layer (SAM_BUILD_DIR) and fail if it is missing.
-test: lint typecheck sam-validate sam-build
+test: lint typecheck sam-validate sam-build client-check
 	SAM_BUILD_DIR=.aws-sam/build $(BIN)/pytest
 
 clean:

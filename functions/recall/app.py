@@ -24,9 +24,22 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from agent_memory import __version__
 from agent_memory.errors import InvalidInput, NotFound
 from agent_memory.http import schemas
-from agent_memory.http.handlers import install_error_handlers
+from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id
-from agent_memory.models import DEFAULT_PAGE, MAX_PAGE, MemoryPage, ProjectId, RecallResult, StoredIds, UserId
+from agent_memory.http.openapi import openapi_document, swagger_html
+from agent_memory.models import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    ExportPage,
+    IngestOutcome,
+    Memory,
+    MemoryChanges,
+    MemoryPage,
+    ProjectId,
+    RecallResult,
+    StoredIds,
+    UserId,
+)
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory.service import get_service
 
@@ -37,12 +50,15 @@ app = APIGatewayHttpResolver(enable_validation=True)
 app.configure_openapi(
     title="agent-memory",
     version=__version__,
-    description="Long-term memory for AI agents: recall relevant memories as a [RUSH_MEMORY] prompt block, "
-    "add, list and forget memories. Callers are either JWT-authenticated users (the user is the token's "
+    description="Long-term memory for AI agents: recall relevant memories as a [RUSH_MEMORY] prompt block; "
+    "add, list, filter, read, change, export and forget memories; hand over finished conversations. "
+    "Callers are either JWT-authenticated users (the user is the token's "
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
 # Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.
+# A metadata filter travels in the URL: kept well under URL limits (a longer one fits POST /recall).
+MAX_FILTER_PARAM = 2048
 warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 
@@ -66,7 +82,13 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
     service = get_service()
     options = service.recall_options.but(include_inactive=True) if request.include_inactive else None
     result = service.recall(
-        user_id, query, project_id=request.project_id, limit=request.limit, now=request.now, options=options
+        user_id,
+        query,
+        project_id=request.project_id,
+        limit=request.limit,
+        now=request.now,
+        options=options,
+        filters=request.filters,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
@@ -110,11 +132,105 @@ def list_memories(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     include_inactive: Annotated[bool, Query(description="Also superseded and expired memories.")] = False,
+    categories: Annotated[str | None, Query(max_length=512, description="Any of these, comma-separated.")] = None,
+    metadata: Annotated[
+        str | None, Query(max_length=MAX_FILTER_PARAM, description='Containing this JSON object: {"team":"web"}')
+    ] = None,
+    created_after: Annotated[str | None, Query(max_length=64, description="Created at or after (ISO 8601).")] = None,
+    created_before: Annotated[str | None, Query(max_length=64, description="Created before (ISO 8601).")] = None,
 ) -> MemoryPage:
     owner = caller_user_id(_claims(), user_id)
+    filters = schemas.list_filters(categories, metadata, created_after, created_before)
     return get_service().list_memories(
-        owner, project_id=project_id, limit=limit, cursor=cursor, include_inactive=include_inactive
+        owner, project_id=project_id, limit=limit, cursor=cursor, include_inactive=include_inactive, filters=filters
     )
+
+
+@app.get(
+    "/memories/export",
+    summary="Everything the caller has, as import lines (a page; follow next_cursor)",
+    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("A page of import lines", ExportPage)},
+)
+def export_memories(
+    user_id: Annotated[UserId | None, Query()] = None,
+    history: Annotated[bool, Query(description="Each line with its memory's recorded changes.")] = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> ExportPage:
+    owner = caller_user_id(_claims(), user_id)
+    return get_service().export_memories(owner, history=history, limit=limit, cursor=cursor)
+
+
+@app.get(
+    "/memories/<memory_id>",
+    summary="One of the caller's memories",
+    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("The memory (live or not)", Memory)},
+)
+def get_memory(
+    memory_id: Annotated[uuid.UUID, Path()],
+    user_id: Annotated[UserId | None, Query()] = None,
+) -> Memory:
+    owner = caller_user_id(_claims(), user_id)
+    return get_service().get_memory(owner, memory_id)
+
+
+@app.patch(
+    "/memories/<memory_id>",
+    summary="Change one of the caller's memories (fields left out stay; null clears expires_at or metadata)",
+    responses={
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented("The memory as it now is", Memory),
+        409: schemas.documented("Another memory of the same scope already states this content", schemas.ErrorBody),
+        413: schemas.documented("The content is longer than AGENT_MEMORY_MAX_MEMORY_CHARS", schemas.ErrorBody),
+    },
+)
+def update_memory(
+    memory_id: Annotated[uuid.UUID, Path()],
+    changes: MemoryChanges,
+    user_id: Annotated[UserId | None, Query()] = None,
+) -> Memory:
+    owner = caller_user_id(_claims(), user_id)
+    return get_service().update_memory(owner, memory_id, changes, source="api")
+
+
+@app.post(
+    "/conversations",
+    summary="Hand a finished conversation to the write path now and get what it stored",
+    responses={
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented("What the message did (duplicate: it was written before)", IngestOutcome),
+        413: schemas.documented("Too many messages or memories, or one too long", schemas.ErrorBody),
+        502: schemas.documented("The extraction or embedding provider failed", schemas.ErrorBody),
+    },
+)
+def add_conversation(request: schemas.ConversationRequest) -> IngestOutcome:
+    user_id = caller_user_id(_claims(), request.user_id)
+    outcome = get_service().ingest_conversation(request.message(user_id))
+    logger.info("conversation ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
+    return outcome
+
+
+def _docs_off() -> Response[Any] | None:
+    """With AGENT_MEMORY_API_DOCS off, the docs routes answer as an unknown path does."""
+    if get_service().settings.api_docs:
+        return None
+    event = app.current_event
+    return error_response(
+        404,
+        "route_not_found",
+        f"no route {event.http_method} {event.path} (AGENT_MEMORY_API_DOCS is off)",
+        request_id=event.request_context.request_id,
+    )
+
+
+@app.get("/openapi.json", include_in_schema=False)
+def openapi_json() -> Response[Any]:
+    return _docs_off() or Response(status_code=200, content_type="application/json", body=openapi_document(app))
+
+
+@app.get("/docs", include_in_schema=False)
+def swagger_page() -> Response[Any]:
+    return _docs_off() or Response(status_code=200, content_type="text/html; charset=utf-8", body=swagger_html(app))
 
 
 @app.get(

@@ -212,6 +212,11 @@ class Settings(BaseSettings):
     )
 
     # --- operations -----------------------------------------------------------------
+    api_docs: bool = Field(
+        default=False,
+        description="Serve the API's OpenAPI document at GET /openapi.json and its interactive page at GET /docs "
+        "(`agent-memory serve` turns it on; in AWS the template parameter ApiDocs, behind the same authorizer).",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )

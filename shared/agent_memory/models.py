@@ -140,9 +140,22 @@ class NewMemory(BaseModel):
 
 
 class ImportLine(NewMemory):
-    """One line of `agent-memory import`: a memory plus its owner."""
+    """One line of `agent-memory import` (and of an export): a memory plus its owner.
+
+    An export also carries what makes the import an exact copy, which the import keeps: the id
+    (never taken over when another user's memory has it: that line is refused), ``updated_at``
+    (time decay), the source, and whether and by what it was superseded. ``history`` (export
+    with history) is the record of the memory's changes; the import does not replay it (the
+    imported memory's history starts with its 'created' event).
+    """
 
     user_id: UserId
+    id: uuid.UUID | None = None
+    updated_at: AwareDatetime | None = None
+    source: Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul)] | None = None
+    superseded_at: AwareDatetime | None = None
+    superseded_by: uuid.UUID | None = None
+    history: list[MemoryEvent] | None = None
 
 
 class Memory(BaseModel):
@@ -353,3 +366,34 @@ class IngestOutcome(BaseModel):
     superseded: int = 0  # existing memories marked as replaced by this message's memories
     updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
     ids: list[uuid.UUID] = Field(default_factory=list)
+
+
+class ExportPage(BaseModel):
+    """A page of a user's export (GET /memories/export): import lines, newest first; pass
+    ``next_cursor`` for the next page (None: the last)."""
+
+    lines: list[ImportLine]
+    next_cursor: str | None
+
+
+def export_line(memory: Memory, history: list[MemoryEvent] | None = None) -> ImportLine:
+    """A stored memory as the import line that restores it."""
+    return ImportLine(
+        user_id=memory.user_id,
+        id=memory.id,
+        content=memory.content,
+        category=memory.category,  # type: ignore[arg-type]  # the table's check keeps it a Category
+        is_evergreen=memory.is_evergreen,
+        project_id=memory.project_id,
+        metadata=memory.metadata,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+        expires_at=memory.expires_at,
+        source=memory.source,
+        superseded_at=memory.superseded_at,
+        superseded_by=memory.superseded_by,
+        history=history,
+    )
+
+
+ImportLine.model_rebuild()  # its history refers to MemoryEvent, defined after it

@@ -5,12 +5,13 @@ the settings, then runs the steps of its path (:mod:`.ingest`, :mod:`.recall`, :
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -20,14 +21,16 @@ from agent_memory.db.scope import Scope
 from agent_memory.embeddings import Embedder, create_embedder
 from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory.extraction import Extractor, create_extractor
-from agent_memory.ingest import conversation, importing, writes
-from agent_memory.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique
+from agent_memory.ingest import conversation, importing, restore, writes
+from agent_memory.ingest.rows import MemoryRow, build_rows, check_lengths, check_new_memories, embed_unique
 from agent_memory.manage import edits, pages, queries
 from agent_memory.models import (
+    DEFAULT_PAGE,
     MAX_HISTORY,
     MAX_PAGE,
     MAX_RECALL_LIMIT,
     ConversationEnded,
+    ExportPage,
     ImportLine,
     IngestOutcome,
     Memory,
@@ -40,6 +43,7 @@ from agent_memory.models import (
     RecallQuery,
     RecallResult,
     StoredIds,
+    export_line,
     normalize_content,
 )
 from agent_memory.recall.block import build_memory_block
@@ -54,6 +58,26 @@ logger = logging.getLogger(__name__)
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def _store_rows(
+    conn: Connection, *, rows: list[MemoryRow], restoring: bool, source: str | None
+) -> list[writes.WriteOutcome]:
+    if restoring:
+        return restore.restore_memories(conn, rows, source=source)
+    return writes.upsert_memories(conn, rows)
+
+
+def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> MemoryRow:
+    """A row of an exported memory: its id, timestamps, source and supersession as exported."""
+    return dataclasses.replace(
+        row,
+        id=line.id,
+        updated_at=line.updated_at,
+        superseded_at=line.superseded_at,
+        superseded_by=line.superseded_by,
+        source=line.source if line.source is not None else source,
+    )
 
 
 class MemoryService:
@@ -150,12 +174,32 @@ class MemoryService:
             return StoredIds(ids=[], created=0, refreshed=0)
         check_lengths(self.settings, lines, "lines")
         vectors = embed_unique(self.embedder, [line.content for line in lines])
-        rows, positions = build_rows(
-            [line.user_id for line in lines], lines, vectors, project_id=None, source=source, observed_at=None
-        )
-        outcomes = self.db.run(lambda conn: writes.upsert_memories(conn, rows))
-        created = sum(1 for o in outcomes if o.action == "created")
-        return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
+        # Lines with an id (an export) are restored as they were; the others are upserted.
+        restored = [i for i, line in enumerate(lines) if line.id is not None]
+        upserted = [i for i, line in enumerate(lines) if line.id is None]
+        ids: list[uuid.UUID | None] = [None] * len(lines)
+        created = refreshed = 0
+        for indexes, restoring in ((upserted, False), (restored, True)):
+            if not indexes:
+                continue
+            part = [lines[i] for i in indexes]
+            rows, positions = build_rows(
+                [line.user_id for line in part],
+                part,
+                [vectors[i] for i in indexes],
+                project_id=None,
+                source=source,
+                observed_at=None,
+            )
+            if restoring:
+                first = {p: i for i, p in reversed(list(enumerate(positions)))}
+                rows = [_as_restored(row, part[first[n]], source) for n, row in enumerate(rows)]
+            outcomes = self.db.run(partial(_store_rows, rows=rows, restoring=restoring, source=source))
+            for i, p in zip(indexes, positions, strict=True):
+                ids[i] = outcomes[p].id
+            new = sum(1 for o in outcomes if o.action == "created")
+            created, refreshed = created + new, refreshed + len(rows) - new
+        return StoredIds(ids=[i for i in ids if i is not None], created=created, refreshed=refreshed)
 
     def import_jsonl(
         self,
@@ -337,6 +381,22 @@ class MemoryService:
             raise NotFound("no memory with this id for this user")
         logger.info("updated", extra={"user_id": user_id, "fields": sorted(values), "source": source})
         return updated
+
+    def export_memories(
+        self, user_id: str, *, history: bool = False, limit: int = DEFAULT_PAGE, cursor: str | None = None
+    ) -> ExportPage:
+        """A page of everything the user has (superseded and expired memories too), newest first,
+        as import lines (``agent-memory import`` restores them: same ids, timestamps and
+        recall); with ``history``, each line carries its memory's recorded changes."""
+        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True)
+        events: dict[uuid.UUID, list[MemoryEvent]] = {}
+        if history and page.memories:
+            ids = [m.id for m in page.memories]
+            found: list[MemoryEvent] = self.db.run(lambda conn: edits.histories(conn, user_id, ids))
+            for event in found:
+                events.setdefault(event.memory_id, []).append(event)
+        lines = [export_line(m, events.get(m.id, []) if history else None) for m in page.memories]
+        return ExportPage(lines=lines, next_cursor=page.next_cursor)
 
     def forget_memory(self, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
         """Delete one memory of the user; False when the user has no memory with that id."""

@@ -113,7 +113,7 @@ def test_pins_satisfy_the_projects_dependencies() -> None:
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     pins = pinned()
-    for line in project["dependencies"]:
+    for line in [*project["dependencies"], *project["optional-dependencies"]["server"]]:
         requirement = Requirement(line)
         name = requirement.name.lower()
         if name == "boto3":

@@ -23,6 +23,10 @@ ROUTES = {
     ("DELETE", "/memories/{id}"),
     ("DELETE", "/memories"),
     ("GET", "/memories/{id}/history"),
+    ("GET", "/memories/{id}"),
+    ("PATCH", "/memories/{id}"),
+    ("GET", "/memories/export"),
+    ("POST", "/conversations"),
     ("POST", "/mcp"),
 }
 # Unknown paths and wrong methods reach the function too, for its JSON 404/405.

@@ -5,6 +5,8 @@ min(limit, their matching memories) however many rows other users have."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -12,6 +14,7 @@ from pydantic import ValidationError
 
 from agent_memory.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory.service import MemoryService
+from tests.integration.test_sql_efficiency import _round_trips
 
 JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))
 
@@ -97,3 +100,14 @@ def test_a_filtered_recall_still_gets_every_matching_memory_among_many_users(
     assert {m.id for m in result.memories} == set(decisions)
     facts = service.recall("u1", "TypeScript build", limit=10, filters=MemoryFilters(categories=["fact"]))
     assert len(facts.memories) == 10 and all(m.category == "fact" for m in facts.memories)
+
+
+def test_a_filtered_recall_is_still_one_round_trip(service: MemoryService, tmp_path: Path) -> None:
+    service.remember(
+        "u1", [NewMemory(content=f"Fact {i} about the SVG editor", metadata={"team": "web"}) for i in range(40)]
+    )
+    result: list[Any] = []
+    filters = MemoryFilters(categories=["fact"], metadata={"team": "web"}, created_before=dt.datetime(2999, 1, 1))
+    work = lambda: result.append(service.recall("u1", "SVG editor", filters=filters))  # noqa: E731
+    assert _round_trips(service, work, tmp_path) == 1
+    assert len(result[0].memories) == 10

@@ -129,7 +129,8 @@ def test_the_region_comes_from_the_api_url_or_must_be_given(monkeypatch: pytest.
     monkeypatch.delenv("AWS_REGION", raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     with pytest.raises(ConfigurationError, match="region"):
-        mcp_http_client("https://memory.example.com", user_id="u", credentials=credentials())
+        mcp_http_client("https://memory.example.com", user_id="u", auth="iam", credentials=credentials())
+    assert mcp_http_client("http://127.0.0.1:8080", user_id="u").auth is None  # as MemoryClient: no auth
     with pytest.raises(ConfigurationError, match="token"):
         mcp_http_client("https://memory.example.com", auth="jwt")
 
@@ -149,7 +150,13 @@ def test_the_sdk_client_signs_every_request_and_the_tools_answer(served: str) ->
     async def scenario() -> Any:
         # The verifier stands where API Gateway would.
         http = mcp_http_client(
-            served, user_id="u-signed", project_id="p1", region=REGION, credentials=credentials(), transport=gateway
+            served,
+            user_id="u-signed",
+            project_id="p1",
+            auth="iam",  # a localhost URL alone means no auth
+            region=REGION,
+            credentials=credentials(),
+            transport=gateway,
         )
         async with http, Client(streamable_http_client(f"{served}/mcp", http_client=http)) as client:
             await client.call_tool("remember", {"facts": ["Signs every request"], "category": "fact"})

@@ -140,6 +140,8 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
     assert operations == {
         ("POST", "/recall"), ("POST", "/memories"), ("GET", "/memories"),
         ("DELETE", "/memories"), ("DELETE", "/memories/{memory_id}"), ("GET", "/memories/{memory_id}/history"),
+        ("GET", "/memories/{memory_id}"), ("PATCH", "/memories/{memory_id}"), ("GET", "/memories/export"),
+        ("POST", "/conversations"),
     }  # fmt: skip
     assert "422" not in {code for ops in document["paths"].values() for op in ops.values() for code in op["responses"]}
     assert "201" in document["paths"]["/memories"]["post"]["responses"]
@@ -278,7 +280,7 @@ def test_client_iam_without_credentials_or_region_is_a_configuration_error(
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
     with pytest.raises(ConfigurationError, match="region"):
-        MemoryClient("http://127.0.0.1:9")
+        MemoryClient("http://127.0.0.1:9", auth="iam")
     assert MemoryClient("https://abc.execute-api.us-east-2.amazonaws.com")._region == "us-east-2"
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(key)

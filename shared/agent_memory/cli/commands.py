@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from agent_memory.cli.memories import filters_of
 from agent_memory.cli.output import Progress, emit, read_jsonl
 from agent_memory.errors import InvalidInput
 from agent_memory.ingest.importing import ImportReport
@@ -63,7 +64,13 @@ def cmd_recall(service: MemoryService, args: argparse.Namespace) -> int:
         raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
     options = service.recall_options.but(include_inactive=True) if args.include_inactive else None
     result = service.recall(
-        args.user, " ".join(args.query), project_id=args.project, limit=args.limit, now=args.now, options=options
+        args.user,
+        " ".join(args.query),
+        project_id=args.project,
+        limit=args.limit,
+        now=args.now,
+        options=options,
+        filters=filters_of(args),
     )
     emit(_recall_payload(result))
     return EXIT_OK
@@ -114,6 +121,7 @@ def _recall_file(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def cmd_list(service: MemoryService, args: argparse.Namespace) -> int:
+    filters = filters_of(args)
     cursor = None
     remaining = args.limit
     while True:
@@ -123,6 +131,7 @@ def cmd_list(service: MemoryService, args: argparse.Namespace) -> int:
             limit=min(500, remaining) if remaining else 500,
             cursor=cursor,
             include_inactive=args.include_inactive,
+            filters=filters,
         )
         for memory in page.memories:
             emit(memory)

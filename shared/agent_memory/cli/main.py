@@ -35,6 +35,7 @@ from agent_memory.cli.commands import (
     cmd_reembed,
     cmd_similarity,
 )
+from agent_memory.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_update
 from agent_memory.cli.output import parse_time
 from agent_memory.config import Settings, get_settings
 from agent_memory.errors import AgentMemoryError, ConfigurationError, DatabaseUnavailable, InvalidInput, ProviderError
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
     p.add_argument("--out", help="where --queries writes one result line per query")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
+    add_filter_arguments(p)
     p.add_argument("query", nargs="*")
 
     p = add("list", cmd_list, "print a user's memories as JSON Lines, newest first")
@@ -88,6 +90,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project")
     p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
+    add_filter_arguments(p)
+
+    p = add("get", cmd_get, "print one of a user's memories")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True)
+
+    p = add(
+        "update",
+        cmd_update,
+        "change one memory in place (content is re-embedded); the history records it; prints the memory",
+    )
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True)
+    p.add_argument("--content")
+    p.add_argument("--category", choices=CATEGORIES)
+    p.add_argument("--metadata", help='a JSON object that replaces the metadata ("null" clears it)')
+    p.add_argument("--expires-at", help="ISO time after which recall leaves it out, or 'never'")
+    p.add_argument("--evergreen", action=argparse.BooleanOptionalAction, default=None, help="never decays")
+    p.add_argument("--source", default="cli")
+
+    p = add("export", cmd_export, "print everything a user has as import lines (JSON Lines), newest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--history", action="store_true", help="each line with its memory's recorded changes")
+    p.add_argument("--out", help="file to write (default stdout)")
+
+    p = add(
+        "ingest",
+        cmd_ingest,
+        "hand 'conversation ended' messages (JSON, or JSON Lines) to the write path, as IngestFunction does",
+    )
+    p.add_argument("file", help="a JSON message or JSON Lines of them ('-' for stdin)")
 
     p = add("forget", cmd_forget, "delete one memory (--id) or all of a user's (--all)")
     p.add_argument("--user", required=True)
@@ -142,6 +175,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_bench(sub)
     return parser
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """The filters of recall and list (the API's filters)."""
+    parser.add_argument(
+        "--category", dest="categories", action="append", choices=CATEGORIES, help="any of these (repeatable)"
+    )
+    parser.add_argument("--metadata", dest="metadata_filter", help="containing this JSON object")
+    parser.add_argument("--created-after", type=parse_time, help="created at or after this ISO time")
+    parser.add_argument("--created-before", type=parse_time, help="created before this ISO time")
 
 
 def configure_logging(verbose: bool, level_name: str) -> None:

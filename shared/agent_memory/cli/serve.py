@@ -29,6 +29,9 @@ def _warm_up(service: MemoryService) -> None:
 
 def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
     logger.setLevel(logging.INFO)  # one access line per request on stderr
+    if not args.no_docs:
+        # GET /openapi.json and /docs on the local server (off by default in AWS).
+        service.settings = service.settings.model_copy(update={"api_docs": True})
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(Path(args.template), unverified_jwt=args.unverified_jwt)
     api.load()
@@ -45,7 +48,14 @@ def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
     if threading.current_thread() is threading.main_thread():
         # A plain `kill` should stop cleanly too (the embedded PostgreSQL is released at exit).
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    emit({"url": f"http://{host}:{port}", "function": api.spec.logical_id, "unverified_jwt": args.unverified_jwt})
+    emit(
+        {
+            "url": f"http://{host}:{port}",
+            "function": api.spec.logical_id,
+            "unverified_jwt": args.unverified_jwt,
+            "docs": None if args.no_docs else f"http://{host}:{port}/docs",
+        }
+    )
     print(f"agent-memory: serving {api.spec.logical_id} on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr)
     try:
         server.serve_forever()
@@ -82,6 +92,7 @@ def register(add: AddCommand) -> None:
         "(local testing of the JWT path only)",
     )
     p.add_argument("--no-warm", action="store_true", help="do not connect and load the embedder before serving")
+    p.add_argument("--no-docs", action="store_true", help="no GET /openapi.json and /docs (the Swagger page)")
 
     p = add("openapi", cmd_openapi, "write the OpenAPI document of the HTTP API")
     p.add_argument("--out", help="file to write (default stdout)")

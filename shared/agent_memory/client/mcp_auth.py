@@ -3,11 +3,12 @@
 The SDK's Streamable HTTP client sends its requests through an ``httpx2.AsyncClient``; this module
 builds one that authenticates as the stack expects and names the user:
 
-- ``auth="iam"`` (``ApiAuthorization=AWS_IAM``): :class:`SigV4Auth` signs every request (service
-  ``execute-api``) with the default AWS credential chain. The signature covers ``X-Memory-User``
+- ``auth="iam"`` (``ApiAuthorization=AWS_IAM``; the default for an ``execute-api`` URL):
+  :class:`SigV4Auth` signs every request (service ``execute-api``) with the default AWS credential
+  chain. The signature covers ``X-Memory-User``
   and ``X-Memory-Project``, so nobody on the way can change whose memories a call touches.
 - ``auth="jwt"``: ``Authorization: Bearer <token>``; the user is the token's ``sub``.
-- ``auth="none"``: ``agent-memory serve`` on localhost.
+- ``auth="none"``: ``agent-memory serve`` on localhost (the default for other URLs without a token).
 
 Needs the ``mcp`` package (which brings ``httpx2``); nothing else in :mod:`agent_memory.client`
 imports this module.
@@ -15,13 +16,13 @@ imports this module.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Generator
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 
+from agent_memory.client.calls import EXECUTE_API_HOST, Auth, _aws_credentials, _aws_region, infer_auth
 from agent_memory.client.common import region_from_host
 from agent_memory.errors import ConfigurationError
 
@@ -30,7 +31,6 @@ PROJECT_HEADER = "X-Memory-Project"
 # What the signature covers besides host and the x-amz-* headers it adds: the body's type and the
 # identity. Not every header: hop-by-hop ones (connection) may change on the way to API Gateway.
 SIGNED_HEADERS = ("content-type", "x-memory-user", "x-memory-project")
-_EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 
 
 class SigV4Auth(httpx2.Auth):
@@ -45,7 +45,7 @@ class SigV4Auth(httpx2.Auth):
     def __init__(self, region: str, *, credentials: Any = None, service: str = "execute-api") -> None:
         self.region = region
         self.service = service
-        self._credentials = credentials if credentials is not None else _default_credentials()
+        self._credentials = credentials if credentials is not None else _aws_credentials()
 
     def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
         from botocore.auth import SigV4Auth as BotocoreSigV4
@@ -66,7 +66,7 @@ def mcp_http_client(
     *,
     user_id: str | None = None,
     project_id: str | None = None,
-    auth: Literal["iam", "jwt", "none"] = "iam",
+    auth: Auth | None = None,
     token: str | Callable[[], str] | None = None,
     region: str | None = None,
     credentials: Any = None,
@@ -77,16 +77,18 @@ def mcp_http_client(
 
     ``user_id`` goes into ``X-Memory-User`` (required by the endpoint for IAM callers; with a JWT
     it may be left out, or must be the token's ``sub``); ``project_id`` into ``X-Memory-Project``,
-    the default project of the tools. The model never sees either. ``transport``: httpx2's (a
+    the default project of the tools. The model never sees either. ``auth`` as MemoryClient's: when
+    not given, a token means JWT, an execute-api host IAM, anything else none. ``transport``: httpx2's (a
     proxy's, or a test's).
     """
     headers = {USER_HEADER: user_id} if user_id else {}
     if project_id:
         headers[PROJECT_HEADER] = project_id
     signer: httpx2.Auth | None = None
+    auth = infer_auth(api_url, auth, token)
     if auth == "iam":
         host = urlsplit(api_url).hostname or ""
-        region = region or region_from_host(host, _EXECUTE_API_HOST) or _default_region()
+        region = region or region_from_host(host, EXECUTE_API_HOST) or _aws_region()
         if not region:
             raise ConfigurationError("auth='iam' needs region= (not in the API URL nor the AWS configuration)")
         signer = SigV4Auth(region, credentials=credentials)
@@ -107,19 +109,3 @@ class _BearerAuth(httpx2.Auth):
         token = self._token() if callable(self._token) else self._token
         request.headers["Authorization"] = f"Bearer {token}"
         yield request
-
-
-def _default_credentials() -> Any:
-    import botocore.session
-
-    credentials = botocore.session.get_session().get_credentials()
-    if credentials is None:
-        raise ConfigurationError("SigV4 needs AWS credentials (none found in the default credential chain)")
-    return credentials
-
-
-def _default_region() -> str | None:
-    import botocore.session
-
-    region = botocore.session.get_session().get_config_variable("region")
-    return str(region) if region else None

@@ -5,13 +5,24 @@ Light on purpose (pydantic only): the Python client imports these too.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from agent_memory.errors import InvalidInput
-from agent_memory.models import MAX_RECALL_LIMIT, AwareDatetime, MemoryEvent, NewMemory, ProjectId, UserId
+from agent_memory.models import (
+    MAX_RECALL_LIMIT,
+    AwareDatetime,
+    ConversationEnded,
+    MemoryEvent,
+    MemoryFilters,
+    NewMemory,
+    ProjectId,
+    UserId,
+    describe_errors,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -65,6 +76,9 @@ class RecallRequest(BaseModel):
     )
     now: AwareDatetime | None = Field(default=None, description="Recall as of this time (reproducible decay).")
     include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")
+    filters: MemoryFilters | None = Field(
+        default=None, description="Recall among the memories that match these only (all conditions hold)."
+    )
 
     def query_text(self) -> str:
         """The query to use; InvalidInput naming the field when there is none or two."""
@@ -88,6 +102,43 @@ class AddRequest(BaseModel):
     user_id: UserId | None = None
     project_id: ProjectId | None = None
     memories: list[NewMemory] = Field(min_length=1)
+
+
+class ConversationRequest(ConversationEnded):
+    """POST /conversations: the write path's "conversation ended" message, over HTTP (user_id
+    is optional with a JWT, as everywhere)."""
+
+    user_id: UserId | None = None  # type: ignore[assignment]  # the JWT's sub when absent
+
+    def message(self, user_id: str) -> ConversationEnded:
+        """The message for ``user_id`` exactly as the SQS body would be (same receipt)."""
+        return ConversationEnded.model_validate({**self.model_dump(exclude_unset=True), "user_id": user_id})
+
+
+def list_filters(
+    categories: str | None, metadata: str | None, created_after: str | None, created_before: str | None
+) -> MemoryFilters | None:
+    """The filters of GET /memories from its query parameters: categories comma-separated,
+    metadata a JSON object; InvalidInput naming the parameter otherwise."""
+    raw: dict[str, object] = {}
+    if categories is not None:
+        raw["categories"] = [c.strip() for c in categories.split(",") if c.strip()]
+    if metadata is not None:
+        try:
+            raw["metadata"] = json.loads(metadata)
+        except ValueError as exc:
+            raise InvalidInput('metadata must be a JSON object, e.g. {"team": "web"}', field="metadata") from exc
+    if created_after is not None:
+        raw["created_after"] = created_after
+    if created_before is not None:
+        raw["created_before"] = created_before
+    if not raw:
+        return None
+    try:
+        return MemoryFilters.model_validate(raw)
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise InvalidInput(describe_errors(exc), field=str(loc[0]) if loc else None) from exc
 
 
 class MemoryHistory(BaseModel):

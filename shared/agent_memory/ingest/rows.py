@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,11 @@ class MemoryRow:
     observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
     expires_at: dt.datetime | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # What a restored (exported) memory keeps: see agent_memory.ingest.restore.
+    id: uuid.UUID | None = None
+    updated_at: dt.datetime | None = None
+    superseded_at: dt.datetime | None = None
+    superseded_by: uuid.UUID | None = None
 
 
 def check_new_memories(settings: Settings, memories: Sequence[NewMemory], field: str = "memories") -> None:

@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from agent_memory.errors import ConfigurationError
+from agent_memory.http import openapi as http_openapi
 from agent_memory.local import runtime
 
 logger = logging.getLogger("agent_memory.serve")
@@ -145,7 +146,7 @@ class LocalApi:
             return runtime.invoke_spec(self.spec, event)  # type: ignore[no-any-return]
 
 
-def _answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+def http_answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     """An HTTP answer from what the function returned (API Gateway's format 2.0 rules)."""
     if not isinstance(result, dict) or "statusCode" not in result:
         # HTTP API infers a 200 JSON answer when the function returns anything else.
@@ -206,7 +207,7 @@ def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
                 self.command, self.path, self.headers.items(), body, source_ip=self.client_address[0], claims=claims
             )
             try:
-                status, headers, data = _answer(api(event))
+                status, headers, data = http_answer(api(event))
             except Exception:
                 # A crashed function: API Gateway answers 500 with this body.
                 logger.exception("the function failed")
@@ -243,20 +244,10 @@ def is_loopback(host: str) -> bool:
 
 
 def openapi_document(template: Path, logical_id: str = RECALL_FUNCTION) -> str:
-    """The OpenAPI document the function's resolver (``app`` in the handler module) generates.
-
-    One correction: the resolver lists a 422 answer for every validated route, but this API
-    answers validation errors with 400 (documented per route), so the 422 entries are dropped.
-    """
+    """The OpenAPI document the function's resolver (``app`` in the handler module) generates, as
+    the API itself serves it at GET /openapi.json (:func:`agent_memory.http.openapi.openapi_document`)."""
     module = runtime.load_module(runtime.function_spec(template, logical_id))
     app = getattr(module, "app", None)
     if app is None or not hasattr(app, "get_openapi_json_schema"):
         raise ConfigurationError(f"{logical_id}'s handler module has no resolver named 'app'")
-    document = json.loads(app.get_openapi_json_schema())
-    for operations in document.get("paths", {}).values():
-        for operation in operations.values():
-            operation.get("responses", {}).pop("422", None)
-    schemas = document.get("components", {}).get("schemas", {})
-    for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-        schemas.pop(unused, None)
-    return json.dumps(document, indent=2, ensure_ascii=False)
+    return http_openapi.openapi_document(app)

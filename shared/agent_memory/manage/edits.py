@@ -16,7 +16,7 @@ from agent_memory.db.connection import Connection, vector_column, vector_schema_
 from agent_memory.db.transactions import read_as_user, user_transaction
 from agent_memory.errors import Conflict, SchemaMismatch
 from agent_memory.manage.queries import MEMORY_COLUMNS
-from agent_memory.models import Memory, content_hash
+from agent_memory.models import Memory, MemoryEvent, content_hash
 
 _GET = f"SELECT {MEMORY_COLUMNS} FROM user_memories WHERE user_id = %(user_id)s AND id = %(id)s"
 
@@ -92,3 +92,13 @@ def update_memory(
                 )
         with conn.cursor(row_factory=class_row(Memory)) as cur:
             return cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
+
+
+def histories(conn: Connection, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:
+    """The recorded changes of several of the user's memories, oldest first (one round trip)."""
+    query = (
+        "SELECT memory_id, event, at, source, content, related_id, project_id, detail FROM memory_events "
+        "WHERE user_id = %(user_id)s AND memory_id = ANY(%(ids)s) ORDER BY at, id"
+    )
+    rows = read_as_user(conn, user_id, query, {"user_id": user_id, "ids": memory_ids})
+    return [MemoryEvent.model_validate(r) for r in rows]

@@ -1,0 +1,104 @@
+"""Restoring exported memories (import lines that carry an id): each keeps its id, timestamps,
+source and supersession; a line whose id another user's memory has is refused, never taken over."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from agent_memory.db.connection import Connection
+from agent_memory.db.transactions import user_transaction
+from agent_memory.errors import InvalidInput
+from agent_memory.ingest.rows import MemoryRow
+from agent_memory.ingest.writes import WriteOutcome
+
+# ON CONFLICT DO NOTHING covers both keys: the id (whoever has it: uniqueness is checked past
+# row-level security, so another user's row is never touched) and the fact key.
+_RESTORE = """
+INSERT INTO user_memories AS m (id, user_id, project_id, content, content_hash, category, source, is_evergreen,
+                                embedding, created_at, updated_at, expires_at, superseded_at, superseded_by, metadata)
+SELECT t.id, t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen, t.embedding,
+       COALESCE(t.created_at, now()), COALESCE(t.updated_at, t.created_at, now()), t.expires_at,
+       t.superseded_at, t.superseded_by, t.metadata
+FROM unnest(%(ids)s::uuid[], %(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[],
+            %(hashes)s::bytea[], %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[],
+            %(embeddings)b::vector[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
+            %(expires)s::timestamptz[], %(superseded_at)s::timestamptz[], %(superseded_by)s::uuid[],
+            %(metadata)s::jsonb[])
+     AS t(id, user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
+          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata)
+ON CONFLICT DO NOTHING
+RETURNING m.id
+"""
+
+# What the user already has under those ids or fact keys (the rows the insert skipped).
+_EXISTING = """
+SELECT id, project_id, content_hash FROM user_memories
+WHERE user_id = %(user_id)s AND (id = ANY(%(ids)s) OR content_hash = ANY(%(hashes)s))
+"""
+
+
+def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
+    return {
+        "ids": [r.id for r in rows],
+        "user_ids": [r.user_id for r in rows],
+        "project_ids": [r.project_id for r in rows],
+        "contents": [r.content for r in rows],
+        "hashes": [r.content_hash for r in rows],
+        "categories": [r.category for r in rows],
+        "sources": [r.source for r in rows],
+        "evergreen": [r.is_evergreen for r in rows],
+        "embeddings": [r.embedding for r in rows],
+        "created": [r.created_at for r in rows],
+        "updated": [r.updated_at for r in rows],
+        "expires": [r.expires_at for r in rows],
+        "superseded_at": [r.superseded_at for r in rows],
+        "superseded_by": [r.superseded_by for r in rows],
+        "metadata": [Jsonb(r.metadata) for r in rows],
+    }
+
+
+def restore_memories(conn: Connection, rows: Sequence[MemoryRow], *, source: str | None) -> list[WriteOutcome]:
+    """Insert rows that carry their id, one transaction per user; outcomes in input order.
+
+    A row whose id or fact key the user already has changes nothing and answers with that
+    memory ("refreshed": importing the same export twice is a no-op). A row whose id belongs to
+    another user is refused (InvalidInput naming ``id``), and with it the whole call.
+    """
+    outcomes: dict[int, WriteOutcome] = {}
+    by_user: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row.id is None:
+            raise ValueError("a restored row needs its id")
+        by_user.setdefault(row.user_id, []).append(i)
+    for user_id, indexes in by_user.items():
+        batch = [rows[i] for i in indexes]
+        with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
+            inserted = {r[0] for r in conn.execute(_RESTORE, _params(batch)).fetchall()}
+            skipped = [i for i in indexes if rows[i].id not in inserted]
+            existing: dict[Any, uuid.UUID] = {}
+            if skipped:
+                found = conn.execute(
+                    _EXISTING,
+                    {
+                        "user_id": user_id,
+                        "ids": [rows[i].id for i in skipped],
+                        "hashes": [rows[i].content_hash for i in skipped],
+                    },
+                ).fetchall()
+                for memory_id, project_id, digest in found:
+                    existing[memory_id] = memory_id
+                    existing[(project_id, bytes(digest))] = memory_id
+            for i in indexes:
+                row = rows[i]
+                if row.id is not None and row.id in inserted:
+                    outcomes[i] = WriteOutcome(row.id, "created")
+                    continue
+                same = existing.get(row.id) or existing.get((row.project_id, row.content_hash))
+                if same is None:
+                    raise InvalidInput(f"id {row.id} is already used by another memory", field="id")
+                outcomes[i] = WriteOutcome(same, "refreshed")
+    return [outcomes[i] for i in range(len(rows))]

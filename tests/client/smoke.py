@@ -1,0 +1,45 @@
+"""Run by `make client-check` in a venv holding only the client's distribution (`pip install .`,
+no extras): the client imports and works against a running `agent-memory serve` without any of
+the server's dependencies. Usage: python tests/client/smoke.py URL"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+
+
+def main(url: str) -> int:
+    present = [m for m in ("psycopg", "numpy", "aws_lambda_powertools", "torch", "pydantic_settings", "pgvector")
+               if importlib.util.find_spec(m) is not None]  # fmt: skip
+    assert not present, f"the client's install pulled in server dependencies: {present}"
+
+    from agent_memory.client import AsyncMemoryClient, MemoryClient
+    from agent_memory.errors import NotFound
+
+    client = MemoryClient(url)  # auth from the URL: none for localhost
+    stored = client.add(["Prefers pnpm", {"content": "Lives in Lisbon", "metadata": {"k": 1}}], user_id="smoke")
+    assert client.recall("pnpm", user_id="smoke").memories[0].content == "Prefers pnpm"
+    assert len([m for m in client.list_memories(user_id="smoke")]) == 2  # noqa: C416 - iterating is the point
+    assert client.get_memory(stored.ids[1], user_id="smoke").metadata == {"k": 1}
+    assert client.update_memory(stored.ids[1], user_id="smoke", content="Lives in Porto").content == "Lives in Porto"
+    assert len(list(client.export_memories(user_id="smoke"))) == 2
+    try:
+        client.get_memory(stored.ids[0], user_id="someone-else")
+    except NotFound:
+        pass
+    else:
+        raise AssertionError("another user's memory was visible")
+
+    async def recall() -> str:
+        async with AsyncMemoryClient(url) as aclient:
+            return (await aclient.recall("Porto", user_id="smoke", filters={"metadata": {"k": 1}})).memories[0].content
+
+    assert asyncio.run(recall()) == "Lives in Porto"
+    client.forget_user("smoke")
+    print("client smoke: 8 passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
