@@ -8,10 +8,12 @@ embedder) is created on the first request and reused while the container lives.
 
 from __future__ import annotations
 
+import base64
+import functools
 import time
 import uuid
 import warnings
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
@@ -40,6 +42,9 @@ from agent_memory.models import (
 )
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory.service import get_service
+
+if TYPE_CHECKING:
+    from agent_memory.mcp.http import McpEndpoint
 
 app = APIGatewayHttpResolver(enable_validation=True)
 app.configure_openapi(
@@ -273,6 +278,37 @@ def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> Response[No
     owner = caller_user_id(_claims(), user_id)
     get_service().forget_user(owner)
     return Response(status_code=204)
+
+
+@functools.cache
+def _mcp_endpoint() -> McpEndpoint:
+    # Imported here: the MCP SDK loads on the first /mcp request, never for the REST routes.
+    from agent_memory.mcp.http import McpEndpoint
+
+    return McpEndpoint(get_service)
+
+
+@app.route("/mcp", method=["POST", "GET", "DELETE"], include_in_schema=False)
+def mcp() -> Response[str]:
+    """MCP (Streamable HTTP, stateless, JSON answers): the memory tools, for the caller's user."""
+    event = app.current_event
+    body = event.body or ""
+    answer = _mcp_endpoint().answer(
+        event.http_method,
+        event.path,
+        {k.lower(): v for k, v in (event.headers or {}).items()},
+        base64.b64decode(body) if event.is_base64_encoded else body.encode("utf-8"),
+        _claims(),
+        client=(event.request_context.http.source_ip, 0),
+        request_id=event.request_context.request_id,
+    )
+    headers = {k: v for k, v in answer.headers.items() if k not in ("content-type", "content-length")}
+    return Response(
+        status_code=answer.status,
+        content_type=answer.headers.get("content-type", "application/json"),
+        body=answer.body.decode("utf-8"),
+        headers=headers,
+    )
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pydantic import ValidationError
 
 from agent_memory.bench import register as register_bench
+from agent_memory.cli import mcp as mcp_command
 from agent_memory.cli import serve
 from agent_memory.cli.commands import (
     EXIT_ERROR,
@@ -170,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
 
     serve.register(add)
+    mcp_command.register(add)
 
     register_bench(sub)
     return parser
