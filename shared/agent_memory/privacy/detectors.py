@@ -189,7 +189,7 @@ _PHONE = re.compile(
     r"(?![\w]|[ .,/-]\d)"
 )
 _PHONE_WORDS = re.compile(
-    r"(?i)\b(?:phone|tel|telephone|mobile|cell(?:phone)?|call|calls|text|sms|whatsapp|signal|fax|number|"
+    r"(?i)\b(?:phone|tel|telephone|mobile|cell(?:phone)?|call|calls|text|sms|whatsapp|signal|fax|"
     r"contact|reach|dial|landline|hotline|ph|mob)\b[^\d\n]{0,25}$"
 )
 _DATE_LIKE = re.compile(r"^(?:\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}|\d{1,2}[-./ ]\d{1,2}[-./ ]\d{2,4})$")
@@ -216,9 +216,10 @@ _TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
 )
 _PEM_BLOCK = re.compile(
-    r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----.*?-----END \1PRIVATE KEY\2-----", re.DOTALL
+    r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----.*?-----END \1PRIVATE KEY\2-----", re.DOTALL
 )
-_PEM_OPEN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s:,.-]*")
+# A key pasted without its END line: everything base64-like after BEGIN (over-redacting is the safe side).
+_PEM_OPEN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s]*")
 _JWT = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])")
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
@@ -264,7 +265,14 @@ def _phone_ok(text: str, start: int, candidate: str) -> bool:
     ):
         return True
     # National numbers with a trunk 0 (020 7946 0958, 06 12 34 56 78, 030-1234567): one kind of separator.
-    if digits[0] == "0" and 9 <= n <= 11 and len(separators) == 1 and len(groups) >= 2 and "(" not in candidate:
+    if (
+        digits[0] == "0"
+        and digits[1] != "0"
+        and 9 <= n <= 11
+        and len(separators) == 1
+        and len(groups) >= 2
+        and "(" not in candidate
+    ):
         return True
     # Anything else only where the text says it is a number to call.
     return 7 <= n <= 15 and bool(_PHONE_WORDS.search(text[max(0, start - 40) : start]))
@@ -318,10 +326,12 @@ def _ibans(text: str) -> Iterator[Finding]:
 
 
 def _credentials(text: str) -> Iterator[Finding]:
-    for m in _PEM_BLOCK.finditer(text):
-        yield Finding(type="private_key", start=m.start(), end=m.end())
-    for m in _PEM_OPEN.finditer(text):  # a key pasted without its END line
-        yield Finding(type="private_key", start=m.start(), end=m.end())
+    blocks = [(m.start(), m.end()) for m in _PEM_BLOCK.finditer(text)]
+    for start, end in blocks:
+        yield Finding(type="private_key", start=start, end=end)
+    for m in _PEM_OPEN.finditer(text):
+        if not any(start <= m.start() < end for start, end in blocks):
+            yield Finding(type="private_key", start=m.start(), end=m.end())
     for m in _JWT.finditer(text):
         header_part, payload_part = m.group().split(".")[:2]
         header, payload = _b64url_json(header_part), _b64url_json(payload_part)
