@@ -17,16 +17,16 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 # What an operator configures a mode for (one setting per category).
 PiiCategory = Literal[
     "email",
     "phone",
     "payment_card",
-    "iban",
+    "bank_account",
     "government_id",
     "credential",
     "ip_address",
@@ -38,7 +38,7 @@ PII_CATEGORIES: tuple[PiiCategory, ...] = (
     "email",
     "phone",
     "payment_card",
-    "iban",
+    "bank_account",
     "government_id",
     "credential",
     "ip_address",
@@ -52,7 +52,7 @@ TYPE_CATEGORY: dict[str, PiiCategory] = {
     "email": "email",
     "phone": "phone",
     "payment_card": "payment_card",
-    "iban": "iban",
+    "iban": "bank_account",
     "us_ssn": "government_id",
     "government_id": "government_id",
     "aws_access_key_id": "credential",
@@ -69,6 +69,7 @@ TYPE_CATEGORY: dict[str, PiiCategory] = {
     "password": "credential",
     "ipv4": "ip_address",
     "ipv6": "ip_address",
+    "ip_address": "ip_address",
     "name": "name",
     "address": "address",
     "other": "other",
@@ -103,19 +104,26 @@ _PRIORITY: dict[str, int] = {
 
 
 class Finding(BaseModel):
-    """One piece of personal data in a text: its type and where it is (never kept beyond redaction)."""
+    """One piece of personal data in a text: its type, category and where it is (never its value).
+
+    ``category`` (what a mode is configured for) follows from ``type`` unless a provider gives it.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     type: str
     start: int
     end: int
+    category: PiiCategory = "other"
     source: str = "regex"
     score: float = 1.0
 
-    @property
-    def category(self) -> PiiCategory:
-        return TYPE_CATEGORY.get(self.type, "other")
+    @model_validator(mode="before")
+    @classmethod
+    def _category_of_type(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("category") is None and "type" in data:
+            data = {**data, "category": TYPE_CATEGORY.get(str(data["type"]), "other")}
+        return data
 
 
 class PiiDetector(Protocol):
@@ -388,7 +396,7 @@ _DETECTORS: dict[str, Callable[[str], Iterator[Finding]]] = {
     "email": _emails,
     "phone": _phones,
     "payment_card": _cards,
-    "iban": _ibans,
+    "bank_account": _ibans,
     "government_id": _ssns,
     "credential": _credentials,
     "ip_address": _ips,
