@@ -84,6 +84,12 @@ class PriceTable(BaseModel):
     comprehend_min_units: int = Field(ge=0, description="Units billed at least per Comprehend request.")
 
 
+# Taken on 2026-12-01 without access to the live pricing pages (no network here but package
+# registries): each figure was matched against a copy or quotation of its page found by search where
+# one existed (Lambda arm64, SQS, HTTP API, Secrets Manager, Titan V2, Comprehend units and minimum,
+# the RDS Proxy 8-ACU minimum, Aurora ACU-hour/I/O); the others (Aurora storage, RDS db.t4g.micro and
+# gp3, CloudWatch, X-Ray, NAT, PrivateLink, Claude 3 Haiku) are the long-standing list prices, not
+# re-checked. Check them on the linked pages before quoting a figure.
 DEFAULT_PRICES = PriceTable(
     region="us-east-1",
     as_of=dt.date(2026, 12, 1),
@@ -343,7 +349,8 @@ class CostEstimate(BaseModel):
                 if isinstance(price, Price):
                     per = "" if price.per == 1 else f" per {_num(price.per)}"
                     note = f" ({price.note})" if price.note else ""
-                    out.append(f"  {name}: ${price.usd:g}{per} {price.unit}{note} - {price.source}")
+                    usd = f"{price.usd:.10f}".rstrip("0").rstrip(".")
+                    out.append(f"  {name}: ${usd}{per} {price.unit}{note} - {price.source}")
         return "\n".join(out)
 
 
