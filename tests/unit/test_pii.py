@@ -282,3 +282,45 @@ def test_a_private_key_without_its_end_line_is_still_removed() -> None:
     result = redact(text, "redact")
     assert result.text == "key: [CREDENTIAL]"
     assert result.removed == {"private_key": 1}
+
+
+def _numeric_sentences(n: int, seed: int = 7) -> list[str]:
+    """Ordinary sentences dense with the numbers memories hold: dates, times, money, versions, scores."""
+    import random
+
+    rnd = random.Random(seed)
+    months = ["January", "March", "May", "July", "October", "December"]
+
+    def pick() -> str:
+        y, m, d = rnd.randint(1950, 2030), rnd.randint(1, 12), rnd.randint(1, 28)
+        forms = [
+            f"on {y}-{m:02d}-{d:02d}",
+            f"on {m}/{d}/{y}",
+            f"on {d:02d}.{m:02d}.{y}",
+            f"on {d} {rnd.choice(months)} {y}",
+            f"at {rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}",
+            f"for ${rnd.randint(1, 99_999):,}.{rnd.randint(0, 99):02d}",
+            f"for EUR {rnd.randint(1, 9999)},{rnd.randint(0, 99):02d}",
+            f"{rnd.randint(1, 100)}% of the time",
+            f"version {rnd.randint(0, 20)}.{rnd.randint(0, 40)}.{rnd.randint(0, 99)}",
+            f"v{rnd.randint(0, 9)}.{rnd.randint(0, 9)}.{rnd.randint(0, 9)}.{rnd.randint(0, 9)}",
+            f"in {y}, {y + rnd.randint(1, 9)} and {y + rnd.randint(10, 19)}",
+            f"{rnd.randint(1, 999)} km in {rnd.randint(1, 12)} hours",
+            f"a score of {rnd.randint(0, 9)}-{rnd.randint(0, 9)}",
+            f"pages {rnd.randint(1, 300)}-{rnd.randint(301, 900)}",
+            f"order #{rnd.randint(10_000, 99_999_999)}",
+            f"room {rnd.randint(100, 9999)}",
+            f"{rnd.randint(1, 9)} {rnd.randint(100, 999)} {rnd.randint(100, 999)} people",
+            f"lat {rnd.uniform(-90, 90):.4f}, lon {rnd.uniform(-180, 180):.4f}",
+            f"{rnd.randint(1, 59)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)} marathon time",
+            f"{rnd.randint(1000, 9999)}x{rnd.randint(1000, 9999)} pixels",
+        ]
+        return rnd.choice(forms)
+
+    return [f"She mentioned it {pick()} and again {pick()}, {pick()}." for _ in range(n)]
+
+
+def test_number_heavy_sentences_are_not_flagged() -> None:
+    texts = _numeric_sentences(3000)
+    flagged = [(t, [t[f.start : f.end] for f in detect_pii(t)]) for t in texts]
+    assert [f for f in flagged if f[1]] == []
