@@ -11,7 +11,7 @@ from botocore.config import Config
 from botocore.stub import Stubber
 
 from agent_memory.errors import ConfigurationError, ProviderError
-from agent_memory.privacy import RegexDetector, redact
+from agent_memory.privacy import RegexDetector, redact, redact_many
 from agent_memory.privacy.comprehend import ComprehendPiiDetector, chunks
 
 
@@ -197,3 +197,24 @@ def test_no_client_is_built_until_the_first_call() -> None:
     assert detector._client is None
     assert detector.detect("") == []
     assert detector._client is None
+
+
+def test_one_conversations_facts_go_to_comprehend_in_one_request(stubbed: tuple[Any, Stubber]) -> None:
+    client, stubber = stubbed
+    facts = ["Ana Lima's e-mail is ana@example.com", "Ana Lima prefers tea", "The project is due in May"]
+    joined = "\n\n".join(facts)
+    start = joined.index("Ana Lima prefers")
+    _respond(
+        stubber,
+        joined,
+        [
+            _entity(joined, "Ana Lima", "NAME"),
+            {"Type": "NAME", "Score": 0.99, "BeginOffset": start, "EndOffset": start + 8},
+        ],
+    )
+    results = redact_many(facts, "redact,email=drop", detectors=[RegexDetector(), ComprehendPiiDetector(client)])
+    assert [(r.action, r.text, r.removed) for r in results] == [
+        ("dropped", "", {"email": 1, "name": 1}),
+        ("redacted", "[NAME] prefers tea", {"name": 1}),
+        ("kept", "The project is due in May", {}),
+    ]

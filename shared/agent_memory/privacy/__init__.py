@@ -16,7 +16,16 @@ from agent_memory.privacy.detectors import (
     luhn_valid,
     resolve_overlaps,
 )
-from agent_memory.privacy.redact import PII_MODES, PiiMode, PiiPolicy, PiiPolicySetting, Redaction, placeholder, redact
+from agent_memory.privacy.redact import (
+    PII_MODES,
+    PiiMode,
+    PiiPolicy,
+    PiiPolicySetting,
+    Redaction,
+    placeholder,
+    redact,
+    redact_many,
+)
 
 __all__ = [
     "PII_CATEGORIES",
@@ -35,5 +44,6 @@ __all__ = [
     "luhn_valid",
     "placeholder",
     "redact",
+    "redact_many",
     "resolve_overlaps",
 ]

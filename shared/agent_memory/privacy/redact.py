@@ -20,7 +20,9 @@ from agent_memory.privacy.detectors import (
     Finding,
     PiiCategory,
     PiiDetector,
+    RegexDetector,
     detect_pii,
+    resolve_overlaps,
 )
 
 PiiMode = Literal["off", "redact", "drop"]
@@ -159,3 +161,20 @@ def redact(
         pos = f.end
     out.append(text[pos:])
     return Redaction(text="".join(out), action="redacted", removed=removed)
+
+
+def redact_many(
+    texts: Sequence[str], mode: PiiPolicy | PiiMode | str = "redact", *, detectors: Sequence[PiiDetector] | None = None
+) -> list[Redaction]:
+    """:func:`redact` for several texts (one conversation's facts): a detector with a ``detect_many``
+    (Comprehend) sees them all in as few requests as it can; the others see each text."""
+    policy = PiiPolicy.parse(mode) if not isinstance(mode, PiiPolicy) else mode
+    if not policy.enabled:
+        return [Redaction(text=text, action="kept") for text in texts]
+    found: list[list[Finding]] = [[] for _ in texts]
+    for detector in detectors if detectors is not None else (RegexDetector(),):
+        many = getattr(detector, "detect_many", None)
+        per_text = many(list(texts)) if callable(many) else [detector.detect(text) for text in texts]
+        for bucket, findings in zip(found, per_text, strict=True):
+            bucket.extend(findings)
+    return [redact(text, policy, findings=resolve_overlaps(f)) for text, f in zip(texts, found, strict=True)]
