@@ -75,6 +75,40 @@ TYPE_CATEGORY: dict[str, PiiCategory] = {
     "other": "other",
 }
 
+# Amazon Comprehend DetectPiiEntities' entity types -> (finding type, category) (the provider is
+# agent_memory.providers.comprehend; the settings check the configured types against this).
+COMPREHEND_ENTITY_TYPES: dict[str, tuple[str, PiiCategory]] = {
+    "NAME": ("name", "name"),
+    "ADDRESS": ("address", "address"),
+    "EMAIL": ("email", "email"),
+    "PHONE": ("phone", "phone"),
+    "CREDIT_DEBIT_NUMBER": ("payment_card", "payment_card"),
+    "CREDIT_DEBIT_CVV": ("card_cvv", "payment_card"),
+    "CREDIT_DEBIT_EXPIRY": ("card_expiry", "payment_card"),
+    "PIN": ("pin", "payment_card"),
+    "BANK_ACCOUNT_NUMBER": ("bank_account_number", "bank_account"),
+    "BANK_ROUTING": ("bank_routing", "bank_account"),
+    "INTERNATIONAL_BANK_ACCOUNT_NUMBER": ("iban", "bank_account"),
+    "SWIFT_CODE": ("swift_code", "bank_account"),
+    "SSN": ("us_ssn", "government_id"),
+    "PASSPORT_NUMBER": ("passport_number", "government_id"),
+    "DRIVER_ID": ("driver_id", "government_id"),
+    "US_INDIVIDUAL_TAX_IDENTIFICATION_NUMBER": ("us_itin", "government_id"),
+    "UK_NATIONAL_INSURANCE_NUMBER": ("uk_nino", "government_id"),
+    "UK_UNIQUE_TAXPAYER_REFERENCE_NUMBER": ("uk_utr", "government_id"),
+    "UK_NATIONAL_HEALTH_SERVICE_NUMBER": ("uk_nhs_number", "government_id"),
+    "CA_SOCIAL_INSURANCE_NUMBER": ("ca_sin", "government_id"),
+    "CA_HEALTH_NUMBER": ("ca_health_number", "government_id"),
+    "IN_AADHAAR": ("in_aadhaar", "government_id"),
+    "IN_PERMANENT_ACCOUNT_NUMBER": ("in_pan", "government_id"),
+    "IN_NREGA": ("in_nrega", "government_id"),
+    "IN_VOTER_NUMBER": ("in_voter_number", "government_id"),
+    "AWS_ACCESS_KEY": ("aws_access_key_id", "credential"),
+    "AWS_SECRET_KEY": ("aws_secret_access_key", "credential"),
+    "PASSWORD": ("password", "credential"),
+    "IP_ADDRESS": ("ip_address", "ip_address"),
+}
+
 # When two findings overlap, the one whose type ranks higher here is kept (then the longer one).
 _PRIORITY: dict[str, int] = {
     "private_key": 100,

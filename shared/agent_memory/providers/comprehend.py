@@ -2,25 +2,29 @@
 pattern finds reliably.
 
 Its findings are merged with the regex engine's (:func:`agent_memory.privacy.detect_pii` with both
-detectors); by default only NAME and ADDRESS are kept from Comprehend, because the regex engine
-validates the rest (checksums) and Comprehend's DATE_TIME, AGE or URL would strip ordinary facts
-from memories. boto3 is imported only when a client is first needed.
+detectors; the write path's :mod:`agent_memory.ingest.redaction` builds it when
+``AGENT_MEMORY_PII_COMPREHEND`` is on); by default only NAME and ADDRESS are kept from
+Comprehend, because the regex engine validates the rest (checksums) and Comprehend's DATE_TIME,
+AGE or URL would strip ordinary facts from memories. boto3 is imported only when a client is first needed.
 
 Limits handled here: a request holds at most 100 KB of UTF-8 (longer texts are split at
 whitespace and the offsets shifted back), the languages are English and Spanish, throttling and
-server errors are retried a bounded number of times with backoff, and every failure surfaces as
-a :class:`~agent_memory.errors.ProviderError` named "comprehend".
+server errors are retried under the shared policy (:mod:`agent_memory.providers.retry`: backoff
+with jitter, bounded attempts and budget), and every failure surfaces as a
+:class:`~agent_memory.errors.ProviderError` named "comprehend".
 """
 
 from __future__ import annotations
 
 import bisect
-import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
+from agent_memory.config import Settings
 from agent_memory.errors import ConfigurationError, ProviderError
-from agent_memory.privacy.detectors import Finding, PiiCategory
+from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding
+from agent_memory.providers.retry import Retryable, RetryPolicy
+from agent_memory.usage import record_usage
 
 LANGUAGES = ("en", "es")
 # The API's limit is 100 KB of UTF-8 per request; a little is kept in reserve.
@@ -29,38 +33,8 @@ DEFAULT_ENTITY_TYPES = frozenset({"NAME", "ADDRESS"})
 # Between texts packed into one request: a paragraph break, so no entity runs from one into the next.
 _SEPARATOR = "\n\n"
 
-# Comprehend's entity type -> (finding type, category).
-ENTITY_TYPES: dict[str, tuple[str, PiiCategory]] = {
-    "NAME": ("name", "name"),
-    "ADDRESS": ("address", "address"),
-    "EMAIL": ("email", "email"),
-    "PHONE": ("phone", "phone"),
-    "CREDIT_DEBIT_NUMBER": ("payment_card", "payment_card"),
-    "CREDIT_DEBIT_CVV": ("card_cvv", "payment_card"),
-    "CREDIT_DEBIT_EXPIRY": ("card_expiry", "payment_card"),
-    "PIN": ("pin", "payment_card"),
-    "BANK_ACCOUNT_NUMBER": ("bank_account_number", "bank_account"),
-    "BANK_ROUTING": ("bank_routing", "bank_account"),
-    "INTERNATIONAL_BANK_ACCOUNT_NUMBER": ("iban", "bank_account"),
-    "SWIFT_CODE": ("swift_code", "bank_account"),
-    "SSN": ("us_ssn", "government_id"),
-    "PASSPORT_NUMBER": ("passport_number", "government_id"),
-    "DRIVER_ID": ("driver_id", "government_id"),
-    "US_INDIVIDUAL_TAX_IDENTIFICATION_NUMBER": ("us_itin", "government_id"),
-    "UK_NATIONAL_INSURANCE_NUMBER": ("uk_nino", "government_id"),
-    "UK_UNIQUE_TAXPAYER_REFERENCE_NUMBER": ("uk_utr", "government_id"),
-    "UK_NATIONAL_HEALTH_SERVICE_NUMBER": ("uk_nhs_number", "government_id"),
-    "CA_SOCIAL_INSURANCE_NUMBER": ("ca_sin", "government_id"),
-    "CA_HEALTH_NUMBER": ("ca_health_number", "government_id"),
-    "IN_AADHAAR": ("in_aadhaar", "government_id"),
-    "IN_PERMANENT_ACCOUNT_NUMBER": ("in_pan", "government_id"),
-    "IN_NREGA": ("in_nrega", "government_id"),
-    "IN_VOTER_NUMBER": ("in_voter_number", "government_id"),
-    "AWS_ACCESS_KEY": ("aws_access_key_id", "credential"),
-    "AWS_SECRET_KEY": ("aws_secret_access_key", "credential"),
-    "PASSWORD": ("password", "credential"),
-    "IP_ADDRESS": ("ip_address", "ip_address"),
-}
+# Comprehend's entity type -> (finding type, category): see privacy.detectors.
+ENTITY_TYPES = COMPREHEND_ENTITY_TYPES
 
 _RETRYABLE_CODES = frozenset(
     {
@@ -106,6 +80,10 @@ def chunks(text: str, max_bytes: int = MAX_TEXT_BYTES) -> Iterator[tuple[int, st
         start = cut
 
 
+class _TooLarge(Exception):
+    """Comprehend refused a piece as too large: it is split and sent again."""
+
+
 class ComprehendPiiDetector:
     """Finds PII with Amazon Comprehend; keeps ``entity_types`` at or above ``min_score``."""
 
@@ -119,19 +97,14 @@ class ComprehendPiiDetector:
         language: str = "en",
         entity_types: Collection[str] | None = DEFAULT_ENTITY_TYPES,
         min_score: float = 0.8,
-        max_attempts: int = 4,
-        base_delay_s: float = 0.25,
-        max_delay_s: float = 4.0,
+        retry: RetryPolicy | None = None,
         timeout_s: float = 5.0,
         max_text_bytes: int = MAX_TEXT_BYTES,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if language not in LANGUAGES:
             raise ConfigurationError(
                 f"Comprehend DetectPiiEntities supports languages {', '.join(LANGUAGES)}, not {language!r}"
             )
-        if max_attempts < 1:
-            raise ConfigurationError("max_attempts must be at least 1")
         unknown = sorted(set(entity_types or ()) - set(ENTITY_TYPES))
         if unknown:
             raise ConfigurationError(f"unknown Comprehend PII entity types: {', '.join(unknown)}")
@@ -140,12 +113,22 @@ class ComprehendPiiDetector:
         self.language = language
         self.entity_types = frozenset(entity_types) if entity_types is not None else None
         self.min_score = min_score
-        self.max_attempts = max_attempts
-        self.base_delay_s = base_delay_s
-        self.max_delay_s = max_delay_s
+        self._retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
         self.max_text_bytes = max_text_bytes
-        self._sleep = sleep
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: Any = None) -> ComprehendPiiDetector:
+        """The detector AGENT_MEMORY_PII_COMPREHEND* describe, in the Bedrock region (or the SDK's)."""
+        return cls(
+            client,
+            region=settings.bedrock_region,
+            language=settings.pii_comprehend_language,
+            entity_types=settings.pii_comprehend_types,
+            min_score=settings.pii_comprehend_min_score,
+            retry=RetryPolicy.from_settings(settings),
+            timeout_s=min(settings.http_timeout_s, 10.0),
+        )
 
     @property
     def client(self) -> Any:
@@ -238,8 +221,7 @@ class ComprehendPiiDetector:
     def _call(self, piece: str) -> list[dict[str, Any]]:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        delay = self.base_delay_s
-        for attempt in range(1, self.max_attempts + 1):
+        def attempt() -> list[dict[str, Any]]:
             try:
                 response = self.client.detect_pii_entities(Text=piece, LanguageCode=self.language)
             except ClientError as exc:
@@ -248,23 +230,22 @@ class ComprehendPiiDetector:
                 status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
                 message = f"{code}: {error.get('Message', '')}".rstrip(": ")
                 if code == "TextSizeLimitExceededException" and len(piece) > 1:
-                    # The byte budget was misjudged: halve the piece and try each half.
-                    return self._split_call(piece)
+                    raise _TooLarge from exc
                 if code not in _RETRYABLE_CODES and status < 500:
-                    raise ProviderError(self.name, message, retryable=False) from exc
-                if attempt == self.max_attempts:
-                    raise ProviderError(
-                        self.name, f"{message} (gave up after {attempt} attempts)", retryable=True
-                    ) from exc
+                    raise ProviderError(self.name, message) from exc
+                raise Retryable(message) from exc
             except BotoCoreError as exc:
-                if attempt == self.max_attempts:
-                    raise ProviderError(self.name, f"{exc} (gave up after {attempt} attempts)", retryable=True) from exc
-            else:
-                entities = response.get("Entities", [])
-                return [e for e in entities if isinstance(e, dict)]
-            self._sleep(min(delay, self.max_delay_s))
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+                raise Retryable(str(exc)) from exc
+            # Billed per request: 100-character units, at least three.
+            record_usage("pii", self.name, calls=1, characters=len(piece))
+            entities = response.get("Entities", [])
+            return [e for e in entities if isinstance(e, dict)]
+
+        try:
+            return self._retry.call(self.name, attempt)
+        except _TooLarge:
+            # The byte budget was misjudged: halve the piece and try each half.
+            return self._split_call(piece)
 
     def _split_call(self, piece: str) -> list[dict[str, Any]]:
         half = len(piece) // 2

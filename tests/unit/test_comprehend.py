@@ -12,7 +12,9 @@ from botocore.stub import Stubber
 
 from agent_memory.errors import ConfigurationError, ProviderError
 from agent_memory.privacy import RegexDetector, redact, redact_many
-from agent_memory.privacy.comprehend import ComprehendPiiDetector, chunks
+from agent_memory.providers.comprehend import ComprehendPiiDetector, chunks
+from agent_memory.providers.retry import RetryPolicy
+from agent_memory.usage import metering
 
 
 @pytest.fixture
@@ -93,20 +95,20 @@ def test_throttling_is_retried_with_backoff_then_succeeds(stubbed: tuple[Any, St
         stubber.add_client_error("detect_pii_entities", "ThrottlingException", "Rate exceeded", 400)
     _respond(stubber, text, [_entity(text, "Ana Lima", "NAME")])
     sleeps: list[float] = []
-    found = ComprehendPiiDetector(client, sleep=sleeps.append, base_delay_s=0.1).detect(text)
+    retry = RetryPolicy(max_retries=3, base_delay_s=0.1, sleep=sleeps.append, jitter=lambda _low, high: high)
+    found = ComprehendPiiDetector(client, retry=retry).detect(text)
     assert [text[f.start : f.end] for f in found] == ["Ana Lima"]
-    assert sleeps == [0.1, 0.2]
+    assert sleeps == [0.1, 0.2]  # the shared policy's backoff
 
 
 def test_throttling_gives_up_after_the_bounded_attempts(stubbed: tuple[Any, Stubber]) -> None:
     client, stubber = stubbed
     for _ in range(3):
         stubber.add_client_error("detect_pii_entities", "ThrottlingException", "Rate exceeded", 400)
-    detector = ComprehendPiiDetector(client, max_attempts=3, sleep=lambda _s: None)
+    detector = ComprehendPiiDetector(client, retry=RetryPolicy(max_retries=2, sleep=lambda _s: None))
     with pytest.raises(ProviderError) as err:
         detector.detect("Call Ana Lima")
     assert err.value.provider == "comprehend"
-    assert err.value.retryable
     assert "ThrottlingException" in str(err.value) and "3 attempts" in str(err.value)
 
 
@@ -114,15 +116,15 @@ def test_server_errors_are_retried(stubbed: tuple[Any, Stubber]) -> None:
     client, stubber = stubbed
     stubber.add_client_error("detect_pii_entities", "InternalServerException", "oops", 500)
     _respond(stubber, "Ana Lima", [])
-    assert ComprehendPiiDetector(client, sleep=lambda _s: None).detect("Ana Lima") == []
+    assert ComprehendPiiDetector(client, retry=RetryPolicy(sleep=lambda _s: None)).detect("Ana Lima") == []
 
 
 def test_a_rejected_request_is_not_retried(stubbed: tuple[Any, Stubber]) -> None:
     client, stubber = stubbed
     stubber.add_client_error("detect_pii_entities", "AccessDeniedException", "not allowed", 400)
-    with pytest.raises(ProviderError, match=r"^comprehend: AccessDeniedException: not allowed") as err:
-        ComprehendPiiDetector(client, sleep=lambda _s: pytest.fail("no retry expected")).detect("Ana Lima")
-    assert not err.value.retryable
+    no_retry = RetryPolicy(sleep=lambda _s: pytest.fail("no retry expected"))
+    with pytest.raises(ProviderError, match=r"^comprehend: AccessDeniedException: not allowed"):
+        ComprehendPiiDetector(client, retry=no_retry).detect("Ana Lima")
 
 
 def test_long_texts_are_split_under_the_size_limit_and_offsets_shifted(stubbed: tuple[Any, Stubber]) -> None:
@@ -184,7 +186,6 @@ def test_spanish_is_passed_through_and_blank_text_is_not_sent(stubbed: tuple[Any
     [
         ({"language": "fr"}, "supports languages en, es"),
         ({"entity_types": {"NAME", "SHOE_SIZE"}}, "SHOE_SIZE"),
-        ({"max_attempts": 0}, "max_attempts"),
     ],
 )
 def test_bad_configuration_is_refused_up_front(kwargs: dict[str, Any], message: str) -> None:
@@ -218,3 +219,15 @@ def test_one_conversations_facts_go_to_comprehend_in_one_request(stubbed: tuple[
         ("redacted", "[NAME] prefers tea", {"name": 1}),
         ("kept", "The project is due in May", {}),
     ]
+
+
+def test_each_request_is_counted_in_the_usage_with_its_characters(stubbed: tuple[Any, Stubber]) -> None:
+    client, stubber = stubbed
+    memories = ["Ana Lima likes tea", "Rui Costa lives in Leeds"]
+    stubber.add_client_error("detect_pii_entities", "ThrottlingException", "Rate exceeded", 400)
+    _respond(stubber, "\n\n".join(memories), [])
+    with metering() as meter:
+        ComprehendPiiDetector(client, retry=RetryPolicy(sleep=lambda _s: None)).detect_many(memories)
+    # One billed request (the throttled attempt is not billed), its characters as sent.
+    [row] = meter.rows()
+    assert (row.kind, row.model, row.count.calls, row.count.characters) == ("pii", "comprehend", 1, 44)
