@@ -8,7 +8,8 @@ defaults (arm64 functions of 1024 MB, an SQS queue polled by IngestFunction, an 
 Secrets Manager secrets, log groups, one alarm, X-Ray tracing) plus what the template leaves to
 the operator (the route from the VPC to Bedrock). Free tiers, taxes, data transfer out of AWS,
 backups beyond the free allowance and support plans are left out. Run
-``python -m agent_memory.costs --conversations N --recalls M`` to print the table.
+``agent-memory cost --conversations N --recalls M`` to print the table. The same prices value
+each tenant's usage (:func:`usage_cost`, behind ``GET /usage``): the table is kept here, once.
 """
 
 from __future__ import annotations
@@ -522,6 +523,70 @@ def monthly_cost(
     )
 
 
+def _request_usd(duration_ms: float, memory_mb: float, p: PriceTable) -> float:
+    """One Lambda invocation of ``duration_ms`` at ``memory_mb``."""
+    return p.lambda_requests.cost(1) + p.lambda_gb_second.cost(duration_ms / 1000 * memory_mb / 1024)
+
+
+def usage_cost(
+    kind: str,
+    model: str,
+    *,
+    calls: int,
+    input_tokens: int,
+    output_tokens: int,
+    characters: int,
+    items: int = 0,
+    assumptions: CostAssumptions | None = None,
+    prices: PriceTable | None = None,
+) -> float:
+    """What one line of a tenant's usage (``usage_daily``) cost at the price table, in USD.
+
+    Variable cost only: the request's Lambda time, API Gateway or SQS, database I/O and capacity
+    used, and the provider's tokens; the stack's fixed cost (the database's minimum, RDS Proxy,
+    endpoints) is not shared out. Where a provider reports no tokens, they are estimated at
+    four characters a token (and the assumed answer length for a chat call). Embeddings from
+    the ``local`` or ``hash`` embedders run inside the function: their time is in the recall's
+    or conversation's Lambda cost. Chat and embedding tokens are priced at the table's Bedrock
+    models (Claude 3 Haiku, Titan V2) whichever model ran.
+    """
+    a = assumptions or CostAssumptions()
+    p = prices or DEFAULT_PRICES
+    if kind == "recall":
+        per_call = (
+            _request_usd(a.recall_duration_ms, a.recall_memory_mb, p)
+            + p.http_api_requests.cost(1)
+            + p.aurora_io_requests.cost(a.aurora_io_per_recall)
+            + p.aurora_acu_hour.cost(a.aurora_acu_seconds_per_recall / 3600)
+        )
+        return calls * per_call
+    if kind == "write":
+        # POST /memories: a request like a recall, writing instead of reading.
+        per_call = _request_usd(a.recall_duration_ms, a.recall_memory_mb, p) + p.http_api_requests.cost(1)
+        per_item = p.aurora_io_requests.cost(a.aurora_io_per_conversation / max(a.facts_per_conversation, 1))
+        return calls * per_call + items * per_item
+    if kind == "conversation":
+        per_call = (
+            p.lambda_gb_second.cost(a.ingest_duration_ms_per_conversation / 1000 * a.ingest_memory_mb / 1024)
+            + p.sqs_requests.cost(2 * math.ceil(a.message_kb / 64))
+            + p.aurora_io_requests.cost(a.aurora_io_per_conversation)
+            + p.aurora_acu_hour.cost(a.aurora_acu_seconds_per_conversation / 3600)
+        )
+        return calls * per_call
+    if kind == "llm":
+        tokens_in = input_tokens or math.ceil(characters / 4)
+        tokens_out = output_tokens or round(calls * a.extraction_output_tokens)
+        return p.chat_input_tokens.cost(tokens_in) + p.chat_output_tokens.cost(tokens_out)
+    if kind == "embedding":
+        if model.startswith(("local:", "hash:")):
+            return 0.0
+        return p.embedding_input_tokens.cost(input_tokens or math.ceil(characters / 4))
+    if kind == "pii":
+        units = max(calls * p.comprehend_min_units, math.ceil(characters / 100))
+        return p.comprehend_pii_units.cost(units)
+    return 0.0
+
+
 # Named starting points for the command line (each a set of CostAssumptions fields).
 PRESETS: dict[str, dict[str, object]] = {
     "created-database": {},
@@ -529,8 +594,8 @@ PRESETS: dict[str, dict[str, object]] = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent_memory.costs", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``agent-memory cost`` (and ``python -m agent_memory.costs``)."""
     parser.add_argument("--conversations", type=float, default=0, help="conversations ingested a day")
     parser.add_argument("--recalls", type=float, default=0, help="recalls a day")
     parser.add_argument(
@@ -547,7 +612,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--comprehend", action="store_true", help="names and addresses through Comprehend")
     parser.add_argument("--no-llm", action="store_true", help="rules extraction (LlmProvider=rules): no chat calls")
     parser.add_argument("--brief", action="store_true", help="the line items only, no assumptions")
-    args = parser.parse_args(argv)
+
+
+def estimate_from_args(args: argparse.Namespace) -> CostEstimate:
+    """The estimate the options of :func:`add_arguments` describe."""
     changes: dict[str, object] = dict(PRESETS[args.stack])
     if args.no_proxy:
         changes["rds_proxy"] = False
@@ -559,8 +627,14 @@ def main(argv: list[str] | None = None) -> int:
         changes["database"] = args.database
     if args.network:
         changes["network"] = args.network
-    estimate = monthly_cost(args.conversations, args.recalls, assumptions=CostAssumptions(**changes))  # type: ignore[arg-type]
-    print(estimate.table(with_assumptions=not args.brief))
+    return monthly_cost(args.conversations, args.recalls, assumptions=CostAssumptions(**changes))  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent_memory.costs", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    print(estimate_from_args(args).table(with_assumptions=not args.brief))
     return 0
 
 

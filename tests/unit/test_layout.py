@@ -18,7 +18,7 @@ ALLOWED = ("service", "http", "models", "errors", "observability", "config", "__
 
 
 def package_imports(path: Path) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("agent_memory"):
             if node.module == "agent_memory":

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pydantic import ValidationError
 
 from agent_memory.bench import register as register_bench
-from agent_memory.cli import serve
+from agent_memory.cli import serve, tenant
 from agent_memory.cli.commands import (
     EXIT_ERROR,
     EXIT_OK,
@@ -88,10 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
 
-    p = add("forget", cmd_forget, "delete one memory (--id) or all of a user's (--all)")
+    p = add("forget", cmd_forget, "delete one memory (--id) or everything of a user's (--all: prints the receipt)")
     p.add_argument("--user", required=True)
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
+    p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
 
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
 
     serve.register(add)
+    tenant.register(add)
 
     register_bench(sub)
     return parser

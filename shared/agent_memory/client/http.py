@@ -1,5 +1,5 @@
-"""The memory API over HTTP: recall, add, list, history, forget; SigV4, JWT or no auth; retries on
-what is safe to retry."""
+"""The memory API over HTTP: recall, add, list, history, forget (with its erasure receipt), usage;
+SigV4, JWT or no auth; retries on what is safe to retry."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from agent_memory.errors import (
     NotFound,
     ServiceUnavailable,
 )
-from agent_memory.http.schemas import MemoryHistory
+from agent_memory.http.schemas import ErasureReceipt, MemoryHistory, UsageReport
 from agent_memory.models import (
     MAX_PAGE,
     ChatMessage,
@@ -174,9 +174,22 @@ class MemoryClient:
             return False
         return True
 
-    def forget_user(self, user_id: str) -> None:
-        """Delete every memory of the user, with their history (``user_id`` is required, also with a JWT)."""
-        self._call("DELETE", "/memories", params={"user_id": user_id})
+    def forget_user(self, user_id: str) -> ErasureReceipt:
+        """Delete everything stored about the user (``user_id`` is required, also with a JWT); the
+        erasure receipt (counts, time, requester; the user only as a keyed hash), kept by the service."""
+        return _parse(self._call("DELETE", "/memories", params={"user_id": user_id}), ErasureReceipt)
+
+    def erasure(self, erasure_id: uuid.UUID | str) -> ErasureReceipt:
+        """A stored erasure receipt (NotFound if none; with a JWT, only the caller's own)."""
+        return _parse(self._call("GET", f"/erasures/{quote(str(erasure_id), safe='')}"), ErasureReceipt)
+
+    def usage(
+        self, *, user_id: str | None = None, start: dt.date | None = None, end: dt.date | None = None
+    ) -> UsageReport:
+        """The user's usage per UTC day (recalls, conversations, writes, provider calls and tokens)
+        from ``start`` to ``end`` (both included; default the last 30 days) and its estimated cost."""
+        params = without_none(user_id=user_id, **{"from": start, "to": end})
+        return _parse(self._call("GET", "/usage", params=params), UsageReport)
 
     def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""

@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,9 @@ from psycopg import sql
 from agent_memory.db.connection import Connection, vector_column
 from agent_memory.db.scope import Scope, scope_params, scope_sql
 from agent_memory.db.transactions import read_as_user
+from agent_memory.db.usage import UPSERT_USAGE, usage_params
 from agent_memory.errors import StatementTimeout
+from agent_memory.usage import UsageRow
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
 
@@ -62,7 +65,7 @@ def text_query(text: str) -> str:
 
 
 _HYBRID = """
-WITH {scoped_cte} vec AS (
+WITH {usage_cte}{scoped_cte} vec AS (
     {vector_leg}
 ), fts AS (
     SELECT id FROM user_memories
@@ -88,18 +91,26 @@ _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_m
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
 
 
-def _hybrid_sql(scope: Scope, exact: bool, column: str) -> str:
-    return _hybrid_query(scope.project_id is not None, scope.include_inactive, scope.now is not None, exact, column)
+# The recall's usage count, added in the same statement (a data-modifying CTE runs once, whether or
+# not the query reads it): no message more than the read itself, so recall stays one round trip.
+_USAGE_CTE = "usage_upsert AS ({upsert}),"
+
+
+def _hybrid_sql(scope: Scope, exact: bool, column: str, usage: bool = False) -> str:
+    return _hybrid_query(
+        scope.project_id is not None, scope.include_inactive, scope.now is not None, exact, column, usage
+    )
 
 
 @functools.lru_cache(maxsize=64)
-def _hybrid_query(has_project: bool, include_inactive: bool, as_of: bool, exact: bool, column: str) -> str:
+def _hybrid_query(has_project: bool, include_inactive: bool, as_of: bool, exact: bool, column: str, usage: bool) -> str:
     """The candidate query, composed once per shape (the recall hot path only binds values)."""
     where = sql.SQL(scope_sql(has_project, include_inactive, as_of))
     vec = sql.Identifier(column)
     return (
         sql.SQL(_HYBRID)
         .format(
+            usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if usage else sql.SQL(""),
             scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
             scope=where,
@@ -118,6 +129,7 @@ def hybrid_candidates(
     k: int,
     *,
     statement_timeout_ms: int = 0,
+    usage: Sequence[UsageRow] = (),
 ) -> list[Candidate]:
     """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd).
 
@@ -125,6 +137,8 @@ def hybrid_candidates(
     (one user among many) can come back short, so when it returns fewer than k rows the
     leg is recomputed exactly over the user's rows: a user always gets
     min(k, their memories) vector candidates, however many rows other users have.
+    ``usage`` (the recall's own counts) is added to the user's usage by the first statement
+    itself (a data-modifying CTE), so it costs no extra message nor round trip.
     """
     params: dict[str, Any] = {
         **scope_params(scope),
@@ -133,7 +147,8 @@ def hybrid_candidates(
         "k": k,
     }
     column = vector_column(conn)
-    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column), params, k, statement_timeout_ms)
+    first = {**params, **usage_params(scope.user_id, usage)} if usage else params
+    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column, bool(usage)), first, k, statement_timeout_ms)
     if sum(1 for r in rows if r["in_vector"]) < k:
         rows = _run_hybrid(conn, _hybrid_sql(scope, True, column), params, k, statement_timeout_ms)
     return [_candidate(r) for r in rows]
@@ -153,6 +168,10 @@ def _run_hybrid(
         # Planning each recall with its values costs ~0.3 ms.
         "plan_cache_mode": "force_custom_plan",
     }
+    if "usage_user" in params:
+        # The statement writes the recall's usage count: no need to wait for that to reach the disk
+        # (a crash may lose the last moment's counts, never a memory), so the read stays as fast.
+        local["synchronous_commit"] = "off"
     try:
         return read_as_user(conn, params["user_id"], query, params, settings=local, vectors=True)
     except psycopg.errors.QueryCanceled as exc:
