@@ -328,7 +328,7 @@ TABLE_START, TABLE_END = "<!-- config-table:start -->", "<!-- config-table:end -
 
 
 def settings_table() -> str:
-    """The configuration table of the README, from the fields' descriptions (kept in sync by a test)."""
+    """The configuration table of docs/configuration.md, from the fields' descriptions (kept in sync by a test)."""
     lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default
@@ -341,7 +341,7 @@ def settings_table() -> str:
 
 
 def with_settings_table(text: str) -> str:
-    """``text`` (the README) with the table between its markers regenerated."""
+    """``text`` (docs/configuration.md) with the table between its markers regenerated."""
     start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
         raise ValueError(f"no {TABLE_START} ... {TABLE_END} block")

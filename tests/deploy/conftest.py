@@ -70,13 +70,3 @@ def cfn_receiver() -> Iterator[CloudFormationReceiver]:
     receiver = CloudFormationReceiver()
     yield receiver
     receiver.close()
-
-
-@pytest.fixture
-def lambda_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
-    """What `sam local invoke --env-vars` would give the functions here: the test database,
-    hash embeddings and rule-based extraction (no network, no model)."""
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_LLM_PROVIDER", "rules")
-    return database_url

@@ -167,7 +167,7 @@ def test_roles_that_would_defeat_the_wall_or_cannot_work_are_refused(
     assert role_state(pg_server, login_name) == before  # one transaction: nothing half-done
 
 
-def test_the_owner_itself_is_refused_as_the_login_role(pg_server: str, database_url: str) -> None:
+def test_the_owner_itself_is_refused_as_the_login_role(database_url: str) -> None:
     with psycopg.connect(database_url) as conn:
         owner = str(conn.execute("SELECT current_user").fetchone()[0])  # type: ignore[index]
     service = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=owner))

@@ -126,7 +126,7 @@ def test_a_provider_that_keeps_timing_out_fails_the_record_after_bounded_retries
     assert stored(service) == {SVG["content"]}
 
 
-def test_5xx_is_retried_and_a_provider_down_fails_the_record(llm: ChatServer, service: MemoryService) -> None:
+def test_5xx_is_retried_and_a_provider_down_fails_the_record(llm: ChatServer) -> None:
     down = Reply(503, {"error": {"message": "overloaded", "type": "server_error"}})
     llm.script(down, Reply(body=memories_answer(TS)))
     assert ingest(conversation())[1] == []

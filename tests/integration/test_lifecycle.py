@@ -57,7 +57,7 @@ def test_a_user_cannot_supersede_another_users_memory(service: MemoryService) ->
     assert len(service.recall("bob", "prefers").memories) == 1
 
 
-def test_expired_memories_leave_recall_and_are_purged(service: MemoryService, database_url: str) -> None:
+def test_expired_memories_leave_recall_and_are_purged(service: MemoryService) -> None:
     service.remember(
         "u1",
         [
@@ -75,7 +75,7 @@ def test_expired_memories_leave_recall_and_are_purged(service: MemoryService, da
     assert [e.event for e in events if e.content.startswith("The user is on holiday")] == ["created", "expired"]
 
 
-def test_purge_keeps_recently_superseded_memories(service: MemoryService, database_url: str) -> None:
+def test_purge_keeps_recently_superseded_memories(service: MemoryService) -> None:
     old = one(service, "u1", "Old fact")
     new = one(service, "u1", "New fact")
     supersede(service, "u1", [old], new)

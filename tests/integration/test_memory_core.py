@@ -258,7 +258,7 @@ def test_list_pages_with_a_cursor(service: MemoryService) -> None:
 
 
 @pytest.mark.model
-def test_the_local_model_recalls_by_meaning(database_url: str, blank_database_url: str, local_embedder) -> None:  # type: ignore[no-untyped-def]
+def test_the_local_model_recalls_by_meaning(blank_database_url: str, local_embedder) -> None:  # type: ignore[no-untyped-def]
     service = MemoryService(Settings(database_url=blank_database_url), embedder=local_embedder)
     remember(
         service, "u1", *FACTS, "The user has a golden retriever named Biscuit.", "The user's favourite food is ramen."

@@ -27,7 +27,7 @@ from agent_memory.errors import (
 )
 from agent_memory.http import errors as http_errors
 from agent_memory.http import handlers, identity, schemas
-from agent_memory.local.server import _answer, http_api_event, unverified_jwt_claims
+from agent_memory.local.server import http_answer, http_api_event, unverified_jwt_claims
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -224,10 +224,11 @@ def test_binary_bodies_are_base64_and_empty_ones_absent() -> None:
 
 
 def test_answers_follow_api_gateway_rules() -> None:
-    assert _answer({"statusCode": 204, "headers": {"X": "1"}}) == (204, [("X", "1")], b"")
-    assert _answer({"statusCode": 200, "body": base64.b64encode(b"hi").decode(), "isBase64Encoded": True})[2] == b"hi"
-    assert _answer({"statusCode": 200, "body": "{}", "cookies": ["a=1"]})[1] == [("Set-Cookie", "a=1")]
-    assert _answer({"just": "json"}) == (HTTPStatus.OK, [("Content-Type", "application/json")], b'{"just": "json"}')
+    assert http_answer({"statusCode": 204, "headers": {"X": "1"}}) == (204, [("X", "1")], b"")
+    encoded = {"statusCode": 200, "body": base64.b64encode(b"hi").decode(), "isBase64Encoded": True}
+    assert http_answer(encoded)[2] == b"hi"
+    assert http_answer({"statusCode": 200, "body": "{}", "cookies": ["a=1"]})[1] == [("Set-Cookie", "a=1")]
+    assert http_answer({"just": "json"}) == (HTTPStatus.OK, [("Content-Type", "application/json")], b'{"just": "json"}')
 
 
 def test_unverified_jwt_claims() -> None:

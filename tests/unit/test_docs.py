@@ -1,20 +1,23 @@
-"""The README stays true: its configuration table is generated from the settings."""
+"""The documentation stays true: the configuration table is generated from the settings."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from agent_memory.config import TABLE_END, TABLE_START, Settings, settings_table, with_settings_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+CONFIGURATION = REPO / "docs" / "configuration.md"
 
 
-def test_readme_config_table_matches_the_settings() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert TABLE_START in text and TABLE_END in text, "README lost its config-table markers"
-    assert with_settings_table(text) == text, "stale: run agent-memory config --readme README.md"
+def test_the_config_table_matches_the_settings() -> None:
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    assert TABLE_START in text and TABLE_END in text, "docs/configuration.md lost its config-table markers"
+    assert with_settings_table(text) == text, "stale: run agent-memory config --write-table docs/configuration.md"
 
 
 def test_every_setting_is_described_in_the_table() -> None:
@@ -36,5 +39,17 @@ def test_regeneration_touches_only_the_marked_block() -> None:
 
 def test_readme_starts_with_the_two_commands() -> None:
     text = README.read_text(encoding="utf-8")
-    assert text.index("make demo") < text.index("## Configuration")
+    assert text.index("make demo") < text.index("## Use it from an agent") < text.index("## Configuration")
     assert "make test" in text
+
+
+def test_relative_links_in_the_docs_lead_somewhere() -> None:
+    pages = [README, REPO / "SECURITY.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert not broken, broken

@@ -48,3 +48,17 @@ def test_very_long_turns_are_cut() -> None:
     _, user = build_prompt([ChatMessage(role="assistant", content=pasted)], max_items=20)
     (turn,) = json.loads(user[user.index("[") :])
     assert turn["content"].endswith("[...cut]") and len(turn["content"]) < MAX_PROMPT_MESSAGE_CHARS + 20
+
+
+def test_the_prompt_and_the_database_allow_exactly_the_models_categories() -> None:
+    import re
+    from pathlib import Path
+
+    from agent_memory.models import CATEGORIES
+
+    prompt = build_prompt([], max_items=5)[0]
+    (listed,) = re.findall(r"category is one of ([a-z, ]+)\.", prompt)
+    assert listed.split(", ") == list(CATEGORIES)
+    migration = Path(__file__).resolve().parents[2] / "shared/agent_memory/schema/migrations/0001_user_memories.sql"
+    (check,) = re.findall(r"CHECK \(category IN \(([^)]*)\)\)", migration.read_text(encoding="utf-8"))
+    assert [c.strip(" '") for c in check.split(",")] == list(CATEGORIES)

@@ -12,9 +12,16 @@ from agent_memory.config import Settings, get_settings
 
 
 def test_defaults_need_no_environment() -> None:
-    s = Settings()
-    assert s.database_url is None and s.embedding_provider == "local" and s.llm_provider == "rules"
-    assert s.fusion == "weighted" and s.default_limit == 10 and s.overfetch == 3
+    assert Settings().uses_embedded  # nothing configured: the embedded database
+
+
+def test_the_command_line_logs_at_the_configured_level() -> None:
+    code = "import logging; from agent_memory.cli import main; main(['config']); print(logging.getLogger().level)"
+    env = {"AGENT_MEMORY_LOG_LEVEL": "info", "PATH": "/usr/bin"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout.strip().splitlines()
+    assert '"AGENT_MEMORY_LOG_LEVEL": "INFO"' in printed[0] and printed[-1] == "20"
 
 
 def test_environment_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -183,8 +183,8 @@ def cmd_similarity(service: MemoryService, args: argparse.Namespace) -> int:
 def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
     from agent_memory.config import effective_settings, settings_table, with_settings_table
 
-    if args.readme:
-        path = Path(args.readme)
+    if args.write_table:
+        path = Path(args.write_table)
         path.write_text(with_settings_table(path.read_text(encoding="utf-8")), encoding="utf-8")
     elif args.markdown:
         sys.stdout.write(settings_table() + "\n")

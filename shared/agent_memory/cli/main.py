@@ -125,8 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("others", nargs="+", metavar="other")
 
     p = add("config", cmd_config, "print the effective settings (secrets masked)")
-    p.add_argument("--markdown", action="store_true", help="the README's table of every setting instead")
-    p.add_argument("--readme", metavar="FILE", help="regenerate that table in FILE (between its markers)")
+    p.add_argument("--markdown", action="store_true", help="the table of every setting instead")
+    p.add_argument(
+        "--write-table", metavar="FILE", help="regenerate the table in FILE between its markers (docs/configuration.md)"
+    )
 
     p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
     p.add_argument("logical_id", help="IngestFunction or RecallFunction")

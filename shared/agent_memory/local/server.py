@@ -145,7 +145,7 @@ class LocalApi:
             return runtime.invoke_spec(self.spec, event)  # type: ignore[no-any-return]
 
 
-def _answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+def http_answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     """An HTTP answer from what the function returned (API Gateway's format 2.0 rules)."""
     if not isinstance(result, dict) or "statusCode" not in result:
         # HTTP API infers a 200 JSON answer when the function returns anything else.
@@ -206,7 +206,7 @@ def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
                 self.command, self.path, self.headers.items(), body, source_ip=self.client_address[0], claims=claims
             )
             try:
-                status, headers, data = _answer(api(event))
+                status, headers, data = http_answer(api(event))
             except Exception:
                 # A crashed function: API Gateway answers 500 with this body.
                 logger.exception("the function failed")
