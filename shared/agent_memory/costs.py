@@ -83,6 +83,7 @@ class PriceTable(BaseModel):
     chat_output_tokens: Price
     comprehend_pii_units: Price
     comprehend_min_units: int = Field(ge=0, description="Units billed at least per Comprehend request.")
+    eventbridge_events: Price
 
 
 # Taken on 2026-12-01 without access to the live pricing pages (no network here but package
@@ -179,6 +180,13 @@ DEFAULT_PRICES = PriceTable(
         note="DetectPiiEntities",
     ),
     comprehend_min_units=3,
+    eventbridge_events=Price(
+        usd=1.00,
+        per=1e6,
+        unit="custom events (64 KB chunks)",
+        source="https://aws.amazon.com/eventbridge/pricing/",
+        note="PutEvents to a custom bus; rules and targets are billed by what they invoke",
+    ),
 )
 
 
@@ -284,6 +292,13 @@ class CostAssumptions(BaseModel):
     chars_per_fact: float = Field(default=120, ge=0, description="Text sent to Comprehend per memory.")
     recall_calls_comprehend: bool = Field(
         default=False, description="Also run the query through Comprehend (off: only writes are redacted)."
+    )
+    change_events: bool = Field(default=False, description="EventBusName set: change events on an EventBridge bus.")
+    events_per_conversation: float = Field(
+        default=3, ge=0, description="Change events a conversation causes (a memory created or refreshed per fact)."
+    )
+    drain_invocations_per_month: float = Field(
+        default=8760, ge=0, description="EventsFunction's scheduled drain, every 5 minutes (730 h x 12)."
     )
 
 
@@ -442,6 +457,17 @@ def monthly_cost(
         if a.recall_calls_comprehend:
             units += recalls * float(p.comprehend_min_units)
         add("Comprehend", "DetectPiiEntities (one request per conversation)", units, p.comprehend_pii_units)
+
+    # --- change events (optional) -------------------------------------------------------------
+    if a.change_events:
+        add("EventBridge", "change events (PutEvents)", conversations * a.events_per_conversation, p.eventbridge_events)
+        add("Lambda", "EventsFunction scheduled drain (requests)", a.drain_invocations_per_month, p.lambda_requests)
+        add(
+            "Lambda",
+            "EventsFunction scheduled drain (duration)",
+            a.drain_invocations_per_month * 0.2 * 512 / 1024,  # ~200 ms at 512 MB, mostly an empty check
+            p.lambda_gb_second,
+        )
 
     # --- database ---------------------------------------------------------------------------
     memories = facts * a.months_stored
@@ -610,6 +636,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-proxy", action="store_true", help="no RDS Proxy")
     parser.add_argument("--network", choices=["none", "vpc_endpoints", "nat_gateway"])
     parser.add_argument("--comprehend", action="store_true", help="names and addresses through Comprehend")
+    parser.add_argument("--events", action="store_true", help="change events on an EventBridge bus (EventBusName)")
+    parser.add_argument(
+        "--max-acu", type=float, help="DatabaseMaxCapacity (default 4; raise it when the index outgrows the cache)"
+    )
     parser.add_argument("--no-llm", action="store_true", help="rules extraction (LlmProvider=rules): no chat calls")
     parser.add_argument("--brief", action="store_true", help="the line items only, no assumptions")
 
@@ -621,6 +651,10 @@ def estimate_from_args(args: argparse.Namespace) -> CostEstimate:
         changes["rds_proxy"] = False
     if args.comprehend:
         changes["comprehend_pii"] = True
+    if args.events:
+        changes["change_events"] = True
+    if args.max_acu:
+        changes["aurora_max_acu"] = args.max_acu
     if args.no_llm:
         changes.update(extraction_input_tokens=0, extraction_output_tokens=0, ingest_duration_ms_per_conversation=200)
     if args.database:

@@ -23,6 +23,8 @@ ROUTES = {
     ("DELETE", "/memories/{id}"),
     ("DELETE", "/memories"),
     ("GET", "/memories/{id}/history"),
+    ("GET", "/usage"),
+    ("GET", "/erasures/{id}"),
 }
 # Unknown paths and wrong methods reach the function too, for its JSON 404/405.
 CATCH_ALL = ("ANY", "/{proxy+}")
