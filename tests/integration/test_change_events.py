@@ -118,9 +118,7 @@ def _supersede(conn: Any, user_id: str, old: Any, new: Any) -> None:
         supersede_memories(conn, user_id, [(old, new)])
 
 
-def test_a_failed_publish_fails_no_write_and_loses_no_event(
-    settings: Settings, bus: Any, database_url: str
-) -> None:
+def test_a_failed_publish_fails_no_write_and_loses_no_event(settings: Settings, bus: Any, database_url: str) -> None:
     calls: list[int] = []
 
     def refusing(entries: Sequence[tuple[str, str]]) -> list[str | None]:

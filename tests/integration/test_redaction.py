@@ -25,7 +25,10 @@ CARD = "4111 1111 1111 1111"
 EMAIL = "ana.lima@example.com"
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 SECRETS = (CARD, EMAIL, AWS_KEY, "4111111111111111")
-FACT = f"The user pays for the espresso machine subscription with card {CARD}, gets receipts at {EMAIL} and deploys with key {AWS_KEY}"
+FACT = (
+    f"The user pays for the espresso machine subscription with card {CARD}, gets receipts at {EMAIL} "
+    f"and deploys with key {AWS_KEY}"
+)
 
 
 @pytest.fixture

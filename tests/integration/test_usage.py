@@ -98,18 +98,14 @@ def test_a_period_is_checked(service: MemoryService) -> None:
 def test_days_outside_the_period_are_left_out(service: MemoryService, database_url: str) -> None:
     service.recall("u1", "anything")
     with psycopg.connect(database_url) as owner:
-        owner.execute(
-            "INSERT INTO usage_daily (user_id, day, kind, calls) VALUES ('u1', '2024-01-05', 'recall', 7)"
-        )
+        owner.execute("INSERT INTO usage_daily (user_id, day, kind, calls) VALUES ('u1', '2024-01-05', 'recall', 7)")
     old = service.usage("u1", start=dt.date(2024, 1, 1), end=dt.date(2024, 1, 31))
     assert [(line.day, line.calls) for line in old.lines] == [(dt.date(2024, 1, 5), 7)]
     assert sum(line.calls for line in service.usage("u1").lines if line.kind == "recall") == 1
 
 
 def test_batch_recall_shares_the_batch_embedding_among_its_users(service: MemoryService) -> None:
-    service.recall_batch(
-        [RecallQuery(user_id="a", query="tea please"), RecallQuery(user_id="b", query="coffee")]
-    )
+    service.recall_batch([RecallQuery(user_id="a", query="tea please"), RecallQuery(user_id="b", query="coffee")])
     fingerprint = service.embedder.fingerprint
     assert _lines(service, "a")[("embedding", fingerprint)] == (1, len("tea please"), 1)
     assert _lines(service, "b")[("embedding", fingerprint)] == (1, len("coffee"), 1)

@@ -169,8 +169,8 @@ def test_a_usage_line_is_priced_from_the_one_table() -> None:
     assert llm == pytest.approx(p.chat_input_tokens.cost(1000) + p.chat_output_tokens.cost(100))
     # No tokens reported: four characters a token, and the assumed answer length.
     guessed = costs.usage_cost("llm", "openai:x", calls=1, input_tokens=0, output_tokens=0, characters=4000)
-    a = costs.CostAssumptions()
-    assert guessed == pytest.approx(p.chat_input_tokens.cost(1000) + p.chat_output_tokens.cost(a.extraction_output_tokens))
+    answer = costs.CostAssumptions().extraction_output_tokens
+    assert guessed == pytest.approx(p.chat_input_tokens.cost(1000) + p.chat_output_tokens.cost(answer))
     assert costs.usage_cost("embedding", "local:all-MiniLM-L6-v2:384", calls=5, input_tokens=0, output_tokens=0,
                             characters=900) == 0  # fmt: skip
     titan = costs.usage_cost("embedding", "bedrock:t:1024", calls=1, input_tokens=50, output_tokens=0, characters=0)
