@@ -70,9 +70,9 @@ def test_a_memory_is_stored_without_its_card_email_and_key_and_is_still_recalled
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
-        row = conn.execute("SELECT embedding FROM user_memories WHERE id = %s", [stored.ids[0]]).fetchone()
-    assert row is not None
-    vector = np.asarray(row[0].to_numpy())
+        found = conn.execute("SELECT embedding FROM user_memories WHERE id = %s", [stored.ids[0]]).fetchone()
+    assert found is not None
+    vector = np.asarray(found[0].to_numpy())
     assert np.allclose(vector, redacting.embedder.embed([memory.content])[0], atol=1e-6)
     assert not np.allclose(vector, redacting.embedder.embed([FACT])[0], atol=1e-3)
 

@@ -14,6 +14,7 @@ import pytest
 from agent_memory import costs
 from agent_memory.cli import main
 from agent_memory.config import Settings
+from agent_memory.db.usage import add_usage
 from agent_memory.errors import InvalidInput
 from agent_memory.ingest import writes
 from agent_memory.models import ConversationEnded, NewMemory, RecallQuery
@@ -59,10 +60,8 @@ def test_a_conversation_counts_once_with_its_embeddings(service: MemoryService) 
 def test_usage_is_written_in_the_same_transaction_as_the_work(
     service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = writes.add_usage
-
     def then_fail(*args: Any, **kwargs: Any) -> None:
-        real(*args, **kwargs)
+        add_usage(*args, **kwargs)
         raise RuntimeError("the write failed after counting")
 
     monkeypatch.setattr(writes, "add_usage", then_fail)
