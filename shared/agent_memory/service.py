@@ -459,7 +459,11 @@ class MemoryService:
     @staticmethod
     def _usage_period(start: dt.date | None, end: dt.date | None) -> tuple[dt.date, dt.date]:
         end = end or utcnow().date()
-        start = start or end - dt.timedelta(days=USAGE_DEFAULT_DAYS - 1)
+        if start is None:
+            try:
+                start = end - dt.timedelta(days=USAGE_DEFAULT_DAYS - 1)
+            except OverflowError:  # an end in the first days of year 1
+                start = dt.date.min
         if start > end:
             raise InvalidInput(f"from ({start}) is after to ({end})", field="from")
         if (end - start).days >= USAGE_MAX_DAYS:

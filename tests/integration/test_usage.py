@@ -92,6 +92,8 @@ def test_a_period_is_checked(service: MemoryService) -> None:
     assert reversed_period.value.field == "from"
     with pytest.raises(InvalidInput):
         service.usage("u1", start=dt.date(2020, 1, 1), end=dt.date(2025, 1, 1))
+    # The default start of an end in the first days of year 1 is year 1 (was an OverflowError, a 500).
+    assert service.usage("u1", end=dt.date(1, 1, 3)).start == dt.date(1, 1, 1)
 
 
 def test_days_outside_the_period_are_left_out(service: MemoryService, database_url: str) -> None:
