@@ -138,6 +138,7 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
     assert operations == {
         ("POST", "/recall"), ("POST", "/memories"), ("GET", "/memories"),
         ("DELETE", "/memories"), ("DELETE", "/memories/{memory_id}"), ("GET", "/memories/{memory_id}/history"),
+        ("GET", "/usage"), ("GET", "/erasures/{erasure_id}"),
     }  # fmt: skip
     assert "422" not in {code for ops in document["paths"].values() for op in ops.values() for code in op["responses"]}
     assert "201" in document["paths"]["/memories"]["post"]["responses"]
