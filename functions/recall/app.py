@@ -9,6 +9,7 @@ embedder) is created on the first request and reused while the container lives.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import functools
 import time
 import uuid
@@ -25,7 +26,7 @@ from agent_memory import __version__
 from agent_memory.errors import InvalidInput, NotFound
 from agent_memory.http import schemas
 from agent_memory.http.handlers import error_response, install_error_handlers
-from agent_memory.http.identity import caller_user_id
+from agent_memory.http.identity import caller_user_id, requester
 from agent_memory.http.openapi import openapi_document, swagger_html
 from agent_memory.models import (
     DEFAULT_PAGE,
@@ -51,8 +52,8 @@ app.configure_openapi(
     title="agent-memory",
     version=__version__,
     description="Long-term memory for AI agents: recall relevant memories as a [RUSH_MEMORY] prompt block; "
-    "add, list, filter, read, change, export and forget memories; hand over finished conversations. "
-    "Callers are either JWT-authenticated users (the user is the token's "
+    "add, list, filter, read, change, export and forget memories; hand over finished conversations; read a "
+    "user's usage and erasure receipts. Callers are either JWT-authenticated users (the user is the token's "
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
@@ -268,16 +269,53 @@ def forget_memory(
 
 @app.delete(
     "/memories",
-    summary="Forget all of a user's memories (user_id is required, also with a JWT)",
-    responses={**schemas.COMMON_ERRORS, 204: schemas.no_content("All deleted")},
+    summary="Forget everything stored about a user (user_id is required, also with a JWT); the erasure receipt",
+    responses={
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented(
+            "All deleted: the receipt (counts, time, requester; the user only as a keyed hash), also "
+            "readable later at /erasures/{id}",
+            schemas.ErasureReceipt,
+        ),
+    },
 )
-def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> Response[None]:
+def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> schemas.ErasureReceipt:
     if user_id is None:
         # Naming the user is required even with a token, so a stray DELETE never wipes anything.
         raise InvalidInput("user_id is required to forget all memories", field="user_id")
+    claims = _claims()
+    owner = caller_user_id(claims, user_id)
+    iam_arn = app.current_event.request_context.authorizer.iam.user_arn
+    return get_service().forget_user(owner, requested_by=requester(claims, iam_arn))
+
+
+@app.get(
+    "/erasures/<erasure_id>",
+    summary="An erasure receipt: what forgetting a user deleted, when, at whose request",
+    responses={
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented("The receipt", schemas.ErasureReceipt),
+    },
+)
+def erasure(erasure_id: Annotated[uuid.UUID, Path()]) -> schemas.ErasureReceipt:
+    claims = _claims()
+    # A token reads only its own user's receipts (the same 404 otherwise); an IAM caller any.
+    own = caller_user_id(claims, None) if claims else None
+    return get_service().erasure(erasure_id, user_id=own)
+
+
+@app.get(
+    "/usage",
+    summary="A user's usage per day (recalls, conversations, writes, LLM and embedding calls, tokens) and its cost",
+    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("Usage lines and estimated cost", schemas.UsageReport)},
+)
+def usage(
+    user_id: Annotated[UserId | None, Query()] = None,
+    start: Annotated[dt.date | None, Query(alias="from", description="First UTC day (default: 29 days ago).")] = None,
+    end: Annotated[dt.date | None, Query(alias="to", description="Last UTC day, included (default: today).")] = None,
+) -> schemas.UsageReport:
     owner = caller_user_id(_claims(), user_id)
-    get_service().forget_user(owner)
-    return Response(status_code=204)
+    return get_service().usage(owner, start=start, end=end)
 
 
 @functools.cache

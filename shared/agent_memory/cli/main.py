@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from agent_memory.bench import register as register_bench
 from agent_memory.cli import mcp as mcp_command
-from agent_memory.cli import serve
+from agent_memory.cli import serve, tenant
 from agent_memory.cli.commands import (
     EXIT_ERROR,
     EXIT_OK,
@@ -122,10 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", help="a JSON message or JSON Lines of them ('-' for stdin)")
 
-    p = add("forget", cmd_forget, "delete one memory (--id) or all of a user's (--all)")
+    p = add("forget", cmd_forget, "delete one memory (--id) or everything of a user's (--all: prints the receipt)")
     p.add_argument("--user", required=True)
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
+    p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
 
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)
@@ -172,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve.register(add)
     mcp_command.register(add)
+    tenant.register(add)
 
     register_bench(sub)
     return parser

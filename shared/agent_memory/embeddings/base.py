@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.errors import ProviderError
+from agent_memory.usage import record_usage
 
 Vectors = npt.NDArray[np.float32]
 
@@ -34,6 +35,9 @@ class Embedder(ABC):
     model: str
     dimension: int
     batch_size: int = 64
+    # Texts per provider request, for the usage count: None = a batch in one request (OpenAI,
+    # a local model), 1 = one request per text (Titan).
+    texts_per_request: int | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -52,6 +56,10 @@ class Embedder(ABC):
             )
         if not np.isfinite(matrix).all():  # normalising would silently turn such a row into zeros
             raise ProviderError(self.provider, f"model {self.model} returned a vector with NaN or infinite values")
+        calls = len(parts) if self.texts_per_request is None else -(-len(texts) // self.texts_per_request)
+        record_usage(
+            "embedding", self.fingerprint, calls=calls, characters=sum(len(t) for t in texts), items=len(texts)
+        )
         return normalize_rows(matrix)
 
     def embed_query(self, text: str) -> Vectors:
