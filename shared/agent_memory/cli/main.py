@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
+from agent_memory.bench import HELP as BENCH_HELP
 from agent_memory.bench import register as register_bench
 from agent_memory.cli import serve
 from agent_memory.cli.commands import (
@@ -43,7 +44,8 @@ from agent_memory.service import MemoryService
 EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
+    """The whole command line; the benchmarks' options (and modules) only when ``command`` is ``bench``."""
     parser = argparse.ArgumentParser(
         prog="agent-memory",
         description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
@@ -138,8 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve.register(add)
 
-    register_bench(sub)
+    if command == "bench":
+        register_bench(sub)
+    else:  # listed in --help all the same
+        sub.add_parser("bench", help=BENCH_HELP)
     return parser
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: its first word that is no option (the top-level options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def configure_logging(verbose: bool, level_name: str) -> None:
@@ -150,7 +160,8 @@ def configure_logging(verbose: bool, level_name: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(command_of(argv)).parse_args(argv)
     try:
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)

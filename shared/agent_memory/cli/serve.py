@@ -12,7 +12,6 @@ from pathlib import Path
 
 from agent_memory.cli.output import emit
 from agent_memory.errors import AgentMemoryError
-from agent_memory.local.server import LocalApi, is_loopback, make_server, openapi_document
 from agent_memory.service import MemoryService, set_service
 
 logger = logging.getLogger("agent_memory.serve")
@@ -28,6 +27,9 @@ def _warm_up(service: MemoryService) -> None:
 
 
 def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
+    # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
+    from agent_memory.local.server import LocalApi, is_loopback, make_server
+
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(Path(args.template), unverified_jwt=args.unverified_jwt)
@@ -57,6 +59,8 @@ def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def cmd_openapi(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory.local.server import openapi_document
+
     document = openapi_document(Path(args.template))
     if args.out:
         Path(args.out).write_text(document + "\n", encoding="utf-8")
