@@ -26,14 +26,13 @@ help:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# torch first and pinned: a floating torch would pull a multi-GB CUDA build.
 $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
+	$(PIP) install 'torch==2.13.0'
 	$(PIP) install -e '.[local]'
 	@touch $@
 
-# The dev tools include torch (sentence-transformers, the embedder's reference in the tests):
-# first and pinned, since a floating torch would pull a multi-GB CUDA build.
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.local-installed
-	$(PIP) install 'torch==2.13.0'
 	$(PIP) install -e '.[local,dev]'
 	@touch $@
 

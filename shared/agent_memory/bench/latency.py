@@ -242,7 +242,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
                 _ms(result.e2e.p50),
                 _ms(result.e2e.p95),
                 f"all-MiniLM-L6-v2 query embedding p50 {result.embed.p50:.1f} ms, "
-                f"p95 {result.embed.p95:.1f} ms ({result.blas_threads} BLAS threads)",
+                f"p95 {result.embed.p95:.1f} ms (BLAS threads: {result.blas_threads})",
             ]
         )
     print_table(["path", "queries", "p50 ms", "p95 ms", "what"], rows)

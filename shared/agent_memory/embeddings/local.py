@@ -11,7 +11,7 @@ Two backends compute the same vectors (tests/integration/test_local_embedder.py 
   ~0.2 s where sentence-transformers took ~4 s (torch, transformers, scikit-learn), which is most of
   what a CLI command cost.
 - ``sentence-transformers``: any other sentence-transformers directory, and the reference the tests
-  hold the numpy backend to. Needs ``pip install sentence-transformers`` (not in the ``local`` extra).
+  hold the numpy backend to (installed with the ``local`` extra, imported only when chosen).
 """
 
 from __future__ import annotations
