@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
+from agent_memory.bench import HELP as BENCH_HELP
 from agent_memory.bench import register as register_bench
 from agent_memory.cli import mcp as mcp_command
 from agent_memory.cli import serve, tenant
@@ -45,7 +46,8 @@ from agent_memory.service import MemoryService
 EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
+    """The whole command line; the benchmarks' options (and modules) only when ``command`` is ``bench``."""
     parser = argparse.ArgumentParser(
         prog="agent-memory",
         description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
@@ -175,7 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     mcp_command.register(add)
     tenant.register(add)
 
-    register_bench(sub)
+    if command == "bench":
+        register_bench(sub)
+    else:  # listed in --help all the same
+        sub.add_parser("bench", help=BENCH_HELP)
     return parser
 
 
@@ -189,6 +194,11 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--created-before", type=parse_time, help="created before this ISO time")
 
 
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: its first word that is no option (the top-level options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def configure_logging(verbose: bool, level_name: str) -> None:
     level = logging.DEBUG if verbose else logging.getLevelName(level_name)
     logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
@@ -197,7 +207,8 @@ def configure_logging(verbose: bool, level_name: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(command_of(argv)).parse_args(argv)
     try:
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)

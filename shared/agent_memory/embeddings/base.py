@@ -47,7 +47,9 @@ class Embedder(ABC):
         """Embed many texts in as few provider calls as the batch size allows."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        parts = [self._embed_batch(list(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)]
+        parts = self._embed_batches(
+            [list(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        )
         matrix = np.asarray(np.vstack(parts), dtype=np.float32)
         if matrix.shape != (len(texts), self.dimension):
             raise ProviderError(
@@ -66,6 +68,10 @@ class Embedder(ABC):
         """One query vector (1-D). Symmetric models embed queries like documents."""
         row: Vectors = self.embed([text])[0]
         return row
+
+    def _embed_batches(self, batches: list[list[str]]) -> list[npt.ArrayLike]:
+        """Raw vectors of each batch, in order; one after the other unless a provider overrides it."""
+        return [self._embed_batch(batch) for batch in batches]
 
     @abstractmethod
     def _embed_batch(self, texts: list[str]) -> npt.ArrayLike:
