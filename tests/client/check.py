@@ -17,7 +17,8 @@ def main(client_python: str) -> int:
     with tempfile.TemporaryDirectory(prefix="agent-memory-client-check-") as data:
         env = {
             **os.environ,
-            "AGENT_MEMORY_DATA_DIR": data,
+            # A folder of its own: the embedded server's initdb wants an empty (or new) one.
+            "AGENT_MEMORY_DATA_DIR": str(Path(data) / "pgdata"),
             "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
             "AGENT_MEMORY_LLM_PROVIDER": "rules",
             "PYTHONUNBUFFERED": "1",

@@ -23,7 +23,11 @@ def main() -> int:
         print("docs-check: chromium is not installed (apt-get install chromium)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="agent-memory-docs-check-") as data:
-        env = {**os.environ, "AGENT_MEMORY_DATA_DIR": data, "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
+        env = {
+            **os.environ,
+            "AGENT_MEMORY_DATA_DIR": str(Path(data) / "pgdata"),
+            "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
+        }
         env.pop("AGENT_MEMORY_DATABASE_URL", None)
         serve = subprocess.Popen(
             [sys.executable, "-m", "agent_memory", "serve", "--port", "0", "--no-warm"],

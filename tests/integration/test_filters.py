@@ -5,6 +5,7 @@ min(limit, their matching memories) however many rows other users have."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -97,3 +98,24 @@ def test_a_filtered_recall_still_gets_every_matching_memory_among_many_users(
     assert {m.id for m in result.memories} == set(decisions)
     facts = service.recall("u1", "TypeScript build", limit=10, filters=MemoryFilters(categories=["fact"]))
     assert len(facts.memories) == 10 and all(m.category == "fact" for m in facts.memories)
+
+
+def test_a_filtered_recall_is_still_one_round_trip(service: MemoryService, tmp_path: Path) -> None:
+    service.remember(
+        "u1", [NewMemory(content=f"Fact {i} about the SVG editor", metadata={"team": "web"}) for i in range(40)]
+    )
+    filters = MemoryFilters(categories=["fact"], metadata={"team": "web"}, created_before=dt.datetime(2999, 1, 1))
+    conn = service.db.connection()
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            result = service.recall("u1", "SVG editor", filters=filters)
+        finally:
+            conn.pgconn.untrace()
+    # One Sync: BEGIN, the scope, the filtered query and COMMIT go out as one pipeline, answered
+    # once (counting Syncs, not sent/answered alternations, which a loaded machine interleaves).
+    sent = [line.split("\t")[2] for line in trace.read_text().splitlines() if line.startswith("F\t")]
+    assert sent.count("Sync") == 1, sent
+    assert len(result.memories) == 10

@@ -15,6 +15,7 @@ from agent_memory import poison
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
 from agent_memory.errors import InputTooLarge, InvalidInput
+from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.inputs import JsonValueError, inspect_json
 from agent_memory.models import NewMemory, content_hash, fact_key, metadata_chars
 
@@ -66,7 +67,12 @@ def check_lengths(settings: Settings, memories: Sequence[NewMemory], field: str)
 
 
 def check_metadata(settings: Settings, metadata: dict[str, Any], field: str) -> None:
-    """The configured bounds of a memory's metadata (the model checked it holds only JSON)."""
+    """The configured bounds of a memory's metadata (the model checked it holds only JSON).
+
+    What redaction records (``pii_redacted``) is the service's, not the caller's: not counted,
+    so that a memory redacted at its limits can still be exported and imported again."""
+    if REDACTED_KEY in metadata:
+        metadata = {k: v for k, v in metadata.items() if k != REDACTED_KEY}
     try:
         shape = inspect_json(metadata, max_depth=settings.max_metadata_depth)
     except JsonValueError as exc:

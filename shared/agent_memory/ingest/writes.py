@@ -20,9 +20,11 @@ from psycopg.types.json import Jsonb
 from agent_memory.db.connection import Connection, vector_column, vector_schema_of
 from agent_memory.db.scope import Scope, scope_filter, scope_params
 from agent_memory.db.transactions import read_as_user, user_transaction
+from agent_memory.db.usage import add_usage
 from agent_memory.errors import SchemaMismatch
 from agent_memory.extraction.records import ExistingMemory
 from agent_memory.ingest.rows import MemoryRow
+from agent_memory.usage import UsageRow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,8 +141,11 @@ def upsert_memories(
     *,
     near_duplicate_threshold: float | None = None,
     exact_only: Collection[int] = (),
+    usage: Mapping[str, Sequence[UsageRow]] | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
+
+    ``usage``: per user, the counts the write adds to the user's usage, in the same transaction.
 
     Exact duplicates (same user, project and normalised content) refresh the existing row.
     With a threshold, a row whose nearest live neighbour in the same scope is at least that
@@ -161,6 +166,7 @@ def upsert_memories(
         source = sources.pop() if len(sources) == 1 else None
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
             _write_rows(conn, user_id, rows, indexes, outcomes, near_duplicate_threshold, exact_only)
+            add_usage(conn, user_id, (usage or {}).get(user_id, ()))
     return [outcomes[i] for i in range(len(rows))]
 
 
@@ -250,12 +256,15 @@ def ingest_message(
     conversation_id: str | None = None,
     near_duplicate_threshold: float | None = None,
     updates: Updates | None = None,
+    usage: Sequence[UsageRow] = (),
 ) -> IngestWrite | None:
     """Write one ingest message's memories, its updates (restatements refreshed, replaced
     memories superseded) and its receipt in one transaction: all of it or nothing.
 
     None (and no change) when the message was already written: concurrent deliveries of the
     same message serialise on the user's lock, and the second finds the first's receipt.
+    ``usage`` (what the message's extraction and embedding used) is counted either way: a
+    concurrent delivery that lost the race still made its provider calls.
     """
     if any(r.user_id != user_id for r in rows):
         raise ValueError("an ingest message writes the memories of its own user only")
@@ -265,6 +274,7 @@ def ingest_message(
     # statement whose result is needed.
     with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True):
         if _has_receipt(conn, user_id, message_hash):
+            add_usage(conn, user_id, [u for u in usage if u.kind != "conversation"])
             return None
         targets = updates.targets
         live: set[uuid.UUID] = set()
@@ -288,6 +298,7 @@ def ingest_message(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
         )
+        add_usage(conn, user_id, usage)
     return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live))
 
 
