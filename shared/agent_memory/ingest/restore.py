@@ -7,14 +7,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from agent_memory.db.connection import Connection
 from agent_memory.db.transactions import user_transaction
 from agent_memory.db.usage import add_usage
 from agent_memory.errors import InvalidInput
 from agent_memory.ingest.rows import MemoryRow
-from agent_memory.ingest.writes import WriteOutcome
+from agent_memory.ingest.writes import WriteOutcome, row_params
 from agent_memory.usage import UsageRow
 
 # ON CONFLICT DO NOTHING covers both keys: the id (whoever has it: uniqueness is checked past
@@ -45,23 +43,13 @@ WHERE user_id = %(user_id)s AND (id = ANY(%(ids)s) OR content_hash = ANY(%(hashe
 
 
 def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
+    """The write path's arrays, and what only a restore carries: ids, updated_at, supersession."""
     return {
+        **row_params(rows),
         "ids": [r.id for r in rows],
-        "user_ids": [r.user_id for r in rows],
-        "project_ids": [r.project_id for r in rows],
-        "contents": [r.content for r in rows],
-        "hashes": [r.content_hash for r in rows],
-        "categories": [r.category for r in rows],
-        "sources": [r.source for r in rows],
-        "evergreen": [r.is_evergreen for r in rows],
-        "embeddings": [r.embedding for r in rows],
-        "created": [r.created_at for r in rows],
         "updated": [r.updated_at for r in rows],
-        "expires": [r.expires_at for r in rows],
         "superseded_at": [r.superseded_at for r in rows],
         "superseded_by": [r.superseded_by for r in rows],
-        "metadata": [Jsonb(r.metadata) for r in rows],
-        "injection": [",".join(r.injection) for r in rows],  # marked by build_rows, as every write
     }
 
 

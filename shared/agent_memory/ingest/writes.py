@@ -116,7 +116,8 @@ RETURNING m.id, t.new_id
 """
 
 
-def _upsert_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
+def row_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
+    """The rows as the arrays the write statements unnest, one per column."""
     return {
         "user_ids": [r.user_id for r in rows],
         "project_ids": [r.project_id for r in rows],
@@ -200,7 +201,7 @@ def _write_rows(
     if to_insert:
         batch = [rows[i] for i in to_insert]
         by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
-        for rec in conn.execute(_UPSERT, _upsert_params(batch)).fetchall():
+        for rec in conn.execute(_UPSERT, row_params(batch)).fetchall():
             index = by_key[(rec[2], bytes(rec[3]))]
             outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
 
