@@ -19,10 +19,13 @@ from agent_memory.config import Settings, get_settings
 from agent_memory.db.connection import Connection, Database, VectorSchema
 from agent_memory.db.scope import Scope
 from agent_memory.embeddings import Embedder, create_embedder
-from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
+from agent_memory.errors import DatabaseUnavailable, InputTooLarge, InvalidInput, NotFound
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest import conversation, importing, restore, writes
 from agent_memory.ingest.rows import MemoryRow, build_rows, check_lengths, check_new_memories, embed_unique
+
+# Re-exported: a queue consumer (IngestFunction) keeps one per batch.
+from agent_memory.ingest.writes import UnflushedWrites as UnflushedWrites
 from agent_memory.manage import edits, pages, queries
 from agent_memory.models import (
     DEFAULT_PAGE,
@@ -216,10 +219,16 @@ class MemoryService:
         )
 
     def ingest_conversation(
-        self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
+        self,
+        message: ConversationEnded,
+        *,
+        observed_at: dt.datetime | None = None,
+        unflushed: UnflushedWrites | None = None,
     ) -> IngestOutcome:
         """Turn one "conversation ended" message into memories: all of them or none
-        (see :mod:`agent_memory.ingest.conversation`)."""
+        (see :mod:`agent_memory.ingest.conversation`). With ``unflushed`` (one per queue batch),
+        the write is committed without waiting for the disk and durable once
+        :meth:`flush_writes` has returned for that batch."""
         return conversation.ingest_conversation(
             message,
             settings=self.settings,
@@ -227,7 +236,26 @@ class MemoryService:
             embedder=self.embedder,
             extractor=lambda: self.extractor,
             observed_at=observed_at,
+            unflushed=unflushed,
         )
+
+    def flush_writes(self, unflushed: UnflushedWrites) -> None:
+        """Make a batch's unflushed writes durable: one WAL flush for all of them. Raises
+        DatabaseUnavailable when the server restarted (or failed over) after one of them, which
+        may then be lost: the batch must be delivered again (its receipts make that safe)."""
+        pending = unflushed.take()
+        if not pending:
+            return
+        started: dt.datetime = self.db.run(writes.flush_writes)
+        if pending != {started}:
+            logger.warning(
+                "the database restarted between a batch's writes and their flush",
+                extra={"server_started": started.isoformat(), "writes_saw": sorted(p.isoformat() for p in pending)},
+            )
+            raise DatabaseUnavailable(
+                "the database restarted before this batch's writes were known to be on its disk; "
+                "the batch must be delivered again"
+            )
 
     # ---- recall ----------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ the near-duplicate check reads before it writes, so one user's writers take turn
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import threading
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -19,7 +21,7 @@ from psycopg.types.json import Jsonb
 
 from agent_memory.db.connection import Connection, vector_column, vector_schema_of
 from agent_memory.db.scope import Scope, scope_filter, scope_params
-from agent_memory.db.transactions import read_as_user, user_transaction
+from agent_memory.db.transactions import pipelined_transaction, read_as_user, user_transaction
 from agent_memory.errors import SchemaMismatch
 from agent_memory.extraction.records import ExistingMemory
 from agent_memory.ingest.rows import MemoryRow
@@ -195,17 +197,72 @@ def _write_rows(
             outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
 
 
-def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> bool:
+def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
     """Whether this exact ingest message was already written (a redelivery); one round trip."""
-    found = read_as_user(conn, user_id, _RECEIPT, {"user_id": user_id, "hash": message_hash})
-    return bool(found)
-
-
-def _has_receipt(conn: Connection, user_id: str, message_hash: bytes) -> bool:
-    return conn.execute(_RECEIPT, {"user_id": user_id, "hash": message_hash}).fetchone() is not None
+    found = read_as_user(conn, user_id, _RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash})
+    return Receipt(bool(found[0]["found"]), found[0]["server_started"])
 
 
 _RECEIPT = "SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s"
+# The receipt, and which run of the server answers (see UnflushedWrites): the same round trip.
+_RECEIPT_AND_SERVER = f"SELECT EXISTS ({_RECEIPT}) AS found, pg_postmaster_start_time() AS server_started"
+
+
+@dataclasses.dataclass(frozen=True)
+class Receipt:
+    found: bool
+    server_started: dt.datetime
+
+
+class UnflushedWrites:
+    """Ingest writes committed without waiting for the WAL to reach the disk, by the run of the
+    server (its start time) that took them; :func:`flush_writes` makes them durable.
+
+    A queue consumer keeps one per batch: each message commits with ``synchronous_commit = off``
+    and the batch waits for the disk once, before it is acknowledged (one WAL flush per batch
+    instead of one per message: the commit's flush is the write path's largest cost after the
+    vector index). A message found already written counts too: its receipt may come from an
+    earlier delivery that committed the same way and died before its flush.
+    """
+
+    def __init__(self) -> None:
+        self._server_starts: set[dt.datetime] = set()
+        self._lock = threading.Lock()
+
+    def add(self, server_started: dt.datetime) -> None:
+        with self._lock:
+            self._server_starts.add(server_started)
+
+    def take(self) -> set[dt.datetime]:
+        """The start times recorded so far, forgetting them (a flush covers them all)."""
+        with self._lock:
+            taken, self._server_starts = self._server_starts, set()
+        return taken
+
+    def __bool__(self) -> bool:
+        return bool(self._server_starts)
+
+
+def flush_writes(conn: Connection) -> dt.datetime:
+    """Wait until every transaction committed so far, by any session, is on disk; returns when
+    the server started, to compare with the start times the writes saw.
+
+    A transaction that wrote WAL and commits with ``synchronous_commit = on`` waits until the WAL
+    is on disk up to its commit record, and so past every earlier commit, those made with
+    ``synchronous_commit = off`` included. It must write WAL: PostgreSQL commits a transaction
+    that only took a transaction id without waiting for the disk. A transactional logical
+    decoding message is the smallest such write any role may make (it touches no table and
+    means nothing to a database without logical decoding). One round trip.
+    """
+    with pipelined_transaction(conn):
+        conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
+        cur = conn.execute(
+            "SELECT pg_logical_emit_message(true, 'agent-memory', 'flush'), pg_postmaster_start_time()"
+        )
+    row = cur.fetchone()
+    assert row is not None
+    started: dt.datetime = row[1]
+    return started
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +292,8 @@ class IngestWrite:
     outcomes: list[WriteOutcome]
     superseded: list[tuple[uuid.UUID, uuid.UUID]]
     stale: list[uuid.UUID]
+    # The run of the server that took the write (see UnflushedWrites).
+    server_started: dt.datetime | None = None
 
 
 def ingest_message(
@@ -246,12 +305,17 @@ def ingest_message(
     conversation_id: str | None = None,
     near_duplicate_threshold: float | None = None,
     updates: Updates | None = None,
+    unflushed: UnflushedWrites | None = None,
 ) -> IngestWrite | None:
     """Write one ingest message's memories, its updates (restatements refreshed, replaced
     memories superseded) and its receipt in one transaction: all of it or nothing.
 
     None (and no change) when the message was already written: concurrent deliveries of the
     same message serialise on the user's lock, and the second finds the first's receipt.
+
+    With ``unflushed``, the commit does not wait for the WAL flush (``synchronous_commit = off``,
+    this transaction only): the write is visible at once, and durable once :func:`flush_writes`
+    has returned the server start time recorded in ``unflushed``.
     """
     if any(r.user_id != user_id for r in rows):
         raise ValueError("an ingest message writes the memories of its own user only")
@@ -259,8 +323,14 @@ def ingest_message(
     _check_writable(conn)
     # The transaction is pipelined: the refreshes, the receipt and COMMIT travel with the next
     # statement whose result is needed.
-    with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True):
-        if _has_receipt(conn, user_id, message_hash):
+    deferred = None if unflushed is None else {"synchronous_commit": "off"}
+    with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred):
+        found = conn.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash}).fetchone()
+        assert found is not None
+        written_before, server_started = found
+        if unflushed is not None:
+            unflushed.add(server_started)
+        if written_before:
             return None
         targets = updates.targets
         live: set[uuid.UUID] = set()
@@ -284,7 +354,7 @@ def ingest_message(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
         )
-    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live))
+    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live), server_started)
 
 
 def supersede_memories(
