@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -24,9 +24,15 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
+from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.models import ConversationEnded, describe_errors
 from agent_memory.observability import logger, metrics, tracer
-from agent_memory.service import UnflushedWrites, get_service
+
+if TYPE_CHECKING:
+    from agent_memory.service import UnflushedWrites
+
+
+register_snapstart_hooks()
 
 
 class InvalidMessage(InvalidInput):
@@ -88,6 +94,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # batch response and SQS retries exactly those messages. One processor per invocation
     # (it holds the batch's state), so in-process callers may invoke concurrently.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    from agent_memory.service import UnflushedWrites  # with the service: not needed to load the handler
+
     unflushed = UnflushedWrites()
     handler = functools.partial(record_handler, unflushed=unflushed)
     response = process_partial_response(event, handler, processor, context)

@@ -3,7 +3,8 @@
 Routes parse the request (pydantic, via the resolver's validation), work out whose memories
 they may touch, call one MemoryService method and shape the answer. Errors become HTTP in
 agent_memory.http.handlers. Nothing is built at import time: the service (settings, connection,
-embedder) is created on the first request and reused while the container lives.
+embedder) is imported and created on the first request and reused while the container lives
+(with SnapStart, before the snapshot: agent_memory.lifecycle).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agent_memory.http import schemas
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id
 from agent_memory.http.openapi import openapi_document, swagger_html
+from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.models import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -39,7 +41,6 @@ from agent_memory.models import (
     UserId,
 )
 from agent_memory.observability import logger, metrics, tracer
-from agent_memory.service import get_service
 
 app = APIGatewayHttpResolver(enable_validation=True)
 app.configure_openapi(
@@ -51,6 +52,7 @@ app.configure_openapi(
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
+register_snapstart_hooks()
 # Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.
 # A metadata filter travels in the URL: kept well under URL limits (a longer one fits POST /recall).
 MAX_FILTER_PARAM = 2048

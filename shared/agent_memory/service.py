@@ -49,6 +49,7 @@ from agent_memory.models import (
     export_line,
     normalize_content,
 )
+from agent_memory.providers.aws import clear_secret_cache
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.candidates import hybrid_candidates
 from agent_memory.recall.ranking import RecallOptions, rank_candidates
@@ -139,6 +140,17 @@ class MemoryService:
     def close(self) -> None:
         if self._database is not None:
             self._database.close()
+
+    def release_secrets(self) -> None:
+        """Close the database connections (each logged in with a password or an IAM token), forget
+        cached secrets and the providers built with an API key; all are rebuilt on first use.
+        Before a SnapStart snapshot (see :mod:`agent_memory.lifecycle`)."""
+        self.close()
+        clear_secret_cache()
+        if self.settings.embedding_provider == "openai":
+            self._embedder = None
+        if self.settings.llm_provider == "openai":
+            self._extractor = None
 
     # ---- writes ----------------------------------------------------------------------
 

@@ -256,9 +256,7 @@ def flush_writes(conn: Connection) -> dt.datetime:
     """
     with pipelined_transaction(conn):
         conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
-        cur = conn.execute(
-            "SELECT pg_logical_emit_message(true, 'agent-memory', 'flush'), pg_postmaster_start_time()"
-        )
+        cur = conn.execute("SELECT pg_logical_emit_message(true, 'agent-memory', 'flush'), pg_postmaster_start_time()")
     row = cur.fetchone()
     assert row is not None
     started: dt.datetime = row[1]
