@@ -1,7 +1,7 @@
 """`agent-memory bench ...`: the benchmarks behind BENCHMARKS.md, as commands.
 
 Each subcommand prints a table and ends with exactly one summary line
-(``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``). They run
+(``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``coldstart ...``). They run
 on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
 own data. Heavy imports (torch, matplotlib) happen only inside the commands.
 """
@@ -13,11 +13,11 @@ from typing import Any
 
 def register(sub: Any) -> None:
     """Add the `bench` command group to the CLI's subparsers."""
-    from agent_memory.bench import ingest, latency, plot, quality, tokens
+    from agent_memory.bench import coldstart, ingest, latency, plot, quality, tokens
 
     parser = sub.add_parser(
         "bench",
-        help="benchmarks: quality, latency, ingest, tokens, plot",
+        help="benchmarks: quality, latency, ingest, tokens, plot, coldstart",
         description="Benchmarks on scratch databases; each prints a table and one summary line.",
     )
     benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
@@ -26,3 +26,4 @@ def register(sub: Any) -> None:
     ingest.register(benches)
     tokens.register(benches)
     plot.register(benches)
+    coldstart.register(benches)
