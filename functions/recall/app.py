@@ -30,6 +30,7 @@ from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.models import (
     DEFAULT_PAGE,
     MAX_PAGE,
+    Consistency,
     ExportPage,
     IngestOutcome,
     Memory,
@@ -86,6 +87,7 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
         now=request.now,
         options=options,
         filters=request.filters,
+        consistency=request.consistency,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
@@ -135,11 +137,18 @@ def list_memories(
     ] = None,
     created_after: Annotated[str | None, Query(max_length=64, description="Created at or after (ISO 8601).")] = None,
     created_before: Annotated[str | None, Query(max_length=64, description="Created before (ISO 8601).")] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> MemoryPage:
     owner = caller_user_id(_claims(), user_id)
     filters = schemas.list_filters(categories, metadata, created_after, created_before)
     return get_service().list_memories(
-        owner, project_id=project_id, limit=limit, cursor=cursor, include_inactive=include_inactive, filters=filters
+        owner,
+        project_id=project_id,
+        limit=limit,
+        cursor=cursor,
+        include_inactive=include_inactive,
+        filters=filters,
+        consistency=consistency,
     )
 
 
@@ -153,9 +162,10 @@ def export_memories(
     history: Annotated[bool, Query(description="Each line with its memory's recorded changes.")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> ExportPage:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().export_memories(owner, history=history, limit=limit, cursor=cursor)
+    return get_service().export_memories(owner, history=history, limit=limit, cursor=cursor, consistency=consistency)
 
 
 @app.get(
@@ -166,9 +176,10 @@ def export_memories(
 def get_memory(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> Memory:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().get_memory(owner, memory_id)
+    return get_service().get_memory(owner, memory_id, consistency=consistency)
 
 
 @app.patch(
@@ -238,9 +249,10 @@ def swagger_page() -> Response[Any]:
 def memory_history(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> schemas.MemoryHistory:
     owner = caller_user_id(_claims(), user_id)
-    events = get_service().history(owner, memory_id)
+    events = get_service().history(owner, memory_id, consistency=consistency)
     if not events:
         # Same answer for another user's memory and for none at all: nothing leaks.
         raise NotFound("no history for this memory and user")
@@ -281,4 +293,8 @@ def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> Response[No
 @tracer.capture_lambda_handler(capture_response=False)  # the answer holds a user's memories
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    response = app.resolve(event, context)
+    fallbacks = get_service().reader_fallbacks()
+    if fallbacks:  # the reader endpoint failed: the writer served these reads
+        metrics.add_metric(name="ReaderFallback", unit=MetricUnit.Count, value=fallbacks)
+    return response

@@ -125,6 +125,11 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
 AwareDatetime = Annotated[dt.datetime, AfterValidator(_aware)]
 
 
+# Where a read runs when a reader endpoint is configured: "eventual" (the reader; it may miss a
+# write made moments ago) or "strong" (the writer: sees every committed write).
+Consistency = Literal["eventual", "strong"]
+
+
 class NewMemory(BaseModel):
     """A fact to store, as given by a client, the importer or the extractor."""
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from agent_memory.config import Settings, get_settings
 from agent_memory.db.connection import Connection, Database, VectorSchema
+from agent_memory.db.readers import ReadRouter, reader_settings
 from agent_memory.db.scope import Scope
 from agent_memory.embeddings import Embedder, create_embedder
 from agent_memory.errors import DatabaseUnavailable, InputTooLarge, InvalidInput, NotFound
@@ -32,6 +33,7 @@ from agent_memory.models import (
     MAX_HISTORY,
     MAX_PAGE,
     MAX_RECALL_LIMIT,
+    Consistency,
     ConversationEnded,
     ExportPage,
     ImportLine,
@@ -103,6 +105,7 @@ class MemoryService:
         self._embedder = embedder
         self._database = database
         self._extractor = extractor
+        self._reads: ReadRouter | None = None
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -124,6 +127,32 @@ class MemoryService:
             self._database = Database(self.settings, setup=self._prepare_connection)
         return self._database
 
+    @property
+    def reads(self) -> ReadRouter:
+        """Where reads go: the reader endpoint when one is configured, else (and as its fallback)
+        the writer, :attr:`db` (see :mod:`agent_memory.db.readers`)."""
+        if self._reads is None:
+            settings = reader_settings(self.settings)
+            reader = None
+            if settings is not None:
+                reader = Database(settings, setup=self._prepare_reader, application_name="agent-memory-reader")
+            self._reads = ReadRouter(self.db, reader, retry_after_s=self.settings.db_reader_retry_after_s)
+        return self._reads
+
+    def _prepare_reader(self, conn: Connection) -> VectorSchema:
+        # Never migrates: a replica is read-only (the writer's connection migrates).
+        return prepare_connection(
+            conn,
+            dimension=self.embedder.dimension,
+            fingerprint=self.embedder.fingerprint,
+            migrate=False,
+            role=self.settings.effective_db_role(),
+        )
+
+    def reader_fallbacks(self) -> int:
+        """Reads the writer served because the reader failed, since the last call (a metric)."""
+        return self._reads.take_fallbacks() if self._reads is not None else 0
+
     def _prepare_connection(self, conn: Connection) -> VectorSchema:
         return prepare_connection(
             conn,
@@ -140,6 +169,8 @@ class MemoryService:
     def close(self) -> None:
         if self._database is not None:
             self._database.close()
+        if self._reads is not None:
+            self._reads.close()
 
     def release_secrets(self) -> None:
         """Close the database connections (each logged in with a password or an IAM token), forget
@@ -297,9 +328,11 @@ class MemoryService:
         options: RecallOptions | None = None,
         query_vector: np.ndarray | None = None,
         filters: MemoryFilters | None = None,
+        consistency: Consistency = "eventual",
     ) -> RecallResult:
         """The memories most relevant to ``query`` for this user, best first, and the prompt block;
-        with ``filters``, among the memories that match them only."""
+        with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
+        the writer when a reader endpoint is configured (see :mod:`agent_memory.db.readers`)."""
         query, limit = self._check_query(query, limit)
         options = options or self.recall_options
         if now is not None and now.tzinfo is None:
@@ -314,8 +347,9 @@ class MemoryService:
         )
         k = options.overfetch * limit
         timeout_ms = self.settings.recall_statement_timeout_ms
-        candidates = self.db.run(
-            lambda conn: hybrid_candidates(conn, scope, vector, query, k, statement_timeout_ms=timeout_ms)
+        candidates = self.reads.run(
+            lambda conn: hybrid_candidates(conn, scope, vector, query, k, statement_timeout_ms=timeout_ms),
+            consistency=consistency,
         )
         chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
         if self.settings.min_score > 0:
@@ -375,6 +409,7 @@ class MemoryService:
         cursor: str | None = None,
         include_inactive: bool = False,
         filters: MemoryFilters | None = None,
+        consistency: Consistency = "eventual",
     ) -> MemoryPage:
         """A page of the user's memories (those matching ``filters``), newest first, and the cursor
         of the next page."""
@@ -383,14 +418,18 @@ class MemoryService:
         after = pages.decode_cursor(cursor) if cursor else None
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed)
-        found = self.db.run(lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after))
+        found = self.reads.run(
+            lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
+        )
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
 
-    def get_memory(self, user_id: str, memory_id: uuid.UUID) -> Memory:
+    def get_memory(self, user_id: str, memory_id: uuid.UUID, *, consistency: Consistency = "eventual") -> Memory:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
-        found: Memory | None = self.db.run(lambda conn: edits.get_memory(conn, user_id, memory_id))
+        found: Memory | None = self.reads.run(
+            lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
+        )
         if found is None:
             raise NotFound("no memory with this id for this user")
         return found
@@ -404,7 +443,7 @@ class MemoryService:
         already states it; NotFound as :meth:`get_memory`. No change given: the memory as it is."""
         values = changes.changed()
         if not values:
-            return self.get_memory(user_id, memory_id)
+            return self.get_memory(user_id, memory_id, consistency="strong")  # as an update would answer
         vector = None
         if "content" in values:
             if len(values["content"]) > self.settings.max_memory_chars:
@@ -423,16 +462,24 @@ class MemoryService:
         return updated
 
     def export_memories(
-        self, user_id: str, *, history: bool = False, limit: int = DEFAULT_PAGE, cursor: str | None = None
+        self,
+        user_id: str,
+        *,
+        history: bool = False,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+        consistency: Consistency = "eventual",
     ) -> ExportPage:
         """A page of everything the user has (superseded and expired memories too), newest first,
         as import lines (``agent-memory import`` restores them: same ids, timestamps and
         recall); with ``history``, each line carries its memory's recorded changes."""
-        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True)
+        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True, consistency=consistency)
         events: dict[uuid.UUID, list[MemoryEvent]] = {}
         if history and page.memories:
             ids = [m.id for m in page.memories]
-            found: list[MemoryEvent] = self.db.run(lambda conn: edits.histories(conn, user_id, ids))
+            found: list[MemoryEvent] = self.reads.run(
+                lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
+            )
             for event in found:
                 events.setdefault(event.memory_id, []).append(event)
         lines = [export_line(m, events.get(m.id, []) if history else None) for m in page.memories]
@@ -451,11 +498,20 @@ class MemoryService:
         logger.info("forgot", extra={"user_id": user_id, "deleted": deleted, "one": False})
         return deleted
 
-    def history(self, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000) -> list[MemoryEvent]:
+    def history(
+        self,
+        user_id: str,
+        memory_id: uuid.UUID | None = None,
+        *,
+        limit: int = 1000,
+        consistency: Consistency = "eventual",
+    ) -> list[MemoryEvent]:
         """Every recorded change of one memory (or of all the user's), oldest first."""
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
-        events: list[MemoryEvent] = self.db.run(lambda conn: queries.history(conn, user_id, memory_id, limit=limit))
+        events: list[MemoryEvent] = self.reads.run(
+            lambda conn: queries.history(conn, user_id, memory_id, limit=limit), consistency=consistency
+        )
         return events
 
     # ---- administration --------------------------------------------------------------

@@ -15,6 +15,7 @@ from agent_memory.errors import InvalidInput
 from agent_memory.models import (
     MAX_RECALL_LIMIT,
     AwareDatetime,
+    Consistency,
     ConversationEnded,
     MemoryEvent,
     MemoryFilters,
@@ -60,6 +61,13 @@ def latest_user_query(messages: Sequence[RecallMessage]) -> str | None:
     return None
 
 
+CONSISTENCY_HELP = (
+    "Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a "
+    "moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a "
+    "reader, both read the one database."
+)
+
+
 class RecallRequest(BaseModel):
     """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
 
@@ -79,6 +87,7 @@ class RecallRequest(BaseModel):
     filters: MemoryFilters | None = Field(
         default=None, description="Recall among the memories that match these only (all conditions hold)."
     )
+    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
 
     def query_text(self) -> str:
         """The query to use; InvalidInput naming the field when there is none or two."""
