@@ -19,9 +19,9 @@ fetched again on first use.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,13 +37,19 @@ def get_service() -> MemoryService:
     return service()
 
 
+# What the handler module itself can build ahead (e.g. its routes' request validation).
+_handler_warm_ups: list[Callable[[], object]] = []
+
+
 def warm_up() -> None:
     """Import and build what any request needs, without touching the network or the database."""
     service = get_service()
     _ = service.embedder  # builds its client (boto3 for Bedrock), no call made
+    _ = service.extractor  # the same for the write path's LLM client
     _ = service.recall_options
-    # The recall path's modules (the service imported them) and the write path's extractor module.
-    importlib.import_module("agent_memory.extraction")
+    _ = service.reads  # where reads go (connections stay closed)
+    for warm in _handler_warm_ups:
+        warm()
 
 
 def before_snapshot() -> None:
@@ -64,9 +70,12 @@ def after_restore() -> None:
     logger.info("restored from a snapshot")
 
 
-def register_snapstart_hooks() -> bool:
+def register_snapstart_hooks(warm: Callable[[], object] | None = None) -> bool:
     """Register the hooks with the runtime's ``snapshot_restore_py``; False where it is absent
-    (outside Lambda). Lambda runs them only for functions with SnapStart on."""
+    (outside Lambda). Lambda runs them only for functions with SnapStart on. ``warm``: more to
+    build before the snapshot, from the handler module."""
+    if warm is not None:
+        _handler_warm_ups.append(warm)
     try:
         from snapshot_restore_py import register_after_restore, register_before_snapshot
     except ImportError:

@@ -120,3 +120,21 @@ def test_a_warm_up_that_fails_does_not_stop_the_snapshot(
     conn = installed.db.connection()
     lifecycle.before_snapshot()
     assert conn.closed
+
+
+def test_the_warm_up_builds_the_recall_routes_validation_without_a_database(
+    runtime_hooks: dict[str, list[Callable[[], Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As at publish time: settings point at a database nobody may connect to yet."""
+    monkeypatch.setattr(lambda_local, "_MODULES", {})
+    monkeypatch.setattr(lifecycle, "_handler_warm_ups", [])
+    module = lambda_local.load_module(lambda_local.function_spec(TEMPLATE, "RecallFunction"))
+    service = MemoryService(Settings(database_url="postgresql://nobody@127.0.0.1:1/none", embedding_provider="hash"))
+    set_service(service)
+    try:
+        lifecycle.warm_up()  # raises if any part of it fails
+        routes = module.app._static_routes + module.app._dynamic_routes
+        assert routes and all(route._dependant is not None for route in routes)
+        assert service._database is None or service._database._conn is None  # no connection was opened
+    finally:
+        set_service(None)
