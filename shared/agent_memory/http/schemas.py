@@ -22,6 +22,7 @@ from agent_memory.models import (
     NewMemory,
     ProjectId,
     UserId,
+    WireModel,
     describe_errors,
 )
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 
-class ContentPart(BaseModel):
+class ContentPart(WireModel):
     """One part of a multi-part chat message (OpenAI style); only text parts are read."""
 
     model_config = ConfigDict(extra="ignore")
@@ -38,7 +39,7 @@ class ContentPart(BaseModel):
     text: str | None = None
 
 
-class RecallMessage(BaseModel):
+class RecallMessage(WireModel):
     """A chat message as agent frameworks pass them around: any role, text or parts."""
 
     model_config = ConfigDict(extra="ignore")
@@ -68,7 +69,7 @@ CONSISTENCY_HELP = (
 )
 
 
-class RecallRequest(BaseModel):
+class RecallRequest(WireModel):
     """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
 
     model_config = ConfigDict(extra="forbid")
@@ -103,7 +104,7 @@ class RecallRequest(BaseModel):
         return self.query
 
 
-class AddRequest(BaseModel):
+class AddRequest(WireModel):
     """POST /memories: store facts now (no LLM; the same rules as the write path)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -150,19 +151,19 @@ def list_filters(
         raise InvalidInput(describe_errors(exc), field=str(loc[0]) if loc else None) from exc
 
 
-class MemoryHistory(BaseModel):
+class MemoryHistory(WireModel):
     """GET /memories/{id}/history: every recorded change of one memory, oldest first."""
 
     events: list[MemoryEvent]
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(WireModel):
     # Optional in the schema too: answers leave out a null field (found by schemathesis).
     field: str | None = None
     message: str
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(WireModel):
     """Every error answer: what went wrong, which field, and the request id to find the logs."""
 
     code: str
