@@ -80,6 +80,9 @@ def record_handler(record: SQSRecord, unflushed: UnflushedWrites | None = None) 
     metrics.add_metric(name="MemoriesSuperseded", unit=MetricUnit.Count, value=outcome.superseded)
     # References to existing memories the guards refused (invented, unrelated, claimed twice, gone).
     metrics.add_metric(name="UpdatesIgnored", unit=MetricUnit.Count, value=outcome.updates_ignored)
+    # Memories stored with personal data replaced, and not stored for it (AGENT_MEMORY_PII).
+    metrics.add_metric(name="MemoriesRedacted", unit=MetricUnit.Count, value=outcome.pii_redacted)
+    metrics.add_metric(name="MemoriesDroppedForPii", unit=MetricUnit.Count, value=outcome.pii_dropped)
     if outcome.status == "duplicate":
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
     return result

@@ -9,10 +9,13 @@ embedder) is imported and created on the first request and reused while the cont
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import functools
 import time
 import uuid
 import warnings
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
@@ -24,7 +27,7 @@ from agent_memory import __version__
 from agent_memory.errors import InvalidInput, NotFound
 from agent_memory.http import schemas
 from agent_memory.http.handlers import error_response, install_error_handlers
-from agent_memory.http.identity import caller_user_id
+from agent_memory.http.identity import caller_user_id, requester
 from agent_memory.http.openapi import openapi_document, swagger_html
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.models import (
@@ -43,13 +46,16 @@ from agent_memory.models import (
 )
 from agent_memory.observability import logger, metrics, tracer
 
+if TYPE_CHECKING:
+    from agent_memory.mcp.http import McpEndpoint
+
 app = APIGatewayHttpResolver(enable_validation=True)
 app.configure_openapi(
     title="agent-memory",
     version=__version__,
     description="Long-term memory for AI agents: recall relevant memories as a [RUSH_MEMORY] prompt block; "
-    "add, list, filter, read, change, export and forget memories; hand over finished conversations. "
-    "Callers are either JWT-authenticated users (the user is the token's "
+    "add, list, filter, read, change, export and forget memories; hand over finished conversations; read a "
+    "user's usage and erasure receipts. Callers are either JWT-authenticated users (the user is the token's "
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
@@ -278,16 +284,84 @@ def forget_memory(
 
 @app.delete(
     "/memories",
-    summary="Forget all of a user's memories (user_id is required, also with a JWT)",
-    responses={**schemas.COMMON_ERRORS, 204: schemas.no_content("All deleted")},
+    summary="Forget everything stored about a user (user_id is required, also with a JWT); the erasure receipt",
+    responses={
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented(
+            "All deleted: the receipt (counts, time, requester; the user only as a keyed hash), also "
+            "readable later at /erasures/{id}",
+            schemas.ErasureReceipt,
+        ),
+    },
 )
-def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> Response[None]:
+def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> schemas.ErasureReceipt:
     if user_id is None:
         # Naming the user is required even with a token, so a stray DELETE never wipes anything.
         raise InvalidInput("user_id is required to forget all memories", field="user_id")
+    claims = _claims()
+    owner = caller_user_id(claims, user_id)
+    iam_arn = app.current_event.request_context.authorizer.iam.user_arn
+    return get_service().forget_user(owner, requested_by=requester(claims, iam_arn))
+
+
+@app.get(
+    "/erasures/<erasure_id>",
+    summary="An erasure receipt: what forgetting a user deleted, when, at whose request",
+    responses={
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented("The receipt", schemas.ErasureReceipt),
+    },
+)
+def erasure(erasure_id: Annotated[uuid.UUID, Path()]) -> schemas.ErasureReceipt:
+    claims = _claims()
+    # A token reads only its own user's receipts (the same 404 otherwise); an IAM caller any.
+    own = caller_user_id(claims, None) if claims else None
+    return get_service().erasure(erasure_id, user_id=own)
+
+
+@app.get(
+    "/usage",
+    summary="A user's usage per day (recalls, conversations, writes, LLM and embedding calls, tokens) and its cost",
+    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("Usage lines and estimated cost", schemas.UsageReport)},
+)
+def usage(
+    user_id: Annotated[UserId | None, Query()] = None,
+    start: Annotated[dt.date | None, Query(alias="from", description="First UTC day (default: 29 days ago).")] = None,
+    end: Annotated[dt.date | None, Query(alias="to", description="Last UTC day, included (default: today).")] = None,
+) -> schemas.UsageReport:
     owner = caller_user_id(_claims(), user_id)
-    get_service().forget_user(owner)
-    return Response(status_code=204)
+    return get_service().usage(owner, start=start, end=end)
+
+
+@functools.cache
+def _mcp_endpoint() -> McpEndpoint:
+    # Imported here: the MCP SDK loads on the first /mcp request, never for the REST routes.
+    from agent_memory.mcp.http import McpEndpoint
+
+    return McpEndpoint(get_service)
+
+
+@app.route("/mcp", method=["POST", "GET", "DELETE"], include_in_schema=False)
+def mcp() -> Response[str]:
+    """MCP (Streamable HTTP, stateless, JSON answers): the memory tools, for the caller's user."""
+    event = app.current_event
+    body = event.body or ""
+    answer = _mcp_endpoint().answer(
+        event.http_method,
+        event.path,
+        {k.lower(): v for k, v in (event.headers or {}).items()},
+        base64.b64decode(body) if event.is_base64_encoded else body.encode("utf-8"),
+        _claims(),
+        client=(event.request_context.http.source_ip, 0),
+        request_id=event.request_context.request_id,
+    )
+    headers = {k: v for k, v in answer.headers.items() if k not in ("content-type", "content-length")}
+    return Response(
+        status_code=answer.status,
+        content_type=answer.headers.get("content-type", "application/json"),
+        body=answer.body.decode("utf-8"),
+        headers=headers,
+    )
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent_memory.models import MAX_RECALL_LIMIT
+from agent_memory.privacy import PiiPolicy, PiiPolicySetting
 
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]
@@ -22,6 +23,13 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
 GROUP_ROLES = ("agent_memory_app", "agent_memory_maintenance")
 RESERVED_ROLE_PREFIXES = ("pg_", "rds_", "rdsadmin")
+
+
+def _names(value: object) -> object:
+    """A comma-separated list from the environment ("NAME,ADDRESS") as a tuple of names."""
+    if isinstance(value, str):
+        return tuple(part.strip().upper() for part in value.split(",") if part.strip())
+    return value
 
 
 def default_data_dir() -> Path:
@@ -228,6 +236,48 @@ class Settings(BaseSettings):
         default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
     )
 
+    # --- personal data, usage, change events ----------------------------------------
+    # NoDecode: pydantic-settings would otherwise try to read "redact" as JSON.
+    pii: Annotated[PiiPolicySetting, NoDecode] = Field(
+        default=PiiPolicy(),
+        description="Personal data in memories, at write time (API writes, the SQS message's memories, extracted "
+        "facts, import), before embedding: off, redact (typed placeholders such as [EMAIL]) or drop (the memory is "
+        "not stored), for every category or per category: `redact,credential=drop,ip_address=off`. Categories: "
+        "email, phone, payment_card, bank_account, government_id, credential, ip_address, name, address (the last "
+        "two need pii_comprehend). The memory's metadata `pii_redacted` counts what was removed, by type.",
+    )
+    pii_comprehend: bool = Field(
+        default=False,
+        description="Also find names and street addresses with Amazon Comprehend DetectPiiEntities (AWS, "
+        "comprehend:DetectPiiEntities; billed per 100 characters, at least 300 per request).",
+    )
+    pii_comprehend_language: Literal["en", "es"] = Field(
+        default="en", description="Language of the memories sent to Comprehend."
+    )
+    pii_comprehend_min_score: float = Field(
+        default=0.8, ge=0, le=1, description="Comprehend findings below this confidence are kept in the text."
+    )
+    pii_comprehend_types: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names)] = Field(
+        default=("NAME", "ADDRESS"),
+        description="Comprehend entity types acted on (comma-separated); the regex detectors validate the rest.",
+    )
+    usage_metering: bool = Field(
+        default=True,
+        description="Count each user's recalls, conversations, writes and provider calls (tokens, characters) per "
+        "day in usage_daily, in the same transaction as the work (`GET /usage`, `agent-memory usage`).",
+    )
+    event_bus: str | None = Field(
+        default=None,
+        description="EventBridge bus (name or ARN) that receives change events (memory created, refreshed, "
+        "superseded, revived, expired, purged, forgotten; user erased) after each commit, through an outbox table. "
+        "Unset: no events, nothing written to the outbox.",
+    )
+    event_source: str = Field(default="agent-memory", description="The events' Source field on the bus.")
+    event_content: bool = Field(
+        default=False,
+        description="Put the memory's text in its change events (off: ids, categories and the kind of change only).",
+    )
+
     # --- operations -----------------------------------------------------------------
     api_docs: bool = Field(
         default=False,
@@ -244,6 +294,22 @@ class Settings(BaseSettings):
         # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the
         # embedded server would then initialise (and chown) as its data directory.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("event_bus", mode="before")
+    @classmethod
+    def _blank_bus(cls, value: object) -> object:
+        # The template passes "" when no bus is configured.
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("pii_comprehend_types")
+    @classmethod
+    def _comprehend_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES
+
+        unknown = sorted(set(value) - set(COMPREHEND_ENTITY_TYPES))
+        if unknown:
+            raise ValueError(f"unknown Comprehend PII entity types {unknown}")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -288,6 +354,8 @@ def settings_table() -> str:
     lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default
+        if isinstance(default, tuple):
+            default = ",".join(default)
         shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else f"`{default}`"
         description = " ".join((field.description or "").split()).replace("|", "\\|")
         lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | {shown} |")
@@ -309,7 +377,7 @@ def effective_settings(settings: Settings) -> dict[str, object]:
         value = getattr(settings, name)
         if isinstance(value, SecretStr):
             value = "********"
-        elif isinstance(value, Path):
+        elif isinstance(value, Path | PiiPolicy):
             value = str(value)
         values[f"AGENT_MEMORY_{name.upper()}"] = value
     return values

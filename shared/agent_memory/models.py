@@ -285,11 +285,17 @@ class RecallQuery(WireModel):
 
 
 class StoredIds(WireModel):
-    """What a write returns: the ids in input order, and which of them were new rows."""
+    """What a write returns: the ids in input order, and which of them were new rows.
+
+    With AGENT_MEMORY_PII, ``pii_dropped`` lists the input positions not stored because they held
+    personal data in a category set to drop; ``ids`` then holds the stored ones, still in order.
+    """
 
     ids: list[uuid.UUID]
     created: int
     refreshed: int
+    pii_redacted: int = 0
+    pii_dropped: list[int] = Field(default_factory=list)
 
 
 class MemoryEvent(WireModel):
@@ -378,6 +384,8 @@ class IngestOutcome(WireModel):
     superseded: int = 0  # existing memories marked as replaced by this message's memories
     updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
     ids: list[uuid.UUID] = Field(default_factory=list)
+    pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (AGENT_MEMORY_PII)
+    pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
 
 
 class ExportPage(WireModel):

@@ -12,22 +12,31 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property, partial
+from typing import Any
 
 import numpy as np
 
+from agent_memory import costs
+from agent_memory.changes import DrainResult, OutboxStatus, drain_outbox, outbox_status
+from agent_memory.changes.drain import Publish
 from agent_memory.config import Settings, get_settings
 from agent_memory.db.connection import Connection, Database, VectorSchema
 from agent_memory.db.readers import ReadRouter, reader_settings
 from agent_memory.db.scope import Scope
+from agent_memory.db.usage import record_usage
 from agent_memory.embeddings import Embedder, create_embedder
-from agent_memory.errors import DatabaseUnavailable, InputTooLarge, InvalidInput, NotFound
+from agent_memory.erasure import ErasureReceipt
+from agent_memory.errors import ConfigurationError, DatabaseUnavailable, InputTooLarge, InvalidInput, NotFound
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest import conversation, importing, restore, writes
+from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
 from agent_memory.ingest.rows import MemoryRow, build_rows, check_lengths, check_new_memories, embed_unique
 
 # Re-exported: a queue consumer (IngestFunction) keeps one per batch.
 from agent_memory.ingest.writes import UnflushedWrites as UnflushedWrites
 from agent_memory.manage import edits, pages, queries
+from agent_memory.manage import erasure as erasing
+from agent_memory.manage import usage as usage_queries
 from agent_memory.models import (
     DEFAULT_PAGE,
     MAX_HISTORY,
@@ -58,8 +67,13 @@ from agent_memory.recall.ranking import RecallOptions, rank_candidates
 from agent_memory.schema import reembed as reembedding
 from agent_memory.schema.migrate import prepare_connection
 from agent_memory.schema.setup import MigrateResult, migrate
+from agent_memory.usage import Meter, TenantUsage, UsageLine, UsageReport, UsageRow, metering, usage_totals
 
 logger = logging.getLogger(__name__)
+
+# GET /usage: the default period (days, today included) and the longest one asked at once.
+USAGE_DEFAULT_DAYS = 30
+USAGE_MAX_DAYS = 366
 
 
 def utcnow() -> dt.datetime:
@@ -67,11 +81,16 @@ def utcnow() -> dt.datetime:
 
 
 def _store_rows(
-    conn: Connection, *, rows: list[MemoryRow], restoring: bool, source: str | None
+    conn: Connection,
+    *,
+    rows: list[MemoryRow],
+    restoring: bool,
+    source: str | None,
+    usage: dict[str, list[UsageRow]],
 ) -> list[writes.WriteOutcome]:
     if restoring:
-        return restore.restore_memories(conn, rows, source=source)
-    return writes.upsert_memories(conn, rows)
+        return restore.restore_memories(conn, rows, source=source, usage=usage)
+    return writes.upsert_memories(conn, rows, usage=usage)
 
 
 def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> MemoryRow:
@@ -100,11 +119,13 @@ class MemoryService:
         embedder: Embedder | None = None,
         database: Database | None = None,
         extractor: Extractor | None = None,
+        publisher: Publish | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
         self._database = database
         self._extractor = extractor
+        self._publisher = publisher
         self._reads: ReadRouter | None = None
 
     # ---- lazily built collaborators --------------------------------------------------
@@ -166,6 +187,33 @@ class MemoryService:
     def recall_options(self) -> RecallOptions:
         return RecallOptions.from_settings(self.settings)
 
+    @cached_property
+    def redactor(self) -> Redactor:
+        """The write path's personal-data step (AGENT_MEMORY_PII; off by default)."""
+        return Redactor.from_settings(self.settings)
+
+    @property
+    def publisher(self) -> Publish:
+        """Puts change events on AGENT_MEMORY_EVENT_BUS (built on first use)."""
+        if self._publisher is None:
+            from agent_memory.providers.eventbridge import EventBridgePublisher
+
+            self._publisher = EventBridgePublisher.from_settings(self.settings).publish
+        return self._publisher
+
+    def _usage(self, meter: Meter) -> list[UsageRow]:
+        return meter.rows() if self.settings.usage_metering else []
+
+    def _publish_changes(self, user_id: str | None) -> None:
+        """After a commit: put the changes it queued on the bus. Never fails the write: what is not
+        published now stays in the outbox for the next drain (the next write, or the scheduled one)."""
+        if not self.settings.event_bus:
+            return
+        try:
+            drain_outbox(self.db, self.publisher, user_id=user_id, max_batches=1 if user_id is not None else 5)
+        except Exception:
+            logger.warning("change events not published after commit; the outbox keeps them", exc_info=True)
+
     def close(self) -> None:
         if self._database is not None:
             self._database.close()
@@ -197,19 +245,33 @@ class MemoryService:
         """Store facts for a user in one transaction: embedded in one batch, upserted,
         exact and near duplicates folded into the existing rows. Ids come back in input order."""
         check_new_memories(self.settings, memories)
-        vectors = embed_unique(self.embedder, [m.content for m in memories])
+        with metering() as meter:
+            redacted = self.redactor.apply(memories)
+            kept = redacted.memories
+            vectors = embed_unique(self.embedder, [m.content for m in kept])
         rows, positions = build_rows(
-            [user_id] * len(memories), memories, vectors, project_id=project_id, source=source, observed_at=observed_at
+            [user_id] * len(kept), kept, vectors, project_id=project_id, source=source, observed_at=observed_at
         )
+        meter.add("write", calls=1, items=len(rows))
+        usage = {user_id: self._usage(meter)}
         threshold = self.settings.near_duplicate_threshold
-        outcomes = self.db.run(lambda conn: writes.upsert_memories(conn, rows, near_duplicate_threshold=threshold))
+        outcomes = self.db.run(
+            lambda conn: writes.upsert_memories(conn, rows, near_duplicate_threshold=threshold, usage=usage)
+        )
         created = sum(1 for o in outcomes if o.action == "created")
         logger.info(
             "remembered",
             # "created" is a LogRecord attribute: logging refuses it as an extra key.
             extra={"user_id": user_id, "memories": len(rows), "memories_created": created, "source": source},
         )
-        return StoredIds(ids=[outcomes[p].id for p in positions], created=created, refreshed=len(rows) - created)
+        self._publish_changes(user_id)
+        return StoredIds(
+            ids=[outcomes[p].id for p in positions],
+            created=created,
+            refreshed=len(rows) - created,
+            pii_redacted=redacted.redacted,
+            pii_dropped=redacted.dropped_positions,
+        )
 
     def import_memories(self, lines: Sequence[ImportLine], *, source: str | None = "import") -> StoredIds:
         """Bulk load (many users at once): one embedding pass and one upsert statement per user.
@@ -219,16 +281,17 @@ class MemoryService:
         if not lines:
             return StoredIds(ids=[], created=0, refreshed=0)
         check_lengths(self.settings, lines, "lines")
-        vectors = embed_unique(self.embedder, [line.content for line in lines])
+        with metering() as meter:
+            redacted = self.redactor.apply(lines)
+            kept = redacted.memories
+            vectors = embed_unique(self.embedder, [line.content for line in kept])
         # Lines with an id (an export) are restored as they were; the others are upserted.
-        restored = [i for i, line in enumerate(lines) if line.id is not None]
-        upserted = [i for i, line in enumerate(lines) if line.id is None]
-        ids: list[uuid.UUID | None] = [None] * len(lines)
-        created = refreshed = 0
-        for indexes, restoring in ((upserted, False), (restored, True)):
+        built: list[tuple[list[int], bool, list[MemoryRow], list[int]]] = []
+        for restoring in (False, True):
+            indexes = [i for i, line in enumerate(kept) if (line.id is not None) == restoring]
             if not indexes:
                 continue
-            part = [lines[i] for i in indexes]
+            part = [kept[i] for i in indexes]
             rows, positions = build_rows(
                 [line.user_id for line in part],
                 part,
@@ -240,12 +303,43 @@ class MemoryService:
             if restoring:
                 first = {p: i for i, p in reversed(list(enumerate(positions)))}
                 rows = [_as_restored(row, part[first[n]], source) for n, row in enumerate(rows)]
-            outcomes = self.db.run(partial(_store_rows, rows=rows, restoring=restoring, source=source))
+            built.append((indexes, restoring, rows, positions))
+        # Each user's share of the embedding call is counted once, with their first write.
+        shares = self._shared_usage(meter, [row for *_, rows, _ in built for row in rows])
+        ids: list[uuid.UUID | None] = [None] * len(kept)
+        created = refreshed = 0
+        for indexes, restoring, rows, positions in built:
+            usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
+            outcomes = self.db.run(partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage))
             for i, p in zip(indexes, positions, strict=True):
                 ids[i] = outcomes[p].id
             new = sum(1 for o in outcomes if o.action == "created")
             created, refreshed = created + new, refreshed + len(rows) - new
-        return StoredIds(ids=[i for i in ids if i is not None], created=created, refreshed=refreshed)
+        self._publish_changes(None)
+        return StoredIds(
+            ids=[i for i in ids if i is not None],
+            created=created,
+            refreshed=refreshed,
+            pii_redacted=redacted.redacted,
+            pii_dropped=redacted.dropped_positions,
+        )
+
+    def _shared_usage(self, meter: Meter, rows: Sequence[MemoryRow]) -> dict[str, list[UsageRow]]:
+        """Per user, their share (by characters) of provider calls that served several users at once."""
+        if not self.settings.usage_metering:
+            return {}
+        chars: dict[str, int] = {}
+        items: dict[str, int] = {}
+        for row in rows:
+            chars[row.user_id] = chars.get(row.user_id, 0) + len(row.content)
+            items[row.user_id] = items.get(row.user_id, 0) + 1
+        total = sum(chars.values()) or 1
+        shares: dict[str, list[UsageRow]] = {}
+        for user_id, count in chars.items():
+            part = meter.share(count / total)
+            part.add("write", calls=1, items=items[user_id])
+            shares[user_id] = part.rows()
+        return shares
 
     def import_jsonl(
         self,
@@ -272,15 +366,21 @@ class MemoryService:
         (see :mod:`agent_memory.ingest.conversation`). With ``unflushed`` (one per queue batch),
         the write is committed without waiting for the disk and durable once
         :meth:`flush_writes` has returned for that batch."""
-        return conversation.ingest_conversation(
-            message,
-            settings=self.settings,
-            db=self.db,
-            embedder=self.embedder,
-            extractor=lambda: self.extractor,
-            observed_at=observed_at,
-            unflushed=unflushed,
-        )
+        with metering() as meter:
+            outcome = conversation.ingest_conversation(
+                message,
+                settings=self.settings,
+                db=self.db,
+                embedder=self.embedder,
+                extractor=lambda: self.extractor,
+                observed_at=observed_at,
+                redactor=self.redactor,
+                meter=meter if self.settings.usage_metering else None,
+                unflushed=unflushed,
+            )
+        if outcome.status != "duplicate":
+            self._publish_changes(message.user_id)
+        return outcome
 
     def flush_writes(self, unflushed: UnflushedWrites) -> None:
         """Make a batch's unflushed writes durable: one WAL flush for all of them. Raises
@@ -328,16 +428,23 @@ class MemoryService:
         options: RecallOptions | None = None,
         query_vector: np.ndarray | None = None,
         filters: MemoryFilters | None = None,
+        usage: Meter | None = None,
         consistency: Consistency = "eventual",
     ) -> RecallResult:
         """The memories most relevant to ``query`` for this user, best first, and the prompt block;
         with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
-        the writer when a reader endpoint is configured (see :mod:`agent_memory.db.readers`)."""
+        the writer when a reader endpoint is configured (see :mod:`agent_memory.db.readers`).
+
+        ``usage``: what was already spent for this recall (a batch's share of its embedding call),
+        counted with it."""
         query, limit = self._check_query(query, limit)
         options = options or self.recall_options
         if now is not None and now.tzinfo is None:
             now = now.replace(tzinfo=dt.UTC)
-        vector = self.embedder.embed_query(query) if query_vector is None else query_vector
+        with metering(usage) as meter:
+            vector = self.embedder.embed_query(query) if query_vector is None else query_vector
+        meter.add("recall", calls=1, characters=len(query))
+        used = self._usage(meter)
         scope = Scope(
             user_id,
             project_id,
@@ -347,10 +454,17 @@ class MemoryService:
         )
         k = options.overfetch * limit
         timeout_ms = self.settings.recall_statement_timeout_ms
+        on_reader = self.reads.reader is not None and consistency == "eventual"
+        # The recall's usage count is written by its query itself (one statement), which a
+        # reader cannot run: there the count goes to the writer on its own (one more round trip).
         candidates = self.reads.run(
-            lambda conn: hybrid_candidates(conn, scope, vector, query, k, statement_timeout_ms=timeout_ms),
+            lambda conn: hybrid_candidates(
+                conn, scope, vector, query, k, statement_timeout_ms=timeout_ms, usage=() if on_reader else used
+            ),
             consistency=consistency,
         )
+        if on_reader and used:
+            self.db.run(lambda conn: record_usage(conn, user_id, used))
         chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
         if self.settings.min_score > 0:
             chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
@@ -379,9 +493,12 @@ class MemoryService:
         the InvalidInput that refused it (the others still run)."""
         if not queries:
             return []
-        vectors = self.embedder.embed([q.query.strip() or " " for q in queries])
+        texts = [q.query.strip() or " " for q in queries]
+        with metering() as batch:
+            vectors = self.embedder.embed(texts)
+        total = sum(len(t) for t in texts)
         results: list[RecallResult | InvalidInput] = []
-        for query, vector in zip(queries, vectors, strict=True):
+        for query, text, vector in zip(queries, texts, vectors, strict=True):
             try:
                 results.append(
                     self.recall(
@@ -392,6 +509,7 @@ class MemoryService:
                         now=query.now,
                         query_vector=vector,
                         filters=query.filters,
+                        usage=batch.share(len(text) / total),
                     )
                 )
             except InvalidInput as exc:
@@ -445,6 +563,7 @@ class MemoryService:
         if not values:
             return self.get_memory(user_id, memory_id, consistency="strong")  # as an update would answer
         vector = None
+        used: list[UsageRow] = []
         if "content" in values:
             if len(values["content"]) > self.settings.max_memory_chars:
                 raise InputTooLarge(
@@ -452,14 +571,38 @@ class MemoryService:
                     f"the limit is {self.settings.max_memory_chars}",
                     field="content",
                 )
-            vector = self.embedder.embed([values["content"]])[0]
+            with metering() as meter:
+                self._redact_change(user_id, memory_id, values)
+                vector = self.embedder.embed([values["content"]])[0]
+            meter.add("write", calls=1, items=1)
+            used = self._usage(meter)
         updated: Memory | None = self.db.run(
-            lambda conn: edits.update_memory(conn, user_id, memory_id, values, embedding=vector, source=source)
+            lambda conn: edits.update_memory(
+                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used
+            )
         )
         if updated is None:
             raise NotFound("no memory with this id for this user")
         logger.info("updated", extra={"user_id": user_id, "fields": sorted(values), "source": source})
         return updated
+
+    def _redact_change(self, user_id: str, memory_id: uuid.UUID, values: dict[str, Any]) -> None:
+        """A new content passes the write path's redaction (AGENT_MEMORY_PII) like any other write:
+        placeholders in the text, what was removed in the metadata; refused in drop mode."""
+        if not self.redactor.enabled:
+            return
+        base = values.get("metadata") if "metadata" in values else None
+        redacted = self.redactor.apply([NewMemory(content=values["content"], metadata=base or {})])
+        if not redacted.memories:
+            raise InvalidInput(
+                "content holds personal data this deployment does not store (AGENT_MEMORY_PII)", field="content"
+            )
+        memory = redacted.memories[0]
+        values["content"] = memory.content
+        if redacted.redacted:
+            if "metadata" not in values:
+                base = self.get_memory(user_id, memory_id).metadata
+            values["metadata"] = {**(base or {}), REDACTED_KEY: memory.metadata[REDACTED_KEY]}
 
     def export_memories(
         self,
@@ -489,14 +632,93 @@ class MemoryService:
         """Delete one memory of the user; False when the user has no memory with that id."""
         deleted = bool(self.db.run(lambda conn: queries.delete_memory(conn, user_id, memory_id, source=source)))
         logger.info("forgot", extra={"user_id": user_id, "deleted": int(deleted), "one": True})
+        if deleted:
+            self._publish_changes(user_id)
         return deleted
 
-    def forget_user(self, user_id: str) -> int:
-        """Delete every memory of the user, their history and their message receipts; returns
-        how many memories went."""
-        deleted: int = self.db.run(lambda conn: queries.delete_user(conn, user_id))
-        logger.info("forgot", extra={"user_id": user_id, "deleted": deleted, "one": False})
-        return deleted
+    def forget_user(self, user_id: str, *, requested_by: str = "service") -> ErasureReceipt:
+        """Delete everything stored about the user (memories, history, message receipts, usage,
+        entity links) and return the erasure receipt stored with the deletion, in one transaction
+        (see :mod:`agent_memory.erasure`). ``requested_by``: who asked, for the receipt; never
+        the user's own id."""
+        receipt: ErasureReceipt = self.db.run(
+            lambda conn: erasing.erase_user(conn, user_id, requested_by=requested_by), retry=False
+        )
+        # The receipt's id, not the user's: logs outlive the erasure.
+        logger.info("erased", extra={"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()})
+        self._publish_changes(user_id)
+        return receipt
+
+    def erasure(self, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt:
+        """A stored erasure receipt; with ``user_id`` (a JWT caller), only that user's own."""
+        found: ErasureReceipt | None = self.db.run(lambda conn: erasing.get_receipt(conn, receipt_id, user_id=user_id))
+        if found is None:
+            raise NotFound("no erasure receipt with this id")
+        return found
+
+    def erasures_of(self, user_id: str) -> list[ErasureReceipt]:
+        """Every erasure receipt of this user id, oldest first (matched by the keyed hash)."""
+        found: list[ErasureReceipt] = self.db.run(lambda conn: erasing.receipts_for(conn, user_id))
+        return found
+
+    # ---- usage and change events -----------------------------------------------------
+
+    def usage(self, user_id: str, *, start: dt.date | None = None, end: dt.date | None = None) -> UsageReport:
+        """The user's usage per day, kind and model from ``start`` to ``end`` (UTC days, both
+        included; default the last 30), with its cost at the price table's prices."""
+        start, end = self._usage_period(start, end)
+        found = self.db.run(lambda conn: usage_queries.user_usage(conn, user_id, start, end))
+        lines = [UsageLine(**row, estimated_usd=_cost(row)) for row in found]
+        return UsageReport(
+            user_id=user_id,
+            start=start,
+            end=end,
+            lines=lines,
+            totals=usage_totals(lines),
+            estimated_usd=round(sum(line.estimated_usd for line in lines), 6),
+            prices=f"{costs.DEFAULT_PRICES.region} list prices of {costs.DEFAULT_PRICES.as_of}",
+        )
+
+    def usage_by_user(self, *, start: dt.date | None = None, end: dt.date | None = None) -> list[TenantUsage]:
+        """Every user's totals over the period, most expensive first (maintenance role: the owner's
+        credentials, like purge)."""
+        start, end = self._usage_period(start, end)
+        found = self.db.run(lambda conn: usage_queries.all_usage(conn, start, end))
+        tenants: dict[str, TenantUsage] = {}
+        for row in found:
+            user = row.pop("user_id")
+            tenant = tenants.setdefault(
+                user, TenantUsage(user_id=user, calls={}, input_tokens=0, output_tokens=0, estimated_usd=0.0)
+            )
+            tenant.calls[row["kind"]] = tenant.calls.get(row["kind"], 0) + int(row["calls"])
+            tenant.input_tokens += int(row["input_tokens"])
+            tenant.output_tokens += int(row["output_tokens"])
+            tenant.estimated_usd = round(tenant.estimated_usd + _cost(row), 6)
+        return sorted(tenants.values(), key=lambda t: (-t.estimated_usd, t.user_id))
+
+    @staticmethod
+    def _usage_period(start: dt.date | None, end: dt.date | None) -> tuple[dt.date, dt.date]:
+        end = end or utcnow().date()
+        if start is None:
+            try:
+                start = end - dt.timedelta(days=USAGE_DEFAULT_DAYS - 1)
+            except OverflowError:  # an end in the first days of year 1
+                start = dt.date.min
+        if start > end:
+            raise InvalidInput(f"from ({start}) is after to ({end})", field="from")
+        if (end - start).days >= USAGE_MAX_DAYS:
+            raise InvalidInput(f"at most {USAGE_MAX_DAYS} days at once", field="from")
+        return start, end
+
+    def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:
+        """Publish the change events waiting in the outbox (everyone's by default): the scheduled drain."""
+        if not self.settings.event_bus:
+            raise ConfigurationError("no change events: AGENT_MEMORY_EVENT_BUS is not set")
+        return drain_outbox(self.db, self.publisher, user_id=user_id, max_batches=max_batches)
+
+    def events_status(self, *, user_id: str | None = None) -> OutboxStatus:
+        """How many change events wait in the outbox, since when, and the latest publish error."""
+        return outbox_status(self.db, user_id=user_id)
 
     def history(
         self,
@@ -554,6 +776,7 @@ class MemoryService:
             lambda conn: queries.purge(conn, now=now, superseded_before=now - dt.timedelta(days=days))
         )
         logger.info("purged", extra={"expired": expired, "superseded": superseded})
+        self._publish_changes(None)
         return {"expired": expired, "superseded": superseded}
 
     def similarities(self, text: str, others: Sequence[str]) -> list[float]:
@@ -561,6 +784,22 @@ class MemoryService:
         database): how update on write's guard (supersede_min_similarity) sees a pair."""
         vectors = self.embedder.embed([normalize_content(t) for t in (text, *others)])
         return [float(np.dot(vectors[0], v)) for v in vectors[1:]]
+
+
+def _cost(row: dict[str, Any]) -> float:
+    """One usage row at the price table's prices (see :func:`agent_memory.costs.usage_cost`)."""
+    return round(
+        costs.usage_cost(
+            row["kind"],
+            row["model"],
+            calls=int(row["calls"]),
+            input_tokens=int(row["input_tokens"]),
+            output_tokens=int(row["output_tokens"]),
+            characters=int(row["characters"]),
+            items=int(row["items"]),
+        ),
+        6,
+    )
 
 
 _service: MemoryService | None = None

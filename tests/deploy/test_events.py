@@ -71,5 +71,8 @@ def test_function_answers_its_event_as_the_manifest_says(
         assert cfn_receiver.bodies == [result], "the answer CloudFormation got differs from the return value"
     if isinstance(result, dict) and int(result.get("statusCode", 0)) >= 400:
         # An error answer names the request (the logs' correlation id) and never a traceback.
-        assert json.loads(result["body"])["request_id"] == event["requestContext"]["requestId"]
+        body = json.loads(result["body"])
+        if "jsonrpc" in body:  # /mcp answers JSON-RPC errors; the request id is in error.data
+            body = body["error"]["data"]
+        assert body["request_id"] == event["requestContext"]["requestId"]
         assert "Traceback" not in result["body"]

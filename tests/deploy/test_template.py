@@ -27,6 +27,9 @@ ROUTES = {
     ("PATCH", "/memories/{id}"),
     ("GET", "/memories/export"),
     ("POST", "/conversations"),
+    ("POST", "/mcp"),
+    ("GET", "/usage"),
+    ("GET", "/erasures/{id}"),
 }
 # Unknown paths and wrong methods reach the function too, for its JSON 404/405.
 CATCH_ALL = ("ANY", "/{proxy+}")

@@ -159,6 +159,20 @@ def test_bench_tokens_summary_line(
     assert match and int(match.group(1)) > int(match.group(2)) > 0
 
 
+@pytest.mark.model
+def test_bench_embed_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings, split: Path) -> None:
+    argv = ["bench", "embed", "--memories", str(split / "memories.jsonl"), "--texts", "30", "--queries", "3"]
+    last = summary(capsys, main([*argv, "--repeat", "1", "--batch-size", "8"], settings=settings))
+    assert re.fullmatch(rf"embed backend=numpy texts=30 load_ms=\d+ query_p50_ms={NUMBER} per_s={NUMBER}", last)
+
+
+def test_bench_embed_names_a_missing_file(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    assert main(["bench", "embed", "--memories", str(tmp_path / "none.jsonl")], settings=settings) == 2
+    assert "none.jsonl does not exist (memories)" in capsys.readouterr().err
+
+
 def test_bench_plot_writes_the_png_and_its_numbers(
     capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str, tmp_path: Path
 ) -> None:

@@ -41,8 +41,13 @@ def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Se
     assert code == 0 and {m["content"] for m in listed} == {"Prefers TypeScript", "Uses pnpm"}
     code, (forgot,), _ = run(capsys, settings, "forget", "--user", "u1", "--id", memory["id"])
     assert forgot == {"user_id": "u1", "deleted": 1}
-    code, (forgot,), _ = run(capsys, settings, "forget", "--user", "u1", "--all")
-    assert forgot["deleted"] == 1
+    code, (receipt,), _ = run(capsys, settings, "forget", "--user", "u1", "--all")
+    assert receipt["deleted"]["memories"] == 1 and receipt["requested_by"] == "cli"
+    assert "u1" not in json.dumps(receipt)  # the receipt holds no user id
+    code, (again,), _ = run(capsys, settings, "erasure", receipt["id"])
+    assert code == 0 and again == receipt
+    code, found, _ = run(capsys, settings, "erasure", "--user", "u1")
+    assert code == 0 and found == [receipt]
 
 
 def test_import_skips_bad_lines_with_reasons_and_keeps_the_rest(

@@ -89,7 +89,7 @@ def test_users_never_see_each_others_memories(service: MemoryService) -> None:
     assert all(m.content.startswith("Alice") for m in service.list_memories("alice").memories)
     assert service.forget_memory("alice", __import__("uuid").UUID(bob_id)) is False  # not hers to delete
     assert len(service.list_memories("bob").memories) == 1
-    assert service.forget_user("alice") == 1
+    assert service.forget_user("alice").deleted.memories == 1
     assert len(service.list_memories("bob").memories) == 1
 
 

@@ -61,7 +61,7 @@ def test_a_login_role_of_agent_memory_app_works_and_stays_in_its_lane(database_u
     app = MemoryService(Settings(database_url=app_login_url, embedding_provider="hash"))
     assert [m.content for m in app.recall("bob", "prefers").memories] == ["Bob prefers Go"]
     app.remember("carol", [NewMemory(content="Carol prefers Rust")])
-    assert app.forget_user("alice") == 2
+    assert app.forget_user("alice").deleted.memories == 2
     assert [m.content for m in app.list_memories("bob").memories] == ["Bob prefers Go"]
     with pytest.raises(ConfigurationError) as err:
         app.purge()  # across all users: only the maintenance role may

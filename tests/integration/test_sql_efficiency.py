@@ -4,6 +4,7 @@ vectors go in binary, and recall is planned with its own values even once prepar
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,10 @@ def _round_trips(service: MemoryService, work: Any, tmp_path: Path) -> int:
             work()
         finally:
             conn.pgconn.untrace()
-    directions = [line[0] for line in trace.read_text().splitlines() if line[:1] in ("F", "B")]
+    # A message line is "F<tab>length<tab>type...": a continuation line of a multi-line SQL text or
+    # of a data row (a raw newline in a value) may start with F or B too, and is not a message.
+    message = re.compile(r"^[FB]\t\d+\t")
+    directions = [line[0] for line in trace.read_text().splitlines() if message.match(line)]
     return sum(1 for sent, answer in itertools.pairwise(directions) if (sent, answer) == ("F", "B"))
 
 

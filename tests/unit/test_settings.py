@@ -54,3 +54,20 @@ def test_importing_the_package_does_no_io_and_loads_no_model() -> None:
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert float(result.stdout) < 5
+
+
+def test_the_tenant_settings_read_their_compact_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_PII", "redact,credential=drop")
+    monkeypatch.setenv("AGENT_MEMORY_PII_COMPREHEND_TYPES", "name, address,passport_number")
+    monkeypatch.setenv("AGENT_MEMORY_EVENT_BUS", "")  # what the template passes without a bus
+    settings = Settings()
+    assert settings.pii.mode_for("credential") == "drop" and settings.pii.mode_for("email") == "redact"
+    assert settings.pii_comprehend_types == ("NAME", "ADDRESS", "PASSPORT_NUMBER")
+    assert settings.event_bus is None and settings.usage_metering
+    monkeypatch.setenv("AGENT_MEMORY_PII", "redact,shoe_size=drop")
+    with pytest.raises(ValidationError, match="shoe_size"):
+        Settings()
+    monkeypatch.setenv("AGENT_MEMORY_PII", "off")
+    monkeypatch.setenv("AGENT_MEMORY_PII_COMPREHEND_TYPES", "NAME,SHOE_SIZE")
+    with pytest.raises(ValidationError, match="SHOE_SIZE"):
+        Settings()

@@ -56,7 +56,7 @@ class LatencyRun:
     seed: Stopwatch
     e2e: Stopwatch | None = None
     embed: Stopwatch | None = None
-    torch_threads: int | None = None
+    blas_threads: int | None = None
     load_before: str = ""
     load_after: str = ""
 
@@ -122,18 +122,18 @@ def _article_query(text: str, vector: np.ndarray, limit: int) -> Callable[[Conne
 
 
 def time_end_to_end(
-    bench: MemoryService, queries: Sequence[tuple[str, str]], *, limit: int, torch_threads: int | None = None
+    bench: MemoryService, queries: Sequence[tuple[str, str]], *, limit: int, blas_threads: int | None = None
 ) -> tuple[Stopwatch, Stopwatch, int]:
     """Recall with the local model embedding each query inside the timed span;
-    (total, embedding only, torch's intra-op threads)."""
-    import torch
+    (total, embedding only, BLAS threads per matrix product)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from agent_memory.embeddings.local import LocalEmbedder
 
-    if torch_threads:
-        torch.set_num_threads(torch_threads)
     model = LocalEmbedder()
-    model.warm_up()
+    model.warm_up()  # sets one BLAS thread (see NumpyModel); --blas-threads overrides it after
+    if blas_threads:
+        threadpool_limits(limits=blas_threads, user_api="blas")
     total, embed = Stopwatch(), Stopwatch()
     for user, text in queries[:WARM_UP]:
         bench.recall(user, text, limit=limit, query_vector=model.embed_query(text))
@@ -143,7 +143,8 @@ def time_end_to_end(
                 vector = model.embed_query(text)
             bench.recall(user, text, limit=limit, query_vector=vector)
     say(f"  end to end: p50 {total.p50:.1f} ms, p95 {total.p95:.1f} ms")
-    return total, embed, torch.get_num_threads()
+    threads = max((int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"), default=1)
+    return total, embed, threads
 
 
 def measure(
@@ -158,7 +159,7 @@ def measure(
     limit: int = 10,
     end_to_end: bool = False,
     seed_queries: int | None = None,
-    torch_threads: int | None = None,
+    blas_threads: int | None = None,
     seed: int = 7,
 ) -> LatencyRun:
     """Load a fresh database and time recall on it; the database is dropped afterwards."""
@@ -179,8 +180,8 @@ def measure(
             if dimension != 384:
                 say("  end to end skipped: the local model's vectors have 384 dimensions")
             else:
-                run.e2e, run.embed, run.torch_threads = time_end_to_end(
-                    bench, asked, limit=limit, torch_threads=torch_threads
+                run.e2e, run.embed, run.blas_threads = time_end_to_end(
+                    bench, asked, limit=limit, blas_threads=blas_threads
                 )
         run.load_before, run.load_after = load_before, load_average()
         return run
@@ -208,7 +209,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
             limit=args.limit,
             end_to_end=not args.no_end_to_end,
             seed_queries=args.seed_queries,
-            torch_threads=args.torch_threads,
+            blas_threads=args.blas_threads,
         )
     print(f"database: {database}")
     print(f"machine: {result.load_before} before timing, {result.load_after} after")
@@ -241,7 +242,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
                 _ms(result.e2e.p50),
                 _ms(result.e2e.p95),
                 f"all-MiniLM-L6-v2 query embedding p50 {result.embed.p50:.1f} ms, "
-                f"p95 {result.embed.p95:.1f} ms ({result.torch_threads} torch threads)",
+                f"p95 {result.embed.p95:.1f} ms (BLAS threads: {result.blas_threads})",
             ]
         )
     print_table(["path", "queries", "p50 ms", "p95 ms", "what"], rows)
@@ -268,7 +269,9 @@ def register(sub: Any) -> None:
     p.add_argument("--vectors", choices=["hash", "random"], default="hash", help="hash embeddings (default) or random")
     p.add_argument("--limit", type=int, default=10, help="memories per recall (default 10)")
     p.add_argument("--seed-queries", type=int, help="time the article's query on only the first N queries")
-    p.add_argument("--no-end-to-end", action="store_true", help="skip the local model (no torch)")
-    p.add_argument("--torch-threads", type=int, help="torch intra-op threads for the end-to-end run (default torch's)")
+    p.add_argument("--no-end-to-end", action="store_true", help="skip the local model")
+    p.add_argument(
+        "--blas-threads", type=int, help="BLAS threads per matrix product for the end-to-end run (default 1)"
+    )
     add_database_arguments(p)
     p.set_defaults(func=run)

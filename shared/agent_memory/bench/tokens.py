@@ -61,14 +61,13 @@ class TokenCounter:
     def __init__(self) -> None:
         from agent_memory.embeddings.local import LocalEmbedder
 
-        self.tokenizer = LocalEmbedder().tokenizer()
+        self.embedder = LocalEmbedder()
 
     def count(self, text: str) -> int:
         lines = [line for line in text.split("\n") if line.strip()]
         if not lines:
             return 0
-        encoded = self.tokenizer(lines, add_special_tokens=False)["input_ids"]
-        return sum(len(ids) for ids in encoded)
+        return sum(self.embedder.count_tokens(lines))
 
 
 def run(service: MemoryService, args: argparse.Namespace) -> int:

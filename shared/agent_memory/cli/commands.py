@@ -152,7 +152,7 @@ def cmd_forget(service: MemoryService, args: argparse.Namespace) -> int:
         return EXIT_OK if deleted else EXIT_ERROR
     if not args.all:
         raise InvalidInput("forget needs --id ID, or --all to delete every memory of the user")
-    emit({"user_id": args.user, "deleted": service.forget_user(args.user)})
+    emit(service.forget_user(args.user, requested_by=args.by))
     return EXIT_OK
 
 

@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
+from agent_memory.bench import HELP as BENCH_HELP
 from agent_memory.bench import register as register_bench
-from agent_memory.cli import serve
+from agent_memory.cli import mcp as mcp_command
+from agent_memory.cli import serve, tenant
 from agent_memory.cli.commands import (
     EXIT_ERROR,
     EXIT_OK,
@@ -44,7 +46,8 @@ from agent_memory.service import MemoryService
 EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
+    """The whole command line; the benchmarks' options (and modules) only when ``command`` is ``bench``."""
     parser = argparse.ArgumentParser(
         prog="agent-memory",
         description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
@@ -121,10 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", help="a JSON message or JSON Lines of them ('-' for stdin)")
 
-    p = add("forget", cmd_forget, "delete one memory (--id) or all of a user's (--all)")
+    p = add("forget", cmd_forget, "delete one memory (--id) or everything of a user's (--all: prints the receipt)")
     p.add_argument("--user", required=True)
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
+    p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
 
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)
@@ -170,8 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
 
     serve.register(add)
+    mcp_command.register(add)
+    tenant.register(add)
 
-    register_bench(sub)
+    if command == "bench":
+        register_bench(sub)
+    else:  # listed in --help all the same
+        sub.add_parser("bench", help=BENCH_HELP)
     return parser
 
 
@@ -185,6 +194,11 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--created-before", type=parse_time, help="created before this ISO time")
 
 
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: its first word that is no option (the top-level options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def configure_logging(verbose: bool, level_name: str) -> None:
     level = logging.DEBUG if verbose else logging.getLevelName(level_name)
     logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
@@ -193,7 +207,8 @@ def configure_logging(verbose: bool, level_name: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(command_of(argv)).parse_args(argv)
     try:
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from agent_memory.cli.output import emit
 from agent_memory.errors import AgentMemoryError
-from agent_memory.local.server import LocalApi, is_loopback, make_server, openapi_document
 from agent_memory.service import MemoryService, set_service
 
 logger = logging.getLogger("agent_memory.serve")
@@ -28,6 +27,9 @@ def _warm_up(service: MemoryService) -> None:
 
 
 def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
+    # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
+    from agent_memory.local.server import LocalApi, is_loopback, make_server
+
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     if not args.no_docs:
         # GET /openapi.json and /docs on the local server (off by default in AWS).
@@ -67,6 +69,8 @@ def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def cmd_openapi(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory.local.server import openapi_document
+
     document = openapi_document(Path(args.template))
     if args.out:
         Path(args.out).write_text(document + "\n", encoding="utf-8")

@@ -15,6 +15,7 @@ from agent_memory.client import calls
 from agent_memory.client.calls import Auth, Call
 from agent_memory.client.http import Filters, MemoryList, check_url
 from agent_memory.errors import NotFound
+from agent_memory.http.schemas import ErasureReceipt, UsageReport
 from agent_memory.models import (
     MAX_PAGE,
     ChatMessage,
@@ -157,8 +158,16 @@ class AsyncMemoryClient:
     async def forget_memory(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> bool:
         return await self._run(calls.forget_memory(memory_id, user_id=user_id))
 
-    async def forget_user(self, user_id: str) -> None:
-        await self._run(calls.forget_user(user_id))
+    async def forget_user(self, user_id: str) -> ErasureReceipt:
+        return await self._run(calls.forget_user(user_id))
+
+    async def erasure(self, erasure_id: uuid.UUID | str) -> ErasureReceipt:
+        return await self._run(calls.erasure(erasure_id))
+
+    async def usage(
+        self, *, user_id: str | None = None, start: dt.date | None = None, end: dt.date | None = None
+    ) -> UsageReport:
+        return await self._run(calls.usage(user_id=user_id, start=start, end=end))
 
     async def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         return await self._run(calls.history(memory_id, user_id=user_id))

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from agent_memory.client.common import region_from_host, without_none
 from agent_memory.client.errors import error_from_answer
 from agent_memory.errors import AgentMemoryError, ConfigurationError, InvalidInput, NotFound, ServiceUnavailable
-from agent_memory.http.schemas import MemoryHistory
+from agent_memory.http.schemas import ErasureReceipt, MemoryHistory, UsageReport
 from agent_memory.models import (
     ChatMessage,
     ConversationEnded,
@@ -254,8 +254,18 @@ def forget_memory(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[bo
     return Call("DELETE", path, _true, params=without_none(user_id=user_id), missing=False)
 
 
-def forget_user(user_id: str) -> Call[None]:
-    return Call("DELETE", "/memories", _nothing, params={"user_id": user_id})
+def forget_user(user_id: str) -> Call[ErasureReceipt]:
+    return Call("DELETE", "/memories", parser(ErasureReceipt), params={"user_id": user_id})
+
+
+def erasure(erasure_id: uuid.UUID | str) -> Call[ErasureReceipt]:
+    return Call("GET", f"/erasures/{_id(erasure_id)}", parser(ErasureReceipt))
+
+
+def usage(*, user_id: str | None, start: dt.date | None, end: dt.date | None) -> Call[UsageReport]:
+    return Call(
+        "GET", "/usage", parser(UsageReport), params=without_none(user_id=user_id, **{"from": start, "to": end})
+    )
 
 
 def history(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[list[MemoryEvent]]:

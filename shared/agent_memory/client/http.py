@@ -19,6 +19,7 @@ from tenacity import Retrying
 from agent_memory.client import calls
 from agent_memory.client.calls import Auth, Call
 from agent_memory.errors import ConfigurationError, NotFound
+from agent_memory.http.schemas import ErasureReceipt, UsageReport
 from agent_memory.models import (
     MAX_PAGE,
     ChatMessage,
@@ -207,9 +208,21 @@ class MemoryClient:
         """Delete one memory; False when the user has no memory with that id."""
         return self._run(calls.forget_memory(memory_id, user_id=user_id))
 
-    def forget_user(self, user_id: str) -> None:
-        """Delete every memory of the user, with their history (``user_id`` is required, also with a JWT)."""
-        self._run(calls.forget_user(user_id))
+    def forget_user(self, user_id: str) -> ErasureReceipt:
+        """Delete everything stored about the user (``user_id`` is required, also with a JWT); the
+        erasure receipt (counts, time, requester; the user only as a keyed hash), kept by the service."""
+        return self._run(calls.forget_user(user_id))
+
+    def erasure(self, erasure_id: uuid.UUID | str) -> ErasureReceipt:
+        """A stored erasure receipt (NotFound if none; with a JWT, only the caller's own)."""
+        return self._run(calls.erasure(erasure_id))
+
+    def usage(
+        self, *, user_id: str | None = None, start: dt.date | None = None, end: dt.date | None = None
+    ) -> UsageReport:
+        """The user's usage per UTC day (recalls, conversations, writes, provider calls and tokens)
+        from ``start`` to ``end`` (both included; default the last 30 days) and its estimated cost."""
+        return self._run(calls.usage(user_id=user_id, start=start, end=end))
 
     def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""

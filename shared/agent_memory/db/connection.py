@@ -103,11 +103,14 @@ class VectorSchema:
 
 class AppConnection(psycopg.Connection[Any]):
     """The service's connections: psycopg's, plus whether transactions may be pipelined on them
-    (``AGENT_MEMORY_DB_PIPELINE``) and the vector column they use (None: not checked, as on the
-    plain connections tests and administration open)."""
+    (``AGENT_MEMORY_DB_PIPELINE``), the vector column they use (None: not checked, as on the
+    plain connections tests and administration open) and whether their writes emit change events
+    (``AGENT_MEMORY_EVENT_BUS``)."""
 
     pipeline_transactions: bool = True
     vector_schema: VectorSchema | None = None
+    # What the change outbox records of this connection's writes: "ids", "content", or None (nothing).
+    change_events: str | None = None
 
 
 def vector_schema_of(conn: Connection) -> VectorSchema | None:
@@ -157,6 +160,8 @@ class Database:
                 f"cannot connect to {describe_target(self.settings)}: {str(exc).strip().splitlines()[0]}"
             ) from exc
         conn.pipeline_transactions = self.settings.db_pipeline
+        if self.settings.event_bus:
+            conn.change_events = "content" if self.settings.event_content else "ids"
         if not self.settings.db_prepared_statements:
             conn.prepare_threshold = None  # never PREPARE: RDS Proxy would pin this session
         try:

@@ -66,6 +66,10 @@ def user_transaction(
     ends; use RETURNING and fetch when the block needs to know what a statement did.
     """
     schema = vector_schema_of(conn) if vectors else None
+    events = getattr(conn, "change_events", None)
+    if events:
+        # The outbox trigger (migration 0009) records this transaction's changes only when told to.
+        settings = {**(settings or {}), "agent_memory.outbox": events}
     query, values = _begin(user_id, source=source, reason=reason, lock=lock, settings=settings, schema=schema)
     with pipelined_transaction(conn):
         _check_schema(conn.execute(query, values).fetchone(), schema)
@@ -182,8 +186,11 @@ def read_as_user(
 
 
 @contextlib.contextmanager
-def maintenance_transaction(conn: Connection, *, source: str, reason: str | None = None) -> Iterator[Connection]:
-    """A transaction across all users (purge, re-embedding) as agent_memory_maintenance."""
+def maintenance_transaction(
+    conn: Connection, *, source: str, reason: str | None = None, events: bool = False
+) -> Iterator[Connection]:
+    """A transaction across all users (purge, re-embedding) as agent_memory_maintenance; with
+    ``events``, its changes go to the change outbox when the connection publishes them."""
     with conn.transaction():
         try:
             conn.execute("SET LOCAL ROLE agent_memory_maintenance")
@@ -194,7 +201,8 @@ def maintenance_transaction(conn: Connection, *, source: str, reason: str | None
             ) from exc
         conn.execute(
             "SELECT set_config('agent_memory.change_source', %s, true), "
-            "set_config('agent_memory.change_reason', %s, true)",
-            [source, reason or ""],
+            "set_config('agent_memory.change_reason', %s, true), "
+            "set_config('agent_memory.outbox', %s, true)",
+            [source, reason or "", (getattr(conn, "change_events", None) or "") if events else ""],
         )
         yield conn

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.errors import ProviderError
+from agent_memory.usage import record_usage
 
 Vectors = npt.NDArray[np.float32]
 
@@ -34,6 +35,9 @@ class Embedder(ABC):
     model: str
     dimension: int
     batch_size: int = 64
+    # Texts per provider request, for the usage count: None = a batch in one request (OpenAI,
+    # a local model), 1 = one request per text (Titan).
+    texts_per_request: int | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -43,7 +47,9 @@ class Embedder(ABC):
         """Embed many texts in as few provider calls as the batch size allows."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        parts = [self._embed_batch(list(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)]
+        parts = self._embed_batches(
+            [list(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        )
         matrix = np.asarray(np.vstack(parts), dtype=np.float32)
         if matrix.shape != (len(texts), self.dimension):
             raise ProviderError(
@@ -52,12 +58,20 @@ class Embedder(ABC):
             )
         if not np.isfinite(matrix).all():  # normalising would silently turn such a row into zeros
             raise ProviderError(self.provider, f"model {self.model} returned a vector with NaN or infinite values")
+        calls = len(parts) if self.texts_per_request is None else -(-len(texts) // self.texts_per_request)
+        record_usage(
+            "embedding", self.fingerprint, calls=calls, characters=sum(len(t) for t in texts), items=len(texts)
+        )
         return normalize_rows(matrix)
 
     def embed_query(self, text: str) -> Vectors:
         """One query vector (1-D). Symmetric models embed queries like documents."""
         row: Vectors = self.embed([text])[0]
         return row
+
+    def _embed_batches(self, batches: list[list[str]]) -> list[npt.ArrayLike]:
+        """Raw vectors of each batch, in order; one after the other unless a provider overrides it."""
+        return [self._embed_batch(batch) for batch in batches]
 
     @abstractmethod
     def _embed_batch(self, texts: list[str]) -> npt.ArrayLike:

@@ -19,6 +19,7 @@ from agent_memory.embeddings.base import Embedder
 from agent_memory.errors import ConfigurationError, ProviderError
 from agent_memory.providers.bedrock import bedrock_runtime_client, call_bedrock
 from agent_memory.providers.retry import RetryPolicy
+from agent_memory.usage import record_usage
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
@@ -28,6 +29,7 @@ PROVIDER = "bedrock embeddings"
 
 class BedrockEmbedder(Embedder):
     provider = "bedrock"
+    texts_per_request = 1
 
     def __init__(
         self,
@@ -59,7 +61,8 @@ class BedrockEmbedder(Embedder):
             retry=RetryPolicy.from_settings(settings),
         )
 
-    def _embed_one(self, text: str, deadline: float) -> npt.NDArray[np.float32]:
+    def _embed_one(self, text: str, deadline: float) -> tuple[npt.NDArray[np.float32], int]:
+        """The text's vector and the input tokens Titan counted (0 if it did not say)."""
         body = json.dumps({"inputText": text, "dimensions": self.dimension, "normalize": True})
 
         def request() -> bytes:
@@ -78,15 +81,20 @@ class BedrockEmbedder(Embedder):
             raise ProviderError(
                 PROVIDER, f"{self.model} returned a vector of shape {vector.shape}, not ({self.dimension},)"
             )
-        return vector
+        tokens = payload.get("inputTextTokenCount")
+        return vector, tokens if isinstance(tokens, int) and tokens > 0 else 0
 
     def _embed_batch(self, texts: list[str]) -> npt.ArrayLike:
         deadline = self._retry.deadline()
         if len(texts) == 1:
-            return self._embed_one(texts[0], deadline)[None, :]
-        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(texts)))
-        try:
-            futures = [pool.submit(self._embed_one, text, deadline) for text in texts]
-            return np.vstack([future.result() for future in futures])
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)  # after a failure, the texts not yet sent never are
+            results = [self._embed_one(texts[0], deadline)]
+        else:
+            pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CALLS, len(texts)))
+            try:
+                futures = [pool.submit(self._embed_one, text, deadline) for text in texts]
+                results = [future.result() for future in futures]
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)  # after a failure, the texts not yet sent never are
+        # Counted here, on the caller's thread: the meter is a context variable the pool's threads lack.
+        record_usage("embedding", self.fingerprint, input_tokens=sum(tokens for _, tokens in results))
+        return np.vstack([vector for vector, _ in results])

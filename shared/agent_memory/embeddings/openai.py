@@ -21,6 +21,7 @@ from agent_memory.embeddings.base import Embedder
 from agent_memory.errors import ConfigurationError, ProviderError
 from agent_memory.providers.aws import openai_api_key
 from agent_memory.providers.http import OpenAICompatClient
+from agent_memory.usage import record_usage
 
 DEFAULT_MODEL = "text-embedding-3-small"
 # Output sizes when no "dimensions" is requested.
@@ -88,6 +89,11 @@ class OpenAIEmbedder(Embedder):
             raise self._error("returned items without a numeric 'embedding' of one size") from exc
         if vectors.shape != (len(texts), self.dimension):
             raise self._error(f"returned vectors of shape {vectors.shape[1:]}, expected ({self.dimension},)")
+        usage = body.get("usage")
+        if isinstance(usage, dict):
+            tokens = usage.get("prompt_tokens", usage.get("total_tokens"))
+            if isinstance(tokens, int) and tokens > 0:
+                record_usage("embedding", self.fingerprint, input_tokens=tokens)
         return vectors
 
     def _error(self, problem: str) -> ProviderError:

@@ -15,6 +15,7 @@ from agent_memory.errors import ProviderError
 from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from agent_memory.providers.bedrock import bedrock_runtime_client, call_bedrock
 from agent_memory.providers.retry import RetryPolicy
+from agent_memory.usage import record_usage
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,15 @@ class BedrockConverseExtractor(LLMExtractor):
             )
 
         response = call_bedrock(self._retry, PROVIDER, self.model, request)
+        usage = response.get("usage") or {}
+        record_usage(
+            "llm",
+            self.fingerprint,
+            calls=1,
+            input_tokens=_count(usage.get("inputTokens")),
+            output_tokens=_count(usage.get("outputTokens")),
+            characters=len(system) + len(user),
+        )
         content = ((response.get("output") or {}).get("message") or {}).get("content") or []
         texts = [block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
         if not texts:
@@ -65,3 +75,8 @@ class BedrockConverseExtractor(LLMExtractor):
         if response.get("stopReason") == "max_tokens":
             logger.warning("extraction answer cut at maxTokens=%d; keeping its complete items", self.max_tokens)
         return "".join(texts)
+
+
+def _count(value: Any) -> int:
+    """A token count as Bedrock reported it; 0 when it reported none."""
+    return value if isinstance(value, int) and value > 0 else 0

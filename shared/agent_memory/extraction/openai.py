@@ -20,6 +20,7 @@ from agent_memory.errors import ProviderError
 from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from agent_memory.providers.aws import llm_api_key
 from agent_memory.providers.http import OpenAICompatClient
+from agent_memory.usage import record_usage
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,16 @@ class OpenAIChatExtractor(LLMExtractor):
         if self.json_mode:
             payload["response_format"] = {"type": "json_object"}
         body = self._client.post_json("chat/completions", payload)
+        usage = body.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        record_usage(
+            "llm",
+            self.fingerprint,
+            calls=1,
+            input_tokens=_count(usage.get("prompt_tokens")),
+            output_tokens=_count(usage.get("completion_tokens")),
+            characters=len(system) + len(user),
+        )
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ProviderError("openai chat", f"{self.model}: the response has no choices")
@@ -68,3 +79,8 @@ class OpenAIChatExtractor(LLMExtractor):
         if choices[0].get("finish_reason") == "length":
             logger.warning("extraction answer cut at max_tokens=%d; keeping its complete items", self.max_tokens)
         return content
+
+
+def _count(value: Any) -> int:
+    """A token count as the provider reported it; 0 when it reported none."""
+    return value if isinstance(value, int) and value > 0 else 0

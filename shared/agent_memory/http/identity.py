@@ -24,3 +24,14 @@ def caller_user_id(claims: Mapping[str, Any] | None, requested: str | None) -> s
     if requested is None:
         raise InvalidInput("user_id is required (the request carries no JWT identity)", field="user_id")
     return requested
+
+
+def requester(claims: Mapping[str, Any] | None, iam_arn: str | None) -> str:
+    """Who asked, as an erasure receipt records it: "user" (with their own token: never their id,
+    which the receipt must not hold), the IAM principal that signed the request, or "api" (a
+    local server without authentication)."""
+    if claims:
+        return "user"
+    if iam_arn:
+        return iam_arn
+    return "api"

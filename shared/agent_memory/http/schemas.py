@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+# The answers of erasures (DELETE /memories?user_id=, GET /erasures/{id}) and of GET /usage, for the
+# handler and the client (re-exported: the handler imports the API's models from here).
+from agent_memory.erasure import ErasureCounts as ErasureCounts
+from agent_memory.erasure import ErasureReceipt as ErasureReceipt
 from agent_memory.errors import InvalidInput
 from agent_memory.models import (
     MAX_RECALL_LIMIT,
@@ -25,6 +29,8 @@ from agent_memory.models import (
     WireModel,
     describe_errors,
 )
+from agent_memory.usage import UsageLine as UsageLine
+from agent_memory.usage import UsageReport as UsageReport
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse

@@ -1,7 +1,8 @@
 """One "conversation ended" message into memories: check, extract, embed, resolve updates, write.
 
 The client's ``memories`` are stored as given; ``messages`` go through the configured extractor
-first (outside any transaction: an LLM call never holds one open). An LLM extractor is shown the
+first (outside any transaction: an LLM call never holds one open). Both then pass the redaction
+step (:mod:`agent_memory.ingest.redaction`) before anything is embedded. An LLM extractor is shown the
 user's most related memories and may mark a fact as restating one (refreshed, nothing new
 stored) or replacing some (superseded by the new memory); see
 :mod:`agent_memory.extraction.updates` for the guards. The memories are embedded in one batch
@@ -26,8 +27,10 @@ from agent_memory.errors import InputTooLarge
 from agent_memory.extraction import ExistingMemory, ExtractedMemory, Extractor
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest import writes
+from agent_memory.ingest.redaction import Redactor
 from agent_memory.ingest.rows import MemoryRow, build_rows, check_new_memories, embed_unique
 from agent_memory.models import ConversationEnded, IngestOutcome
+from agent_memory.usage import Meter
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +67,14 @@ def ingest_conversation(
     embedder: Embedder,
     extractor: Callable[[], Extractor],
     observed_at: dt.datetime | None = None,
+    redactor: Redactor | None = None,
+    meter: Meter | None = None,
     unflushed: writes.UnflushedWrites | None = None,
 ) -> IngestOutcome:
     """Turn one message into memories: all of them or none (see the module's docstring).
+
+    ``meter``: the provider calls made for this message so far, counted with the conversation
+    in the user's usage by the write's transaction (None: no usage is recorded).
 
     ``conversation_id`` becomes each memory's source (and the source in the history); the
     time of the facts is ``ended_at``, else ``observed_at`` (the handler passes the SQS
@@ -98,12 +106,18 @@ def ingest_conversation(
         fingerprint = chosen.fingerprint
     memories = [*message.memories, *(f.to_new_memory(fingerprint) for f in facts)]
     outcome.provided, outcome.extracted = len(message.memories), len(facts)
+    provided = len(message.memories)
+    if redactor is not None and redactor.enabled:
+        redacted = redactor.apply(memories)
+        facts = [f for j, f in enumerate(facts) if redacted.positions[provided + j] is not None]
+        provided = sum(1 for p in redacted.positions[:provided] if p is not None)
+        memories = redacted.memories
+        outcome.pii_redacted, outcome.pii_dropped = redacted.redacted, redacted.dropped
     rows: list[MemoryRow] = []
     positions: list[int] = []
     updates = writes.Updates(project_id=message.project_id)
     if memories:
         vectors = embed_unique(embedder, [m.content for m in memories])
-        provided = len(message.memories)
         resolved = [FactUpdate()] * provided + resolve_updates(
             facts, vectors[provided:], shown, min_similarity=settings.supersede_min_similarity
         )
@@ -119,6 +133,9 @@ def ingest_conversation(
         updates = _updates_by_row(resolved, positions, project_id=message.project_id)
         outcome.updates_ignored = sum(u.ignored for u in resolved)
     threshold = settings.near_duplicate_threshold
+    if meter is not None:
+        meter.add("conversation", calls=1, items=len(rows))
+    usage = meter.rows() if meter is not None else []
     written = db.run(
         lambda conn: writes.ingest_message(
             conn,
@@ -128,6 +145,7 @@ def ingest_conversation(
             conversation_id=source,
             near_duplicate_threshold=threshold,
             updates=updates,
+            usage=usage,
             unflushed=unflushed,
         )
     )

@@ -4,16 +4,18 @@ source and supersession; a line whose id another user's memory has is refused, n
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from agent_memory.db.connection import Connection
 from agent_memory.db.transactions import user_transaction
+from agent_memory.db.usage import add_usage
 from agent_memory.errors import InvalidInput
 from agent_memory.ingest.rows import MemoryRow
 from agent_memory.ingest.writes import WriteOutcome
+from agent_memory.usage import UsageRow
 
 # ON CONFLICT DO NOTHING covers both keys: the id (whoever has it: uniqueness is checked past
 # row-level security, so another user's row is never touched) and the fact key.
@@ -61,8 +63,15 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
     }
 
 
-def restore_memories(conn: Connection, rows: Sequence[MemoryRow], *, source: str | None) -> list[WriteOutcome]:
+def restore_memories(
+    conn: Connection,
+    rows: Sequence[MemoryRow],
+    *,
+    source: str | None,
+    usage: Mapping[str, Sequence[UsageRow]] | None = None,
+) -> list[WriteOutcome]:
     """Insert rows that carry their id, one transaction per user; outcomes in input order.
+    ``usage``: per user, the counts the restore adds to the user's usage, in the same transaction.
 
     A row whose id or fact key the user already has changes nothing and answers with that
     memory ("refreshed": importing the same export twice is a no-op). A row whose id belongs to
@@ -77,6 +86,7 @@ def restore_memories(conn: Connection, rows: Sequence[MemoryRow], *, source: str
     for user_id, indexes in by_user.items():
         batch = [rows[i] for i in indexes]
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
+            add_usage(conn, user_id, (usage or {}).get(user_id, ()))
             inserted = {r[0] for r in conn.execute(_RESTORE, _params(batch)).fetchall()}
             skipped = [i for i in indexes if rows[i].id not in inserted]
             existing: dict[Any, uuid.UUID] = {}

@@ -22,9 +22,11 @@ from psycopg.types.json import Jsonb
 from agent_memory.db.connection import Connection, vector_column, vector_schema_of
 from agent_memory.db.scope import Scope, scope_filter, scope_params
 from agent_memory.db.transactions import pipelined_transaction, read_as_user, user_transaction
+from agent_memory.db.usage import add_usage
 from agent_memory.errors import SchemaMismatch
 from agent_memory.extraction.records import ExistingMemory
 from agent_memory.ingest.rows import MemoryRow
+from agent_memory.usage import UsageRow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,8 +139,11 @@ def upsert_memories(
     *,
     near_duplicate_threshold: float | None = None,
     exact_only: Collection[int] = (),
+    usage: Mapping[str, Sequence[UsageRow]] | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
+
+    ``usage``: per user, the counts the write adds to the user's usage, in the same transaction.
 
     Exact duplicates (same user, project and normalised content) refresh the existing row.
     With a threshold, a row whose nearest live neighbour in the same scope is at least that
@@ -159,6 +164,7 @@ def upsert_memories(
         source = sources.pop() if len(sources) == 1 else None
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
             _write_rows(conn, user_id, rows, indexes, outcomes, near_duplicate_threshold, exact_only)
+            add_usage(conn, user_id, (usage or {}).get(user_id, ()))
     return [outcomes[i] for i in range(len(rows))]
 
 
@@ -303,6 +309,7 @@ def ingest_message(
     conversation_id: str | None = None,
     near_duplicate_threshold: float | None = None,
     updates: Updates | None = None,
+    usage: Sequence[UsageRow] = (),
     unflushed: UnflushedWrites | None = None,
 ) -> IngestWrite | None:
     """Write one ingest message's memories, its updates (restatements refreshed, replaced
@@ -310,6 +317,8 @@ def ingest_message(
 
     None (and no change) when the message was already written: concurrent deliveries of the
     same message serialise on the user's lock, and the second finds the first's receipt.
+    ``usage`` (what the message's extraction and embedding used) is counted either way: a
+    concurrent delivery that lost the race still made its provider calls.
 
     With ``unflushed``, the commit does not wait for the WAL flush (``synchronous_commit = off``,
     this transaction only): the write is visible at once, and durable once :func:`flush_writes`
@@ -323,12 +332,13 @@ def ingest_message(
     # statement whose result is needed.
     deferred = None if unflushed is None else {"synchronous_commit": "off"}
     with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred):
-        found = conn.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash}).fetchone()
-        assert found is not None
-        written_before, server_started = found
+        receipt = conn.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash}).fetchone()
+        assert receipt is not None
+        written_before, server_started = receipt
         if unflushed is not None:
             unflushed.add(server_started)
         if written_before:
+            add_usage(conn, user_id, [u for u in usage if u.kind != "conversation"])
             return None
         targets = updates.targets
         live: set[uuid.UUID] = set()
@@ -352,6 +362,7 @@ def ingest_message(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
         )
+        add_usage(conn, user_id, usage)
     return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live), server_started)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,9 +15,11 @@ from psycopg.types.json import Jsonb
 
 from agent_memory.db.connection import Connection, vector_column, vector_schema_of
 from agent_memory.db.transactions import read_as_user, user_transaction
+from agent_memory.db.usage import add_usage
 from agent_memory.errors import Conflict, SchemaMismatch
 from agent_memory.manage.queries import MEMORY_COLUMNS
 from agent_memory.models import Memory, MemoryEvent, content_hash
+from agent_memory.usage import UsageRow
 
 _GET = f"SELECT {MEMORY_COLUMNS} FROM user_memories WHERE user_id = %(user_id)s AND id = %(id)s"
 
@@ -61,18 +64,21 @@ def update_memory(
     *,
     embedding: np.ndarray | None = None,
     source: str | None = None,
+    usage: Sequence[UsageRow] = (),
 ) -> Memory | None:
     """Apply ``changes`` (column -> new value; a new content needs its ``embedding``) to the
     user's memory; the memory as it now is, or None when the user has none with that id.
 
     In the user's locked transaction, so no other write of the user slips between the check
     for a clash and the update. Raises Conflict (field ``content``) when another memory of the
-    same scope already states the new content.
+    same scope already states the new content. ``usage`` (the new content's embedding) is counted
+    in the same transaction.
     """
     params: dict[str, Any] = {"user_id": user_id, "id": memory_id, **changes}
     if "metadata" in changes:
         params["metadata"] = Jsonb(changes["metadata"])
     with user_transaction(conn, user_id, source=source, reason="updated", lock=True, vectors="content" in changes):
+        add_usage(conn, user_id, usage)
         if "content" in changes:
             if embedding is None:
                 raise ValueError("a new content needs its embedding")

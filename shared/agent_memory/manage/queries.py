@@ -1,4 +1,5 @@
-"""The SQL behind what users and operators do with stored memories: list, history, forget, purge."""
+"""The SQL behind what users and operators do with stored memories: list, history, forget, purge
+(forgetting a whole user, with its receipt, is :mod:`.erasure`)."""
 
 from __future__ import annotations
 
@@ -37,16 +38,6 @@ def list_memories(
         return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
 
 
-def delete_user(conn: Connection, user_id: str) -> int:
-    """Forget every memory of the user, and their history; returns how many memories went."""
-    with user_transaction(conn, user_id, reason="forget_user"):
-        cur = conn.execute("DELETE FROM user_memories WHERE user_id = %s", [user_id])
-        conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
-        # Forgetting everything includes which messages were read: sent again, they count again.
-        conn.execute("DELETE FROM ingested_messages WHERE user_id = %s", [user_id])
-    return cur.rowcount
-
-
 def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
     """Delete one memory of this user (False when the user has none with that id), recording who asked."""
     with user_transaction(conn, user_id, source=source):
@@ -74,8 +65,8 @@ def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime)
 
     Both are recorded in the history (as 'expired' / 'purged'), which is kept.
     """
-    with maintenance_transaction(conn, source="purge", reason="expired"):
+    with maintenance_transaction(conn, source="purge", reason="expired", events=True):
         expired = conn.execute("DELETE FROM user_memories WHERE expires_at <= %s", [now]).rowcount
-    with maintenance_transaction(conn, source="purge", reason="purged"):
+    with maintenance_transaction(conn, source="purge", reason="purged", events=True):
         superseded = conn.execute("DELETE FROM user_memories WHERE superseded_at < %s", [superseded_before]).rowcount
     return expired, superseded

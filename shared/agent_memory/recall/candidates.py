@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,9 @@ from agent_memory.db.connection import Connection, vector_column
 from agent_memory.db.filters import FilterShape, filter_shape, filters_sql
 from agent_memory.db.scope import Scope, scope_params, scope_sql
 from agent_memory.db.transactions import read_as_user
+from agent_memory.db.usage import UPSERT_USAGE, usage_params
 from agent_memory.errors import StatementTimeout
+from agent_memory.usage import UsageRow
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
 
@@ -63,7 +66,7 @@ def text_query(text: str) -> str:
 
 
 _HYBRID = """
-WITH {scoped_cte} vec AS (
+WITH {usage_cte}{scoped_cte} vec AS (
     {vector_leg}
 ), fts AS (
     SELECT id FROM user_memories
@@ -89,7 +92,12 @@ _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_m
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
 
 
-def _hybrid_sql(scope: Scope, exact: bool, column: str) -> str:
+# The recall's usage count, added in the same statement (a data-modifying CTE runs once, whether or
+# not the query reads it): no message more than the read itself, so recall stays one round trip.
+_USAGE_CTE = "usage_upsert AS ({upsert}),"
+
+
+def _hybrid_sql(scope: Scope, exact: bool, column: str, usage: bool = False) -> str:
     return _hybrid_query(
         scope.project_id is not None,
         scope.include_inactive,
@@ -97,12 +105,19 @@ def _hybrid_sql(scope: Scope, exact: bool, column: str) -> str:
         exact,
         column,
         filter_shape(scope.filters),
+        usage,
     )
 
 
 @functools.lru_cache(maxsize=256)
 def _hybrid_query(
-    has_project: bool, include_inactive: bool, as_of: bool, exact: bool, column: str, filters: FilterShape
+    has_project: bool,
+    include_inactive: bool,
+    as_of: bool,
+    exact: bool,
+    column: str,
+    filters: FilterShape,
+    usage: bool,
 ) -> str:
     """The candidate query, composed once per shape (the recall hot path only binds values).
     The filters narrow the scope of every leg, so the exact fallback still gives a user
@@ -112,6 +127,7 @@ def _hybrid_query(
     return (
         sql.SQL(_HYBRID)
         .format(
+            usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if usage else sql.SQL(""),
             scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
             scope=where,
@@ -130,6 +146,7 @@ def hybrid_candidates(
     k: int,
     *,
     statement_timeout_ms: int = 0,
+    usage: Sequence[UsageRow] = (),
 ) -> list[Candidate]:
     """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd).
 
@@ -137,6 +154,8 @@ def hybrid_candidates(
     (one user among many) can come back short, so when it returns fewer than k rows the
     leg is recomputed exactly over the user's rows: a user always gets
     min(k, their memories) vector candidates, however many rows other users have.
+    ``usage`` (the recall's own counts) is added to the user's usage by the first statement
+    itself (a data-modifying CTE), so it costs no extra message nor round trip.
     """
     params: dict[str, Any] = {
         **scope_params(scope),
@@ -145,7 +164,8 @@ def hybrid_candidates(
         "k": k,
     }
     column = vector_column(conn)
-    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column), params, k, statement_timeout_ms)
+    first = {**params, **usage_params(scope.user_id, usage)} if usage else params
+    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column, bool(usage)), first, k, statement_timeout_ms)
     if sum(1 for r in rows if r["in_vector"]) < k:
         rows = _run_hybrid(conn, _hybrid_sql(scope, True, column), params, k, statement_timeout_ms)
     return [_candidate(r) for r in rows]
@@ -165,6 +185,10 @@ def _run_hybrid(
         # Planning each recall with its values costs ~0.3 ms.
         "plan_cache_mode": "force_custom_plan",
     }
+    if "usage_user" in params:
+        # The statement writes the recall's usage count: no need to wait for that to reach the disk
+        # (a crash may lose the last moment's counts, never a memory), so the read stays as fast.
+        local["synchronous_commit"] = "off"
     try:
         return read_as_user(conn, params["user_id"], query, params, settings=local, vectors=True)
     except psycopg.errors.QueryCanceled as exc:

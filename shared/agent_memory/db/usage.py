@@ -1,0 +1,59 @@
+"""The usage upsert: a meter's counts added to ``usage_daily`` inside the transaction of the work.
+
+One statement for any number of (kind, model) rows, sent in the transaction's pipeline with
+nothing fetched, so it adds no round trip. Rows come sorted (see :meth:`Meter.rows`), so two
+transactions of one user lock the same rows in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent_memory.db.connection import Connection
+from agent_memory.db.transactions import user_transaction
+from agent_memory.usage import UsageRow
+
+UPSERT_USAGE = """
+INSERT INTO usage_daily AS u (user_id, day, kind, model, calls, input_tokens, output_tokens, characters, items)
+SELECT %(usage_user)s, (now() AT TIME ZONE 'UTC')::date, t.kind, t.model, t.calls, t.input_tokens,
+       t.output_tokens, t.characters, t.items
+FROM unnest(%(usage_kinds)s::text[], %(usage_models)s::text[], %(usage_calls)s::bigint[], %(usage_in)s::bigint[],
+            %(usage_out)s::bigint[], %(usage_chars)s::bigint[], %(usage_items)s::bigint[])
+     AS t(kind, model, calls, input_tokens, output_tokens, characters, items)
+ON CONFLICT (user_id, day, kind, model) DO UPDATE SET
+    calls         = u.calls + EXCLUDED.calls,
+    input_tokens  = u.input_tokens + EXCLUDED.input_tokens,
+    output_tokens = u.output_tokens + EXCLUDED.output_tokens,
+    characters    = u.characters + EXCLUDED.characters,
+    items         = u.items + EXCLUDED.items
+"""
+
+
+def usage_params(user_id: str, rows: Sequence[UsageRow]) -> dict[str, Any]:
+    return {
+        "usage_user": user_id,
+        "usage_kinds": [r.kind for r in rows],
+        "usage_models": [r.model for r in rows],
+        "usage_calls": [r.count.calls for r in rows],
+        "usage_in": [r.count.input_tokens for r in rows],
+        "usage_out": [r.count.output_tokens for r in rows],
+        "usage_chars": [r.count.characters for r in rows],
+        "usage_items": [r.count.items for r in rows],
+    }
+
+
+def add_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
+    """Add ``rows`` to the user's counts of today (UTC), in the caller's user transaction.
+    Nothing is fetched: in a pipelined transaction it travels with the next statement."""
+    if rows:
+        conn.execute(UPSERT_USAGE, usage_params(user_id, rows))
+
+
+def record_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
+    """Add ``rows`` to the user's counts in a transaction of its own, without waiting for the disk
+    (a crash may lose the last moment's counts, never a memory): a recall served by a reader
+    endpoint, which cannot write, counts itself on the writer this way."""
+    if rows:
+        with user_transaction(conn, user_id, settings={"synchronous_commit": "off"}):
+            add_usage(conn, user_id, rows)

@@ -1,0 +1,53 @@
+"""Erasure receipts: proof that a user's data was deleted, holding no personal data.
+
+Forgetting a user (``DELETE /memories?user_id=``, ``agent-memory forget --all``) deletes their
+memories, history, ingest receipts, usage counts and entity links in one transaction and, in
+the same transaction, stores a receipt: what was deleted (counts), when, at whose request, and
+the subject as a keyed hash, never the user id itself.
+
+The subject is HMAC-SHA256(key, user id), with a random key per deployment that migration 0009
+generates in ``agent_memory_meta`` (``erasure_key``). The receipt alone does not tell whose data
+it was, and the hash cannot be reversed without the key; someone who holds both the database and
+a candidate id can confirm it (``agent-memory erasure --user U``), which is what lets an operator
+answer "was this user erased, and when?". A plain hash would let anyone confirm a guessed id,
+and ids are often guessable (e-mail addresses, sequential numbers); with the key in the database
+they can only be confirmed by whoever can already read the database. Deleting the key makes every
+receipt anonymous for good (the receipts stay valid, but can no longer be matched to anyone).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import uuid
+
+from pydantic import BaseModel, Field
+
+# agent_memory_meta's entry holding the key (hex), written once by migration 0009.
+ERASURE_KEY = "erasure_key"
+
+
+def subject_hash(key: str, user_id: str) -> bytes:
+    """The receipt's subject: HMAC-SHA256 of the user id under the deployment's key (hex)."""
+    return hmac.new(bytes.fromhex(key), user_id.encode("utf-8"), hashlib.sha256).digest()
+
+
+class ErasureCounts(BaseModel):
+    """How many rows of each kind went (``entity_links``: None where the store has no such table)."""
+
+    memories: int = 0
+    history: int = 0
+    ingest_receipts: int = 0
+    usage_rows: int = 0  # usage_daily rows (one per day, kind of work and model)
+    entity_links: int | None = None
+
+
+class ErasureReceipt(BaseModel):
+    """What forgetting a user deleted, when and at whose request; the subject only as a keyed hash."""
+
+    id: uuid.UUID
+    subject: str = Field(description="HMAC-SHA256 of the user id under the deployment's key (hex), never the id.")
+    requested_by: str = Field(description="Who asked: 'user' (their own token), an IAM principal, 'cli', ...")
+    erased_at: dt.datetime
+    deleted: ErasureCounts

@@ -1,0 +1,11 @@
+"""The MCP server of agent-memory: the memory tools over stdio (one configured user) and over
+Streamable HTTP (stateless, JSON answers) inside RecallFunction under ``/mcp``.
+
+- :mod:`.tools`: the tools on the SDK's ``MCPServer``, over the service, with an identity resolver:
+  the transport decides whose memories a call touches, never the model.
+- :mod:`.stdio`: ``agent-memory mcp --user U [--project P]``.
+- :mod:`.http`: one HTTP request (an API Gateway event's method, headers and body) answered by the
+  SDK's own Streamable HTTP code, in-process.
+
+Nothing here is imported by the REST routes: the ``mcp`` SDK is loaded on the first MCP request.
+"""

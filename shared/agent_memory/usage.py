@@ -1,0 +1,184 @@
+"""Usage per tenant: what each user's work cost in provider calls, tokens and characters.
+
+Providers record what they did (:func:`record_usage`) into the meter of the operation that runs
+(:func:`metering`, a context variable, so concurrent requests in one process never mix); the
+service hands the meter's rows to the write or recall transaction, which adds them to the
+``usage_daily`` table (one row per user, UTC day, kind and model) in the same transaction as
+the work. Nothing here does I/O; the wire models of ``GET /usage`` are at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from typing import Literal, get_args
+
+from pydantic import BaseModel, Field
+
+# recall: one recall answered (characters: the query); conversation: one "conversation ended"
+# message written; write: memories stored by POST /memories, add or import (items: memories);
+# embedding, llm, pii: provider calls (pii: Amazon Comprehend DetectPiiEntities).
+UsageKind = Literal["recall", "conversation", "write", "embedding", "llm", "pii"]
+USAGE_KINDS: tuple[str, ...] = get_args(UsageKind)
+
+
+@dataclasses.dataclass
+class UsageCount:
+    """Counts of one kind of work with one model. Tokens are 0 where the provider reports none."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    characters: int = 0
+    items: int = 0
+
+    def add(self, other: UsageCount) -> None:
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.characters += other.characters
+        self.items += other.items
+
+
+@dataclasses.dataclass(frozen=True)
+class UsageRow:
+    """One (kind, model) count, as the usage upsert takes it."""
+
+    kind: str
+    model: str
+    count: UsageCount
+
+
+class Meter:
+    """What one operation used, by (kind, model)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], UsageCount] = {}
+
+    def add(
+        self,
+        kind: UsageKind,
+        model: str = "",
+        *,
+        calls: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        characters: int = 0,
+        items: int = 0,
+    ) -> None:
+        count = self._counts.setdefault((kind, model), UsageCount())
+        count.add(UsageCount(calls, input_tokens, output_tokens, characters, items))
+
+    def merge(self, other: Meter) -> None:
+        for (kind, model), count in other._counts.items():
+            self._counts.setdefault((kind, model), UsageCount()).add(count)
+
+    def share(self, weight: float, *, calls_at_least: int = 1) -> Meter:
+        """This meter's counts times ``weight`` (0..1), for one user of work several users shared
+        (a batch embedding during import or batch recall); a call that served the user counts once."""
+        part = Meter()
+        for (kind, model), c in self._counts.items():
+            part._counts[(kind, model)] = UsageCount(
+                calls=max(calls_at_least, round(c.calls * weight)) if c.calls else 0,
+                input_tokens=round(c.input_tokens * weight),
+                output_tokens=round(c.output_tokens * weight),
+                characters=round(c.characters * weight),
+                items=round(c.items * weight),
+            )
+        return part
+
+    def rows(self) -> list[UsageRow]:
+        """The counts in a fixed order (kind, model): concurrent upserts lock rows in one order."""
+        return [UsageRow(kind, model, count) for (kind, model), count in sorted(self._counts.items())]
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+
+_current: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("agent_memory_meter", default=None)
+
+
+@contextlib.contextmanager
+def metering(meter: Meter | None = None) -> Iterator[Meter]:
+    """Record the provider calls made inside the block into ``meter`` (a new one by default)."""
+    meter = Meter() if meter is None else meter
+    token = _current.set(meter)
+    try:
+        yield meter
+    finally:
+        _current.reset(token)
+
+
+def record_usage(
+    kind: UsageKind,
+    model: str = "",
+    *,
+    calls: int = 0,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    characters: int = 0,
+    items: int = 0,
+) -> None:
+    """Count work in the current operation's meter; nothing when no operation is metered."""
+    meter = _current.get()
+    if meter is not None:
+        meter.add(
+            kind,
+            model,
+            calls=calls,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            characters=characters,
+            items=items,
+        )
+
+
+# ---- GET /usage ----------------------------------------------------------------------------
+
+
+class UsageLine(BaseModel):
+    """One day's count of one kind of work with one model (``model`` is "" where none applies)."""
+
+    day: dt.date
+    kind: str
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    characters: int
+    items: int
+    estimated_usd: float = Field(description="This line at the price table's prices (see `agent-memory cost`).")
+
+
+class UsageReport(BaseModel):
+    """A user's usage from ``start`` to ``end`` (UTC days, both included) and what it cost."""
+
+    user_id: str
+    start: dt.date
+    end: dt.date
+    lines: list[UsageLine]
+    totals: dict[str, int] = Field(description="Calls per kind over the period.")
+    estimated_usd: float = Field(
+        description="Variable cost of this user's work; the stack's fixed cost is not shared out."
+    )
+    prices: str = Field(description="Which price table the estimate used.")
+
+
+class TenantUsage(BaseModel):
+    """One user's totals over a period (``agent-memory usage --all``)."""
+
+    user_id: str
+    calls: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+    estimated_usd: float
+
+
+def usage_totals(lines: Sequence[UsageLine]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for line in lines:
+        totals[line.kind] = totals.get(line.kind, 0) + line.calls
+    return totals

@@ -1,0 +1,210 @@
+"""Personal data is taken out of memories before they are embedded and stored (AGENT_MEMORY_PII),
+on every write path: API writes, the SQS message's memories, extracted facts, import."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import numpy as np
+import psycopg
+import pytest
+from botocore.config import Config
+from botocore.stub import Stubber
+
+from agent_memory.config import Settings
+from agent_memory.ingest.importing import ImportReport
+from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
+from agent_memory.models import ConversationEnded, NewMemory
+from agent_memory.privacy import PiiPolicy, RegexDetector
+from agent_memory.providers.comprehend import ComprehendPiiDetector
+from agent_memory.service import MemoryService
+
+CARD = "4111 1111 1111 1111"
+EMAIL = "ana.lima@example.com"
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+SECRETS = (CARD, EMAIL, AWS_KEY, "4111111111111111")
+FACT = (
+    f"The user pays for the espresso machine subscription with card {CARD}, gets receipts at {EMAIL} "
+    f"and deploys with key {AWS_KEY}"
+)
+
+
+@pytest.fixture
+def redacting(settings: Settings) -> Iterator[MemoryService]:
+    service = MemoryService(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
+    yield service
+    service.close()
+
+
+def _stored(database_url: str) -> list[dict[str, Any]]:
+    """Every row of the store as the owner sees it (no row-level security)."""
+    with psycopg.connect(database_url) as conn:
+        cur = conn.execute("SELECT content, metadata, embedding::text FROM user_memories")
+        rows = [{"content": c, "metadata": m, "embedding": e} for c, m, e in cur.fetchall()]
+        history = [r[0] for r in conn.execute("SELECT content FROM memory_events").fetchall()]
+    return rows + [{"content": h, "metadata": {}, "embedding": ""} for h in history]
+
+
+def test_a_memory_is_stored_without_its_card_email_and_key_and_is_still_recalled(
+    redacting: MemoryService, database_url: str
+) -> None:
+    stored = redacting.remember("u1", [NewMemory(content=FACT), NewMemory(content="The user drinks oat milk")])
+    assert stored.pii_redacted == 1 and stored.pii_dropped == [] and len(stored.ids) == 2
+    (memory,) = [m for m in redacting.list_memories("u1").memories if m.id == stored.ids[0]]
+    assert memory.content == (
+        "The user pays for the espresso machine subscription with card [PAYMENT_CARD], gets receipts at [EMAIL] "
+        "and deploys with key [CREDENTIAL]"
+    )
+    # The record says what was removed: types and counts, never the values.
+    assert memory.metadata[REDACTED_KEY] == {"aws_access_key_id": 1, "email": 1, "payment_card": 1}
+    # Recall still finds it by its other words.
+    recalled = redacting.recall("u1", "espresso machine subscription", limit=1)
+    assert [m.id for m in recalled.memories] == [stored.ids[0]]
+    # Nothing of the values anywhere: the row, its metadata, its history.
+    for row in _stored(database_url):
+        assert not any(secret in row["content"] or secret in str(row["metadata"]) for secret in SECRETS)
+    # The vector is the redacted text's, not the original's.
+    with psycopg.connect(database_url) as conn:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        found = conn.execute("SELECT embedding FROM user_memories WHERE id = %s", [stored.ids[0]]).fetchone()
+    assert found is not None
+    vector = np.asarray(found[0].to_numpy())
+    assert np.allclose(vector, redacting.embedder.embed([memory.content])[0], atol=1e-6)
+    assert not np.allclose(vector, redacting.embedder.embed([FACT])[0], atol=1e-3)
+
+
+def test_off_by_default_the_text_is_stored_as_given(service: MemoryService) -> None:
+    stored = service.remember("u1", [NewMemory(content=FACT)])
+    assert stored.pii_redacted == 0
+    assert service.list_memories("u1").memories[0].content == FACT
+
+
+def test_drop_mode_keeps_the_memory_out_and_says_which_input_it_was(settings: Settings) -> None:
+    service = MemoryService(settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
+    try:
+        stored = service.remember(
+            "u1",
+            [
+                NewMemory(content="The user likes tea"),
+                NewMemory(content=f"The deploy key is {AWS_KEY}"),
+                NewMemory(content=f"The user's e-mail is {EMAIL}"),
+            ],
+        )
+        assert stored.pii_dropped == [1] and stored.pii_redacted == 1 and len(stored.ids) == 2
+        contents = sorted(m.content for m in service.list_memories("u1").memories)
+        assert contents == ["The user likes tea", "The user's e-mail is [EMAIL]"]
+    finally:
+        service.close()
+
+
+def test_a_client_cannot_claim_its_own_redaction_record(redacting: MemoryService) -> None:
+    redacting.remember("u1", [NewMemory(content="The user likes tea", metadata={REDACTED_KEY: {"email": 9}, "k": 1})])
+    assert redacting.list_memories("u1").memories[0].metadata == {"k": 1}
+
+
+def test_the_sqs_messages_memories_and_the_extracted_facts_are_redacted(
+    redacting: MemoryService, database_url: str
+) -> None:
+    message = ConversationEnded.model_validate(
+        {
+            "user_id": "u1",
+            "conversation_id": "c1",
+            "memories": [{"content": f"The user's backup e-mail is {EMAIL}"}],
+            "messages": [{"role": "user", "content": f"I prefer paying with my card {CARD} for the coffee plan."}],
+        }
+    )
+    outcome = redacting.ingest_conversation(message)
+    assert outcome.status == "stored" and outcome.pii_redacted >= 2
+    contents = [m.content for m in redacting.list_memories("u1").memories]
+    assert any("[EMAIL]" in c for c in contents) and any("[PAYMENT_CARD]" in c for c in contents)
+    for row in _stored(database_url):
+        assert not any(secret in row["content"] for secret in SECRETS)
+
+
+def test_imported_lines_are_redacted(redacting: MemoryService) -> None:
+    lines = [
+        (1, '{"user_id": "u1", "content": "Server 203.0.113.7 hosts the staging site"}'),
+        (2, '{"user_id": "u2", "content": "Likes hiking"}'),
+    ]
+    report = redacting.import_jsonl(lines, ImportReport())
+    assert report.taken == 2
+    assert [m.content for m in redacting.list_memories("u1").memories] == ["Server [IP_ADDRESS] hosts the staging site"]
+
+
+@pytest.fixture
+def comprehend() -> Iterator[tuple[Any, Stubber]]:
+    client = boto3.client(
+        "comprehend",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
+    redacting: MemoryService, comprehend: tuple[Any, Stubber]
+) -> None:
+    client, stubber = comprehend
+    facts = ["Maria Garcia lives at 742 Evergreen Terrace, Springfield", "The user prefers dark roast coffee"]
+    joined = "\n\n".join(facts)
+    name, address = "Maria Garcia", "742 Evergreen Terrace, Springfield"
+    stubber.add_response(
+        "detect_pii_entities",
+        {
+            "Entities": [
+                {"Type": "NAME", "Score": 0.99, "BeginOffset": 0, "EndOffset": len(name)},
+                {
+                    "Type": "ADDRESS",
+                    "Score": 0.98,
+                    "BeginOffset": joined.index(address),
+                    "EndOffset": joined.index(address) + len(address),
+                },
+            ]
+        },
+        expected_params={"Text": joined, "LanguageCode": "en"},
+    )
+    redacting.redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
+    stored = redacting.remember("u1", [NewMemory(content=f) for f in facts])
+    assert stored.pii_redacted == 1
+    contents = sorted(m.content for m in redacting.list_memories("u1").memories)
+    assert contents == ["The user prefers dark roast coffee", "[NAME] lives at [ADDRESS]"]
+    # Comprehend's request is billed to the user's usage.
+    pii = [line for line in redacting.usage("u1").lines if line.kind == "pii"]
+    assert [(line.calls, line.characters) for line in pii] == [(1, len(joined))]
+
+
+def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) -> None:
+    plain = Redactor.from_settings(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
+    assert [type(d).__name__ for d in plain.detectors] == ["RegexDetector"]
+    with_names = Redactor.from_settings(
+        settings.model_copy(update={"pii": PiiPolicy.parse("redact"), "pii_comprehend": True})
+    )
+    assert [type(d).__name__ for d in with_names.detectors] == ["RegexDetector", "ComprehendPiiDetector"]
+    off = Redactor.from_settings(settings.model_copy(update={"pii_comprehend": True}))
+    assert not off.enabled and [type(d).__name__ for d in off.detectors] == ["RegexDetector"]
+
+
+def test_a_changed_content_is_redacted_like_any_write(redacting: MemoryService, database_url: str) -> None:
+    from agent_memory.errors import InvalidInput
+    from agent_memory.models import MemoryChanges
+
+    (memory_id,) = redacting.remember("u1", [NewMemory(content="The user drinks oat milk", metadata={"a": 1})]).ids
+    updated = redacting.update_memory("u1", memory_id, MemoryChanges(content=f"The user gets receipts at {EMAIL}"))
+    assert updated.content == "The user gets receipts at [EMAIL]"
+    assert updated.metadata == {"a": 1, REDACTED_KEY: {"email": 1}}
+    assert not any(s in str(row) for row in _stored(database_url) for s in SECRETS)
+    dropping = MemoryService(redacting.settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
+    try:
+        with pytest.raises(InvalidInput) as refused:
+            dropping.update_memory("u1", memory_id, MemoryChanges(content=f"The user deploys with {AWS_KEY}"))
+        assert refused.value.field == "content"
+    finally:
+        dropping.close()

@@ -1,0 +1,227 @@
+"""The monthly cost arithmetic, checked on a small price table of round numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_memory.costs import (
+    DEFAULT_PRICES,
+    GIB,
+    HOURS_PER_MONTH,
+    CostAssumptions,
+    CostEstimate,
+    Price,
+    PriceTable,
+    main,
+    monthly_cost,
+)
+
+DAYS = HOURS_PER_MONTH / 24
+
+
+def _prices(**prices: float) -> PriceTable:
+    """Every price $1 per unit unless given; the minimums small and explicit."""
+    fields = {
+        name: Price(usd=prices.get(name, 1.0), unit="unit", source="test")
+        for name, field in PriceTable.model_fields.items()
+        if field.annotation is Price
+    }
+    return PriceTable(
+        region="test-1",
+        as_of=DEFAULT_PRICES.as_of,
+        rds_proxy_min_acu=8,
+        rds_proxy_min_vcpu=2,
+        rds_instance_vcpus=2,
+        comprehend_min_units=3,
+        **fields,
+    )
+
+
+def _usd(estimate: CostEstimate) -> dict[tuple[str, str], float]:
+    return {(line.service, line.item): line.usd for line in estimate.lines}
+
+
+def test_idle_costs_only_what_stands_still() -> None:
+    a = CostAssumptions()
+    est = monthly_cost(0, 0, assumptions=a, prices=_prices())
+    standing = {k: v for k, v in _usd(est).items() if v}
+    idle_receives = a.sqs_idle_pollers * HOURS_PER_MONTH * 3600 / a.sqs_long_poll_s
+    assert standing == pytest.approx(
+        {
+            ("SQS", "SendMessage, ReceiveMessage (long polls), DeleteMessageBatch"): idle_receives,
+            ("Aurora", "Serverless v2 capacity"): a.aurora_min_acu * HOURS_PER_MONTH,
+            ("Aurora", "storage"): a.base_storage_gb,
+            ("RDS Proxy", "billed ACU-hours (at least 8 ACU)"): 8 * HOURS_PER_MONTH,
+            ("Secrets Manager", "secrets"): a.secrets,
+            ("Secrets Manager", "API calls"): a.secret_api_calls_per_month,
+            ("CloudWatch", "alarms"): a.alarms,
+            ("VPC", "interface endpoints"): a.endpoint_count * a.availability_zones * HOURS_PER_MONTH,
+        }
+    )
+    assert est.total_usd == pytest.approx(sum(standing.values()))
+    assert est.warnings == []
+
+
+def test_recalls_add_requests_duration_tokens_io_logs_and_traces() -> None:
+    a = CostAssumptions()
+    idle = _usd(monthly_cost(0, 0, assumptions=a, prices=_prices()))
+    per_day = 240
+    est = _usd(monthly_cost(0, per_day, assumptions=a, prices=_prices()))
+    recalls = per_day * DAYS
+    gb = a.recall_memory_mb / 1024
+    assert est[("Lambda", "requests (recall + ingest batches)")] == pytest.approx(recalls)
+    assert est[("Lambda", "RecallFunction duration")] == pytest.approx(recalls * a.recall_duration_ms / 1000 * gb)
+    assert est[("Lambda", "cold-start INIT duration")] == pytest.approx(
+        recalls * a.cold_start_fraction * a.init_duration_ms / 1000 * gb
+    )
+    assert est[("API Gateway", "HTTP API requests")] == pytest.approx(recalls)
+    assert est[("Bedrock", "Titan embeddings (queries, facts, related turns)")] == pytest.approx(
+        recalls * a.query_tokens
+    )
+    assert est[("Bedrock", "extraction input")] == 0
+    assert est[("Aurora", "I/O requests")] == pytest.approx(recalls * a.aurora_io_per_recall)
+    assert est[("Aurora", "Serverless v2 capacity")] == pytest.approx(
+        idle[("Aurora", "Serverless v2 capacity")] + recalls * a.aurora_acu_seconds_per_recall / 3600
+    )
+    assert est[("CloudWatch", "log ingestion")] == pytest.approx(recalls * a.log_bytes_per_recall / GIB)
+    assert est[("CloudWatch", "custom metrics (Powertools)")] == a.custom_metrics
+    assert est[("X-Ray", "traces recorded")] == pytest.approx(recalls)  # under the 1/s reservoir
+    assert est[("VPC", "endpoint data processed")] == pytest.approx(recalls * a.bytes_per_embedding_call / GIB)
+
+
+def test_conversations_are_batched_extracted_embedded_and_stored() -> None:
+    a = CostAssumptions()
+    per_day = 2 * 86_400  # 2 a second: a 5 s window fills a batch of 10
+    est = _usd(monthly_cost(per_day, 0, assumptions=a, prices=_prices()))
+    conversations = per_day * DAYS
+    batches = conversations / 10
+    facts = conversations * a.facts_per_conversation
+    assert est[("Lambda", "requests (recall + ingest batches)")] == pytest.approx(batches)
+    assert est[("Lambda", "IngestFunction duration")] == pytest.approx(
+        (conversations * a.ingest_duration_ms_per_conversation + batches * a.ingest_overhead_ms_per_invocation)
+        / 1000
+        * a.ingest_memory_mb
+        / 1024
+    )
+    idle_receives = a.sqs_idle_pollers * HOURS_PER_MONTH * 3600 / a.sqs_long_poll_s
+    assert est[("SQS", "SendMessage, ReceiveMessage (long polls), DeleteMessageBatch")] == pytest.approx(
+        conversations + max(idle_receives, batches) + batches
+    )
+    assert est[("Bedrock", "extraction input")] == pytest.approx(conversations * a.extraction_input_tokens)
+    assert est[("Bedrock", "extraction output")] == pytest.approx(conversations * a.extraction_output_tokens)
+    assert est[("Bedrock", "Titan embeddings (queries, facts, related turns)")] == pytest.approx(
+        facts * a.embedding_tokens_per_fact + conversations * a.embedding_tokens_per_conversation
+    )
+    assert est[("Aurora", "storage")] == pytest.approx(
+        a.base_storage_gb + facts * a.months_stored * a.bytes_per_memory / GIB
+    )
+    # 172,800 a day: the X-Ray reservoir (86,400 a day) then 5% of the rest, for the batches only.
+    assert est[("X-Ray", "traces recorded")] == pytest.approx(batches)
+
+
+def test_xray_samples_above_its_reservoir() -> None:
+    a = CostAssumptions()
+    per_day = 3 * 86_400
+    est = _usd(monthly_cost(0, per_day, assumptions=a, prices=_prices()))
+    assert est[("X-Ray", "traces recorded")] == pytest.approx(DAYS * (86_400 + a.xray_rate * 2 * 86_400))
+
+
+def test_traffic_lines_grow_in_proportion_and_standing_ones_do_not() -> None:
+    a = CostAssumptions()
+    one = _usd(monthly_cost(100, 100, assumptions=a, prices=_prices()))
+    two = _usd(monthly_cost(200, 200, assumptions=a, prices=_prices()))
+    idle = _usd(monthly_cost(0, 0, assumptions=a, prices=_prices()))
+    for key, usd in one.items():
+        if key in {
+            ("SQS", "SendMessage, ReceiveMessage (long polls), DeleteMessageBatch"),
+            ("CloudWatch", "custom metrics (Powertools)"),
+        }:
+            continue  # idle polling covers the receives; metrics are a flat fee once sent
+        assert two[key] - idle[key] == pytest.approx(2 * (usd - idle[key])), key
+
+
+def test_the_proxy_bills_its_minimum_and_capacity_stops_at_the_maximum() -> None:
+    a = CostAssumptions(aurora_max_acu=2, aurora_min_acu=0.5)
+    est = monthly_cost(100_000, 0, assumptions=a, prices=_prices())
+    usd = _usd(est)
+    assert usd[("Aurora", "Serverless v2 capacity")] == pytest.approx(2 * HOURS_PER_MONTH)
+    assert usd[("RDS Proxy", "billed ACU-hours (at least 8 ACU)")] == pytest.approx(8 * HOURS_PER_MONTH)
+    assert len(est.warnings) == 1 and "DatabaseMaxCapacity=2" in est.warnings[0]
+    big = monthly_cost(100_000, 0, assumptions=CostAssumptions(aurora_max_acu=64), prices=_prices())
+    acu = _usd(big)[("Aurora", "Serverless v2 capacity")]
+    assert acu > 8 * HOURS_PER_MONTH
+    assert _usd(big)[("RDS Proxy", "billed ACU-hours (at least 8 ACU)")] == pytest.approx(acu)
+    assert big.warnings == []
+
+
+def test_an_rds_instance_without_a_proxy_or_a_vpc() -> None:
+    a = CostAssumptions(database="rds_instance", rds_proxy=False, network="none")
+    est = monthly_cost(10, 10, assumptions=a, prices=_prices())
+    services = {line.service for line in est.lines if line.usd}
+    assert "Aurora" not in services and "RDS Proxy" not in services and "VPC" not in services
+    usd = _usd(est)
+    assert usd[("RDS", "instance")] == pytest.approx(HOURS_PER_MONTH)
+    assert usd[("RDS", "storage")] == 20  # the smallest volume, far above what 10 conversations a day store
+    with_proxy = _usd(monthly_cost(10, 10, assumptions=a.model_copy(update={"rds_proxy": True}), prices=_prices()))
+    assert with_proxy[("RDS Proxy", "billed vCPU-hours (at least 2)")] == pytest.approx(2 * HOURS_PER_MONTH)
+
+
+def test_a_nat_gateway_instead_of_endpoints() -> None:
+    a = CostAssumptions(network="nat_gateway", nat_gateways=2)
+    usd = _usd(monthly_cost(0, 1000, assumptions=a, prices=_prices()))
+    assert usd[("VPC", "NAT gateway")] == pytest.approx(2 * HOURS_PER_MONTH)
+    assert usd[("VPC", "NAT data processed")] == pytest.approx(1000 * DAYS * a.bytes_per_embedding_call / GIB)
+    assert ("VPC", "interface endpoints") not in usd
+
+
+def test_comprehend_is_billed_its_minimum_per_request() -> None:
+    a = CostAssumptions(comprehend_pii=True, facts_per_conversation=2, chars_per_fact=100)
+    usd = _usd(monthly_cost(10, 0, assumptions=a, prices=_prices()))
+    assert usd[("Comprehend", "DetectPiiEntities (one request per conversation)")] == pytest.approx(10 * DAYS * 3)
+    long_facts = a.model_copy(update={"chars_per_fact": 1000})
+    usd = _usd(monthly_cost(10, 0, assumptions=long_facts, prices=_prices()))
+    assert usd[("Comprehend", "DetectPiiEntities (one request per conversation)")] == pytest.approx(10 * DAYS * 20)
+    assert ("Comprehend", "DetectPiiEntities (one request per conversation)") not in _usd(
+        monthly_cost(10, 0, prices=_prices())
+    )
+
+
+def test_prices_scale_their_lines() -> None:
+    a = CostAssumptions()
+    base = _usd(monthly_cost(1000, 1000, assumptions=a, prices=_prices()))
+    dearer = _usd(monthly_cost(1000, 1000, assumptions=a, prices=_prices(chat_output_tokens=3.0)))
+    assert dearer[("Bedrock", "extraction output")] == pytest.approx(3 * base[("Bedrock", "extraction output")])
+    assert dearer[("Bedrock", "extraction input")] == base[("Bedrock", "extraction input")]
+    per_million = Price(usd=0.4, per=1e6, unit="requests", source="test")
+    assert per_million.cost(2_500_000) == pytest.approx(1.0)
+
+
+def test_the_table_shows_lines_total_warnings_assumptions_and_sources() -> None:
+    est = monthly_cost(100_000, 1000)
+    text = est.table()
+    assert f"{est.total_usd:,.2f}" in text.splitlines()[-1] or f"{est.total_usd:,.2f}" in text
+    assert "Warning: the HNSW index" in text
+    for name in CostAssumptions.model_fields:
+        assert f"  {name} = " in text
+    assert "https://aws.amazon.com/bedrock/pricing/" in text
+    assert "Assumptions:" not in est.table(with_assumptions=False)
+
+
+def test_default_prices_name_their_pages_and_date() -> None:
+    for name in PriceTable.model_fields:
+        value = getattr(DEFAULT_PRICES, name)
+        if isinstance(value, Price):
+            assert value.source.startswith("https://aws.amazon.com/"), name
+    assert DEFAULT_PRICES.region == "us-east-1"
+
+
+def test_negative_volumes_are_refused() -> None:
+    with pytest.raises(ValueError, match="negative"):
+        monthly_cost(-1, 0)
+
+
+def test_the_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--conversations", "1000", "--recalls", "1000", "--brief", "--stack", "existing-micro"]) == 0
+    out = capsys.readouterr().out
+    assert "1,000 conversations/day" in out and "total" in out and "RDS" in out
+    assert "Aurora" not in out and "Assumptions:" not in out
