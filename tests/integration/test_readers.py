@@ -87,6 +87,8 @@ def test_eventual_reads_come_from_the_reader_and_strong_ones_from_the_writer(
     # Replayed: the reader has caught up.
     assert {m.id for m in routed.list_memories(USER).memories} == {old, new}
     assert routed.reader_fallbacks() == 0
+    # The recalls the reader served were counted on the writer (a replica cannot write).
+    assert routed.usage(USER).totals.get("recall") == 2
 
 
 def test_writes_and_the_reads_they_depend_on_use_the_writer(
