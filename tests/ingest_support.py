@@ -66,22 +66,25 @@ def in_lockstep(count: int, work: Callable[[int, threading.Barrier], None]) -> N
     assert not errors, errors
 
 
-def invoke_ingest_in_processes(database_url: str, events: Sequence[Path], *, timeout: float) -> list[dict[str, Any]]:
-    """`agent-memory invoke IngestFunction EVENT` for each event, each in its own process (a
-    Lambda container), all at once; their answers, in order."""
+def start_ingest_process(database_url: str, event: Path) -> subprocess.Popen[str]:
+    """`agent-memory invoke IngestFunction EVENT` in a process of its own (a Lambda container),
+    started, not awaited: its answer (JSON) comes on stdout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
     env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_EMBEDDING_PROVIDER="hash", AGENT_MEMORY_DB_ROLE=APP)
     cli = Path(sys.executable).parent / "agent-memory"
-    procs = [
-        subprocess.Popen(
-            [str(cli), "invoke", "IngestFunction", str(event), "--template", str(TEMPLATE)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        for event in events
-    ]
+    return subprocess.Popen(
+        [str(cli), "invoke", "IngestFunction", str(event), "--template", str(TEMPLATE)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def invoke_ingest_in_processes(database_url: str, events: Sequence[Path], *, timeout: float) -> list[dict[str, Any]]:
+    """`agent-memory invoke IngestFunction EVENT` for each event, each in its own process (a
+    Lambda container), all at once; their answers, in order."""
+    procs = [start_ingest_process(database_url, event) for event in events]
     answers: list[dict[str, Any]] = [json.loads(p.communicate(timeout=timeout)[0]) for p in procs]
     return answers
 

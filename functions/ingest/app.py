@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
-from agent_memory.models import ConversationEnded, describe_errors
+from agent_memory.models import ConversationEnded, describe_errors, error_field
 from agent_memory.observability import logger, metrics, tracer
 
 if TYPE_CHECKING:
@@ -62,7 +62,9 @@ def record_handler(record: SQSRecord, unflushed: UnflushedWrites | None = None) 
         try:
             message = ConversationEnded.model_validate_json(record.body)
         except ValidationError as exc:
-            raise InvalidMessage(f"not a conversation-ended message: {describe_errors(exc, 'body')}") from exc
+            raise InvalidMessage(
+                f"not a conversation-ended message: {describe_errors(exc, 'body')}", field=error_field(exc)
+            ) from exc
         outcome = get_service().ingest_conversation(message, observed_at=_sent_at(record), unflushed=unflushed)
     except Exception as exc:
         kind = _failure_kind(exc)

@@ -26,6 +26,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from agent_memory import __version__
 from agent_memory.errors import InvalidInput, NotFound
 from agent_memory.http import schemas
+from agent_memory.http.body import parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, requester
 from agent_memory.http.openapi import openapi_document, swagger_html
@@ -49,7 +50,8 @@ from agent_memory.observability import logger, metrics, tracer
 if TYPE_CHECKING:
     from agent_memory.mcp.http import McpEndpoint
 
-app = APIGatewayHttpResolver(enable_validation=True)
+# The body reader refuses lone surrogates, NaN and runaway nesting with a 400 (json.loads takes them).
+app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 app.configure_openapi(
     title="agent-memory",
     version=__version__,

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agent_memory.models import MAX_RECALL_LIMIT
+from agent_memory.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
 from agent_memory.privacy import PiiPolicy, PiiPolicySetting
 
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
@@ -222,6 +222,25 @@ class Settings(BaseSettings):
     )
     max_message_chars: int = Field(
         default=20_000, ge=16, le=20_000, description="Longest chat message in an ingest message (longer: invalid)."
+    )
+    max_metadata_chars: int = Field(
+        default=MAX_METADATA_CHARS,
+        ge=2,
+        le=MAX_METADATA_CHARS,
+        description=f"Largest metadata of one memory, in characters as JSON (at most {MAX_METADATA_CHARS}).",
+    )
+    max_metadata_depth: int = Field(
+        default=8,
+        ge=1,
+        le=MAX_METADATA_DEPTH,
+        description='Deepest nesting of a memory\'s metadata: {} is 1, {"a": [1]} is 2 (at most '
+        f"{MAX_METADATA_DEPTH}; deeper values could not be read back).",
+    )
+    max_metadata_keys: int = Field(
+        default=256,
+        ge=1,
+        le=MAX_METADATA_KEYS,
+        description=f"Most keys in a memory's metadata, counted at every level (at most {MAX_METADATA_KEYS}).",
     )
     prompt_guard: bool = Field(
         default=True,

@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from agent_memory.inputs import JsonValueError, as_stored, cut_deep, field_path, has_visible, inspect_json
+
 Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
 
@@ -30,6 +32,10 @@ MAX_ID_CHARS = 256
 MAX_CONTENT_CHARS = 20_000
 MAX_MESSAGES = 1000
 MAX_METADATA_CHARS = 16_000
+# Past ~250 levels pydantic cannot serialize a value (every read of it would fail); the
+# configured limits (Settings.max_metadata_*) are smaller.
+MAX_METADATA_DEPTH = 32
+MAX_METADATA_KEYS = 4_000
 # Ceilings of the API's paging parameters (recall's default limit is a setting).
 MAX_RECALL_LIMIT = 50
 MAX_PAGE = 500
@@ -41,6 +47,12 @@ def describe_errors(exc: ValidationError, whole: str = "value") -> str:
     """A pydantic error as one line, field by field ("memories.0.content: ..."), never echoing input;
     ``whole`` names the value when the error is about it as a whole."""
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in exc.errors())
+
+
+def error_field(exc: ValidationError) -> str | None:
+    """The field of a pydantic error's first problem ("memories[0].content"), None for the whole value."""
+    errors = exc.errors()
+    return field_path([p for p in errors[0]["loc"] if isinstance(p, str | int)]) or None if errors else None
 
 
 def no_nul(value: str) -> str:
@@ -58,10 +70,14 @@ def normalize_content(text: str) -> str:
 def stored_content(value: str) -> str:
     """Content as it will be stored. Python's split() treats more characters as whitespace
     (U+001C..U+001F, U+0085) than pydantic's strip does, so emptiness is checked here, after
-    normalising, not left to the database's check constraint."""
+    normalising, not left to the database's check constraint. Content that shows nothing
+    (zero-width, format or combining characters only) is refused too: it could be neither
+    reviewed nor recalled by any query."""
     value = normalize_content(value)
     if not value:
         raise ValueError("is empty once whitespace is removed")
+    if not has_visible(value):
+        raise ValueError("has no visible character (only invisible, format or combining characters)")
     return value
 
 
@@ -85,12 +101,24 @@ def plain_id(value: str) -> str:
     return value
 
 
+def metadata_chars(value: dict[str, Any]) -> int:
+    """The size the limits count: characters of the value as JSON."""
+    return len(json.dumps(value, ensure_ascii=False))
+
+
 def _metadata(value: dict[str, Any]) -> dict[str, Any]:
-    encoded = json.dumps(value, ensure_ascii=False, default=str)
-    if "\\u0000" in encoded or "\x00" in encoded:
-        raise ValueError("contains a NUL character (U+0000), which JSON in PostgreSQL cannot hold")
-    if len(encoded) > MAX_METADATA_CHARS:
-        raise ValueError(f"is {len(encoded)} characters as JSON; the limit is {MAX_METADATA_CHARS}")
+    # Walked first (iteratively): depth, then what jsonb cannot hold (NaN, NUL, lone surrogates,
+    # non-JSON types), each named by its path; json.dumps below is then safe from recursion.
+    try:
+        shape = inspect_json(value, max_depth=MAX_METADATA_DEPTH)
+    except JsonValueError as exc:
+        raise ValueError(str(exc)) from None
+    if shape.keys > MAX_METADATA_KEYS:
+        raise ValueError(f"has {shape.keys} keys; the limit is {MAX_METADATA_KEYS}")
+    value = as_stored(value)
+    chars = metadata_chars(value)
+    if chars > MAX_METADATA_CHARS:
+        raise ValueError(f"is {chars} characters as JSON; the limit is {MAX_METADATA_CHARS}")
     return value
 
 
@@ -107,6 +135,15 @@ Content = Annotated[
     AfterValidator(stored_content),
 ]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
+
+
+def _readable_metadata(value: Any) -> Any:
+    """Stored metadata as answered: rows written before the depth limit are cut at the ceiling
+    rather than failing their user's every read."""
+    return cut_deep(value, MAX_METADATA_DEPTH) if value else value
+
+
+StoredMetadata = Annotated[dict[str, Any], BeforeValidator(_readable_metadata)]
 
 
 def _aware(value: dt.datetime | None) -> dt.datetime | None:
@@ -170,6 +207,13 @@ class ImportLine(NewMemory):
     history: list[MemoryEvent] | None = None
 
 
+INJECTION_DESCRIPTION = (
+    "Why this memory looks like it carries instructions for the model (empty: nothing found): "
+    "instruction_override, prompt_request, role_marker, block_marker, template_token. The memory is kept; "
+    "the prompt block replaces those parts."
+)
+
+
 class Memory(WireModel):
     """A stored memory as returned by list/recall."""
 
@@ -185,7 +229,8 @@ class Memory(WireModel):
     expires_at: dt.datetime | None = None
     superseded_by: uuid.UUID | None = None
     superseded_at: dt.datetime | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: StoredMetadata = Field(default_factory=dict)
+    injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
 
 
 def _not_null(value: Any, info: ValidationInfo) -> Any:
@@ -261,7 +306,8 @@ class RecalledMemory(WireModel):
     created_at: dt.datetime
     is_evergreen: bool
     project_id: str | None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: StoredMetadata = Field(default_factory=dict)
+    injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
 
 
 class RecallResult(WireModel):
@@ -397,8 +443,10 @@ class ExportPage(WireModel):
 
 
 def export_line(memory: Memory, history: list[MemoryEvent] | None = None) -> ImportLine:
-    """A stored memory as the import line that restores it."""
-    return ImportLine(
+    """A stored memory as the import line that restores it. Not validated again: a row stored
+    before a rule existed (content with nothing visible, say) is exported as it is, never a
+    failed export; importing it is what refuses it, that line alone."""
+    return ImportLine.model_construct(
         user_id=memory.user_id,
         id=memory.id,
         content=memory.content,

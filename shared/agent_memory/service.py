@@ -30,10 +30,18 @@ from agent_memory.errors import ConfigurationError, DatabaseUnavailable, InputTo
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest import conversation, importing, restore, writes
 from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
-from agent_memory.ingest.rows import MemoryRow, build_rows, check_lengths, check_new_memories, embed_unique
+from agent_memory.ingest.rows import (
+    MemoryRow,
+    build_rows,
+    check_lengths,
+    check_metadata,
+    check_new_memories,
+    embed_unique,
+)
 
 # Re-exported: a queue consumer (IngestFunction) keeps one per batch.
 from agent_memory.ingest.writes import UnflushedWrites as UnflushedWrites
+from agent_memory.inputs import has_visible, lone_surrogate
 from agent_memory.manage import edits, pages, queries
 from agent_memory.manage import erasure as erasing
 from agent_memory.manage import usage as usage_queries
@@ -352,7 +360,11 @@ class MemoryService:
         """Import numbered JSON lines in chunks; lines that are invalid (alone) are skipped and
         recorded in ``report``, which stays true if a later chunk fails."""
         return importing.import_lines(
-            lines, lambda chunk: self.import_memories(chunk, source=source), report, progress=progress
+            lines,
+            lambda chunk: self.import_memories(chunk, source=source),
+            report,
+            progress=progress,
+            check=lambda line: check_lengths(self.settings, [line], "lines"),
         )
 
     def ingest_conversation(
@@ -408,6 +420,10 @@ class MemoryService:
             raise InvalidInput("query is empty", field="query")
         if "\x00" in query:
             raise InvalidInput("query contains a NUL character (U+0000)", field="query")
+        if (escape := lone_surrogate(query)) is not None:
+            raise InvalidInput(f"query contains a lone surrogate ({escape}), which is not text", field="query")
+        if not has_visible(query):
+            raise InvalidInput("query has no visible character", field="query")
         if len(query) > self.settings.max_query_chars:
             raise InputTooLarge(
                 f"query is {len(query)} characters; the limit is {self.settings.max_query_chars}", field="query"
@@ -478,6 +494,7 @@ class MemoryService:
                 is_evergreen=c.is_evergreen,
                 project_id=c.project_id,
                 metadata=c.metadata,
+                injection=list(c.injection),
             )
             for c, score in chosen
         ]
@@ -576,6 +593,8 @@ class MemoryService:
                 vector = self.embedder.embed([values["content"]])[0]
             meter.add("write", calls=1, items=1)
             used = self._usage(meter)
+        if values.get("metadata"):
+            check_metadata(self.settings, values["metadata"], "metadata")
         updated: Memory | None = self.db.run(
             lambda conn: edits.update_memory(
                 conn, user_id, memory_id, values, embedding=vector, source=source, usage=used
@@ -749,6 +768,7 @@ class MemoryService:
         restart: bool = False,
         max_batches: int | None = None,
         progress: Callable[[int], None] | None = None,
+        reconnect_s: float = reembedding.RECONNECT_S,
     ) -> reembedding.ReembedResult:
         """Move the store to the configured embedder without taking reads down
         (see :mod:`agent_memory.schema.reembed`)."""
@@ -759,6 +779,7 @@ class MemoryService:
             restart=restart,
             max_batches=max_batches,
             progress=progress,
+            reconnect_s=reconnect_s,
         )
         if result.switched:
             self.close()  # reconnect: this process now uses the new column

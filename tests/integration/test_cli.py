@@ -28,7 +28,9 @@ def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Se
     code, (result,), _ = run(capsys, settings, "recall", "--user", "u1", "--limit", "1", "TypeScript")
     assert code == 0 and set(result) == {"memories", "prompt_block"}
     (memory,) = result["memories"]
-    assert set(memory) == {"id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata"}
+    assert set(memory) == {
+        "id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata", "injection"
+    }  # fmt: skip
     assert memory["content"] == "Prefers TypeScript"
     assert result["prompt_block"].splitlines() == [
         "[RUSH_MEMORY]",

@@ -78,7 +78,7 @@ def test_add_then_recall_iam_style(lambda_env: str) -> None:
     assert body["query"] == "Which package manager should I use for the SVG editor?"
     assert {m["id"] for m in body["memories"]} == set(stored["ids"])
     assert set(body["memories"][0]) == {
-        "id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata"
+        "id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata", "injection"
     }  # fmt: skip
     assert body["memories"][0]["content"] == "All SVG changes must sync to defaultSVG"
     block = body["prompt_block"]

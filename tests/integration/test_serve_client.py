@@ -329,3 +329,24 @@ def test_forget_quotes_the_id(served: str) -> None:
         client.forget_memory("../memories", user_id="u1")
     assert bad.value.field == "memory_id"
     assert client.forget_memory(uuid.uuid4(), user_id="u1") is False
+
+
+def test_serve_takes_50_connections_at_once_before_it_accepts_any() -> None:
+    """The listen backlog: socketserver's default of 5 left the 7th of 50 simultaneous clients
+    waiting for a SYN retry (`agent-memory bench load` saw connection errors)."""
+    server = make_server(LocalApi(TEMPLATE))  # listening, not accepting yet
+    clients = [socket.socket() for _ in range(50)]
+    try:
+        connected = 0
+        for client in clients:
+            client.settimeout(0.5)
+            try:
+                client.connect(("127.0.0.1", server.server_port))
+            except OSError:
+                continue
+            connected += 1
+        assert connected == 50
+    finally:
+        for client in clients:
+            client.close()
+        server.server_close()

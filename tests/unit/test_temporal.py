@@ -46,3 +46,35 @@ def test_relative_phrases_use_now() -> None:
 )
 def test_no_dates_no_windows(query: str) -> None:
     assert query_time_windows(query, NOW) == []
+
+
+# ---- never an error, whatever the query names and whenever recall runs (issue 16) ---------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_months = st.sampled_from(["January", "feb", "Sept", "May", "december", "Dec."])
+_years = st.integers(0, 9999).map(lambda y: f"{y:04d}")
+_days = st.integers(0, 99).map(str)
+_dates = st.one_of(
+    st.builds("{} {}, {}".format, _days, _months, _years),
+    st.builds("{} {} {}".format, _months, _days, _years),
+    st.builds("{} {}".format, _months, _years),
+    st.builds("{}-{:02d}-{:02d}".format, _years, st.integers(0, 99), st.integers(0, 99)),
+    st.sampled_from(["today", "yesterday", "last week", "last month", "last year"]),
+)
+_moments = st.datetimes(timezones=st.just(dt.UTC)) | st.sampled_from(
+    [dt.datetime.min.replace(tzinfo=dt.UTC), dt.datetime.max.replace(tzinfo=dt.UTC)]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_dates, min_size=1, max_size=3).map(" and ".join), _moments)
+def test_any_named_date_at_any_time_gives_windows_never_an_error(query: str, now: dt.datetime) -> None:
+    for start, end in query_time_windows(f"what happened on {query}?", now):
+        assert start <= end
+
+
+@pytest.mark.parametrize("query", ["in March 0000", "on 0000-03-01", "on 31 February 2023", "on 2023-13-01"])
+def test_a_date_the_calendar_lacks_is_no_window(query: str) -> None:
+    assert query_time_windows(query, NOW) == []

@@ -63,9 +63,12 @@ class ScratchServer:
         server_url: str | None = None,
         keep: bool = False,
         shared_buffers: str = DEFAULT_SHARED_BUFFERS,
+        server_settings: dict[str, str] | None = None,
     ) -> None:
         self.keep = keep
         self.shared_buffers = shared_buffers
+        # Other settings of an embedded server the bench creates (e.g. max_connections).
+        self.server_settings = dict(server_settings or {})
         self._server_url = server_url
         self._data_dir = data_dir
         self._temp_dir: Path | None = None
@@ -90,13 +93,17 @@ class ScratchServer:
                 self._embedded_dir = self._data_dir
             fresh = not (self._embedded_dir / "PG_VERSION").exists()
             self.admin_url = start_embedded_server(self._embedded_dir)
-            if fresh and self.shared_buffers != "default":
+            wanted = dict(self.server_settings)
+            if self.shared_buffers != "default":
+                wanted["shared_buffers"] = self.shared_buffers
+            if fresh and wanted:
                 # A server we just created: restart it once with the memory a real server would have
                 # (an existing one, maybe in use, keeps its configuration).
                 with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                    conn.execute(
-                        sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(self.shared_buffers))
-                    )
+                    for name, value in wanted.items():
+                        conn.execute(
+                            sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+                        )
                 _stop_embedded(self._embedded_dir)
                 self.admin_url = start_embedded_server(self._embedded_dir)
         return self

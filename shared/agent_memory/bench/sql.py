@@ -191,3 +191,15 @@ def hnsw_insert_rate(conn: Connection, vectors: Sequence[np.ndarray], *, batch: 
     finally:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
     return len(vectors) / elapsed if elapsed > 0 else float("inf")
+
+
+def backend_count(conn: Connection, dbname: str) -> int:
+    """Client connections to ``dbname`` right now (the load bench samples it)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend'", [dbname]
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def url_dbname(url: str) -> str:
+    return str(psycopg.conninfo.conninfo_to_dict(url)["dbname"])

@@ -30,6 +30,12 @@ class ImportReport(BaseModel):
     skipped_lines: list[SkippedLine] = Field(default_factory=list)
 
 
+def _reason(exc: InvalidInput) -> str:
+    """The refusal of one line, naming the field ("metadata: ...", not the chunk's "lines[0].metadata")."""
+    field = (exc.field or "").removeprefix("lines[0]").lstrip(".")
+    return f"{field}: {exc}" if field else str(exc)
+
+
 def import_lines(
     lines: Iterable[tuple[int, str]],
     store: Callable[[Sequence[ImportLine]], StoredIds],
@@ -37,9 +43,15 @@ def import_lines(
     *,
     progress: Callable[[int], None] | None = None,
     chunk_size: int = CHUNK,
+    check: Callable[[ImportLine], None] | None = None,
 ) -> ImportReport:
     """Store numbered JSON lines with ``store``, ``chunk_size`` lines per call; lines that do not
-    validate, or that ``store`` refuses on their own, are recorded in ``report`` and skipped."""
+    validate, that ``check`` refuses (the configured limits) or that ``store`` refuses on their
+    own are recorded in ``report`` and skipped.
+
+    Lines ``check`` refuses leave the chunk before it is stored, so the rest is still stored in
+    one call, as if they had never been there: the same fact on two lines folds the same way
+    (the first statement wins) whatever else the chunk held."""
     chunk: list[ImportLine] = []
     numbers: list[int] = []
 
@@ -49,6 +61,17 @@ def import_lines(
         logger.warning("line %d skipped: %s", number, reason)
 
     def flush() -> None:
+        if check is not None:
+            kept = []
+            for number, line in zip(numbers, chunk, strict=True):
+                try:
+                    check(line)
+                except InvalidInput as exc:
+                    skip(number, _reason(exc))
+                else:
+                    kept.append((number, line))
+            numbers[:] = [n for n, _ in kept]
+            chunk[:] = [line for _, line in kept]
         if not chunk:
             return
         try:
@@ -59,7 +82,7 @@ def import_lines(
                 try:
                     single = store([line])
                 except InvalidInput as inner:
-                    skip(number, str(inner))
+                    skip(number, _reason(inner))
                 else:
                     report.taken += 1
                     report.created += single.created

@@ -21,17 +21,18 @@ from agent_memory.usage import UsageRow
 # row-level security, so another user's row is never touched) and the fact key.
 _RESTORE = """
 INSERT INTO user_memories AS m (id, user_id, project_id, content, content_hash, category, source, is_evergreen,
-                                embedding, created_at, updated_at, expires_at, superseded_at, superseded_by, metadata)
+                                embedding, created_at, updated_at, expires_at, superseded_at, superseded_by, metadata,
+                                injection)
 SELECT t.id, t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen, t.embedding,
        COALESCE(t.created_at, now()), COALESCE(t.updated_at, t.created_at, now()), t.expires_at,
-       t.superseded_at, t.superseded_by, t.metadata
+       t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ',')
 FROM unnest(%(ids)s::uuid[], %(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[],
             %(hashes)s::bytea[], %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[],
             %(embeddings)b::vector[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
             %(expires)s::timestamptz[], %(superseded_at)s::timestamptz[], %(superseded_by)s::uuid[],
-            %(metadata)s::jsonb[])
+            %(metadata)s::jsonb[], %(injection)s::text[])
      AS t(id, user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
-          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata)
+          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection)
 ON CONFLICT DO NOTHING
 RETURNING m.id
 """
@@ -60,6 +61,7 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
         "superseded_at": [r.superseded_at for r in rows],
         "superseded_by": [r.superseded_by for r in rows],
         "metadata": [Jsonb(r.metadata) for r in rows],
+        "injection": [",".join(r.injection) for r in rows],  # marked by build_rows, as every write
     }
 
 

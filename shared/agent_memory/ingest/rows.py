@@ -11,10 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from agent_memory import poison
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
 from agent_memory.errors import InputTooLarge, InvalidInput
-from agent_memory.models import NewMemory, content_hash, fact_key
+from agent_memory.ingest.redaction import REDACTED_KEY
+from agent_memory.inputs import JsonValueError, inspect_json
+from agent_memory.models import NewMemory, content_hash, fact_key, metadata_chars
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +36,7 @@ class MemoryRow:
     observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
     expires_at: dt.datetime | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
     # What a restored (exported) memory keeps: see agent_memory.ingest.restore.
     id: uuid.UUID | None = None
     updated_at: dt.datetime | None = None
@@ -58,6 +62,28 @@ def check_lengths(settings: Settings, memories: Sequence[NewMemory], field: str)
                 f"memory content is {len(memory.content)} characters; the limit is {settings.max_memory_chars}",
                 field=f"{field}[{i}].content",
             )
+        if memory.metadata:
+            check_metadata(settings, memory.metadata, f"{field}[{i}].metadata")
+
+
+def check_metadata(settings: Settings, metadata: dict[str, Any], field: str) -> None:
+    """The configured bounds of a memory's metadata (the model checked it holds only JSON).
+
+    What redaction records (``pii_redacted``) is the service's, not the caller's: not counted,
+    so that a memory redacted at its limits can still be exported and imported again."""
+    if REDACTED_KEY in metadata:
+        metadata = {k: v for k, v in metadata.items() if k != REDACTED_KEY}
+    try:
+        shape = inspect_json(metadata, max_depth=settings.max_metadata_depth)
+    except JsonValueError as exc:
+        raise InputTooLarge(f"metadata {exc}", field=field) from None
+    if shape.keys > settings.max_metadata_keys:
+        raise InputTooLarge(f"metadata has {shape.keys} keys; the limit is {settings.max_metadata_keys}", field=field)
+    chars = metadata_chars(metadata)
+    if chars > settings.max_metadata_chars:
+        raise InputTooLarge(
+            f"metadata is {chars} characters as JSON; the limit is {settings.max_metadata_chars}", field=field
+        )
 
 
 def embed_unique(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray]:
@@ -107,6 +133,8 @@ def build_rows(
                     observed_at=observed_at or memory.created_at,
                     expires_at=memory.expires_at,
                     metadata=memory.metadata,
+                    # Marked here, once, for every write path (add, ingest, import, extraction).
+                    injection=tuple(poison.reasons(memory.content)),
                 )
             )
         positions.append(index_of[key])

@@ -39,17 +39,19 @@ class WriteOutcome:
 # format and parse (float by float), more than all the rest of writing them.
 _UPSERT = """
 INSERT INTO user_memories AS m (user_id, project_id, content, content_hash, category, source,
-                                is_evergreen, embedding, created_at, updated_at, expires_at, metadata)
+                                is_evergreen, embedding, created_at, updated_at, expires_at, metadata, injection)
 SELECT t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen,
        t.embedding, COALESCE(t.created_at, t.observed_at, now()), COALESCE(t.observed_at, t.created_at, now()),
-       t.expires_at, t.metadata
+       t.expires_at, t.metadata, string_to_array(t.injection, ',')
 FROM unnest(%(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[], %(hashes)s::bytea[],
             %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[], %(embeddings)b::vector[],
             %(created)s::timestamptz[], %(observed)s::timestamptz[], %(expires)s::timestamptz[],
-            %(metadata)s::jsonb[])
+            %(metadata)s::jsonb[], %(injection)s::text[])
      AS t(user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
-          created_at, observed_at, expires_at, metadata)
+          created_at, observed_at, expires_at, metadata, injection)
 ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
+    -- The marks of the text as read now (the same text: the same marks, unless detection changed).
+    injection     = EXCLUDED.injection,
     -- A restated fact is fresh again; a redelivered one (same time) changes nothing.
     updated_at    = GREATEST(m.updated_at, EXCLUDED.updated_at),
     is_evergreen  = m.is_evergreen OR EXCLUDED.is_evergreen,
@@ -130,6 +132,8 @@ def _upsert_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
         "observed": [r.observed_at for r in rows],
         "expires": [r.expires_at for r in rows],
         "metadata": [Jsonb(r.metadata) for r in rows],
+        # One string per row ("" = none): unnest cannot take an array of arrays of different lengths.
+        "injection": [",".join(r.injection) for r in rows],
     }
 
 

@@ -229,11 +229,16 @@ def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The listen backlog: socketserver's default (5) refused connections when 50 clients
+    # connected at once (`agent-memory bench load`); requests still run one at a time.
+    request_queue_size = 128
+
+
 def make_server(api: LocalApi, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     """A server bound to host:port (0 = any free port); call serve_forever() on it."""
-    server = ThreadingHTTPServer((host, port), _handler_class(api))
-    server.daemon_threads = True
-    return server
+    return _Server((host, port), _handler_class(api))
 
 
 def is_loopback(host: str) -> bool:

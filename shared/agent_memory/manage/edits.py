@@ -13,6 +13,7 @@ from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from agent_memory import poison
 from agent_memory.db.connection import Connection, vector_column, vector_schema_of
 from agent_memory.db.transactions import read_as_user, user_transaction
 from agent_memory.db.usage import add_usage
@@ -33,7 +34,8 @@ WHERE t.user_id = %(user_id)s AND t.id = %(id)s AND m.content_hash = %(hash)s AN
 
 # Columns a change may set, and the SQL value each takes (the embedding's column is the store's).
 _SETTERS = {
-    "content": "content = %(content)s, content_hash = %(hash)s, {vec} = %(embedding)s, updated_at = now()",
+    "content": "content = %(content)s, content_hash = %(hash)s, {vec} = %(embedding)s, updated_at = now(), "
+    "injection = %(injection)s",
     "category": "category = %(category)s",
     "metadata": "metadata = %(metadata)s",
     "expires_at": "expires_at = %(expires_at)s",
@@ -89,6 +91,7 @@ def update_memory(
                     "and may not write vectors until it is redeployed with the new model"
                 )
             params["hash"] = content_hash(changes["content"])
+            params["injection"] = poison.reasons(changes["content"])  # a new text is marked anew
             params["embedding"] = embedding
             clash = conn.execute(_CLASH, params).fetchone()
             if clash is not None:

@@ -16,7 +16,7 @@ from agent_memory.models import Memory, MemoryEvent
 
 MEMORY_COLUMNS = (
     "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
-    "expires_at, superseded_by, superseded_at, metadata"
+    "expires_at, superseded_by, superseded_at, metadata, injection"
 )
 
 

@@ -52,6 +52,7 @@ class Candidate:
     text_rank: float  # ts_rank_cd, 0 when the text does not match
     in_vector: bool  # among the vector leg's k nearest
     in_text: bool  # among the full-text leg's k best
+    injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
 
 
 def text_query(text: str) -> str:
@@ -75,7 +76,7 @@ WITH {usage_cte}{scoped_cte} vec AS (
     LIMIT %(k)s
 )
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
-       m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata,
+       m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
        m.{vec} AS embedding, m.{vec} <=> %(query_vector)s AS distance,
        ts_rank_cd(m.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
@@ -215,4 +216,5 @@ def _candidate(row: dict[str, Any]) -> Candidate:
         text_rank=float(row["text_rank"]),
         in_vector=row["in_vector"],
         in_text=row["in_text"],
+        injection=tuple(row["injection"] or ()),
     )

@@ -35,18 +35,34 @@ _RELATIVE_SPANS = {"last week": 7, "last month": 31, "last year": 366}
 Window = tuple[dt.datetime, dt.datetime]
 
 
+# A query names any date it likes ("March 0000", "31 December 9999"), and recall runs "as of"
+# any time: windows are clamped to the calendar datetime can hold, and a date it cannot hold
+# at all is no window (never an error: the query is the user's text).
+_FIRST = dt.datetime.min.replace(tzinfo=dt.UTC)
+_LAST = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+def _shift(moment: dt.datetime, days: float) -> dt.datetime:
+    try:
+        return moment + dt.timedelta(days=days)
+    except OverflowError:
+        return _LAST if days > 0 else _FIRST
+
+
 def _day_window(year: int, month: int, day: int, slack_days: int) -> Window | None:
     try:
         start = dt.datetime(year, month, day, tzinfo=dt.UTC)
+    except ValueError:  # year 0, month 13, 31 February
+        return None
+    return _shift(start, -slack_days), _shift(start, 1 + slack_days)
+
+
+def _month_window(year: int, month: int) -> Window | None:
+    try:
+        start = dt.datetime(year, month, 1, tzinfo=dt.UTC)
     except ValueError:
         return None
-    return start - dt.timedelta(days=slack_days), start + dt.timedelta(days=1 + slack_days)
-
-
-def _month_window(year: int, month: int) -> Window:
-    start = dt.datetime(year, month, 1, tzinfo=dt.UTC)
-    days = calendar.monthrange(year, month)[1]
-    return start, start + dt.timedelta(days=days)
+    return start, _shift(start, calendar.monthrange(year, month)[1])
 
 
 def _month(token: str) -> int:
@@ -77,17 +93,17 @@ def query_time_windows(query: str, now: dt.datetime, *, slack_days: int = 1) -> 
         if take(match) and (w := _day_window(int(match[1]), int(match[2]), int(match[3]), slack_days)):
             windows.append(w)
     for match in _MONTH_YEAR.finditer(query):
-        if take(match):
-            windows.append(_month_window(int(match[2]), _month(match[1])))
+        if take(match) and (w := _month_window(int(match[2]), _month(match[1]))):
+            windows.append(w)
     lowered = query.lower()
     for phrase, back in _RELATIVE_DAYS.items():
         if re.search(rf"\b{phrase}\b", lowered):
-            day = (now - dt.timedelta(days=back)).astimezone(dt.UTC)
+            day = _shift(now, -back).astimezone(dt.UTC)
             if w := _day_window(day.year, day.month, day.day, slack_days):
                 windows.append(w)
     for phrase, span in _RELATIVE_SPANS.items():
         if re.search(rf"\b{phrase}\b", lowered):
-            windows.append((now - dt.timedelta(days=span + slack_days), now))
+            windows.append((_shift(now, -(span + slack_days)), now))
     return windows
 
 

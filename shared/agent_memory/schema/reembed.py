@@ -5,14 +5,21 @@ where it stopped), its HNSW index is built concurrently, then one short transact
 the columns. Processes still on the old model keep reading the previous vectors
 (``embedding_prev``) until they are redeployed; :func:`drop_previous_vectors` ends that grace
 period. Needs the table's owner.
+
+Every step is idempotent (a batch fills the rows still without a new vector; the index build
+drops an invalid leftover; the switch is one transaction), so a lost connection (a database
+restart, a failover) is waited out and the step run again; when the database stays away longer
+than ``reconnect_s``, the run stops with DatabaseUnavailable and the next run resumes.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -23,12 +30,34 @@ from agent_memory.config import Settings
 from agent_memory.db.connection import Connection, Database
 from agent_memory.db.transactions import VECTOR_SCHEMA_LOCK_KEY, maintenance_transaction
 from agent_memory.embeddings import Embedder
-from agent_memory.errors import ConfigurationError, InvalidInput
+from agent_memory.errors import ConfigurationError, DatabaseUnavailable, InvalidInput, StatementTimeout
 from agent_memory.schema.migrate import read_meta, register_types
 
 logger = logging.getLogger(__name__)
 
 NEXT_INDEX = "user_memories_embedding_next_idx"
+RECONNECT_S = 60.0  # how long a run waits for a lost database before it stops (the next run resumes)
+T = TypeVar("T")
+
+
+def _step(admin: Database, work: Callable[[Connection], T], *, reconnect_s: float) -> T:
+    """Run one idempotent step; while the database is away (for up to ``reconnect_s`` after the
+    failure), reconnect and run it again."""
+    deadline = time.monotonic() + reconnect_s
+    while True:
+        try:
+            result: T = admin.run(work)
+            return result
+        except StatementTimeout:
+            raise
+        except DatabaseUnavailable as exc:
+            if time.monotonic() >= deadline:
+                raise DatabaseUnavailable(
+                    f"re-embedding interrupted ({exc}); run it again with the same model to resume"
+                ) from exc
+            logger.warning("re-embedding: the database connection was lost; reconnecting")
+            admin.close()
+            time.sleep(0.5)
 
 
 def _owner_ddl(conn: Connection, statement: str | sql.Composed, params: Sequence[Any] | None = None) -> None:
@@ -183,6 +212,7 @@ def reembed(
     restart: bool = False,
     max_batches: int | None = None,
     progress: Callable[[int], None] | None = None,
+    reconnect_s: float = RECONNECT_S,
 ) -> ReembedResult:
     """Move the store to ``embedder`` without taking reads down (see the module's docstring)."""
     if not 1 <= batch_size <= 10_000:
@@ -190,31 +220,38 @@ def reembed(
     # An owner connection: no application role, no schema check (the schema is what changes).
     admin = Database(settings, setup=register_types)
     filled = batches = late = 0
+
+    def step(work: Callable[[Connection], T]) -> T:
+        return _step(admin, work, reconnect_s=reconnect_s)
+
+    def fill(rows: list[tuple[uuid.UUID, str]]) -> None:
+        vectors = list(embedder.embed([r[1] for r in rows]))  # outside any retry: embedded once
+        step(lambda conn: store_reembedded(conn, [r[0] for r in rows], vectors))
+
     try:
-        conn = admin.connection()
-        state = begin_reembed(conn, fingerprint=embedder.fingerprint, dimension=embedder.dimension, restart=restart)
+        fingerprint, dimension = embedder.fingerprint, embedder.dimension
+        state = step(lambda conn: begin_reembed(conn, fingerprint=fingerprint, dimension=dimension, restart=restart))
         after: uuid.UUID | None = None
         while max_batches is None or batches < max_batches:
-            rows = rows_to_reembed(conn, after=after, limit=batch_size)
+            rows = step(functools.partial(rows_to_reembed, after=after, limit=batch_size))
             if not rows:
                 break
-            store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+            fill(rows)
             after, filled, batches = rows[-1][0], filled + len(rows), batches + 1
             if progress:
                 progress(filled)
         else:  # stopped by max_batches, not by running out of rows: switch on a later run
             return ReembedResult(state=state, filled=filled, switched=False, model=embedder.fingerprint)
-        build_reembed_index(conn)
+        step(build_reembed_index)
         # Rows written meanwhile (ids are random, so some sort before where the scan was):
         # embed them now, so the switch itself has (almost) nothing left to do.
-        while rows := rows_to_reembed(conn, after=None, limit=batch_size):
-            store_reembedded(conn, [r[0] for r in rows], list(embedder.embed([r[1] for r in rows])))
+        while rows := step(functools.partial(rows_to_reembed, after=None, limit=batch_size)):
+            fill(rows)
             filled += len(rows)
-        late = switch_reembed(
-            conn,
-            lambda texts: list(embedder.embed(texts)),
-            fingerprint=embedder.fingerprint,
-            dimension=embedder.dimension,
+        late = step(
+            lambda conn: switch_reembed(
+                conn, lambda texts: list(embedder.embed(texts)), fingerprint=fingerprint, dimension=dimension
+            )
         )
     finally:
         admin.close()
