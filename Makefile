@@ -12,9 +12,13 @@ SAM_VENV := $(VENV)/tools/sam
 SAM      := $(SAM_VENV)/bin/sam
 # The layer's Linux wheels are for this CPU; it must equal the template's Architecture parameter.
 ARCHITECTURE ?= arm64
+# A CPython 3.13 (Lambda's runtime) compiles the layer's bytecode (layers/memory/Makefile says why):
+# python3.13 on PATH, else one pyenv installed; none: a layer without bytecode.
+BYTECODE_PYTHON ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
+	$$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null && command -v $$p && break; done)
 # sam needs a region to render the template and no telemetry in CI; nothing here talks to AWS.
 SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMETRY=0 \
-	ARCHITECTURE=$(ARCHITECTURE) PYTHON=$(abspath $(SAM_VENV))/bin/python
+	ARCHITECTURE=$(ARCHITECTURE) PYTHON=$(abspath $(SAM_VENV))/bin/python BYTECODE_PYTHON=$(BYTECODE_PYTHON)
 
 # A venv with nothing but the client's distribution (`pip install .`, no extras), for client-check.
 CLIENT_VENV := $(VENV)/tools/client

@@ -29,6 +29,8 @@ from agent_memory.db.embedded import start_embedded_server
 from agent_memory.service import MemoryService, set_service
 from tests.environment import use_lambda_environment
 
+pytest_plugins = ("tests.replica",)  # replica_pair, replica_database: a streaming standby
+
 TEMPLATE_DB = "agent_memory_template"
 
 

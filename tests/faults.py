@@ -37,6 +37,12 @@ class RestartablePostgres:
     def restart(self) -> None:
         self._pg_ctl("-m", "fast", "restart")
 
+    def crash(self) -> None:
+        """Stop as a power cut would (immediate: no shutdown checkpoint, WAL buffers not
+        written), then start again: commits whose WAL was never flushed are gone."""
+        self._pg_ctl("-m", "immediate", "stop")
+        self.start()
+
     def restart_after(self, seconds: float) -> threading.Thread:
         """Restart from another thread, e.g. while a request is in flight."""
 

@@ -4,12 +4,18 @@ Thin on purpose: parse each record's body, hand it to the service, log the outco
 record succeeds or fails alone; the return value is SQS's partial batch response, so only
 the failed messages are retried (and reach the DLQ after maxReceiveCount). The event source
 mapping needs FunctionResponseTypes: [ReportBatchItemFailures].
+
+Each message commits without waiting for the disk; the batch waits once, before its answer
+acknowledges the messages (one WAL flush per batch, not per message). If the database restarted
+in between, every record of the batch is reported failed and SQS delivers them again; the
+receipts turn the messages that did survive into no-ops.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -18,9 +24,15 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
+from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.models import ConversationEnded, describe_errors, error_field
 from agent_memory.observability import logger, metrics, tracer
-from agent_memory.service import get_service
+
+if TYPE_CHECKING:
+    from agent_memory.service import UnflushedWrites
+
+
+register_snapstart_hooks()
 
 
 class InvalidMessage(InvalidInput):
@@ -44,7 +56,7 @@ def _failure_kind(exc: Exception) -> str:
 
 
 @tracer.capture_method
-def record_handler(record: SQSRecord) -> dict[str, Any]:
+def record_handler(record: SQSRecord, unflushed: UnflushedWrites | None = None) -> dict[str, Any]:
     where = {"message_id": record.message_id, "receive_count": record.attributes.approximate_receive_count}
     try:
         try:
@@ -53,7 +65,7 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
             raise InvalidMessage(
                 f"not a conversation-ended message: {describe_errors(exc, 'body')}", field=error_field(exc)
             ) from exc
-        outcome = get_service().ingest_conversation(message, observed_at=_sent_at(record))
+        outcome = get_service().ingest_conversation(message, observed_at=_sent_at(record), unflushed=unflushed)
     except Exception as exc:
         kind = _failure_kind(exc)
         metrics.add_metric(name="RecordsFailed", unit=MetricUnit.Count, value=1)
@@ -87,5 +99,17 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # batch response and SQS retries exactly those messages. One processor per invocation
     # (it holds the batch's state), so in-process callers may invoke concurrently.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    response = process_partial_response(event, record_handler, processor, context)
+    from agent_memory.service import UnflushedWrites  # with the service: not needed to load the handler
+
+    unflushed = UnflushedWrites()
+    handler = functools.partial(record_handler, unflushed=unflushed)
+    response = process_partial_response(event, handler, processor, context)
+    try:
+        get_service().flush_writes(unflushed)
+    except Exception as exc:
+        # The batch's writes may be lost: none of its messages may be acknowledged.
+        metrics.add_metric(name="BatchFlushFailed", unit=MetricUnit.Count, value=1)
+        logger.error("batch not flushed; every record will be delivered again", extra={"error": str(exc)})
+        records = event.get("Records") or []
+        return {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records]}
     return dict(response)

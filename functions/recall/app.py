@@ -3,7 +3,8 @@
 Routes parse the request (pydantic, via the resolver's validation), work out whose memories
 they may touch, call one MemoryService method and shape the answer. Errors become HTTP in
 agent_memory.http.handlers. Nothing is built at import time: the service (settings, connection,
-embedder) is created on the first request and reused while the container lives.
+embedder) is imported and created on the first request and reused while the container lives
+(with SnapStart, before the snapshot: agent_memory.lifecycle).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from agent_memory.http.body import parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, requester
 from agent_memory.http.openapi import openapi_document, swagger_html
+from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.models import (
     DEFAULT_PAGE,
     MAX_PAGE,
+    Consistency,
     ExportPage,
     IngestOutcome,
     Memory,
@@ -43,7 +46,6 @@ from agent_memory.models import (
     UserId,
 )
 from agent_memory.observability import logger, metrics, tracer
-from agent_memory.service import get_service
 
 if TYPE_CHECKING:
     from agent_memory.mcp.http import McpEndpoint
@@ -59,6 +61,8 @@ app.configure_openapi(
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
+# With SnapStart, every route's request validation is built before the snapshot, not on a first request.
+register_snapstart_hooks(warm=app.get_openapi_schema)
 # Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.
 # A metadata filter travels in the URL: kept well under URL limits (a longer one fits POST /recall).
 MAX_FILTER_PARAM = 2048
@@ -92,6 +96,7 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
         now=request.now,
         options=options,
         filters=request.filters,
+        consistency=request.consistency,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
@@ -141,11 +146,18 @@ def list_memories(
     ] = None,
     created_after: Annotated[str | None, Query(max_length=64, description="Created at or after (ISO 8601).")] = None,
     created_before: Annotated[str | None, Query(max_length=64, description="Created before (ISO 8601).")] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> MemoryPage:
     owner = caller_user_id(_claims(), user_id)
     filters = schemas.list_filters(categories, metadata, created_after, created_before)
     return get_service().list_memories(
-        owner, project_id=project_id, limit=limit, cursor=cursor, include_inactive=include_inactive, filters=filters
+        owner,
+        project_id=project_id,
+        limit=limit,
+        cursor=cursor,
+        include_inactive=include_inactive,
+        filters=filters,
+        consistency=consistency,
     )
 
 
@@ -159,9 +171,10 @@ def export_memories(
     history: Annotated[bool, Query(description="Each line with its memory's recorded changes.")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> ExportPage:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().export_memories(owner, history=history, limit=limit, cursor=cursor)
+    return get_service().export_memories(owner, history=history, limit=limit, cursor=cursor, consistency=consistency)
 
 
 @app.get(
@@ -172,9 +185,10 @@ def export_memories(
 def get_memory(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> Memory:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().get_memory(owner, memory_id)
+    return get_service().get_memory(owner, memory_id, consistency=consistency)
 
 
 @app.patch(
@@ -244,9 +258,10 @@ def swagger_page() -> Response[Any]:
 def memory_history(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
+    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> schemas.MemoryHistory:
     owner = caller_user_id(_claims(), user_id)
-    events = get_service().history(owner, memory_id)
+    events = get_service().history(owner, memory_id, consistency=consistency)
     if not events:
         # Same answer for another user's memory and for none at all: nothing leaks.
         raise NotFound("no history for this memory and user")
@@ -355,4 +370,8 @@ def mcp() -> Response[str]:
 @tracer.capture_lambda_handler(capture_response=False)  # the answer holds a user's memories
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    response = app.resolve(event, context)
+    fallbacks = get_service().reader_fallbacks()
+    if fallbacks:  # the reader endpoint failed: the writer served these reads
+        metrics.add_metric(name="ReaderFallback", unit=MetricUnit.Count, value=fallbacks)
+    return response

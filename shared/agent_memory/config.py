@@ -94,6 +94,23 @@ class Settings(BaseSettings):
         "database, a conversation written six. Turn off if a proxy in front of PostgreSQL mishandles pipelined "
         "requests.",
     )
+    db_reader_host: str | None = Field(
+        default=None,
+        description="Reader endpoint (Aurora's cluster-ro endpoint, or an RDS Proxy READ_ONLY endpoint) with the same "
+        "port, database, login and authentication as db_host: recall, list, get, history and export read there unless "
+        "a request asks for consistency 'strong'; writes (and the reads a write depends on) use db_host. Unset: "
+        "everything on db_host.",
+    )
+    database_reader_url: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL URL of a read replica of database_url (the URL form of db_reader_host).",
+    )
+    db_reader_retry_after_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="After the reader failed (unreachable, connection lost, replay conflict), reads go to the writer "
+        "for this many seconds before the reader is tried again (each failure is logged and counted).",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."
@@ -290,7 +307,7 @@ class Settings(BaseSettings):
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )
 
-    @field_validator("database_url", "data_dir", mode="before")
+    @field_validator("database_url", "database_reader_url", "data_dir", "db_reader_host", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the

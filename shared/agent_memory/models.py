@@ -162,7 +162,19 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
 AwareDatetime = Annotated[dt.datetime, AfterValidator(_aware)]
 
 
-class NewMemory(BaseModel):
+class WireModel(BaseModel):
+    """The base of the models: validators built on first use, not when the module is imported (a
+    Lambda cold start imports them all, then uses a few; with SnapStart the warm-up builds them)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+# Where a read runs when a reader endpoint is configured: "eventual" (the reader; it may miss a
+# write made moments ago) or "strong" (the writer: sees every committed write).
+Consistency = Literal["eventual", "strong"]
+
+
+class NewMemory(WireModel):
     """A fact to store, as given by a client, the importer or the extractor."""
 
     model_config = ConfigDict(extra="ignore")
@@ -202,7 +214,7 @@ INJECTION_DESCRIPTION = (
 )
 
 
-class Memory(BaseModel):
+class Memory(WireModel):
     """A stored memory as returned by list/recall."""
 
     id: uuid.UUID
@@ -227,7 +239,7 @@ def _not_null(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-class MemoryChanges(BaseModel):
+class MemoryChanges(WireModel):
     """What to change in one memory (PATCH /memories/{id}): a field left out stays as it is; null
     clears what may be cleared (``expires_at``: never expires; ``metadata``: empty). ``metadata``
     replaces the whole object. A new ``content`` is re-embedded and makes the memory fresh again
@@ -252,7 +264,7 @@ class MemoryChanges(BaseModel):
         return values
 
 
-class MemoryFilters(BaseModel):
+class MemoryFilters(WireModel):
     """Which of the user's memories a recall or a listing considers (all given conditions hold):
     any of ``categories``; ``metadata`` containing the given object (JSONB ``@>``: nested
     objects and arrays match by containment); created in [``created_after``, ``created_before``)."""
@@ -277,14 +289,14 @@ class MemoryFilters(BaseModel):
         return self.categories is None and self.metadata is None and not self.created_after and not self.created_before
 
 
-class MemoryPage(BaseModel):
+class MemoryPage(WireModel):
     """A page of memories, newest first; pass ``next_cursor`` to get the next page (None: the last)."""
 
     memories: list[Memory]
     next_cursor: str | None
 
 
-class RecalledMemory(BaseModel):
+class RecalledMemory(WireModel):
     """The public shape of one recalled memory (CLI and API alike)."""
 
     id: uuid.UUID
@@ -298,13 +310,13 @@ class RecalledMemory(BaseModel):
     injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
 
 
-class RecallResult(BaseModel):
+class RecallResult(WireModel):
     memories: list[RecalledMemory]
     prompt_block: str
     query: str
 
 
-class RecallQuery(BaseModel):
+class RecallQuery(WireModel):
     """One query of a batch recall (a line of `agent-memory recall --queries`); other fields
     (a benchmark's evidence, category, ...) are ignored."""
 
@@ -318,7 +330,7 @@ class RecallQuery(BaseModel):
     filters: MemoryFilters | None = None
 
 
-class StoredIds(BaseModel):
+class StoredIds(WireModel):
     """What a write returns: the ids in input order, and which of them were new rows.
 
     With AGENT_MEMORY_PII, ``pii_dropped`` lists the input positions not stored because they held
@@ -332,7 +344,7 @@ class StoredIds(BaseModel):
     pii_dropped: list[int] = Field(default_factory=list)
 
 
-class MemoryEvent(BaseModel):
+class MemoryEvent(WireModel):
     """One recorded change of a memory (its history)."""
 
     memory_id: uuid.UUID
@@ -356,7 +368,7 @@ def _text_of(value: Any) -> Any:
     return value
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(WireModel):
     """One chat turn, as the chat application sends it."""
 
     model_config = ConfigDict(extra="ignore")
@@ -372,7 +384,7 @@ def _blank_to_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
-class ConversationEnded(BaseModel):
+class ConversationEnded(WireModel):
     """The write-path message (SQS body) the chat application sends when a conversation ends.
 
     Either ``messages`` (extracted by the configured LLM provider) or ``memories`` (facts the
@@ -402,7 +414,7 @@ class ConversationEnded(BaseModel):
         return self
 
 
-class IngestOutcome(BaseModel):
+class IngestOutcome(WireModel):
     """What one "conversation ended" message did to the store."""
 
     user_id: str
@@ -422,7 +434,7 @@ class IngestOutcome(BaseModel):
     pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
 
 
-class ExportPage(BaseModel):
+class ExportPage(WireModel):
     """A page of a user's export (GET /memories/export): import lines, newest first; pass
     ``next_cursor`` for the next page (None: the last)."""
 

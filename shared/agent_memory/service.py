@@ -21,10 +21,12 @@ from agent_memory.changes import DrainResult, OutboxStatus, drain_outbox, outbox
 from agent_memory.changes.drain import Publish
 from agent_memory.config import Settings, get_settings
 from agent_memory.db.connection import Connection, Database, VectorSchema
+from agent_memory.db.readers import ReadRouter, reader_settings
 from agent_memory.db.scope import Scope
+from agent_memory.db.usage import record_usage
 from agent_memory.embeddings import Embedder, create_embedder
 from agent_memory.erasure import ErasureReceipt
-from agent_memory.errors import ConfigurationError, InputTooLarge, InvalidInput, NotFound
+from agent_memory.errors import ConfigurationError, DatabaseUnavailable, InputTooLarge, InvalidInput, NotFound
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest import conversation, importing, restore, writes
 from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
@@ -36,6 +38,9 @@ from agent_memory.ingest.rows import (
     check_new_memories,
     embed_unique,
 )
+
+# Re-exported: a queue consumer (IngestFunction) keeps one per batch.
+from agent_memory.ingest.writes import UnflushedWrites as UnflushedWrites
 from agent_memory.inputs import has_visible, lone_surrogate
 from agent_memory.manage import edits, pages, queries
 from agent_memory.manage import erasure as erasing
@@ -45,6 +50,7 @@ from agent_memory.models import (
     MAX_HISTORY,
     MAX_PAGE,
     MAX_RECALL_LIMIT,
+    Consistency,
     ConversationEnded,
     ExportPage,
     ImportLine,
@@ -62,6 +68,7 @@ from agent_memory.models import (
     export_line,
     normalize_content,
 )
+from agent_memory.providers.aws import clear_secret_cache
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.candidates import hybrid_candidates
 from agent_memory.recall.ranking import RecallOptions, rank_candidates
@@ -127,6 +134,7 @@ class MemoryService:
         self._database = database
         self._extractor = extractor
         self._publisher = publisher
+        self._reads: ReadRouter | None = None
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -147,6 +155,32 @@ class MemoryService:
         if self._database is None:
             self._database = Database(self.settings, setup=self._prepare_connection)
         return self._database
+
+    @property
+    def reads(self) -> ReadRouter:
+        """Where reads go: the reader endpoint when one is configured, else (and as its fallback)
+        the writer, :attr:`db` (see :mod:`agent_memory.db.readers`)."""
+        if self._reads is None:
+            settings = reader_settings(self.settings)
+            reader = None
+            if settings is not None:
+                reader = Database(settings, setup=self._prepare_reader, application_name="agent-memory-reader")
+            self._reads = ReadRouter(self.db, reader, retry_after_s=self.settings.db_reader_retry_after_s)
+        return self._reads
+
+    def _prepare_reader(self, conn: Connection) -> VectorSchema:
+        # Never migrates: a replica is read-only (the writer's connection migrates).
+        return prepare_connection(
+            conn,
+            dimension=self.embedder.dimension,
+            fingerprint=self.embedder.fingerprint,
+            migrate=False,
+            role=self.settings.effective_db_role(),
+        )
+
+    def reader_fallbacks(self) -> int:
+        """Reads the writer served because the reader failed, since the last call (a metric)."""
+        return self._reads.take_fallbacks() if self._reads is not None else 0
 
     def _prepare_connection(self, conn: Connection) -> VectorSchema:
         return prepare_connection(
@@ -191,6 +225,19 @@ class MemoryService:
     def close(self) -> None:
         if self._database is not None:
             self._database.close()
+        if self._reads is not None:
+            self._reads.close()
+
+    def release_secrets(self) -> None:
+        """Close the database connections (each logged in with a password or an IAM token), forget
+        cached secrets and the providers built with an API key; all are rebuilt on first use.
+        Before a SnapStart snapshot (see :mod:`agent_memory.lifecycle`)."""
+        self.close()
+        clear_secret_cache()
+        if self.settings.embedding_provider == "openai":
+            self._embedder = None
+        if self.settings.llm_provider == "openai":
+            self._extractor = None
 
     # ---- writes ----------------------------------------------------------------------
 
@@ -321,10 +368,16 @@ class MemoryService:
         )
 
     def ingest_conversation(
-        self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
+        self,
+        message: ConversationEnded,
+        *,
+        observed_at: dt.datetime | None = None,
+        unflushed: UnflushedWrites | None = None,
     ) -> IngestOutcome:
         """Turn one "conversation ended" message into memories: all of them or none
-        (see :mod:`agent_memory.ingest.conversation`)."""
+        (see :mod:`agent_memory.ingest.conversation`). With ``unflushed`` (one per queue batch),
+        the write is committed without waiting for the disk and durable once
+        :meth:`flush_writes` has returned for that batch."""
         with metering() as meter:
             outcome = conversation.ingest_conversation(
                 message,
@@ -335,10 +388,29 @@ class MemoryService:
                 observed_at=observed_at,
                 redactor=self.redactor,
                 meter=meter if self.settings.usage_metering else None,
+                unflushed=unflushed,
             )
         if outcome.status != "duplicate":
             self._publish_changes(message.user_id)
         return outcome
+
+    def flush_writes(self, unflushed: UnflushedWrites) -> None:
+        """Make a batch's unflushed writes durable: one WAL flush for all of them. Raises
+        DatabaseUnavailable when the server restarted (or failed over) after one of them, which
+        may then be lost: the batch must be delivered again (its receipts make that safe)."""
+        pending = unflushed.take()
+        if not pending:
+            return
+        started: dt.datetime = self.db.run(writes.flush_writes)
+        if pending != {started}:
+            logger.warning(
+                "the database restarted between a batch's writes and their flush",
+                extra={"server_started": started.isoformat(), "writes_saw": sorted(p.isoformat() for p in pending)},
+            )
+            raise DatabaseUnavailable(
+                "the database restarted before this batch's writes were known to be on its disk; "
+                "the batch must be delivered again"
+            )
 
     # ---- recall ----------------------------------------------------------------------
 
@@ -373,9 +445,11 @@ class MemoryService:
         query_vector: np.ndarray | None = None,
         filters: MemoryFilters | None = None,
         usage: Meter | None = None,
+        consistency: Consistency = "eventual",
     ) -> RecallResult:
         """The memories most relevant to ``query`` for this user, best first, and the prompt block;
-        with ``filters``, among the memories that match them only.
+        with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
+        the writer when a reader endpoint is configured (see :mod:`agent_memory.db.readers`).
 
         ``usage``: what was already spent for this recall (a batch's share of its embedding call),
         counted with it."""
@@ -396,9 +470,17 @@ class MemoryService:
         )
         k = options.overfetch * limit
         timeout_ms = self.settings.recall_statement_timeout_ms
-        candidates = self.db.run(
-            lambda conn: hybrid_candidates(conn, scope, vector, query, k, statement_timeout_ms=timeout_ms, usage=used)
+        on_reader = self.reads.reader is not None and consistency == "eventual"
+        # The recall's usage count is written by its query itself (one statement), which a
+        # reader cannot run: there the count goes to the writer on its own (one more round trip).
+        candidates = self.reads.run(
+            lambda conn: hybrid_candidates(
+                conn, scope, vector, query, k, statement_timeout_ms=timeout_ms, usage=() if on_reader else used
+            ),
+            consistency=consistency,
         )
+        if on_reader and used:
+            self.db.run(lambda conn: record_usage(conn, user_id, used))
         chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
         if self.settings.min_score > 0:
             chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
@@ -462,6 +544,7 @@ class MemoryService:
         cursor: str | None = None,
         include_inactive: bool = False,
         filters: MemoryFilters | None = None,
+        consistency: Consistency = "eventual",
     ) -> MemoryPage:
         """A page of the user's memories (those matching ``filters``), newest first, and the cursor
         of the next page."""
@@ -470,14 +553,18 @@ class MemoryService:
         after = pages.decode_cursor(cursor) if cursor else None
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed)
-        found = self.db.run(lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after))
+        found = self.reads.run(
+            lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
+        )
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
 
-    def get_memory(self, user_id: str, memory_id: uuid.UUID) -> Memory:
+    def get_memory(self, user_id: str, memory_id: uuid.UUID, *, consistency: Consistency = "eventual") -> Memory:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
-        found: Memory | None = self.db.run(lambda conn: edits.get_memory(conn, user_id, memory_id))
+        found: Memory | None = self.reads.run(
+            lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
+        )
         if found is None:
             raise NotFound("no memory with this id for this user")
         return found
@@ -491,7 +578,7 @@ class MemoryService:
         already states it; NotFound as :meth:`get_memory`. No change given: the memory as it is."""
         values = changes.changed()
         if not values:
-            return self.get_memory(user_id, memory_id)
+            return self.get_memory(user_id, memory_id, consistency="strong")  # as an update would answer
         vector = None
         used: list[UsageRow] = []
         if "content" in values:
@@ -537,16 +624,24 @@ class MemoryService:
             values["metadata"] = {**(base or {}), REDACTED_KEY: memory.metadata[REDACTED_KEY]}
 
     def export_memories(
-        self, user_id: str, *, history: bool = False, limit: int = DEFAULT_PAGE, cursor: str | None = None
+        self,
+        user_id: str,
+        *,
+        history: bool = False,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+        consistency: Consistency = "eventual",
     ) -> ExportPage:
         """A page of everything the user has (superseded and expired memories too), newest first,
         as import lines (``agent-memory import`` restores them: same ids, timestamps and
         recall); with ``history``, each line carries its memory's recorded changes."""
-        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True)
+        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True, consistency=consistency)
         events: dict[uuid.UUID, list[MemoryEvent]] = {}
         if history and page.memories:
             ids = [m.id for m in page.memories]
-            found: list[MemoryEvent] = self.db.run(lambda conn: edits.histories(conn, user_id, ids))
+            found: list[MemoryEvent] = self.reads.run(
+                lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
+            )
             for event in found:
                 events.setdefault(event.memory_id, []).append(event)
         lines = [export_line(m, events.get(m.id, []) if history else None) for m in page.memories]
@@ -644,11 +739,20 @@ class MemoryService:
         """How many change events wait in the outbox, since when, and the latest publish error."""
         return outbox_status(self.db, user_id=user_id)
 
-    def history(self, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000) -> list[MemoryEvent]:
+    def history(
+        self,
+        user_id: str,
+        memory_id: uuid.UUID | None = None,
+        *,
+        limit: int = 1000,
+        consistency: Consistency = "eventual",
+    ) -> list[MemoryEvent]:
         """Every recorded change of one memory (or of all the user's), oldest first."""
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
-        events: list[MemoryEvent] = self.db.run(lambda conn: queries.history(conn, user_id, memory_id, limit=limit))
+        events: list[MemoryEvent] = self.reads.run(
+            lambda conn: queries.history(conn, user_id, memory_id, limit=limit), consistency=consistency
+        )
         return events
 
     # ---- administration --------------------------------------------------------------

@@ -70,7 +70,29 @@ def test_layer_holds_the_package_with_its_migrations(layer: Path) -> None:
     )
     _, mismatch, errors = filecmp.cmpfiles(source, package, [str(m) for m in modules], shallow=False)
     assert not mismatch and not errors, f"layer differs from shared/agent_memory: {mismatch + errors}"
-    assert not list(layer.rglob("__pycache__")), "bytecode of the build machine's Python in the layer"
+
+
+def test_layer_bytecode_is_the_runtimes_and_never_checked_against_its_source(layer: Path) -> None:
+    """Compiled by a CPython 3.13 as unchecked-hash .pyc (see layers/memory/Makefile): none of the
+    build machine's own Python, none that a zip's timestamps could invalidate, one for every
+    module of the package. Without a 3.13 on the build machine the layer carries none."""
+    compiled = list(layer.rglob("*.pyc"))
+    if python313() is None:
+        assert not compiled, "bytecode in the layer, but no CPython 3.13 here to have made it"
+        return
+    assert compiled
+    wrong = [str(p.relative_to(layer)) for p in compiled if ".cpython-313." not in p.name]
+    assert not wrong, f"bytecode of another Python in the layer: {wrong[:5]}"
+    # PEP 552 header: magic (4 bytes), flags (4): bit 0 = hash-based, bit 1 = check the source.
+    flags = {int.from_bytes(p.read_bytes()[4:8], "little") for p in compiled}
+    assert flags == {0b01}, f"not unchecked-hash bytecode: flags {flags}"
+    package = layer / "agent_memory"
+    missing = [
+        str(py.relative_to(package))
+        for py in package.rglob("*.py")
+        if not (py.parent / "__pycache__" / f"{py.stem}.cpython-313.pyc").is_file()
+    ]
+    assert not missing, f"modules without bytecode: {missing[:5]}"
 
 
 def test_layer_leaves_out_the_command_line_local_host_and_benchmarks(layer: Path) -> None:

@@ -55,7 +55,11 @@ def test_globals_run_python313_on_the_chosen_architecture_with_tracing(template:
     assert glob["Runtime"] == "python3.13"
     assert glob["Architectures"] == [{"Ref": "Architecture"}]
     assert template["Parameters"]["Architecture"]["Default"] == "arm64"
-    assert glob["Tracing"] == "Active"
+    # Tracing is a parameter (Active by default); off, the functions do not import the X-Ray SDK.
+    assert template["Parameters"]["Tracing"]["Default"] == "Active"
+    assert glob["Tracing"] == {"Fn::If": ["TracingOn", "Active", "PassThrough"]}
+    disabled = glob["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"]
+    assert disabled == {"Fn::If": ["TracingOn", "false", "true"]}
     assert glob["Layers"] == [{"Ref": "MemoryLayer"}]
     layer = template["Resources"]["MemoryLayer"]
     assert layer["Metadata"]["BuildMethod"] == "makefile"
@@ -174,3 +178,42 @@ def test_agent_memory_invoke_reads_every_function(template: dict[str, Any]) -> N
         # Only POWERTOOLS_* values apply locally; the AGENT_MEMORY_* ones point at AWS resources.
         assert spec.environment and all(k.startswith("POWERTOOLS_") for k in spec.environment)
         assert spec.layer_paths and spec.layer_paths[0].name == "shared"
+
+
+def test_the_request_functions_run_published_versions_with_snapstart(template: dict[str, Any]) -> None:
+    """The API and the queue invoke alias 'live'; every deploy that changes anything (the code is
+    in the layer, not in CodeUri) publishes a version that SnapStart snapshots."""
+    assert template["Parameters"]["SnapStart"]["Default"] == "PublishedVersions"
+    assert set(template["Parameters"]["SnapStart"]["AllowedValues"]) == {"PublishedVersions", "None"}
+    for name, props in ((n, f["Properties"]) for n, f in functions(template).items()):
+        if name in {"RecallFunction", "IngestFunction"}:
+            assert props["AutoPublishAlias"] == "live", name
+            assert props["AutoPublishAliasAllProperties"] is True, name
+            assert props["SnapStart"] == {"ApplyOn": {"Ref": "SnapStart"}}, name
+        else:  # runs once per deploy: nothing to snapshot
+            assert "SnapStart" not in props, name
+
+
+def test_reads_go_to_the_reader_endpoint_a_deployment_names_or_creates(template: dict[str, Any]) -> None:
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["AGENT_MEMORY_DB_READER_HOST"] == {
+        "Fn::If": [
+            "HasReaderHost",
+            {"Ref": "DatabaseReaderHost"},
+            {
+                "Fn::If": [
+                    "CreateReaders",
+                    {"Fn::GetAtt": "DatabaseProxyReaderEndpoint.Endpoint"},
+                    {"Ref": "AWS::NoValue"},
+                ]
+            },
+        ]
+    }
+    resources = template["Resources"]
+    assert resources["DatabaseReaderInstance"]["Condition"] == "CreateReaders"
+    endpoint = resources["DatabaseProxyReaderEndpoint"]
+    assert endpoint["Condition"] == "CreateReaders"
+    assert endpoint["Properties"]["TargetRole"] == "READ_ONLY"
+    assert endpoint["Properties"]["DBProxyName"] == {"Ref": "DatabaseProxy"}
+    assert template["Parameters"]["DatabaseReaders"]["Default"] == "0"
+    assert "DatabaseReaderEndpoint" in template["Outputs"]

@@ -14,8 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = sorted((REPO / "functions").glob("*/app.py"))
 # What a handler may import from the package (a module, or a module under a package here); mcp is
-# the MCP door's adapter (RecallFunction's /mcp), a surface like http.
-ALLOWED = ("service", "http", "mcp", "models", "errors", "observability", "config", "__init__")
+# the MCP door's adapter (RecallFunction's /mcp), a surface like http; lifecycle: the service
+# imported on first use, and SnapStart's hooks.
+ALLOWED = ("service", "lifecycle", "http", "mcp", "models", "errors", "observability", "config", "__init__")
 
 
 def package_imports(path: Path) -> set[str]:

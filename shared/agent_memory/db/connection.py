@@ -132,9 +132,16 @@ class Database:
     the vector column the connection uses.
     """
 
-    def __init__(self, settings: Settings, setup: Callable[[Connection], VectorSchema | None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        setup: Callable[[Connection], VectorSchema | None] | None = None,
+        *,
+        application_name: str = "agent-memory",
+    ) -> None:
         self.settings = settings
         self._setup = setup
+        self.application_name = application_name  # tells the writer's sessions from the reader's
         self._conn: Connection | None = None
         self._lock = threading.RLock()
 
@@ -145,7 +152,7 @@ class Database:
                 conninfo,
                 autocommit=True,  # transactions are explicit: conn.transaction()
                 connect_timeout=max(1, int(self.settings.connect_timeout_s)),
-                application_name="agent-memory",
+                application_name=self.application_name,
                 **kwargs,
             )
         except psycopg.OperationalError as exc:

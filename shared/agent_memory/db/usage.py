@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_memory.db.connection import Connection
+from agent_memory.db.transactions import user_transaction
 from agent_memory.usage import UsageRow
 
 UPSERT_USAGE = """
@@ -47,3 +48,12 @@ def add_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
     Nothing is fetched: in a pipelined transaction it travels with the next statement."""
     if rows:
         conn.execute(UPSERT_USAGE, usage_params(user_id, rows))
+
+
+def record_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
+    """Add ``rows`` to the user's counts in a transaction of its own, without waiting for the disk
+    (a crash may lose the last moment's counts, never a memory): a recall served by a reader
+    endpoint, which cannot write, counts itself on the writer this way."""
+    if rows:
+        with user_transaction(conn, user_id, settings={"synchronous_commit": "off"}):
+            add_usage(conn, user_id, rows)

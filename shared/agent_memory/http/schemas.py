@@ -19,12 +19,14 @@ from agent_memory.errors import InvalidInput
 from agent_memory.models import (
     MAX_RECALL_LIMIT,
     AwareDatetime,
+    Consistency,
     ConversationEnded,
     MemoryEvent,
     MemoryFilters,
     NewMemory,
     ProjectId,
     UserId,
+    WireModel,
     describe_errors,
 )
 from agent_memory.usage import UsageLine as UsageLine
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 
-class ContentPart(BaseModel):
+class ContentPart(WireModel):
     """One part of a multi-part chat message (OpenAI style); only text parts are read."""
 
     model_config = ConfigDict(extra="ignore")
@@ -43,7 +45,7 @@ class ContentPart(BaseModel):
     text: str | None = None
 
 
-class RecallMessage(BaseModel):
+class RecallMessage(WireModel):
     """A chat message as agent frameworks pass them around: any role, text or parts."""
 
     model_config = ConfigDict(extra="ignore")
@@ -66,7 +68,14 @@ def latest_user_query(messages: Sequence[RecallMessage]) -> str | None:
     return None
 
 
-class RecallRequest(BaseModel):
+CONSISTENCY_HELP = (
+    "Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a "
+    "moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a "
+    "reader, both read the one database."
+)
+
+
+class RecallRequest(WireModel):
     """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
 
     model_config = ConfigDict(extra="forbid")
@@ -85,6 +94,7 @@ class RecallRequest(BaseModel):
     filters: MemoryFilters | None = Field(
         default=None, description="Recall among the memories that match these only (all conditions hold)."
     )
+    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
 
     def query_text(self) -> str:
         """The query to use; InvalidInput naming the field when there is none or two."""
@@ -100,7 +110,7 @@ class RecallRequest(BaseModel):
         return self.query
 
 
-class AddRequest(BaseModel):
+class AddRequest(WireModel):
     """POST /memories: store facts now (no LLM; the same rules as the write path)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -147,19 +157,19 @@ def list_filters(
         raise InvalidInput(describe_errors(exc), field=str(loc[0]) if loc else None) from exc
 
 
-class MemoryHistory(BaseModel):
+class MemoryHistory(WireModel):
     """GET /memories/{id}/history: every recorded change of one memory, oldest first."""
 
     events: list[MemoryEvent]
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(WireModel):
     # Optional in the schema too: answers leave out a null field (found by schemathesis).
     field: str | None = None
     message: str
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(WireModel):
     """Every error answer: what went wrong, which field, and the request id to find the logs."""
 
     code: str

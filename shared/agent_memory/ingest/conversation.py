@@ -69,6 +69,7 @@ def ingest_conversation(
     observed_at: dt.datetime | None = None,
     redactor: Redactor | None = None,
     meter: Meter | None = None,
+    unflushed: writes.UnflushedWrites | None = None,
 ) -> IngestOutcome:
     """Turn one message into memories: all of them or none (see the module's docstring).
 
@@ -79,12 +80,16 @@ def ingest_conversation(
     time of the facts is ``ended_at``, else ``observed_at`` (the handler passes the SQS
     SentTimestamp: stable across redeliveries), else now. Extracted expiries are checked
     against that time. ``extractor`` is called only when the message has chat messages.
+    With ``unflushed`` the write does not wait for the disk (see :class:`writes.UnflushedWrites`).
     """
     check_conversation(settings, message)
     user_id, source = message.user_id, message.conversation_id
     digest = message_digest(message)
     outcome = IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
-    if db.run(lambda conn: writes.message_ingested(conn, user_id, digest)):
+    receipt: writes.Receipt = db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
+    if receipt.found:
+        if unflushed is not None:  # an earlier delivery may have written it without a flush
+            unflushed.add(receipt.server_started)
         logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
         return outcome
     facts: list[ExtractedMemory] = []
@@ -141,6 +146,7 @@ def ingest_conversation(
             near_duplicate_threshold=threshold,
             updates=updates,
             usage=usage,
+            unflushed=unflushed,
         )
     )
     if written is None:  # a concurrent delivery of the same message won the race

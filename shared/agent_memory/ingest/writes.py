@@ -8,6 +8,8 @@ the near-duplicate check reads before it writes, so one user's writers take turn
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import threading
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -19,7 +21,7 @@ from psycopg.types.json import Jsonb
 
 from agent_memory.db.connection import Connection, vector_column, vector_schema_of
 from agent_memory.db.scope import Scope, scope_filter, scope_params
-from agent_memory.db.transactions import read_as_user, user_transaction
+from agent_memory.db.transactions import pipelined_transaction, read_as_user, user_transaction
 from agent_memory.db.usage import add_usage
 from agent_memory.errors import SchemaMismatch
 from agent_memory.extraction.records import ExistingMemory
@@ -206,17 +208,70 @@ def _write_rows(
             outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
 
 
-def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> bool:
+def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
     """Whether this exact ingest message was already written (a redelivery); one round trip."""
-    found = read_as_user(conn, user_id, _RECEIPT, {"user_id": user_id, "hash": message_hash})
-    return bool(found)
-
-
-def _has_receipt(conn: Connection, user_id: str, message_hash: bytes) -> bool:
-    return conn.execute(_RECEIPT, {"user_id": user_id, "hash": message_hash}).fetchone() is not None
+    found = read_as_user(conn, user_id, _RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash})
+    return Receipt(bool(found[0]["found"]), found[0]["server_started"])
 
 
 _RECEIPT = "SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s"
+# The receipt, and which run of the server answers (see UnflushedWrites): the same round trip.
+_RECEIPT_AND_SERVER = f"SELECT EXISTS ({_RECEIPT}) AS found, pg_postmaster_start_time() AS server_started"
+
+
+@dataclasses.dataclass(frozen=True)
+class Receipt:
+    found: bool
+    server_started: dt.datetime
+
+
+class UnflushedWrites:
+    """Ingest writes committed without waiting for the WAL to reach the disk, by the run of the
+    server (its start time) that took them; :func:`flush_writes` makes them durable.
+
+    A queue consumer keeps one per batch: each message commits with ``synchronous_commit = off``
+    and the batch waits for the disk once, before it is acknowledged (one WAL flush per batch
+    instead of one per message: the commit's flush is the write path's largest cost after the
+    vector index). A message found already written counts too: its receipt may come from an
+    earlier delivery that committed the same way and died before its flush.
+    """
+
+    def __init__(self) -> None:
+        self._server_starts: set[dt.datetime] = set()
+        self._lock = threading.Lock()
+
+    def add(self, server_started: dt.datetime) -> None:
+        with self._lock:
+            self._server_starts.add(server_started)
+
+    def take(self) -> set[dt.datetime]:
+        """The start times recorded so far, forgetting them (a flush covers them all)."""
+        with self._lock:
+            taken, self._server_starts = self._server_starts, set()
+        return taken
+
+    def __bool__(self) -> bool:
+        return bool(self._server_starts)
+
+
+def flush_writes(conn: Connection) -> dt.datetime:
+    """Wait until every transaction committed so far, by any session, is on disk; returns when
+    the server started, to compare with the start times the writes saw.
+
+    A transaction that wrote WAL and commits with ``synchronous_commit = on`` waits until the WAL
+    is on disk up to its commit record, and so past every earlier commit, those made with
+    ``synchronous_commit = off`` included. It must write WAL: PostgreSQL commits a transaction
+    that only took a transaction id without waiting for the disk. A transactional logical
+    decoding message is the smallest such write any role may make (it touches no table and
+    means nothing to a database without logical decoding). One round trip.
+    """
+    with pipelined_transaction(conn):
+        conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
+        cur = conn.execute("SELECT pg_logical_emit_message(true, 'agent-memory', 'flush'), pg_postmaster_start_time()")
+    row = cur.fetchone()
+    assert row is not None
+    started: dt.datetime = row[1]
+    return started
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +301,8 @@ class IngestWrite:
     outcomes: list[WriteOutcome]
     superseded: list[tuple[uuid.UUID, uuid.UUID]]
     stale: list[uuid.UUID]
+    # The run of the server that took the write (see UnflushedWrites).
+    server_started: dt.datetime | None = None
 
 
 def ingest_message(
@@ -258,6 +315,7 @@ def ingest_message(
     near_duplicate_threshold: float | None = None,
     updates: Updates | None = None,
     usage: Sequence[UsageRow] = (),
+    unflushed: UnflushedWrites | None = None,
 ) -> IngestWrite | None:
     """Write one ingest message's memories, its updates (restatements refreshed, replaced
     memories superseded) and its receipt in one transaction: all of it or nothing.
@@ -266,6 +324,10 @@ def ingest_message(
     same message serialise on the user's lock, and the second finds the first's receipt.
     ``usage`` (what the message's extraction and embedding used) is counted either way: a
     concurrent delivery that lost the race still made its provider calls.
+
+    With ``unflushed``, the commit does not wait for the WAL flush (``synchronous_commit = off``,
+    this transaction only): the write is visible at once, and durable once :func:`flush_writes`
+    has returned the server start time recorded in ``unflushed``.
     """
     if any(r.user_id != user_id for r in rows):
         raise ValueError("an ingest message writes the memories of its own user only")
@@ -273,8 +335,14 @@ def ingest_message(
     _check_writable(conn)
     # The transaction is pipelined: the refreshes, the receipt and COMMIT travel with the next
     # statement whose result is needed.
-    with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True):
-        if _has_receipt(conn, user_id, message_hash):
+    deferred = None if unflushed is None else {"synchronous_commit": "off"}
+    with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred):
+        receipt = conn.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash}).fetchone()
+        assert receipt is not None
+        written_before, server_started = receipt
+        if unflushed is not None:
+            unflushed.add(server_started)
+        if written_before:
             add_usage(conn, user_id, [u for u in usage if u.kind != "conversation"])
             return None
         targets = updates.targets
@@ -300,7 +368,7 @@ def ingest_message(
             [user_id, message_hash, conversation_id, len(rows)],
         )
         add_usage(conn, user_id, usage)
-    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live))
+    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live), server_started)
 
 
 def supersede_memories(

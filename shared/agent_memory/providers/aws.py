@@ -7,6 +7,7 @@ are fetched here, on first use, never when settings are read.
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import ConfigurationError
@@ -24,6 +25,15 @@ def get_secret_value(secret_arn: str) -> str:
     except parameters.exceptions.GetParameterError as exc:
         raise ConfigurationError(f"cannot read secret {secret_arn}: {exc}") from exc
     return value if isinstance(value, str) else value.decode()
+
+
+def clear_secret_cache() -> None:
+    """Forget every secret fetched so far (the next read fetches it again)."""
+    if "aws_lambda_powertools.utilities.parameters" not in sys.modules:
+        return  # nothing was ever fetched: importing the module would only cost time
+    from aws_lambda_powertools.utilities import parameters
+
+    parameters.clear_caches()  # type: ignore[no-untyped-call]
 
 
 def get_api_key(secret_arn: str) -> str:

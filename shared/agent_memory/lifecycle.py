@@ -1,0 +1,85 @@
+"""What a Lambda container does around its requests: the service built on first use, and
+Lambda SnapStart's runtime hooks.
+
+Handlers import this module, not :mod:`agent_memory.service`: the service pulls in the
+database driver, numpy, pgvector and every step of the data path, which a container needs for
+its first request but not to load the handler. So a cold start without SnapStart pays for them
+on the first request only, and only for what that request's path imports.
+
+With SnapStart (``SnapStart: ApplyOn: PublishedVersions``; Python 3.12+ runtimes ship
+``snapshot_restore_py``), Lambda runs the init phase once when a version is published and
+snapshots the container's memory; new containers resume from the snapshot. Before the snapshot
+the container warms up (imports the service and builds its embedder, so restored containers
+skip both) and then lets go of what must not be shared by every container restored from the
+same memory or live on past a restore: database connections (sockets, and the IAM token or
+password they logged in with), cached secrets, providers built with an API key, and the random
+generator's state. After a restore the generator is reseeded; connections and secrets are
+fetched again on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent_memory.service import MemoryService
+
+logger = logging.getLogger(__name__)
+
+
+def get_service() -> MemoryService:
+    """The process-wide service (see :func:`agent_memory.service.get_service`), imported on first use."""
+    from agent_memory.service import get_service as service
+
+    return service()
+
+
+# What the handler module itself can build ahead (e.g. its routes' request validation).
+_handler_warm_ups: list[Callable[[], object]] = []
+
+
+def warm_up() -> None:
+    """Import and build what any request needs, without touching the network or the database."""
+    service = get_service()
+    _ = service.embedder  # builds its client (boto3 for Bedrock), no call made
+    _ = service.extractor  # the same for the write path's LLM client
+    _ = service.recall_options
+    _ = service.reads  # where reads go (connections stay closed)
+    for warm in _handler_warm_ups:
+        warm()
+
+
+def before_snapshot() -> None:
+    """Warm up, then drop connections and secrets (see the module's docstring)."""
+    try:
+        warm_up()
+    except Exception:
+        # A container that cannot warm up now still works: it builds what it needs on first use.
+        logger.warning("warm-up before the snapshot failed", exc_info=True)
+    get_service().release_secrets()
+    logger.info("ready for the snapshot: connections closed, secrets dropped")
+
+
+def after_restore() -> None:
+    """Make this container's state its own again (see the module's docstring)."""
+    random.seed()  # every container restored from one snapshot would otherwise draw the same numbers
+    get_service().release_secrets()  # anything a hook or a stray thread fetched meanwhile
+    logger.info("restored from a snapshot")
+
+
+def register_snapstart_hooks(warm: Callable[[], object] | None = None) -> bool:
+    """Register the hooks with the runtime's ``snapshot_restore_py``; False where it is absent
+    (outside Lambda). Lambda runs them only for functions with SnapStart on. ``warm``: more to
+    build before the snapshot, from the handler module."""
+    if warm is not None:
+        _handler_warm_ups.append(warm)
+    try:
+        from snapshot_restore_py import register_after_restore, register_before_snapshot
+    except ImportError:
+        return False
+    register_before_snapshot(before_snapshot)
+    register_after_restore(after_restore)
+    return True

@@ -1,0 +1,178 @@
+"""Reads on a reader endpoint, against a real streaming replica (tests/replica.py: the embedded
+server's binaries, pg_basebackup + hot standby). The standby's replay is paused to make "the
+reader has not seen this write yet" deterministic: what an eventual read misses, a strong one
+sees; writes and the write path's own reads never touch the reader; a reader that is down hands
+its reads to the writer."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from agent_memory.config import Settings
+from agent_memory.models import ConversationEnded, MemoryChanges, NewMemory
+from agent_memory.service import MemoryService
+from tests.integration.recall_support import body_of, invoke, with_body, with_request
+from tests.replica import ReplicaPair
+
+USER = "user-123"
+
+
+def settings_for(pair: ReplicaPair, database: str, **extra: Any) -> Settings:
+    return Settings(
+        database_url=pair.primary_for(database),
+        database_reader_url=pair.standby_for(database),
+        embedding_provider="hash",
+        db_role="agent_memory_app",
+        **extra,
+    )
+
+
+@pytest.fixture
+def routed(replica_pair: ReplicaPair, replica_database: str) -> Iterator[MemoryService]:
+    service = MemoryService(settings_for(replica_pair, replica_database, db_reader_retry_after_s=0))
+    yield service
+    service.close()
+
+
+@contextlib.contextmanager
+def replay_paused(pair: ReplicaPair) -> Iterator[None]:
+    """The standby stops applying the writer's changes for the block (a lagging reader)."""
+    with psycopg.connect(pair.standby_url, autocommit=True) as standby:
+        standby.execute("SELECT pg_wal_replay_pause()")
+        try:
+            yield
+        finally:
+            standby.execute("SELECT pg_wal_replay_resume()")
+    pair.sync()
+
+
+def reader_sessions(pair: ReplicaPair, database: str) -> int:
+    with psycopg.connect(pair.standby_url, autocommit=True) as standby:
+        row = standby.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = 'agent-memory-reader'",
+            [database],
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_eventual_reads_come_from_the_reader_and_strong_ones_from_the_writer(
+    replica_pair: ReplicaPair, replica_database: str, routed: MemoryService
+) -> None:
+    old = routed.remember(USER, [NewMemory(content="Prefers pnpm over npm")]).ids[0]
+    replica_pair.sync()
+    with replay_paused(replica_pair):
+        new = routed.remember(USER, [NewMemory(content="Deploys the editor with Vite")]).ids[0]
+        # The reader has not replayed the second write: every eventual read misses it ...
+        assert [m.id for m in routed.recall(USER, "package manager and deploy tool").memories] == [old]
+        assert [m.id for m in routed.list_memories(USER).memories] == [old]
+        assert [line.id for line in routed.export_memories(USER).lines] == [old]
+        assert routed.history(USER, new) == []
+        with pytest.raises(Exception, match="no memory"):
+            routed.get_memory(USER, new)
+        # ... and every strong one sees it.
+        recalled = routed.recall(USER, "package manager and deploy tool", consistency="strong").memories
+        assert {m.id for m in recalled} == {old, new}
+        assert {m.id for m in routed.list_memories(USER, consistency="strong").memories} == {old, new}
+        assert routed.get_memory(USER, new, consistency="strong").content == "Deploys the editor with Vite"
+        assert [e.event for e in routed.history(USER, new, consistency="strong")] == ["created"]
+        assert reader_sessions(replica_pair, replica_database) == 1
+    # Replayed: the reader has caught up.
+    assert {m.id for m in routed.list_memories(USER).memories} == {old, new}
+    assert routed.reader_fallbacks() == 0
+    # The recalls the reader served were counted on the writer (a replica cannot write).
+    assert routed.usage(USER).totals.get("recall") == 2
+
+
+def test_writes_and_the_reads_they_depend_on_use_the_writer(
+    replica_pair: ReplicaPair, replica_database: str, routed: MemoryService
+) -> None:
+    with replay_paused(replica_pair):
+        first = routed.remember(USER, [NewMemory(content="Prefers pnpm over npm")]).ids[0]
+        # The write path reads what it folds into on the writer: the reader has not seen `first`.
+        restated = ConversationEnded(
+            user_id=USER, conversation_id="c-1", memories=[NewMemory(content="Prefers pnpm over npm!")]
+        )
+        outcome = routed.ingest_conversation(restated)
+        assert outcome.ids == [first]
+        assert outcome.refreshed == 1
+        # Same for a redelivery's receipt, an update and a delete.
+        assert routed.ingest_conversation(restated).status == "duplicate"
+        changed = routed.update_memory(USER, first, MemoryChanges(category="preference"))
+        assert changed.category == "preference"
+        assert routed.update_memory(USER, first, MemoryChanges()).id == first
+        assert routed.forget_memory(USER, first)
+    assert routed.list_memories(USER).memories == []
+    assert routed.reader_fallbacks() == 0
+
+
+def test_a_reader_that_is_down_hands_its_reads_to_the_writer(
+    replica_pair: ReplicaPair, replica_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = MemoryService(settings_for(replica_pair, replica_database, db_reader_retry_after_s=3600))
+    try:
+        stored = service.remember(USER, [NewMemory(content="Prefers pnpm over npm")]).ids
+        with caplog.at_level(logging.WARNING), replica_pair.standby_stopped():
+            assert [m.id for m in service.recall(USER, "package manager").memories] == stored
+            assert [m.id for m in service.list_memories(USER).memories] == stored  # not tried again
+        assert service.reader_fallbacks() == 1
+        assert [getattr(r, "reason", None) for r in caplog.records if r.getMessage().startswith("reader_fallback")] == [
+            "unavailable"
+        ]
+        # The reader is back, but this container waits out db_reader_retry_after_s first.
+        service.list_memories(USER)
+        assert reader_sessions(replica_pair, replica_database) == 0
+        service.reads.retry_after_s = 0
+        service.reads._reader_down_until = 0.0
+        service.list_memories(USER)
+        assert reader_sessions(replica_pair, replica_database) == 1
+    finally:
+        service.close()
+
+
+def test_the_http_api_reads_strongly_when_asked(
+    replica_pair: ReplicaPair, replica_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", replica_pair.primary_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_READER_URL", replica_pair.standby_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    with replay_paused(replica_pair):
+        added = invoke(with_body("http-memories-add.json", {"user_id": USER, "memories": [{"content": "Uses pnpm"}]}))
+        assert added["statusCode"] == 201
+        recall = {"user_id": USER, "query": "package manager"}
+        eventual = invoke(with_body("http-recall-iam.json", recall))
+        strong = invoke(with_body("http-recall-iam.json", {**recall, "consistency": "strong"}))
+        assert body_of(eventual)["memories"] == []
+        assert [m["content"] for m in body_of(strong)["memories"]] == ["Uses pnpm"]
+        listed = invoke(
+            with_request("http-memories-list.json", "GET", "/memories", {"user_id": USER, "consistency": "strong"})
+        )
+        assert [m["content"] for m in body_of(listed)["memories"]] == ["Uses pnpm"]
+        bad = invoke(with_body("http-recall-iam.json", {**recall, "consistency": "linearizable"}))
+        assert bad["statusCode"] == 400
+        assert "consistency" in json.dumps(body_of(bad))
+
+
+def test_the_handler_counts_reads_the_writer_served_for_a_failed_reader(
+    replica_pair: ReplicaPair,
+    replica_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", replica_pair.primary_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_READER_URL", replica_pair.standby_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    with replica_pair.standby_stopped():
+        result = invoke(with_body("http-recall-iam.json", {"user_id": USER, "query": "package manager"}))
+    assert result["statusCode"] == 200
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith('{"_aws"')]
+    assert [m["ReaderFallback"] for m in lines if "ReaderFallback" in m] == [[1.0]]

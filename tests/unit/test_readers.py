@@ -1,0 +1,111 @@
+"""Where reads go (agent_memory.db.readers), without a database: fake endpoints that answer or
+fail as a reader can."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from agent_memory.config import Settings
+from agent_memory.db.readers import ReadRouter, reader_settings
+from agent_memory.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
+
+
+class Endpoint:
+    """Answers with its name, or raises what it is told to."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.failure: BaseException | None = None
+        self.calls = 0
+        self.closed = 0
+
+    def run(self, work: Callable[[Any], Any], *, retry: bool = True) -> Any:
+        self.calls += 1
+        if self.failure is not None:
+            raise self.failure
+        return work(self.name)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def router(retry_after_s: float = 30.0) -> tuple[ReadRouter, Endpoint, Endpoint, Clock]:
+    writer, reader, clock = Endpoint("writer"), Endpoint("reader"), Clock()
+    return ReadRouter(writer, reader, retry_after_s=retry_after_s, clock=clock), writer, reader, clock  # type: ignore[arg-type]
+
+
+def where(r: ReadRouter, consistency: str = "eventual") -> str:
+    result: str = r.run(lambda name: name, consistency=consistency)  # type: ignore[arg-type]
+    return result
+
+
+def test_eventual_reads_go_to_the_reader_and_strong_ones_to_the_writer() -> None:
+    r, _, _, _ = router()
+    assert where(r) == "reader"
+    assert where(r, "strong") == "writer"
+
+
+def test_without_a_reader_everything_reads_the_writer() -> None:
+    writer = Endpoint("writer")
+    r = ReadRouter(writer, None, retry_after_s=30)  # type: ignore[arg-type]
+    assert where(r) == "writer"
+    assert r.take_fallbacks() == 0
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        (DatabaseUnavailable("cannot connect"), "unavailable"),
+        (psycopg.errors.SerializationFailure("canceling statement due to conflict with recovery"), "conflict"),
+        (psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction"), "read_only"),
+    ],
+)
+def test_a_failed_reader_hands_the_read_to_the_writer_then_rests(failure: BaseException, reason: str) -> None:
+    r, _, reader, clock = router(retry_after_s=30)
+    reader.failure = failure
+    assert where(r) == "writer"
+    assert r.fallbacks == {reason: 1}
+    assert reader.closed == 1  # a fresh connection when it is tried again
+    clock.now += 29
+    assert where(r) == "writer"
+    assert reader.calls == 1  # not tried while it rests
+    reader.failure = None
+    clock.now += 1
+    assert where(r) == "reader"
+    assert r.take_fallbacks() == 1
+    assert r.take_fallbacks() == 0
+
+
+def test_a_statement_timeout_on_the_reader_is_not_retried_on_the_writer() -> None:
+    r, writer, reader, _ = router()
+    reader.failure = StatementTimeout("recall query exceeded statement_timeout (2000 ms)")
+    with pytest.raises(StatementTimeout):
+        where(r)
+    assert writer.calls == 0
+    assert r.reader_usable
+
+
+def test_the_reader_needs_a_writer_of_the_same_kind() -> None:
+    assert reader_settings(Settings()) is None
+    by_url = reader_settings(Settings(database_url="postgresql://w/db", database_reader_url="postgresql://r/db"))
+    assert by_url is not None and by_url.database_url is not None
+    assert by_url.database_url.get_secret_value() == "postgresql://r/db"
+    by_host = reader_settings(Settings(db_host="writer.example", db_reader_host="reader.example", db_iam_auth=True))
+    assert by_host is not None and (by_host.db_host, by_host.db_iam_auth) == ("reader.example", True)
+    with pytest.raises(ConfigurationError, match="DATABASE_URL"):
+        reader_settings(Settings(database_reader_url="postgresql://r/db"))
+    with pytest.raises(ConfigurationError, match="DB_HOST"):
+        reader_settings(Settings(database_url="postgresql://w/db", db_reader_host="reader.example"))
+    assert reader_settings(Settings(db_host="writer.example", db_reader_host="")) is None
