@@ -1,7 +1,8 @@
 """`agent-memory bench ...`: the benchmarks behind BENCHMARKS.md, as commands.
 
 Each subcommand prints a table and ends with exactly one summary line
-(``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``embed ...``). They run
+(``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``embed ...``,
+``peers ...``). They run
 on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
 own data. Heavy imports (matplotlib) happen only inside the commands, and the CLI imports the
 benchmark modules only to run one (:func:`register`).
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed"
+HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed, peers"
 
 
 def register(sub: Any) -> None:
     """Add the `bench` command group to the CLI's subparsers."""
-    from agent_memory.bench import embed, ingest, latency, plot, quality, tokens
+    from agent_memory.bench import embed, ingest, latency, peers, plot, quality, tokens
 
     parser = sub.add_parser(
         "bench",
@@ -30,3 +31,4 @@ def register(sub: Any) -> None:
     tokens.register(benches)
     plot.register(benches)
     embed.register(benches)
+    peers.register(benches)
