@@ -49,6 +49,8 @@ from agent_memory.models import (
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.candidates import hybrid_candidates
 from agent_memory.recall.ranking import RecallOptions, rank_candidates
+from agent_memory.rerank import Reranker, create_reranker
+from agent_memory.schema import entity_links
 from agent_memory.schema import reembed as reembedding
 from agent_memory.schema.migrate import prepare_connection
 from agent_memory.schema.setup import MigrateResult, migrate
@@ -94,11 +96,14 @@ class MemoryService:
         embedder: Embedder | None = None,
         database: Database | None = None,
         extractor: Extractor | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
         self._database = database
         self._extractor = extractor
+        self._reranker = reranker
+        self._reranker_built = reranker is not None
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -113,6 +118,19 @@ class MemoryService:
         if self._extractor is None:
             self._extractor = create_extractor(self.settings)
         return self._extractor
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The configured reranker (AGENT_MEMORY_RERANK_PROVIDER), None when there is none."""
+        if not self._reranker_built:
+            self._reranker = create_reranker(self.settings)
+            self._reranker_built = True
+        return self._reranker
+
+    @property
+    def rerank_fallbacks(self) -> int:
+        """Recalls of this process whose reranker failed (they kept the fused order)."""
+        return self._reranker.fallbacks if self._reranker is not None else 0
 
     @property
     def db(self) -> Database:
@@ -274,10 +292,21 @@ class MemoryService:
         )
         k = options.overfetch * limit
         timeout_ms = self.settings.recall_statement_timeout_ms
+        as_of = now or utcnow()
+        legs = options.extra_legs(query, as_of)
         candidates = self.db.run(
-            lambda conn: hybrid_candidates(conn, scope, vector, query, k, statement_timeout_ms=timeout_ms)
+            lambda conn: hybrid_candidates(conn, scope, vector, query, k, statement_timeout_ms=timeout_ms, legs=legs)
         )
-        chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
+        reranker = self.reranker
+        chosen = rank_candidates(
+            candidates,
+            options,
+            limit=limit,
+            now=as_of,
+            query=query,
+            windows=legs.windows,
+            rerank=reranker.scores if reranker is not None else None,
+        )
         if self.settings.min_score > 0:
             chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
         memories = [
@@ -445,6 +474,20 @@ class MemoryService:
         if result.switched:
             self.close()  # reconnect: this process now uses the new column
         return result
+
+    def link_entities(
+        self,
+        *,
+        batch_size: int = 500,
+        restart: bool = False,
+        max_seconds: float | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> entity_links.EntityLinkResult:
+        """Link the memories stored before migration 0007 to the entities they name; resumable
+        (see :mod:`agent_memory.schema.entity_links`). Needs the owner's credentials."""
+        return entity_links.link_entities(
+            self.settings, batch_size=batch_size, restart=restart, max_seconds=max_seconds, progress=progress
+        )
 
     def drop_previous_vectors(self) -> bool:
         """After every process runs the new model: drop the previous model's vectors."""

@@ -10,6 +10,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from agent_memory.db.connection import Connection
+from agent_memory.db.entities import link_entities
 from agent_memory.db.transactions import user_transaction
 from agent_memory.errors import InvalidInput
 from agent_memory.ingest.rows import MemoryRow
@@ -78,6 +79,7 @@ def restore_memories(conn: Connection, rows: Sequence[MemoryRow], *, source: str
         batch = [rows[i] for i in indexes]
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
             inserted = {r[0] for r in conn.execute(_RESTORE, _params(batch)).fetchall()}
+            link_entities(conn, user_id, [(r.id, r.entities) for r in batch if r.id is not None and r.id in inserted])
             skipped = [i for i in indexes if rows[i].id not in inserted]
             existing: dict[Any, uuid.UUID] = {}
             if skipped:
