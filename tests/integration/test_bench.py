@@ -113,6 +113,7 @@ def test_bench_quality_prints_every_variant_and_the_summary_line(
         assert variant in out
     assert "ours + rerank" not in out  # no reranker configured
     assert re.search(r"@5 any +@5 all", out)  # recall@5 beside recall@10
+    assert re.search(r"cat \S+ any .*cat \S+ all", out)  # per category, any and all
     last = out.rstrip("\n").splitlines()[-1]
     assert re.fullmatch(
         rf"quality split=tiny-split ours_any={NUMBER} ours_all={NUMBER} article_any={NUMBER} vector_any={NUMBER}"

@@ -264,15 +264,25 @@ def _print_report(
     k: int,
     short: int,
 ) -> None:
-    """One row per variant: recall@k any and all, per category any, and recall@short any and all
+    """One row per variant: recall@k any and all, per category any and all, and recall@short any and all
     (the first ``short`` of the same k memories: the greedy ranking picks them first either way)."""
     categories = list(next(iter(reports.values())).by_category)
     print(f"split: {split} ({memories} memories, {len(queries)} queries); recall@{k}; ceiling any={top:.3f}")
-    headers = ["variant", "any", "all", *(f"cat {c} any" for c in categories), f"@{short} any", f"@{short} all", "what"]
+    headers = [
+        "variant",
+        "any",
+        "all",
+        *(f"cat {c} any" for c in categories),
+        *(f"cat {c} all" for c in categories),
+        f"@{short} any",
+        f"@{short} all",
+        "what",
+    ]
     notes = {v.name: v.note for v in described}
     rows = []
     for name, report in reports.items():
         per_cat = [f"{report.by_category[c].any:.3f}" for c in categories]
+        per_cat += [f"{report.by_category[c].all:.3f}" for c in categories]
         at_short = shorter[name].total
         rows.append(
             [
