@@ -87,6 +87,7 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
     query = request.query_text()
     started = time.perf_counter()
     service = get_service()
+    rerank_fallbacks = service.rerank_fallbacks
     options = service.recall_options.but(include_inactive=True) if request.include_inactive else None
     result = service.recall(
         user_id,
@@ -102,6 +103,8 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
     metrics.add_metric(name="MemoriesReturned", unit=MetricUnit.Count, value=len(result.memories))
     metrics.add_metric(name="EmptyRecalls", unit=MetricUnit.Count, value=0 if result.memories else 1)
+    # A reranker that timed out or failed (the recall kept the fused order); 0 without a reranker.
+    metrics.add_metric(name="RerankFallbacks", unit=MetricUnit.Count, value=service.rerank_fallbacks - rerank_fallbacks)
     logger.info(
         "recalled",
         extra={

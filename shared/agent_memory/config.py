@@ -18,6 +18,7 @@ from agent_memory.privacy import PiiPolicy, PiiPolicySetting
 
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]
+RerankProvider = Literal["none", "bedrock", "cohere"]
 FusionMode = Literal["weighted", "rrf"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
@@ -154,6 +155,11 @@ class Settings(BaseSettings):
     llm_json_mode: bool = Field(
         default=True, description="Ask the openai provider for JSON output (response_format json_object)."
     )
+    llm_entities: bool = Field(
+        default=False,
+        description="Ask the LLM extractor for the entities each memory names (people, places, products, "
+        "projects); they are linked besides those the offline rules find.",
+    )
     llm_temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature of extraction.")
     llm_max_tokens: int = Field(default=1024, ge=64, le=32768, description="Longest extraction answer, in tokens.")
     extraction_window: int = Field(default=10, ge=1, le=200, description="Last N messages given to extraction.")
@@ -204,6 +210,51 @@ class Settings(BaseSettings):
     date_boost: float = Field(
         default=0.2, ge=0, le=1, description="Added to memories from a day or month the query names (0 = off)."
     )
+    date_k: int = Field(
+        default=10,
+        ge=0,
+        le=100,
+        description="Date leg: up to this many memories stated inside a date window the query names, nearest "
+        "first, join the candidates (0 = off).",
+    )
+    entity_k: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Entity leg: up to this many memories naming a rare entity the query names join the "
+        "candidates (0 = off; the links are written either way).",
+    )
+    entity_cap: int = Field(
+        default=50,
+        ge=1,
+        le=1000,
+        description="An entity named by more of a user's memories than this is not rare: no entity leg, no hop.",
+    )
+    entity_boost: float = Field(
+        default=0.0, ge=0, le=1, description="Added to the relevance of the entity leg's memories (0 = off)."
+    )
+    hop_seeds: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="One hop: how many of the best candidates (by fused relevance) lift their neighbours, the "
+        "memories stated at the same instant (0 = off).",
+    )
+    hop_k: int = Field(
+        default=0,
+        ge=0,
+        le=50,
+        description="One hop: neighbours the candidate query also fetches per seed, nearest first (0 = only the "
+        "candidates the other legs found get the hop bonus; on the dev split fetching adds 0.003 for ~25% latency).",
+    )
+    hop_boost: float = Field(
+        default=0.1, ge=0, le=1, description="One hop: a neighbour's relevance gains this times its seed's (0 = off)."
+    )
+    hop_entities: bool = Field(
+        default=False,
+        description="One hop also through a seed's rare entities (else only memories stated at the same instant); "
+        "needs hop_k > 0 (the candidate query finds the shared entities).",
+    )
     default_limit: int = Field(
         default=10, ge=1, le=MAX_RECALL_LIMIT, description="Memories returned when no limit is given."
     )
@@ -211,6 +262,45 @@ class Settings(BaseSettings):
         default=0.0,
         ge=0,
         description="Leave out recalled memories scoring below this (0 = always fill the limit, as the article does).",
+    )
+
+    # --- rerank ---------------------------------------------------------------------
+    rerank_provider: RerankProvider = Field(
+        default="none",
+        description="Rerank the best fused candidates before MMR: none, bedrock (the Bedrock Rerank API) or cohere "
+        "(any Cohere-compatible /rerank endpoint: Cohere, Jina, Voyage, vLLM, ...). A timeout or error keeps the "
+        "fused order (logged and counted), never fails a recall.",
+    )
+    rerank_model: str | None = Field(
+        default=None,
+        description="Rerank model. Default: amazon.rerank-v1:0 (bedrock; cohere.rerank-v3-5:0 also works), "
+        "rerank-v3.5 (cohere).",
+    )
+    rerank_base_url: str = Field(
+        default="https://api.cohere.com/v2",
+        description="Base URL of the cohere provider's endpoint; POST {base}/rerank (Jina https://api.jina.ai/v1, "
+        "Voyage https://api.voyageai.com/v1, vLLM http://host:8000/v1).",
+    )
+    rerank_api_key: SecretStr | None = Field(default=None, description="API key of the cohere provider (locally).")
+    rerank_api_key_secret_arn: str | None = Field(
+        default=None, description="Secrets Manager secret holding the cohere provider's API key (in AWS)."
+    )
+    rerank_top_n: int = Field(
+        default=30, ge=1, le=200, description="How many of the best fused candidates are sent to the reranker."
+    )
+    rerank_weight: float = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="Share of the reranker's score (scaled to the best one) in a reranked candidate's relevance; the "
+        "rest is its fused relevance. Decay, the date boost and MMR then apply as without a reranker.",
+    )
+    rerank_timeout_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=30,
+        description="Timeout of one rerank call, and the retry budget: a reranker that answers later is skipped "
+        "(the fused order stands).",
     )
 
     # --- limits ---------------------------------------------------------------------

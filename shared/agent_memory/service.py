@@ -72,6 +72,8 @@ from agent_memory.providers.aws import clear_secret_cache
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.candidates import hybrid_candidates
 from agent_memory.recall.ranking import RecallOptions, rank_candidates
+from agent_memory.rerank import Reranker, create_reranker
+from agent_memory.schema import entity_links
 from agent_memory.schema import reembed as reembedding
 from agent_memory.schema.migrate import prepare_connection
 from agent_memory.schema.setup import MigrateResult, migrate
@@ -128,6 +130,7 @@ class MemoryService:
         database: Database | None = None,
         extractor: Extractor | None = None,
         publisher: Publish | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
@@ -135,6 +138,8 @@ class MemoryService:
         self._extractor = extractor
         self._publisher = publisher
         self._reads: ReadRouter | None = None
+        self._reranker = reranker
+        self._reranker_built = reranker is not None
 
     # ---- lazily built collaborators --------------------------------------------------
 
@@ -149,6 +154,19 @@ class MemoryService:
         if self._extractor is None:
             self._extractor = create_extractor(self.settings)
         return self._extractor
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The configured reranker (AGENT_MEMORY_RERANK_PROVIDER), None when there is none."""
+        if not self._reranker_built:
+            self._reranker = create_reranker(self.settings)
+            self._reranker_built = True
+        return self._reranker
+
+    @property
+    def rerank_fallbacks(self) -> int:
+        """Recalls of this process whose reranker failed (they kept the fused order)."""
+        return self._reranker.fallbacks if self._reranker is not None else 0
 
     @property
     def db(self) -> Database:
@@ -470,18 +488,36 @@ class MemoryService:
         )
         k = options.overfetch * limit
         timeout_ms = self.settings.recall_statement_timeout_ms
+        as_of = now or utcnow()
+        legs = options.extra_legs(query, as_of)
         on_reader = self.reads.reader is not None and consistency == "eventual"
         # The recall's usage count is written by its query itself (one statement), which a
         # reader cannot run: there the count goes to the writer on its own (one more round trip).
         candidates = self.reads.run(
             lambda conn: hybrid_candidates(
-                conn, scope, vector, query, k, statement_timeout_ms=timeout_ms, usage=() if on_reader else used
+                conn,
+                scope,
+                vector,
+                query,
+                k,
+                statement_timeout_ms=timeout_ms,
+                usage=() if on_reader else used,
+                legs=legs,
             ),
             consistency=consistency,
         )
         if on_reader and used:
             self.db.run(lambda conn: record_usage(conn, user_id, used))
-        chosen = rank_candidates(candidates, options, limit=limit, now=now or utcnow(), query=query)
+        reranker = self.reranker
+        chosen = rank_candidates(
+            candidates,
+            options,
+            limit=limit,
+            now=as_of,
+            query=query,
+            windows=legs.windows,
+            rerank=reranker.scores if reranker is not None else None,
+        )
         if self.settings.min_score > 0:
             chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
         memories = [
@@ -784,6 +820,20 @@ class MemoryService:
         if result.switched:
             self.close()  # reconnect: this process now uses the new column
         return result
+
+    def link_entities(
+        self,
+        *,
+        batch_size: int = 500,
+        restart: bool = False,
+        max_seconds: float | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> entity_links.EntityLinkResult:
+        """Link the memories stored before migration 0007 to the entities they name; resumable
+        (see :mod:`agent_memory.schema.entity_links`). Needs the owner's credentials."""
+        return entity_links.link_entities(
+            self.settings, batch_size=batch_size, restart=restart, max_seconds=max_seconds, progress=progress
+        )
 
     def drop_previous_vectors(self) -> bool:
         """After every process runs the new model: drop the previous model's vectors."""

@@ -97,11 +97,28 @@ def test_bench_quality_prints_every_variant_and_the_summary_line(
     code = main([*argv, "--server-url", pg_server], settings=settings)
     out = capsys.readouterr().out
     assert code == 0
-    for variant in ("vector only", "full text only", "article query", "ours (default)", "ours - MMR", "rrf"):
+    for variant in (
+        "vector only",
+        "full text only",
+        "article query",
+        "ours (default)",
+        "ours - MMR",
+        "rrf",
+        "ours, previous defaults",
+        "ours - date leg",
+        "ours - one hop",
+        "ours + hop fetch",
+        "ours + entity leg",
+    ):
         assert variant in out
+    assert "ours + rerank" not in out  # no reranker configured
+    assert re.search(r"@5 any +@5 all", out)  # recall@5 beside recall@10
+    assert re.search(r"cat \S+ any .*cat \S+ all", out)  # per category, any and all
     last = out.rstrip("\n").splitlines()[-1]
     assert re.fullmatch(
-        rf"quality split=tiny-split ours_any={NUMBER} ours_all={NUMBER} article_any={NUMBER} vector_any={NUMBER}", last
+        rf"quality split=tiny-split ours_any={NUMBER} ours_all={NUMBER} article_any={NUMBER} vector_any={NUMBER}"
+        rf" ours_any_at5={NUMBER} ours_all_at5={NUMBER} previous_any={NUMBER} previous_all={NUMBER}",
+        last,
     )
     # Results in locomo_score.py's input format: one line per query, memories with their metadata.
     lines = (results / "ours-default.jsonl").read_text().splitlines()
@@ -245,3 +262,15 @@ def test_the_article_query_ranks_every_users_memories_unless_scoped(database_url
     scores = [float(r["total_score"]) for r in unscoped]
     assert scores == sorted(scores, reverse=True)
     assert np.isfinite(scores).all()
+
+
+def test_bench_quality_compares_a_configured_reranker_with_the_rest_off() -> None:
+    from agent_memory.bench.quality import variants
+    from agent_memory.recall.ranking import RecallOptions
+
+    base = RecallOptions.from_settings(Settings(rerank_provider="cohere"))
+    with_reranker = {v.name: v.options for v in variants(base, reranker=True)}
+    reranked = with_reranker.pop("ours + rerank")
+    assert reranked is not None and reranked.rerank
+    assert not any(o.rerank for o in with_reranker.values() if o is not None)
+    assert "ours + rerank" not in {v.name for v in variants(base)}

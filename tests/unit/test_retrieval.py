@@ -93,3 +93,31 @@ def test_mmr_picks_what_greedy_mmr_over_the_full_similarity_matrix_picks() -> No
         lam = float(rng.choice([0.3, 0.5, 0.8]))
         limit = int(rng.integers(1, 12))
         assert mmr_select(relevance, vectors, lam=lam, limit=limit) == _mmr_reference(relevance, vectors, lam, limit)
+
+
+def test_hop_bonus_lifts_what_was_stated_with_the_best_candidates() -> None:
+    from agent_memory.recall.scoring import hop_bonus
+
+    t1, t2, t3 = (dt.datetime(2023, 1, d, tzinfo=dt.UTC) for d in (1, 2, 3))
+    relevance = [0.9, 0.2, 0.8, 0.1, 0.3]
+    stated = [t1, t1, t2, t3, t2]
+    bonus = hop_bonus(relevance, stated, seeds=1)
+    assert list(bonus) == [0.0, 0.9, 0.0, 0.0, 0.0]  # only the best seed's neighbour, never the seed itself
+    bonus = hop_bonus(relevance, stated, seeds=2)
+    assert list(bonus) == [0.0, 0.9, 0.0, 0.0, 0.8]
+    by_entity = hop_bonus(relevance, stated, [("rome",), (), (), ("rome", "x"), ()], seeds=1)
+    assert list(by_entity) == [0.0, 0.9, 0.0, 0.9, 0.0]
+    assert not hop_bonus(relevance, stated, seeds=0).any()
+
+
+def test_a_rerank_blend_scales_both_parts_to_their_best() -> None:
+    from agent_memory.recall.scoring import blend_rerank
+
+    fused = [0.8, 0.4, 0.2]
+    # Cohere-style tiny scores: only their order counts, the best becomes 1.
+    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=1.0), [0.25, 1.0, 0.5])
+    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=0.0), [1.0, 0.5, 0.25])
+    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=0.5), [0.625, 0.75, 0.375])
+    # Raw logits below 0: shifted so the worst is 0.
+    assert np.allclose(blend_rerank(fused, [-2.0, 2.0, 0.0], weight=1.0), [0.0, 1.0, 0.5])
+    assert np.allclose(blend_rerank(fused, [0.0, 0.0, 0.0], weight=1.0), [0.0, 0.0, 0.0])

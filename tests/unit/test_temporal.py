@@ -48,6 +48,38 @@ def test_no_dates_no_windows(query: str) -> None:
     assert query_time_windows(query, NOW) == []
 
 
+def test_a_year_and_a_season_of_a_year_are_ranges() -> None:
+    assert query_time_windows("How many times has Melanie gone to the beach in 2023?", NOW) == [
+        (dt.datetime(2023, 1, 1, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, tzinfo=dt.UTC))
+    ]
+    assert query_time_windows("What state did Joanna visit in summer 2021?", NOW) == [
+        (dt.datetime(2021, 6, 1, tzinfo=dt.UTC), dt.datetime(2021, 9, 1, tzinfo=dt.UTC))
+    ]
+    (start, end) = query_time_windows("winter 2022", NOW)[0]
+    assert (start.month, end.year, end.month) == (12, 2023, 3)
+    assert query_time_windows("in 2023", NOW, ranges=False) == []
+
+
+def test_n_units_ago_is_a_window_around_that_time() -> None:
+    (start, end) = query_time_windows("what did I start two weeks ago", NOW)[0]
+    assert start < NOW - dt.timedelta(days=14) < end < NOW
+    assert query_time_windows("what did I start two weeks ago", NOW, ranges=False) == []
+
+
+def test_before_and_after_a_named_day_reach_into_the_named_direction() -> None:
+    day = dt.datetime(2023, 4, 10, 12, tzinfo=dt.UTC)
+    (start, end) = query_time_windows("What did Maria do last weekend before April 10, 2023?", NOW)[0]
+    assert start <= day - dt.timedelta(days=20) and end <= day + dt.timedelta(days=2)
+    (start, end) = query_time_windows("What happened after 10 April 2023?", NOW)[0]
+    assert start >= day - dt.timedelta(days=2) and end >= day + dt.timedelta(days=20)
+
+
+@pytest.mark.parametrize("query", ["winter 9999", "in 0001 I", "9999 years ago", "summer 0000"])
+def test_ranges_at_the_ends_of_the_calendar_are_no_error(query: str) -> None:
+    for window in query_time_windows(query, NOW):
+        assert window[0] < window[1]
+
+
 # ---- never an error, whatever the query names and whenever recall runs (issue 16) ---------
 
 from hypothesis import given, settings  # noqa: E402

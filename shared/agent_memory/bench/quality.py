@@ -1,4 +1,5 @@
-"""`agent-memory bench quality [SPLIT_DIR]`: recall@10 on a LoCoMo-format split, ours against baselines.
+"""`agent-memory bench quality [SPLIT_DIR]`: recall@10 (and @5) on a LoCoMo-format split, ours against
+baselines and ablations (each leg and option of the ranking on or off).
 
 The split's memories.jsonl is imported into a fresh database; every question of
 queries.jsonl is recalled as of its ``now`` by each variant and scored by the rules of
@@ -28,6 +29,8 @@ from agent_memory.recall.ranking import RecallOptions
 from agent_memory.service import MemoryService
 
 IMPORT_CHUNK = 512
+SHORT_K = 5  # recall@5 too: the prompt block is often trimmed to the first few memories
+PREVIOUS = "ours, previous defaults"
 
 
 class QualityQuery(BaseModel):
@@ -77,21 +80,77 @@ class Variant:
     note: str
 
 
-def variants(base: RecallOptions) -> list[Variant]:
-    """Baselines, our configured ranking and its ablations (one change each)."""
-    plain = {"decay": False, "mmr": False, "date_boost": 0.0}
+def variants(base: RecallOptions, *, reranker: bool = False) -> list[Variant]:
+    """Baselines, our configured ranking and its ablations (one change each). A configured
+    reranker is off in every row but "ours + rerank" (present only when there is one)."""
+    base = base.but(rerank=False)
+    plain = {"decay": False, "mmr": False, "date_boost": 0.0, "date_k": 0, "hop_seeds": 0, "entity_k": 0}
     other_fusion = "rrf" if base.fusion == "weighted" else "weighted"
+    toggles = [
+        Variant("ours - time decay", base.but(decay=False), "default without decay"),
+        Variant("ours - MMR", base.but(mmr=False), "default without MMR"),
+        Variant("ours - date boost", base.but(date_boost=0.0), "default without the date boost"),
+        Variant(f"ours, {other_fusion} fusion", base.but(fusion=other_fusion), f"default with {other_fusion} fusion"),
+    ]
+    if base.date_k > 0:
+        toggles.append(Variant("ours - date leg", base.but(date_k=0), "no candidates fetched by the query's dates"))
+    else:
+        toggles.append(Variant("ours + date leg", base.but(date_k=10), "up to 10 memories from the query's dates"))
+    toggles.append(
+        Variant(
+            "ours - date ranges" if base.date_ranges else "ours + date ranges",
+            base.but(date_ranges=not base.date_ranges),
+            ("without" if base.date_ranges else "with") + " years, seasons and 'N ... ago' as date windows",
+        )
+    )
+    if base.hop_seeds > 0 and base.hop_boost > 0:
+        toggles.append(Variant("ours - one hop", base.but(hop_seeds=0), "no bonus for the best candidates' neighbours"))
+        if base.hop_k == 0:
+            toggles.append(
+                Variant("ours + hop fetch", base.but(hop_k=5), "the query also fetches 5 neighbours per seed")
+            )
+        else:
+            toggles.append(
+                Variant("ours - hop fetch", base.but(hop_k=0), "neighbours only among the other legs' finds")
+            )
+        toggles.append(
+            Variant(
+                "ours - hop entities" if base.hop_entities else "ours + hop entities",
+                base.but(hop_entities=not base.hop_entities, hop_k=base.hop_k or 5),
+                ("without" if base.hop_entities else "with") + " the hop through the seeds' rare entities (fetch 5)",
+            )
+        )
+    else:
+        toggles.append(Variant("ours + one hop", base.but(hop_seeds=3, hop_boost=0.1), "3 seeds, +0.1 x seed"))
+    if base.entity_k > 0:
+        toggles.append(Variant("ours - entity leg", base.but(entity_k=0, entity_boost=0.0), "no entity leg"))
+    else:
+        toggles.append(
+            Variant(
+                "ours + entity leg",
+                base.but(entity_k=10, entity_boost=0.05),
+                "10 memories naming rare query entities, +0.05",
+            )
+        )
+    toggles.append(Variant("ours, overfetch 5", base.but(overfetch=5), "50 candidates per leg instead of 30"))
+    if reranker:
+        toggles.append(
+            Variant(
+                "ours + rerank",
+                base.but(rerank=True),
+                f"the configured reranker on the best {base.rerank_top_n}, weight {base.rerank_weight:g}",
+            )
+        )
+    previous = base.but(date_k=0, date_ranges=False, hop_seeds=0, entity_k=0, entity_boost=0.0, hop_entities=False)
     return [
         Variant("vector only", base.but(legs="vector", **plain), "cosine <=>, top 10, no rerank"),
         Variant("full text only", base.but(legs="text", **plain), "ts_rank_cd of the OR-ed words, no rerank"),
         Variant("article query", None, "0.7 x (1 - L2 <->) + 0.3 x raw ts_rank, plainto_tsquery"),
         Variant("ours (default)", base, _describe(base)),
-        Variant("ours - time decay", base.but(decay=False), "default without decay"),
-        Variant("ours - MMR", base.but(mmr=False), "default without MMR"),
-        Variant("ours - date boost", base.but(date_boost=0.0), "default without the date boost"),
-        Variant(f"ours, {other_fusion} fusion", base.but(fusion=other_fusion), f"default with {other_fusion} fusion"),
-        Variant("fusion only (weighted)", base.but(fusion="weighted", **plain), "no decay, MMR or date boost"),
-        Variant("fusion only (rrf)", base.but(fusion="rrf", **plain), "no decay, MMR or date boost"),
+        Variant(PREVIOUS, previous, "vector + text legs only, named days and months (before issue 14)"),
+        *toggles,
+        Variant("fusion only (weighted)", base.but(fusion="weighted", **plain), "no decay, MMR, date or hop"),
+        Variant("fusion only (rrf)", base.but(fusion="rrf", **plain), "no decay, MMR, date or hop"),
     ]
 
 
@@ -99,7 +158,12 @@ def _describe(o: RecallOptions) -> str:
     fusion = f"weighted {o.vector_weight}/{o.text_weight}" if o.fusion == "weighted" else f"rrf k={o.rrf_k}"
     decay = f"decay {o.half_life_days:g}d floor {o.decay_floor:g}" if o.decay else "no decay"
     mmr = f"MMR {o.mmr_lambda:g}" if o.mmr else "no MMR"
-    return f"{fusion}, {mmr}, {decay}, date boost {o.date_boost:g}"
+    legs = [f"date leg {o.date_k}"] if o.date_k else []
+    if o.hop_seeds and o.hop_boost:
+        legs.append(f"hop {o.hop_seeds} seeds +{o.hop_boost:g}" + (f", fetch {o.hop_k}" if o.hop_k else ""))
+    if o.entity_k:
+        legs.append(f"entity leg {o.entity_k}")
+    return ", ".join([fusion, mmr, decay, f"date boost {o.date_boost:g}", *legs])
 
 
 def run(service: MemoryService, args: argparse.Namespace) -> int:
@@ -108,7 +172,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
     queries: list[QualityQuery] = read_lines(split / "queries.jsonl", QualityQuery, "split_dir")
     judged = [scoring.Judged(q.user_id, q.evidence, q.category) for q in queries]
     k = args.k
-    chosen = variants(service.recall_options)
+    chosen = variants(service.recall_options, reranker=service.settings.rerank_provider != "none")
 
     with ScratchServer.from_args(args) as server:
         url = server.new_database("quality")
@@ -129,12 +193,18 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
     if args.results_dir:
         _write_results(Path(args.results_dir), results)
     reports = {name: scoring.score(judged, res, k=k) for name, res in results.items()}
+    short = min(SHORT_K, k)
+    shorter = {name: scoring.score(judged, res, k=short) for name, res in results.items()}
     top = scoring.ceiling(judged, ({"user_id": line.user_id, "metadata": line.metadata} for line in lines))
-    _print_report(split, len(lines), queries, reports, chosen, top, k)
+    _print_report(split, len(lines), queries, reports, shorter, chosen, top, k, short)
     ours, article, vector = reports["ours (default)"], reports["article query"], reports["vector only"]
+    previous = reports[PREVIOUS]
     print(
         f"quality split={split.name} ours_any={ours.total.any:.3f} ours_all={ours.total.all:.3f} "
-        f"article_any={article.total.any:.3f} vector_any={vector.total.any:.3f}"
+        f"article_any={article.total.any:.3f} vector_any={vector.total.any:.3f} "
+        f"ours_any_at{short}={shorter['ours (default)'].total.any:.3f} "
+        f"ours_all_at{short}={shorter['ours (default)'].total.all:.3f} "
+        f"previous_any={previous.total.any:.3f} previous_all={previous.total.all:.3f}"
     )
     return 0
 
@@ -188,18 +258,43 @@ def _print_report(
     memories: int,
     queries: Sequence[QualityQuery],
     reports: dict[str, scoring.Report],
+    shorter: dict[str, scoring.Report],
     described: Sequence[Variant],
     top: float,
     k: int,
+    short: int,
 ) -> None:
+    """One row per variant: recall@k any and all, per category any and all, and recall@short any and all
+    (the first ``short`` of the same k memories: the greedy ranking picks them first either way)."""
     categories = list(next(iter(reports.values())).by_category)
     print(f"split: {split} ({memories} memories, {len(queries)} queries); recall@{k}; ceiling any={top:.3f}")
-    headers = ["variant", "any", "all", *(f"cat {c} any" for c in categories), "what"]
+    headers = [
+        "variant",
+        "any",
+        "all",
+        *(f"cat {c} any" for c in categories),
+        *(f"cat {c} all" for c in categories),
+        f"@{short} any",
+        f"@{short} all",
+        "what",
+    ]
     notes = {v.name: v.note for v in described}
     rows = []
     for name, report in reports.items():
         per_cat = [f"{report.by_category[c].any:.3f}" for c in categories]
-        rows.append([name, f"{report.total.any:.3f}", f"{report.total.all:.3f}", *per_cat, notes.get(name, "")])
+        per_cat += [f"{report.by_category[c].all:.3f}" for c in categories]
+        at_short = shorter[name].total
+        rows.append(
+            [
+                name,
+                f"{report.total.any:.3f}",
+                f"{report.total.all:.3f}",
+                *per_cat,
+                f"{at_short.any:.3f}",
+                f"{at_short.all:.3f}",
+                notes.get(name, ""),
+            ]
+        )
     print_table(headers, rows)
     counts = ", ".join(f"cat {c}: n={reports['ours (default)'].by_category[c].n}" for c in categories)
     print(f"questions per category: {counts}")
@@ -210,7 +305,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser(
         "quality",
-        help="recall@10 on a LoCoMo-format split: ours, ablations and baselines",
+        help="recall@10 and @5 on a LoCoMo-format split: ours, ablations and baselines",
         description="Import SPLIT_DIR/memories.jsonl into a fresh database, recall every query of "
         "SPLIT_DIR/queries.jsonl as of its `now` with each variant, and score recall@k by the rules of "
         "locomo_score.py.",

@@ -182,6 +182,18 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_link_entities(service: MemoryService, args: argparse.Namespace) -> int:
+    progress = Progress("read")
+    try:
+        result = service.link_entities(
+            batch_size=args.batch_size, restart=args.restart, max_seconds=args.max_seconds, progress=progress.update
+        )
+    finally:
+        progress.close()
+    emit(result)
+    return EXIT_OK
+
+
 def cmd_similarity(service: MemoryService, args: argparse.Namespace) -> int:
     threshold = service.settings.supersede_min_similarity
     for text, similarity in zip(args.others, service.similarities(args.text, args.others), strict=True):

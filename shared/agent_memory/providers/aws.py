@@ -88,6 +88,15 @@ def llm_api_key(settings: Settings) -> str | None:
     return openai_api_key(settings)
 
 
+def rerank_api_key(settings: Settings) -> str | None:
+    """The cohere rerank provider's API key: from the environment, else from Secrets Manager."""
+    if settings.rerank_api_key is not None:
+        return settings.rerank_api_key.get_secret_value()
+    if settings.rerank_api_key_secret_arn:
+        return get_api_key(settings.rerank_api_key_secret_arn)
+    return None
+
+
 def app_db_credentials(settings: Settings) -> tuple[str, str] | None:
     """(username, password) from app_db_secret_arn, or None when no secret is configured."""
     if not settings.app_db_secret_arn:

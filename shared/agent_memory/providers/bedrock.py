@@ -1,5 +1,6 @@
 """The bedrock-runtime client both Bedrock providers use (Titan embeddings, Converse extraction),
-and how one call goes through the shared retry policy.
+the bedrock-agent-runtime client of the Rerank API, and how one call goes through the shared
+retry policy.
 
 botocore's own retries are off: its standard mode honours only a number of attempts, not the
 backoff delay nor the retry budget, so every retry is :mod:`.retry`'s, as for HTTP providers.
@@ -45,6 +46,20 @@ def bedrock_runtime_client(settings: Settings) -> Any:
         retries={"total_max_attempts": 1, "mode": "standard"},
     )
     return boto3.client("bedrock-runtime", region_name=settings.bedrock_region, config=config)
+
+
+def bedrock_agent_runtime_client(settings: Settings, *, timeout_s: float) -> Any:
+    """A bedrock-agent-runtime client (the Rerank API) with a short timeout and a single attempt
+    per call: a reranker sits on recall's path, so it answers quickly or not at all."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=timeout_s,
+        read_timeout=timeout_s,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+    return boto3.client("bedrock-agent-runtime", region_name=settings.bedrock_region, config=config)
 
 
 def call_bedrock(

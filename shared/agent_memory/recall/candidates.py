@@ -1,5 +1,7 @@
 """Recall's candidates: one statement, scoped to the user, with two index-backed legs (cosine
-distance ``<=>`` and full text), up to k rows each, read in a single round trip.
+distance ``<=>`` and full text), up to k rows each, and the optional legs a query asks for (its
+dates, its rare entities, one hop from the best candidates: :class:`ExtraLegs`), read in a
+single round trip.
 
 Nothing here ranks: :mod:`agent_memory.recall.ranking` orders the legs and scores the candidates.
 """
@@ -53,6 +55,65 @@ class Candidate:
     in_vector: bool  # among the vector leg's k nearest
     in_text: bool  # among the full-text leg's k best
     injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
+    in_date: bool = False  # found by the date leg (stated inside a window the query names)
+    in_entity: bool = False  # names a (rare) entity the query names
+    in_hop: bool = False  # found one hop from the best candidates (stated with one, or sharing an entity)
+    entities: tuple[str, ...] = ()  # its rare entity keys shared with a seed (only with the entity hop)
+
+
+Window = tuple[dt.datetime, dt.datetime]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraLegs:
+    """The optional candidate legs, all in the same statement as the vector and text legs.
+
+    ``windows``: time windows the query names; memories stated inside one, nearest first, up to
+    ``date_k``. ``entities``: entity keys the query names; memories linked to one that at most
+    ``entity_cap`` of the user's memories name (a name on half of them tells nothing), nearest
+    first, up to ``entity_k``. ``hop_seeds``: the best candidates by a first weighted fusion
+    (``vector_weight`` / ``text_weight``) whose neighbours are fetched, up to ``hop_k`` nearest per
+    seed: memories stated at the same instant (one conversation, one request) and, with
+    ``hop_entities``, memories sharing one of the seed's rare entities (each candidate then
+    carries those shared keys, for ranking).
+    """
+
+    windows: tuple[Window, ...] = ()
+    date_k: int = 0
+    entities: tuple[str, ...] = ()
+    entity_k: int = 0
+    entity_cap: int = 50
+    hop_seeds: int = 0
+    hop_k: int = 0
+    hop_entities: bool = False
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+
+    @property
+    def shape(self) -> LegShape:
+        hop = self.hop_seeds > 0 and self.hop_k > 0
+        return LegShape(
+            dated=bool(self.windows) and self.date_k > 0,
+            entity_leg=bool(self.entities) and self.entity_k > 0,
+            hop=hop,
+            hop_entities=hop and self.hop_entities,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class LegShape:
+    """Which optional legs a statement has: each shape is composed once."""
+
+    dated: bool = False
+    entity_leg: bool = False
+    hop: bool = False
+    hop_entities: bool = False
+
+
+NO_EXTRA_LEGS = ExtraLegs()
+NO_LEGS = LegShape()
+# Rows of one instant a hop compares with the query at most (see _HOP_LEGS).
+HOP_SCAN = 200
 
 
 def text_query(text: str) -> str:
@@ -74,16 +135,104 @@ WITH {usage_cte}{scoped_cte} vec AS (
     WHERE {scope} AND content_tsv @@ websearch_to_tsquery('{cfg}', %(text_query)s)
     ORDER BY ts_rank_cd(content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) DESC, updated_at DESC, content
     LIMIT %(k)s
-)
+){extra_legs}
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
-       m.{vec} AS embedding, m.{vec} <=> %(query_vector)s AS distance,
-       ts_rank_cd(m.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) AS text_rank,
+       m.{vec} AS embedding, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
-       m.id IN (SELECT id FROM fts) AS in_text
-FROM user_memories m
-WHERE m.user_id = %(user_id)s AND m.id IN (SELECT id FROM vec UNION SELECT id FROM fts)
+       m.id IN (SELECT id FROM fts) AS in_text{extra_columns}
+FROM user_memories m{pool_join}
+WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
 """
+_DISTANCE = "m.{vec} <=> %(query_vector)s"
+_TEXT_RANK = "ts_rank_cd(m.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s))"
+
+# The optional legs' scope clauses are unqualified: each names user_memories in the innermost
+# FROM, where PostgreSQL resolves the columns first.
+
+# Memories stated inside a window the query names, nearest first (the span of all the windows
+# narrows the scan first).
+_DATE_LEG = """, dated AS (
+    SELECT id FROM user_memories
+    WHERE {scope} AND created_at >= %(window_min)s AND created_at < %(window_max)s
+      AND EXISTS (SELECT 1 FROM unnest(%(window_starts)s::timestamptz[], %(window_ends)s::timestamptz[]) AS w(s, e)
+                  WHERE created_at >= w.s AND created_at < w.e)
+    ORDER BY {vec} <=> %(query_vector)s
+    LIMIT %(date_k)s
+)"""
+
+# The query's rare entities (linked to at most entity_cap of the user's memories: the count stops
+# there), then the memories linked to them, nearest first.
+_ENTITY_LEG = """, query_entities AS (
+    SELECT q.key FROM unnest(%(entities)s::text[]) AS q(key)
+    WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities c
+                                 WHERE c.user_id = %(user_id)s AND c.entity_key = q.key
+                                 LIMIT %(entity_cap)s + 1) n) BETWEEN 1 AND %(entity_cap)s
+), ent AS (
+    SELECT id FROM user_memories
+    WHERE {scope} AND id IN (SELECT l.memory_id FROM memory_entities l
+                             WHERE l.user_id = %(user_id)s AND l.entity_key IN (SELECT key FROM query_entities))
+    ORDER BY {vec} <=> %(query_vector)s
+    LIMIT %(entity_k)s
+)"""
+
+# One hop from the best candidates: the first legs' candidates scored by weighted fusion (cosine
+# and max-normalised ts_rank_cd, as the ranking does before decay and boosts); the top hop_seeds
+# are the seeds; their neighbours are the memories stated at the same instant (written together:
+# one conversation, one request), nearest first, up to hop_k per seed; with hop_entities, also
+# the memories naming one of the seeds' rare entities (below).
+# first_pool is materialised: each candidate's distance and text rank are computed once, here,
+# and the final select reuses them (only the hop's rows are scored there).
+_HOP_LEGS = """, first_pool AS MATERIALIZED (
+    SELECT p.id, p.created_at, p.{vec} <=> %(query_vector)s AS distance,
+           ts_rank_cd(p.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) AS text_rank
+    FROM user_memories p
+    WHERE p.user_id = %(user_id)s AND p.id IN ({first_legs})
+), seeds AS (
+    SELECT id, created_at FROM first_pool
+    ORDER BY %(vector_weight)s * greatest(1 - distance, 0)
+             + %(text_weight)s * coalesce(text_rank / nullif(max(text_rank) OVER (), 0), 0) DESC, id
+    LIMIT %(hop_seeds)s
+){hop_entity_keys}, hop AS (
+    SELECT h.id FROM seeds s CROSS JOIN LATERAL (
+        SELECT w.id FROM (
+            -- At most hop_scan rows of one instant are compared: a bulk import without times
+            -- stamps thousands of rows with the same now(), and the hop must stay cheap.
+            SELECT id, {vec} AS embedding FROM user_memories
+            WHERE {scope} AND created_at = s.created_at AND id <> s.id
+            LIMIT %(hop_scan)s
+        ) w
+        ORDER BY w.embedding <=> %(query_vector)s
+        LIMIT %(hop_k)s
+    ) h{hop_entity_join}
+)"""
+
+# The seeds' rare entities (named by at most entity_cap of the user's memories), and for each
+# the nearest memories naming it. Candidates then carry only these keys (``entities``), so the
+# ranking links a neighbour to its seed by a rare entity, never by a name on half the memories.
+_HOP_ENTITY_KEYS = """, hop_keys AS (
+    SELECT DISTINCT se.entity_key AS key FROM seeds s
+    JOIN memory_entities se ON se.user_id = %(user_id)s AND se.memory_id = s.id
+    WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities c
+                                 WHERE c.user_id = %(user_id)s AND c.entity_key = se.entity_key
+                                 LIMIT %(entity_cap)s + 1) x) <= %(entity_cap)s
+)"""
+
+_HOP_ENTITY_JOIN = """
+    UNION
+    SELECT h.id FROM hop_keys k CROSS JOIN LATERAL (
+        SELECT id FROM user_memories
+        WHERE {scope} AND id NOT IN (SELECT seeds.id FROM seeds)
+          AND id IN (SELECT l.memory_id FROM memory_entities l
+                     WHERE l.user_id = %(user_id)s AND l.entity_key = k.key)
+        ORDER BY {vec} <=> %(query_vector)s
+        LIMIT %(hop_k)s
+    ) h"""
+
+_HOP_ENTITIES_COLUMN = (
+    "ARRAY(SELECT e.entity_key FROM memory_entities e WHERE e.user_id = %(user_id)s AND e.memory_id = m.id"
+    " AND e.entity_key IN (SELECT key FROM hop_keys) ORDER BY e.entity_key) AS entities"
+)
 
 # Approximate: the HNSW index (iterative scan keeps going when the user filter drops rows).
 _VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
@@ -98,7 +247,7 @@ _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector
 _USAGE_CTE = "usage_upsert AS ({upsert}),"
 
 
-def _hybrid_sql(scope: Scope, exact: bool, column: str, usage: bool = False) -> str:
+def _hybrid_sql(scope: Scope, exact: bool, column: str, usage: bool = False, legs: LegShape = NO_LEGS) -> str:
     return _hybrid_query(
         scope.project_id is not None,
         scope.include_inactive,
@@ -107,6 +256,7 @@ def _hybrid_sql(scope: Scope, exact: bool, column: str, usage: bool = False) -> 
         column,
         filter_shape(scope.filters),
         usage,
+        legs,
     )
 
 
@@ -119,12 +269,42 @@ def _hybrid_query(
     column: str,
     filters: FilterShape,
     usage: bool,
+    legs: LegShape = NO_LEGS,
 ) -> str:
     """The candidate query, composed once per shape (the recall hot path only binds values).
     The filters narrow the scope of every leg, so the exact fallback still gives a user
     min(k, their matching memories)."""
     where = sql.SQL(scope_sql(has_project, include_inactive, as_of) + filters_sql(filters))
     vec = sql.Identifier(column)
+    cfg = sql.SQL(TS_CONFIG)
+    first = ["SELECT id FROM vec", "SELECT id FROM fts"]
+    extra: list[sql.Composable] = []
+    columns: list[str] = []
+    if legs.dated:
+        extra.append(sql.SQL(_DATE_LEG).format(scope=where, vec=vec))
+        first.append("SELECT id FROM dated")
+        columns.append("m.id IN (SELECT id FROM dated) AS in_date")
+    if legs.entity_leg:
+        extra.append(sql.SQL(_ENTITY_LEG).format(scope=where, vec=vec))
+        first.append("SELECT id FROM ent")
+        columns.append("m.id IN (SELECT id FROM ent) AS in_entity")
+    every = list(first)
+    if legs.hop:
+        join = sql.SQL(_HOP_ENTITY_JOIN).format(scope=where, vec=vec) if legs.hop_entities else sql.SQL("")
+        extra.append(
+            sql.SQL(_HOP_LEGS).format(
+                vec=vec,
+                cfg=cfg,
+                first_legs=sql.SQL(" UNION ".join(first)),
+                scope=where,
+                hop_entity_keys=sql.SQL(_HOP_ENTITY_KEYS if legs.hop_entities else ""),
+                hop_entity_join=join,
+            )
+        )
+        every.append("SELECT id FROM hop")
+        columns.append("m.id IN (SELECT id FROM hop) AS in_hop")
+        if legs.hop_entities:
+            columns.append(_HOP_ENTITIES_COLUMN)
     return (
         sql.SQL(_HYBRID)
         .format(
@@ -133,7 +313,18 @@ def _hybrid_query(
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
             scope=where,
             vec=vec,
-            cfg=sql.SQL(TS_CONFIG),
+            cfg=cfg,
+            extra_legs=sql.Composed(extra),
+            # With the hop, the first legs' candidates were scored once in first_pool.
+            distance=sql.SQL("coalesce(fp.distance, {})" if legs.hop else "{}").format(
+                sql.SQL(_DISTANCE).format(vec=vec)
+            ),
+            text_rank=sql.SQL("coalesce(fp.text_rank, {})" if legs.hop else "{}").format(
+                sql.SQL(_TEXT_RANK).format(cfg=cfg)
+            ),
+            pool_join=sql.SQL(" LEFT JOIN first_pool fp ON fp.id = m.id" if legs.hop else ""),
+            extra_columns=sql.SQL("".join(",\n       " + c for c in columns)),
+            all_legs=sql.SQL(" UNION ".join(every)),
         )
         .as_string()
     )
@@ -148,8 +339,10 @@ def hybrid_candidates(
     *,
     statement_timeout_ms: int = 0,
     usage: Sequence[UsageRow] = (),
+    legs: ExtraLegs = NO_EXTRA_LEGS,
 ) -> list[Candidate]:
-    """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd).
+    """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd),
+    and those of the ``legs`` asked for (dates, entities, one hop), in one statement.
 
     The vector leg first uses the HNSW index. An index scan under a selective filter
     (one user among many) can come back short, so when it returns fewer than k rows the
@@ -163,13 +356,40 @@ def hybrid_candidates(
         "query_vector": query_vector,
         "text_query": text_query(query_text),
         "k": k,
+        **_leg_params(legs),
     }
     column = vector_column(conn)
+    shape = legs.shape
     first = {**params, **usage_params(scope.user_id, usage)} if usage else params
-    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column, bool(usage)), first, k, statement_timeout_ms)
+    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column, bool(usage), shape), first, k, statement_timeout_ms)
     if sum(1 for r in rows if r["in_vector"]) < k:
-        rows = _run_hybrid(conn, _hybrid_sql(scope, True, column), params, k, statement_timeout_ms)
+        rows = _run_hybrid(conn, _hybrid_sql(scope, True, column, legs=shape), params, k, statement_timeout_ms)
     return [_candidate(r) for r in rows]
+
+
+def _leg_params(legs: ExtraLegs) -> dict[str, Any]:
+    """The values the optional legs of ``legs.shape`` bind."""
+    shape = legs.shape
+    params: dict[str, Any] = {}
+    if shape.dated:
+        params.update(
+            window_starts=[w[0] for w in legs.windows],
+            window_ends=[w[1] for w in legs.windows],
+            window_min=min(w[0] for w in legs.windows),
+            window_max=max(w[1] for w in legs.windows),
+            date_k=legs.date_k,
+        )
+    if shape.entity_leg or shape.hop_entities:
+        params.update(entities=list(legs.entities), entity_k=legs.entity_k, entity_cap=legs.entity_cap)
+    if shape.hop:
+        params.update(
+            hop_seeds=legs.hop_seeds,
+            hop_k=legs.hop_k,
+            hop_scan=HOP_SCAN,
+            vector_weight=legs.vector_weight,
+            text_weight=legs.text_weight,
+        )
+    return params
 
 
 def _run_hybrid(
@@ -217,4 +437,8 @@ def _candidate(row: dict[str, Any]) -> Candidate:
         in_vector=row["in_vector"],
         in_text=row["in_text"],
         injection=tuple(row["injection"] or ()),
+        in_date=bool(row.get("in_date", False)),
+        in_entity=bool(row.get("in_entity", False)),
+        in_hop=bool(row.get("in_hop", False)),
+        entities=tuple(row.get("entities") or ()),
     )

@@ -1,8 +1,15 @@
 """Dates named in a query ("on 25 May, 2022", "in March 2023", "yesterday") as time windows.
 
 Memories carry the time they were stated; a question that names a day or a month is
-usually about what was said then. Recall boosts memories inside such a window. Only
-unambiguous forms are read: a bare "May" or "the 3rd" is left alone.
+usually about what was said then. Recall boosts memories inside such a window (and, with
+the date leg, fetches them as candidates). Only unambiguous forms are read: a bare "May" or
+"the 3rd" is left alone.
+
+Ranges: a year ("in 2023"), a season of a year ("summer 2021", northern seasons), "N days /
+weeks / months ago" (a window around that day), and ordering around a named day: "before
+16 May 2023" and "the week before ..." end at that day, "after ..." starts there, each
+reaching ``ORDER_SPAN_DAYS`` (questions about "the week before" a date are about that date's
+neighbourhood, not the whole past).
 """
 
 from __future__ import annotations
@@ -28,6 +35,20 @@ _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)
 _ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_SEASON_YEAR = re.compile(rf"\b(spring|summer|fall|autumn|winter)\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)
+_YEAR_ONLY = re.compile(rf"\b(?:in|during|of|throughout)\s+(?:early\s+|late\s+|mid-?)?{_YEAR}\b", re.IGNORECASE)
+_AGO = re.compile(
+    r"\b(\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+(day|week|month|year)s?\s+ago\b",
+    re.IGNORECASE,
+)
+_BEFORE = re.compile(r"\b(before|prior to|until|by)\s*$", re.IGNORECASE)
+_AFTER = re.compile(r"\b(after|since|following)\s*$", re.IGNORECASE)
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+            "nine": 9, "ten": 10}  # fmt: skip
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+# First month and length in months of each (northern) season; winter starts in December.
+_SEASONS = {"spring": (3, 3), "summer": (6, 3), "fall": (9, 3), "autumn": (9, 3), "winter": (12, 3)}
+ORDER_SPAN_DAYS = 31
 # Relative phrases: a single day back, or a span ending now.
 _RELATIVE_DAYS = {"today": 0, "yesterday": 1}
 _RELATIVE_SPANS = {"last week": 7, "last month": 31, "last year": 366}
@@ -70,9 +91,20 @@ def _month(token: str) -> int:
     return _MONTHS.get(key) or _MONTHS[key[:3]]  # "sept" is "sep"
 
 
-def query_time_windows(query: str, now: dt.datetime, *, slack_days: int = 1) -> list[Window]:
+def _season_window(year: int, season: str) -> Window | None:
+    first, months = _SEASONS[season]
+    end_month = first + months
+    try:
+        start = dt.datetime(year, first, 1, tzinfo=dt.UTC)
+        end = dt.datetime(year + (end_month - 1) // 12, (end_month - 1) % 12 + 1, 1, tzinfo=dt.UTC)
+    except ValueError:  # year 0, or winter of 9999
+        return None
+    return start, end
+
+
+def query_time_windows(query: str, now: dt.datetime, *, slack_days: int = 1, ranges: bool = True) -> list[Window]:
     """Time windows the query names. A named day keeps ``slack_days`` either side, because
-    people (and session timestamps) are often a day off."""
+    people (and session timestamps) are often a day off. ``ranges``: years and "N ... ago" too."""
     windows: list[Window] = []
     consumed: list[tuple[int, int]] = []
 
@@ -83,18 +115,43 @@ def query_time_windows(query: str, now: dt.datetime, *, slack_days: int = 1) -> 
         consumed.append(span)
         return True
 
+    def ordered(match: re.Match[str], window: Window | None) -> None:
+        """A named day or month, widened into the span before or after it when the query says so."""
+        if window is None:
+            return
+        head = query[: match.start()]
+        if _BEFORE.search(head):
+            window = (_shift(window[0], -ORDER_SPAN_DAYS), window[1])
+        elif _AFTER.search(head):
+            window = (window[0], _shift(window[1], ORDER_SPAN_DAYS))
+        windows.append(window)
+
     for match in _DAY_MONTH_YEAR.finditer(query):
-        if take(match) and (w := _day_window(int(match[3]), _month(match[2]), int(match[1]), slack_days)):
-            windows.append(w)
+        if take(match):
+            ordered(match, _day_window(int(match[3]), _month(match[2]), int(match[1]), slack_days))
     for match in _MONTH_DAY_YEAR.finditer(query):
-        if take(match) and (w := _day_window(int(match[3]), _month(match[1]), int(match[2]), slack_days)):
-            windows.append(w)
+        if take(match):
+            ordered(match, _day_window(int(match[3]), _month(match[1]), int(match[2]), slack_days))
     for match in _ISO_DAY.finditer(query):
-        if take(match) and (w := _day_window(int(match[1]), int(match[2]), int(match[3]), slack_days)):
+        if take(match):
+            ordered(match, _day_window(int(match[1]), int(match[2]), int(match[3]), slack_days))
+    for match in _SEASON_YEAR.finditer(query):
+        if take(match) and (w := _season_window(int(match[2]), match[1].lower())):
             windows.append(w)
     for match in _MONTH_YEAR.finditer(query):
-        if take(match) and (w := _month_window(int(match[2]), _month(match[1]))):
-            windows.append(w)
+        if take(match):
+            ordered(match, _month_window(int(match[2]), _month(match[1])))
+    if ranges:
+        for match in _YEAR_ONLY.finditer(query):
+            if take(match) and 1900 <= (year := int(match[1])) <= 9998:
+                windows.append((dt.datetime(year, 1, 1, tzinfo=dt.UTC), dt.datetime(year + 1, 1, 1, tzinfo=dt.UTC)))
+        for match in _AGO.finditer(query):
+            if take(match):
+                count = _NUMBERS.get(match[1].lower()) or int(match[1])
+                unit = _UNIT_DAYS[match[2].lower()]
+                middle = _shift(now, -count * unit)
+                half = max(slack_days, unit // 2)
+                windows.append((_shift(middle, -half), _shift(middle, half)))
     lowered = query.lower()
     for phrase, back in _RELATIVE_DAYS.items():
         if re.search(rf"\b{phrase}\b", lowered):

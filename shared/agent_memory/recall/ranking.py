@@ -1,21 +1,26 @@
 """How recall orders its candidates: each leg's positions (with deterministic tie-breaks), fusion,
-time decay, the dates a query names, MMR. No I/O; the maths is in :mod:`.scoring`.
+the entity boost and the hop bonus, an optional reranker's scores, time decay, the dates a query
+names, MMR. No I/O of its own (a reranker is passed in); the maths is in :mod:`.scoring`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 
 from agent_memory.config import FusionMode, Settings
+from agent_memory.extraction.entities import extract_entities
 from agent_memory.recall import dates, scoring
-from agent_memory.recall.candidates import Candidate
+from agent_memory.recall.candidates import Candidate, ExtraLegs, Window
 
 Legs = Literal["hybrid", "vector", "text"]
+# Scores of the documents (one each, same order) for the query, or None when the reranker failed
+# (the fused order then stands): see agent_memory.rerank.
+Rerank = Callable[[str, Sequence[str]], Sequence[float] | None]
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,28 @@ class RecallOptions:
     decay: bool = True
     mmr: bool = True
     include_inactive: bool = False
+    # The date leg: memories stated inside a window the query names (0: off).
+    date_k: int = 0
+    # Read years, seasons and "N ... ago" as windows too (named days and months always are).
+    date_ranges: bool = True
+    # The entity leg: memories naming a rare entity the query names (0: off); "rare": named by at
+    # most entity_cap of the user's memories. entity_boost is added to their relevance.
+    entity_k: int = 0
+    entity_cap: int = 50
+    entity_boost: float = 0.0
+    # One hop from the best candidates: a candidate stated at the same instant as one of the
+    # hop_seeds best (by fused relevance; written together) or, with hop_entities, sharing a rare
+    # entity with it gains hop_boost x that seed's relevance. With hop_k > 0 the candidate query
+    # also fetches up to hop_k such neighbours per seed that no other leg found.
+    hop_seeds: int = 0
+    hop_k: int = 0
+    hop_boost: float = 0.0
+    hop_entities: bool = False
+    # The reranker (when one is configured and rerank is on): the rerank_top_n best fused
+    # candidates are scored by it; rerank_weight of their relevance is its (scaled) score.
+    rerank: bool = True
+    rerank_top_n: int = 30
+    rerank_weight: float = 0.7
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RecallOptions:
@@ -48,10 +75,38 @@ class RecallOptions:
             mmr_lambda=settings.mmr_lambda,
             overfetch=settings.overfetch,
             date_boost=settings.date_boost,
+            date_k=settings.date_k,
+            entity_k=settings.entity_k,
+            entity_cap=settings.entity_cap,
+            entity_boost=settings.entity_boost,
+            hop_seeds=settings.hop_seeds,
+            hop_k=settings.hop_k,
+            hop_boost=settings.hop_boost,
+            hop_entities=settings.hop_entities,
+            rerank_top_n=settings.rerank_top_n,
+            rerank_weight=settings.rerank_weight,
         )
 
     def but(self, **changes: Any) -> RecallOptions:
         return replace(self, **changes)
+
+    def extra_legs(self, query: str, now: dt.datetime) -> ExtraLegs:
+        """The optional candidate legs this query gets (none when it names no date or entity)."""
+        dates_matter = self.date_k > 0 or self.date_boost > 0
+        windows = dates.query_time_windows(query, now, ranges=self.date_ranges) if dates_matter else []
+        hop_seeds = self.hop_seeds if self.hop_boost > 0 else 0
+        return ExtraLegs(
+            windows=tuple(windows),
+            date_k=self.date_k,
+            entities=tuple(extract_entities(query)) if self.entity_k > 0 else (),
+            entity_k=self.entity_k,
+            entity_cap=self.entity_cap,
+            hop_seeds=hop_seeds,
+            hop_k=self.hop_k,
+            hop_entities=self.hop_entities,
+            vector_weight=self.vector_weight if self.legs != "text" else 0.0,
+            text_weight=self.text_weight if self.legs != "vector" else 0.0,
+        )
 
 
 @dataclass(frozen=True)
@@ -85,9 +140,12 @@ def rank_candidates(
     limit: int,
     now: dt.datetime,
     query: str = "",
+    windows: Sequence[Window] | None = None,
+    rerank: Rerank | None = None,
 ) -> list[tuple[Candidate, float]]:
-    """Fuse the legs, decay by age, boost what the query dates, diversify with MMR;
-    (candidate, final score) best first."""
+    """Fuse the legs, lift the best candidates' neighbours, rerank the best (with ``rerank``),
+    decay by age, boost what the query dates, diversify with MMR; (candidate, final score) best
+    first. ``windows``: the query's time windows when the caller already read them."""
     legs = leg_positions(candidates)
     keep = list(range(len(legs.candidates)))
     if options.legs == "vector":
@@ -113,9 +171,21 @@ def rank_candidates(
             vector_weight=options.vector_weight,
             text_weight=options.text_weight,
         )
+    if options.entity_boost > 0:
+        relevance = relevance + options.entity_boost * np.asarray([c.in_entity for c in chosen], dtype=np.float64)
+    if options.hop_boost > 0 and options.hop_seeds > 0:
+        relevance = relevance + options.hop_boost * scoring.hop_bonus(
+            relevance,
+            [c.created_at for c in chosen],
+            [c.entities for c in chosen] if options.hop_entities else None,
+            seeds=options.hop_seeds,
+        )
+    if rerank is not None and options.rerank and query:
+        chosen, relevance = _reranked(chosen, relevance, rerank, query, options)
     dated = [False] * len(chosen)
     if options.date_boost > 0 and query:
-        windows = dates.query_time_windows(query, now)
+        if windows is None:
+            windows = dates.query_time_windows(query, now, ranges=options.date_ranges)
         if windows:
             dated = dates.in_any_window([c.created_at for c in chosen], windows)
     if options.decay:
@@ -137,3 +207,17 @@ def rank_candidates(
     else:
         order = [int(i) for i in np.argsort(-relevance, kind="stable")[:limit]]
     return [(chosen[i], float(relevance[i])) for i in order]
+
+
+def _reranked(
+    chosen: list[Candidate], relevance: scoring.Floats, rerank: Rerank, query: str, options: RecallOptions
+) -> tuple[list[Candidate], scoring.Floats]:
+    """The rerank_top_n best candidates with the reranker's scores blended into their relevance
+    (the others leave: the reranker ordered the pool, and their fused scores are on another
+    scale); everything unchanged when the reranker fails or answers with the wrong count."""
+    top = [int(i) for i in np.argsort(-relevance, kind="stable")[: options.rerank_top_n]]
+    scores = rerank(query, [chosen[i].content for i in top])
+    if scores is None or len(scores) != len(top):
+        return chosen, relevance
+    blended = scoring.blend_rerank(relevance[top], scores, weight=options.rerank_weight)
+    return [chosen[i] for i in top], blended

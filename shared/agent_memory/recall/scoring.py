@@ -1,4 +1,5 @@
-"""Rerank maths on the candidates of both legs: fusion, time decay, MMR. No I/O.
+"""Rerank maths on the candidates of every leg: fusion, the hop bonus, a reranker's scores blended
+in, time decay, MMR. No I/O.
 
 All functions take and return plain numpy arrays aligned with the candidate list.
 """
@@ -64,6 +65,53 @@ def apply_time_decay(
         age_days = max((now - ts).total_seconds(), 0.0) / 86400.0
         out[i] *= floor + (1.0 - floor) * math.pow(0.5, age_days / half_life_days)
     return out
+
+
+def hop_bonus(
+    relevance: npt.ArrayLike,
+    stated_at: Sequence[dt.datetime],
+    entities: Sequence[Sequence[str]] | None = None,
+    *,
+    seeds: int,
+) -> Floats:
+    """Per candidate, the relevance of the best seed it neighbours (0 if none): the ``seeds``
+    most relevant candidates are the seeds; a neighbour was stated at the same instant (written
+    together: one conversation, one request) or, with ``entities``, names one of a seed's
+    entities. A seed is no neighbour of itself, but may be another seed's.
+
+    Evidence for a question is often spread over what was said together: the best match
+    vouches for the rest of its conversation.
+    """
+    rel = np.asarray(relevance, dtype=np.float64)
+    out = np.zeros(len(rel), dtype=np.float64)
+    if seeds <= 0 or len(rel) == 0:
+        return out
+    instants = np.array([t.timestamp() for t in stated_at], dtype=np.float64)
+    for s in (int(i) for i in np.argsort(-rel, kind="stable")[:seeds]):
+        linked = instants == instants[s]
+        if entities is not None and entities[s]:
+            keys = set(entities[s])
+            linked |= np.array([not keys.isdisjoint(e) for e in entities], dtype=bool)
+        linked[s] = False
+        out = np.where(linked, np.maximum(out, rel[s]), out)
+    return out
+
+
+def blend_rerank(relevance: npt.ArrayLike, rerank_scores: npt.ArrayLike, *, weight: float) -> Floats:
+    """``weight`` x the reranker's scores + (1 - weight) x the fused relevance, each scaled so its
+    best is 1 (as ts_rank is in :func:`fuse_weighted`): providers score on different scales
+    (Cohere's 0..1 often tiny, some raw logits below 0), and only the order within one answer
+    means anything. Scores below 0 are shifted up first, so the worst becomes 0.
+    """
+    rel = np.asarray(relevance, dtype=np.float64)
+    scores = np.asarray(rerank_scores, dtype=np.float64)
+    low = min(float(scores.min(initial=0.0)), 0.0)
+    scores = scores - low
+    best = scores.max(initial=0.0)
+    scores = scores / best if best > 0 else scores
+    top = rel.max(initial=0.0)
+    rel = rel / top if top > 0 else rel
+    return weight * scores + (1.0 - weight) * rel
 
 
 def mmr_select(relevance: npt.ArrayLike, embeddings: npt.ArrayLike, *, lam: float, limit: int) -> list[int]:
