@@ -34,13 +34,13 @@ def subject_hash(key: str, user_id: str) -> bytes:
 
 
 class ErasureCounts(BaseModel):
-    """How many rows of each kind went (``entity_links``: None where the store has no such table)."""
+    """How many rows of each kind went."""
 
     memories: int = 0
     history: int = 0
     ingest_receipts: int = 0
     usage_rows: int = 0  # usage_daily rows (one per day, kind of work and model)
-    entity_links: int | None = None
+    entity_links: int = 0  # memory_entities rows (links to the entities a memory names)
 
 
 class ErasureReceipt(BaseModel):

@@ -97,7 +97,7 @@ def test_layer_bytecode_is_the_runtimes_and_never_checked_against_its_source(lay
 
 def test_layer_leaves_out_the_command_line_local_host_and_benchmarks(layer: Path) -> None:
     package = layer / "agent_memory"
-    assert (package / "service.py").is_file() and (package / "recall" / "candidates.py").is_file()
+    assert (package / "service" / "__init__.py").is_file() and (package / "recall" / "candidates.py").is_file()
     present = [name for name in LOCAL_ONLY if (package / name).exists()]
     assert not present, f"the layer carries what no function imports: {present}"
 

@@ -37,12 +37,15 @@ def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: Memory
     )
     service.recall(USER, "tea")
     service.remember("someone-else", [NewMemory(content="Prefers coffee")])
+    with psycopg.connect(database_url) as owner:
+        links = owner.execute("SELECT count(*) FROM memory_entities WHERE user_id = %s", [USER]).fetchone()
+    assert links is not None and links[0] > 0  # "Porto", "Vim": the write path linked them
     receipt = service.forget_user(USER, requested_by="dpo-ticket-42")
     assert receipt.deleted.memories == 3
     assert receipt.deleted.history == 3  # one 'created' each
     assert receipt.deleted.ingest_receipts == 1
     assert receipt.deleted.usage_rows >= 3  # write, conversation, recall, embedding
-    assert receipt.deleted.entity_links is None  # no such table in this store
+    assert receipt.deleted.entity_links == links[0]
     assert receipt.requested_by == "dpo-ticket-42"
     # The subject is HMAC-SHA256 under the deployment's key: no id, no plain hash of it.
     assert receipt.subject == hmac.new(_key(database_url), USER.encode(), hashlib.sha256).hexdigest()
@@ -50,7 +53,7 @@ def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: Memory
     assert USER not in receipt.model_dump_json() and "ana" not in receipt.model_dump_json()
     # Everything of the user went, nothing of anyone else's.
     with psycopg.connect(database_url) as owner:
-        for table in ("user_memories", "memory_events", "ingested_messages", "usage_daily"):
+        for table in ("user_memories", "memory_events", "ingested_messages", "usage_daily", "memory_entities"):
             left = owner.execute(f"SELECT count(*) FROM {table} WHERE user_id = %s", [USER]).fetchone()
             assert left == (0,), table
         others = owner.execute("SELECT count(*) FROM user_memories WHERE user_id = 'someone-else'").fetchone()
@@ -79,22 +82,6 @@ def test_receipts_are_not_listable_without_naming_one(service: MemoryService) ->
     conn = service.db.connection()
     with conn.transaction():
         assert conn.execute("SELECT count(*) FROM erasure_receipts").fetchone() == (0,)
-
-
-def test_entity_links_are_counted_where_the_store_has_them(service: MemoryService, database_url: str) -> None:
-    # Another migration's table (issue 14's entity links), as it would be: linked to memories.
-    with psycopg.connect(database_url, autocommit=True) as owner:
-        owner.execute(
-            "CREATE TABLE memory_entities (user_id text NOT NULL, entity_key text NOT NULL, "
-            "memory_id uuid NOT NULL REFERENCES user_memories (id) ON DELETE CASCADE)"
-        )
-        owner.execute("GRANT SELECT, INSERT, DELETE ON memory_entities TO agent_memory_app")
-    ids = service.remember("u1", [NewMemory(content="Met Rui in Porto"), NewMemory(content="Likes tea")]).ids
-    with psycopg.connect(database_url, autocommit=True) as owner:
-        for key in ("rui", "porto"):
-            owner.execute("INSERT INTO memory_entities VALUES ('u1', %s, %s)", [key, ids[0]])
-    receipt = service.forget_user("u1")
-    assert receipt.deleted.entity_links == 2 and receipt.deleted.memories == 2
 
 
 def test_delete_all_over_http_returns_the_receipt_and_get_erasures_reads_it(lambda_env: str) -> None:

@@ -49,19 +49,17 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
     settings = {"agent_memory.erasure_id": str(receipt_id)}
     with user_transaction(conn, user_id, reason="forget_user", settings=settings):
         key_row = conn.execute(
-            "SELECT (SELECT value FROM agent_memory_meta WHERE key = %s), to_regclass('memory_entities') IS NOT NULL",
+            "SELECT value FROM agent_memory_meta WHERE key = %s",
             [ERASURE_KEY],
         ).fetchone()
         if key_row is None or key_row[0] is None:
             raise ConfigurationError("the store has no erasure key: run `agent-memory migrate` (migration 0009)")
-        links: int | None = None
-        if key_row[1]:
-            # Entity links (another migration's table) go first: counted, not left to a cascade.
-            found = conn.execute(
-                "WITH gone AS (DELETE FROM memory_entities WHERE user_id = %s RETURNING 1) SELECT count(*) FROM gone",
-                [user_id],
-            ).fetchone()
-            links = int(found[0]) if found else 0
+        # Entity links go first: counted, not left to the cascade from their memories.
+        found = conn.execute(
+            "WITH gone AS (DELETE FROM memory_entities WHERE user_id = %s RETURNING 1) SELECT count(*) FROM gone",
+            [user_id],
+        ).fetchone()
+        links = int(found[0]) if found else 0
         with conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(
                 _ERASE,

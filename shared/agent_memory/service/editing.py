@@ -1,0 +1,116 @@
+"""Changing what is stored: edit one memory, forget one or all of a user's, erasure receipts."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from agent_memory.erasure import ErasureReceipt
+from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
+from agent_memory.ingest.redaction import REDACTED_KEY
+from agent_memory.ingest.rows import (
+    check_metadata,
+)
+from agent_memory.manage import edits, queries
+from agent_memory.manage import erasure as erasing
+from agent_memory.models import (
+    Memory,
+    MemoryChanges,
+    NewMemory,
+)
+from agent_memory.service.reading import Reading
+from agent_memory.usage import UsageRow, metering
+
+logger = logging.getLogger(__name__)
+
+
+class Editing(Reading):
+    """Editing and forgetting memories, and the receipts of erasures."""
+
+    def update_memory(
+        self, user_id: str, memory_id: uuid.UUID, changes: MemoryChanges, *, source: str | None = None
+    ) -> Memory:
+        """Change one memory in place and return it as it now is; the history records an
+        'updated' event with ``source`` and the previous values. A new content is re-embedded
+        and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
+        already states it; NotFound as :meth:`get_memory`. No change given: the memory as it is."""
+        values = changes.changed()
+        if not values:
+            return self.get_memory(user_id, memory_id, consistency="strong")  # as an update would answer
+        vector = None
+        used: list[UsageRow] = []
+        if "content" in values:
+            if len(values["content"]) > self.settings.max_memory_chars:
+                raise InputTooLarge(
+                    f"memory content is {len(values['content'])} characters; "
+                    f"the limit is {self.settings.max_memory_chars}",
+                    field="content",
+                )
+            with metering() as meter:
+                self._redact_change(user_id, memory_id, values)
+                vector = self.embedder.embed([values["content"]])[0]
+            meter.add("write", calls=1, items=1)
+            used = self._usage(meter)
+        if values.get("metadata"):
+            check_metadata(self.settings, values["metadata"], "metadata")
+        updated: Memory | None = self.db.run(
+            lambda conn: edits.update_memory(
+                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used
+            )
+        )
+        if updated is None:
+            raise NotFound("no memory with this id for this user")
+        logger.info("updated", extra={"user_id": user_id, "fields": sorted(values), "source": source})
+        return updated
+
+    def _redact_change(self, user_id: str, memory_id: uuid.UUID, values: dict[str, Any]) -> None:
+        """A new content passes the write path's redaction (AGENT_MEMORY_PII) like any other write:
+        placeholders in the text, what was removed in the metadata; refused in drop mode."""
+        if not self.redactor.enabled:
+            return
+        base = values.get("metadata") if "metadata" in values else None
+        redacted = self.redactor.apply([NewMemory(content=values["content"], metadata=base or {})])
+        if not redacted.memories:
+            raise InvalidInput(
+                "content holds personal data this deployment does not store (AGENT_MEMORY_PII)", field="content"
+            )
+        memory = redacted.memories[0]
+        values["content"] = memory.content
+        if redacted.redacted:
+            if "metadata" not in values:
+                base = self.get_memory(user_id, memory_id).metadata
+            values["metadata"] = {**(base or {}), REDACTED_KEY: memory.metadata[REDACTED_KEY]}
+
+    def forget_memory(self, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
+        """Delete one memory of the user; False when the user has no memory with that id."""
+        deleted = bool(self.db.run(lambda conn: queries.delete_memory(conn, user_id, memory_id, source=source)))
+        logger.info("forgot", extra={"user_id": user_id, "deleted": int(deleted), "one": True})
+        if deleted:
+            self._publish_changes(user_id)
+        return deleted
+
+    def forget_user(self, user_id: str, *, requested_by: str = "service") -> ErasureReceipt:
+        """Delete everything stored about the user (memories, history, message receipts, usage,
+        entity links) and return the erasure receipt stored with the deletion, in one transaction
+        (see :mod:`agent_memory.erasure`). ``requested_by``: who asked, for the receipt; never
+        the user's own id."""
+        receipt: ErasureReceipt = self.db.run(
+            lambda conn: erasing.erase_user(conn, user_id, requested_by=requested_by), retry=False
+        )
+        # The receipt's id, not the user's: logs outlive the erasure.
+        logger.info("erased", extra={"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()})
+        self._publish_changes(user_id)
+        return receipt
+
+    def erasure(self, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt:
+        """A stored erasure receipt; with ``user_id`` (a JWT caller), only that user's own."""
+        found: ErasureReceipt | None = self.db.run(lambda conn: erasing.get_receipt(conn, receipt_id, user_id=user_id))
+        if found is None:
+            raise NotFound("no erasure receipt with this id")
+        return found
+
+    def erasures_of(self, user_id: str) -> list[ErasureReceipt]:
+        """Every erasure receipt of this user id, oldest first (matched by the keyed hash)."""
+        found: list[ErasureReceipt] = self.db.run(lambda conn: erasing.receipts_for(conn, user_id))
+        return found

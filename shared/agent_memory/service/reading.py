@@ -1,0 +1,253 @@
+"""Reads: recall (one query or a batch), pages of memories, one memory, export, history."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from agent_memory.db.scope import Scope
+from agent_memory.db.usage import record_usage
+from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
+from agent_memory.inputs import has_visible, lone_surrogate
+from agent_memory.manage import edits, pages, queries
+from agent_memory.models import (
+    DEFAULT_PAGE,
+    MAX_HISTORY,
+    MAX_PAGE,
+    MAX_RECALL_LIMIT,
+    Consistency,
+    ExportPage,
+    Memory,
+    MemoryEvent,
+    MemoryFilters,
+    MemoryPage,
+    RecalledMemory,
+    RecallQuery,
+    RecallResult,
+    export_line,
+)
+from agent_memory.recall.block import build_memory_block
+from agent_memory.recall.candidates import hybrid_candidates
+from agent_memory.recall.ranking import RecallOptions, rank_candidates
+from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.usage import Meter, metering
+
+
+class Reading(ServiceBase):
+    """Reading memories back: recall, list, get, export, history (on the reader when configured)."""
+
+    # ---- recall ----------------------------------------------------------------------
+
+    def _check_query(self, query: str, limit: int | None) -> tuple[str, int]:
+        query = query.strip()
+        if not query:
+            raise InvalidInput("query is empty", field="query")
+        if "\x00" in query:
+            raise InvalidInput("query contains a NUL character (U+0000)", field="query")
+        if (escape := lone_surrogate(query)) is not None:
+            raise InvalidInput(f"query contains a lone surrogate ({escape}), which is not text", field="query")
+        if not has_visible(query):
+            raise InvalidInput("query has no visible character", field="query")
+        if len(query) > self.settings.max_query_chars:
+            raise InputTooLarge(
+                f"query is {len(query)} characters; the limit is {self.settings.max_query_chars}", field="query"
+            )
+        limit = self.settings.default_limit if limit is None else limit
+        if not 1 <= limit <= MAX_RECALL_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_RECALL_LIMIT}, got {limit}", field="limit")
+        return query, limit
+
+    def recall(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        project_id: str | None = None,
+        limit: int | None = None,
+        now: dt.datetime | None = None,
+        options: RecallOptions | None = None,
+        query_vector: np.ndarray | None = None,
+        filters: MemoryFilters | None = None,
+        usage: Meter | None = None,
+        consistency: Consistency = "eventual",
+    ) -> RecallResult:
+        """The memories most relevant to ``query`` for this user, best first, and the prompt block;
+        with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
+        the writer when a reader endpoint is configured (see :mod:`agent_memory.db.readers`).
+
+        ``usage``: what was already spent for this recall (a batch's share of its embedding call),
+        counted with it."""
+        query, limit = self._check_query(query, limit)
+        options = options or self.recall_options
+        if now is not None and now.tzinfo is None:
+            now = now.replace(tzinfo=dt.UTC)
+        with metering(usage) as meter:
+            vector = self.embedder.embed_query(query) if query_vector is None else query_vector
+        meter.add("recall", calls=1, characters=len(query))
+        used = self._usage(meter)
+        scope = Scope(
+            user_id,
+            project_id,
+            now=now,
+            include_inactive=options.include_inactive,
+            filters=None if filters is None or filters.empty else filters,
+        )
+        k = options.overfetch * limit
+        timeout_ms = self.settings.recall_statement_timeout_ms
+        as_of = now or utcnow()
+        legs = options.extra_legs(query, as_of)
+        on_reader = self.reads.reader is not None and consistency == "eventual"
+        # The recall's usage count is written by its query itself (one statement), which a
+        # reader cannot run: there the count goes to the writer on its own (one more round trip).
+        candidates = self.reads.run(
+            lambda conn: hybrid_candidates(
+                conn,
+                scope,
+                vector,
+                query,
+                k,
+                statement_timeout_ms=timeout_ms,
+                usage=() if on_reader else used,
+                legs=legs,
+            ),
+            consistency=consistency,
+        )
+        if on_reader and used:
+            self.db.run(lambda conn: record_usage(conn, user_id, used))
+        reranker = self.reranker
+        chosen = rank_candidates(
+            candidates,
+            options,
+            limit=limit,
+            now=as_of,
+            query=query,
+            windows=legs.windows,
+            rerank=reranker.scores if reranker is not None else None,
+        )
+        if self.settings.min_score > 0:
+            chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
+        memories = [
+            RecalledMemory(
+                id=c.id,
+                content=c.content,
+                category=c.category,
+                score=round(score, 4),
+                created_at=c.created_at,
+                is_evergreen=c.is_evergreen,
+                project_id=c.project_id,
+                metadata=c.metadata,
+                injection=list(c.injection),
+            )
+            for c, score in chosen
+        ]
+        block = build_memory_block(
+            (m.content for m in memories), max_chars=self.settings.max_block_chars, guard=self.settings.prompt_guard
+        )
+        return RecallResult(memories=memories, prompt_block=block, query=query)
+
+    def recall_batch(
+        self, queries: Sequence[RecallQuery], *, limit: int | None = None
+    ) -> list[RecallResult | InvalidInput]:
+        """Recall for many queries, their texts embedded in one batch; per query its result, or
+        the InvalidInput that refused it (the others still run)."""
+        if not queries:
+            return []
+        texts = [q.query.strip() or " " for q in queries]
+        with metering() as batch:
+            vectors = self.embedder.embed(texts)
+        total = sum(len(t) for t in texts)
+        results: list[RecallResult | InvalidInput] = []
+        for query, text, vector in zip(queries, texts, vectors, strict=True):
+            try:
+                results.append(
+                    self.recall(
+                        query.user_id,
+                        query.query,
+                        project_id=query.project_id,
+                        limit=query.limit or limit,
+                        now=query.now,
+                        query_vector=vector,
+                        filters=query.filters,
+                        usage=batch.share(len(text) / total),
+                    )
+                )
+            except InvalidInput as exc:
+                results.append(exc)
+        return results
+
+    def list_memories(
+        self,
+        user_id: str,
+        *,
+        project_id: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        include_inactive: bool = False,
+        filters: MemoryFilters | None = None,
+        consistency: Consistency = "eventual",
+    ) -> MemoryPage:
+        """A page of the user's memories (those matching ``filters``), newest first, and the cursor
+        of the next page."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
+        after = pages.decode_cursor(cursor) if cursor else None
+        narrowed = None if filters is None or filters.empty else filters
+        scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed)
+        found = self.reads.run(
+            lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
+        )
+        next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
+        return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
+
+    def get_memory(self, user_id: str, memory_id: uuid.UUID, *, consistency: Consistency = "eventual") -> Memory:
+        """The user's memory with this id, live or not; NotFound when the user has none (another
+        user's id looks the same as no memory at all)."""
+        found: Memory | None = self.reads.run(
+            lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
+        )
+        if found is None:
+            raise NotFound("no memory with this id for this user")
+        return found
+
+    def export_memories(
+        self,
+        user_id: str,
+        *,
+        history: bool = False,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+        consistency: Consistency = "eventual",
+    ) -> ExportPage:
+        """A page of everything the user has (superseded and expired memories too), newest first,
+        as import lines (``agent-memory import`` restores them: same ids, timestamps and
+        recall); with ``history``, each line carries its memory's recorded changes."""
+        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True, consistency=consistency)
+        events: dict[uuid.UUID, list[MemoryEvent]] = {}
+        if history and page.memories:
+            ids = [m.id for m in page.memories]
+            found: list[MemoryEvent] = self.reads.run(
+                lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
+            )
+            for event in found:
+                events.setdefault(event.memory_id, []).append(event)
+        lines = [export_line(m, events.get(m.id, []) if history else None) for m in page.memories]
+        return ExportPage(lines=lines, next_cursor=page.next_cursor)
+
+    def history(
+        self,
+        user_id: str,
+        memory_id: uuid.UUID | None = None,
+        *,
+        limit: int = 1000,
+        consistency: Consistency = "eventual",
+    ) -> list[MemoryEvent]:
+        """Every recorded change of one memory (or of all the user's), oldest first."""
+        if not 1 <= limit <= MAX_HISTORY:
+            raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
+        events: list[MemoryEvent] = self.reads.run(
+            lambda conn: queries.history(conn, user_id, memory_id, limit=limit), consistency=consistency
+        )
+        return events

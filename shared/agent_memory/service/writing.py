@@ -1,0 +1,233 @@
+"""Writes: a client's facts, bulk imports and exports restored, a finished conversation."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+
+from agent_memory.db.connection import Connection
+from agent_memory.errors import DatabaseUnavailable
+from agent_memory.ingest import conversation, importing, restore, writes
+from agent_memory.ingest.rows import (
+    MemoryRow,
+    build_rows,
+    check_lengths,
+    check_new_memories,
+    embed_unique,
+)
+from agent_memory.ingest.writes import UnflushedWrites
+from agent_memory.models import (
+    ConversationEnded,
+    ImportLine,
+    IngestOutcome,
+    NewMemory,
+    StoredIds,
+)
+from agent_memory.service.base import ServiceBase
+from agent_memory.usage import Meter, UsageRow, metering
+
+logger = logging.getLogger(__name__)
+
+
+def _store_rows(
+    conn: Connection,
+    *,
+    rows: list[MemoryRow],
+    restoring: bool,
+    source: str | None,
+    usage: dict[str, list[UsageRow]],
+) -> list[writes.WriteOutcome]:
+    if restoring:
+        return restore.restore_memories(conn, rows, source=source, usage=usage)
+    return writes.upsert_memories(conn, rows, usage=usage)
+
+
+def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> MemoryRow:
+    """A row of an exported memory: its id, timestamps, source and supersession as exported."""
+    return dataclasses.replace(
+        row,
+        id=line.id,
+        updated_at=line.updated_at,
+        superseded_at=line.superseded_at,
+        superseded_by=line.superseded_by,
+        source=line.source if line.source is not None else source,
+    )
+
+
+class Writing(ServiceBase):
+    """Storing memories: remember, import, ingest a conversation, flush a batch's writes."""
+
+    def remember(
+        self,
+        user_id: str,
+        memories: Sequence[NewMemory],
+        *,
+        project_id: str | None = None,
+        source: str | None = None,
+        observed_at: dt.datetime | None = None,
+    ) -> StoredIds:
+        """Store facts for a user in one transaction: embedded in one batch, upserted,
+        exact and near duplicates folded into the existing rows. Ids come back in input order."""
+        check_new_memories(self.settings, memories)
+        with metering() as meter:
+            redacted = self.redactor.apply(memories)
+            kept = redacted.memories
+            vectors = embed_unique(self.embedder, [m.content for m in kept])
+        rows, positions = build_rows(
+            [user_id] * len(kept), kept, vectors, project_id=project_id, source=source, observed_at=observed_at
+        )
+        meter.add("write", calls=1, items=len(rows))
+        usage = {user_id: self._usage(meter)}
+        threshold = self.settings.near_duplicate_threshold
+        outcomes = self.db.run(
+            lambda conn: writes.upsert_memories(conn, rows, near_duplicate_threshold=threshold, usage=usage)
+        )
+        created = sum(1 for o in outcomes if o.action == "created")
+        logger.info(
+            "remembered",
+            # "created" is a LogRecord attribute: logging refuses it as an extra key.
+            extra={"user_id": user_id, "memories": len(rows), "memories_created": created, "source": source},
+        )
+        self._publish_changes(user_id)
+        return StoredIds(
+            ids=[outcomes[p].id for p in positions],
+            created=created,
+            refreshed=len(rows) - created,
+            pii_redacted=redacted.redacted,
+            pii_dropped=redacted.dropped_positions,
+        )
+
+    def import_memories(self, lines: Sequence[ImportLine], *, source: str | None = "import") -> StoredIds:
+        """Bulk load (many users at once): one embedding pass and one upsert statement per user.
+
+        Lines are taken as given: exact duplicates fold, near duplicates are kept.
+        """
+        if not lines:
+            return StoredIds(ids=[], created=0, refreshed=0)
+        check_lengths(self.settings, lines, "lines")
+        with metering() as meter:
+            redacted = self.redactor.apply(lines)
+            kept = redacted.memories
+            vectors = embed_unique(self.embedder, [line.content for line in kept])
+        # Lines with an id (an export) are restored as they were; the others are upserted.
+        built: list[tuple[list[int], bool, list[MemoryRow], list[int]]] = []
+        for restoring in (False, True):
+            indexes = [i for i, line in enumerate(kept) if (line.id is not None) == restoring]
+            if not indexes:
+                continue
+            part = [kept[i] for i in indexes]
+            rows, positions = build_rows(
+                [line.user_id for line in part],
+                part,
+                [vectors[i] for i in indexes],
+                project_id=None,
+                source=source,
+                observed_at=None,
+            )
+            if restoring:
+                first = {p: i for i, p in reversed(list(enumerate(positions)))}
+                rows = [_as_restored(row, part[first[n]], source) for n, row in enumerate(rows)]
+            built.append((indexes, restoring, rows, positions))
+        # Each user's share of the embedding call is counted once, with their first write.
+        shares = self._shared_usage(meter, [row for *_, rows, _ in built for row in rows])
+        ids: list[uuid.UUID | None] = [None] * len(kept)
+        created = refreshed = 0
+        for indexes, restoring, rows, positions in built:
+            usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
+            outcomes = self.db.run(partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage))
+            for i, p in zip(indexes, positions, strict=True):
+                ids[i] = outcomes[p].id
+            new = sum(1 for o in outcomes if o.action == "created")
+            created, refreshed = created + new, refreshed + len(rows) - new
+        self._publish_changes(None)
+        return StoredIds(
+            ids=[i for i in ids if i is not None],
+            created=created,
+            refreshed=refreshed,
+            pii_redacted=redacted.redacted,
+            pii_dropped=redacted.dropped_positions,
+        )
+
+    def _shared_usage(self, meter: Meter, rows: Sequence[MemoryRow]) -> dict[str, list[UsageRow]]:
+        """Per user, their share (by characters) of provider calls that served several users at once."""
+        if not self.settings.usage_metering:
+            return {}
+        chars: dict[str, int] = {}
+        items: dict[str, int] = {}
+        for row in rows:
+            chars[row.user_id] = chars.get(row.user_id, 0) + len(row.content)
+            items[row.user_id] = items.get(row.user_id, 0) + 1
+        total = sum(chars.values()) or 1
+        shares: dict[str, list[UsageRow]] = {}
+        for user_id, count in chars.items():
+            part = meter.share(count / total)
+            part.add("write", calls=1, items=items[user_id])
+            shares[user_id] = part.rows()
+        return shares
+
+    def import_jsonl(
+        self,
+        lines: Iterable[tuple[int, str]],
+        report: importing.ImportReport,
+        *,
+        source: str | None = "import",
+        progress: Callable[[int], None] | None = None,
+    ) -> importing.ImportReport:
+        """Import numbered JSON lines in chunks; lines that are invalid (alone) are skipped and
+        recorded in ``report``, which stays true if a later chunk fails."""
+        return importing.import_lines(
+            lines,
+            lambda chunk: self.import_memories(chunk, source=source),
+            report,
+            progress=progress,
+            check=lambda line: check_lengths(self.settings, [line], "lines"),
+        )
+
+    def ingest_conversation(
+        self,
+        message: ConversationEnded,
+        *,
+        observed_at: dt.datetime | None = None,
+        unflushed: UnflushedWrites | None = None,
+    ) -> IngestOutcome:
+        """Turn one "conversation ended" message into memories: all of them or none
+        (see :mod:`agent_memory.ingest.conversation`). With ``unflushed`` (one per queue batch),
+        the write is committed without waiting for the disk and durable once
+        :meth:`flush_writes` has returned for that batch."""
+        with metering() as meter:
+            outcome = conversation.ingest_conversation(
+                message,
+                settings=self.settings,
+                db=self.db,
+                embedder=self.embedder,
+                extractor=lambda: self.extractor,
+                observed_at=observed_at,
+                redactor=self.redactor,
+                meter=meter if self.settings.usage_metering else None,
+                unflushed=unflushed,
+            )
+        if outcome.status != "duplicate":
+            self._publish_changes(message.user_id)
+        return outcome
+
+    def flush_writes(self, unflushed: UnflushedWrites) -> None:
+        """Make a batch's unflushed writes durable: one WAL flush for all of them. Raises
+        DatabaseUnavailable when the server restarted (or failed over) after one of them, which
+        may then be lost: the batch must be delivered again (its receipts make that safe)."""
+        pending = unflushed.take()
+        if not pending:
+            return
+        started: dt.datetime = self.db.run(writes.flush_writes)
+        if pending != {started}:
+            logger.warning(
+                "the database restarted between a batch's writes and their flush",
+                extra={"server_started": started.isoformat(), "writes_saw": sorted(p.isoformat() for p in pending)},
+            )
+            raise DatabaseUnavailable(
+                "the database restarted before this batch's writes were known to be on its disk; "
+                "the batch must be delivered again"
+            )
