@@ -14,7 +14,6 @@ each tenant's usage (:func:`usage_cost`, behind ``GET /usage``): the table is ke
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import math
 from typing import Literal
@@ -618,59 +617,3 @@ PRESETS: dict[str, dict[str, object]] = {
     "created-database": {},
     "existing-micro": {"database": "rds_instance", "rds_proxy": False, "network": "none", "secrets": 2},
 }
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``agent-memory cost`` (and ``python -m agent_memory.costs``)."""
-    parser.add_argument("--conversations", type=float, default=0, help="conversations ingested a day")
-    parser.add_argument("--recalls", type=float, default=0, help="recalls a day")
-    parser.add_argument(
-        "--stack",
-        choices=sorted(PRESETS),
-        default="created-database",
-        help="created-database: the template with CreateDatabase=true (Aurora Serverless v2, RDS Proxy, a "
-        "bedrock-runtime endpoint); existing-micro: CreateDatabase=false on an RDS db.t4g.micro, functions "
-        "outside any VPC",
-    )
-    parser.add_argument("--database", choices=["aurora_serverless_v2", "rds_instance", "external"])
-    parser.add_argument("--no-proxy", action="store_true", help="no RDS Proxy")
-    parser.add_argument("--network", choices=["none", "vpc_endpoints", "nat_gateway"])
-    parser.add_argument("--comprehend", action="store_true", help="names and addresses through Comprehend")
-    parser.add_argument("--events", action="store_true", help="change events on an EventBridge bus (EventBusName)")
-    parser.add_argument(
-        "--max-acu", type=float, help="DatabaseMaxCapacity (default 4; raise it when the index outgrows the cache)"
-    )
-    parser.add_argument("--no-llm", action="store_true", help="rules extraction (LlmProvider=rules): no chat calls")
-    parser.add_argument("--brief", action="store_true", help="the line items only, no assumptions")
-
-
-def estimate_from_args(args: argparse.Namespace) -> CostEstimate:
-    """The estimate the options of :func:`add_arguments` describe."""
-    changes: dict[str, object] = dict(PRESETS[args.stack])
-    if args.no_proxy:
-        changes["rds_proxy"] = False
-    if args.comprehend:
-        changes["comprehend_pii"] = True
-    if args.events:
-        changes["change_events"] = True
-    if args.max_acu:
-        changes["aurora_max_acu"] = args.max_acu
-    if args.no_llm:
-        changes.update(extraction_input_tokens=0, extraction_output_tokens=0, ingest_duration_ms_per_conversation=200)
-    if args.database:
-        changes["database"] = args.database
-    if args.network:
-        changes["network"] = args.network
-    return monthly_cost(args.conversations, args.recalls, assumptions=CostAssumptions(**changes))  # type: ignore[arg-type]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent_memory.costs", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    print(estimate_from_args(args).table(with_assumptions=not args.brief))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

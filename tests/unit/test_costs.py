@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agent_memory.cli import main
+from agent_memory.config import Settings
 from agent_memory.costs import (
     DEFAULT_PRICES,
     GIB,
@@ -12,7 +14,6 @@ from agent_memory.costs import (
     CostEstimate,
     Price,
     PriceTable,
-    main,
     monthly_cost,
 )
 
@@ -221,7 +222,9 @@ def test_negative_volumes_are_refused() -> None:
 
 
 def test_the_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--conversations", "1000", "--recalls", "1000", "--brief", "--stack", "existing-micro"]) == 0
+    # No database: the estimate needs only the price table.
+    argv = ["cost", "--conversations", "1000", "--recalls", "1000", "--brief", "--stack", "existing-micro"]
+    assert main(argv, Settings(database_url="postgresql://nowhere.invalid/none")) == 0
     out = capsys.readouterr().out
     assert "1,000 conversations/day" in out and "total" in out and "RDS" in out
     assert "Aurora" not in out and "Assumptions:" not in out

@@ -38,8 +38,52 @@ def cmd_usage(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cost_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``agent-memory cost``."""
+    parser.add_argument("--conversations", type=float, default=0, help="conversations ingested a day")
+    parser.add_argument("--recalls", type=float, default=0, help="recalls a day")
+    parser.add_argument(
+        "--stack",
+        choices=sorted(costs.PRESETS),
+        default="created-database",
+        help="created-database: the template with CreateDatabase=true (Aurora Serverless v2, RDS Proxy, a "
+        "bedrock-runtime endpoint); existing-micro: CreateDatabase=false on an RDS db.t4g.micro, functions "
+        "outside any VPC",
+    )
+    parser.add_argument("--database", choices=["aurora_serverless_v2", "rds_instance", "external"])
+    parser.add_argument("--no-proxy", action="store_true", help="no RDS Proxy")
+    parser.add_argument("--network", choices=["none", "vpc_endpoints", "nat_gateway"])
+    parser.add_argument("--comprehend", action="store_true", help="names and addresses through Comprehend")
+    parser.add_argument("--events", action="store_true", help="change events on an EventBridge bus (EventBusName)")
+    parser.add_argument(
+        "--max-acu", type=float, help="DatabaseMaxCapacity (default 4; raise it when the index outgrows the cache)"
+    )
+    parser.add_argument("--no-llm", action="store_true", help="rules extraction (LlmProvider=rules): no chat calls")
+    parser.add_argument("--brief", action="store_true", help="the line items only, no assumptions")
+
+
+def _estimate(args: argparse.Namespace) -> costs.CostEstimate:
+    """The estimate the options of :func:`_cost_arguments` describe."""
+    changes: dict[str, object] = dict(costs.PRESETS[args.stack])
+    if args.no_proxy:
+        changes["rds_proxy"] = False
+    if args.comprehend:
+        changes["comprehend_pii"] = True
+    if args.events:
+        changes["change_events"] = True
+    if args.max_acu:
+        changes["aurora_max_acu"] = args.max_acu
+    if args.no_llm:
+        changes.update(extraction_input_tokens=0, extraction_output_tokens=0, ingest_duration_ms_per_conversation=200)
+    if args.database:
+        changes["database"] = args.database
+    if args.network:
+        changes["network"] = args.network
+    return costs.monthly_cost(args.conversations, args.recalls, assumptions=costs.CostAssumptions(**changes))  # type: ignore[arg-type]
+
+
 def cmd_cost(service: MemoryService, args: argparse.Namespace) -> int:
-    estimate = costs.estimate_from_args(args)
+    estimate = _estimate(args)
     if args.json:
         emit({**estimate.model_dump(mode="json"), "total_usd": round(estimate.total_usd, 2)})
     else:
@@ -91,7 +135,7 @@ def register(add: Add) -> None:
     p.add_argument("--to", dest="end", type=_day, help="last UTC day, included (default: today)")
 
     p = add("cost", cmd_cost, "the stack's monthly cost for a volume, line by line, with its assumptions and prices")
-    costs.add_arguments(p)
+    _cost_arguments(p)
     p.add_argument("--json", action="store_true", help="the estimate as JSON")
 
     p = add("erasure", cmd_erasure, "an erasure receipt by id, or every receipt of a user id (--user)")
