@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import json
 import logging
+import os
 import socket
 import threading
 from collections.abc import Sequence
@@ -107,6 +108,8 @@ def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, bl
     assert set(top3) == SVG_FACTS, text
     assert text.rstrip().endswith("[/RUSH_MEMORY]")
     assert "PNG export service" not in text.split("New request")[1]
+    # The handler ran quietly, and the caller's environment is as it was: its metrics still flow.
+    assert "POWERTOOLS_METRICS_DISABLED" not in os.environ and "POWERTOOLS_LOG_LEVEL" not in os.environ
 
 
 def test_a_poison_record_fails_alone(lambda_env: str, database_url: str) -> None:

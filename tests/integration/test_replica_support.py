@@ -15,8 +15,11 @@ from agent_memory.service import MemoryService
 from tests.replica import ReplicaPair, current_lsn, lag_summary, measure_replay_lag, replay_lsn, wait_for_replay
 
 
-def _service(url: str) -> MemoryService:
-    return MemoryService(Settings(database_url=url, embedding_provider="hash", db_role="agent_memory_app"))
+def _service(url: str, *, metering: bool = True) -> MemoryService:
+    settings = Settings(
+        database_url=url, embedding_provider="hash", db_role="agent_memory_app", usage_metering=metering
+    )
+    return MemoryService(settings)
 
 
 @pytest.fixture
@@ -28,8 +31,10 @@ def writer(replica_pair: ReplicaPair, replica_database: str) -> Iterator[MemoryS
 
 @pytest.fixture
 def reader(replica_pair: ReplicaPair, replica_database: str) -> Iterator[MemoryService]:
-    """The service on the standby: its connection setup (schema check, SET ROLE) only reads."""
-    svc = _service(replica_pair.standby_for(replica_database))
+    """The service on the standby: its connection setup (schema check, SET ROLE) only reads. It
+    counts no usage: a recall's count is a write (a service with a reader endpoint sends it to
+    the writer; this one has none)."""
+    svc = _service(replica_pair.standby_for(replica_database), metering=False)
     yield svc
     svc.close()
 

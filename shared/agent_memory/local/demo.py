@@ -9,8 +9,10 @@ its configuration from the AGENT_MEMORY_* environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -32,16 +34,28 @@ def _repository() -> Path:
     return Path.cwd()
 
 
+@contextlib.contextmanager
+def _quiet_handler() -> Iterator[None]:
+    """The handler's JSON logs and metrics would drown the demo's output (set these variables to
+    see them); restored afterwards, so a caller's own metrics and logs are left as they were."""
+    defaults = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
+    added = [name for name in defaults if name not in os.environ]
+    os.environ.update({name: defaults[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
 def run_demo(out: IO[str], root: Path | None = None) -> int:
     root = root or _repository()
     service = get_service()  # the handler's own service: same settings, one model load
     for user in (DEMO_USER, OTHER_USER):
         service.forget_user(user)  # start clean (receipts too), so the demo can run any number of times
-    # The handler's JSON logs and metrics would drown the demo's output (set these to see them).
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     event = runtime.read_event(root / EVENT)
-    result = runtime.invoke(root / "template.yaml", "IngestFunction", event)
+    with _quiet_handler():
+        result = runtime.invoke(root / "template.yaml", "IngestFunction", event)
     out.write(f"IngestFunction <- {EVENT} ({len(event['Records'])} SQS records): {json.dumps(result)}\n")
     for user in (DEMO_USER, OTHER_USER):
         memories = service.list_memories(user).memories
