@@ -1,7 +1,7 @@
-"""Recall's candidates: one statement, scoped to the user, with two index-backed legs (cosine
-distance ``<=>`` and full text), up to k rows each, and the optional legs a query asks for (its
-dates, its rare entities, one hop from the best candidates: :class:`ExtraLegs`), read in a
-single round trip.
+"""Recall's candidates: one statement, scoped to the user, with two legs (cosine distance ``<=>``,
+exact over the user's rows or through a dense user's own HNSW index; and full text), up to k
+rows each, and the optional legs a query asks for (its dates, its rare entities, one hop from
+the best candidates: :class:`ExtraLegs`), read in a single round trip.
 
 Nothing here ranks: :mod:`agent_memory.recall.ranking` orders the legs and scores the candidates.
 """
