@@ -6,6 +6,9 @@ Two kinds of event:
   deleting the stack must never delete anyone's memories. The answer goes to the pre-signed
   ResponseURL; a request that is never answered keeps the stack waiting until ServiceTimeout,
   so every outcome, including an unexpected exception or the function's own timeout, is answered.
+- ``{"task": "dense-users"}`` (template.yaml's hourly schedule): give users with many memories
+  their own indexes (``agent-memory dense-users``; it needs the owner, whose credentials this
+  function has) and return what it did;
 - anything else (``aws lambda invoke``, ``agent-memory invoke MigrateFunction``): migrate and
   return what was applied.
 
@@ -139,6 +142,26 @@ def _link_entities(service: Any, deadline: float | None) -> str:
     return f"{linked.memories} memories read, {linked.links} links added, {state}"
 
 
+DENSE_USERS_TASK = "dense-users"
+
+
+def refresh_dense_users(context: Any) -> dict[str, Any]:
+    """The scheduled maintenance run: no new index build starts after the invocation's time is
+    nearly up (an index cut off by the timeout is built again by the next run)."""
+    check_layer()
+    from agent_memory.config import Settings
+    from agent_memory.service import MemoryService
+
+    remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
+    service = MemoryService(Settings())
+    try:
+        report = service.refresh_dense_users(max_seconds=max(1.0, remaining_s / 2))
+    finally:
+        service.close()
+    logger.info("%s", report.summary())
+    return report.model_dump()
+
+
 class Responder:
     """Sends exactly one answer to CloudFormation's pre-signed ResponseURL."""
 
@@ -232,4 +255,6 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if "RequestType" in event and "ResponseURL" in event:
         return handle_custom_resource(event, context)
+    if event.get("task") == DENSE_USERS_TASK:
+        return refresh_dense_users(context)
     return migrate()

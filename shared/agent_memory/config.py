@@ -345,6 +345,19 @@ class Settings(BaseSettings):
         default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
     )
 
+    dense_min_memories: int = Field(
+        default=1000,
+        ge=2,
+        description="`agent-memory dense-users` gives a user with at least this many memories their own HNSW "
+        "and GIN indexes (recall then stays flat for them); below half of it they go back to exact search.",
+    )
+    dense_max_text_matches: int = Field(
+        default=500,
+        ge=1,
+        description="A word in more of a dense user's memories than this is left out of their full-text leg "
+        "(it would rank most of their rows and tells them apart little).",
+    )
+
     # --- personal data, usage, change events ----------------------------------------
     # NoDecode: pydantic-settings would otherwise try to read "redact" as JSON.
     pii: Annotated[PiiPolicySetting, NoDecode] = Field(

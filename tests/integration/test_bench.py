@@ -15,6 +15,7 @@ from pgvector.psycopg import register_vector
 
 from agent_memory.bench import sql as bench_sql
 from agent_memory.cli import main
+from agent_memory.cli.commands import EXIT_USAGE
 from agent_memory.config import Settings
 from agent_memory.db.scope import Scope
 from agent_memory.embeddings.hashing import HashEmbedder
@@ -143,6 +144,34 @@ def test_bench_latency_summary_line(capsys: pytest.CaptureFixture[str], settings
         last,
     )
     assert bench_databases(pg_server) == []
+
+
+def test_bench_latency_compares_sizes_and_times_a_heavy_user(
+    capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str
+) -> None:
+    argv = ["bench", "latency", "--memories", "200,400", "--users", "10,20", "--queries", "5", "--no-end-to-end"]
+    argv += ["--heavy-user", "1200", "--seed-queries", "2", "--load-order", "conversations"]
+    code = main([*argv, "--server-url", pg_server], settings=settings)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    # Each size keeps its own line (the single-size keys), then one line compares them.
+    per_size = [line for line in lines if line.startswith("latency memories=")]
+    assert [line.split()[1] for line in per_size] == ["memories=200", "memories=400"]
+    assert all(re.search(rf" speedup_p95={NUMBER} heavy_user_p95_ms={NUMBER}$", line) for line in per_size)
+    assert "plus heavy-user with 1200" in out and "loaded conversations" in out
+    assert re.fullmatch(
+        rf"latency-sizes ours_p95_ms_200={NUMBER} ours_p95_ms_400={NUMBER} p95_ratio={NUMBER} "
+        rf"heavy_user_p95_ms={NUMBER}",
+        lines[-1],
+    )
+    assert bench_databases(pg_server) == []
+
+
+def test_bench_latency_refuses_unpaired_sizes(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    argv = ["bench", "latency", "--memories", "200,400,800", "--users", "10,20", "--no-end-to-end"]
+    assert main(argv, settings=settings) == EXIT_USAGE
+    assert "--users" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("via", ["handler", "service"])

@@ -118,6 +118,21 @@ def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable
     assert "setting it up" in str(err.value)
 
 
+def test_a_statement_failing_while_setting_a_connection_up_is_reported_as_itself(database_url: str) -> None:
+    """ProgramLimitExceeded is an OperationalError too; it was reported as a lost connection."""
+    from agent_memory.db.connection import Database
+
+    def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        conn.execute("CREATE TEMP TABLE wide (v vector(3000))")
+        conn.execute("CREATE INDEX ON wide USING hnsw (v vector_cosine_ops)")  # HNSW stops at 2,000 dimensions
+
+    database = Database(Settings(database_url=database_url, embedding_provider="hash"), setup=setup)
+    with pytest.raises(psycopg.errors.ProgramLimitExceeded) as err:
+        database.run(lambda conn: None)
+    assert "2000 dimensions" in str(err.value)
+    assert database._conn is None  # nothing half set up is kept
+
+
 # The connection dies with statements still queued in a pipeline (found by the restart test
 # above, 2 runs in 12): psycopg then raises "cannot exit pipeline mode while busy" while the
 # connection does not yet look broken. That must still read as "database unavailable" (the

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.db.scope import Scope
+from agent_memory.db.dense import dense_index_names
+from agent_memory.db.scope import Scope, scope_params
 from agent_memory.errors import InputTooLarge, InvalidInput, SchemaMismatch
 from agent_memory.models import NewMemory
 from agent_memory.recall import candidates
@@ -151,42 +152,40 @@ def test_recall_as_of_hides_later_memories_and_applies_decay(service: MemoryServ
 
 
 def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: MemoryService, database_url: str) -> None:
-    """HNSW under a selective filter can return fewer rows than asked; recall must not."""
+    """A dense user's own HNSW index under the scope filter can return fewer rows than asked;
+    recall must not: it recomputes the leg exactly."""
+    mine = [f"note {i}: the user likes topic {i} in the editor" for i in range(40)]
+    remember(service, "lonely", *mine)
+    for start in range(0, 300, 100):
+        old = (f"old note {i}: zebra quantum harmonica, replaced long ago" for i in range(start, start + 100))
+        remember(service, "lonely", *old)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        # 20,000 rows of 200 other users; the HNSW index built after the load (much faster).
-        conn.execute("DROP INDEX user_memories_embedding_idx")
+        # 20,000 rows of 1,000 other users (20 each: none of them dense).
         conn.execute(
             "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
-            "SELECT 'crowd-' || (g % 200), 'crowd memory ' || g, sha256(g::text::bytea), "
+            "SELECT 'crowd-' || (g % 1000), 'crowd memory ' || g, sha256(g::text::bytea), "
             "(SELECT array_agg(random() - 0.5)::vector(384) FROM generate_series(1, 384) WHERE g > 0) "
             "FROM generate_series(1, 20000) g"
         )
-        conn.execute(
-            "CREATE INDEX user_memories_embedding_idx ON user_memories USING hnsw (embedding vector_cosine_ops)"
-        )
-        conn.execute("ANALYZE user_memories")
-    mine = [f"note {i}: the user likes topic {i} in the editor" for i in range(40)]
-    remember(service, "lonely", *mine)
+        # Ended memories stay in the user's index; the scope filter drops them during the scan.
+        conn.execute("UPDATE user_memories SET superseded_at = now() WHERE user_id = 'lonely' AND content LIKE 'old%'")
+    assert service.refresh_dense_users(min_memories=100).indexed == 1
 
     conn = service.db.connection()
-    # Force the failure mode: the planner takes the HNSW index, which gives up early.
-    conn.execute("SET enable_sort = off")
-    conn.execute("SET hnsw.max_scan_tuples = 500")
+    # Force the failure mode: the index scan gives up after a few tuples.
+    conn.execute("SET hnsw.max_scan_tuples = 20")
     scope = Scope("lonely")
-    # A query unlike any of the user's notes: their rows are no nearer than the crowd's.
+    # A query like the ended notes (they fill the index scan's first batch), unlike the live ones.
     query = "zebra quantum harmonica"
     vector = service.embedder.embed_query(query)
-    params = {
-        "user_id": "lonely",
-        "project_id": None,
-        "now": None,
-        "query_vector": vector,
-        "k": 30,
-        "text_query": candidates.text_query(query),
-    }
-    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + candidates._hybrid_sql(scope, False, "embedding"), params))
-    assert "user_memories_embedding_idx" in plan
-    indexed = candidates._run_hybrid(conn, candidates._hybrid_sql(scope, False, "embedding"), params, 30, 0)
+    params = {**scope_params(scope), "query_vector": vector, "k": 30, "text_query": candidates.text_query(query)}
+    dense_shape = candidates._hybrid_sql(scope, False, "embedding", dense=True, dimension=384)
+    with conn.transaction():
+        conn.execute("SELECT set_config('agent_memory.user_id', 'lonely', true)")
+        conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + dense_shape, params))
+    assert dense_index_names("lonely")[0] in plan  # the user's own HNSW index
+    indexed = candidates._run_hybrid(conn, dense_shape, params, 30, 0)
     assert sum(r["in_vector"] for r in indexed) < 30  # the index alone comes back short
 
     for limit, expected in ((10, 10), (50, 40)):

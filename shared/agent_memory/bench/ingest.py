@@ -254,12 +254,6 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
         url = server.new_database("ingest")
         bench = open_service(service.settings, url, provider="hash", dimension=args.dimension)
         try:
-            if args.without_vector_index:
-                owner = owner_database(bench)
-                try:
-                    owner.run(functools.partial(bench_sql.drop_search_indexes, names=[bench_sql.EMBEDDING_INDEX]))
-                finally:
-                    owner.close()
             embed = Stopwatch()
             with embed.time():
                 vectors = bench.embedder.embed([m.content for _user, batch in batches for m in batch])
@@ -335,8 +329,6 @@ def _report(
         f"data: {total} synthetic memories of {corpus.users} users in {len(batches)} messages; {workers}; "
         f"{args.dimension}-d hash embeddings; {stored} rows stored"
     )
-    if args.without_vector_index:
-        print("diagnostic run WITHOUT the HNSW index (not the product's schema)")
     embed_s = embed.samples[0] / 1000.0
     rows: list[list[Any]] = [
         [unit, len(calls.samples), f"{elapsed:.2f}", f"{calls.p50:.2f}", f"{calls.p95:.2f}", f"{per_second:.0f}"],
@@ -374,13 +366,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--without-vector-index",
         action="store_true",
-        help="diagnostic: drop the HNSW index first, to see what maintaining it costs the write path",
+        help="no effect: the table has no table-wide vector index any more (migration 0005); accepted so "
+        "earlier command lines still run",
     )
     p.add_argument(
         "--index-ceiling",
         action="store_true",
-        help="also time the same vectors inserted into a bare table with only the HNSW index "
-        "(what maintaining the index alone allows one writer)",
+        help="also time the same vectors inserted into a bare table with only an HNSW index "
+        "(what a table-wide vector index would allow one writer)",
     )
     p.add_argument("--seed", type=int, default=7, help="random seed of the synthetic data")
     add_database_arguments(p)

@@ -24,21 +24,16 @@ from agent_memory.ingest.rows import MemoryRow
 from agent_memory.manage.queries import MEMORY_COLUMNS
 from agent_memory.recall.candidates import TS_CONFIG
 
-# The same definitions as migration 0001; building them once after a bulk load is far
-# faster than maintaining them row by row (pgvector's advice for HNSW).
+# The same definition as migration 0001; building it once after a bulk load is far faster than
+# maintaining it row by row. (The embedding has no table-wide index: migration 0005.)
 SEARCH_INDEXES = {
     "user_memories_tsv_idx": "CREATE INDEX IF NOT EXISTS user_memories_tsv_idx"
     " ON user_memories USING gin (content_tsv)",
-    "user_memories_embedding_idx": "CREATE INDEX IF NOT EXISTS user_memories_embedding_idx"
-    " ON user_memories USING hnsw (embedding vector_cosine_ops)",
 }
 
 
-EMBEDDING_INDEX = "user_memories_embedding_idx"
-
-
 def drop_search_indexes(conn: Connection, *, names: Sequence[str] = tuple(SEARCH_INDEXES)) -> None:
-    """Drop the GIN and HNSW indexes (or those named) before a bulk load; recall still works without them."""
+    """Drop the GIN index (or those named) before a bulk load; recall still works without it."""
     with conn.transaction():
         for name in names:
             if name not in SEARCH_INDEXES:
@@ -47,11 +42,7 @@ def drop_search_indexes(conn: Connection, *, names: Sequence[str] = tuple(SEARCH
 
 
 def build_search_indexes(conn: Connection, *, maintenance_work_mem: str = "2GB", parallel_workers: int = 1) -> None:
-    """(Re)create the GIN and HNSW indexes, then refresh the planner's statistics.
-
-    A large maintenance_work_mem keeps the HNSW graph in memory while it is built
-    (otherwise the build slows down sharply once the graph spills).
-    """
+    """(Re)create the GIN index, then refresh the planner's statistics."""
     conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
     conn.execute("SELECT set_config('max_parallel_maintenance_workers', %s, false)", [str(int(parallel_workers))])
     try:

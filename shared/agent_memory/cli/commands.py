@@ -194,6 +194,13 @@ def cmd_link_entities(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dense_users(service: MemoryService, args: argparse.Namespace) -> int:
+    report = service.refresh_dense_users(min_memories=args.min_memories, max_seconds=args.max_seconds)
+    print(report.summary(), file=sys.stderr)
+    emit(report)
+    return EXIT_OK
+
+
 def cmd_similarity(service: MemoryService, args: argparse.Namespace) -> int:
     threshold = service.settings.supersede_min_similarity
     for text, similarity in zip(args.others, service.similarities(args.text, args.others), strict=True):

@@ -25,6 +25,7 @@ from agent_memory.cli.commands import (
     cmd_add,
     cmd_config,
     cmd_demo,
+    cmd_dense_users,
     cmd_forget,
     cmd_history,
     cmd_import,
@@ -161,6 +162,17 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--max-seconds", type=float, default=None, help="stop after this long (a later run resumes)")
     p.add_argument("--restart", action="store_true", help="read every memory again (adds links, removes none)")
+
+    p = add(
+        "dense-users",
+        cmd_dense_users,
+        "give users with many memories their own HNSW and GIN indexes (recall stays fast for them), drop "
+        "those of users who no longer have many; as the owner, hourly (the stack's MigrateFunction does)",
+    )
+    p.add_argument("--min-memories", type=int, default=None, help="default AGENT_MEMORY_DENSE_MIN_MEMORIES")
+    p.add_argument(
+        "--max-seconds", type=float, default=None, help="start no build after this long (a later run goes on)"
+    )
 
     p = add(
         "similarity",

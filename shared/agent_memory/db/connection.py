@@ -123,6 +123,18 @@ def vector_column(conn: Connection) -> str:
     return schema.column if schema is not None else "embedding"
 
 
+# SQLSTATEs of a session the server ended or would not start: class 08 (connection exception)
+# and these of class 57 (operator intervention).
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
+
+
+def _connection_lost(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` means the connection is gone, not that a statement failed on it. psycopg's
+    own errors for a dead socket carry no SQLSTATE."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _SESSION_ENDED
+
+
 class Database:
     """One connection per process (a Lambda container runs one request at a time).
 
@@ -168,8 +180,12 @@ class Database:
             if self._setup is not None:
                 conn.vector_schema = self._setup(conn)
         except psycopg.OperationalError as exc:
-            # The server went away (or is still starting) while we set the connection up.
             conn.close()
+            if not _connection_lost(exc):
+                # An error of the setup's own statements (ProgramLimitExceeded, a lock timeout,
+                # out of disk ...) is OperationalError too: the caller must see it as it is.
+                raise
+            # The server went away (or is still starting) while we set the connection up.
             raise _ConnectFailed(
                 f"lost the connection to {describe_target(self.settings)} while setting it up"
             ) from exc

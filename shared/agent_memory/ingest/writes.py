@@ -440,6 +440,8 @@ def _refresh_near_duplicates(
     outcomes: dict[int, WriteOutcome],
 ) -> list[int]:
     """Refresh near-identical existing memories of the user; return the indexes still to insert."""
+    # Never prepared: a generic plan cannot use a dense user's partial HNSW index (WHERE user_id =
+    # '...'), it would compare with every row of theirs; an unnamed statement is planned with its values.
     found = conn.execute(
         _NEAREST_EXISTING,
         {
@@ -449,6 +451,7 @@ def _refresh_near_duplicates(
             "user_id": user_id,
             "threshold": threshold,
         },
+        prepare=False,
     ).fetchall()
     matches = {indexes[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
     _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])

@@ -60,6 +60,9 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
             [user_id],
         ).fetchone()
         links = int(found[0]) if found else 0
+        # The dense-user registry holds the user's common words (migration 0005); their partial
+        # indexes, now empty, go with the next `agent-memory dense-users` run.
+        conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
         with conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(
                 _ERASE,

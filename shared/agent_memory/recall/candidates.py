@@ -1,7 +1,7 @@
-"""Recall's candidates: one statement, scoped to the user, with two index-backed legs (cosine
-distance ``<=>`` and full text), up to k rows each, and the optional legs a query asks for (its
-dates, its rare entities, one hop from the best candidates: :class:`ExtraLegs`), read in a
-single round trip.
+"""Recall's candidates: one statement, scoped to the user, with two legs (cosine distance ``<=>``,
+exact over the user's rows or through a dense user's own HNSW index; and full text), up to k
+rows each, and the optional legs a query asks for (its dates, its rare entities, one hop from
+the best candidates: :class:`ExtraLegs`), read in a single round trip.
 
 Nothing here ranks: :mod:`agent_memory.recall.ranking` orders the legs and scores the candidates.
 """
@@ -12,6 +12,8 @@ import dataclasses
 import datetime as dt
 import functools
 import re
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from agent_memory.db.connection import Connection, vector_column
+from agent_memory.db.dense import HNSW_VECTOR_MAX_DIM, ann_expression
 from agent_memory.db.filters import FilterShape, filter_shape, filters_sql
 from agent_memory.db.scope import Scope, scope_params, scope_sql
 from agent_memory.db.transactions import read_as_user
@@ -128,24 +131,51 @@ def text_query(text: str) -> str:
 
 
 _HYBRID = """
-WITH {usage_cte}{scoped_cte} vec AS (
+WITH {usage_cte}{scoped_cte}{dense_cte} vec AS (
     {vector_leg}
 ), fts AS (
-    SELECT id FROM user_memories
-    WHERE {scope} AND content_tsv @@ websearch_to_tsquery('{cfg}', %(text_query)s)
-    ORDER BY ts_rank_cd(content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) DESC, updated_at DESC, content
-    LIMIT %(k)s
+    {text_leg}
 ){extra_legs}
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
        m.{vec} AS embedding, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
-       m.id IN (SELECT id FROM fts) AS in_text{extra_columns}
+       m.id IN (SELECT id FROM fts) AS in_text,
+       {dense_flag} AS dense_user{extra_columns}
 FROM user_memories m{pool_join}
 WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
 """
 _DISTANCE = "m.{vec} <=> %(query_vector)s"
-_TEXT_RANK = "ts_rank_cd(m.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s))"
+_TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
+
+# Two shapes, by whether the user is dense (agent_memory_dense_users, agent_memory.schema.dense_users).
+# The ordinary shape probes the registry (one primary-key lookup) only to skip a dense user's text
+# leg, which over their rows would rank tens of thousands of them, and to say so (dense_user): the
+# caller then asks again with the dense shape. That one runs the text leg through
+# agent_memory_dense_text_leg (their GIN index, out of reach of the application's own query under
+# row-level security: migration 0005) with the user's words less the lexemes most of their
+# memories contain (NULL when every word is common).
+_DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s),"
+_TEXT_LEG = """SELECT id FROM user_memories
+    WHERE {scope} AND content_tsv @@ {tsq} AND NOT EXISTS (SELECT FROM dense)
+    ORDER BY ts_rank_cd(content_tsv, {tsq}) DESC, updated_at DESC, content
+    LIMIT %(k)s"""
+_TSQ_WORDS = "websearch_to_tsquery('{cfg}', %(text_query)s)"
+
+_DENSE_TERMS_CTE = """ terms AS MATERIALIZED (
+    SELECT d.user_id IS NOT NULL AS dense,
+           nullif(array_to_string(ARRAY(
+               -- each lexeme quoted for tsquery input: backslash and quote escaped
+               SELECT '''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || ''''
+               FROM unnest(tsvector_to_array(to_tsvector('{cfg}', %(text_query)s))) AS l
+               WHERE l <> ALL (coalesce(d.common_lexemes, '{{}}'))), ' | '), '')::tsquery AS q
+    FROM (VALUES (1)) AS one (x) LEFT JOIN agent_memory_dense_users d ON d.user_id = %(user_id)s
+),"""
+_TEXT_LEG_DENSE = """SELECT id FROM agent_memory_dense_text_leg(
+        (SELECT q FROM terms), %(k)s, %(project_id)s, {now}, {include_inactive},
+        %(f_categories)s::text[], %(f_metadata)s::jsonb, %(f_created_after)s::timestamptz,
+        %(f_created_before)s::timestamptz)"""
+_TSQ_DENSE = "(SELECT q FROM terms)"
 
 # The optional legs' scope clauses are unqualified: each names user_memories in the innermost
 # FROM, where PostgreSQL resolves the columns first.
@@ -185,7 +215,7 @@ _ENTITY_LEG = """, query_entities AS (
 # and the final select reuses them (only the hop's rows are scored there).
 _HOP_LEGS = """, first_pool AS MATERIALIZED (
     SELECT p.id, p.created_at, p.{vec} <=> %(query_vector)s AS distance,
-           ts_rank_cd(p.content_tsv, websearch_to_tsquery('{cfg}', %(text_query)s)) AS text_rank
+           coalesce(ts_rank_cd(p.content_tsv, {tsq}), 0) AS text_rank
     FROM user_memories p
     WHERE p.user_id = %(user_id)s AND p.id IN ({first_legs})
 ), seeds AS (
@@ -234,10 +264,14 @@ _HOP_ENTITIES_COLUMN = (
     " AND e.entity_key IN (SELECT key FROM hop_keys) ORDER BY e.entity_key) AS entities"
 )
 
-# Approximate: the HNSW index (iterative scan keeps going when the user filter drops rows).
+# ORDER BY distance LIMIT k straight on the table. For an ordinary user the planner reads their
+# rows through the scope b-tree and sorts them: exact (the table has no vector index). For a dense
+# user it takes their own HNSW index, approximate (the iterative scan goes on while the scope
+# filter drops rows); above 2,000 dimensions that index is on the halfvec cast, so the leg orders
+# by the same expression.
 _VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
-    ORDER BY {vec} <=> %(query_vector)s LIMIT %(k)s"""
-# Exact: every live row of the user, fenced off from the HNSW index by MATERIALIZED.
+    ORDER BY {ann} <=> {ann_query} LIMIT %(k)s"""
+# Exact: every live row of the user, fenced off from any HNSW index by MATERIALIZED.
 _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_memories WHERE {scope}),"
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
 
@@ -247,7 +281,18 @@ _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector
 _USAGE_CTE = "usage_upsert AS ({upsert}),"
 
 
-def _hybrid_sql(scope: Scope, exact: bool, column: str, usage: bool = False, legs: LegShape = NO_LEGS) -> str:
+def _hybrid_sql(
+    scope: Scope,
+    exact: bool,
+    column: str,
+    usage: bool = False,
+    legs: LegShape = NO_LEGS,
+    *,
+    dense: bool = False,
+    dimension: int = 0,
+) -> str:
+    """``dense``: the dense shape (see _DENSE_TERMS_CTE); ``dimension``: the query vector's, which
+    decides the expression a dense user's HNSW index is on."""
     return _hybrid_query(
         scope.project_id is not None,
         scope.include_inactive,
@@ -257,6 +302,8 @@ def _hybrid_sql(scope: Scope, exact: bool, column: str, usage: bool = False, leg
         filter_shape(scope.filters),
         usage,
         legs,
+        dense,
+        dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
     )
 
 
@@ -270,13 +317,32 @@ def _hybrid_query(
     filters: FilterShape,
     usage: bool,
     legs: LegShape = NO_LEGS,
+    dense: bool = False,
+    half_dimension: int = 0,
 ) -> str:
     """The candidate query, composed once per shape (the recall hot path only binds values).
     The filters narrow the scope of every leg, so the exact fallback still gives a user
-    min(k, their matching memories)."""
+    min(k, their matching memories). ``half_dimension``: above 2,000, the dimension of the halfvec
+    cast a dense user's HNSW index is on (0 otherwise)."""
     where = sql.SQL(scope_sql(has_project, include_inactive, as_of) + filters_sql(filters))
     vec = sql.Identifier(column)
     cfg = sql.SQL(TS_CONFIG)
+    ann, ann_query = ann_expression(column, half_dimension)
+    tsq: sql.Composable
+    dense_cte: sql.Composable
+    if dense:
+        tsq = sql.SQL(_TSQ_DENSE)
+        dense_cte = sql.SQL(_DENSE_TERMS_CTE).format(cfg=cfg)
+        text_leg = sql.SQL(_TEXT_LEG_DENSE).format(
+            now=sql.SQL("%(now)s::timestamptz" if as_of else "NULL::timestamptz"),
+            include_inactive=sql.Literal(include_inactive),
+        )
+        flag = sql.SQL("(SELECT dense FROM terms)")
+    else:
+        tsq = sql.SQL(_TSQ_WORDS).format(cfg=cfg)
+        dense_cte = sql.SQL(_DENSE_FLAG_CTE)
+        text_leg = sql.SQL(_TEXT_LEG).format(scope=where, tsq=tsq)
+        flag = sql.SQL("EXISTS (SELECT FROM dense)")
     first = ["SELECT id FROM vec", "SELECT id FROM fts"]
     extra: list[sql.Composable] = []
     columns: list[str] = []
@@ -294,7 +360,7 @@ def _hybrid_query(
         extra.append(
             sql.SQL(_HOP_LEGS).format(
                 vec=vec,
-                cfg=cfg,
+                tsq=tsq,
                 first_legs=sql.SQL(" UNION ".join(first)),
                 scope=where,
                 hop_entity_keys=sql.SQL(_HOP_ENTITY_KEYS if legs.hop_entities else ""),
@@ -310,17 +376,20 @@ def _hybrid_query(
         .format(
             usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if usage else sql.SQL(""),
             scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
-            vector_leg=sql.SQL(_VECTOR_LEG_EXACT if exact else _VECTOR_LEG_INDEXED).format(scope=where, vec=vec),
-            scope=where,
+            dense_cte=dense_cte,
+            vector_leg=sql.SQL(_VECTOR_LEG_EXACT)
+            if exact
+            else sql.SQL(_VECTOR_LEG_INDEXED).format(scope=where, ann=ann, ann_query=ann_query),
+            text_leg=text_leg,
+            dense_flag=flag,
             vec=vec,
-            cfg=cfg,
             extra_legs=sql.Composed(extra),
             # With the hop, the first legs' candidates were scored once in first_pool.
             distance=sql.SQL("coalesce(fp.distance, {})" if legs.hop else "{}").format(
                 sql.SQL(_DISTANCE).format(vec=vec)
             ),
             text_rank=sql.SQL("coalesce(fp.text_rank, {})" if legs.hop else "{}").format(
-                sql.SQL(_TEXT_RANK).format(cfg=cfg)
+                sql.SQL(_TEXT_RANK).format(tsq=tsq)
             ),
             pool_join=sql.SQL(" LEFT JOIN first_pool fp ON fp.id = m.id" if legs.hop else ""),
             extra_columns=sql.SQL("".join(",\n       " + c for c in columns)),
@@ -344,12 +413,14 @@ def hybrid_candidates(
     """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd),
     and those of the ``legs`` asked for (dates, entities, one hop), in one statement.
 
-    The vector leg first uses the HNSW index. An index scan under a selective filter
-    (one user among many) can come back short, so when it returns fewer than k rows the
-    leg is recomputed exactly over the user's rows: a user always gets
-    min(k, their memories) vector candidates, however many rows other users have.
-    ``usage`` (the recall's own counts) is added to the user's usage by the first statement
-    itself (a data-modifying CTE), so it costs no extra message nor round trip.
+    For most users the vector leg is exact (their rows through the scope b-tree). A dense user's
+    leg uses their own HNSW index, and an index scan under the scope filter can come back short:
+    then the leg is recomputed exactly over the user's rows. Either way a user gets min(k, their
+    memories) vector candidates, however many rows other users have. A dense user's text leg
+    runs through their GIN index (the dense shape); the statement says whether the user is dense,
+    and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that
+    shape: one statement. ``usage`` (the recall's own counts) is added to the user's usage by the
+    first statement itself (a data-modifying CTE), so it costs no extra message nor round trip.
     """
     params: dict[str, Any] = {
         **scope_params(scope),
@@ -360,11 +431,60 @@ def hybrid_candidates(
     }
     column = vector_column(conn)
     shape = legs.shape
-    first = {**params, **usage_params(scope.user_id, usage)} if usage else params
-    rows = _run_hybrid(conn, _hybrid_sql(scope, False, column, bool(usage), shape), first, k, statement_timeout_ms)
-    if sum(1 for r in rows if r["in_vector"]) < k:
-        rows = _run_hybrid(conn, _hybrid_sql(scope, True, column, legs=shape), params, k, statement_timeout_ms)
+    dimension = len(query_vector)
+    dense, exact, count_usage = DENSE_USERS.seen(scope.user_id), False, bool(usage)
+    for _attempt in range(_MAX_STATEMENTS):
+        query = _hybrid_sql(scope, exact, column, count_usage, shape, dense=dense, dimension=dimension)
+        values = {**params, **usage_params(scope.user_id, usage)} if count_usage else params
+        rows = _run_hybrid(conn, query, values, k, statement_timeout_ms)
+        count_usage = False  # counted once, by the first statement
+        if rows and bool(rows[0]["dense_user"]) != dense:
+            # The user became dense (their text leg was skipped), or no longer is: ask again.
+            dense = DENSE_USERS.note(scope.user_id, not dense)
+            continue
+        # Short, and maybe approximate (a dense user's index; no row at all tells nothing): exactly.
+        if not exact and sum(1 for r in rows if r["in_vector"]) < k and (dense or not rows):
+            exact = True
+            continue
+        break
     return [_candidate(r) for r in rows]
+
+
+# At most: the first shape, the other shape, the exact re-run, and one more flip should the
+# registry change between them.
+_MAX_STATEMENTS = 4
+
+
+class DenseUsers:
+    """Users this process saw to be dense, until when to assume they still are. Only which shape
+    is tried first depends on it: each shape says whether it was the right one."""
+
+    def __init__(self, ttl_s: float = 300.0, max_users: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_users = max_users
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def seen(self, user_id: str) -> bool:
+        until = self._until.get(user_id)
+        return until is not None and until > time.monotonic()
+
+    def note(self, user_id: str, dense: bool) -> bool:
+        with self._lock:
+            if not dense:
+                self._until.pop(user_id, None)
+            else:
+                if len(self._until) >= self.max_users:
+                    self._until.clear()
+                self._until[user_id] = time.monotonic() + self.ttl_s
+        return dense
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until.clear()
+
+
+DENSE_USERS = DenseUsers()
 
 
 def _leg_params(legs: ExtraLegs) -> dict[str, Any]:
@@ -401,10 +521,14 @@ def _run_hybrid(
         "hnsw.ef_search": str(max(40, k)),
         "hnsw.iterative_scan": "relaxed_order",
         # psycopg prepares a statement after a few runs, and PostgreSQL then switches to a
-        # generic plan, in which websearch_to_tsquery($text) is no constant any more: it is
-        # parsed again for every row of the user, several times (~1.5-2.5 ms per recall).
+        # generic plan, in which websearch_to_tsquery($text) is no constant any more (it is
+        # parsed again for every row of the user, ~1.5-2.5 ms per recall) and neither is the
+        # user id (a dense user's partial indexes, WHERE user_id = '...', would not match).
         # Planning each recall with its values costs ~0.3 ms.
         "plan_cache_mode": "force_custom_plan",
+        # No parallel workers: starting them costs milliseconds (more on busy cores), even for a
+        # leg a one-time filter then skips (a dense user's text leg in the ordinary shape).
+        "max_parallel_workers_per_gather": "0",
     }
     if "usage_user" in params:
         # The statement writes the recall's usage count: no need to wait for that to reach the disk

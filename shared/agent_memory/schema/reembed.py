@@ -1,15 +1,18 @@
 """Moving the store to another embedding model while reads go on.
 
 A shadow column is filled in batches (each its own transaction, so an interrupted run resumes
-where it stopped), its HNSW index is built concurrently, then one short transaction switches
-the columns. Processes still on the old model keep reading the previous vectors
-(``embedding_prev``) until they are redeployed; :func:`drop_previous_vectors` ends that grace
-period. Needs the table's owner.
+where it stopped), then one short transaction switches the columns. Processes still on the old
+model keep reading the previous vectors (``embedding_prev``) until they are redeployed;
+:func:`drop_previous_vectors` ends that grace period. Needs the table's owner.
 
-Every step is idempotent (a batch fills the rows still without a new vector; the index build
-drops an invalid leftover; the switch is one transaction), so a lost connection (a database
-restart, a failover) is waited out and the step run again; when the database stays away longer
-than ``reconnect_s``, the run stops with DatabaseUnavailable and the next run resumes.
+The table has no vector index of its own (migration 0005); dense users' HNSW indexes stay on the
+column they were built on (the previous one after the switch) until `agent-memory dense-users`
+builds them again on the new one.
+
+Every step is idempotent (a batch fills the rows still without a new vector; the switch is one
+transaction), so a lost connection (a database restart, a failover) is waited out and the step
+run again; when the database stays away longer than ``reconnect_s``, the run stops with
+DatabaseUnavailable and the next run resumes.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from agent_memory.schema.migrate import read_meta, register_types
 
 logger = logging.getLogger(__name__)
 
-NEXT_INDEX = "user_memories_embedding_next_idx"
 RECONNECT_S = 60.0  # how long a run waits for a lost database before it stops (the next run resumes)
 T = TypeVar("T")
 
@@ -84,7 +86,6 @@ def begin_reembed(conn: Connection, *, fingerprint: str, dimension: int, restart
             "or pass --restart to abandon it"
         )
     with conn.transaction():
-        _owner_ddl(conn, f"DROP INDEX IF EXISTS {NEXT_INDEX}")
         _owner_ddl(conn, "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_next")
         _owner_ddl(
             conn,
@@ -122,23 +123,6 @@ def _fill_next(conn: Connection, ids: Sequence[uuid.UUID], vectors: Sequence[np.
     )
 
 
-def build_reembed_index(conn: Connection) -> None:
-    """HNSW on the shadow column without blocking reads or writes (CONCURRENTLY, outside a transaction).
-
-    An interrupted build leaves an invalid index behind: it is dropped and built again.
-    """
-    valid = conn.execute(
-        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)", [NEXT_INDEX]
-    ).fetchone()
-    if valid is not None and not valid[0]:
-        _owner_ddl(conn, f"DROP INDEX CONCURRENTLY IF EXISTS {NEXT_INDEX}")
-    _owner_ddl(
-        conn,
-        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {NEXT_INDEX} ON user_memories "
-        "USING hnsw (embedding_next vector_cosine_ops)",
-    )
-
-
 def switch_reembed(
     conn: Connection, embed: Callable[[list[str]], Sequence[np.ndarray]], *, fingerprint: str, dimension: int
 ) -> int:
@@ -159,14 +143,11 @@ def switch_reembed(
             _fill_next(conn, [r[0] for r in late], embed([r[1] for r in late]))
         conn.execute("RESET ROLE")
         for statement in (
-            "DROP INDEX IF EXISTS user_memories_embedding_prev_idx",
             "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_prev",
             "ALTER TABLE user_memories RENAME COLUMN embedding TO embedding_prev",
             "ALTER TABLE user_memories ALTER COLUMN embedding_prev DROP NOT NULL",
-            "ALTER INDEX user_memories_embedding_idx RENAME TO user_memories_embedding_prev_idx",
             "ALTER TABLE user_memories RENAME COLUMN embedding_next TO embedding",
             "ALTER TABLE user_memories ALTER COLUMN embedding SET NOT NULL",
-            f"ALTER INDEX {NEXT_INDEX} RENAME TO user_memories_embedding_idx",
         ):
             _owner_ddl(conn, statement)
         conn.execute(
@@ -242,7 +223,6 @@ def reembed(
                 progress(filled)
         else:  # stopped by max_batches, not by running out of rows: switch on a later run
             return ReembedResult(state=state, filled=filled, switched=False, model=embedder.fingerprint)
-        step(build_reembed_index)
         # Rows written meanwhile (ids are random, so some sort before where the scan was):
         # embed them now, so the switch itself has (almost) nothing left to do.
         while rows := step(functools.partial(rows_to_reembed, after=None, limit=batch_size)):

@@ -12,7 +12,7 @@ from agent_memory.manage import queries
 from agent_memory.models import (
     normalize_content,
 )
-from agent_memory.schema import entity_links
+from agent_memory.schema import dense_users, entity_links
 from agent_memory.schema import reembed as reembedding
 from agent_memory.schema.setup import MigrateResult, migrate
 from agent_memory.service.base import ServiceBase, utcnow
@@ -63,6 +63,15 @@ class Admin(ServiceBase):
         (see :mod:`agent_memory.schema.entity_links`). Needs the owner's credentials."""
         return entity_links.link_entities(
             self.settings, batch_size=batch_size, restart=restart, max_seconds=max_seconds, progress=progress
+        )
+
+    def refresh_dense_users(
+        self, *, min_memories: int | None = None, max_seconds: float | None = None, concurrently: bool = True
+    ) -> dense_users.DenseUsersReport:
+        """Give users with many memories their own indexes, and take them from those who no longer
+        have many (see :mod:`agent_memory.schema.dense_users`). Needs the owner's credentials."""
+        return dense_users.refresh(
+            self.settings, min_memories=min_memories, max_seconds=max_seconds, concurrently=concurrently
         )
 
     def drop_previous_vectors(self) -> bool:

@@ -40,5 +40,4 @@ CREATE INDEX IF NOT EXISTS user_memories_user_recent_idx
 CREATE INDEX IF NOT EXISTS user_memories_tsv_idx
     ON user_memories USING gin (content_tsv);
 
-CREATE INDEX IF NOT EXISTS user_memories_embedding_idx
-    ON user_memories USING hnsw (embedding vector_cosine_ops);
+-- No table-wide index on the embedding (see 0005): any dimension pgvector stores migrates.
