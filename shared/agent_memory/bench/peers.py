@@ -53,12 +53,13 @@ from agent_memory.bench.common import (
     say,
 )
 from agent_memory.bench.latency import WARM_UP, load_corpus
-from agent_memory.bench.quality import IMPORT_CHUNK, QualityQuery, default_bench_file, read_lines
+from agent_memory.bench.quality import IMPORT_CHUNK, QualityQuery, default_bench_file, read_lines, variants
 from agent_memory.bench.synthetic import SyntheticCorpus, memory_rows
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 from agent_memory.errors import ConfigurationError
 from agent_memory.models import ImportLine
+from agent_memory.recall.ranking import RecallOptions
 from agent_memory.service import MemoryService
 
 # The release this command was written against and its mode description checked on.
@@ -408,6 +409,14 @@ class LatencyPart:
     mem0_load: str = "insert"
 
 
+def ours_variants(options: RecallOptions) -> dict[str, RecallOptions]:
+    """Our two rows, taken from `bench quality`'s variants so that they stay its rows: its
+    "vector only" turns every other leg off, which a copy here once missed when legs were added."""
+    wanted = {"ours (default)": "ours (default)", "vector only": "ours, vector only"}
+    found = {wanted[v.name]: v.options for v in variants(options) if v.name in wanted and v.options is not None}
+    return {name: found[name] for name in wanted.values()}
+
+
 def quality_part(
     server: ScratchServer, base: Settings, make_peer: PeerFactory, work_dir: Path, args: argparse.Namespace
 ) -> QualityPart:
@@ -447,15 +456,13 @@ def quality_part(
         first = next(((q.user_id, t) for q, t in zip(queries, texts, strict=True) if t), None)
         plan = peer.semantic_plan(table.vectors[first[1]], first[0], _mem0_limit(k)) if first else ""
 
-        options = bench.recall_options
-        plain = {"decay": False, "mmr": False, "date_boost": 0.0}  # as `bench quality`'s "vector only"
-        variants = {"ours (default)": options, "ours, vector only": options.but(legs="vector", **plain)}
-        results: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in [*variants, "mem0"]}
+        ours = ours_variants(bench.recall_options)
+        results: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in [*ours, "mem0"]}
         say(f"quality: {len(queries)} questions to each")
         load_before = load_average()
         peer.counts.clear()
         for query, text in zip(queries, texts, strict=True):
-            for name, chosen in variants.items():
+            for name, chosen in ours.items():
                 if not text:
                     results[name].append([])
                     continue
