@@ -143,10 +143,16 @@ def stand_in(monkeypatch: pytest.MonkeyPatch) -> StandIns:
 
 
 def test_peers_refuses_without_mem0_naming_the_extra(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, settings: Settings, pg_server: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Settings,
+    pg_server: str,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setitem(sys.modules, "mem0", None)  # `import mem0` raises ImportError, installed or not
-    monkeypatch.setenv("MEM0_TELEMETRY", "false")  # restored afterwards (the command sets it)
+    # The command sets both before importing mem0: set here, they are restored afterwards.
+    monkeypatch.setenv("MEM0_TELEMETRY", "false")
+    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0"))
     code = main(["bench", "peers", "--server-url", pg_server], settings=settings)
     captured = capsys.readouterr()
     assert code == 3  # a configuration error
