@@ -202,8 +202,12 @@ class CostAssumptions(BaseModel):
     rds_proxy: bool = Field(default=True, description="CreateDatabase=true puts RDS Proxy in front of the cluster.")
     aurora_min_acu: float = Field(default=0.5, ge=0, description="DatabaseMinCapacity (template default).")
     aurora_max_acu: float = Field(default=4, gt=0, description="DatabaseMaxCapacity (template default).")
-    hnsw_bytes_per_memory: float = Field(
-        default=4400, ge=0, description="One 1024-dim vector in the HNSW index with its neighbour lists."
+    cached_bytes_per_memory: float = Field(
+        default=600,
+        ge=0,
+        description="What recall wants in the buffer cache per memory: its entries in the scope b-tree and the "
+        "full-text (GIN) index; a user's rows are read per recall (a dense user's own HNSW index adds ~4 KB for "
+        "each of their memories).",
     )
     rds_instance_memory_gib: float = Field(
         default=1, gt=0, description="db.t4g.micro's memory (database=rds_instance)."
@@ -211,23 +215,28 @@ class CostAssumptions(BaseModel):
     cache_gib_per_acu: float = Field(
         default=1.5,
         gt=0,
-        description="Of an ACU's ~2 GiB, what caches the HNSW index (recall stays fast only while it fits): "
-        "capacity is kept at index size / this at least.",
+        description="Of an ACU's ~2 GiB, what caches the indexes recall walks (recall stays fast while they fit): "
+        "capacity is kept at their size / this at least.",
     )
     aurora_acu_seconds_per_recall: float = Field(
         default=0.02, ge=0, description="Capacity one recall uses above the minimum (~5 ms of a vCPU at ~4 ACU/vCPU)."
     )
     aurora_acu_seconds_per_conversation: float = Field(
-        default=0.1, ge=0, description="Capacity one conversation's writes use (six round trips, index inserts)."
+        default=0.1, ge=0, description="Capacity one conversation's writes use (six round trips, GIN inserts)."
     )
-    aurora_io_per_recall: float = Field(default=2, ge=0, description="Storage reads missing the buffer cache.")
-    aurora_io_per_conversation: float = Field(default=30, ge=0, description="Write I/Os: rows, HNSW and GIN pages.")
+    aurora_io_per_recall: float = Field(
+        default=10,
+        ge=0,
+        description="Storage reads missing the buffer cache: a user's rows not read lately (25-100 pages when "
+        "cold, none when cached).",
+    )
+    aurora_io_per_conversation: float = Field(default=30, ge=0, description="Write I/Os: rows, b-tree and GIN pages.")
     base_storage_gb: float = Field(default=1.0, ge=0, description="Catalog, schema and WAL of an empty database.")
     bytes_per_memory: float = Field(
-        default=10_000,
+        default=6_000,
         ge=0,
-        description="One memory on disk: a 1024-dim vector in the row (4 KB) and in the HNSW index (4 KB+), "
-        "text, full-text index, history event.",
+        description="One memory on disk: a 1024-dim vector in the row (4 KB), text, the scope and full-text "
+        "indexes, its history event (no table-wide vector index).",
     )
     months_stored: float = Field(
         default=1.0, ge=0, description="Memories kept: this many months of facts (storage grows every month)."
@@ -471,15 +480,15 @@ def monthly_cost(
     # --- database ---------------------------------------------------------------------------
     memories = facts * a.months_stored
     stored_gb = a.base_storage_gb + memories * a.bytes_per_memory / GIB
-    index_gib = memories * a.hnsw_bytes_per_memory / GIB
+    index_gib = memories * a.cached_bytes_per_memory / GIB
     warnings: list[str] = []
     if a.database == "aurora_serverless_v2":
         cache_acu = index_gib / a.cache_gib_per_acu
         if cache_acu > a.aurora_max_acu:
             warnings.append(
-                f"the HNSW index of {memories:,.0f} memories (~{index_gib:,.1f} GiB) needs ~{cache_acu:,.1f} ACU to "
-                f"stay cached, above DatabaseMaxCapacity={a.aurora_max_acu:g}: recall slows down unless it is raised "
-                f"(capacity is counted at the maximum here)"
+                f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) need "
+                f"~{cache_acu:,.1f} ACU to stay cached, above DatabaseMaxCapacity={a.aurora_max_acu:g}: recall slows "
+                f"down unless it is raised (capacity is counted at the maximum here)"
             )
         floor_acu = min(a.aurora_max_acu, max(a.aurora_min_acu, cache_acu))
         load_acu_hours = (
@@ -501,7 +510,7 @@ def monthly_cost(
     elif a.database == "rds_instance":
         if index_gib > a.rds_instance_memory_gib * 0.75:
             warnings.append(
-                f"the HNSW index of {memories:,.0f} memories (~{index_gib:,.1f} GiB) does not fit in the "
+                f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) do not fit in the "
                 f"instance's {a.rds_instance_memory_gib:g} GiB: recall slows down; choose a larger instance"
             )
         add("RDS", "instance", hours, p.rds_instance_hour)

@@ -148,7 +148,8 @@ def test_the_proxy_bills_its_minimum_and_capacity_stops_at_the_maximum() -> None
     assert usd[("Aurora", "Serverless v2 capacity")] == pytest.approx(2 * HOURS_PER_MONTH)
     assert usd[("RDS Proxy", "billed ACU-hours (at least 8 ACU)")] == pytest.approx(8 * HOURS_PER_MONTH)
     assert len(est.warnings) == 1 and "DatabaseMaxCapacity=2" in est.warnings[0]
-    big = monthly_cost(100_000, 0, assumptions=CostAssumptions(aurora_max_acu=64), prices=_prices())
+    # A year of memories: the indexes recall walks need more than the proxy's minimum to stay cached.
+    big = monthly_cost(100_000, 0, assumptions=CostAssumptions(aurora_max_acu=64, months_stored=12), prices=_prices())
     acu = _usd(big)[("Aurora", "Serverless v2 capacity")]
     assert acu > 8 * HOURS_PER_MONTH
     assert _usd(big)[("RDS Proxy", "billed ACU-hours (at least 8 ACU)")] == pytest.approx(acu)
@@ -198,10 +199,10 @@ def test_prices_scale_their_lines() -> None:
 
 
 def test_the_table_shows_lines_total_warnings_assumptions_and_sources() -> None:
-    est = monthly_cost(100_000, 1000)
+    est = monthly_cost(100_000, 1000, assumptions=CostAssumptions(months_stored=12))
     text = est.table()
     assert f"{est.total_usd:,.2f}" in text.splitlines()[-1] or f"{est.total_usd:,.2f}" in text
-    assert "Warning: the HNSW index" in text
+    assert "Warning: the indexes recall walks" in text
     for name in CostAssumptions.model_fields:
         assert f"  {name} = " in text
     assert "https://aws.amazon.com/bedrock/pricing/" in text
