@@ -9,16 +9,20 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
+from agent_memory.client import MemoryClient
 from agent_memory.config import Settings
+from agent_memory.errors import NotFound
+from agent_memory.local.server import LocalApi, make_server
 from agent_memory.models import ConversationEnded, MemoryChanges, NewMemory
 from agent_memory.service import MemoryService
-from tests.integration.recall_support import body_of, invoke, with_body, with_request
+from tests.integration.recall_support import TEMPLATE, body_of, invoke, with_body, with_request
 from tests.replica import ReplicaPair
 
 USER = "user-123"
@@ -159,6 +163,34 @@ def test_the_http_api_reads_strongly_when_asked(
         bad = invoke(with_body("http-recall-iam.json", {**recall, "consistency": "linearizable"}))
         assert bad["statusCode"] == 400
         assert "consistency" in json.dumps(body_of(bad))
+
+
+def test_the_client_asks_for_the_writer_when_it_must(
+    replica_pair: ReplicaPair, replica_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", replica_pair.primary_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_READER_URL", replica_pair.standby_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = MemoryClient(f"http://127.0.0.1:{server.server_port}")
+        with replay_paused(replica_pair):
+            memory_id = client.add(["Uses pnpm"], user_id=USER).ids[0]
+            assert client.recall("package manager", user_id=USER).memories == []
+            strong = client.recall("package manager", user_id=USER, consistency="strong")
+            assert [m.content for m in strong.memories] == ["Uses pnpm"]
+            with pytest.raises(NotFound):
+                client.get_memory(memory_id, user_id=USER)
+            assert client.get_memory(memory_id, user_id=USER, consistency="strong").content == "Uses pnpm"
+            assert list(client.list_memories(user_id=USER)) == []
+            assert [m.content for m in client.list_memories(user_id=USER, consistency="strong")] == ["Uses pnpm"]
+            exported = client.export_memories(user_id=USER, consistency="strong")
+            assert [line.content for line in exported] == ["Uses pnpm"]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_the_handler_counts_reads_the_writer_served_for_a_failed_reader(

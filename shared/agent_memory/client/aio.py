@@ -19,6 +19,7 @@ from agent_memory.http.schemas import ErasureReceipt, UsageReport
 from agent_memory.models import (
     MAX_PAGE,
     ChatMessage,
+    Consistency,
     ImportLine,
     IngestOutcome,
     Memory,
@@ -64,6 +65,7 @@ class AsyncMemoryClient:
         limit: int | None = None,
         now: dt.datetime | None = None,
         filters: Filters = None,
+        consistency: Consistency | None = None,
     ) -> RecallResult:
         return await self._run(
             calls.recall(
@@ -74,6 +76,7 @@ class AsyncMemoryClient:
                 limit=limit,
                 now=now,
                 filters=filters,
+                consistency=consistency,
             )
         )
 
@@ -116,6 +119,7 @@ class AsyncMemoryClient:
         cursor: str | None = None,
         include_inactive: bool = False,
         filters: Filters = None,
+        consistency: Consistency | None = None,
     ) -> MemoryList:
         call = calls.list_memories(
             user_id=user_id,
@@ -124,6 +128,7 @@ class AsyncMemoryClient:
             cursor=cursor,
             include_inactive=include_inactive,
             filters=filters,
+            consistency=consistency,
         )
         page = await self._run(call)
         return MemoryList(page.memories, page.next_cursor)
@@ -142,8 +147,10 @@ class AsyncMemoryClient:
                 return
             cursor = page.next_cursor
 
-    async def get_memory(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> Memory:
-        return await self._run(calls.get_memory(memory_id, user_id=user_id))
+    async def get_memory(
+        self, memory_id: uuid.UUID | str, *, user_id: str | None = None, consistency: Consistency | None = None
+    ) -> Memory:
+        return await self._run(calls.get_memory(memory_id, user_id=user_id, consistency=consistency))
 
     async def update_memory(
         self,
@@ -173,11 +180,20 @@ class AsyncMemoryClient:
         return await self._run(calls.history(memory_id, user_id=user_id))
 
     async def export_memories(
-        self, *, user_id: str | None = None, history: bool = False, page_size: int | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        history: bool = False,
+        page_size: int | None = None,
+        consistency: Consistency | None = None,
     ) -> AsyncIterator[ImportLine]:
         cursor: str | None = None
         while True:
-            page = await self._run(calls.export_page(user_id=user_id, history=history, cursor=cursor, limit=page_size))
+            page = await self._run(
+                calls.export_page(
+                    user_id=user_id, history=history, cursor=cursor, limit=page_size, consistency=consistency
+                )
+            )
             for line in page.lines:
                 yield line
             if page.next_cursor is None:

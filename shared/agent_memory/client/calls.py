@@ -26,6 +26,7 @@ from agent_memory.errors import AgentMemoryError, ConfigurationError, InvalidInp
 from agent_memory.http.schemas import ErasureReceipt, MemoryHistory, UsageReport
 from agent_memory.models import (
     ChatMessage,
+    Consistency,
     ConversationEnded,
     ExportPage,
     ImportLine,
@@ -191,6 +192,7 @@ def recall(
     limit: int | None,
     now: dt.datetime | None,
     filters: MemoryFilters | Mapping[str, Any] | None,
+    consistency: Consistency | None = None,
 ) -> Call[RecallResult]:
     body = without_none(
         user_id=user_id,
@@ -200,6 +202,7 @@ def recall(
         limit=limit,
         now=now,
         filters=_filters(filters),
+        consistency=consistency,
     )
     return Call("POST", "/recall", parser(RecallResult), body=body)
 
@@ -220,6 +223,7 @@ def list_memories(
     cursor: str | None,
     include_inactive: bool,
     filters: MemoryFilters | Mapping[str, Any] | None,
+    consistency: Consistency | None = None,
 ) -> Call[MemoryPage]:
     params = without_none(
         user_id=user_id,
@@ -227,12 +231,16 @@ def list_memories(
         limit=limit,
         cursor=cursor,
         include_inactive="true" if include_inactive else None,
+        consistency=consistency,
     )
     return Call("GET", "/memories", parser(MemoryPage), params={**params, **_filter_params(filters)})
 
 
-def get_memory(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[Memory]:
-    return Call("GET", f"/memories/{_id(memory_id)}", parser(Memory), params=without_none(user_id=user_id))
+def get_memory(
+    memory_id: uuid.UUID | str, *, user_id: str | None, consistency: Consistency | None = None
+) -> Call[Memory]:
+    params = without_none(user_id=user_id, consistency=consistency)
+    return Call("GET", f"/memories/{_id(memory_id)}", parser(Memory), params=params)
 
 
 def update_memory(
@@ -274,8 +282,17 @@ def history(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[list[Mem
     return Call("GET", path, lambda r: list(parse_history(r).events), params=without_none(user_id=user_id))
 
 
-def export_page(*, user_id: str | None, history: bool, cursor: str | None, limit: int | None) -> Call[ExportPage]:
-    params = without_none(user_id=user_id, history="true" if history else None, cursor=cursor, limit=limit)
+def export_page(
+    *,
+    user_id: str | None,
+    history: bool,
+    cursor: str | None,
+    limit: int | None,
+    consistency: Consistency | None = None,
+) -> Call[ExportPage]:
+    params = without_none(
+        user_id=user_id, history="true" if history else None, cursor=cursor, limit=limit, consistency=consistency
+    )
     return Call("GET", "/memories/export", parser(ExportPage), params=params)
 
 

@@ -23,6 +23,7 @@ from agent_memory.http.schemas import ErasureReceipt, UsageReport
 from agent_memory.models import (
     MAX_PAGE,
     ChatMessage,
+    Consistency,
     ImportLine,
     IngestOutcome,
     Memory,
@@ -103,9 +104,12 @@ class MemoryClient:
         limit: int | None = None,
         now: dt.datetime | None = None,
         filters: Filters = None,
+        consistency: Consistency | None = None,
     ) -> RecallResult:
         """The memories relevant to ``query`` (or to the latest user message of ``messages``),
-        among those matching ``filters``, and the ``[RUSH_MEMORY]`` block for the system prompt."""
+        among those matching ``filters``, and the ``[RUSH_MEMORY]`` block for the system prompt.
+        ``consistency="strong"`` (here and on the other reads) reads the writer where the stack has
+        a reader endpoint: for a read that must see a write made moments ago."""
         return self._run(
             calls.recall(
                 query,
@@ -115,6 +119,7 @@ class MemoryClient:
                 limit=limit,
                 now=now,
                 filters=filters,
+                consistency=consistency,
             )
         )
 
@@ -161,6 +166,7 @@ class MemoryClient:
         cursor: str | None = None,
         include_inactive: bool = False,
         filters: Filters = None,
+        consistency: Consistency | None = None,
     ) -> MemoryList:
         """One page of the user's memories, newest first; iterate it. ``next_cursor`` fetches the next."""
         call = calls.list_memories(
@@ -170,6 +176,7 @@ class MemoryClient:
             cursor=cursor,
             include_inactive=include_inactive,
             filters=filters,
+            consistency=consistency,
         )
         page = self._run(call)
         return MemoryList(page.memories, page.next_cursor)
@@ -187,9 +194,11 @@ class MemoryClient:
 
         return calls.pages(fetch)
 
-    def get_memory(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> Memory:
+    def get_memory(
+        self, memory_id: uuid.UUID | str, *, user_id: str | None = None, consistency: Consistency | None = None
+    ) -> Memory:
         """One memory of the user (live or not); NotFound when the user has none with that id."""
-        return self._run(calls.get_memory(memory_id, user_id=user_id))
+        return self._run(calls.get_memory(memory_id, user_id=user_id, consistency=consistency))
 
     def update_memory(
         self,
@@ -229,13 +238,22 @@ class MemoryClient:
         return self._run(calls.history(memory_id, user_id=user_id))
 
     def export_memories(
-        self, *, user_id: str | None = None, history: bool = False, page_size: int | None = None
+        self,
+        *,
+        user_id: str | None = None,
+        history: bool = False,
+        page_size: int | None = None,
+        consistency: Consistency | None = None,
     ) -> Iterator[ImportLine]:
         """Everything the user has, as import lines (``agent-memory import`` restores them), page
         after page; with ``history``, each with its memory's recorded changes."""
 
         def fetch(cursor: str | None) -> tuple[list[ImportLine], str | None]:
-            page = self._run(calls.export_page(user_id=user_id, history=history, cursor=cursor, limit=page_size))
+            page = self._run(
+                calls.export_page(
+                    user_id=user_id, history=history, cursor=cursor, limit=page_size, consistency=consistency
+                )
+            )
             return page.lines, page.next_cursor
 
         return calls.pages(fetch)
