@@ -1,7 +1,8 @@
 """Typed settings: every knob is an ``AGENT_MEMORY_*`` environment variable.
 
 Nothing here reads the environment at import time; :func:`get_settings` builds
-the object on first use and caches it (one per process / Lambda container).
+the object on first use and caches it (one per process / Lambda container). One module: the
+settings are one model, whose fields are also the table of docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ the operator (the route from the VPC to Bedrock). Free tiers, taxes, data transf
 backups beyond the free allowance and support plans are left out. Run
 ``agent-memory cost --conversations N --recalls M`` to print the table. The same prices value
 each tenant's usage (:func:`usage_cost`, behind ``GET /usage``): the table is kept here, once.
+One module: the prices, the assumptions and the arithmetic that joins them are read together.
 """
 
 from __future__ import annotations

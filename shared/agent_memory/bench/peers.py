@@ -18,7 +18,8 @@ sides rank identical vectors and only retrieval differs; it stores them in its p
 a database of its own on the same server. Nothing leaves the machine: mem0's telemetry is turned
 off before it is imported, its spaCy model download is blocked, and no LLM is ever called.
 
-mem0 is imported only inside this command (``pip install 'agent-memory[peers]'``).
+mem0 is imported only inside this command (``pip install 'agent-memory[peers]'``). One module
+for one comparison: each side's load, search and report sit next to the other's.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ rows each, and the optional legs a query asks for (its dates, its rare entities,
 the best candidates: :class:`ExtraLegs`), read in a single round trip.
 
 Nothing here ranks: :mod:`agent_memory.recall.ranking` orders the legs and scores the candidates.
+One module for one statement: its legs are fragments of the same SQL, composed per shape, and
+read together they show what the single round trip does.
 """
 
 from __future__ import annotations
