@@ -20,8 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import psycopg
 import pytest
+from botocore.config import Config
+from botocore.stub import Stubber
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings, get_settings
@@ -187,3 +190,18 @@ def local_embedder():  # type: ignore[no-untyped-def]
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def comprehend_stub() -> Iterator[tuple[Any, Stubber]]:
+    """A Comprehend client with botocore's Stubber on it (no retries): answers are queued per test."""
+    client = boto3.client(
+        "comprehend",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
 
 from agent_memory.bench import peers
 from agent_memory.cli import main
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
+from tests.integration.test_bench import bench_databases
 
 NUMBER = r"\d+\.\d+"
 KEYS = [
@@ -39,11 +39,6 @@ def summary_of(out: str) -> dict[str, str]:
     pairs = dict(pair.split("=", 1) for pair in last.removeprefix("peers ").split(" "))
     assert list(pairs) == KEYS
     return pairs
-
-
-def bench_databases(pg_server: str) -> list[str]:
-    with psycopg.connect(pg_server) as conn:
-        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'bench\\_%'")]
 
 
 @pytest.fixture

@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import numpy as np
 import psycopg
 import pytest
-from botocore.config import Config
 from botocore.stub import Stubber
 
 from agent_memory.config import Settings
@@ -135,24 +133,10 @@ def test_imported_lines_are_redacted(redacting: MemoryService) -> None:
     assert [m.content for m in redacting.list_memories("u1").memories] == ["Server [IP_ADDRESS] hosts the staging site"]
 
 
-@pytest.fixture
-def comprehend() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client(
-        "comprehend",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
-
-
 def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
-    redacting: MemoryService, comprehend: tuple[Any, Stubber]
+    redacting: MemoryService, comprehend_stub: tuple[Any, Stubber]
 ) -> None:
-    client, stubber = comprehend
+    client, stubber = comprehend_stub
     facts = ["Maria Garcia lives at 742 Evergreen Terrace, Springfield", "The user prefers dark roast coffee"]
     joined = "\n\n".join(facts)
     name, address = "Maria Garcia", "742 Evergreen Terrace, Springfield"

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.stub import Stubber
 
 from agent_memory.errors import ConfigurationError, ProviderError
@@ -15,20 +12,6 @@ from agent_memory.privacy import RegexDetector, redact, redact_many
 from agent_memory.providers.comprehend import ComprehendPiiDetector, chunks
 from agent_memory.providers.retry import RetryPolicy
 from agent_memory.usage import metering
-
-
-@pytest.fixture
-def stubbed() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client(
-        "comprehend",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 def _entity(text: str, value: str, kind: str, score: float = 0.99) -> dict[str, Any]:
@@ -42,8 +25,8 @@ def _respond(stubber: Stubber, text: str, entities: list[dict[str, Any]], langua
     )
 
 
-def test_names_and_addresses_merge_with_the_regex_findings(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_names_and_addresses_merge_with_the_regex_findings(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "Maria Garcia lives at 742 Evergreen Terrace, Springfield and mails maria@example.com on 2024-05-01"
     _respond(
         stubber,
@@ -60,8 +43,8 @@ def test_names_and_addresses_merge_with_the_regex_findings(stubbed: tuple[Any, S
     assert result.removed == {"address": 1, "email": 1, "name": 1}
 
 
-def test_a_category_mode_applies_to_comprehend_findings(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_a_category_mode_applies_to_comprehend_findings(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "Tom Baker moved to 10 Downing Street, London"
     _respond(stubber, text, [_entity(text, "Tom Baker", "NAME"), _entity(text, "10 Downing Street, London", "ADDRESS")])
     result = redact(text, "redact,name=off", detectors=[ComprehendPiiDetector(client)])
@@ -69,16 +52,16 @@ def test_a_category_mode_applies_to_comprehend_findings(stubbed: tuple[Any, Stub
     assert result.removed == {"address": 1}
 
 
-def test_low_scores_and_unrequested_types_are_ignored(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_low_scores_and_unrequested_types_are_ignored(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "Paris Hilton stayed in Paris"
     _respond(stubber, text, [_entity(text, "Paris Hilton", "NAME", 0.55), _entity(text, "Paris", "ADDRESS", 0.95)])
     found = ComprehendPiiDetector(client, entity_types={"NAME"}, min_score=0.8).detect(text)
     assert found == []
 
 
-def test_all_types_when_asked_mapped_to_categories(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_all_types_when_asked_mapped_to_categories(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "passport X1234567 and password hunter2"
     _respond(stubber, text, [_entity(text, "X1234567", "PASSPORT_NUMBER"), _entity(text, "hunter2", "PASSWORD")])
     found = ComprehendPiiDetector(client, entity_types=None).detect(text)
@@ -88,8 +71,8 @@ def test_all_types_when_asked_mapped_to_categories(stubbed: tuple[Any, Stubber])
     ]
 
 
-def test_throttling_is_retried_with_backoff_then_succeeds(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_throttling_is_retried_with_backoff_then_succeeds(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "Call Ana Lima"
     for _ in range(2):
         stubber.add_client_error("detect_pii_entities", "ThrottlingException", "Rate exceeded", 400)
@@ -101,8 +84,8 @@ def test_throttling_is_retried_with_backoff_then_succeeds(stubbed: tuple[Any, St
     assert sleeps == [0.1, 0.2]  # the shared policy's backoff
 
 
-def test_throttling_gives_up_after_the_bounded_attempts(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_throttling_gives_up_after_the_bounded_attempts(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     for _ in range(3):
         stubber.add_client_error("detect_pii_entities", "ThrottlingException", "Rate exceeded", 400)
     detector = ComprehendPiiDetector(client, retry=RetryPolicy(max_retries=2, sleep=lambda _s: None))
@@ -112,23 +95,23 @@ def test_throttling_gives_up_after_the_bounded_attempts(stubbed: tuple[Any, Stub
     assert "ThrottlingException" in str(err.value) and "3 attempts" in str(err.value)
 
 
-def test_server_errors_are_retried(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_server_errors_are_retried(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     stubber.add_client_error("detect_pii_entities", "InternalServerException", "oops", 500)
     _respond(stubber, "Ana Lima", [])
     assert ComprehendPiiDetector(client, retry=RetryPolicy(sleep=lambda _s: None)).detect("Ana Lima") == []
 
 
-def test_a_rejected_request_is_not_retried(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_a_rejected_request_is_not_retried(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     stubber.add_client_error("detect_pii_entities", "AccessDeniedException", "not allowed", 400)
     no_retry = RetryPolicy(sleep=lambda _s: pytest.fail("no retry expected"))
     with pytest.raises(ProviderError, match=r"^comprehend: AccessDeniedException: not allowed"):
         ComprehendPiiDetector(client, retry=no_retry).detect("Ana Lima")
 
 
-def test_long_texts_are_split_under_the_size_limit_and_offsets_shifted(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_long_texts_are_split_under_the_size_limit_and_offsets_shifted(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "José Álvarez wrote first. Zoë Ng replied about the café. They met on Rua Augusta in Lisboa."
     pieces = list(chunks(text, 30))
     assert [piece for _, piece in pieces][:2] == ["José Álvarez wrote first. ", "Zoë Ng replied about the"]
@@ -141,8 +124,8 @@ def test_long_texts_are_split_under_the_size_limit_and_offsets_shifted(stubbed: 
     assert [text[f.start : f.end] for f in found] == ["José Álvarez", "Zoë Ng"]
 
 
-def test_a_size_error_splits_the_request(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_a_size_error_splits_the_request(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "Ana Lima and Rui Costa"
     stubber.add_client_error("detect_pii_entities", "TextSizeLimitExceededException", "too big", 400)
     _respond(stubber, "Ana Lima", [_entity("Ana Lima", "Ana Lima", "NAME")])
@@ -151,8 +134,8 @@ def test_a_size_error_splits_the_request(stubbed: tuple[Any, Stubber]) -> None:
     assert [text[f.start : f.end] for f in found] == ["Ana Lima", "Rui Costa"]
 
 
-def test_several_memories_share_one_request(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_several_memories_share_one_request(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     memories = ["Ana Lima likes tea", "nothing here", "Rui Costa lives at 5 Elm Road, Leeds"]
     joined = "\n\n".join(memories)
     _respond(
@@ -172,8 +155,8 @@ def test_several_memories_share_one_request(stubbed: tuple[Any, Stubber]) -> Non
     ]
 
 
-def test_spanish_is_passed_through_and_blank_text_is_not_sent(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_spanish_is_passed_through_and_blank_text_is_not_sent(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     text = "Lucía Pérez vive en Calle Mayor 3, Madrid"
     _respond(stubber, text, [_entity(text, "Lucía Pérez", "NAME")], language="es")
     detector = ComprehendPiiDetector(client, language="es")
@@ -200,8 +183,8 @@ def test_no_client_is_built_until_the_first_call() -> None:
     assert detector._client is None
 
 
-def test_one_conversations_facts_go_to_comprehend_in_one_request(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_one_conversations_facts_go_to_comprehend_in_one_request(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     facts = ["Ana Lima's e-mail is ana@example.com", "Ana Lima prefers tea", "The project is due in May"]
     joined = "\n\n".join(facts)
     start = joined.index("Ana Lima prefers")
@@ -221,8 +204,8 @@ def test_one_conversations_facts_go_to_comprehend_in_one_request(stubbed: tuple[
     ]
 
 
-def test_each_request_is_counted_in_the_usage_with_its_characters(stubbed: tuple[Any, Stubber]) -> None:
-    client, stubber = stubbed
+def test_each_request_is_counted_in_the_usage_with_its_characters(comprehend_stub: tuple[Any, Stubber]) -> None:
+    client, stubber = comprehend_stub
     memories = ["Ana Lima likes tea", "Rui Costa lives in Leeds"]
     stubber.add_client_error("detect_pii_entities", "ThrottlingException", "Rate exceeded", 400)
     _respond(stubber, "\n\n".join(memories), [])
