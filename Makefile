@@ -20,7 +20,7 @@ BYTECODE_PYTHON ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin
 SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMETRY=0 \
 	ARCHITECTURE=$(ARCHITECTURE) PYTHON=$(abspath $(SAM_VENV))/bin/python BYTECODE_PYTHON=$(BYTECODE_PYTHON)
 
-# A venv with nothing but the client's distribution (`pip install .`, no extras), for client-check.
+# A venv with nothing but the client's distribution (`pip install ./shared`, no extras), for client-check.
 CLIENT_VENV := $(VENV)/tools/client
 
 .PHONY: demo test lint typecheck sam-validate sam-build client-check docs-check clean help
@@ -34,13 +34,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # torch first and pinned: a floating torch would pull a multi-GB CUDA build.
-$(VENV)/.local-installed: pyproject.toml | $(BIN)/python
+# The service (.) needs the client's distribution (./shared: the wire contract and the client), which
+# no package index carries: both are installed from this checkout.
+$(VENV)/.local-installed: pyproject.toml shared/pyproject.toml | $(BIN)/python
 	$(PIP) install 'torch==2.13.0'
-	$(PIP) install -e '.[local]'
+	$(PIP) install -e ./shared -e '.[local]'
 	@touch $@
 
-$(VENV)/.dev-installed: pyproject.toml $(VENV)/.local-installed
-	$(PIP) install -e '.[local,dev]'
+$(VENV)/.dev-installed: pyproject.toml shared/pyproject.toml $(VENV)/.local-installed
+	$(PIP) install -e ./shared -e '.[local,dev]'
 	@touch $@
 
 $(SAM_VENV)/.installed: pyproject.toml
@@ -75,7 +77,7 @@ typecheck: $(VENV)/.dev-installed
 client-check: $(VENV)/.dev-installed
 	rm -rf $(CLIENT_VENV)
 	$(PYTHON) -m venv $(CLIENT_VENV)
-	$(CLIENT_VENV)/bin/python -m pip --disable-pip-version-check -q install .
+	$(CLIENT_VENV)/bin/python -m pip --disable-pip-version-check -q install ./shared
 	$(BIN)/python tests/client/check.py $(abspath $(CLIENT_VENV))/bin/python
 
 # The Swagger page of `agent-memory serve` rendered by a real headless browser (Debian's chromium,

@@ -23,10 +23,10 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
-from agent_memory.models import ConversationEnded, describe_errors, error_field
 from agent_memory.observability import logger, metrics, tracer
+from agent_memory_contract.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
+from agent_memory_contract.models import ConversationEnded, describe_errors, error_field
 
 if TYPE_CHECKING:
     from agent_memory.service import UnflushedWrites

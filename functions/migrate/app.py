@@ -96,8 +96,8 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
     """Apply pending migrations; retry while the database is unreachable, until ``deadline``."""
     check_layer()
     from agent_memory.config import Settings
-    from agent_memory.errors import DatabaseUnavailable
     from agent_memory.service import MemoryService
+    from agent_memory_contract.errors import DatabaseUnavailable
 
     overrides = {
         field: str(properties[prop])

@@ -24,14 +24,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agent_memory import __version__
-from agent_memory.errors import InvalidInput, NotFound
-from agent_memory.http import schemas
 from agent_memory.http.body import parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, requester
 from agent_memory.http.openapi import openapi_document, swagger_html
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
-from agent_memory.models import (
+from agent_memory.observability import logger, metrics, tracer
+from agent_memory_contract import schemas
+from agent_memory_contract.errors import InvalidInput, NotFound
+from agent_memory_contract.models import (
     DEFAULT_PAGE,
     MAX_PAGE,
     Consistency,
@@ -45,7 +46,6 @@ from agent_memory.models import (
     StoredIds,
     UserId,
 )
-from agent_memory.observability import logger, metrics, tracer
 
 if TYPE_CHECKING:
     from agent_memory.mcp.http import McpEndpoint

@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agent_memory.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
 from agent_memory.privacy import PiiPolicy, PiiPolicySetting
+from agent_memory_contract.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
 
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]

@@ -17,12 +17,8 @@ receipt anonymous for good (the receipts stay valid, but can no longer be matche
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import hmac
-import uuid
-
-from pydantic import BaseModel, Field
 
 # agent_memory_meta's entry holding the key (hex), written once by migration 0009.
 ERASURE_KEY = "erasure_key"
@@ -31,23 +27,3 @@ ERASURE_KEY = "erasure_key"
 def subject_hash(key: str, user_id: str) -> bytes:
     """The receipt's subject: HMAC-SHA256 of the user id under the deployment's key (hex)."""
     return hmac.new(bytes.fromhex(key), user_id.encode("utf-8"), hashlib.sha256).digest()
-
-
-class ErasureCounts(BaseModel):
-    """How many rows of each kind went."""
-
-    memories: int = 0
-    history: int = 0
-    ingest_receipts: int = 0
-    usage_rows: int = 0  # usage_daily rows (one per day, kind of work and model)
-    entity_links: int = 0  # memory_entities rows (links to the entities a memory names)
-
-
-class ErasureReceipt(BaseModel):
-    """What forgetting a user deleted, when and at whose request; the subject only as a keyed hash."""
-
-    id: uuid.UUID
-    subject: str = Field(description="HMAC-SHA256 of the user id under the deployment's key (hex), never the id.")
-    requested_by: str = Field(description="Who asked: 'user' (their own token), an IAM principal, 'cli', ...")
-    erased_at: dt.datetime
-    deleted: ErasureCounts

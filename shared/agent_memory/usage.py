@@ -4,7 +4,7 @@ Providers record what they did (:func:`record_usage`) into the meter of the oper
 (:func:`metering`, a context variable, so concurrent requests in one process never mix); the
 service hands the meter's rows to the write or recall transaction, which adds them to the
 ``usage_daily`` table (one row per user, UTC day, kind and model) in the same transaction as
-the work. Nothing here does I/O; the wire models of ``GET /usage`` are at the end.
+the work. Nothing here does I/O; the wire models of ``GET /usage`` are in :mod:`agent_memory_contract.schemas`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Literal, get_args
-
-from pydantic import BaseModel, Field
 
 # recall: one recall answered (characters: the query); conversation: one "conversation ended"
 # message written; write: memories stored by POST /memories, add or import (items: memories);
@@ -137,48 +134,3 @@ def record_usage(
 
 
 # ---- GET /usage ----------------------------------------------------------------------------
-
-
-class UsageLine(BaseModel):
-    """One day's count of one kind of work with one model (``model`` is "" where none applies)."""
-
-    day: dt.date
-    kind: str
-    model: str
-    calls: int
-    input_tokens: int
-    output_tokens: int
-    characters: int
-    items: int
-    estimated_usd: float = Field(description="This line at the price table's prices (see `agent-memory cost`).")
-
-
-class UsageReport(BaseModel):
-    """A user's usage from ``start`` to ``end`` (UTC days, both included) and what it cost."""
-
-    user_id: str
-    start: dt.date
-    end: dt.date
-    lines: list[UsageLine]
-    totals: dict[str, int] = Field(description="Calls per kind over the period.")
-    estimated_usd: float = Field(
-        description="Variable cost of this user's work; the stack's fixed cost is not shared out."
-    )
-    prices: str = Field(description="Which price table the estimate used.")
-
-
-class TenantUsage(BaseModel):
-    """One user's totals over a period (``agent-memory usage --all``)."""
-
-    user_id: str
-    calls: dict[str, int]
-    input_tokens: int
-    output_tokens: int
-    estimated_usd: float
-
-
-def usage_totals(lines: Sequence[UsageLine]) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for line in lines:
-        totals[line.kind] = totals.get(line.kind, 0) + line.calls
-    return totals

@@ -26,7 +26,7 @@ def main(client_python: str) -> int:
         env.pop("AGENT_MEMORY_DATABASE_URL", None)
         log = Path(data) / "serve.log"
         serve = subprocess.Popen(
-            [sys.executable, "-m", "agent_memory", "serve", "--port", "0", "--no-warm"],
+            [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

@@ -30,7 +30,7 @@ def main() -> int:
         }
         env.pop("AGENT_MEMORY_DATABASE_URL", None)
         serve = subprocess.Popen(
-            [sys.executable, "-m", "agent_memory", "serve", "--port", "0", "--no-warm"],
+            [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

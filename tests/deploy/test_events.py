@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.local import runtime as lambda_local
+from agent_memory_tools.local import runtime as lambda_local
 from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
 
 EVENTS = REPO / "events"

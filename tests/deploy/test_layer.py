@@ -56,20 +56,25 @@ def test_layer_architecture_is_the_built_templates(sam_build_dir: Path, built_fo
     assert built_for["python"] == "3.13"
 
 
-# What the functions never import, so the layer leaves it out.
-LOCAL_ONLY = ("cli", "local", "bench", "__main__.py")
+# The layer's own packages, copied whole from shared/; the client and the tools are never in it.
+RUNTIME = ("agent_memory", "agent_memory_contract")
+NOT_RUNTIME = ("agent_memory_client", "agent_memory_tools")
 
 
-def test_layer_holds_the_package_with_its_migrations(layer: Path) -> None:
-    source = REPO / "shared" / "agent_memory"
-    package = layer / "agent_memory"
-    sql = sorted(p.name for p in (source / "schema" / "migrations").glob("*.sql"))
-    assert sql and sorted(p.name for p in (package / "schema" / "migrations").glob("*.sql")) == sql
-    modules = sorted(
-        p.relative_to(source) for p in source.rglob("*.py") if p.relative_to(source).parts[0] not in LOCAL_ONLY
-    )
-    _, mismatch, errors = filecmp.cmpfiles(source, package, [str(m) for m in modules], shallow=False)
-    assert not mismatch and not errors, f"layer differs from shared/agent_memory: {mismatch + errors}"
+def test_layer_holds_the_runtime_packages_whole_with_the_migrations(layer: Path) -> None:
+    for name in RUNTIME:
+        source = REPO / "shared" / name
+        package = layer / name
+        files = sorted(
+            str(p.relative_to(source)) for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        )
+        copied = sorted(
+            str(p.relative_to(package)) for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        )
+        assert copied == files, f"layer's {name} is not shared/{name}: {sorted(set(files) ^ set(copied))[:5]}"
+        _, mismatch, errors = filecmp.cmpfiles(source, package, files, shallow=False)
+        assert not mismatch and not errors, f"layer differs from shared/{name}: {mismatch + errors}"
+    assert list((layer / "agent_memory" / "schema" / "migrations").glob("*.sql"))
 
 
 def test_layer_bytecode_is_the_runtimes_and_never_checked_against_its_source(layer: Path) -> None:
@@ -86,19 +91,18 @@ def test_layer_bytecode_is_the_runtimes_and_never_checked_against_its_source(lay
     # PEP 552 header: magic (4 bytes), flags (4): bit 0 = hash-based, bit 1 = check the source.
     flags = {int.from_bytes(p.read_bytes()[4:8], "little") for p in compiled}
     assert flags == {0b01}, f"not unchecked-hash bytecode: flags {flags}"
-    package = layer / "agent_memory"
     missing = [
-        str(py.relative_to(package))
-        for py in package.rglob("*.py")
+        str(py.relative_to(layer))
+        for name in RUNTIME
+        for py in (layer / name).rglob("*.py")
         if not (py.parent / "__pycache__" / f"{py.stem}.cpython-313.pyc").is_file()
     ]
     assert not missing, f"modules without bytecode: {missing[:5]}"
 
 
-def test_layer_leaves_out_the_command_line_local_host_and_benchmarks(layer: Path) -> None:
-    package = layer / "agent_memory"
-    assert (package / "service" / "__init__.py").is_file() and (package / "recall" / "candidates.py").is_file()
-    present = [name for name in LOCAL_ONLY if (package / name).exists()]
+def test_layer_leaves_out_the_client_and_the_tools(layer: Path) -> None:
+    assert (layer / "agent_memory" / "service" / "__init__.py").is_file()
+    present = [name for name in NOT_RUNTIME if (layer / name).exists() or list(layer.glob(f"{name}-*.dist-info"))]
     assert not present, f"the layer carries what no function imports: {present}"
 
 
@@ -135,9 +139,11 @@ def test_pins_satisfy_the_projects_dependencies() -> None:
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     pins = pinned()
-    for line in [*project["dependencies"], *project["optional-dependencies"]["server"]]:
+    for line in project["dependencies"]:
         requirement = Requirement(line)
         name = requirement.name.lower()
+        if name == "agent-memory-client":
+            continue  # ours: the layer holds its contract package's source
         if name == "boto3":
             assert name not in pins  # the runtime provides it
             continue

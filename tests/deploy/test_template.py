@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.embeddings import bedrock as bedrock_embeddings
-from agent_memory.local import runtime as lambda_local
+from agent_memory_tools.local import runtime as lambda_local
 from tests.deploy.conftest import TEMPLATE
 
 ROUTES = {

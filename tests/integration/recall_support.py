@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from agent_memory.local import runtime as lambda_local
+from agent_memory_tools.local import runtime as lambda_local
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"

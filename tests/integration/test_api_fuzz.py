@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from agent_memory.local.server import LocalApi, make_server, openapi_document
+from agent_memory_tools.local.server import LocalApi, make_server, openapi_document
 from tests.environment import use_lambda_environment
 from tests.integration.recall_support import TEMPLATE
 

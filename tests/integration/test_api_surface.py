@@ -16,13 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.cli import main
-from agent_memory.client import AsyncMemoryClient, MemoryClient
 from agent_memory.config import Settings
-from agent_memory.errors import Conflict, InvalidInput, NotFound
-from agent_memory.local.server import LocalApi, make_server
-from agent_memory.models import ConversationEnded, MemoryFilters
 from agent_memory.service import MemoryService, get_service
+from agent_memory_client import AsyncMemoryClient, MemoryClient
+from agent_memory_contract.errors import Conflict, InvalidInput, NotFound
+from agent_memory_contract.models import ConversationEnded, MemoryFilters
+from agent_memory_tools.cli import main
+from agent_memory_tools.local.server import LocalApi, make_server
 from tests.conftest import TEMPLATE_DB, _new_database, url_for
 from tests.integration.recall_support import TEMPLATE, body_of, event, invoke, with_body, with_request
 

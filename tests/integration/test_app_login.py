@@ -24,10 +24,10 @@ from psycopg.conninfo import make_conninfo
 from agent_memory.config import Settings
 from agent_memory.db.embedded import start_embedded_server
 from agent_memory.db.transactions import user_transaction
-from agent_memory.errors import ConfigurationError
-from agent_memory.models import NewMemory
 from agent_memory.schema.roles import AppLogin
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.models import NewMemory
 
 MASTER = "rds_like_master"  # plays the RDS master user: CREATEROLE, not a superuser
 

@@ -13,15 +13,15 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from agent_memory.bench import sql as bench_sql
-from agent_memory.cli import main
-from agent_memory.cli.commands import EXIT_USAGE
 from agent_memory.config import Settings
 from agent_memory.db.scope import Scope
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.ingest.rows import MemoryRow
-from agent_memory.models import content_hash
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import content_hash
+from agent_memory_tools.bench import sql as bench_sql
+from agent_memory_tools.cli import main
+from agent_memory_tools.cli.commands import EXIT_USAGE
 
 NUMBER = r"\d+(\.\d+)?"
 
@@ -272,7 +272,7 @@ def test_copied_rows_are_recalled_and_indexes_come_back_as_the_migration_made_th
 
 
 def test_copy_needs_a_role_that_row_level_security_does_not_restrict(app_login_url: str) -> None:
-    from agent_memory.errors import ConfigurationError
+    from agent_memory_contract.errors import ConfigurationError
 
     with owner_connection(app_login_url) as conn, pytest.raises(ConfigurationError, match="bypasses row-level"):
         bench_sql.copy_memories(conn, rows_for("u1", ["Prefers TypeScript"]))
@@ -294,8 +294,8 @@ def test_the_article_query_ranks_every_users_memories_unless_scoped(database_url
 
 
 def test_bench_quality_compares_a_configured_reranker_with_the_rest_off() -> None:
-    from agent_memory.bench.quality import variants
     from agent_memory.recall.ranking import RecallOptions
+    from agent_memory_tools.bench.quality import variants
 
     base = RecallOptions.from_settings(Settings(rerank_provider="cohere"))
     with_reranker = {v.name: v.options for v in variants(base, reranker=True)}

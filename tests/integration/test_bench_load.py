@@ -9,8 +9,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_memory.cli import main
 from agent_memory.config import Settings
+from agent_memory_tools.cli import main
 
 KEYS = [
     "clients",

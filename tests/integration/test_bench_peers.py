@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent_memory.bench import peers
-from agent_memory.cli import main
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
+from agent_memory_tools.bench import peers
+from agent_memory_tools.cli import main
 from tests.integration.test_bench import bench_databases
 
 NUMBER = r"\d+\.\d+"

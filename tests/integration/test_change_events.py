@@ -14,8 +14,8 @@ import pytest
 from moto import mock_aws
 
 from agent_memory.config import Settings
-from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ConversationEnded, NewMemory
 
 BUS = "agent-memory-test"
 
@@ -204,7 +204,7 @@ def test_a_users_transaction_sees_only_their_own_pending_events(settings: Settin
 
 
 def test_the_events_function_drains_on_schedule(lambda_env: str, bus: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory.local import runtime
+    from agent_memory_tools.local import runtime
     from tests.integration.recall_support import TEMPLATE
 
     monkeypatch.setenv("AGENT_MEMORY_EVENT_BUS", BUS)

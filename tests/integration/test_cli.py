@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.cli import main
 from agent_memory.config import Settings
 from agent_memory.recall.block import BLOCK_GUARD
+from agent_memory_tools.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]
@@ -126,7 +126,7 @@ def test_several_processes_share_one_embedded_data_dir(embedded_dir: Path) -> No
     """Three CLI processes start on the same (new) data directory at once; the server stops after all."""
     data_dir = embedded_dir
     env = {**os.environ, "AGENT_MEMORY_DATA_DIR": str(data_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
-    cmd = [sys.executable, "-m", "agent_memory"]
+    cmd = [sys.executable, "-m", "agent_memory_tools"]
     procs = [
         subprocess.Popen(
             [*cmd, "add", "--user", f"u{i}", f"fact from process {i}"],

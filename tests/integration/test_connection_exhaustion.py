@@ -17,8 +17,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings
-from agent_memory.local import runtime
 from agent_memory.service import MemoryService
+from agent_memory_tools.local import runtime
 from tests.faults import RestartablePostgres
 from tests.ingest_support import TEMPLATE, conversation, failures, sqs_event, sqs_record
 from tests.integration.recall_support import body_of, with_body
@@ -139,7 +139,7 @@ def test_the_503_carries_retry_after_through_agent_memory_serve(
     """The same refusal as a real HTTP answer (what a client sees from `agent-memory serve`)."""
     import http.client
 
-    from agent_memory.local.server import LocalApi, make_server
+    from agent_memory_tools.local.server import LocalApi, make_server
 
     url = login_url(small_pg)
     env_for(monkeypatch, url)

@@ -23,9 +23,9 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.errors import DatabaseUnavailable
-from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import DatabaseUnavailable
+from agent_memory_contract.models import NewMemory
 from tests.faults import RestartablePostgres
 from tests.ingest_support import failures, sqs_event, sqs_record, start_ingest_process
 

@@ -12,9 +12,9 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.db.transactions import read_as_user, user_transaction
-from agent_memory.errors import DatabaseUnavailable, StatementTimeout
-from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import DatabaseUnavailable, StatementTimeout
+from agent_memory_contract.models import NewMemory
 from tests.faults import RestartablePostgres
 
 

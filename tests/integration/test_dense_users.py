@@ -14,14 +14,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.cli.main import main
 from agent_memory.config import Settings
 from agent_memory.db.dense import dense_index_names
 from agent_memory.db.transactions import user_transaction
-from agent_memory.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory.recall import candidates
 from agent_memory.schema.migrate import _apply, available_migrations
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
+from agent_memory_tools.cli.main import main
 from tests.integration.test_sql_efficiency import _round_trips
 
 EARLIER = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)

@@ -24,7 +24,7 @@ from agent_memory.embeddings import create_embedder
 from agent_memory.embeddings.bedrock import DEFAULT_MODEL as TITAN
 from agent_memory.embeddings.bedrock import BedrockEmbedder
 from agent_memory.embeddings.openai import OpenAIEmbedder
-from agent_memory.errors import ProviderError
+from agent_memory_contract.errors import ProviderError
 from tests.ingest_support import ChatServer, Reply
 
 LIKES = ["tea", "jazz", "rust", "sql", "hiking", "chess"]

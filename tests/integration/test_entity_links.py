@@ -10,14 +10,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.cli import main
 from agent_memory.config import Settings
 from agent_memory.db.connection import Database
 from agent_memory.extraction import create_extractor
-from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.schema import entity_links
 from agent_memory.schema.migrate import register_types
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ConversationEnded, NewMemory
+from agent_memory_tools.cli import main
 from tests.ingest_support import ChatServer, Reply, memories_answer
 
 

@@ -11,10 +11,10 @@ import uuid
 import psycopg
 import pytest
 
-from agent_memory.client import MemoryClient
-from agent_memory.errors import NotFound
-from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_client import MemoryClient
+from agent_memory_contract.errors import NotFound
+from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.integration.recall_support import as_jwt, body_of, event, invoke, with_body, with_request
 from tests.integration.test_serve_client import served, token  # noqa: F401 - the served fixture
 

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from tests.integration.test_sql_efficiency import _round_trips
 
 JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))

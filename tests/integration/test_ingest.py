@@ -20,9 +20,9 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.extraction import ExistingMemory, Extraction, Extractor
 from agent_memory.extraction.records import ExtractedMemory
-from agent_memory.local import runtime as lambda_local
-from agent_memory.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ChatMessage, ConversationEnded, NewMemory
+from agent_memory_tools.local import runtime as lambda_local
 from tests.ingest_support import (
     APP,
     REPO,
@@ -95,7 +95,7 @@ def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: st
 
 @pytest.mark.model
 def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, blank_database_url: str) -> None:
-    from agent_memory.local.demo import run_demo
+    from agent_memory_tools.local.demo import run_demo
 
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)  # the real local model
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)

@@ -13,15 +13,15 @@ import pytest
 from botocore.stub import Stubber
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.extraction import create_extractor
 from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
 from agent_memory.extraction.openai import OpenAIChatExtractor
 from agent_memory.extraction.prompt import build_prompt
-from agent_memory.local import runtime as lambda_local
-from agent_memory.models import ConversationEnded
 from agent_memory.providers.retry import RetryPolicy
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import ProviderError
+from agent_memory_contract.models import ConversationEnded
+from agent_memory_tools.local import runtime as lambda_local
 from tests.ingest_support import (
     TEMPLATE,
     ChatServer,

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from agent_memory.local import runtime as lambda_local
+from agent_memory_tools.local import runtime as lambda_local
 from tests.environment import use_lambda_environment
 from tests.ingest_support import REPO, TEMPLATE, conversation, failures
 

@@ -7,8 +7,8 @@ import datetime as dt
 import psycopg
 import pytest
 
-from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import NewMemory
 from tests.ingest_support import supersede
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -106,7 +106,7 @@ def test_forgetting_a_user_deletes_their_history_only(service: MemoryService, da
 
 @pytest.mark.parametrize("limit", [0, 10_001])
 def test_history_limit_is_checked(service: MemoryService, limit: int) -> None:
-    from agent_memory.errors import InvalidInput
+    from agent_memory_contract.errors import InvalidInput
 
     with pytest.raises(InvalidInput):
         service.history("u1", limit=limit)

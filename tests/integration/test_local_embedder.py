@@ -16,7 +16,7 @@ import pytest
 
 from agent_memory.embeddings.bert import read_safetensors
 from agent_memory.embeddings.local import LocalEmbedder, numpy_unsupported
-from agent_memory.errors import ConfigurationError
+from agent_memory_contract.errors import ConfigurationError
 
 pytestmark = pytest.mark.model
 

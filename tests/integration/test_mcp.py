@@ -24,12 +24,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
-from agent_memory.client.mcp_auth import mcp_http_client
 from agent_memory.config import Settings
-from agent_memory.local.server import LocalApi, make_server
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from agent_memory.recall.block import BLOCK_START
 from agent_memory.service import MemoryService
+from agent_memory_client.mcp_auth import mcp_http_client
+from agent_memory_tools.local.server import LocalApi, make_server
 from tests.integration.recall_support import ROOT, TEMPLATE
 
 TOOLS = {
@@ -292,9 +292,9 @@ def test_get_and_delete_are_405_and_a_non_json_body_is_a_json_rpc_parse_error(se
 
 
 def stdio_server(*args: str) -> StdioServerParameters:
-    # The installed console script is `agent-memory`; `python -m agent_memory` is the same main.
+    # The installed console script is `agent-memory`; `python -m agent_memory_tools` is the same main.
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "agent_memory", "mcp", *args], env=dict(os.environ), cwd=ROOT
+        command=sys.executable, args=["-m", "agent_memory_tools", "mcp", *args], env=dict(os.environ), cwd=ROOT
     )
 
 
@@ -327,7 +327,7 @@ def test_stdio_speaks_the_modern_protocol_and_uses_the_project_given(lambda_env:
 
 def test_mcp_command_refuses_a_bad_user_before_serving(lambda_env: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agent_memory", "mcp", "--user", "bad\x07user"],
+        [sys.executable, "-m", "agent_memory_tools", "mcp", "--user", "bad\x07user"],
         input="",
         capture_output=True,
         text=True,
@@ -340,7 +340,7 @@ def test_mcp_command_refuses_a_bad_user_before_serving(lambda_env: str) -> None:
 def test_other_commands_never_import_the_mcp_sdk() -> None:
     code = (
         "import sys\n"
-        "from agent_memory.cli.main import build_parser\n"
+        "from agent_memory_tools.cli.main import build_parser\n"
         "build_parser()\n"
         "assert 'mcp' not in sys.modules and 'agent_memory.mcp.tools' not in sys.modules\n"
         "print('ok')\n"

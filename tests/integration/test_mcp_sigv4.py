@@ -20,9 +20,9 @@ from botocore.credentials import Credentials
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from agent_memory.client.mcp_auth import SigV4Auth, mcp_http_client
-from agent_memory.errors import ConfigurationError
-from agent_memory.local.server import LocalApi, make_server
+from agent_memory_client.mcp_auth import SigV4Auth, mcp_http_client
+from agent_memory_contract.errors import ConfigurationError
+from agent_memory_tools.local.server import LocalApi, make_server
 from tests.integration.recall_support import TEMPLATE
 
 ACCESS_KEY, SECRET_KEY, SESSION_TOKEN = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token"

@@ -13,9 +13,9 @@ import pytest
 from pgvector.psycopg import register_vector
 from pydantic import ValidationError
 
-from agent_memory.errors import Conflict, InputTooLarge, NotFound
-from agent_memory.models import MemoryChanges, NewMemory, content_hash
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import Conflict, InputTooLarge, NotFound
+from agent_memory_contract.models import MemoryChanges, NewMemory, content_hash
 
 
 def one(service: MemoryService, user: str, content: str, **fields: Any) -> uuid.UUID:

@@ -13,9 +13,9 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.ingest.importing import ImportReport
-from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.schema.migrate import available_migrations
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.environment import use_lambda_environment
 from tests.ingest_support import TEMPLATE, ChatServer, Reply, failures, memories_answer, sqs_event, sqs_record
 from tests.integration.recall_support import body_of, invoke, with_body, with_request
@@ -94,7 +94,7 @@ def ingest_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
 
 
 def ingest(*bodies: dict[str, object]) -> None:
-    from agent_memory.local import runtime
+    from agent_memory_tools.local import runtime
 
     response = runtime.invoke(TEMPLATE, "IngestFunction", sqs_event(*(sqs_record(b) for b in bodies)))
     assert failures(response) == []
@@ -167,7 +167,7 @@ def test_migration_0008_upgrades_a_store_with_memories(blank_database_url: str) 
 
 
 def test_editing_the_content_marks_it_anew(service: MemoryService) -> None:
-    from agent_memory.models import MemoryChanges
+    from agent_memory_contract.models import MemoryChanges
 
     (memory_id,) = service.remember(USER, [NewMemory(content="Uses vim")]).ids
     edited = service.update_memory(USER, memory_id, MemoryChanges(content=POISON))

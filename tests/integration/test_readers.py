@@ -16,12 +16,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.client import MemoryClient
 from agent_memory.config import Settings
-from agent_memory.errors import NotFound
-from agent_memory.local.server import LocalApi, make_server
-from agent_memory.models import ConversationEnded, MemoryChanges, NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_client import MemoryClient
+from agent_memory_contract.errors import NotFound
+from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
+from agent_memory_tools.local.server import LocalApi, make_server
 from tests.integration.recall_support import TEMPLATE, body_of, invoke, with_body, with_request
 from tests.replica import ReplicaPair
 

@@ -434,7 +434,7 @@ def test_importing_the_handler_does_no_io() -> None:
 
         socket.socket.connect = refuse
         socket.create_connection = refuse
-        from agent_memory.local import runtime as lambda_local
+        from agent_memory_tools.local import runtime as lambda_local
         from agent_memory.config import get_settings
         from agent_memory import service
 

@@ -14,9 +14,9 @@ import pytest
 from agent_memory.db.connection import Connection
 from agent_memory.db.scope import Scope
 from agent_memory.db.transactions import user_transaction
-from agent_memory.models import ImportLine, MemoryChanges, MemoryFilters, NewMemory
 from agent_memory.recall.candidates import ExtraLegs, hybrid_candidates
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ImportLine, MemoryChanges, MemoryFilters, NewMemory
 from tests.integration.test_sql_efficiency import _round_trips
 
 DAY = dt.datetime(2023, 5, 3, 15, tzinfo=dt.UTC)

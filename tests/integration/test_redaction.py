@@ -14,10 +14,10 @@ from botocore.stub import Stubber
 from agent_memory.config import Settings
 from agent_memory.ingest.importing import ImportReport
 from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
-from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.privacy import PiiPolicy, RegexDetector
 from agent_memory.providers.comprehend import ComprehendPiiDetector
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ConversationEnded, NewMemory
 
 CARD = "4111 1111 1111 1111"
 EMAIL = "ana.lima@example.com"
@@ -177,8 +177,8 @@ def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) ->
 
 
 def test_a_changed_content_is_redacted_like_any_write(redacting: MemoryService, database_url: str) -> None:
-    from agent_memory.errors import InvalidInput
-    from agent_memory.models import MemoryChanges
+    from agent_memory_contract.errors import InvalidInput
+    from agent_memory_contract.models import MemoryChanges
 
     (memory_id,) = redacting.remember("u1", [NewMemory(content="The user drinks oat milk", metadata={"a": 1})]).ids
     updated = redacting.update_memory("u1", memory_id, MemoryChanges(content=f"The user gets receipts at {EMAIL}"))

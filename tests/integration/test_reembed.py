@@ -6,9 +6,9 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.errors import ConfigurationError, SchemaMismatch
-from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import ConfigurationError, SchemaMismatch
+from agent_memory_contract.models import NewMemory
 
 FACTS = [f"fact number {i} about topic {i % 7}" for i in range(25)]
 

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import NewMemory
 from tests.replica import ReplicaPair, current_lsn, lag_summary, measure_replay_lag, replay_lsn, wait_for_replay
 
 

@@ -15,12 +15,12 @@ import pytest
 from botocore.stub import Stubber
 
 from agent_memory.config import Settings
-from agent_memory.models import NewMemory
 from agent_memory.providers.retry import RetryPolicy
 from agent_memory.rerank import create_reranker
 from agent_memory.rerank.bedrock import BedrockReranker
 from agent_memory.rerank.cohere import CohereReranker
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import NewMemory
 from tests.ingest_support import ChatServer, Reply
 
 DOCS = ["The user lives in Lisbon.", "The user has a dog named Rex.", "The user prefers tea."]

@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.local import runtime as lambda_local
-from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService, get_service
+from agent_memory_contract.models import NewMemory
+from agent_memory_tools.local import runtime as lambda_local
 from tests.environment import use_lambda_environment
 from tests.faults import RestartablePostgres
 from tests.ingest_support import (

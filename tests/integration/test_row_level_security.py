@@ -9,9 +9,9 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.db.transactions import user_transaction
-from agent_memory.errors import ConfigurationError
-from agent_memory.models import NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.models import NewMemory
 
 
 def seed(service: MemoryService) -> None:

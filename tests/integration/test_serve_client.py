@@ -20,9 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.cli import main
-from agent_memory.client import MemoryClient
-from agent_memory.errors import (
+from agent_memory_client import MemoryClient
+from agent_memory_contract.errors import (
     ConfigurationError,
     DatabaseUnavailable,
     Forbidden,
@@ -30,7 +29,8 @@ from agent_memory.errors import (
     InvalidInput,
     ServiceUnavailable,
 )
-from agent_memory.local.server import LocalApi, make_server
+from agent_memory_tools.cli import main
+from agent_memory_tools.local.server import LocalApi, make_server
 from tests.integration.recall_support import ROOT, TEMPLATE, body_of, event, invoke, manifest_entries
 
 
@@ -103,7 +103,7 @@ def test_curl_style_requests(served: str) -> None:
 def test_the_serve_command_prints_its_url_and_stops_on_sigterm(lambda_env: str) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "agent_memory", "serve", "--port", "0", "--no-warm", "--template", str(TEMPLATE)],
+        [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm", "--template", str(TEMPLATE)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -155,8 +155,8 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
 def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
     """A route the resolver has but the template lacks would be 404 from API Gateway, and vice versa;
     a route without security in the API definition would be open to anyone."""
-    from agent_memory.local.runtime import load_template
-    from agent_memory.local.server import openapi_document
+    from agent_memory_tools.local.runtime import load_template
+    from agent_memory_tools.local.server import openapi_document
 
     resources = load_template(TEMPLATE)["Resources"]
     events = resources["RecallFunction"]["Properties"]["Events"].values()

@@ -16,10 +16,10 @@ import pytest
 
 from agent_memory import lifecycle
 from agent_memory.config import Settings
-from agent_memory.local import runtime as lambda_local
-from agent_memory.models import NewMemory
 from agent_memory.providers.aws import get_secret_value
 from agent_memory.service import MemoryService, set_service
+from agent_memory_contract.models import NewMemory
+from agent_memory_tools.local import runtime as lambda_local
 from tests.integration.recall_support import TEMPLATE
 
 

@@ -14,8 +14,8 @@ from psycopg.types import TypeInfo
 
 from agent_memory.config import Settings
 from agent_memory.db.transactions import read_as_user
-from agent_memory.models import ConversationEnded, NewMemory
 from agent_memory.service import MemoryService
+from agent_memory_contract.models import ConversationEnded, NewMemory
 
 
 class _TextRefused(VectorDumper):

@@ -11,14 +11,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory import costs
-from agent_memory.cli import main
+from agent_memory import prices
 from agent_memory.config import Settings
 from agent_memory.db.usage import add_usage
-from agent_memory.errors import InvalidInput
 from agent_memory.ingest import writes
-from agent_memory.models import ConversationEnded, NewMemory, RecallQuery
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.models import ConversationEnded, NewMemory, RecallQuery
+from agent_memory_tools import costs
+from agent_memory_tools.cli import main
 from tests.integration.test_sql_efficiency import _round_trips
 
 
@@ -78,7 +79,7 @@ def test_the_usage_report_prices_each_line_and_sums_it(service: MemoryService) -
     report = service.usage("u1")
     assert report.start == report.end - dt.timedelta(days=29) and report.end == dt.datetime.now(dt.UTC).date()
     recall = next(line for line in report.lines if line.kind == "recall")
-    expected = costs.usage_cost("recall", "", calls=1, input_tokens=0, output_tokens=0, characters=3)
+    expected = prices.usage_cost("recall", "", calls=1, input_tokens=0, output_tokens=0, characters=3)
     assert recall.estimated_usd == round(expected, 6) and recall.estimated_usd > 0
     # hash embeddings run in the function: no provider cost.
     assert all(line.estimated_usd == 0 for line in report.lines if line.kind == "embedding")

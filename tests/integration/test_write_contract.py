@@ -33,20 +33,20 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_memory.errors import InvalidInput
 from agent_memory.extraction.parsing import MAX_OUTPUT_CHARS
 from agent_memory.extraction.records import MAX_EXPIRY, ExtractedMemory
 from agent_memory.ingest.importing import ImportReport
-from agent_memory.inputs import BLANK_GRAPHICS
-from agent_memory.local import runtime
-from agent_memory.models import (
+from agent_memory.service import get_service
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.inputs import BLANK_GRAPHICS
+from agent_memory_contract.models import (
     MAX_CONTENT_CHARS,
     MAX_METADATA_DEPTH,
     ConversationEnded,
     NewMemory,
     fact_key,
 )
-from agent_memory.service import get_service
+from agent_memory_tools.local import runtime
 from tests.environment import use_lambda_environment
 from tests.ingest_support import TEMPLATE, ChatServer, Reply, chat_completion, failures, sqs_event, sqs_record
 from tests.integration.recall_support import body_of, invoke, with_body, with_request

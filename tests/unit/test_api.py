@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.client import errors as client_errors
-from agent_memory.errors import (
+from agent_memory.http import handlers, identity
+from agent_memory_client import errors as client_errors
+from agent_memory_contract import kinds as http_errors
+from agent_memory_contract import schemas
+from agent_memory_contract.errors import (
     AgentMemoryError,
     ConfigurationError,
     DatabaseUnavailable,
@@ -25,9 +28,7 @@ from agent_memory.errors import (
     ServiceUnavailable,
     StatementTimeout,
 )
-from agent_memory.http import errors as http_errors
-from agent_memory.http import handlers, identity, schemas
-from agent_memory.local.server import http_answer, http_api_event, unverified_jwt_claims
+from agent_memory_tools.local.server import http_answer, http_api_event, unverified_jwt_claims
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 

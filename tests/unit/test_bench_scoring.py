@@ -6,11 +6,11 @@ import io
 
 import pytest
 
-from agent_memory.bench import scoring
-from agent_memory.bench.common import print_table
-from agent_memory.bench.synthetic import SyntheticCorpus
-from agent_memory.bench.tokens import history_text
-from agent_memory.models import content_hash
+from agent_memory_contract.models import content_hash
+from agent_memory_tools.bench import scoring
+from agent_memory_tools.bench.common import print_table
+from agent_memory_tools.bench.synthetic import SyntheticCorpus
+from agent_memory_tools.bench.tokens import history_text
 
 
 def memory(*evidence: str) -> dict[str, object]:

@@ -7,15 +7,20 @@ import sys
 
 import pytest
 
-from agent_memory.cli.main import build_parser, command_of
+from agent_memory_tools.cli.main import build_parser, command_of
 
-LAZY = ("agent_memory.bench.quality", "agent_memory.bench.latency", "agent_memory.local.server", "http.server")
+LAZY = (
+    "agent_memory_tools.bench.quality",
+    "agent_memory_tools.bench.latency",
+    "agent_memory_tools.local.server",
+    "http.server",
+)
 
 
 def _modules_after(argv: list[str]) -> set[str]:
     code = (
         "import sys\n"
-        "from agent_memory.cli.main import main\n"
+        "from agent_memory_tools.cli.main import main\n"
         f"code = main({argv!r})\n"
         f"print(' '.join(m for m in {LAZY!r} if m in sys.modules))\n"
         "sys.exit(code)\n"

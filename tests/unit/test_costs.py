@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.cli import main
 from agent_memory.config import Settings
-from agent_memory.costs import (
-    DEFAULT_PRICES,
-    GIB,
-    HOURS_PER_MONTH,
-    CostAssumptions,
-    CostEstimate,
-    Price,
-    PriceTable,
-    monthly_cost,
-)
+from agent_memory.prices import DEFAULT_PRICES, GIB, HOURS_PER_MONTH, Price, PriceTable
+from agent_memory_tools.cli import main
+from agent_memory_tools.costs import CostAssumptions, CostEstimate, monthly_cost
 
 DAYS = HOURS_PER_MONTH / 24
 

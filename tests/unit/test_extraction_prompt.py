@@ -6,7 +6,7 @@ import datetime as dt
 import json
 
 from agent_memory.extraction.prompt import MAX_PROMPT_MESSAGE_CHARS, build_prompt
-from agent_memory.models import CATEGORIES, ChatMessage
+from agent_memory_contract.models import CATEGORIES, ChatMessage
 
 CONVERSATION = [
     ChatMessage(role="user", content="Hi! My stack is TypeScript.", created_at=dt.datetime(2026, 11, 29, 10, 3)),
@@ -54,7 +54,7 @@ def test_the_prompt_and_the_database_allow_exactly_the_models_categories() -> No
     import re
     from pathlib import Path
 
-    from agent_memory.models import CATEGORIES
+    from agent_memory_contract.models import CATEGORIES
 
     prompt = build_prompt([], max_items=5)[0]
     (listed,) = re.findall(r"category is one of ([a-z, ]+)\.", prompt)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.extraction.rules import RulesExtractor, to_third_person
-from agent_memory.models import ChatMessage, ConversationEnded
+from agent_memory_contract.models import ChatMessage, ConversationEnded
 
 REPO = Path(__file__).resolve().parents[2]
 

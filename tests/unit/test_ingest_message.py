@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.models import ConversationEnded
+from agent_memory_contract.models import ConversationEnded
 
 
 def test_the_issue_example_parses_with_unknown_fields_ignored() -> None:

@@ -1,4 +1,4 @@
-"""Untrusted text and JSON values (agent_memory.inputs): what counts as visible, what jsonb and the
+"""Untrusted text and JSON values (agent_memory_contract.inputs): what counts as visible, what jsonb and the
 way back can hold, and how rows nested too deep are answered."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from agent_memory.config import Settings
-from agent_memory.errors import InputTooLarge
 from agent_memory.ingest.rows import check_lengths
-from agent_memory.inputs import CUT, JsonValueError, cut_deep, has_visible, inspect_json, lone_surrogate
-from agent_memory.models import MAX_METADATA_DEPTH, NewMemory, RecalledMemory
+from agent_memory_contract.errors import InputTooLarge
+from agent_memory_contract.inputs import CUT, JsonValueError, cut_deep, has_visible, inspect_json, lone_surrogate
+from agent_memory_contract.models import MAX_METADATA_DEPTH, NewMemory, RecalledMemory
 
 
 def nested(depth: int, leaf: Any = 1) -> Any:

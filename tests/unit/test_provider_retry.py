@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.providers.retry import MAX_DELAY_S, Retryable, RetryPolicy, parse_retry_after
+from agent_memory_contract.errors import ProviderError
 
 NOW = 1_800_000_000.0
 

@@ -11,9 +11,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agent_memory.client.sqs import _sqs_client, publish_conversation_ended
-from agent_memory.errors import ConfigurationError, InvalidInput
-from agent_memory.models import ChatMessage, ConversationEnded
+from agent_memory_client.sqs import _sqs_client, publish_conversation_ended
+from agent_memory_contract.errors import ConfigurationError, InvalidInput
+from agent_memory_contract.models import ChatMessage, ConversationEnded
 
 REGION = "eu-west-1"
 CHAT = [

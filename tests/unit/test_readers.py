@@ -11,7 +11,7 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.db.readers import ReadRouter, reader_settings
-from agent_memory.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
+from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
 
 
 class Endpoint:

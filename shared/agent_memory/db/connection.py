@@ -20,7 +20,7 @@ import psycopg
 
 from agent_memory.config import Settings
 from agent_memory.db.embedded import start_embedded_server
-from agent_memory.errors import ConfigurationError, DatabaseUnavailable, SchemaChanged, StatementTimeout
+from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, SchemaChanged, StatementTimeout
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 import warnings
 from pathlib import Path
 
-from agent_memory.errors import ConfigurationError, DatabaseUnavailable
+from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable
 
 
 def start_embedded_server(data_dir: Path) -> str:

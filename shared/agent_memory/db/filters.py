@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agent_memory.models import MemoryFilters
+from agent_memory_contract.models import MemoryFilters
 
 # Which conditions a filter has: the shape a statement is composed for.
 FilterShape = tuple[bool, bool, bool, bool]

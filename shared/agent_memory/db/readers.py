@@ -28,8 +28,8 @@ import psycopg
 
 from agent_memory.config import Settings
 from agent_memory.db.connection import Connection, Database
-from agent_memory.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
-from agent_memory.models import Consistency
+from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
+from agent_memory_contract.models import Consistency
 
 logger = logging.getLogger(__name__)
 

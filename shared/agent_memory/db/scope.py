@@ -10,7 +10,7 @@ from typing import Any
 from psycopg import sql
 
 from agent_memory.db.filters import filter_params, filter_shape, filters_sql
-from agent_memory.models import MemoryFilters
+from agent_memory_contract.models import MemoryFilters
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from agent_memory.db.connection import Connection, VectorSchema, vector_schema_of
-from agent_memory.errors import ConfigurationError, SchemaChanged
+from agent_memory_contract.errors import ConfigurationError, SchemaChanged
 
 logger = logging.getLogger(__name__)
 

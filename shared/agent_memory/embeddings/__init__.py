@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
-from agent_memory.errors import ConfigurationError
+from agent_memory_contract.errors import ConfigurationError
 
 __all__ = ["Embedder", "create_embedder"]
 

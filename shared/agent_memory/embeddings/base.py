@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.errors import ProviderError
 from agent_memory.usage import record_usage
+from agent_memory_contract.errors import ProviderError
 
 Vectors = npt.NDArray[np.float32]
 

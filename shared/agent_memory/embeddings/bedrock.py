@@ -16,10 +16,10 @@ import numpy.typing as npt
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
-from agent_memory.errors import ConfigurationError, ProviderError
 from agent_memory.providers.bedrock import bedrock_runtime_client, call_bedrock
 from agent_memory.providers.retry import RetryPolicy
 from agent_memory.usage import record_usage
+from agent_memory_contract.errors import ConfigurationError, ProviderError
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 TITAN_V2_DIMENSIONS = (256, 512, 1024)

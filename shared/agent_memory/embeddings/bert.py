@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.errors import ConfigurationError
+from agent_memory_contract.errors import ConfigurationError
 
 Array = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]

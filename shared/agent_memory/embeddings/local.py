@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.embeddings.base import Embedder, Vectors
-from agent_memory.errors import ConfigurationError
+from agent_memory_contract.errors import ConfigurationError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 Backend = Literal["numpy", "sentence-transformers"]

@@ -18,10 +18,10 @@ import numpy.typing as npt
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
-from agent_memory.errors import ConfigurationError, ProviderError
 from agent_memory.providers.aws import openai_api_key
 from agent_memory.providers.http import OpenAICompatClient
 from agent_memory.usage import record_usage
+from agent_memory_contract.errors import ConfigurationError, ProviderError
 
 DEFAULT_MODEL = "text-embedding-3-small"
 # Output sizes when no "dimensions" is requested.

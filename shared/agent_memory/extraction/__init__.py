@@ -15,9 +15,9 @@ Provider modules are imported only when selected.
 from __future__ import annotations
 
 from agent_memory.config import Settings
-from agent_memory.errors import ConfigurationError
 from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.records import ExistingMemory, ExtractedMemory, Extraction
+from agent_memory_contract.errors import ConfigurationError
 
 __all__ = ["ExistingMemory", "ExtractedMemory", "Extraction", "Extractor", "create_extractor"]
 

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from agent_memory.extraction.records import ExistingMemory, Extraction, bound_expiry
-from agent_memory.models import ChatMessage
+from agent_memory_contract.models import ChatMessage
 
 
 class Extractor(ABC):

@@ -11,11 +11,11 @@ import logging
 from typing import Any, Unpack
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from agent_memory.providers.bedrock import bedrock_runtime_client, call_bedrock
 from agent_memory.providers.retry import RetryPolicy
 from agent_memory.usage import record_usage
+from agent_memory_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 

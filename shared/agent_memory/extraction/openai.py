@@ -16,11 +16,11 @@ from typing import Any, Unpack
 import httpx
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from agent_memory.providers.aws import llm_api_key
 from agent_memory.providers.http import OpenAICompatClient
 from agent_memory.usage import record_usage
+from agent_memory_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 

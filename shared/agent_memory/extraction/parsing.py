@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_memory.extraction.records import ExtractedMemory, Extraction
-from agent_memory.models import fact_key
+from agent_memory_contract.models import fact_key
 
 logger = logging.getLogger(__name__)
 

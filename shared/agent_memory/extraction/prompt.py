@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 
 from agent_memory.extraction.records import ExistingMemory
-from agent_memory.models import CATEGORIES, ChatMessage
+from agent_memory_contract.models import CATEGORIES, ChatMessage
 
 # Long turns (pasted code, logs) carry little worth remembering; their head is kept.
 MAX_PROMPT_MESSAGE_CHARS = 4000

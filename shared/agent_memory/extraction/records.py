@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-from agent_memory.models import CATEGORIES, MAX_NAMED_ENTITIES, Category, Content, NewMemory
+from agent_memory_contract.models import CATEGORIES, MAX_NAMED_ENTITIES, Category, Content, NewMemory
 
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,1 @@
-"""The HTTP API's shared parts: request/response schemas, caller identity, and errors as HTTP."""
+"""The HTTP edge: caller identity, body decoding and the error answers of the handlers."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_memory.errors import InvalidInput
-from agent_memory.inputs import JsonValueError, field_path, inspect_json
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.inputs import JsonValueError, field_path, inspect_json
 
 # json.loads gives up first (RecursionError near Python's recursion limit, 1000); this bounds the
 # walk all the same. Values nested deeper than their field allows are refused by the models,

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from agent_memory.errors import AgentMemoryError, InvalidInput
-from agent_memory.http.errors import INTERNAL, RETRY_AFTER_S, error_kind
-from agent_memory.http.schemas import ErrorBody, ErrorDetail
+from agent_memory_contract.errors import AgentMemoryError, InvalidInput
+from agent_memory_contract.kinds import INTERNAL, RETRY_AFTER_S, error_kind
+from agent_memory_contract.schemas import ErrorBody, ErrorDetail
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response

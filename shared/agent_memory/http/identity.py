@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent_memory.errors import Forbidden, InvalidInput
+from agent_memory_contract.errors import Forbidden, InvalidInput
 
 
 def caller_user_id(claims: Mapping[str, Any] | None, requested: str | None) -> str:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent_memory.errors import InvalidInput
-from agent_memory.models import ImportLine, StoredIds, describe_errors
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.models import ImportLine, StoredIds, describe_errors
 
 logger = logging.getLogger(__name__)
 

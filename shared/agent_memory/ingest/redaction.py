@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 from agent_memory.config import Settings
-from agent_memory.models import NewMemory
 from agent_memory.privacy import PiiDetector, PiiPolicy, RegexDetector, redact_many
+from agent_memory_contract.models import NewMemory
 
 logger = logging.getLogger(__name__)
 

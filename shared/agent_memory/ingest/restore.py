@@ -11,10 +11,10 @@ from agent_memory.db.connection import Connection
 from agent_memory.db.entities import link_entities
 from agent_memory.db.transactions import user_transaction
 from agent_memory.db.usage import add_usage
-from agent_memory.errors import InvalidInput
 from agent_memory.ingest.rows import MemoryRow
 from agent_memory.ingest.writes import WriteOutcome, row_params
 from agent_memory.usage import UsageRow
+from agent_memory_contract.errors import InvalidInput
 
 # ON CONFLICT DO NOTHING covers both keys: the id (whoever has it: uniqueness is checked past
 # row-level security, so another user's row is never touched) and the fact key.

@@ -14,11 +14,11 @@ import numpy as np
 from agent_memory import poison
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
-from agent_memory.errors import InputTooLarge, InvalidInput
 from agent_memory.extraction.entities import MAX_ENTITIES, entity_keys, extract_entities
 from agent_memory.ingest.redaction import REDACTED_KEY
-from agent_memory.inputs import JsonValueError, inspect_json
-from agent_memory.models import NewMemory, content_hash, fact_key, metadata_chars
+from agent_memory_contract.errors import InputTooLarge, InvalidInput
+from agent_memory_contract.inputs import JsonValueError, inspect_json
+from agent_memory_contract.models import NewMemory, content_hash, fact_key, metadata_chars
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,10 +24,10 @@ from agent_memory.db.entities import link_entities
 from agent_memory.db.scope import Scope, scope_filter, scope_params
 from agent_memory.db.transactions import pipelined_transaction, read_as_user, user_transaction
 from agent_memory.db.usage import add_usage
-from agent_memory.errors import SchemaMismatch
 from agent_memory.extraction.records import ExistingMemory
 from agent_memory.ingest.rows import MemoryRow
 from agent_memory.usage import UsageRow
+from agent_memory_contract.errors import SchemaMismatch
 
 
 @dataclasses.dataclass(frozen=True)

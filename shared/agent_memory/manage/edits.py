@@ -18,11 +18,11 @@ from agent_memory.db.connection import Connection, vector_column, vector_schema_
 from agent_memory.db.entities import relink_entities
 from agent_memory.db.transactions import read_as_user, user_transaction
 from agent_memory.db.usage import add_usage
-from agent_memory.errors import Conflict, SchemaMismatch
 from agent_memory.extraction.entities import extract_entities
 from agent_memory.manage.queries import MEMORY_COLUMNS
-from agent_memory.models import Memory, MemoryEvent, content_hash
 from agent_memory.usage import UsageRow
+from agent_memory_contract.errors import Conflict, SchemaMismatch
+from agent_memory_contract.models import Memory, MemoryEvent, content_hash
 
 _GET = f"SELECT {MEMORY_COLUMNS} FROM user_memories WHERE user_id = %(user_id)s AND id = %(id)s"
 

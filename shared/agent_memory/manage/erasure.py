@@ -15,8 +15,9 @@ from psycopg.types.json import Jsonb
 
 from agent_memory.db.connection import Connection
 from agent_memory.db.transactions import maintenance_transaction, user_transaction
-from agent_memory.erasure import ERASURE_KEY, ErasureCounts, ErasureReceipt, subject_hash
-from agent_memory.errors import ConfigurationError
+from agent_memory.erasure import ERASURE_KEY, subject_hash
+from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.schemas import ErasureCounts, ErasureReceipt
 
 # Counted by deleting: each CTE's RETURNING feeds the receipt, in one statement.
 _ERASE = """

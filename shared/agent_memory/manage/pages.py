@@ -8,8 +8,8 @@ import datetime as dt
 import json
 import uuid
 
-from agent_memory.errors import InvalidInput
-from agent_memory.models import Memory
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.models import Memory
 
 
 def encode_cursor(last: Memory) -> str:

@@ -12,7 +12,7 @@ from psycopg.rows import class_row
 from agent_memory.db.connection import Connection
 from agent_memory.db.scope import Scope, scope_filter, scope_params
 from agent_memory.db.transactions import maintenance_transaction, user_transaction
-from agent_memory.models import Memory, MemoryEvent
+from agent_memory_contract.models import Memory, MemoryEvent
 
 MEMORY_COLUMNS = (
     "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "

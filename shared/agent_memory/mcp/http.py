@@ -27,13 +27,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import TypeAdapter, ValidationError
 from starlette.types import Message
 
-from agent_memory.errors import AgentMemoryError, ConfigurationError, Forbidden, InvalidInput
-from agent_memory.http.errors import error_kind
 from agent_memory.http.identity import caller_user_id
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server
-from agent_memory.models import ProjectId, UserId
 from agent_memory.observability import logger
 from agent_memory.service import MemoryService
+from agent_memory_contract.errors import AgentMemoryError, ConfigurationError, Forbidden, InvalidInput
+from agent_memory_contract.kinds import error_kind
+from agent_memory_contract.models import ProjectId, UserId
 
 USER_HEADER = "x-memory-user"
 PROJECT_HEADER = "x-memory-project"

@@ -5,7 +5,7 @@ comes from an :data:`IdentityResolver`, per request: the transport decides (stdi
 line; HTTP: the JWT's ``sub`` or the IAM caller's ``X-Memory-User``), never a tool argument, so a
 prompt-injected model cannot read or change another user's memories.
 
-Every failure the service anticipates (:class:`~agent_memory.errors.AgentMemoryError`) becomes a
+Every failure the service anticipates (:class:`~agent_memory_contract.errors.AgentMemoryError`) becomes a
 tool error the model can read (``isError: true``) with the HTTP API's public wording; anything
 else is a crash whose details stay in the server's log.
 """
@@ -27,9 +27,10 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from agent_memory import __version__
-from agent_memory.errors import AgentMemoryError, InvalidInput
-from agent_memory.http.errors import error_kind
-from agent_memory.models import (
+from agent_memory.service import MemoryService
+from agent_memory_contract.errors import AgentMemoryError, InvalidInput
+from agent_memory_contract.kinds import error_kind
+from agent_memory_contract.models import (
     MAX_CONTENT_CHARS,
     MAX_ID_CHARS,
     MAX_PAGE,
@@ -49,7 +50,6 @@ from agent_memory.models import (
     StoredIds,
     describe_errors,
 )
-from agent_memory.service import MemoryService
 
 logger = logging.getLogger("agent_memory.mcp")
 

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent_memory.errors import ConfigurationError
+from agent_memory_contract.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from agent_memory.config import Settings

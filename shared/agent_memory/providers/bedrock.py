@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.providers.retry import Retryable, RetryPolicy, parse_retry_after
+from agent_memory_contract.errors import ProviderError
 
 T = TypeVar("T")
 

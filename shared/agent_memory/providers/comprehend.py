@@ -11,7 +11,7 @@ Limits handled here: a request holds at most 100 KB of UTF-8 (longer texts are s
 whitespace and the offsets shifted back), the languages are English and Spanish, throttling and
 server errors are retried under the shared policy (:mod:`agent_memory.providers.retry`: backoff
 with jitter, bounded attempts and budget), and every failure surfaces as a
-:class:`~agent_memory.errors.ProviderError` named "comprehend".
+:class:`~agent_memory_contract.errors.ProviderError` named "comprehend".
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from agent_memory.config import Settings
-from agent_memory.errors import ConfigurationError, ProviderError
 from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding
 from agent_memory.providers.retry import Retryable, RetryPolicy
 from agent_memory.usage import record_usage
+from agent_memory_contract.errors import ConfigurationError, ProviderError
 
 LANGUAGES = ("en", "es")
 # The API's limit is 100 KB of UTF-8 per request; a little is kept in reserve.

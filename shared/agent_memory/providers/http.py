@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.providers.retry import Retryable, RetryPolicy, parse_retry_after
+from agent_memory_contract.errors import ProviderError
 
 # 429, the timeouts and conflicts a retry can clear, and every 5xx except 501 Not Implemented.
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, *range(500, 600)} - {501})

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
+from agent_memory_contract.errors import ProviderError
 
 T = TypeVar("T")
 

@@ -31,8 +31,8 @@ from agent_memory.db.filters import FilterShape, filter_shape, filters_sql
 from agent_memory.db.scope import Scope, scope_params, scope_sql
 from agent_memory.db.transactions import read_as_user
 from agent_memory.db.usage import UPSERT_USAGE, usage_params
-from agent_memory.errors import StatementTimeout
 from agent_memory.usage import UsageRow
+from agent_memory_contract.errors import StatementTimeout
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
 

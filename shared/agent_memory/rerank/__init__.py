@@ -16,8 +16,8 @@ Provider modules are imported only when selected.
 from __future__ import annotations
 
 from agent_memory.config import Settings
-from agent_memory.errors import ConfigurationError
 from agent_memory.rerank.base import Reranker
+from agent_memory_contract.errors import ConfigurationError
 
 __all__ = ["Reranker", "create_reranker"]
 

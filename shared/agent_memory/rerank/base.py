@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.providers.retry import RetryPolicy
+from agent_memory_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 

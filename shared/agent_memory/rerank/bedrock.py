@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.providers.bedrock import bedrock_agent_runtime_client, call_bedrock
 from agent_memory.providers.retry import RetryPolicy
 from agent_memory.rerank.base import Reranker, scores_by_index, short_retry
+from agent_memory_contract.errors import ProviderError
 
 DEFAULT_MODEL = "amazon.rerank-v1:0"
 PROVIDER = "bedrock rerank"

@@ -13,10 +13,10 @@ from __future__ import annotations
 import httpx
 
 from agent_memory.config import Settings
-from agent_memory.errors import ProviderError
 from agent_memory.providers.aws import rerank_api_key
 from agent_memory.providers.http import OpenAICompatClient
 from agent_memory.rerank.base import Reranker, scores_by_index, short_retry
+from agent_memory_contract.errors import ProviderError
 
 DEFAULT_MODEL = "rerank-v3.5"
 PROVIDER = "cohere rerank"

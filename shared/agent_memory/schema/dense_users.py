@@ -39,8 +39,8 @@ from agent_memory.db.dense import (
     dense_index_names,
 )
 from agent_memory.db.transactions import maintenance_transaction
-from agent_memory.errors import ConfigurationError, InvalidInput, SchemaMismatch
 from agent_memory.schema.migrate import read_meta, register_types
+from agent_memory_contract.errors import ConfigurationError, InvalidInput, SchemaMismatch
 
 logger = logging.getLogger(__name__)
 

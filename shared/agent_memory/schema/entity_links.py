@@ -20,9 +20,9 @@ from pydantic import BaseModel
 from agent_memory.config import Settings
 from agent_memory.db.connection import Connection, Database
 from agent_memory.db.transactions import maintenance_transaction
-from agent_memory.errors import InvalidInput, SchemaMismatch
 from agent_memory.extraction.entities import extract_entities
 from agent_memory.schema.migrate import read_meta, register_types
+from agent_memory_contract.errors import InvalidInput, SchemaMismatch
 
 logger = logging.getLogger(__name__)
 

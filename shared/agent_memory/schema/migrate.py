@@ -14,7 +14,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from agent_memory.db.connection import Connection, VectorSchema
-from agent_memory.errors import ConfigurationError, SchemaMismatch
+from agent_memory_contract.errors import ConfigurationError, SchemaMismatch
 
 logger = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from agent_memory.config import Settings
 from agent_memory.db.connection import Connection, Database
 from agent_memory.db.transactions import VECTOR_SCHEMA_LOCK_KEY, maintenance_transaction
 from agent_memory.embeddings import Embedder
-from agent_memory.errors import ConfigurationError, DatabaseUnavailable, InvalidInput, StatementTimeout
 from agent_memory.schema.migrate import read_meta, register_types
+from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, InvalidInput, StatementTimeout
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import psycopg
 from psycopg import sql
 
 from agent_memory.db.connection import Connection
-from agent_memory.errors import ConfigurationError
 from agent_memory.schema.migrate import MIGRATION_LOCK_KEY
+from agent_memory_contract.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 

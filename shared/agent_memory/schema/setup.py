@@ -9,10 +9,10 @@ import logging
 from agent_memory.config import Settings
 from agent_memory.db.connection import Connection, Database
 from agent_memory.embeddings import Embedder
-from agent_memory.errors import ConfigurationError
 from agent_memory.providers.aws import app_db_credentials
 from agent_memory.schema.migrate import apply_migrations, prepare_connection
 from agent_memory.schema.roles import AppLogin, ensure_app_login, ensure_can_set_role
+from agent_memory_contract.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from agent_memory import costs
+from agent_memory import prices
 from agent_memory.changes import DrainResult, OutboxStatus, drain_outbox, outbox_status
-from agent_memory.errors import ConfigurationError, InvalidInput
 from agent_memory.manage import usage as usage_queries
 from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.usage import TenantUsage, UsageLine, UsageReport, usage_totals
+from agent_memory_contract.errors import ConfigurationError, InvalidInput
+from agent_memory_contract.schemas import TenantUsage, UsageLine, UsageReport, usage_totals
 
 # GET /usage: the default period (days, today included) and the longest one asked at once.
 USAGE_DEFAULT_DAYS = 30
@@ -18,9 +18,9 @@ USAGE_MAX_DAYS = 366
 
 
 def _cost(row: dict[str, Any]) -> float:
-    """One usage row at the price table's prices (see :func:`agent_memory.costs.usage_cost`)."""
+    """One usage row at the price table's prices (see :func:`agent_memory.prices.usage_cost`)."""
     return round(
-        costs.usage_cost(
+        prices.usage_cost(
             row["kind"],
             row["model"],
             calls=int(row["calls"]),
@@ -49,7 +49,7 @@ class Accounting(ServiceBase):
             lines=lines,
             totals=usage_totals(lines),
             estimated_usd=round(sum(line.estimated_usd for line in lines), 6),
-            prices=f"{costs.DEFAULT_PRICES.region} list prices of {costs.DEFAULT_PRICES.as_of}",
+            prices=f"{prices.DEFAULT_PRICES.region} list prices of {prices.DEFAULT_PRICES.as_of}",
         )
 
     def usage_by_user(self, *, start: dt.date | None = None, end: dt.date | None = None) -> list[TenantUsage]:

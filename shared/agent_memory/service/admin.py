@@ -9,13 +9,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from agent_memory.manage import queries
-from agent_memory.models import (
-    normalize_content,
-)
 from agent_memory.schema import dense_users, entity_links
 from agent_memory.schema import reembed as reembedding
 from agent_memory.schema.setup import MigrateResult, migrate
 from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory_contract.models import (
+    normalize_content,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -6,21 +6,21 @@ import logging
 import uuid
 from typing import Any
 
-from agent_memory.erasure import ErasureReceipt
-from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.ingest.rows import (
     check_metadata,
 )
 from agent_memory.manage import edits, queries
 from agent_memory.manage import erasure as erasing
-from agent_memory.models import (
+from agent_memory.service.reading import Reading
+from agent_memory.usage import UsageRow, metering
+from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
+from agent_memory_contract.models import (
     Memory,
     MemoryChanges,
     NewMemory,
 )
-from agent_memory.service.reading import Reading
-from agent_memory.usage import UsageRow, metering
+from agent_memory_contract.schemas import ErasureReceipt
 
 logger = logging.getLogger(__name__)
 

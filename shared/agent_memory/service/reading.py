@@ -10,10 +10,15 @@ import numpy as np
 
 from agent_memory.db.scope import Scope
 from agent_memory.db.usage import record_usage
-from agent_memory.errors import InputTooLarge, InvalidInput, NotFound
-from agent_memory.inputs import has_visible, lone_surrogate
 from agent_memory.manage import edits, pages, queries
-from agent_memory.models import (
+from agent_memory.recall.block import build_memory_block
+from agent_memory.recall.candidates import hybrid_candidates
+from agent_memory.recall.ranking import RecallOptions, rank_candidates
+from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.usage import Meter, metering
+from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
+from agent_memory_contract.inputs import has_visible, lone_surrogate
+from agent_memory_contract.models import (
     DEFAULT_PAGE,
     MAX_HISTORY,
     MAX_PAGE,
@@ -29,11 +34,6 @@ from agent_memory.models import (
     RecallResult,
     export_line,
 )
-from agent_memory.recall.block import build_memory_block
-from agent_memory.recall.candidates import hybrid_candidates
-from agent_memory.recall.ranking import RecallOptions, rank_candidates
-from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.usage import Meter, metering
 
 
 class Reading(ServiceBase):

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 
 from agent_memory.db.connection import Connection
-from agent_memory.errors import DatabaseUnavailable
 from agent_memory.ingest import conversation, importing, restore, writes
 from agent_memory.ingest.rows import (
     MemoryRow,
@@ -20,15 +19,16 @@ from agent_memory.ingest.rows import (
     embed_unique,
 )
 from agent_memory.ingest.writes import UnflushedWrites
-from agent_memory.models import (
+from agent_memory.service.base import ServiceBase
+from agent_memory.usage import Meter, UsageRow, metering
+from agent_memory_contract.errors import DatabaseUnavailable
+from agent_memory_contract.models import (
     ConversationEnded,
     ImportLine,
     IngestOutcome,
     NewMemory,
     StoredIds,
 )
-from agent_memory.service.base import ServiceBase
-from agent_memory.usage import Meter, UsageRow, metering
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,231 @@
+"""The memory API over HTTP, asynchronously (httpx.AsyncClient): :class:`AsyncMemoryClient`,
+with the same methods as :class:`agent_memory_client.MemoryClient` (each built once in :mod:`.calls`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+from tenacity import AsyncRetrying
+
+from agent_memory_client import calls
+from agent_memory_client.calls import Auth, Call
+from agent_memory_client.http import Filters, MemoryList, check_url
+from agent_memory_contract.errors import NotFound
+from agent_memory_contract.models import (
+    MAX_PAGE,
+    ChatMessage,
+    Consistency,
+    ImportLine,
+    IngestOutcome,
+    Memory,
+    MemoryChanges,
+    MemoryEvent,
+    NewMemory,
+    RecallResult,
+    StoredIds,
+)
+from agent_memory_contract.schemas import ErasureReceipt, UsageReport
+
+T = TypeVar("T")
+
+
+class AsyncMemoryClient:
+    """:class:`agent_memory_client.MemoryClient` for asyncio: the same arguments, methods and
+    errors, awaited (``iter_memories`` and ``export_memories`` are async iterators)."""
+
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        auth: Auth | None = None,
+        token: str | Callable[[], str] | None = None,
+        region: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 2,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.api_url = check_url(api_url)
+        self.auth = calls.infer_auth(api_url, auth, token)
+        self._signer = calls.Signer(api_url, self.auth, token, region)
+        self._retries = max(0, retries)
+        self._http = http or httpx.AsyncClient(timeout=timeout)
+        self._owns_http = http is None
+
+    async def recall(
+        self,
+        query: str | None = None,
+        *,
+        user_id: str | None = None,
+        messages: Sequence[Mapping[str, Any] | ChatMessage] | None = None,
+        project_id: str | None = None,
+        limit: int | None = None,
+        now: dt.datetime | None = None,
+        filters: Filters = None,
+        consistency: Consistency | None = None,
+    ) -> RecallResult:
+        return await self._run(
+            calls.recall(
+                query,
+                user_id=user_id,
+                messages=messages,
+                project_id=project_id,
+                limit=limit,
+                now=now,
+                filters=filters,
+                consistency=consistency,
+            )
+        )
+
+    async def add(
+        self,
+        memories: Sequence[str | Mapping[str, Any] | NewMemory],
+        *,
+        user_id: str | None = None,
+        project_id: str | None = None,
+    ) -> StoredIds:
+        return await self._run(calls.add(memories, user_id=user_id, project_id=project_id))
+
+    async def add_messages(
+        self,
+        messages: Sequence[Mapping[str, Any] | ChatMessage],
+        *,
+        user_id: str | None = None,
+        project_id: str | None = None,
+        conversation_id: str | None = None,
+        memories: Sequence[str | Mapping[str, Any] | NewMemory] = (),
+        ended_at: dt.datetime | None = None,
+    ) -> IngestOutcome:
+        return await self._run(
+            calls.add_messages(
+                messages,
+                user_id=user_id,
+                project_id=project_id,
+                conversation_id=conversation_id,
+                memories=memories,
+                ended_at=ended_at,
+            )
+        )
+
+    async def list_memories(
+        self,
+        *,
+        user_id: str | None = None,
+        project_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        include_inactive: bool = False,
+        filters: Filters = None,
+        consistency: Consistency | None = None,
+    ) -> MemoryList:
+        call = calls.list_memories(
+            user_id=user_id,
+            project_id=project_id,
+            limit=limit,
+            cursor=cursor,
+            include_inactive=include_inactive,
+            filters=filters,
+            consistency=consistency,
+        )
+        page = await self._run(call)
+        return MemoryList(page.memories, page.next_cursor)
+
+    async def iter_memories(
+        self, *, user_id: str | None = None, project_id: str | None = None, filters: Filters = None
+    ) -> AsyncIterator[Memory]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_memories(
+                user_id=user_id, project_id=project_id, limit=MAX_PAGE, cursor=cursor, filters=filters
+            )
+            for memory in page:
+                yield memory
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def get_memory(
+        self, memory_id: uuid.UUID | str, *, user_id: str | None = None, consistency: Consistency | None = None
+    ) -> Memory:
+        return await self._run(calls.get_memory(memory_id, user_id=user_id, consistency=consistency))
+
+    async def update_memory(
+        self,
+        memory_id: uuid.UUID | str,
+        changes: MemoryChanges | Mapping[str, Any] | None = None,
+        *,
+        user_id: str | None = None,
+        **fields: Any,
+    ) -> Memory:
+        return await self._run(calls.update_memory(memory_id, changes, fields, user_id=user_id))
+
+    async def forget_memory(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> bool:
+        return await self._run(calls.forget_memory(memory_id, user_id=user_id))
+
+    async def forget_user(self, user_id: str) -> ErasureReceipt:
+        return await self._run(calls.forget_user(user_id))
+
+    async def erasure(self, erasure_id: uuid.UUID | str) -> ErasureReceipt:
+        return await self._run(calls.erasure(erasure_id))
+
+    async def usage(
+        self, *, user_id: str | None = None, start: dt.date | None = None, end: dt.date | None = None
+    ) -> UsageReport:
+        return await self._run(calls.usage(user_id=user_id, start=start, end=end))
+
+    async def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
+        return await self._run(calls.history(memory_id, user_id=user_id))
+
+    async def export_memories(
+        self,
+        *,
+        user_id: str | None = None,
+        history: bool = False,
+        page_size: int | None = None,
+        consistency: Consistency | None = None,
+    ) -> AsyncIterator[ImportLine]:
+        cursor: str | None = None
+        while True:
+            page = await self._run(
+                calls.export_page(
+                    user_id=user_id, history=history, cursor=cursor, limit=page_size, consistency=consistency
+                )
+            )
+            for line in page.lines:
+                yield line
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _run(self, call: Call[T]) -> T:
+        url, content = call.url(self.api_url), call.content()
+        response: httpx.Response | NotFound
+        try:
+            response = await AsyncRetrying(**calls.retry_policy(self._retries))(self._send, call.method, url, content)
+        except calls.Retryable as failed:
+            raise failed.error from failed.__cause__
+        except NotFound as missing:
+            response = missing
+        return calls.finish(call, response)
+
+    async def _send(self, method: str, url: str, content: bytes) -> httpx.Response:
+        headers = self._signer.headers(method, url, content)
+        try:
+            response = await self._http.request(method, url, content=content or None, headers=headers)
+        except httpx.TransportError as exc:
+            raise calls.unreachable(self.api_url, exc) from exc
+        calls.check_answer(response, self.api_url)
+        return response

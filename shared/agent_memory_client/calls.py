@@ -1,0 +1,440 @@
+"""What the sync and async clients share: each operation as a request to build and an answer to
+parse (one definition per operation), auth, the one retry policy, and error decoding.
+
+A :class:`Call` is transport-free; :class:`agent_memory_client.MemoryClient` sends it with
+httpx.Client and :class:`agent_memory_client.AsyncMemoryClient` with httpx.AsyncClient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from http import HTTPStatus
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from agent_memory_client.common import region_from_host, without_none
+from agent_memory_client.errors import error_from_answer
+from agent_memory_contract.errors import (
+    AgentMemoryError,
+    ConfigurationError,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+)
+from agent_memory_contract.models import (
+    ChatMessage,
+    Consistency,
+    ConversationEnded,
+    ExportPage,
+    ImportLine,
+    IngestOutcome,
+    Memory,
+    MemoryChanges,
+    MemoryEvent,
+    MemoryFilters,
+    MemoryPage,
+    NewMemory,
+    RecallResult,
+    StoredIds,
+    describe_errors,
+)
+from agent_memory_contract.schemas import ErasureReceipt, MemoryHistory, UsageReport
+
+Auth = Literal["iam", "jwt", "none"]
+T = TypeVar("T")
+
+EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+RETRY_STATUSES = {
+    HTTPStatus.TOO_MANY_REQUESTS,
+    HTTPStatus.BAD_GATEWAY,
+    HTTPStatus.SERVICE_UNAVAILABLE,
+    HTTPStatus.GATEWAY_TIMEOUT,
+}
+
+
+class Retryable(Exception):
+    """An answer or failure worth one more try (429, 502-504, connection errors, timeouts)."""
+
+    def __init__(self, error: AgentMemoryError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def retry_policy(retries: int) -> dict[str, Any]:
+    """The one retry policy (tenacity keyword arguments) of both clients: every operation is
+    idempotent, so what may have failed before the server acted is retried with backoff."""
+    from tenacity import retry_if_exception_type, stop_after_attempt, wait_exponential
+
+    return {
+        "stop": stop_after_attempt(retries + 1),
+        "wait": wait_exponential(multiplier=0.2, max=2.0),
+        "retry": retry_if_exception_type(Retryable),
+        "reraise": True,
+    }
+
+
+def infer_auth(api_url: str, auth: Auth | None, token: object) -> Auth:
+    """No ``auth`` given: a token means JWT, an execute-api host IAM (SigV4), anything else
+    (``agent-memory serve`` on localhost, a proxy) no auth."""
+    if auth is not None:
+        return auth
+    if token is not None:
+        return "jwt"
+    return "iam" if EXECUTE_API_HOST.match((urlsplit(api_url).hostname or "").lower()) else "none"
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request of the API and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    body: Any = None
+    params: Mapping[str, Any] | None = None
+    missing: T | None = None  # the result when the answer is 404 not_found (None: raise NotFound)
+
+    def url(self, api_url: str) -> str:
+        url = api_url + self.path
+        if self.params:
+            # Encoded once, here: the URL that is signed is byte for byte the URL that is sent.
+            url += "?" + urlencode(sorted((k, str(v)) for k, v in self.params.items()), quote_via=quote)
+        return url
+
+    def content(self) -> bytes:
+        if self.body is None:
+            return b""
+        return json.dumps(self.body, default=json_default, separators=(",", ":")).encode()
+
+
+def parser(model: type[Any]) -> Callable[[httpx.Response], Any]:
+    def parse(response: httpx.Response) -> Any:
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            request = response.request
+            raise AgentMemoryError(
+                f"{request.method} {request.url.path}: not the answer this client expects: {exc}"
+            ) from exc
+
+    return parse
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _true(response: httpx.Response) -> bool:
+    return True
+
+
+def _id(memory_id: uuid.UUID | str) -> str:
+    return quote(str(memory_id), safe="")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def checked(model: type[M], data: Any, where: str | None = None) -> M:
+    """``data`` as ``model``, or InvalidInput naming the first bad field (nothing is sent)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        loc = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        field = f"{where}.{loc}" if where and loc else where or loc or None
+        raise InvalidInput(describe_errors(exc, where or "value"), field=field) from exc
+
+
+def _filters(filters: MemoryFilters | Mapping[str, Any] | None) -> MemoryFilters | None:
+    if filters is None or isinstance(filters, MemoryFilters):
+        return filters
+    return checked(MemoryFilters, filters, "filters")
+
+
+def _filter_params(filters: MemoryFilters | Mapping[str, Any] | None) -> dict[str, str]:
+    """GET /memories' filter parameters: categories comma-separated, metadata as JSON."""
+    f = _filters(filters)
+    if f is None:
+        return {}
+    params: dict[str, str] = {}
+    if f.categories:
+        params["categories"] = ",".join(f.categories)
+    if f.metadata is not None:
+        params["metadata"] = json.dumps(f.metadata, separators=(",", ":"), ensure_ascii=False)
+    if f.created_after:
+        params["created_after"] = f.created_after.isoformat()
+    if f.created_before:
+        params["created_before"] = f.created_before.isoformat()
+    return params
+
+
+# ---- the operations: one builder each, used by both clients ------------------------------
+
+
+def recall(
+    query: str | None,
+    *,
+    user_id: str | None,
+    messages: Sequence[Mapping[str, Any] | ChatMessage] | None,
+    project_id: str | None,
+    limit: int | None,
+    now: dt.datetime | None,
+    filters: MemoryFilters | Mapping[str, Any] | None,
+    consistency: Consistency | None = None,
+) -> Call[RecallResult]:
+    body = without_none(
+        user_id=user_id,
+        project_id=project_id,
+        query=query,
+        messages=messages,
+        limit=limit,
+        now=now,
+        filters=_filters(filters),
+        consistency=consistency,
+    )
+    return Call("POST", "/recall", parser(RecallResult), body=body)
+
+
+def add(
+    memories: Sequence[str | Mapping[str, Any] | NewMemory], *, user_id: str | None, project_id: str | None
+) -> Call[StoredIds]:
+    items = [{"content": m} if isinstance(m, str) else m for m in memories]
+    body = without_none(user_id=user_id, project_id=project_id, memories=items)
+    return Call("POST", "/memories", parser(StoredIds), body=body)
+
+
+def list_memories(
+    *,
+    user_id: str | None,
+    project_id: str | None,
+    limit: int | None,
+    cursor: str | None,
+    include_inactive: bool,
+    filters: MemoryFilters | Mapping[str, Any] | None,
+    consistency: Consistency | None = None,
+) -> Call[MemoryPage]:
+    params = without_none(
+        user_id=user_id,
+        project_id=project_id,
+        limit=limit,
+        cursor=cursor,
+        include_inactive="true" if include_inactive else None,
+        consistency=consistency,
+    )
+    return Call("GET", "/memories", parser(MemoryPage), params={**params, **_filter_params(filters)})
+
+
+def get_memory(
+    memory_id: uuid.UUID | str, *, user_id: str | None, consistency: Consistency | None = None
+) -> Call[Memory]:
+    params = without_none(user_id=user_id, consistency=consistency)
+    return Call("GET", f"/memories/{_id(memory_id)}", parser(Memory), params=params)
+
+
+def update_memory(
+    memory_id: uuid.UUID | str,
+    changes: MemoryChanges | Mapping[str, Any] | None,
+    fields: Mapping[str, Any],
+    *,
+    user_id: str | None,
+) -> Call[Memory]:
+    given = changes.model_dump(exclude_unset=True) if isinstance(changes, MemoryChanges) else dict(changes or {})
+    changed = checked(MemoryChanges, {**given, **fields})
+    body = changed.model_dump(mode="json", exclude_unset=True)
+    path = f"/memories/{_id(memory_id)}"
+    return Call("PATCH", path, parser(Memory), body=body, params=without_none(user_id=user_id))
+
+
+def forget_memory(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[bool]:
+    path = f"/memories/{_id(memory_id)}"
+    return Call("DELETE", path, _true, params=without_none(user_id=user_id), missing=False)
+
+
+def forget_user(user_id: str) -> Call[ErasureReceipt]:
+    return Call("DELETE", "/memories", parser(ErasureReceipt), params={"user_id": user_id})
+
+
+def erasure(erasure_id: uuid.UUID | str) -> Call[ErasureReceipt]:
+    return Call("GET", f"/erasures/{_id(erasure_id)}", parser(ErasureReceipt))
+
+
+def usage(*, user_id: str | None, start: dt.date | None, end: dt.date | None) -> Call[UsageReport]:
+    return Call(
+        "GET", "/usage", parser(UsageReport), params=without_none(user_id=user_id, **{"from": start, "to": end})
+    )
+
+
+def history(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[list[MemoryEvent]]:
+    parse_history = parser(MemoryHistory)
+    path = f"/memories/{_id(memory_id)}/history"
+    return Call("GET", path, lambda r: list(parse_history(r).events), params=without_none(user_id=user_id))
+
+
+def export_page(
+    *,
+    user_id: str | None,
+    history: bool,
+    cursor: str | None,
+    limit: int | None,
+    consistency: Consistency | None = None,
+) -> Call[ExportPage]:
+    params = without_none(
+        user_id=user_id, history="true" if history else None, cursor=cursor, limit=limit, consistency=consistency
+    )
+    return Call("GET", "/memories/export", parser(ExportPage), params=params)
+
+
+def add_messages(
+    messages: Sequence[Mapping[str, Any] | ChatMessage],
+    *,
+    user_id: str | None,
+    project_id: str | None,
+    conversation_id: str | None,
+    memories: Sequence[str | Mapping[str, Any] | NewMemory],
+    ended_at: dt.datetime | None,
+) -> Call[IngestOutcome]:
+    body = without_none(
+        user_id=user_id,
+        project_id=project_id,
+        conversation_id=conversation_id,
+        ended_at=ended_at,
+        messages=[m.model_dump() if isinstance(m, BaseModel) else m for m in messages],
+        memories=[
+            {"content": m} if isinstance(m, str) else m.model_dump() if isinstance(m, BaseModel) else m
+            for m in memories
+        ],
+    )
+    # The same checks as the SQS message (a user_id is needed only to validate here).
+    checked(ConversationEnded, {**body, "user_id": user_id or "caller"})
+    return Call("POST", "/conversations", parser(IngestOutcome), body=body)
+
+
+# ---- answers ---------------------------------------------------------------------------------
+
+
+def check_answer(response: httpx.Response, api_url: str) -> None:
+    """Raise the typed error of a non-2xx answer (Retryable around what may be retried)."""
+    if response.is_success:
+        return
+    error = error_of(response)
+    if response.status_code in RETRY_STATUSES:
+        raise Retryable(error)
+    raise error
+
+
+def unreachable(api_url: str, exc: Exception) -> Retryable:
+    return Retryable(ServiceUnavailable(f"cannot reach the memory API at {api_url}: {exc!r}"))
+
+
+def finish(call: Call[T], response: httpx.Response | NotFound) -> T:
+    """The call's result from its answer, or its ``missing`` value for a 404 where it has one."""
+    if isinstance(response, NotFound):
+        if call.missing is None:
+            raise response
+        return call.missing
+    return call.parse(response)
+
+
+def error_of(response: httpx.Response) -> AgentMemoryError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text[:200]} if response.text else None
+    error = error_from_answer(response.status_code, body)
+    request_id = (body or {}).get("request_id") if isinstance(body, dict) else None
+    request_id = request_id or response.headers.get("apigw-requestid")
+    error.add_note(
+        f"HTTP {response.status_code} from {response.request.method} {response.request.url.path}"
+        + (f"; request id {request_id}" if request_id else "")
+    )
+    return error
+
+
+# ---- auth ------------------------------------------------------------------------------------
+
+
+class Signer:
+    """Authorization headers for one client: SigV4 (IAM), a bearer token (JWT) or none."""
+
+    def __init__(self, api_url: str, auth: Auth, token: str | Callable[[], str] | None, region: str | None) -> None:
+        if auth not in ("iam", "jwt", "none"):
+            raise ConfigurationError(f"auth must be 'iam', 'jwt' or 'none', not {auth!r}")
+        if auth == "jwt" and token is None:
+            raise ConfigurationError("auth='jwt' needs token= (a string or a function returning one)")
+        self.auth = auth
+        self.token = token
+        self.region = region
+        self.credentials: Any = None
+        if auth == "iam":
+            self.region = region or region_from_host(urlsplit(api_url).hostname or "", EXECUTE_API_HOST)
+            self.credentials = _aws_credentials()
+            if not self.region:
+                self.region = _aws_region()
+            if not self.region:
+                raise ConfigurationError("auth='iam' needs region= (not in the API URL nor the AWS configuration)")
+
+    def headers(self, method: str, url: str, content: bytes) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if content:
+            headers["Content-Type"] = "application/json"
+        if self.auth == "jwt":
+            token = self.token() if callable(self.token) else self.token
+            headers["Authorization"] = f"Bearer {token}"
+        elif self.auth == "iam":
+            from botocore.auth import SigV4Auth
+            from botocore.awsrequest import AWSRequest
+
+            request = AWSRequest(method=method, url=url, data=content, headers=dict(headers))
+            # Refreshable credentials (roles, SSO) renew themselves here.
+            SigV4Auth(self.credentials.get_frozen_credentials(), "execute-api", str(self.region)).add_auth(request)
+            headers.update({k: v for k, v in request.headers.items() if k.lower() not in {h.lower() for h in headers}})
+        return headers
+
+
+def _aws_credentials() -> Any:
+    try:
+        import botocore.session
+    except ImportError as exc:
+        raise ConfigurationError("auth='iam' needs boto3: pip install 'agent-memory[aws]'") from exc
+    credentials = botocore.session.get_session().get_credentials()
+    if credentials is None:
+        raise ConfigurationError("auth='iam' needs AWS credentials (none found in the default credential chain)")
+    return credentials
+
+
+def _aws_region() -> str | None:
+    import botocore.session
+
+    region = botocore.session.get_session().get_config_variable("region")
+    return str(region) if region else None
+
+
+def pages(fetch: Callable[[str | None], tuple[list[T], str | None]]) -> Iterator[T]:
+    """Every item of a paged listing, fetching page after page (``fetch(cursor)``)."""
+    cursor: str | None = None
+    while True:
+        items, cursor = fetch(cursor)
+        yield from items
+        if cursor is None:
+            return
+
+
+__all__ = ["Auth", "Call", "ImportLine", "Signer"]

@@ -1,0 +1,477 @@
+"""pydantic models shared by the CLI, the handlers and the service."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import unicodedata
+import uuid
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from agent_memory_contract.inputs import JsonValueError, as_stored, cut_deep, field_path, has_visible, inspect_json
+
+Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
+CATEGORIES: tuple[str, ...] = get_args(Category)
+
+# Hard ceilings of the wire format; the configurable (smaller) limits live in Settings.
+MAX_ID_CHARS = 256
+MAX_CONTENT_CHARS = 20_000
+MAX_MESSAGES = 1000
+MAX_METADATA_CHARS = 16_000
+# Past ~250 levels pydantic cannot serialize a value (every read of it would fail); the
+# configured limits (Settings.max_metadata_*) are smaller.
+MAX_METADATA_DEPTH = 32
+MAX_METADATA_KEYS = 4_000
+# Ceilings of the API's paging parameters (recall's default limit is a setting).
+MAX_RECALL_LIMIT = 50
+MAX_PAGE = 500
+DEFAULT_PAGE = 100
+MAX_HISTORY = 10_000
+
+
+def describe_errors(exc: ValidationError, whole: str = "value") -> str:
+    """A pydantic error as one line, field by field ("memories.0.content: ..."), never echoing input;
+    ``whole`` names the value when the error is about it as a whole."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in exc.errors())
+
+
+def error_field(exc: ValidationError) -> str | None:
+    """The field of a pydantic error's first problem ("memories[0].content"), None for the whole value."""
+    errors = exc.errors()
+    return field_path([p for p in errors[0]["loc"] if isinstance(p, str | int)]) or None if errors else None
+
+
+def no_nul(value: str) -> str:
+    """PostgreSQL text cannot hold U+0000: refuse it here, with a clear message, not deep in the store."""
+    if "\x00" in value:
+        raise ValueError("contains a NUL character (U+0000), which text cannot hold")
+    return value
+
+
+def normalize_content(text: str) -> str:
+    """What we store: NFC, one space between words, no surrounding whitespace."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def stored_content(value: str) -> str:
+    """Content as it will be stored. Python's split() treats more characters as whitespace
+    (U+001C..U+001F, U+0085) than pydantic's strip does, so emptiness is checked here, after
+    normalising, not left to the database's check constraint. Content that shows nothing
+    (zero-width, format or combining characters only) is refused too: it could be neither
+    reviewed nor recalled by any query."""
+    value = normalize_content(value)
+    if not value:
+        raise ValueError("is empty once whitespace is removed")
+    if not has_visible(value):
+        raise ValueError("has no visible character (only invisible, format or combining characters)")
+    return value
+
+
+def fact_key(text: str) -> str:
+    """What makes two statements the same fact: case, spacing, Unicode form and trailing
+    punctuation don't matter. Deduplication everywhere uses this key (or its hash)."""
+    key = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(key.split()).rstrip(" .!;。")
+
+
+def content_hash(text: str) -> bytes:
+    """The stored identity of a fact (the unique key with user and project): sha256 of its :func:`fact_key`."""
+    return hashlib.sha256(fact_key(text).encode("utf-8")).digest()
+
+
+def plain_id(value: str) -> str:
+    """Ids are printable: control and format characters (which can make two ids look alike, or
+    one look empty) are refused."""
+    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in value):
+        raise ValueError("contains control or invisible characters")
+    return value
+
+
+def metadata_chars(value: dict[str, Any]) -> int:
+    """The size the limits count: characters of the value as JSON."""
+    return len(json.dumps(value, ensure_ascii=False))
+
+
+def _metadata(value: dict[str, Any]) -> dict[str, Any]:
+    # Walked first (iteratively): depth, then what jsonb cannot hold (NaN, NUL, lone surrogates,
+    # non-JSON types), each named by its path; json.dumps below is then safe from recursion.
+    try:
+        shape = inspect_json(value, max_depth=MAX_METADATA_DEPTH)
+    except JsonValueError as exc:
+        raise ValueError(str(exc)) from None
+    if shape.keys > MAX_METADATA_KEYS:
+        raise ValueError(f"has {shape.keys} keys; the limit is {MAX_METADATA_KEYS}")
+    value = as_stored(value)
+    chars = metadata_chars(value)
+    if chars > MAX_METADATA_CHARS:
+        raise ValueError(f"is {chars} characters as JSON; the limit is {MAX_METADATA_CHARS}")
+    return value
+
+
+UserId = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
+]
+ProjectId = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
+]
+Content = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS),
+    AfterValidator(no_nul),
+    AfterValidator(stored_content),
+]
+Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
+
+
+def _readable_metadata(value: Any) -> Any:
+    """Stored metadata as answered: rows written before the depth limit are cut at the ceiling
+    rather than failing their user's every read."""
+    return cut_deep(value, MAX_METADATA_DEPTH) if value else value
+
+
+StoredMetadata = Annotated[dict[str, Any], BeforeValidator(_readable_metadata)]
+
+
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    """In UTC: naive timestamps are taken as UTC, so comparisons never mix the two kinds, and
+    exotic offsets (Python allows up to +-24 h, PostgreSQL +-16 h) are converted."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError as exc:  # e.g. 9999-12-31T23:00-05:00 is past datetime.max in UTC
+        raise ValueError("timestamp out of range") from exc
+
+
+AwareDatetime = Annotated[dt.datetime, AfterValidator(_aware)]
+
+
+class WireModel(BaseModel):
+    """The base of the models: validators built on first use, not when the module is imported (a
+    Lambda cold start imports them all, then uses a few; with SnapStart the warm-up builds them)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+# Where a read runs when a reader endpoint is configured: "eventual" (the reader; it may miss a
+# write made moments ago) or "strong" (the writer: sees every committed write).
+Consistency = Literal["eventual", "strong"]
+
+
+# Entities a writer may name per memory (the rules add their own; see extraction.entities).
+MAX_NAMED_ENTITIES = 16
+EntityName = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), AfterValidator(no_nul)
+]
+
+
+class NewMemory(WireModel):
+    """A fact to store, as given by a client, the importer or the extractor."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    content: Content
+    category: Category = "fact"
+    is_evergreen: bool = False
+    project_id: ProjectId | None = None
+    metadata: Metadata = Field(default_factory=dict)
+    created_at: AwareDatetime | None = None
+    expires_at: AwareDatetime | None = None
+    # Named things the memory is about, linked for recall's entity leg and hop besides what the
+    # offline rules find in the content (an LLM extractor passes those it names).
+    entities: list[EntityName] | None = Field(default=None, max_length=MAX_NAMED_ENTITIES)
+
+
+class ImportLine(NewMemory):
+    """One line of `agent-memory import` (and of an export): a memory plus its owner.
+
+    An export also carries what makes the import an exact copy, which the import keeps: the id
+    (never taken over when another user's memory has it: that line is refused), ``updated_at``
+    (time decay), the source, and whether and by what it was superseded. ``history`` (export
+    with history) is the record of the memory's changes; the import does not replay it (the
+    imported memory's history starts with its 'created' event).
+    """
+
+    user_id: UserId
+    id: uuid.UUID | None = None
+    updated_at: AwareDatetime | None = None
+    source: Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul)] | None = None
+    superseded_at: AwareDatetime | None = None
+    superseded_by: uuid.UUID | None = None
+    history: list[MemoryEvent] | None = None
+
+
+INJECTION_DESCRIPTION = (
+    "Why this memory looks like it carries instructions for the model (empty: nothing found): "
+    "instruction_override, prompt_request, role_marker, block_marker, template_token. The memory is kept; "
+    "the prompt block replaces those parts."
+)
+
+
+class Memory(WireModel):
+    """A stored memory as returned by list/recall."""
+
+    id: uuid.UUID
+    user_id: str
+    project_id: str | None
+    content: str
+    category: str
+    source: str | None = None
+    is_evergreen: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    expires_at: dt.datetime | None = None
+    superseded_by: uuid.UUID | None = None
+    superseded_at: dt.datetime | None = None
+    metadata: StoredMetadata = Field(default_factory=dict)
+    injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
+
+
+def _not_null(value: Any, info: ValidationInfo) -> Any:
+    if value is None:
+        raise ValueError(f"{info.field_name} cannot be cleared (null); leave it out to keep it")
+    return value
+
+
+class MemoryChanges(WireModel):
+    """What to change in one memory (PATCH /memories/{id}): a field left out stays as it is; null
+    clears what may be cleared (``expires_at``: never expires; ``metadata``: empty). ``metadata``
+    replaces the whole object. A new ``content`` is re-embedded and makes the memory fresh again
+    (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: Content | None = None
+    category: Category | None = None
+    metadata: Metadata | None = None
+    expires_at: AwareDatetime | None = None
+    is_evergreen: bool | None = None
+
+    # Runs only for fields that were given: a given null is refused where nothing can be cleared.
+    _no_null = field_validator("content", "category", "is_evergreen", mode="before")(_not_null)
+
+    def changed(self) -> dict[str, Any]:
+        """The fields given, with their new values (None: clear); metadata null is the empty object."""
+        values = {name: getattr(self, name) for name in self.model_fields_set}
+        if "metadata" in values and values["metadata"] is None:
+            values["metadata"] = {}
+        return values
+
+
+class MemoryFilters(WireModel):
+    """Which of the user's memories a recall or a listing considers (all given conditions hold):
+    any of ``categories``; ``metadata`` containing the given object (JSONB ``@>``: nested
+    objects and arrays match by containment); created in [``created_after``, ``created_before``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    categories: list[Category] | None = Field(default=None, min_length=1, max_length=len(CATEGORIES))
+    metadata: Metadata | None = None
+    created_after: AwareDatetime | None = None
+    created_before: AwareDatetime | None = None
+
+    @field_validator("created_before")
+    @classmethod
+    def _a_window(cls, value: dt.datetime | None, info: ValidationInfo) -> dt.datetime | None:
+        after = info.data.get("created_after")
+        if value is not None and after is not None and value <= after:
+            raise ValueError("must be later than created_after")
+        return value
+
+    @property
+    def empty(self) -> bool:
+        return self.categories is None and self.metadata is None and not self.created_after and not self.created_before
+
+
+class MemoryPage(WireModel):
+    """A page of memories, newest first; pass ``next_cursor`` to get the next page (None: the last)."""
+
+    memories: list[Memory]
+    next_cursor: str | None
+
+
+class RecalledMemory(WireModel):
+    """The public shape of one recalled memory (CLI and API alike)."""
+
+    id: uuid.UUID
+    content: str
+    category: str
+    score: float
+    created_at: dt.datetime
+    is_evergreen: bool
+    project_id: str | None
+    metadata: StoredMetadata = Field(default_factory=dict)
+    injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
+
+
+class RecallResult(WireModel):
+    memories: list[RecalledMemory]
+    prompt_block: str
+    query: str
+
+
+class RecallQuery(WireModel):
+    """One query of a batch recall (a line of `agent-memory recall --queries`); other fields
+    (a benchmark's evidence, category, ...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    user_id: UserId
+    query: str
+    project_id: ProjectId | None = None
+    now: AwareDatetime | None = None
+    limit: int | None = None
+    filters: MemoryFilters | None = None
+
+
+class StoredIds(WireModel):
+    """What a write returns: the ids in input order, and which of them were new rows.
+
+    With AGENT_MEMORY_PII, ``pii_dropped`` lists the input positions not stored because they held
+    personal data in a category set to drop; ``ids`` then holds the stored ones, still in order.
+    """
+
+    ids: list[uuid.UUID]
+    created: int
+    refreshed: int
+    pii_redacted: int = 0
+    pii_dropped: list[int] = Field(default_factory=list)
+
+
+class MemoryEvent(WireModel):
+    """One recorded change of a memory (its history)."""
+
+    memory_id: uuid.UUID
+    event: Literal[
+        "created", "refreshed", "superseded", "revived", "expiry_changed", "updated", "deleted", "expired", "purged"
+    ]
+    at: dt.datetime
+    source: str | None = None
+    content: str
+    related_id: uuid.UUID | None = None
+    project_id: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+def _text_of(value: Any) -> Any:
+    """Content as OpenAI-style parts ([{"type": "text", "text": ...}, ...]) becomes its text."""
+    if isinstance(value, list):
+        texts = [p.get("text") for p in value if isinstance(p, dict) and p.get("type", "text") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "\n".join(t for t in texts if t)
+    return value
+
+
+class ChatMessage(WireModel):
+    """One chat turn, as the chat application sends it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["user", "assistant", "system", "developer", "tool", "function"]
+    content: Annotated[
+        str, StringConstraints(max_length=MAX_CONTENT_CHARS), BeforeValidator(_text_of), AfterValidator(no_nul)
+    ]
+    created_at: AwareDatetime | None = None
+
+
+def _blank_to_none(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+class ConversationEnded(WireModel):
+    """The write-path message (SQS body) the chat application sends when a conversation ends.
+
+    Either ``messages`` (extracted by the configured LLM provider) or ``memories`` (facts the
+    client extracted itself, stored as given), or both. Unknown fields are ignored. The
+    ceilings here are the wire format's; the service also applies the (smaller) configured
+    limits (max_messages_per_conversation, max_message_chars, max_memories_per_request,
+    max_memory_chars), so an oversized message is invalid either way.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    user_id: UserId
+    project_id: Annotated[ProjectId | None, BeforeValidator(_blank_to_none)] = None
+    conversation_id: Annotated[
+        Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_ID_CHARS), AfterValidator(plain_id)]
+        | None,
+        BeforeValidator(_blank_to_none),
+    ] = None
+    ended_at: AwareDatetime | None = None
+    messages: list[ChatMessage] = Field(default_factory=list, max_length=MAX_MESSAGES)
+    memories: list[NewMemory] = Field(default_factory=list, max_length=MAX_MESSAGES)
+
+    @model_validator(mode="after")
+    def _something_to_remember(self) -> ConversationEnded:
+        if not self.messages and not self.memories:
+            raise ValueError("the message needs 'messages' or 'memories' (both are empty or missing)")
+        return self
+
+
+class IngestOutcome(WireModel):
+    """What one "conversation ended" message did to the store."""
+
+    user_id: str
+    conversation_id: str | None
+    # stored: written (possibly nothing new); duplicate: this exact message was ingested
+    # before (a redelivery), nothing changed; nothing_to_store: no memory in it.
+    status: Literal["stored", "duplicate", "nothing_to_store"]
+    provided: int = 0  # memories the client sent
+    extracted: int = 0  # memories kept from extraction
+    dropped: int = 0  # extracted items dropped (invalid, too long, over the cap)
+    created: int = 0
+    refreshed: int = 0  # folded into an existing memory (exact or near duplicate, or marked as restating it)
+    superseded: int = 0  # existing memories marked as replaced by this message's memories
+    updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
+    ids: list[uuid.UUID] = Field(default_factory=list)
+    pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (AGENT_MEMORY_PII)
+    pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
+
+
+class ExportPage(WireModel):
+    """A page of a user's export (GET /memories/export): import lines, newest first; pass
+    ``next_cursor`` for the next page (None: the last)."""
+
+    lines: list[ImportLine]
+    next_cursor: str | None
+
+
+def export_line(memory: Memory, history: list[MemoryEvent] | None = None) -> ImportLine:
+    """A stored memory as the import line that restores it. Not validated again: a row stored
+    before a rule existed (content with nothing visible, say) is exported as it is, never a
+    failed export; importing it is what refuses it, that line alone."""
+    return ImportLine.model_construct(
+        user_id=memory.user_id,
+        id=memory.id,
+        content=memory.content,
+        category=memory.category,  # type: ignore[arg-type]  # the table's check keeps it a Category
+        is_evergreen=memory.is_evergreen,
+        project_id=memory.project_id,
+        metadata=memory.metadata,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+        expires_at=memory.expires_at,
+        source=memory.source,
+        superseded_at=memory.superseded_at,
+        superseded_by=memory.superseded_by,
+        history=history,
+    )
+
+
+ImportLine.model_rebuild()  # its history refers to MemoryEvent, defined after it

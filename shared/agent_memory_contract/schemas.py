@@ -1,0 +1,264 @@
+"""The HTTP API's request and response models, and the OpenAPI descriptions of its answers.
+
+Light on purpose (pydantic only): the Python client imports these too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.models import (
+    MAX_RECALL_LIMIT,
+    AwareDatetime,
+    Consistency,
+    ConversationEnded,
+    MemoryEvent,
+    MemoryFilters,
+    NewMemory,
+    ProjectId,
+    UserId,
+    WireModel,
+    describe_errors,
+)
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+
+
+class ContentPart(WireModel):
+    """One part of a multi-part chat message (OpenAI style); only text parts are read."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = "text"
+    text: str | None = None
+
+
+class RecallMessage(WireModel):
+    """A chat message as agent frameworks pass them around: any role, text or parts."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Annotated[str, StringConstraints(max_length=64)]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content.strip()
+        parts = self.content or []
+        return " ".join(p.text.strip() for p in parts if p.type == "text" and p.text and p.text.strip())
+
+
+def latest_user_query(messages: Sequence[RecallMessage]) -> str | None:
+    """The text of the latest user message that has text (the article's extractUserQuery)."""
+    for message in reversed(messages):
+        if message.role == "user" and (text := message.text()):
+            return text
+    return None
+
+
+CONSISTENCY_HELP = (
+    "Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a "
+    "moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a "
+    "reader, both read the one database."
+)
+
+
+class RecallRequest(WireModel):
+    """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    project_id: ProjectId | None = Field(default=None, description="Also recall this project's memories.")
+    query: str | None = Field(default=None, description="What to recall memories for.")
+    messages: list[RecallMessage] | None = Field(
+        default=None, description="Chat messages; the query is the latest user message."
+    )
+    limit: int | None = Field(
+        default=None, ge=1, le=MAX_RECALL_LIMIT, description=f"1..{MAX_RECALL_LIMIT}, default 10."
+    )
+    now: AwareDatetime | None = Field(default=None, description="Recall as of this time (reproducible decay).")
+    include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")
+    filters: MemoryFilters | None = Field(
+        default=None, description="Recall among the memories that match these only (all conditions hold)."
+    )
+    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+
+    def query_text(self) -> str:
+        """The query to use; InvalidInput naming the field when there is none or two."""
+        if self.query is not None and self.messages is not None:
+            raise InvalidInput("give either query or messages, not both", field="messages")
+        if self.messages is not None:
+            text = latest_user_query(self.messages)
+            if text is None:
+                raise InvalidInput("messages has no user message with text to recall for", field="messages")
+            return text
+        if self.query is None:
+            raise InvalidInput("query (or messages) is required", field="query")
+        return self.query
+
+
+class AddRequest(WireModel):
+    """POST /memories: store facts now (no LLM; the same rules as the write path)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = None
+    project_id: ProjectId | None = None
+    memories: list[NewMemory] = Field(min_length=1)
+
+
+class ConversationRequest(ConversationEnded):
+    """POST /conversations: the write path's "conversation ended" message, over HTTP (user_id
+    is optional with a JWT, as everywhere)."""
+
+    user_id: UserId | None = None  # type: ignore[assignment]  # the JWT's sub when absent
+
+    def message(self, user_id: str) -> ConversationEnded:
+        """The message for ``user_id`` exactly as the SQS body would be (same receipt)."""
+        return ConversationEnded.model_validate({**self.model_dump(exclude_unset=True), "user_id": user_id})
+
+
+def list_filters(
+    categories: str | None, metadata: str | None, created_after: str | None, created_before: str | None
+) -> MemoryFilters | None:
+    """The filters of GET /memories from its query parameters: categories comma-separated,
+    metadata a JSON object; InvalidInput naming the parameter otherwise."""
+    raw: dict[str, object] = {}
+    if categories is not None:
+        raw["categories"] = [c.strip() for c in categories.split(",") if c.strip()]
+    if metadata is not None:
+        try:
+            raw["metadata"] = json.loads(metadata)
+        except ValueError as exc:
+            raise InvalidInput('metadata must be a JSON object, e.g. {"team": "web"}', field="metadata") from exc
+    if created_after is not None:
+        raw["created_after"] = created_after
+    if created_before is not None:
+        raw["created_before"] = created_before
+    if not raw:
+        return None
+    try:
+        return MemoryFilters.model_validate(raw)
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise InvalidInput(describe_errors(exc), field=str(loc[0]) if loc else None) from exc
+
+
+class MemoryHistory(WireModel):
+    """GET /memories/{id}/history: every recorded change of one memory, oldest first."""
+
+    events: list[MemoryEvent]
+
+
+class ErrorDetail(WireModel):
+    # Optional in the schema too: answers leave out a null field (found by schemathesis).
+    field: str | None = None
+    message: str
+
+
+class ErrorBody(WireModel):
+    """Every error answer: what went wrong, which field, and the request id to find the logs."""
+
+    code: str
+    message: str
+    field: str | None = None
+    errors: list[ErrorDetail] | None = None
+    request_id: str | None = None
+
+
+def no_content(description: str) -> OpenAPIResponse:
+    """A bodiless answer (204): an empty content map, or the resolver would document its return type."""
+    return {"description": description, "content": {}}
+
+
+def documented(description: str, model: type[BaseModel] | None = None) -> OpenAPIResponse:
+    """One entry of a route's ``responses`` (OpenAPI)."""
+    if model is None:
+        return {"description": description}
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+# Error answers every route can give (others are listed per route).
+COMMON_ERRORS: dict[int, OpenAPIResponse] = {
+    400: documented("Invalid request: the message names the problem and the field", ErrorBody),
+    403: documented("user_id is not the authenticated user (JWT)", ErrorBody),
+    404: documented("No such route, or (DELETE one) no such memory for this user", ErrorBody),
+    405: documented("Method not allowed on this path (see Allow)", ErrorBody),
+    415: documented("The body is not JSON", ErrorBody),
+    500: documented("Unexpected error (details only in the logs, under request_id)", ErrorBody),
+    503: documented("Database unavailable or too slow; retry (Retry-After)", ErrorBody),
+}
+
+
+class ErasureCounts(BaseModel):
+    """How many rows of each kind went."""
+
+    memories: int = 0
+    history: int = 0
+    ingest_receipts: int = 0
+    usage_rows: int = 0  # usage_daily rows (one per day, kind of work and model)
+    entity_links: int = 0  # memory_entities rows (links to the entities a memory names)
+
+
+class ErasureReceipt(BaseModel):
+    """What forgetting a user deleted, when and at whose request; the subject only as a keyed hash."""
+
+    id: uuid.UUID
+    subject: str = Field(description="HMAC-SHA256 of the user id under the deployment's key (hex), never the id.")
+    requested_by: str = Field(description="Who asked: 'user' (their own token), an IAM principal, 'cli', ...")
+    erased_at: dt.datetime
+    deleted: ErasureCounts
+
+
+class UsageLine(BaseModel):
+    """One day's count of one kind of work with one model (``model`` is "" where none applies)."""
+
+    day: dt.date
+    kind: str
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    characters: int
+    items: int
+    estimated_usd: float = Field(description="This line at the price table's prices (see `agent-memory cost`).")
+
+
+class UsageReport(BaseModel):
+    """A user's usage from ``start`` to ``end`` (UTC days, both included) and what it cost."""
+
+    user_id: str
+    start: dt.date
+    end: dt.date
+    lines: list[UsageLine]
+    totals: dict[str, int] = Field(description="Calls per kind over the period.")
+    estimated_usd: float = Field(
+        description="Variable cost of this user's work; the stack's fixed cost is not shared out."
+    )
+    prices: str = Field(description="Which price table the estimate used.")
+
+
+class TenantUsage(BaseModel):
+    """One user's totals over a period (``agent-memory usage --all``)."""
+
+    user_id: str
+    calls: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+    estimated_usd: float
+
+
+def usage_totals(lines: Sequence[UsageLine]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for line in lines:
+        totals[line.kind] = totals.get(line.kind, 0) + line.calls
+    return totals

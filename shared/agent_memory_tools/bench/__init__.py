@@ -1,0 +1,36 @@
+"""`agent-memory bench ...`: the benchmarks behind BENCHMARKS.md, as commands.
+
+Each subcommand prints a table and ends with exactly one summary line
+(``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``embed ...``,
+``load ...``, ``coldstart ...``, ``peers ...``). They run
+on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
+own data. Heavy imports (matplotlib) happen only inside the commands, and the CLI imports the
+benchmark modules only to run one (:func:`register`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers"
+
+
+def register(sub: Any) -> None:
+    """Add the `bench` command group to the CLI's subparsers."""
+    from agent_memory_tools.bench import coldstart, embed, ingest, latency, load, peers, plot, quality, tokens
+
+    parser = sub.add_parser(
+        "bench",
+        help=HELP,
+        description="Benchmarks on scratch databases; each prints a table and one summary line.",
+    )
+    benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    quality.register(benches)
+    latency.register(benches)
+    ingest.register(benches)
+    tokens.register(benches)
+    plot.register(benches)
+    embed.register(benches)
+    load.register(benches)
+    coldstart.register(benches)
+    peers.register(benches)

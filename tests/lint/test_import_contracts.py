@@ -1,0 +1,83 @@
+"""Each import-linter contract in pyproject.toml catches a violation planted in a copy of the packages.
+
+A contract that nothing could break would keep the layering only on paper: for each one, a copy of
+``shared/`` gets one wrong import (in a module that exists, or in a new one, since a new module must
+not slip past a contract), and ``lint-imports`` on that copy must report that contract broken.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+# contract id -> [(module file under shared/, the line planted at its end), ...]
+PLANTS: dict[str, list[tuple[str, str]]] = {
+    "runtime-alone": [("agent_memory/service/planted.py", "import agent_memory_tools.cli")],
+    "contract-pure": [("agent_memory_contract/planted.py", "import agent_memory.config")],
+    "client-alone": [("agent_memory_client/planted.py", "import numpy")],
+    "runtime-layers": [("agent_memory/providers/planted.py", "import agent_memory.service")],
+    "acyclic": [
+        ("agent_memory/recall/planted.py", "import agent_memory.ingest.planted"),
+        ("agent_memory/ingest/planted.py", "import agent_memory.recall.planted"),
+    ],
+    "http-edge": [("agent_memory/http/planted.py", "import agent_memory.service")],
+    "sql-in-store": [("agent_memory/recall/planted.py", "import psycopg")],
+    "io-in-providers": [("agent_memory/ingest/planted.py", "import httpx")],
+}
+
+
+def contract_ids() -> list[str]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return [c["id"] for c in config["contracts"]]
+
+
+def test_every_contract_has_a_planted_violation() -> None:
+    assert sorted(PLANTS) == sorted(contract_ids())
+
+
+def lint(tree: Path, contract: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(tree / "shared")}
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(tree / "pyproject.toml"), "--contract", contract, "--no-cache"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tmp_path_factory.mktemp("contracts")
+    shutil.copy(REPO / "pyproject.toml", tree / "pyproject.toml")
+    shutil.copytree(REPO / "shared", tree / "shared", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return tree
+
+
+@pytest.mark.parametrize("contract", sorted(PLANTS))
+def test_a_planted_violation_breaks_its_contract(contract: str, pristine: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(pristine, tree)
+    for module, line in PLANTS[contract]:
+        path = tree / "shared" / module
+        path.write_text((path.read_text() if path.exists() else "") + f"\n{line}  # planted\n")
+    result = lint(tree, contract)
+    assert result.returncode != 0, f"{contract} kept despite {PLANTS[contract]}:\n{result.stdout}"
+    assert "BROKEN" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_unplanted_packages_keep_every_contract(pristine: Path) -> None:
+    for contract in contract_ids():
+        result = lint(pristine, contract)
+        assert result.returncode == 0, result.stdout + result.stderr
