@@ -28,8 +28,8 @@ from botocore.stub import Stubber
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings, get_settings
-from agent_memory.db.embedded import start_embedded_server
 from agent_memory.service import MemoryService, set_service
+from agent_memory.store.embedded import start_embedded_server
 from tests.environment import use_lambda_environment
 
 pytest_plugins = ("tests.replica",)  # replica_pair, replica_database: a streaming standby

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from agent_memory.db.embedded import start_embedded_server
+from agent_memory.store.embedded import start_embedded_server
 
 
 class RestartablePostgres:

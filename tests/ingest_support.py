@@ -20,11 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from agent_memory.db.connection import Connection
-from agent_memory.db.transactions import user_transaction
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.ingest.writes import supersede_memories
 from agent_memory.service import MemoryService
+from agent_memory.store.connection import Connection
+from agent_memory.store.transactions import user_transaction
+from agent_memory.store.writes import supersede_memories
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "template.yaml"

@@ -74,7 +74,7 @@ def test_layer_holds_the_runtime_packages_whole_with_the_migrations(layer: Path)
         assert copied == files, f"layer's {name} is not shared/{name}: {sorted(set(files) ^ set(copied))[:5]}"
         _, mismatch, errors = filecmp.cmpfiles(source, package, files, shallow=False)
         assert not mismatch and not errors, f"layer differs from shared/{name}: {mismatch + errors}"
-    assert list((layer / "agent_memory" / "schema" / "migrations").glob("*.sql"))
+    assert list((layer / "agent_memory" / "store" / "migrations").glob("*.sql"))
 
 
 def test_layer_bytecode_is_the_runtimes_and_never_checked_against_its_source(layer: Path) -> None:

@@ -22,10 +22,10 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from agent_memory.config import Settings
-from agent_memory.db.embedded import start_embedded_server
-from agent_memory.db.transactions import user_transaction
-from agent_memory.schema.roles import AppLogin
 from agent_memory.service import MemoryService
+from agent_memory.store.embedded import start_embedded_server
+from agent_memory.store.roles import AppLogin
+from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import NewMemory
 
@@ -278,7 +278,7 @@ def test_an_existing_role_without_rds_iam_is_left_as_it_is_with_a_warning(
     service = MemoryService(
         Settings(database_url=url, embedding_provider="hash", app_db_user=name, app_db_iam_auth=True)
     )
-    with caplog.at_level(logging.WARNING, logger="agent_memory.schema.roles"):
+    with caplog.at_level(logging.WARNING, logger="agent_memory.store.roles"):
         assert service.migrate().app_login == AppLogin(name)
     assert [g[0] for g in role_state(rds_like.admin_url, name)[1]] == ["agent_memory_app"]
     assert f"GRANT rds_iam TO {name}" in caplog.text

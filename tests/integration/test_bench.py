@@ -14,10 +14,10 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from agent_memory.config import Settings
-from agent_memory.db.scope import Scope
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.ingest.rows import MemoryRow
 from agent_memory.service import MemoryService
+from agent_memory.store.rows import MemoryRow
+from agent_memory.store.scope import Scope
 from agent_memory_contract.models import content_hash
 from agent_memory_tools.bench import sql as bench_sql
 from agent_memory_tools.cli import main

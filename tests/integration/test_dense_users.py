@@ -1,7 +1,7 @@
 """Recall whose cost follows the user's data, not the table's: no table-wide vector index (any
 dimension migrates), and users with many memories get their own HNSW and GIN indexes from
 `agent-memory dense-users`, which recall detects in the same statement (migration 0005,
-agent_memory.schema.dense_users)."""
+agent_memory.store.indexes)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.db.dense import dense_index_names
-from agent_memory.db.transactions import user_transaction
-from agent_memory.recall import candidates
-from agent_memory.schema.migrate import _apply, available_migrations
 from agent_memory.service import MemoryService
+from agent_memory.store import recall as candidates
+from agent_memory.store.dense import dense_index_names
+from agent_memory.store.migrate import _apply, available_migrations
+from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory_tools.cli.main import main
 from tests.integration.test_sql_efficiency import _round_trips

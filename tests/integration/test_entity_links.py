@@ -11,11 +11,12 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.db.connection import Database
 from agent_memory.extraction import create_extractor
-from agent_memory.schema import entity_links
-from agent_memory.schema.migrate import register_types
+from agent_memory.extraction.entities import extract_entities
 from agent_memory.service import MemoryService
+from agent_memory.store import entity_links
+from agent_memory.store.connection import Database
+from agent_memory.store.migrate import register_types
 from agent_memory_contract.models import ConversationEnded, NewMemory
 from agent_memory_tools.cli import main
 from tests.ingest_support import ChatServer, Reply, memories_answer
@@ -56,7 +57,7 @@ def test_earlier_memories_are_linked_in_resumable_batches(
 
     admin = Database(owner, setup=register_types)
     try:  # one batch, as an interrupted run leaves it
-        read, added, last = entity_links.link_batch(admin.connection(), after=None, limit=2)
+        read, added, last = entity_links.link_batch(admin.connection(), after=None, limit=2, extract=extract_entities)
     finally:
         admin.close()
     assert (read, last is not None) == (2, True)

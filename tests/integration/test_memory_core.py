@@ -11,13 +11,13 @@ import pytest
 from psycopg import sql
 
 from agent_memory.config import Settings
-from agent_memory.db.dense import dense_index_names
-from agent_memory.db.scope import Scope, scope_params
-from agent_memory.recall import candidates
 from agent_memory.recall.block import BLOCK_GUARD
 from agent_memory.recall.ranking import leg_positions
-from agent_memory.schema.migrate import available_migrations
 from agent_memory.service import MemoryService
+from agent_memory.store import recall as candidates
+from agent_memory.store.dense import dense_index_names
+from agent_memory.store.migrate import available_migrations
+from agent_memory.store.scope import Scope, scope_params
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
 from agent_memory_contract.models import NewMemory
 

@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.db.connection import Connection
-from agent_memory.db.scope import Scope
-from agent_memory.db.transactions import user_transaction
-from agent_memory.recall.candidates import ExtraLegs, hybrid_candidates
 from agent_memory.service import MemoryService
+from agent_memory.store.connection import Connection
+from agent_memory.store.recall import ExtraLegs, hybrid_candidates
+from agent_memory.store.scope import Scope
+from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.models import ImportLine, MemoryChanges, MemoryFilters, NewMemory
 from tests.integration.test_sql_efficiency import _round_trips
 

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.db.transactions import user_transaction
 from agent_memory.service import MemoryService
+from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import NewMemory
 

@@ -13,8 +13,8 @@ from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
 from agent_memory.config import Settings
-from agent_memory.db.transactions import read_as_user
 from agent_memory.service import MemoryService
+from agent_memory.store.transactions import read_as_user
 from agent_memory_contract.models import ConversationEnded, NewMemory
 
 

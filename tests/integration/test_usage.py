@@ -13,9 +13,9 @@ import pytest
 
 from agent_memory import prices
 from agent_memory.config import Settings
-from agent_memory.db.usage import add_usage
-from agent_memory.ingest import writes
 from agent_memory.service import MemoryService
+from agent_memory.store import writes
+from agent_memory.store.usage import add_usage
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ConversationEnded, NewMemory, RecallQuery
 from agent_memory_tools import costs

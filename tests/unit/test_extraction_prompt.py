@@ -59,6 +59,6 @@ def test_the_prompt_and_the_database_allow_exactly_the_models_categories() -> No
     prompt = build_prompt([], max_items=5)[0]
     (listed,) = re.findall(r"category is one of ([a-z, ]+)\.", prompt)
     assert listed.split(", ") == list(CATEGORIES)
-    migration = Path(__file__).resolve().parents[2] / "shared/agent_memory/schema/migrations/0001_user_memories.sql"
+    migration = Path(__file__).resolve().parents[2] / "shared/agent_memory/store/migrations/0001_user_memories.sql"
     (check,) = re.findall(r"CHECK \(category IN \(([^)]*)\)\)", migration.read_text(encoding="utf-8"))
     assert [c.strip(" '") for c in check.split(",")] == list(CATEGORIES)

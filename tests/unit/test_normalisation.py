@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.manage.pages import decode_cursor, encode_cursor
-from agent_memory.recall.candidates import text_query
+from agent_memory.service.pages import decode_cursor, encode_cursor
+from agent_memory.store.recall import text_query
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import Memory, content_hash, normalize_content
 

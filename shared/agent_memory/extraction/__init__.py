@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from agent_memory.config import Settings
 from agent_memory.extraction.base import Extractor
-from agent_memory.extraction.records import ExistingMemory, ExtractedMemory, Extraction
+from agent_memory.extraction.records import ExtractedMemory, Extraction
 from agent_memory_contract.errors import ConfigurationError
 
-__all__ = ["ExistingMemory", "ExtractedMemory", "Extraction", "Extractor", "create_extractor"]
+__all__ = ["ExtractedMemory", "Extraction", "Extractor", "create_extractor"]
 
 
 def create_extractor(settings: Settings) -> Extractor:

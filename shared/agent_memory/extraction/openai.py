@@ -11,9 +11,7 @@ Zhipu by configuration alone::
 from __future__ import annotations
 
 import logging
-from typing import Any, Unpack
-
-import httpx
+from typing import TYPE_CHECKING, Any, Unpack
 
 from agent_memory.config import Settings
 from agent_memory.extraction.llm import LLMExtractor, LLMOptions, llm_options
@@ -21,6 +19,9 @@ from agent_memory.providers.aws import llm_api_key
 from agent_memory.providers.http import OpenAICompatClient
 from agent_memory.usage import record_usage
 from agent_memory_contract.errors import ProviderError
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger(__name__)
 

@@ -8,14 +8,11 @@ replaces some; :mod:`.updates` maps the handles back and applies the guards.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import re
-import uuid
 from typing import Annotated, Any
 
-import numpy as np
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agent_memory_contract.models import CATEGORIES, MAX_NAMED_ENTITIES, Category, Content, NewMemory
@@ -136,18 +133,6 @@ class ExtractedMemory(BaseModel):
             metadata={"extracted_by": extracted_by},
             entities=self.entities or None,
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class ExistingMemory:
-    """A stored memory shown to an LLM extractor under a short handle ("m1"), never its id."""
-
-    handle: str
-    id: uuid.UUID
-    content: str
-    category: str
-    project_id: str | None
-    embedding: np.ndarray  # unit length: cosine similarity is a dot product
 
 
 class Extraction(BaseModel):

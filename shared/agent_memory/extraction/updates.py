@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agent_memory.extraction.records import ExistingMemory, ExtractedMemory
+from agent_memory.extraction.records import ExtractedMemory
+from agent_memory.store.rows import ExistingMemory
 
 logger = logging.getLogger(__name__)
 

@@ -20,14 +20,15 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from agent_memory.config import Settings
-from agent_memory.db.connection import Database
-from agent_memory.db.scope import Scope
 from agent_memory.embeddings import Embedder
-from agent_memory.extraction import ExistingMemory, ExtractedMemory, Extractor
+from agent_memory.extraction import ExtractedMemory, Extractor
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
-from agent_memory.ingest import writes
 from agent_memory.ingest.redaction import Redactor
-from agent_memory.ingest.rows import MemoryRow, build_rows, check_new_memories, embed_unique
+from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique
+from agent_memory.store import writes
+from agent_memory.store.connection import Database
+from agent_memory.store.rows import ExistingMemory, MemoryRow
+from agent_memory.store.scope import Scope
 from agent_memory.usage import Meter
 from agent_memory_contract.errors import InputTooLarge
 from agent_memory_contract.models import ConversationEnded, IngestOutcome

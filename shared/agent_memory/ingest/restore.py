@@ -7,12 +7,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent_memory.db.connection import Connection
-from agent_memory.db.entities import link_entities
-from agent_memory.db.transactions import user_transaction
-from agent_memory.db.usage import add_usage
-from agent_memory.ingest.rows import MemoryRow
-from agent_memory.ingest.writes import WriteOutcome, row_params
+from agent_memory.store.connection import Connection
+from agent_memory.store.entities import link_entities
+from agent_memory.store.rows import MemoryRow
+from agent_memory.store.transactions import user_transaction
+from agent_memory.store.usage import add_usage
+from agent_memory.store.writes import WriteOutcome, row_params
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import InvalidInput
 

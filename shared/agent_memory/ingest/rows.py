@@ -3,9 +3,7 @@ each distinct fact embedded once, folded by its identity (user, project, content
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,34 +14,10 @@ from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
 from agent_memory.extraction.entities import MAX_ENTITIES, entity_keys, extract_entities
 from agent_memory.ingest.redaction import REDACTED_KEY
+from agent_memory.store.rows import MemoryRow
 from agent_memory_contract.errors import InputTooLarge, InvalidInput
 from agent_memory_contract.inputs import JsonValueError, inspect_json
 from agent_memory_contract.models import NewMemory, content_hash, fact_key, metadata_chars
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryRow:
-    """A memory ready to store: normalised, hashed and embedded."""
-
-    user_id: str
-    project_id: str | None
-    content: str
-    content_hash: bytes
-    category: str
-    embedding: np.ndarray
-    source: str | None = None
-    is_evergreen: bool = False
-    created_at: dt.datetime | None = None
-    observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
-    expires_at: dt.datetime | None = None
-    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
-    injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
-    # What a restored (exported) memory keeps: see agent_memory.ingest.restore.
-    id: uuid.UUID | None = None
-    updated_at: dt.datetime | None = None
-    superseded_at: dt.datetime | None = None
-    superseded_by: uuid.UUID | None = None
-    entities: tuple[str, ...] = ()  # entity keys the memory names (memory_entities)
 
 
 def entities_of(memory: NewMemory) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ import numpy as np
 from agent_memory.config import FusionMode, Settings
 from agent_memory.extraction.entities import extract_entities
 from agent_memory.recall import dates, scoring
-from agent_memory.recall.candidates import Candidate, ExtraLegs, Window
+from agent_memory.store.recall import Candidate, ExtraLegs, Window
 
 Legs = Literal["hybrid", "vector", "text"]
 # Scores of the documents (one each, same order) for the query, or None when the reranker failed

@@ -10,13 +10,16 @@ is scored, and Voyage calls it ``top_k``); the answer ``{results: [{index, relev
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from agent_memory.config import Settings
 from agent_memory.providers.aws import rerank_api_key
 from agent_memory.providers.http import OpenAICompatClient
 from agent_memory.rerank.base import Reranker, scores_by_index, short_retry
 from agent_memory_contract.errors import ProviderError
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_MODEL = "rerank-v3.5"
 PROVIDER = "cohere rerank"

@@ -12,14 +12,14 @@ from __future__ import annotations
 import threading
 
 from agent_memory.config import get_settings
-
-# Re-exported: a queue consumer (IngestFunction) keeps one per batch.
-from agent_memory.ingest.writes import UnflushedWrites as UnflushedWrites
 from agent_memory.service.accounting import Accounting
 from agent_memory.service.admin import Admin
 from agent_memory.service.base import utcnow as utcnow
 from agent_memory.service.editing import Editing
 from agent_memory.service.writing import Writing
+
+# Re-exported: a queue consumer (IngestFunction) keeps one per batch.
+from agent_memory.store.writes import UnflushedWrites as UnflushedWrites
 
 
 class MemoryService(Writing, Editing, Accounting, Admin):

@@ -6,9 +6,9 @@ import datetime as dt
 from typing import Any
 
 from agent_memory import prices
-from agent_memory.changes import DrainResult, OutboxStatus, drain_outbox, outbox_status
-from agent_memory.manage import usage as usage_queries
 from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.service.drain import DrainResult, OutboxStatus, drain_outbox, outbox_status
+from agent_memory.store import usage_reports as usage_queries
 from agent_memory_contract.errors import ConfigurationError, InvalidInput
 from agent_memory_contract.schemas import TenantUsage, UsageLine, UsageReport, usage_totals
 

@@ -8,11 +8,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from agent_memory.manage import queries
-from agent_memory.schema import dense_users, entity_links
-from agent_memory.schema import reembed as reembedding
-from agent_memory.schema.setup import MigrateResult, migrate
+from agent_memory.extraction.entities import extract_entities
 from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.store import entity_links
+from agent_memory.store import indexes as dense_users
+from agent_memory.store import memories as queries
+from agent_memory.store import reembed as reembedding
+from agent_memory.store.setup import MigrateResult, migrate
 from agent_memory_contract.models import (
     normalize_content,
 )
@@ -25,7 +27,7 @@ class Admin(ServiceBase):
 
     def migrate(self) -> MigrateResult:
         """Apply pending migrations (idempotent), then set up the application's database roles."""
-        return migrate(self.settings, self.embedder)
+        return migrate(self.settings, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
 
     def reembed(
         self,
@@ -37,7 +39,7 @@ class Admin(ServiceBase):
         reconnect_s: float = reembedding.RECONNECT_S,
     ) -> reembedding.ReembedResult:
         """Move the store to the configured embedder without taking reads down
-        (see :mod:`agent_memory.schema.reembed`)."""
+        (see :mod:`agent_memory.store.reembed`)."""
         result = reembedding.reembed(
             self.settings,
             self.embedder,
@@ -60,16 +62,21 @@ class Admin(ServiceBase):
         progress: Callable[[int], None] | None = None,
     ) -> entity_links.EntityLinkResult:
         """Link the memories stored before migration 0007 to the entities they name; resumable
-        (see :mod:`agent_memory.schema.entity_links`). Needs the owner's credentials."""
+        (see :mod:`agent_memory.store.entity_links`). Needs the owner's credentials."""
         return entity_links.link_entities(
-            self.settings, batch_size=batch_size, restart=restart, max_seconds=max_seconds, progress=progress
+            self.settings,
+            extract=extract_entities,
+            batch_size=batch_size,
+            restart=restart,
+            max_seconds=max_seconds,
+            progress=progress,
         )
 
     def refresh_dense_users(
         self, *, min_memories: int | None = None, max_seconds: float | None = None, concurrently: bool = True
     ) -> dense_users.DenseUsersReport:
         """Give users with many memories their own indexes, and take them from those who no longer
-        have many (see :mod:`agent_memory.schema.dense_users`). Needs the owner's credentials."""
+        have many (see :mod:`agent_memory.store.indexes`). Needs the owner's credentials."""
         return dense_users.refresh(
             self.settings, min_memories=min_memories, max_seconds=max_seconds, concurrently=concurrently
         )

@@ -7,18 +7,17 @@ import datetime as dt
 import logging
 from functools import cached_property
 
-from agent_memory.changes import drain_outbox
-from agent_memory.changes.drain import Publish
 from agent_memory.config import Settings
-from agent_memory.db.connection import Connection, Database, VectorSchema
-from agent_memory.db.readers import ReadRouter, reader_settings
 from agent_memory.embeddings import Embedder, create_embedder
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.providers.aws import clear_secret_cache
 from agent_memory.recall.ranking import RecallOptions
 from agent_memory.rerank import Reranker, create_reranker
-from agent_memory.schema.migrate import prepare_connection
+from agent_memory.service.drain import Publish, drain_outbox
+from agent_memory.store.connection import Connection, Database, VectorSchema
+from agent_memory.store.migrate import prepare_connection
+from agent_memory.store.readers import ReadRouter, reader_settings
 from agent_memory.usage import Meter, UsageRow
 
 logger = logging.getLogger(__name__)
@@ -90,7 +89,7 @@ class ServiceBase:
     @property
     def reads(self) -> ReadRouter:
         """Where reads go: the reader endpoint when one is configured, else (and as its fallback)
-        the writer, :attr:`db` (see :mod:`agent_memory.db.readers`)."""
+        the writer, :attr:`db` (see :mod:`agent_memory.store.readers`)."""
         if self._reads is None:
             settings = reader_settings(self.settings)
             reader = None

@@ -6,13 +6,15 @@ import logging
 import uuid
 from typing import Any
 
+from agent_memory.extraction.entities import extract_entities
 from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.ingest.rows import (
     check_metadata,
 )
-from agent_memory.manage import edits, queries
-from agent_memory.manage import erasure as erasing
 from agent_memory.service.reading import Reading
+from agent_memory.store import edits
+from agent_memory.store import erasures as erasing
+from agent_memory.store import memories as queries
 from agent_memory.usage import UsageRow, metering
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.models import (
@@ -54,9 +56,10 @@ class Editing(Reading):
             used = self._usage(meter)
         if values.get("metadata"):
             check_metadata(self.settings, values["metadata"], "metadata")
+        entities = extract_entities(values["content"]) if "content" in values else []
         updated: Memory | None = self.db.run(
             lambda conn: edits.update_memory(
-                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used
+                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used, entities=entities
             )
         )
         if updated is None:

@@ -8,13 +8,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agent_memory.db.scope import Scope
-from agent_memory.db.usage import record_usage
-from agent_memory.manage import edits, pages, queries
 from agent_memory.recall.block import build_memory_block
-from agent_memory.recall.candidates import hybrid_candidates
 from agent_memory.recall.ranking import RecallOptions, rank_candidates
+from agent_memory.service import pages
 from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.store import edits
+from agent_memory.store import memories as queries
+from agent_memory.store.recall import hybrid_candidates
+from agent_memory.store.scope import Scope
+from agent_memory.store.usage import record_usage
 from agent_memory.usage import Meter, metering
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.inputs import has_visible, lone_surrogate
@@ -76,7 +78,7 @@ class Reading(ServiceBase):
     ) -> RecallResult:
         """The memories most relevant to ``query`` for this user, best first, and the prompt block;
         with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
-        the writer when a reader endpoint is configured (see :mod:`agent_memory.db.readers`).
+        the writer when a reader endpoint is configured (see :mod:`agent_memory.store.readers`).
 
         ``usage``: what was already spent for this recall (a batch's share of its embedding call),
         counted with it."""

@@ -9,17 +9,18 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 
-from agent_memory.db.connection import Connection
-from agent_memory.ingest import conversation, importing, restore, writes
+from agent_memory.ingest import conversation, importing, restore
 from agent_memory.ingest.rows import (
-    MemoryRow,
     build_rows,
     check_lengths,
     check_new_memories,
     embed_unique,
 )
-from agent_memory.ingest.writes import UnflushedWrites
 from agent_memory.service.base import ServiceBase
+from agent_memory.store import writes
+from agent_memory.store.connection import Connection
+from agent_memory.store.rows import MemoryRow
+from agent_memory.store.writes import UnflushedWrites
 from agent_memory.usage import Meter, UsageRow, metering
 from agent_memory_contract.errors import DatabaseUnavailable
 from agent_memory_contract.models import (

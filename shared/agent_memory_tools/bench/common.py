@@ -21,10 +21,10 @@ from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
 from agent_memory.config import EmbeddingProvider, Settings
-from agent_memory.db.connection import Database
-from agent_memory.db.embedded import start_embedded_server
-from agent_memory.schema.migrate import register_types
 from agent_memory.service import MemoryService
+from agent_memory.store.connection import Database
+from agent_memory.store.embedded import start_embedded_server
+from agent_memory.store.migrate import register_types
 from agent_memory_contract.errors import DatabaseUnavailable
 
 # PostgreSQL's 128MB default is a development setting; RDS gives shared_buffers ~25% of RAM.

@@ -32,10 +32,10 @@ from typing import Any, Literal
 import numpy as np
 
 from agent_memory.config import Settings
-from agent_memory.db.connection import Connection, Database
 from agent_memory.embeddings.base import Embedder
-from agent_memory.schema.dense_users import refresh_dense_users
 from agent_memory.service import MemoryService
+from agent_memory.store.connection import Connection, Database
+from agent_memory.store.indexes import refresh_dense_users
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_tools.bench import sql as bench_sql
 from agent_memory_tools.bench.common import (

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_memory.db.scope import Scope
 from agent_memory.recall.ranking import RecallOptions
 from agent_memory.service import MemoryService
+from agent_memory.store.scope import Scope
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import AwareDatetime, ImportLine, UserId
 from agent_memory_tools.bench import scoring

@@ -16,12 +16,12 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from agent_memory.db.connection import Connection
-from agent_memory.db.scope import Scope, scope_filter, scope_params
-from agent_memory.db.transactions import user_transaction
-from agent_memory.ingest.rows import MemoryRow
-from agent_memory.manage.queries import MEMORY_COLUMNS
-from agent_memory.recall.candidates import TS_CONFIG
+from agent_memory.store.connection import Connection
+from agent_memory.store.memories import MEMORY_COLUMNS
+from agent_memory.store.recall import TS_CONFIG
+from agent_memory.store.rows import MemoryRow
+from agent_memory.store.scope import Scope, scope_filter, scope_params
+from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 
 # The same definition as migration 0001; building it once after a bulk load is far faster than

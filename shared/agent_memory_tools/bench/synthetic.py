@@ -17,7 +17,7 @@ import numpy as np
 
 from agent_memory.embeddings.base import Embedder, Vectors, normalize_rows
 from agent_memory.extraction.entities import extract_entities
-from agent_memory.ingest.rows import MemoryRow
+from agent_memory.store.rows import MemoryRow
 from agent_memory_contract.models import content_hash
 
 _CONSONANTS = "bdfgklmnprstvz"

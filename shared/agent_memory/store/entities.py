@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from agent_memory.db.connection import Connection
+from agent_memory.store.connection import Connection
 
 # Nothing is fetched: in a pipelined transaction it travels with the next statement, no round
 # trip of its own. An existing link stays as it is.

@@ -13,8 +13,8 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 
-from agent_memory.changes import outbox
-from agent_memory.db.connection import Connection, Database
+from agent_memory.store import outbox
+from agent_memory.store.connection import Connection, Database
 
 logger = logging.getLogger(__name__)
 

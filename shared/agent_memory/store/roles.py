@@ -11,8 +11,8 @@ import logging
 import psycopg
 from psycopg import sql
 
-from agent_memory.db.connection import Connection
-from agent_memory.schema.migrate import MIGRATION_LOCK_KEY
+from agent_memory.store.connection import Connection
+from agent_memory.store.migrate import MIGRATION_LOCK_KEY
 from agent_memory_contract.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The write path's SQL: upserts with duplicate folding, near-duplicate refreshes, supersession,
 the memories an extractor is shown, and the receipts that make a redelivered message a no-op.
 
-Every write runs in the user's locked transaction (:func:`agent_memory.db.transactions.user_transaction`):
+Every write runs in the user's locked transaction (:func:`agent_memory.store.transactions.user_transaction`):
 the near-duplicate check reads before it writes, so one user's writers take turns.
 """
 
@@ -19,13 +19,12 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from agent_memory.db.connection import Connection, vector_column, vector_schema_of
-from agent_memory.db.entities import link_entities
-from agent_memory.db.scope import Scope, scope_filter, scope_params
-from agent_memory.db.transactions import pipelined_transaction, read_as_user, user_transaction
-from agent_memory.db.usage import add_usage
-from agent_memory.extraction.records import ExistingMemory
-from agent_memory.ingest.rows import MemoryRow
+from agent_memory.store.connection import Connection, vector_column, vector_schema_of
+from agent_memory.store.entities import link_entities
+from agent_memory.store.rows import ExistingMemory, MemoryRow
+from agent_memory.store.scope import Scope, scope_filter, scope_params
+from agent_memory.store.transactions import pipelined_transaction, read_as_user, user_transaction
+from agent_memory.store.usage import add_usage
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import SchemaMismatch
 

@@ -13,7 +13,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from agent_memory.db.connection import Connection, VectorSchema
+from agent_memory.store.connection import Connection, VectorSchema
 from agent_memory_contract.errors import ConfigurationError, SchemaMismatch
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class Migration:
 
 
 def available_migrations() -> list[Migration]:
-    folder = importlib.resources.files("agent_memory.schema") / "migrations"
+    folder = importlib.resources.files("agent_memory.store") / "migrations"
     found = []
     for entry in folder.iterdir():
         match = _MIGRATION_FILE.match(entry.name)

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -30,11 +30,13 @@ from psycopg import sql
 from pydantic import BaseModel
 
 from agent_memory.config import Settings
-from agent_memory.db.connection import Connection, Database
-from agent_memory.db.transactions import VECTOR_SCHEMA_LOCK_KEY, maintenance_transaction
-from agent_memory.embeddings import Embedder
-from agent_memory.schema.migrate import read_meta, register_types
+from agent_memory.store.connection import Connection, Database
+from agent_memory.store.migrate import read_meta, register_types
+from agent_memory.store.transactions import VECTOR_SCHEMA_LOCK_KEY, maintenance_transaction
 from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, InvalidInput, StatementTimeout
+
+if TYPE_CHECKING:  # the service hands it in; the store only calls it
+    from agent_memory.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 

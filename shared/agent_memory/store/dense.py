@@ -1,6 +1,6 @@
 """What recall (the query) and the maintenance run (the indexes) must agree on about dense users'
 own indexes: their names and the expression the HNSW index is built on
-(see :mod:`agent_memory.schema.dense_users`)."""
+(see :mod:`agent_memory.store.indexes`)."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ import uuid
 from psycopg import sql
 from psycopg.rows import class_row
 
-from agent_memory.db.connection import Connection
-from agent_memory.db.scope import Scope, scope_filter, scope_params
-from agent_memory.db.transactions import maintenance_transaction, user_transaction
+from agent_memory.store.connection import Connection
+from agent_memory.store.scope import Scope, scope_filter, scope_params
+from agent_memory.store.transactions import maintenance_transaction, user_transaction
 from agent_memory_contract.models import Memory, MemoryEvent
 
 MEMORY_COLUMNS = (

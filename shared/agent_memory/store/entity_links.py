@@ -13,15 +13,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
 from agent_memory.config import Settings
-from agent_memory.db.connection import Connection, Database
-from agent_memory.db.transactions import maintenance_transaction
-from agent_memory.extraction.entities import extract_entities
-from agent_memory.schema.migrate import read_meta, register_types
+from agent_memory.store.connection import Connection, Database
+from agent_memory.store.migrate import read_meta, register_types
+from agent_memory.store.transactions import maintenance_transaction
 from agent_memory_contract.errors import InvalidInput, SchemaMismatch
 
 logger = logging.getLogger(__name__)
@@ -50,16 +49,18 @@ class EntityLinkResult(BaseModel):
     done: bool
 
 
-def link_batch(conn: Connection, *, after: uuid.UUID | None, limit: int) -> tuple[int, int, uuid.UUID | None]:
-    """Link the next ``limit`` memories after ``after``, and record the position, in one
-    transaction: (memories read, links added, last id or None when none were left)."""
+def link_batch(
+    conn: Connection, *, after: uuid.UUID | None, limit: int, extract: Callable[[str], Sequence[str]]
+) -> tuple[int, int, uuid.UUID | None]:
+    """Link the next ``limit`` memories after ``after`` to the keys ``extract`` finds in each, and
+    record the position, in one transaction: (memories read, links added, last id or None when none were left)."""
     with maintenance_transaction(conn, source="link-entities"):
         rows = conn.execute(_NEXT, {"after": after, "limit": limit}).fetchall()
         users: list[str] = []
         keys: list[str] = []
         ids: list[uuid.UUID] = []
         for memory_id, user_id, content in rows:
-            for key in extract_entities(content):
+            for key in extract(content):
                 users.append(user_id)
                 keys.append(key)
                 ids.append(memory_id)
@@ -73,6 +74,7 @@ def link_batch(conn: Connection, *, after: uuid.UUID | None, limit: int) -> tupl
 def link_entities(
     settings: Settings,
     *,
+    extract: Callable[[str], Sequence[str]],
     batch_size: int = 500,
     restart: bool = False,
     max_seconds: float | None = None,
@@ -97,7 +99,7 @@ def link_entities(
         after = uuid.UUID(state) if state not in ("", DONE) else None
         done = state == DONE
         while not done and (deadline is None or time.monotonic() < deadline):
-            read, added, after = link_batch(conn, after=after, limit=batch_size)
+            read, added, after = link_batch(conn, after=after, limit=batch_size, extract=extract)
             memories, links = memories + read, links + added
             done = after is None
             if progress:

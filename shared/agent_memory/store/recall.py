@@ -25,12 +25,12 @@ import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
-from agent_memory.db.connection import Connection, vector_column
-from agent_memory.db.dense import HNSW_VECTOR_MAX_DIM, ann_expression
-from agent_memory.db.filters import FilterShape, filter_shape, filters_sql
-from agent_memory.db.scope import Scope, scope_params, scope_sql
-from agent_memory.db.transactions import read_as_user
-from agent_memory.db.usage import UPSERT_USAGE, usage_params
+from agent_memory.store.connection import Connection, vector_column
+from agent_memory.store.dense import HNSW_VECTOR_MAX_DIM, ann_expression
+from agent_memory.store.filters import FilterShape, filter_shape, filters_sql
+from agent_memory.store.scope import Scope, scope_params, scope_sql
+from agent_memory.store.transactions import read_as_user
+from agent_memory.store.usage import UPSERT_USAGE, usage_params
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import StatementTimeout
 
@@ -150,7 +150,7 @@ WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
 _DISTANCE = "m.{vec} <=> %(query_vector)s"
 _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 
-# Two shapes, by whether the user is dense (agent_memory_dense_users, agent_memory.schema.dense_users).
+# Two shapes, by whether the user is dense (agent_memory_dense_users, agent_memory.store.indexes).
 # The ordinary shape probes the registry (one primary-key lookup) only to skip a dense user's text
 # leg, which over their rows would rank tens of thousands of them, and to say so (dense_user): the
 # caller then asks again with the dense shape. That one runs the text leg through

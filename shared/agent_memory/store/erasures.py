@@ -13,9 +13,9 @@ import uuid
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from agent_memory.db.connection import Connection
-from agent_memory.db.transactions import maintenance_transaction, user_transaction
 from agent_memory.erasure import ERASURE_KEY, subject_hash
+from agent_memory.store.connection import Connection
+from agent_memory.store.transactions import maintenance_transaction, user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.schemas import ErasureCounts, ErasureReceipt
 

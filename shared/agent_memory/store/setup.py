@@ -7,11 +7,10 @@ import dataclasses
 import logging
 
 from agent_memory.config import Settings
-from agent_memory.db.connection import Connection, Database
-from agent_memory.embeddings import Embedder
 from agent_memory.providers.aws import app_db_credentials
-from agent_memory.schema.migrate import apply_migrations, prepare_connection
-from agent_memory.schema.roles import AppLogin, ensure_app_login, ensure_can_set_role
+from agent_memory.store.connection import Connection, Database
+from agent_memory.store.migrate import apply_migrations, prepare_connection
+from agent_memory.store.roles import AppLogin, ensure_app_login, ensure_can_set_role
 from agent_memory_contract.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -26,7 +25,7 @@ class MigrateResult:
     app_login: AppLogin | None
 
 
-def migrate(settings: Settings, embedder: Embedder) -> MigrateResult:
+def migrate(settings: Settings, *, dimension: int, fingerprint: str) -> MigrateResult:
     """Apply pending migrations (idempotent); then, as the owner, set up the login role
     ``app_db_user`` and the right to SET ROLE ``db_role``, and check the result connects."""
     applied: list[str] = []
@@ -34,13 +33,11 @@ def migrate(settings: Settings, embedder: Embedder) -> MigrateResult:
     role = settings.effective_db_role()
 
     def setup(conn: Connection) -> None:
-        applied.extend(apply_migrations(conn, dimension=embedder.dimension, fingerprint=embedder.fingerprint))
+        applied.extend(apply_migrations(conn, dimension=dimension, fingerprint=fingerprint))
         login[0] = _ensure_app_login(conn, settings)
         if role:
             ensure_can_set_role(conn, role)
-        prepare_connection(
-            conn, dimension=embedder.dimension, fingerprint=embedder.fingerprint, migrate=False, role=role
-        )
+        prepare_connection(conn, dimension=dimension, fingerprint=fingerprint, migrate=False, role=role)
 
     database = Database(settings, setup=setup)
     try:

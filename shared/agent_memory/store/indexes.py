@@ -30,16 +30,16 @@ from psycopg import sql
 from pydantic import BaseModel
 
 from agent_memory.config import Settings
-from agent_memory.db.connection import Connection, Database
-from agent_memory.db.dense import (
+from agent_memory.store.connection import Connection, Database
+from agent_memory.store.dense import (
     HNSW_HALFVEC_MAX_DIM,
     HNSW_VECTOR_MAX_DIM,
     INDEX_PREFIX,
     ann_expression,
     dense_index_names,
 )
-from agent_memory.db.transactions import maintenance_transaction
-from agent_memory.schema.migrate import read_meta, register_types
+from agent_memory.store.migrate import read_meta, register_types
+from agent_memory.store.transactions import maintenance_transaction
 from agent_memory_contract.errors import ConfigurationError, InvalidInput, SchemaMismatch
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from agent_memory.config import Settings
-from agent_memory.db.embedded import start_embedded_server
+from agent_memory.store.embedded import start_embedded_server
 from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, SchemaChanged, StatementTimeout
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def describe_target(settings: Settings) -> str:
 @dataclasses.dataclass(frozen=True)
 class VectorSchema:
     """Which vector column a connection may use, resolved from agent_memory_meta when it opens
-    (:func:`agent_memory.schema.migrate.prepare_connection`).
+    (:func:`agent_memory.store.migrate.prepare_connection`).
 
     Normally the column ``embedding``, read and write. During the grace period after
     ``agent-memory reembed`` switched the store to a new model, a process still configured

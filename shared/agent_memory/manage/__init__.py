@@ -1,1 +1,0 @@
-"""What users and operators do with stored memories: list (paged), history, forget, purge."""

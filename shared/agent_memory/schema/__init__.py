@@ -1,1 +1,0 @@
-"""The schema and its administration: migrations, database roles, re-embedding."""
