@@ -93,7 +93,7 @@ def test_migrate_function_logs_in_as_the_owner_and_sets_up_the_application_role(
             "db_user": None,
             "db_iam_auth": False,
             "db_secret_arn": OWNER_SECRET,
-            "app_db_user": None,  # the DBA made that role (see SECURITY.md)
+            "app_db_user": None,  # the DBA made that role (see docs/deployment.md)
             "app_db_secret_arn": None,
             "app_db_iam_auth": False,
             "db_role": None,

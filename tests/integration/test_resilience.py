@@ -1,6 +1,6 @@
 """Load, faults and retries through the real handlers: what SQS and API Gateway would do to them.
 
-Each test prints the figures SECURITY.md quotes (run with -s to see them).
+Each test prints the figures docs/reliability.md quotes (run with -s to see them).
 """
 
 from __future__ import annotations
