@@ -287,14 +287,16 @@ class Settings(BaseSettings):
         default=None, description="Secrets Manager secret holding the cohere provider's API key (in AWS)."
     )
     rerank_top_n: int = Field(
-        default=30, ge=1, le=200, description="How many of the best fused candidates are sent to the reranker."
+        default=30, ge=1, le=200, description="How many of the best fused candidates are sent to the reranker (with the date leg's "
+        "finds).",
     )
     rerank_weight: float = Field(
         default=0.7,
         ge=0,
         le=1,
-        description="Share of the reranker's score (scaled to the best one) in a reranked candidate's relevance; the "
-        "rest is its fused relevance. Decay, the date boost and MMR then apply as without a reranker.",
+        description="Share of the reranker's score (mapped onto the range of the candidates' relevance) in a "
+        "reranked candidate's relevance; the rest is its fused relevance. Decay, the date boost and MMR then apply "
+        "as without a reranker.",
     )
     rerank_timeout_s: float = Field(
         default=1.0,

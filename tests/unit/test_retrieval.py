@@ -108,16 +108,3 @@ def test_hop_bonus_lifts_what_was_stated_with_the_best_candidates() -> None:
     by_entity = hop_bonus(relevance, stated, [("rome",), (), (), ("rome", "x"), ()], seeds=1)
     assert list(by_entity) == [0.0, 0.9, 0.0, 0.9, 0.0]
     assert not hop_bonus(relevance, stated, seeds=0).any()
-
-
-def test_a_rerank_blend_scales_both_parts_to_their_best() -> None:
-    from agent_memory.recall.scoring import blend_rerank
-
-    fused = [0.8, 0.4, 0.2]
-    # Cohere-style tiny scores: only their order counts, the best becomes 1.
-    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=1.0), [0.25, 1.0, 0.5])
-    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=0.0), [1.0, 0.5, 0.25])
-    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=0.5), [0.625, 0.75, 0.375])
-    # Raw logits below 0: shifted so the worst is 0.
-    assert np.allclose(blend_rerank(fused, [-2.0, 2.0, 0.0], weight=1.0), [0.0, 1.0, 0.5])
-    assert np.allclose(blend_rerank(fused, [0.0, 0.0, 0.0], weight=1.0), [0.0, 0.0, 0.0])

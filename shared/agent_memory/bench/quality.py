@@ -26,11 +26,23 @@ from agent_memory.db.scope import Scope
 from agent_memory.errors import InvalidInput
 from agent_memory.models import AwareDatetime, ImportLine, UserId
 from agent_memory.recall.ranking import RecallOptions
+from agent_memory.rerank import Reranker
 from agent_memory.service import MemoryService
 
 IMPORT_CHUNK = 512
 SHORT_K = 5  # recall@5 too: the prompt block is often trimmed to the first few memories
 PREVIOUS = "ours, previous defaults"
+EQUAL_RERANK = "ours + equal-scores rerank"
+
+
+class EqualScores(Reranker):
+    """A reranker that scores every document the same: it must leave the ranking as it was."""
+
+    provider = "constant"
+    model = "equal-scores"
+
+    def _scores(self, query: str, documents: list[str]) -> list[float]:
+        return [0.5] * len(documents)
 
 
 class QualityQuery(BaseModel):
@@ -78,6 +90,7 @@ class Variant:
     name: str
     options: RecallOptions | None  # None: the article's query
     note: str
+    reranker: Reranker | None = None  # instead of the configured one
 
 
 def variants(base: RecallOptions, *, reranker: bool = False) -> list[Variant]:
@@ -133,6 +146,14 @@ def variants(base: RecallOptions, *, reranker: bool = False) -> list[Variant]:
             )
         )
     toggles.append(Variant("ours, overfetch 5", base.but(overfetch=5), "50 candidates per leg instead of 30"))
+    toggles.append(
+        Variant(
+            EQUAL_RERANK,
+            base.but(rerank=True),
+            f"a reranker scoring all {base.rerank_top_n} the same: must equal the default row",
+            reranker=EqualScores(),
+        )
+    )
     if reranker:
         toggles.append(
             Variant(
@@ -186,7 +207,15 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
             results: dict[str, list[list[dict[str, Any]]]] = {}
             for variant in chosen:
                 say(f"recalling: {variant.name}")
-                results[variant.name] = _recall_all(bench, variant, queries, vectors, k)
+                # The same database and embedder; only the reranker differs (never closed here).
+                service_of = (
+                    bench
+                    if variant.reranker is None
+                    else MemoryService(
+                        bench.settings, embedder=bench.embedder, database=bench.db, reranker=variant.reranker
+                    )
+                )
+                results[variant.name] = _recall_all(service_of, variant, queries, vectors, k)
         finally:
             bench.close()
 
@@ -198,13 +227,16 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
     top = scoring.ceiling(judged, ({"user_id": line.user_id, "metadata": line.metadata} for line in lines))
     _print_report(split, len(lines), queries, reports, shorter, chosen, top, k, short)
     ours, article, vector = reports["ours (default)"], reports["article query"], reports["vector only"]
-    previous = reports[PREVIOUS]
+    previous, equal = reports[PREVIOUS], reports[EQUAL_RERANK]
+    configured = reports.get("ours + rerank")
     print(
         f"quality split={split.name} ours_any={ours.total.any:.3f} ours_all={ours.total.all:.3f} "
         f"article_any={article.total.any:.3f} vector_any={vector.total.any:.3f} "
         f"ours_any_at{short}={shorter['ours (default)'].total.any:.3f} "
         f"ours_all_at{short}={shorter['ours (default)'].total.all:.3f} "
-        f"previous_any={previous.total.any:.3f} previous_all={previous.total.all:.3f}"
+        f"previous_any={previous.total.any:.3f} previous_all={previous.total.all:.3f} "
+        f"equal_rerank_any={equal.total.any:.3f} equal_rerank_all={equal.total.all:.3f}"
+        + (f" rerank_any={configured.total.any:.3f} rerank_all={configured.total.all:.3f}" if configured else "")
     )
     return 0
 

@@ -181,7 +181,7 @@ def rank_candidates(
             seeds=options.hop_seeds,
         )
     if rerank is not None and options.rerank and query:
-        chosen, relevance = _reranked(chosen, relevance, rerank, query, options)
+        relevance = _reranked(chosen, relevance, rerank, query, options)
     dated = [False] * len(chosen)
     if options.date_boost > 0 and query:
         if windows is None:
@@ -210,14 +210,20 @@ def rank_candidates(
 
 
 def _reranked(
-    chosen: list[Candidate], relevance: scoring.Floats, rerank: Rerank, query: str, options: RecallOptions
-) -> tuple[list[Candidate], scoring.Floats]:
-    """The rerank_top_n best candidates with the reranker's scores blended into their relevance
-    (the others leave: the reranker ordered the pool, and their fused scores are on another
-    scale); everything unchanged when the reranker fails or answers with the wrong count."""
+    chosen: Sequence[Candidate], relevance: scoring.Floats, rerank: Rerank, query: str, options: RecallOptions
+) -> scoring.Floats:
+    """The relevance with the reranker's scores blended in (:func:`.scoring.blend_rerank`).
+
+    The reranker scores the ``rerank_top_n`` most relevant candidates and every one the date leg
+    found: the date boost, a later step, may lift those from far below. Every candidate stays in
+    the pool, the ones not sent with their relevance unchanged (the blend is on the same scale).
+    Everything unchanged when the reranker fails or answers with the wrong count."""
     top = [int(i) for i in np.argsort(-relevance, kind="stable")[: options.rerank_top_n]]
+    sent = set(top)
+    top += [i for i, c in enumerate(chosen) if c.in_date and i not in sent]
     scores = rerank(query, [chosen[i].content for i in top])
     if scores is None or len(scores) != len(top):
-        return chosen, relevance
-    blended = scoring.blend_rerank(relevance[top], scores, weight=options.rerank_weight)
-    return [chosen[i] for i in top], blended
+        return relevance
+    blended = relevance.copy()
+    blended[top] = scoring.blend_rerank(relevance[top], scores, weight=options.rerank_weight)
+    return blended

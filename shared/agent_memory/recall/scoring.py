@@ -98,20 +98,29 @@ def hop_bonus(
 
 
 def blend_rerank(relevance: npt.ArrayLike, rerank_scores: npt.ArrayLike, *, weight: float) -> Floats:
-    """``weight`` x the reranker's scores + (1 - weight) x the fused relevance, each scaled so its
-    best is 1 (as ts_rank is in :func:`fuse_weighted`): providers score on different scales
-    (Cohere's 0..1 often tiny, some raw logits below 0), and only the order within one answer
-    means anything. Scores below 0 are shifted up first, so the worst becomes 0.
+    """``weight`` x the reranker's scores + (1 - weight) x the relevance, on the relevance scale.
+
+    Providers score on different scales (Cohere's 0..1 often tiny, some raw logits below 0) and
+    only the order within one answer means anything, so the scores are mapped linearly onto the
+    range the candidates' relevance spans: the worst-scored gets the least relevance among them,
+    the best-scored the most. The blend then stays on the scale of fusion, so the boosts, decay,
+    MMR and ``min_score`` after it weigh what they weigh without a reranker. Scores that tell the
+    candidates nothing apart (all equal) leave the relevance exactly as it was.
     """
     rel = np.asarray(relevance, dtype=np.float64)
     scores = np.asarray(rerank_scores, dtype=np.float64)
-    low = min(float(scores.min(initial=0.0)), 0.0)
-    scores = scores - low
-    best = scores.max(initial=0.0)
-    scores = scores / best if best > 0 else scores
-    top = rel.max(initial=0.0)
-    rel = rel / top if top > 0 else rel
-    return weight * scores + (1.0 - weight) * rel
+    if len(rel) == 0 or not np.isfinite(scores).all():
+        return rel.copy()
+    low, high = float(scores.min()), float(scores.max())
+    if high <= low:
+        return rel.copy()
+    floor, span = float(rel.min()), float(rel.max() - rel.min())
+    if span <= 0:  # the relevance tells them nothing apart: map onto 0 .. their relevance
+        floor, span = 0.0, float(rel.max())
+    mapped = floor + (scores - low) / (high - low) * span
+    # rel + w x (mapped - rel), not (1 - w) x rel + w x mapped: a candidate whose mapped score is
+    # its relevance keeps it to the last bit.
+    return rel + weight * (mapped - rel)
 
 
 def mmr_select(relevance: npt.ArrayLike, embeddings: npt.ArrayLike, *, lam: float, limit: int) -> list[int]:
