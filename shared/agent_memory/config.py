@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent_memory.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
@@ -20,7 +20,6 @@ from agent_memory.privacy import PiiPolicy, PiiPolicySetting
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]
 RerankProvider = Literal["none", "bedrock", "cohere"]
-FusionMode = Literal["weighted", "rrf"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
 GROUP_ROLES = ("agent_memory_app", "agent_memory_maintenance")
@@ -200,62 +199,10 @@ class Settings(BaseSettings):
     )
 
     # --- recall ---------------------------------------------------------------------
-    fusion: FusionMode = Field(default="weighted", description="weighted (0.7 vector + 0.3 text, normalised) or rrf.")
-    vector_weight: float = Field(default=0.7, ge=0, description="Weight of cosine similarity in weighted fusion.")
-    text_weight: float = Field(default=0.3, ge=0, description="Weight of normalised text rank in weighted fusion.")
-    rrf_k: int = Field(default=60, ge=1, description="RRF constant k.")
-    overfetch: int = Field(default=3, ge=1, le=20, description="Candidates per leg = overfetch x limit.")
+    # The rest of the ranking (fusion weights, MMR, the date and hop steps) is fixed in
+    # agent_memory.recall.plan, at the defaults measured in BENCHMARKS.md.
     half_life_days: float = Field(default=180.0, gt=0, description="Time-decay half-life of non-evergreen memories.")
     decay_floor: float = Field(default=0.9, ge=0, le=1, description="Share of relevance kept however old a memory is.")
-    mmr_lambda: float = Field(default=0.8, ge=0, le=1, description="MMR: 1 = relevance only, 0 = diversity only.")
-    date_boost: float = Field(
-        default=0.2, ge=0, le=1, description="Added to memories from a day or month the query names (0 = off)."
-    )
-    date_k: int = Field(
-        default=10,
-        ge=0,
-        le=100,
-        description="Date leg: up to this many memories stated inside a date window the query names, nearest "
-        "first, join the candidates (0 = off).",
-    )
-    entity_k: int = Field(
-        default=0,
-        ge=0,
-        le=100,
-        description="Entity leg: up to this many memories naming a rare entity the query names join the "
-        "candidates (0 = off; the links are written either way).",
-    )
-    entity_cap: int = Field(
-        default=50,
-        ge=1,
-        le=1000,
-        description="An entity named by more of a user's memories than this is not rare: no entity leg, no hop.",
-    )
-    entity_boost: float = Field(
-        default=0.0, ge=0, le=1, description="Added to the relevance of the entity leg's memories (0 = off)."
-    )
-    hop_seeds: int = Field(
-        default=3,
-        ge=0,
-        le=20,
-        description="One hop: how many of the best candidates (by fused relevance) lift their neighbours, the "
-        "memories stated at the same instant (0 = off).",
-    )
-    hop_k: int = Field(
-        default=0,
-        ge=0,
-        le=50,
-        description="One hop: neighbours the candidate query also fetches per seed, nearest first (0 = only the "
-        "candidates the other legs found get the hop bonus; on the dev split fetching adds 0.003 for ~25% latency).",
-    )
-    hop_boost: float = Field(
-        default=0.1, ge=0, le=1, description="One hop: a neighbour's relevance gains this times its seed's (0 = off)."
-    )
-    hop_entities: bool = Field(
-        default=False,
-        description="One hop also through a seed's rare entities (else only memories stated at the same instant); "
-        "needs hop_k > 0 (the candidate query finds the shared entities).",
-    )
     default_limit: int = Field(
         default=10, ge=1, le=MAX_RECALL_LIMIT, description="Memories returned when no limit is given."
     )
@@ -287,8 +234,10 @@ class Settings(BaseSettings):
         default=None, description="Secrets Manager secret holding the cohere provider's API key (in AWS)."
     )
     rerank_top_n: int = Field(
-        default=30, ge=1, le=200, description="How many of the best fused candidates are sent to the reranker (with the date leg's "
-        "finds).",
+        default=30,
+        ge=1,
+        le=200,
+        description="How many of the best fused candidates are sent to the reranker (with the date leg's finds).",
     )
     rerank_weight: float = Field(
         default=0.7,
@@ -452,12 +401,6 @@ class Settings(BaseSettings):
                 f"not one of {', '.join(GROUP_ROLES)} (the login role is made a member of agent_memory_app)"
             )
         return value
-
-    @model_validator(mode="after")
-    def _weights(self) -> Settings:
-        if self.fusion == "weighted" and self.vector_weight + self.text_weight <= 0:
-            raise ValueError("vector_weight + text_weight must be positive")
-        return self
 
     @property
     def uses_embedded(self) -> bool:

@@ -12,7 +12,8 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.recall import dates
 from agent_memory.recall.candidates import Candidate
-from agent_memory.recall.ranking import RecallOptions, rank_candidates
+from agent_memory.recall.plan import RecallPlan
+from agent_memory.recall.ranking import rank_candidates
 from agent_memory.recall.scoring import blend_rerank
 
 NOW = dt.datetime(2023, 9, 1, tzinfo=dt.UTC)
@@ -60,15 +61,15 @@ def _equal_scores(query: str, documents: Sequence[str]) -> list[float]:
     return [0.5] * len(documents)
 
 
-OPTIONS = RecallOptions.from_settings(Settings())
+PLAN = RecallPlan.from_settings(Settings())
 
 
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("limit", [10, 20])
 def test_a_reranker_that_scores_every_candidate_the_same_changes_nothing(seed: int, limit: int) -> None:
     candidates = _pool(seed)
-    plain = rank_candidates(candidates, OPTIONS, limit=limit, now=NOW, query=QUERY)
-    reranked = rank_candidates(candidates, OPTIONS, limit=limit, now=NOW, query=QUERY, rerank=_equal_scores)
+    plain = rank_candidates(candidates, PLAN, limit=limit, now=NOW, query=QUERY)
+    reranked = rank_candidates(candidates, PLAN, limit=limit, now=NOW, query=QUERY, rerank=_equal_scores)
     assert [(c.id, s) for c, s in reranked] == [(c.id, s) for c, s in plain]  # the same order, the same scores
     assert any(c.in_date for c, _ in plain)  # the date leg's finds reached the top (the case that broke)
 
@@ -81,18 +82,18 @@ def test_the_reranker_sees_the_date_legs_finds_and_nothing_leaves_the_pool() -> 
         sent.append(list(documents))
         return _equal_scores(query, documents)
 
-    rank_candidates(candidates, OPTIONS.but(rerank_top_n=10), limit=10, now=NOW, query=QUERY, rerank=recording)
+    rank_candidates(candidates, PLAN.but(rerank_top_n=10), limit=10, now=NOW, query=QUERY, rerank=recording)
     dated = {c.content for c in candidates if c.in_date}
     assert len(sent) == 1 and dated <= set(sent[0]) and len(sent[0]) == 10 + len(dated)
     everything = rank_candidates(
-        candidates, OPTIONS.but(rerank_top_n=10, mmr=False), limit=100, now=NOW, query=QUERY, rerank=recording
+        candidates, PLAN.but(rerank_top_n=10, mmr=False), limit=100, now=NOW, query=QUERY, rerank=recording
     )
     assert len(everything) == len(candidates)  # the candidates the reranker was not sent stay
 
 
 def test_a_reranker_reorders_within_the_relevance_scale() -> None:
     candidates = _pool(n=40, dated=0)
-    options = OPTIONS.but(decay=False, mmr=False, date_boost=0.0, hop_seeds=0, rerank_top_n=10)
+    options = PLAN.but(decay=False, mmr=False, date_boost=0.0, hop_seeds=0, rerank_top_n=10)
     plain = rank_candidates(candidates, options, limit=40, now=NOW, query="memories")
     # A reranker that prefers the reverse of the fused order, on its own (logit) scale.
     reverse = rank_candidates(

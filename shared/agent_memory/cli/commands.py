@@ -62,14 +62,14 @@ def cmd_recall(service: MemoryService, args: argparse.Namespace) -> int:
         return _recall_file(service, args)
     if not args.user or not args.query:
         raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
-    options = service.recall_options.but(include_inactive=True) if args.include_inactive else None
+    plan = service.recall_plan.but(include_inactive=True) if args.include_inactive else None
     result = service.recall(
         args.user,
         " ".join(args.query),
         project_id=args.project,
         limit=args.limit,
         now=args.now,
-        options=options,
+        plan=plan,
         filters=filters_of(args),
     )
     emit(_recall_payload(result))

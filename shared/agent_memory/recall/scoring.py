@@ -1,5 +1,5 @@
-"""Rerank maths on the candidates of every leg: fusion, the hop bonus, a reranker's scores blended
-in, time decay, MMR. No I/O.
+"""Rerank maths on the candidates of every leg: fusion (here only), the hop bonus, a reranker's
+scores blended in, time decay, MMR. No I/O.
 
 All functions take and return plain numpy arrays aligned with the candidate list.
 """
@@ -32,18 +32,6 @@ def fuse_weighted(
     return (vector_weight * sim + text_weight * text_norm) / (vector_weight + text_weight)
 
 
-def fuse_rrf(vector_rank: Sequence[int | None], text_rank: Sequence[int | None], *, k: int = 60) -> Floats:
-    """Reciprocal rank fusion: sum of 1 / (k + rank) over the legs a candidate appears in.
-
-    Scaled so that first place in both legs scores 1.0, which keeps the numbers readable
-    and comparable across queries.
-    """
-    scores = np.zeros(len(vector_rank), dtype=np.float64)
-    for ranks in (vector_rank, text_rank):
-        scores += np.array([1.0 / (k + r) if r is not None else 0.0 for r in ranks], dtype=np.float64)
-    return scores / (2.0 / (k + 1))
-
-
 def apply_time_decay(
     scores: npt.ArrayLike,
     timestamps: Sequence[dt.datetime],
@@ -67,17 +55,11 @@ def apply_time_decay(
     return out
 
 
-def hop_bonus(
-    relevance: npt.ArrayLike,
-    stated_at: Sequence[dt.datetime],
-    entities: Sequence[Sequence[str]] | None = None,
-    *,
-    seeds: int,
-) -> Floats:
+def hop_bonus(relevance: npt.ArrayLike, stated_at: Sequence[dt.datetime], *, seeds: int) -> Floats:
     """Per candidate, the relevance of the best seed it neighbours (0 if none): the ``seeds``
     most relevant candidates are the seeds; a neighbour was stated at the same instant (written
-    together: one conversation, one request) or, with ``entities``, names one of a seed's
-    entities. A seed is no neighbour of itself, but may be another seed's.
+    together: one conversation, one request). A seed is no neighbour of itself, but may be
+    another seed's.
 
     Evidence for a question is often spread over what was said together: the best match
     vouches for the rest of its conversation.
@@ -89,9 +71,6 @@ def hop_bonus(
     instants = np.array([t.timestamp() for t in stated_at], dtype=np.float64)
     for s in (int(i) for i in np.argsort(-rel, kind="stable")[:seeds]):
         linked = instants == instants[s]
-        if entities is not None and entities[s]:
-            keys = set(entities[s])
-            linked |= np.array([not keys.isdisjoint(e) for e in entities], dtype=bool)
         linked[s] = False
         out = np.where(linked, np.maximum(out, rel[s]), out)
     return out
