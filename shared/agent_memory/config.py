@@ -155,11 +155,6 @@ class Settings(BaseSettings):
     llm_json_mode: bool = Field(
         default=True, description="Ask the openai provider for JSON output (response_format json_object)."
     )
-    llm_entities: bool = Field(
-        default=False,
-        description="Ask the LLM extractor for the entities each memory names (people, places, products, "
-        "projects); they are linked besides those the offline rules find.",
-    )
     llm_temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature of extraction.")
     llm_max_tokens: int = Field(default=1024, ge=64, le=32768, description="Longest extraction answer, in tokens.")
     extraction_window: int = Field(default=10, ge=1, le=200, description="Last N messages given to extraction.")

@@ -1,7 +1,7 @@
 """Erasure receipts: proof that a user's data was deleted, holding no personal data.
 
 Forgetting a user (``DELETE /memories?user_id=``, ``agent-memory forget --all``) deletes their
-memories, history, ingest receipts, usage counts and entity links in one transaction and, in
+memories, history, ingest receipts and usage counts in one transaction and, in
 the same transaction, stores a receipt: what was deleted (counts), when, at whose request, and
 the subject as a keyed hash, never the user id itself.
 
@@ -40,7 +40,9 @@ class ErasureCounts(BaseModel):
     history: int = 0
     ingest_receipts: int = 0
     usage_rows: int = 0  # usage_daily rows (one per day, kind of work and model)
-    entity_links: int = 0  # memory_entities rows (links to the entities a memory names)
+    # Rows of memory_entities, a table migration 0010 dropped: receipts written before it say how
+    # many went; the key stays so that every receipt has the same shape.
+    entity_links: int = 0
 
 
 class ErasureReceipt(BaseModel):

@@ -1,19 +1,15 @@
-"""Recall's date leg and one-hop bonus on the real database (the date leg in the same single
-statement as the vector and text legs), and the entity links the write path keeps."""
+"""Recall's date leg and one-hop bonus on the real database: the date leg in the same single
+statement as the vector and text legs."""
 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
-from agent_memory.db.connection import Connection
-from agent_memory.db.transactions import user_transaction
-from agent_memory.models import ImportLine, MemoryChanges, MemoryFilters, NewMemory
+from agent_memory.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory.service import MemoryService
 from tests.integration.test_sql_efficiency import _round_trips
 
@@ -25,79 +21,13 @@ def _at(days: int) -> dt.datetime:
     return DAY + dt.timedelta(days=days)
 
 
-def _links(database_url: str, user_id: str) -> set[tuple[str, str]]:
-    """(memory content, entity key) pairs of a user, read as the owner (no row-level security)."""
+def test_the_entity_links_are_gone_from_a_migrated_store(service: MemoryService, database_url: str) -> None:
+    service.remember("u1", [NewMemory(content="Caroline moved to Lisbon from Sweden.")])
     with psycopg.connect(database_url) as conn:
-        conn.execute("SET ROLE agent_memory_maintenance")
-        rows = conn.execute(
-            "SELECT m.content, e.entity_key FROM memory_entities e JOIN user_memories m ON m.id = e.memory_id"
-            " WHERE e.user_id = %s",
-            [user_id],
-        ).fetchall()
-    return {(str(a), str(b)) for a, b in rows}
-
-
-def test_memories_are_linked_to_the_entities_they_name_and_lose_them_with_the_memory(
-    service: MemoryService, database_url: str
-) -> None:
-    ids = service.remember(
-        "u1",
-        [
-            NewMemory(content="Caroline moved to Lisbon from Sweden."),
-            NewMemory(content="the user prefers tea"),
-            NewMemory(content="notes from the trip", entities=["Cliffs of Moher", "Galway"]),  # named by an LLM
-        ],
-    ).ids
-    service.remember("u2", [NewMemory(content="Bob lives in Lisbon.")])
-    assert _links(database_url, "u1") == {
-        ("Caroline moved to Lisbon from Sweden.", "caroline"),
-        ("Caroline moved to Lisbon from Sweden.", "lisbon"),
-        ("Caroline moved to Lisbon from Sweden.", "sweden"),
-        ("notes from the trip", "cliffs of moher"),
-        ("notes from the trip", "galway"),
-    }
-    assert service.forget_memory("u1", ids[0])
-    assert {key for _, key in _links(database_url, "u1")} == {"cliffs of moher", "galway"}
-    assert _links(database_url, "u2") == {("Bob lives in Lisbon.", "bob"), ("Bob lives in Lisbon.", "lisbon")}
-    receipt = service.forget_user("u2")
-    assert (receipt.deleted.memories, receipt.deleted.entity_links) == (1, 2)
-    assert _links(database_url, "u2") == set()
-
-
-def test_an_edited_content_is_linked_anew_and_an_import_restores_links(
-    service: MemoryService, database_url: str
-) -> None:
-    memory_id = service.remember("u1", [NewMemory(content="Caroline moved to Lisbon.")]).ids[0]
-    service.update_memory("u1", memory_id, MemoryChanges(content="Caroline moved to Porto."))
-    porto = "Caroline moved to Porto."
-    assert _links(database_url, "u1") == {(porto, "caroline"), (porto, "porto")}
-    restored = ImportLine(user_id="u3", id=uuid.uuid4(), content="Dana visited Oslo.", created_at=DAY)
-    service.import_memories([restored, ImportLine(user_id="u3", content="Erik visited Bergen.")])
-    assert {key for _, key in _links(database_url, "u3")} == {"dana", "oslo", "erik", "bergen"}
-
-
-def test_row_level_security_hides_other_users_links(service: MemoryService) -> None:
-    service.remember("u1", [NewMemory(content="Caroline went to Lisbon.")])
-    service.remember("u2", [NewMemory(content="Bob went to Lisbon.")])
-
-    def seen_as(user: str) -> list[Any]:
-        def read(conn: Connection) -> list[Any]:
-            with user_transaction(conn, user):
-                return conn.execute("SELECT user_id, entity_key FROM memory_entities ORDER BY 2").fetchall()
-
-        rows: list[Any] = service.db.run(read)
-        return rows
-
-    assert seen_as("u2") == [("u2", "bob"), ("u2", "lisbon")]
-
-    def write_for_other(conn: Connection) -> None:
-        with user_transaction(conn, "u2"):
-            conn.execute(
-                "INSERT INTO memory_entities (user_id, entity_key, memory_id) VALUES ('u1', 'x', %s)", [uuid.uuid4()]
-            )
-
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        service.db.run(write_for_other, retry=False)
+        assert conn.execute("SELECT to_regclass('memory_entities')").fetchone() == (None,)
+        assert conn.execute("SELECT count(*) FROM agent_memory_meta WHERE key = 'entity_links_after'").fetchone() == (
+            0,
+        )
 
 
 def _line(content: str, at: dt.datetime, user: str = "u1") -> ImportLine:

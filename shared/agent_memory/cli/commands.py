@@ -182,18 +182,6 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_link_entities(service: MemoryService, args: argparse.Namespace) -> int:
-    progress = Progress("read")
-    try:
-        result = service.link_entities(
-            batch_size=args.batch_size, restart=args.restart, max_seconds=args.max_seconds, progress=progress.update
-        )
-    finally:
-        progress.close()
-    emit(result)
-    return EXIT_OK
-
-
 def cmd_dense_users(service: MemoryService, args: argparse.Namespace) -> int:
     report = service.refresh_dense_users(min_memories=args.min_memories, max_seconds=args.max_seconds)
     print(report.summary(), file=sys.stderr)

@@ -15,11 +15,9 @@ from psycopg.types.json import Jsonb
 
 from agent_memory import poison
 from agent_memory.db.connection import Connection, vector_column, vector_schema_of
-from agent_memory.db.entities import relink_entities
 from agent_memory.db.transactions import read_as_user, user_transaction
 from agent_memory.db.usage import add_usage
 from agent_memory.errors import Conflict, SchemaMismatch
-from agent_memory.extraction.entities import extract_entities
 from agent_memory.manage.queries import MEMORY_COLUMNS
 from agent_memory.models import Memory, MemoryEvent, content_hash
 from agent_memory.usage import UsageRow
@@ -102,11 +100,7 @@ def update_memory(
                     f"memory {clash[0]}{state} already states this content in the same scope", field="content"
                 )
         with conn.cursor(row_factory=class_row(Memory)) as cur:
-            updated = cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
-        if updated is not None and "content" in changes:
-            # The links follow the new content (those a writer once named go with the old one).
-            relink_entities(conn, user_id, memory_id, extract_entities(changes["content"]))
-        return updated
+            return cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
 
 
 def histories(conn: Connection, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:

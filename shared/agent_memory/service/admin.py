@@ -12,7 +12,7 @@ from agent_memory.manage import queries
 from agent_memory.models import (
     normalize_content,
 )
-from agent_memory.schema import dense_users, entity_links
+from agent_memory.schema import dense_users
 from agent_memory.schema import reembed as reembedding
 from agent_memory.schema.setup import MigrateResult, migrate
 from agent_memory.service.base import ServiceBase, utcnow
@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 class Admin(ServiceBase):
-    """Operating the store: migrate, re-embed, link entities, purge."""
+    """Operating the store: migrate, re-embed, purge."""
 
     def migrate(self) -> MigrateResult:
         """Apply pending migrations (idempotent), then set up the application's database roles."""
@@ -50,20 +50,6 @@ class Admin(ServiceBase):
         if result.switched:
             self.close()  # reconnect: this process now uses the new column
         return result
-
-    def link_entities(
-        self,
-        *,
-        batch_size: int = 500,
-        restart: bool = False,
-        max_seconds: float | None = None,
-        progress: Callable[[int], None] | None = None,
-    ) -> entity_links.EntityLinkResult:
-        """Link the memories stored before migration 0007 to the entities they name; resumable
-        (see :mod:`agent_memory.schema.entity_links`). Needs the owner's credentials."""
-        return entity_links.link_entities(
-            self.settings, batch_size=batch_size, restart=restart, max_seconds=max_seconds, progress=progress
-        )
 
     def refresh_dense_users(
         self, *, min_memories: int | None = None, max_seconds: float | None = None, concurrently: bool = True
