@@ -1,4 +1,4 @@
-"""Administration: migrations, re-embedding, entity backfill, purge, similarity checks."""
+"""Administration: migrations, re-embedding, purge, similarity checks."""
 
 from __future__ import annotations
 

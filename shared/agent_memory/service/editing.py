@@ -91,8 +91,8 @@ class Editing(Reading):
         return deleted
 
     def forget_user(self, user_id: str, *, requested_by: str = "service") -> ErasureReceipt:
-        """Delete everything stored about the user (memories, history, message receipts, usage,
-        entity links) and return the erasure receipt stored with the deletion, in one transaction
+        """Delete everything stored about the user (memories, history, message receipts, usage)
+        and return the erasure receipt stored with the deletion, in one transaction
         (see :mod:`agent_memory.erasure`). ``requested_by``: who asked, for the receipt; never
         the user's own id."""
         receipt: ErasureReceipt = self.db.run(
