@@ -42,10 +42,6 @@ RESPONSE_TIMEOUT_S = 20
 TIMEOUT_MARGIN_S = 15
 # A fresh RDS Proxy or a resuming Aurora Serverless cluster can refuse connections for minutes.
 RETRY_DELAY_S = 10
-# After migrating, memories stored before the entity links (0007) are linked for at most this long
-# per run (a deploy should not wait for a large store; the next run, or `agent-memory
-# link-entities`, resumes where it stopped).
-ENTITY_LINK_BUDGET_S = 300
 MAX_REASON_CHARS = 1000
 SETTING_PROPERTIES = {
     "EmbeddingProvider": "embedding_provider",
@@ -119,27 +115,11 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
             "applied": migrated.applied,
             "embedder": service.embedder.fingerprint,
             "app_login": migrated.app_login.summary() if migrated.app_login else None,
-            "entity_links": _link_entities(service, deadline),
         }
     finally:
         service.close()
     logger.info("migrated: %s", json.dumps(result))
     return result
-
-
-def _link_entities(service: Any, deadline: float | None) -> str:
-    """Link earlier memories to their entities within the budget; never fails the migration (the
-    links only serve recall options that are off by default, and any later run resumes)."""
-    budget = ENTITY_LINK_BUDGET_S if deadline is None else min(ENTITY_LINK_BUDGET_S, deadline - time.monotonic())
-    if budget <= 0:
-        return "not run: no time left"
-    try:
-        linked = service.link_entities(max_seconds=budget)
-    except Exception as exc:  # reported, not raised: the schema itself is migrated
-        logger.warning("linking earlier memories to their entities failed: %s", describe(exc))
-        return f"failed: {describe(exc)}"[:MAX_REASON_CHARS]
-    state = "done" if linked.done else "to be continued"
-    return f"{linked.memories} memories read, {linked.links} links added, {state}"
 
 
 DENSE_USERS_TASK = "dense-users"
@@ -242,7 +222,6 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
                 "Applied": ",".join(result["applied"]),
                 "Embedder": str(result["embedder"]),
                 "AppLogin": result["app_login"] or "",
-                "EntityLinks": result["entity_links"],
             },
         )
     except Exception as exc:  # every failure must reach CloudFormation, whatever it is

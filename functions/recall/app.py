@@ -88,14 +88,14 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
     started = time.perf_counter()
     service = get_service()
     rerank_fallbacks = service.rerank_fallbacks
-    options = service.recall_options.but(include_inactive=True) if request.include_inactive else None
+    plan = service.recall_plan.but(include_inactive=True) if request.include_inactive else None
     result = service.recall(
         user_id,
         query,
         project_id=request.project_id,
         limit=request.limit,
         now=request.now,
-        options=options,
+        plan=plan,
         filters=request.filters,
         consistency=request.consistency,
     )

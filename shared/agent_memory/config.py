@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent_memory.privacy import PiiPolicy, PiiPolicySetting
@@ -20,7 +20,6 @@ from agent_memory_contract.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH,
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
 LlmProvider = Literal["rules", "openai", "bedrock"]
 RerankProvider = Literal["none", "bedrock", "cohere"]
-FusionMode = Literal["weighted", "rrf"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
 GROUP_ROLES = ("agent_memory_app", "agent_memory_maintenance")
@@ -156,11 +155,6 @@ class Settings(BaseSettings):
     llm_json_mode: bool = Field(
         default=True, description="Ask the openai provider for JSON output (response_format json_object)."
     )
-    llm_entities: bool = Field(
-        default=False,
-        description="Ask the LLM extractor for the entities each memory names (people, places, products, "
-        "projects); they are linked besides those the offline rules find.",
-    )
     llm_temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature of extraction.")
     llm_max_tokens: int = Field(default=1024, ge=64, le=32768, description="Longest extraction answer, in tokens.")
     extraction_window: int = Field(default=10, ge=1, le=200, description="Last N messages given to extraction.")
@@ -200,62 +194,10 @@ class Settings(BaseSettings):
     )
 
     # --- recall ---------------------------------------------------------------------
-    fusion: FusionMode = Field(default="weighted", description="weighted (0.7 vector + 0.3 text, normalised) or rrf.")
-    vector_weight: float = Field(default=0.7, ge=0, description="Weight of cosine similarity in weighted fusion.")
-    text_weight: float = Field(default=0.3, ge=0, description="Weight of normalised text rank in weighted fusion.")
-    rrf_k: int = Field(default=60, ge=1, description="RRF constant k.")
-    overfetch: int = Field(default=3, ge=1, le=20, description="Candidates per leg = overfetch x limit.")
+    # The rest of the ranking (fusion weights, MMR, the date and hop steps) is fixed in
+    # agent_memory.recall.plan, at the defaults measured in BENCHMARKS.md.
     half_life_days: float = Field(default=180.0, gt=0, description="Time-decay half-life of non-evergreen memories.")
     decay_floor: float = Field(default=0.9, ge=0, le=1, description="Share of relevance kept however old a memory is.")
-    mmr_lambda: float = Field(default=0.8, ge=0, le=1, description="MMR: 1 = relevance only, 0 = diversity only.")
-    date_boost: float = Field(
-        default=0.2, ge=0, le=1, description="Added to memories from a day or month the query names (0 = off)."
-    )
-    date_k: int = Field(
-        default=10,
-        ge=0,
-        le=100,
-        description="Date leg: up to this many memories stated inside a date window the query names, nearest "
-        "first, join the candidates (0 = off).",
-    )
-    entity_k: int = Field(
-        default=0,
-        ge=0,
-        le=100,
-        description="Entity leg: up to this many memories naming a rare entity the query names join the "
-        "candidates (0 = off; the links are written either way).",
-    )
-    entity_cap: int = Field(
-        default=50,
-        ge=1,
-        le=1000,
-        description="An entity named by more of a user's memories than this is not rare: no entity leg, no hop.",
-    )
-    entity_boost: float = Field(
-        default=0.0, ge=0, le=1, description="Added to the relevance of the entity leg's memories (0 = off)."
-    )
-    hop_seeds: int = Field(
-        default=3,
-        ge=0,
-        le=20,
-        description="One hop: how many of the best candidates (by fused relevance) lift their neighbours, the "
-        "memories stated at the same instant (0 = off).",
-    )
-    hop_k: int = Field(
-        default=0,
-        ge=0,
-        le=50,
-        description="One hop: neighbours the candidate query also fetches per seed, nearest first (0 = only the "
-        "candidates the other legs found get the hop bonus; on the dev split fetching adds 0.003 for ~25% latency).",
-    )
-    hop_boost: float = Field(
-        default=0.1, ge=0, le=1, description="One hop: a neighbour's relevance gains this times its seed's (0 = off)."
-    )
-    hop_entities: bool = Field(
-        default=False,
-        description="One hop also through a seed's rare entities (else only memories stated at the same instant); "
-        "needs hop_k > 0 (the candidate query finds the shared entities).",
-    )
     default_limit: int = Field(
         default=10, ge=1, le=MAX_RECALL_LIMIT, description="Memories returned when no limit is given."
     )
@@ -287,14 +229,18 @@ class Settings(BaseSettings):
         default=None, description="Secrets Manager secret holding the cohere provider's API key (in AWS)."
     )
     rerank_top_n: int = Field(
-        default=30, ge=1, le=200, description="How many of the best fused candidates are sent to the reranker."
+        default=30,
+        ge=1,
+        le=200,
+        description="How many of the best fused candidates are sent to the reranker (with the date leg's finds).",
     )
     rerank_weight: float = Field(
         default=0.7,
         ge=0,
         le=1,
-        description="Share of the reranker's score (scaled to the best one) in a reranked candidate's relevance; the "
-        "rest is its fused relevance. Decay, the date boost and MMR then apply as without a reranker.",
+        description="Share of the reranker's score (mapped onto the range of the candidates' relevance) in a "
+        "reranked candidate's relevance; the rest is its fused relevance. Decay, the date boost and MMR then apply "
+        "as without a reranker.",
     )
     rerank_timeout_s: float = Field(
         default=1.0,
@@ -450,12 +396,6 @@ class Settings(BaseSettings):
                 f"not one of {', '.join(GROUP_ROLES)} (the login role is made a member of agent_memory_app)"
             )
         return value
-
-    @model_validator(mode="after")
-    def _weights(self) -> Settings:
-        if self.fusion == "weighted" and self.vector_weight + self.text_weight <= 0:
-            raise ValueError("vector_weight + text_weight must be positive")
-        return self
 
     @property
     def uses_embedded(self) -> bool:

@@ -1,7 +1,7 @@
 """Erasure receipts: proof that a user's data was deleted, holding no personal data.
 
 Forgetting a user (``DELETE /memories?user_id=``, ``agent-memory forget --all``) deletes their
-memories, history, ingest receipts, usage counts and entity links in one transaction and, in
+memories, history, ingest receipts and usage counts in one transaction and, in
 the same transaction, stores a receipt: what was deleted (counts), when, at whose request, and
 the subject as a keyed hash, never the user id itself.
 

@@ -46,7 +46,7 @@ def warm_up() -> None:
     service = get_service()
     _ = service.embedder  # builds its client (boto3 for Bedrock), no call made
     _ = service.extractor  # the same for the write path's LLM client
-    _ = service.recall_options
+    _ = service.recall_plan
     _ = service.reads  # where reads go (connections stay closed)
     for warm in _handler_warm_ups:
         warm()

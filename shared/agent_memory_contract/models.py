@@ -174,13 +174,6 @@ class WireModel(BaseModel):
 Consistency = Literal["eventual", "strong"]
 
 
-# Entities a writer may name per memory (the rules add their own; see extraction.entities).
-MAX_NAMED_ENTITIES = 16
-EntityName = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), AfterValidator(no_nul)
-]
-
-
 class NewMemory(WireModel):
     """A fact to store, as given by a client, the importer or the extractor."""
 
@@ -193,9 +186,6 @@ class NewMemory(WireModel):
     metadata: Metadata = Field(default_factory=dict)
     created_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
-    # Named things the memory is about, linked for recall's entity leg and hop besides what the
-    # offline rules find in the content (an LLM extractor passes those it names).
-    entities: list[EntityName] | None = Field(default=None, max_length=MAX_NAMED_ENTITIES)
 
 
 class ImportLine(NewMemory):

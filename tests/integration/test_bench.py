@@ -104,23 +104,26 @@ def test_bench_quality_prints_every_variant_and_the_summary_line(
         "article query",
         "ours (default)",
         "ours - MMR",
-        "rrf",
         "ours, previous defaults",
         "ours - date leg",
         "ours - one hop",
-        "ours + hop fetch",
-        "ours + entity leg",
+        "ours + equal-scores rerank",
     ):
         assert variant in out
+    assert "rrf" not in out and "entity" not in out  # removed: no measured gain
     assert "ours + rerank" not in out  # no reranker configured
     assert re.search(r"@5 any +@5 all", out)  # recall@5 beside recall@10
     assert re.search(r"cat \S+ any .*cat \S+ all", out)  # per category, any and all
     last = out.rstrip("\n").splitlines()[-1]
     assert re.fullmatch(
         rf"quality split=tiny-split ours_any={NUMBER} ours_all={NUMBER} article_any={NUMBER} vector_any={NUMBER}"
-        rf" ours_any_at5={NUMBER} ours_all_at5={NUMBER} previous_any={NUMBER} previous_all={NUMBER}",
+        rf" ours_any_at5={NUMBER} ours_all_at5={NUMBER} previous_any={NUMBER} previous_all={NUMBER}"
+        rf" equal_rerank_any={NUMBER} equal_rerank_all={NUMBER}",
         last,
     )
+    # A reranker that scores every candidate the same leaves the ranking as it was.
+    figures = dict(pair.split("=") for pair in last.split()[1:])
+    assert (figures["equal_rerank_any"], figures["equal_rerank_all"]) == (figures["ours_any"], figures["ours_all"])
     # Results in locomo_score.py's input format: one line per query, memories with their metadata.
     lines = (results / "ours-default.jsonl").read_text().splitlines()
     assert len(lines) == 6 and "evidence" in json.loads(lines[0])["memories"][0]["metadata"]
@@ -294,12 +297,14 @@ def test_the_article_query_ranks_every_users_memories_unless_scoped(database_url
 
 
 def test_bench_quality_compares_a_configured_reranker_with_the_rest_off() -> None:
-    from agent_memory.recall.ranking import RecallOptions
-    from agent_memory_tools.bench.quality import variants
+    from agent_memory.recall.plan import RecallPlan
+    from agent_memory_tools.bench.quality import EQUAL_RERANK, variants
 
-    base = RecallOptions.from_settings(Settings(rerank_provider="cohere"))
-    with_reranker = {v.name: v.options for v in variants(base, reranker=True)}
-    reranked = with_reranker.pop("ours + rerank")
+    base = RecallPlan.from_settings(Settings(rerank_provider="cohere"))
+    with_reranker = {v.name: v for v in variants(base, reranker=True)}
+    reranked = with_reranker.pop("ours + rerank").plan
     assert reranked is not None and reranked.rerank
-    assert not any(o.rerank for o in with_reranker.values() if o is not None)
+    # Every other row runs without the configured reranker (the equal-scores row brings its own).
+    assert not any(v.plan.rerank for v in with_reranker.values() if v.plan is not None and v.reranker is None)
+    assert with_reranker[EQUAL_RERANK].reranker is not None
     assert "ours + rerank" not in {v.name for v in variants(base)}

@@ -174,15 +174,15 @@ def test_a_dense_recall_counts_its_usage_once_and_takes_the_extra_legs(busy: Mem
     )
     busy.refresh_dense_users(min_memories=100)
     before = {(ln.kind, ln.model): ln.calls for ln in busy.usage("busy").lines}.get(("recall", ""), 0)
-    options = busy.recall_options.but(hop_seeds=1, hop_k=5, hop_boost=1.0, date_k=10)
-    first = busy.recall("busy", "axolotl tank filter", limit=3, options=options)  # ordinary shape, then dense
+    plan = busy.recall_plan.but(hop_seeds=1, hop_boost=1.0, date_k=10)
+    query = "axolotl tank filter 3 days ago"  # a date window: the date leg is in the statement
+    first = busy.recall("busy", query, limit=3, plan=plan)  # ordinary shape, then dense
     assert first.memories[0].content == "the axolotl tank got a new filter"
     result: list[Any] = []
-    query = "axolotl tank filter"
-    assert _round_trips(busy, lambda: result.append(busy.recall("busy", query, options=options)), tmp_path) == 1
+    assert _round_trips(busy, lambda: result.append(busy.recall("busy", query, plan=plan)), tmp_path) == 1
     contents = [m.content for m in result[0].memories]
     assert contents[0] == "the axolotl tank got a new filter"
-    assert "a heron was seen by the pond" in contents  # the hop: stated at the same instant
+    assert "a heron was seen by the pond" in contents  # the date leg's find, lifted by the date boost and the hop
     after = {(ln.kind, ln.model): ln.calls for ln in busy.usage("busy").lines}[("recall", "")]
     assert after - before == 2
 

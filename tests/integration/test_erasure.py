@@ -37,15 +37,12 @@ def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: Memory
     )
     service.recall(USER, "tea")
     service.remember("someone-else", [NewMemory(content="Prefers coffee")])
-    with psycopg.connect(database_url) as owner:
-        links = owner.execute("SELECT count(*) FROM memory_entities WHERE user_id = %s", [USER]).fetchone()
-    assert links is not None and links[0] > 0  # "Porto", "Vim": the write path linked them
     receipt = service.forget_user(USER, requested_by="dpo-ticket-42")
     assert receipt.deleted.memories == 3
     assert receipt.deleted.history == 3  # one 'created' each
     assert receipt.deleted.ingest_receipts == 1
     assert receipt.deleted.usage_rows >= 3  # write, conversation, recall, embedding
-    assert receipt.deleted.entity_links == links[0]
+    assert receipt.deleted.entity_links == 0  # no links are stored (migration 0010)
     assert receipt.requested_by == "dpo-ticket-42"
     # The subject is HMAC-SHA256 under the deployment's key: no id, no plain hash of it.
     assert receipt.subject == hmac.new(_key(database_url), USER.encode(), hashlib.sha256).hexdigest()
@@ -53,7 +50,7 @@ def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: Memory
     assert USER not in receipt.model_dump_json() and "ana" not in receipt.model_dump_json()
     # Everything of the user went, nothing of anyone else's.
     with psycopg.connect(database_url) as owner:
-        for table in ("user_memories", "memory_events", "ingested_messages", "usage_daily", "memory_entities"):
+        for table in ("user_memories", "memory_events", "ingested_messages", "usage_daily"):
             left = owner.execute(f"SELECT count(*) FROM {table} WHERE user_id = %s", [USER]).fetchone()
             assert left == (0,), table
         others = owner.execute("SELECT count(*) FROM user_memories WHERE user_id = 'someone-else'").fetchone()

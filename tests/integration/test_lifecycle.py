@@ -42,7 +42,7 @@ def test_superseded_memories_leave_recall_but_can_be_shown(service: MemoryServic
     new = one(service, "u1", "The user prefers TypeScript")
     supersede(service, "u1", [old], new)
     assert [m.content for m in service.recall("u1", "prefers").memories] == ["The user prefers TypeScript"]
-    everything = service.recall("u1", "prefers", options=service.recall_options.but(include_inactive=True))
+    everything = service.recall("u1", "prefers", plan=service.recall_plan.but(include_inactive=True))
     assert {m.content for m in everything.memories} == {"The user prefers JavaScript", "The user prefers TypeScript"}
     assert (
         len(service.list_memories("u1").memories) == 1

@@ -292,9 +292,9 @@ def test_equal_matches_rank_the_same_in_every_database(service: MemoryService) -
     facts = [f"Note {i}: the user keeps apples {' '.join(filler.split()[:i])}".strip() for i in range(40)]
     service.remember("u1", [NewMemory(content=f) for f in facts])
     service.remember("u2", [NewMemory(content=f) for f in reversed(facts)])
-    text_only = service.recall_options.but(legs="text", decay=False, mmr=False, date_boost=0.0)
-    first = [m.content for m in service.recall("u1", "apples", options=text_only).memories]
-    second = [m.content for m in service.recall("u2", "apples", options=text_only).memories]
+    text_only = service.recall_plan.but(legs="text", decay=False, mmr=False, date_boost=0.0)
+    first = [m.content for m in service.recall("u1", "apples", plan=text_only).memories]
+    second = [m.content for m in service.recall("u2", "apples", plan=text_only).memories]
     assert len(first) == 10 and first == second
 
 

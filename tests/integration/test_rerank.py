@@ -197,9 +197,9 @@ def test_a_reranker_reorders_the_best_candidates_of_a_recall(settings: Settings,
     service = MemoryService(with_reranker(settings, server))
     try:
         service.remember("u1", [NewMemory(content=f) for f in FACTS])
-        plain = service.recall("u1", "garden roses", limit=3, options=service.recall_options.but(rerank=False))
+        plain = service.recall("u1", "garden roses", limit=3, plan=service.recall_plan.but(rerank=False))
         reranked = service.recall(
-            "u1", "garden roses", limit=3, options=service.recall_options.but(rerank_weight=1.0, mmr=False)
+            "u1", "garden roses", limit=3, plan=service.recall_plan.but(rerank_weight=1.0, mmr=False)
         )
         assert [m.content for m in reranked.memories] == ["H fact about the garden roses", *FACTS[6:4:-1]]
         assert [m.content for m in plain.memories] != [m.content for m in reranked.memories]
@@ -217,7 +217,7 @@ def test_a_failing_or_slow_reranker_never_fails_a_recall(settings: Settings, ser
     service = MemoryService(with_reranker(settings, server, rerank_timeout_s=0.3))
     try:
         service.remember("u1", [NewMemory(content=f) for f in FACTS])
-        fused = service.recall("u1", "garden roses", limit=3, options=service.recall_options.but(rerank=False))
+        fused = service.recall("u1", "garden roses", limit=3, plan=service.recall_plan.but(rerank=False))
         failed = service.recall("u1", "garden roses", limit=3)  # 500, retried once, 500 again
         started = time.monotonic()
         slow = service.recall("u1", "garden roses", limit=3)

@@ -184,8 +184,8 @@ def test_a_conversation_that_changes_a_preference_ends_with_one_active_memory_an
     assert old.superseded_by == now.id and old.superseded_at is not None
     recalled = service.recall(USER, "Which programming language does the user prefer?")
     assert [m.content for m in recalled.memories] == [TS["content"]]
-    inactive_too = service.recall_options.but(include_inactive=True)
-    debug = service.recall(USER, "Which programming language does the user prefer?", options=inactive_too)
+    inactive_too = service.recall_plan.but(include_inactive=True)
+    debug = service.recall(USER, "Which programming language does the user prefer?", plan=inactive_too)
     assert {m.content for m in debug.memories} == {TS["content"], JS["content"]}
 
     events = service.history(USER, old.id)

@@ -7,7 +7,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from agent_memory.recall.scoring import apply_time_decay, fuse_rrf, fuse_weighted, mmr_select
+from agent_memory.recall.scoring import apply_time_decay, fuse_weighted, mmr_select
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 
@@ -22,13 +22,6 @@ def test_weighted_fusion_normalises_tiny_ts_rank_values() -> None:
 def test_weighted_fusion_without_text_matches_is_cosine() -> None:
     scores = fuse_weighted([0.9, 0.2, -0.3], [0, 0, 0], vector_weight=0.7, text_weight=0.3)
     assert scores == pytest.approx([0.9 * 0.7, 0.2 * 0.7, 0.0])
-
-
-def test_rrf_first_in_both_legs_scores_one() -> None:
-    scores = fuse_rrf([1, 2, None], [1, None, 1], k=60)
-    assert scores[0] == pytest.approx(1.0)
-    assert scores[1] == pytest.approx((1 / 62) / (2 / 61))
-    assert scores[2] == pytest.approx(0.5)
 
 
 def test_decay_halves_the_decaying_part_at_the_half_life() -> None:
@@ -105,19 +98,4 @@ def test_hop_bonus_lifts_what_was_stated_with_the_best_candidates() -> None:
     assert list(bonus) == [0.0, 0.9, 0.0, 0.0, 0.0]  # only the best seed's neighbour, never the seed itself
     bonus = hop_bonus(relevance, stated, seeds=2)
     assert list(bonus) == [0.0, 0.9, 0.0, 0.0, 0.8]
-    by_entity = hop_bonus(relevance, stated, [("rome",), (), (), ("rome", "x"), ()], seeds=1)
-    assert list(by_entity) == [0.0, 0.9, 0.0, 0.9, 0.0]
     assert not hop_bonus(relevance, stated, seeds=0).any()
-
-
-def test_a_rerank_blend_scales_both_parts_to_their_best() -> None:
-    from agent_memory.recall.scoring import blend_rerank
-
-    fused = [0.8, 0.4, 0.2]
-    # Cohere-style tiny scores: only their order counts, the best becomes 1.
-    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=1.0), [0.25, 1.0, 0.5])
-    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=0.0), [1.0, 0.5, 0.25])
-    assert np.allclose(blend_rerank(fused, [0.001, 0.004, 0.002], weight=0.5), [0.625, 0.75, 0.375])
-    # Raw logits below 0: shifted so the worst is 0.
-    assert np.allclose(blend_rerank(fused, [-2.0, 2.0, 0.0], weight=1.0), [0.0, 1.0, 0.5])
-    assert np.allclose(blend_rerank(fused, [0.0, 0.0, 0.0], weight=1.0), [0.0, 0.0, 0.0])

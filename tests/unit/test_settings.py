@@ -26,10 +26,10 @@ def test_the_command_line_logs_at_the_configured_level() -> None:
 
 def test_environment_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    monkeypatch.setenv("AGENT_MEMORY_MMR_LAMBDA", "0.5")
+    monkeypatch.setenv("AGENT_MEMORY_DECAY_FLOOR", "0.5")
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", "postgresql://u:hunter2@db/x")
     s = get_settings()
-    assert s.embedding_provider == "hash" and s.mmr_lambda == 0.5
+    assert s.embedding_provider == "hash" and s.decay_floor == 0.5
     assert "hunter2" not in repr(s)  # the URL is a SecretStr
     assert get_settings() is s  # cached: one per process
 

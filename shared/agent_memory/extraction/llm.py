@@ -26,7 +26,6 @@ class LLMOptions(TypedDict, total=False):
     window: int
     max_items: int
     max_chars: int
-    entities: bool
 
 
 def llm_options(settings: Settings) -> LLMOptions:
@@ -37,7 +36,6 @@ def llm_options(settings: Settings) -> LLMOptions:
         window=settings.extraction_window,
         max_items=settings.max_extracted_memories,
         max_chars=settings.max_memory_chars,
-        entities=settings.llm_entities,
     )
 
 
@@ -55,20 +53,16 @@ class LLMExtractor(Extractor):
         window: int = 10,
         max_items: int = 20,
         max_chars: int = 2000,
-        entities: bool = False,
     ) -> None:
         super().__init__(window=window, max_items=max_items, max_chars=max_chars)
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.entities = entities  # ask the model for each memory's entities
 
     def _extract(
         self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
     ) -> Extraction:
-        system, user = build_prompt(
-            messages, max_items=self.max_items, ended_at=ended_at, existing=existing, with_entities=self.entities
-        )
+        system, user = build_prompt(messages, max_items=self.max_items, ended_at=ended_at, existing=existing)
         answer = self._complete(system, user)
         try:
             return parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
-from agent_memory_contract.models import CATEGORIES, MAX_NAMED_ENTITIES, Category, Content, NewMemory
+from agent_memory_contract.models import CATEGORIES, Category, Content, NewMemory
 
 logger = logging.getLogger(__name__)
 
@@ -59,17 +59,6 @@ def _one_reference(value: Any) -> str | None:
 def _references(value: Any) -> list[str]:
     items = value if isinstance(value, list | tuple) else [value]
     return list(dict.fromkeys(r for r in map(_reference, items) if r))  # once each, in order
-
-
-def _names(value: Any) -> list[str]:
-    """Entity names as a model may write them: a list of strings, or one comma-separated string;
-    anything else is dropped (the fact is kept)."""
-    if isinstance(value, str):
-        value = value.split(",")
-    if not isinstance(value, list | tuple):
-        return []
-    names = (str(v).replace("\x00", "").strip()[:200] for v in value if isinstance(v, str | int) and str(v).strip())
-    return list(dict.fromkeys(n for n in names if n))[:MAX_NAMED_ENTITIES]
 
 
 def _expiry(value: Any) -> dt.datetime | None:
@@ -118,11 +107,6 @@ class ExtractedMemory(BaseModel):
     replaces: Annotated[list[str], BeforeValidator(_references)] = Field(
         default_factory=list, validation_alias=AliasChoices("replaces", "supersedes")
     )
-    # Named things the fact is about (people, places, products, projects), when the model says
-    # (the prompt asks with AGENT_MEMORY_LLM_ENTITIES); linked besides what the offline rules find.
-    entities: Annotated[list[str], BeforeValidator(_names)] = Field(
-        default_factory=list, validation_alias=AliasChoices("entities", "names")
-    )
 
     def to_new_memory(self, extracted_by: str) -> NewMemory:
         return NewMemory(
@@ -131,7 +115,6 @@ class ExtractedMemory(BaseModel):
             is_evergreen=self.is_evergreen,
             expires_at=self.expires_at,
             metadata={"extracted_by": extracted_by},
-            entities=self.entities or None,
         )
 
 

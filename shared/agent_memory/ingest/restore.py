@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_memory.store.connection import Connection
-from agent_memory.store.entities import link_entities
 from agent_memory.store.rows import MemoryRow
 from agent_memory.store.transactions import user_transaction
 from agent_memory.store.usage import add_usage
@@ -79,7 +78,6 @@ def restore_memories(
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
             inserted = {r[0] for r in conn.execute(_RESTORE, _params(batch)).fetchall()}
-            link_entities(conn, user_id, [(r.id, r.entities) for r in batch if r.id is not None and r.id in inserted])
             skipped = [i for i in indexes if rows[i].id not in inserted]
             existing: dict[Any, uuid.UUID] = {}
             if skipped:

@@ -12,21 +12,11 @@ import numpy as np
 from agent_memory import poison
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
-from agent_memory.extraction.entities import MAX_ENTITIES, entity_keys, extract_entities
 from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.store.rows import MemoryRow
 from agent_memory_contract.errors import InputTooLarge, InvalidInput
 from agent_memory_contract.inputs import JsonValueError, inspect_json
 from agent_memory_contract.models import NewMemory, content_hash, fact_key, metadata_chars
-
-
-def entities_of(memory: NewMemory) -> tuple[str, ...]:
-    """The entity keys a memory is linked to: what the offline rules find in its content, and
-    those its writer named (``entities``, e.g. an LLM extractor's)."""
-    found = extract_entities(memory.content)
-    if memory.entities:
-        found = entity_keys([*found, *memory.entities], limit=2 * MAX_ENTITIES)
-    return tuple(found)
 
 
 def check_new_memories(settings: Settings, memories: Sequence[NewMemory], field: str = "memories") -> None:
@@ -120,7 +110,6 @@ def build_rows(
                     metadata=memory.metadata,
                     # Marked here, once, for every write path (add, ingest, import, extraction).
                     injection=tuple(poison.reasons(memory.content)),
-                    entities=entities_of(memory),
                 )
             )
         positions.append(index_of[key])

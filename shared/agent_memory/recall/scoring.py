@@ -1,5 +1,5 @@
-"""Rerank maths on the candidates of every leg: fusion, the hop bonus, a reranker's scores blended
-in, time decay, MMR. No I/O.
+"""Rerank maths on the candidates of every leg: fusion (here only), the hop bonus, a reranker's
+scores blended in, time decay, MMR. No I/O.
 
 All functions take and return plain numpy arrays aligned with the candidate list.
 """
@@ -32,18 +32,6 @@ def fuse_weighted(
     return (vector_weight * sim + text_weight * text_norm) / (vector_weight + text_weight)
 
 
-def fuse_rrf(vector_rank: Sequence[int | None], text_rank: Sequence[int | None], *, k: int = 60) -> Floats:
-    """Reciprocal rank fusion: sum of 1 / (k + rank) over the legs a candidate appears in.
-
-    Scaled so that first place in both legs scores 1.0, which keeps the numbers readable
-    and comparable across queries.
-    """
-    scores = np.zeros(len(vector_rank), dtype=np.float64)
-    for ranks in (vector_rank, text_rank):
-        scores += np.array([1.0 / (k + r) if r is not None else 0.0 for r in ranks], dtype=np.float64)
-    return scores / (2.0 / (k + 1))
-
-
 def apply_time_decay(
     scores: npt.ArrayLike,
     timestamps: Sequence[dt.datetime],
@@ -67,17 +55,11 @@ def apply_time_decay(
     return out
 
 
-def hop_bonus(
-    relevance: npt.ArrayLike,
-    stated_at: Sequence[dt.datetime],
-    entities: Sequence[Sequence[str]] | None = None,
-    *,
-    seeds: int,
-) -> Floats:
+def hop_bonus(relevance: npt.ArrayLike, stated_at: Sequence[dt.datetime], *, seeds: int) -> Floats:
     """Per candidate, the relevance of the best seed it neighbours (0 if none): the ``seeds``
     most relevant candidates are the seeds; a neighbour was stated at the same instant (written
-    together: one conversation, one request) or, with ``entities``, names one of a seed's
-    entities. A seed is no neighbour of itself, but may be another seed's.
+    together: one conversation, one request). A seed is no neighbour of itself, but may be
+    another seed's.
 
     Evidence for a question is often spread over what was said together: the best match
     vouches for the rest of its conversation.
@@ -89,29 +71,35 @@ def hop_bonus(
     instants = np.array([t.timestamp() for t in stated_at], dtype=np.float64)
     for s in (int(i) for i in np.argsort(-rel, kind="stable")[:seeds]):
         linked = instants == instants[s]
-        if entities is not None and entities[s]:
-            keys = set(entities[s])
-            linked |= np.array([not keys.isdisjoint(e) for e in entities], dtype=bool)
         linked[s] = False
         out = np.where(linked, np.maximum(out, rel[s]), out)
     return out
 
 
 def blend_rerank(relevance: npt.ArrayLike, rerank_scores: npt.ArrayLike, *, weight: float) -> Floats:
-    """``weight`` x the reranker's scores + (1 - weight) x the fused relevance, each scaled so its
-    best is 1 (as ts_rank is in :func:`fuse_weighted`): providers score on different scales
-    (Cohere's 0..1 often tiny, some raw logits below 0), and only the order within one answer
-    means anything. Scores below 0 are shifted up first, so the worst becomes 0.
+    """``weight`` x the reranker's scores + (1 - weight) x the relevance, on the relevance scale.
+
+    Providers score on different scales (Cohere's 0..1 often tiny, some raw logits below 0) and
+    only the order within one answer means anything, so the scores are mapped linearly onto the
+    range the candidates' relevance spans: the worst-scored gets the least relevance among them,
+    the best-scored the most. The blend then stays on the scale of fusion, so the boosts, decay,
+    MMR and ``min_score`` after it weigh what they weigh without a reranker. Scores that tell the
+    candidates nothing apart (all equal) leave the relevance exactly as it was.
     """
     rel = np.asarray(relevance, dtype=np.float64)
     scores = np.asarray(rerank_scores, dtype=np.float64)
-    low = min(float(scores.min(initial=0.0)), 0.0)
-    scores = scores - low
-    best = scores.max(initial=0.0)
-    scores = scores / best if best > 0 else scores
-    top = rel.max(initial=0.0)
-    rel = rel / top if top > 0 else rel
-    return weight * scores + (1.0 - weight) * rel
+    if len(rel) == 0 or not np.isfinite(scores).all():
+        return rel.copy()
+    low, high = float(scores.min()), float(scores.max())
+    if high <= low:
+        return rel.copy()
+    floor, span = float(rel.min()), float(rel.max() - rel.min())
+    if span <= 0:  # the relevance tells them nothing apart: map onto 0 .. their relevance
+        floor, span = 0.0, float(rel.max())
+    mapped = floor + (scores - low) / (high - low) * span
+    # rel + w x (mapped - rel), not (1 - w) x rel + w x mapped: a candidate whose mapped score is
+    # its relevance keeps it to the last bit.
+    return rel + weight * (mapped - rel)
 
 
 def mmr_select(relevance: npt.ArrayLike, embeddings: npt.ArrayLike, *, lam: float, limit: int) -> list[int]:

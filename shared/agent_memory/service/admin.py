@@ -1,4 +1,4 @@
-"""Administration: migrations, re-embedding, entity backfill, purge, similarity checks."""
+"""Administration: migrations, re-embedding, purge, similarity checks."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from agent_memory.extraction.entities import extract_entities
 from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store import entity_links
 from agent_memory.store import indexes as dense_users
 from agent_memory.store import memories as queries
 from agent_memory.store import reembed as reembedding
@@ -23,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 class Admin(ServiceBase):
-    """Operating the store: migrate, re-embed, link entities, purge."""
+    """Operating the store: migrate, re-embed, purge."""
 
     def migrate(self) -> MigrateResult:
         """Apply pending migrations (idempotent), then set up the application's database roles."""
@@ -52,25 +50,6 @@ class Admin(ServiceBase):
         if result.switched:
             self.close()  # reconnect: this process now uses the new column
         return result
-
-    def link_entities(
-        self,
-        *,
-        batch_size: int = 500,
-        restart: bool = False,
-        max_seconds: float | None = None,
-        progress: Callable[[int], None] | None = None,
-    ) -> entity_links.EntityLinkResult:
-        """Link the memories stored before migration 0007 to the entities they name; resumable
-        (see :mod:`agent_memory.store.entity_links`). Needs the owner's credentials."""
-        return entity_links.link_entities(
-            self.settings,
-            extract=extract_entities,
-            batch_size=batch_size,
-            restart=restart,
-            max_seconds=max_seconds,
-            progress=progress,
-        )
 
     def refresh_dense_users(
         self, *, min_memories: int | None = None, max_seconds: float | None = None, concurrently: bool = True

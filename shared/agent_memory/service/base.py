@@ -12,7 +12,7 @@ from agent_memory.embeddings import Embedder, create_embedder
 from agent_memory.extraction import Extractor, create_extractor
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.providers.aws import clear_secret_cache
-from agent_memory.recall.ranking import RecallOptions
+from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker, create_reranker
 from agent_memory.service.drain import Publish, drain_outbox
 from agent_memory.store.connection import Connection, Database, VectorSchema
@@ -122,8 +122,9 @@ class ServiceBase:
         )
 
     @cached_property
-    def recall_options(self) -> RecallOptions:
-        return RecallOptions.from_settings(self.settings)
+    def recall_plan(self) -> RecallPlan:
+        """How recalls find and rank, from the settings once (the benchmarks pass their own)."""
+        return RecallPlan.from_settings(self.settings)
 
     @cached_property
     def redactor(self) -> Redactor:

@@ -6,7 +6,6 @@ import logging
 import uuid
 from typing import Any
 
-from agent_memory.extraction.entities import extract_entities
 from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.ingest.rows import (
     check_metadata,
@@ -56,10 +55,9 @@ class Editing(Reading):
             used = self._usage(meter)
         if values.get("metadata"):
             check_metadata(self.settings, values["metadata"], "metadata")
-        entities = extract_entities(values["content"]) if "content" in values else []
         updated: Memory | None = self.db.run(
             lambda conn: edits.update_memory(
-                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used, entities=entities
+                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used
             )
         )
         if updated is None:
@@ -94,8 +92,8 @@ class Editing(Reading):
         return deleted
 
     def forget_user(self, user_id: str, *, requested_by: str = "service") -> ErasureReceipt:
-        """Delete everything stored about the user (memories, history, message receipts, usage,
-        entity links) and return the erasure receipt stored with the deletion, in one transaction
+        """Delete everything stored about the user (memories, history, message receipts, usage)
+        and return the erasure receipt stored with the deletion, in one transaction
         (see :mod:`agent_memory.erasure`). ``requested_by``: who asked, for the receipt; never
         the user's own id."""
         receipt: ErasureReceipt = self.db.run(

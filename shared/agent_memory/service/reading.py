@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from agent_memory.recall.block import build_memory_block
-from agent_memory.recall.ranking import RecallOptions, rank_candidates
+from agent_memory.recall.plan import RecallPlan
+from agent_memory.recall.ranking import rank_candidates
 from agent_memory.service import pages
 from agent_memory.service.base import ServiceBase, utcnow
 from agent_memory.store import edits
@@ -70,7 +71,7 @@ class Reading(ServiceBase):
         project_id: str | None = None,
         limit: int | None = None,
         now: dt.datetime | None = None,
-        options: RecallOptions | None = None,
+        plan: RecallPlan | None = None,
         query_vector: np.ndarray | None = None,
         filters: MemoryFilters | None = None,
         usage: Meter | None = None,
@@ -79,11 +80,12 @@ class Reading(ServiceBase):
         """The memories most relevant to ``query`` for this user, best first, and the prompt block;
         with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
         the writer when a reader endpoint is configured (see :mod:`agent_memory.store.readers`).
+        ``plan``: how to find and rank (default: the one built from the settings).
 
         ``usage``: what was already spent for this recall (a batch's share of its embedding call),
         counted with it."""
         query, limit = self._check_query(query, limit)
-        options = options or self.recall_options
+        plan = plan or self.recall_plan
         if now is not None and now.tzinfo is None:
             now = now.replace(tzinfo=dt.UTC)
         with metering(usage) as meter:
@@ -94,13 +96,13 @@ class Reading(ServiceBase):
             user_id,
             project_id,
             now=now,
-            include_inactive=options.include_inactive,
+            include_inactive=plan.include_inactive,
             filters=None if filters is None or filters.empty else filters,
         )
-        k = options.overfetch * limit
+        k = plan.candidates_per_leg(limit)
         timeout_ms = self.settings.recall_statement_timeout_ms
         as_of = now or utcnow()
-        legs = options.extra_legs(query, as_of)
+        windows = plan.windows(query, as_of)
         on_reader = self.reads.reader is not None and consistency == "eventual"
         # The recall's usage count is written by its query itself (one statement), which a
         # reader cannot run: there the count goes to the writer on its own (one more round trip).
@@ -113,7 +115,8 @@ class Reading(ServiceBase):
                 k,
                 statement_timeout_ms=timeout_ms,
                 usage=() if on_reader else used,
-                legs=legs,
+                windows=windows,
+                date_k=plan.date_k,
             ),
             consistency=consistency,
         )
@@ -122,11 +125,11 @@ class Reading(ServiceBase):
         reranker = self.reranker
         chosen = rank_candidates(
             candidates,
-            options,
+            plan,
             limit=limit,
             now=as_of,
             query=query,
-            windows=legs.windows,
+            windows=windows,
             rerank=reranker.scores if reranker is not None else None,
         )
         if self.settings.min_score > 0:

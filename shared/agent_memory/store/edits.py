@@ -15,7 +15,6 @@ from psycopg.types.json import Jsonb
 
 from agent_memory import poison
 from agent_memory.store.connection import Connection, vector_column, vector_schema_of
-from agent_memory.store.entities import relink_entities
 from agent_memory.store.memories import MEMORY_COLUMNS
 from agent_memory.store.transactions import read_as_user, user_transaction
 from agent_memory.store.usage import add_usage
@@ -68,7 +67,6 @@ def update_memory(
     embedding: np.ndarray | None = None,
     source: str | None = None,
     usage: Sequence[UsageRow] = (),
-    entities: Sequence[str] = (),
 ) -> Memory | None:
     """Apply ``changes`` (column -> new value; a new content needs its ``embedding``) to the
     user's memory; the memory as it now is, or None when the user has none with that id.
@@ -76,7 +74,7 @@ def update_memory(
     In the user's locked transaction, so no other write of the user slips between the check
     for a clash and the update. Raises Conflict (field ``content``) when another memory of the
     same scope already states the new content. ``usage`` (the new content's embedding) is counted
-    in the same transaction; a new content is linked to ``entities``, the keys it names.
+    in the same transaction.
     """
     params: dict[str, Any] = {"user_id": user_id, "id": memory_id, **changes}
     if "metadata" in changes:
@@ -102,11 +100,7 @@ def update_memory(
                     f"memory {clash[0]}{state} already states this content in the same scope", field="content"
                 )
         with conn.cursor(row_factory=class_row(Memory)) as cur:
-            updated = cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
-        if updated is not None and "content" in changes:
-            # The links follow the new content (those a writer once named go with the old one).
-            relink_entities(conn, user_id, memory_id, list(entities))
-        return updated
+            return cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
 
 
 def histories(conn: Connection, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:

@@ -1,7 +1,7 @@
 """Forgetting a user, with its receipt, and reading receipts back (see :mod:`agent_memory.erasure`).
 
-One transaction deletes the user's memories, history, ingest receipts, usage counts and entity
-links (where the store has that table), stores the receipt and, when change events are on,
+One transaction deletes the user's memories, history, ingest receipts and usage counts, stores
+the receipt and, when change events are on,
 queues 'user.erased'. The receipt is written in the same transaction as the deletion: there is
 a receipt exactly when the data went.
 """
@@ -29,8 +29,7 @@ INSERT INTO erasure_receipts (id, subject_hash, requested_by, deleted)
 SELECT %(id)s, %(subject)s, %(requested_by)s,
        jsonb_build_object('memories', (SELECT count(*) FROM memories), 'history', (SELECT count(*) FROM history),
                           'ingest_receipts', (SELECT count(*) FROM receipts),
-                          'usage_rows', (SELECT count(*) FROM usage),
-                          'entity_links', %(entity_links)s::bigint)
+                          'usage_rows', (SELECT count(*) FROM usage))
 RETURNING id, subject_hash, requested_by, erased_at, deleted
 """
 
@@ -55,12 +54,6 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
         ).fetchone()
         if key_row is None or key_row[0] is None:
             raise ConfigurationError("the store has no erasure key: run `agent-memory migrate` (migration 0009)")
-        # Entity links go first: counted, not left to the cascade from their memories.
-        found = conn.execute(
-            "WITH gone AS (DELETE FROM memory_entities WHERE user_id = %s RETURNING 1) SELECT count(*) FROM gone",
-            [user_id],
-        ).fetchone()
-        links = int(found[0]) if found else 0
         # The dense-user registry holds the user's common words (migration 0005); their partial
         # indexes, now empty, go with the next `agent-memory dense-users` run.
         conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
@@ -72,7 +65,6 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
                     "id": receipt_id,
                     "subject": subject_hash(key_row[0], user_id),
                     "requested_by": requested_by,
-                    "entity_links": links,
                 },
             ).fetchone()
         assert row is not None

@@ -1,7 +1,6 @@
 """Recall's candidates: one statement, scoped to the user, with two legs (cosine distance ``<=>``,
 exact over the user's rows or through a dense user's own HNSW index; and full text), up to k
-rows each, and the optional legs a query asks for (its dates, its rare entities, one hop from
-the best candidates: :class:`ExtraLegs`), read in a single round trip.
+rows each, and the date leg when the query names a date window, read in a single round trip.
 
 Nothing here ranks: :mod:`agent_memory.recall.ranking` orders the legs and scores the candidates.
 One module for one statement: its legs are fragments of the same SQL, composed per shape, and
@@ -61,64 +60,9 @@ class Candidate:
     in_text: bool  # among the full-text leg's k best
     injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
     in_date: bool = False  # found by the date leg (stated inside a window the query names)
-    in_entity: bool = False  # names a (rare) entity the query names
-    in_hop: bool = False  # found one hop from the best candidates (stated with one, or sharing an entity)
-    entities: tuple[str, ...] = ()  # its rare entity keys shared with a seed (only with the entity hop)
 
 
 Window = tuple[dt.datetime, dt.datetime]
-
-
-@dataclasses.dataclass(frozen=True)
-class ExtraLegs:
-    """The optional candidate legs, all in the same statement as the vector and text legs.
-
-    ``windows``: time windows the query names; memories stated inside one, nearest first, up to
-    ``date_k``. ``entities``: entity keys the query names; memories linked to one that at most
-    ``entity_cap`` of the user's memories name (a name on half of them tells nothing), nearest
-    first, up to ``entity_k``. ``hop_seeds``: the best candidates by a first weighted fusion
-    (``vector_weight`` / ``text_weight``) whose neighbours are fetched, up to ``hop_k`` nearest per
-    seed: memories stated at the same instant (one conversation, one request) and, with
-    ``hop_entities``, memories sharing one of the seed's rare entities (each candidate then
-    carries those shared keys, for ranking).
-    """
-
-    windows: tuple[Window, ...] = ()
-    date_k: int = 0
-    entities: tuple[str, ...] = ()
-    entity_k: int = 0
-    entity_cap: int = 50
-    hop_seeds: int = 0
-    hop_k: int = 0
-    hop_entities: bool = False
-    vector_weight: float = 0.7
-    text_weight: float = 0.3
-
-    @property
-    def shape(self) -> LegShape:
-        hop = self.hop_seeds > 0 and self.hop_k > 0
-        return LegShape(
-            dated=bool(self.windows) and self.date_k > 0,
-            entity_leg=bool(self.entities) and self.entity_k > 0,
-            hop=hop,
-            hop_entities=hop and self.hop_entities,
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class LegShape:
-    """Which optional legs a statement has: each shape is composed once."""
-
-    dated: bool = False
-    entity_leg: bool = False
-    hop: bool = False
-    hop_entities: bool = False
-
-
-NO_EXTRA_LEGS = ExtraLegs()
-NO_LEGS = LegShape()
-# Rows of one instant a hop compares with the query at most (see _HOP_LEGS).
-HOP_SCAN = 200
 
 
 def text_query(text: str) -> str:
@@ -137,14 +81,14 @@ WITH {usage_cte}{scoped_cte}{dense_cte} vec AS (
     {vector_leg}
 ), fts AS (
     {text_leg}
-){extra_legs}
+){date_leg}
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
        m.{vec} AS embedding, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text,
-       {dense_flag} AS dense_user{extra_columns}
-FROM user_memories m{pool_join}
+       {dense_flag} AS dense_user{date_column}
+FROM user_memories m
 WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
 """
 _DISTANCE = "m.{vec} <=> %(query_vector)s"
@@ -179,11 +123,9 @@ _TEXT_LEG_DENSE = """SELECT id FROM agent_memory_dense_text_leg(
         %(f_created_before)s::timestamptz)"""
 _TSQ_DENSE = "(SELECT q FROM terms)"
 
-# The optional legs' scope clauses are unqualified: each names user_memories in the innermost
-# FROM, where PostgreSQL resolves the columns first.
-
 # Memories stated inside a window the query names, nearest first (the span of all the windows
-# narrows the scan first).
+# narrows the scan first). Its scope clause is unqualified: it names user_memories in the
+# innermost FROM, where PostgreSQL resolves the columns first.
 _DATE_LEG = """, dated AS (
     SELECT id FROM user_memories
     WHERE {scope} AND created_at >= %(window_min)s AND created_at < %(window_max)s
@@ -192,79 +134,6 @@ _DATE_LEG = """, dated AS (
     ORDER BY {vec} <=> %(query_vector)s
     LIMIT %(date_k)s
 )"""
-
-# The query's rare entities (linked to at most entity_cap of the user's memories: the count stops
-# there), then the memories linked to them, nearest first.
-_ENTITY_LEG = """, query_entities AS (
-    SELECT q.key FROM unnest(%(entities)s::text[]) AS q(key)
-    WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities c
-                                 WHERE c.user_id = %(user_id)s AND c.entity_key = q.key
-                                 LIMIT %(entity_cap)s + 1) n) BETWEEN 1 AND %(entity_cap)s
-), ent AS (
-    SELECT id FROM user_memories
-    WHERE {scope} AND id IN (SELECT l.memory_id FROM memory_entities l
-                             WHERE l.user_id = %(user_id)s AND l.entity_key IN (SELECT key FROM query_entities))
-    ORDER BY {vec} <=> %(query_vector)s
-    LIMIT %(entity_k)s
-)"""
-
-# One hop from the best candidates: the first legs' candidates scored by weighted fusion (cosine
-# and max-normalised ts_rank_cd, as the ranking does before decay and boosts); the top hop_seeds
-# are the seeds; their neighbours are the memories stated at the same instant (written together:
-# one conversation, one request), nearest first, up to hop_k per seed; with hop_entities, also
-# the memories naming one of the seeds' rare entities (below).
-# first_pool is materialised: each candidate's distance and text rank are computed once, here,
-# and the final select reuses them (only the hop's rows are scored there).
-_HOP_LEGS = """, first_pool AS MATERIALIZED (
-    SELECT p.id, p.created_at, p.{vec} <=> %(query_vector)s AS distance,
-           coalesce(ts_rank_cd(p.content_tsv, {tsq}), 0) AS text_rank
-    FROM user_memories p
-    WHERE p.user_id = %(user_id)s AND p.id IN ({first_legs})
-), seeds AS (
-    SELECT id, created_at FROM first_pool
-    ORDER BY %(vector_weight)s * greatest(1 - distance, 0)
-             + %(text_weight)s * coalesce(text_rank / nullif(max(text_rank) OVER (), 0), 0) DESC, id
-    LIMIT %(hop_seeds)s
-){hop_entity_keys}, hop AS (
-    SELECT h.id FROM seeds s CROSS JOIN LATERAL (
-        SELECT w.id FROM (
-            -- At most hop_scan rows of one instant are compared: a bulk import without times
-            -- stamps thousands of rows with the same now(), and the hop must stay cheap.
-            SELECT id, {vec} AS embedding FROM user_memories
-            WHERE {scope} AND created_at = s.created_at AND id <> s.id
-            LIMIT %(hop_scan)s
-        ) w
-        ORDER BY w.embedding <=> %(query_vector)s
-        LIMIT %(hop_k)s
-    ) h{hop_entity_join}
-)"""
-
-# The seeds' rare entities (named by at most entity_cap of the user's memories), and for each
-# the nearest memories naming it. Candidates then carry only these keys (``entities``), so the
-# ranking links a neighbour to its seed by a rare entity, never by a name on half the memories.
-_HOP_ENTITY_KEYS = """, hop_keys AS (
-    SELECT DISTINCT se.entity_key AS key FROM seeds s
-    JOIN memory_entities se ON se.user_id = %(user_id)s AND se.memory_id = s.id
-    WHERE (SELECT count(*) FROM (SELECT 1 FROM memory_entities c
-                                 WHERE c.user_id = %(user_id)s AND c.entity_key = se.entity_key
-                                 LIMIT %(entity_cap)s + 1) x) <= %(entity_cap)s
-)"""
-
-_HOP_ENTITY_JOIN = """
-    UNION
-    SELECT h.id FROM hop_keys k CROSS JOIN LATERAL (
-        SELECT id FROM user_memories
-        WHERE {scope} AND id NOT IN (SELECT seeds.id FROM seeds)
-          AND id IN (SELECT l.memory_id FROM memory_entities l
-                     WHERE l.user_id = %(user_id)s AND l.entity_key = k.key)
-        ORDER BY {vec} <=> %(query_vector)s
-        LIMIT %(hop_k)s
-    ) h"""
-
-_HOP_ENTITIES_COLUMN = (
-    "ARRAY(SELECT e.entity_key FROM memory_entities e WHERE e.user_id = %(user_id)s AND e.memory_id = m.id"
-    " AND e.entity_key IN (SELECT key FROM hop_keys) ORDER BY e.entity_key) AS entities"
-)
 
 # ORDER BY distance LIMIT k straight on the table. For an ordinary user the planner reads their
 # rows through the scope b-tree and sorts them: exact (the table has no vector index). For a dense
@@ -288,7 +157,7 @@ def _hybrid_sql(
     exact: bool,
     column: str,
     usage: bool = False,
-    legs: LegShape = NO_LEGS,
+    dated: bool = False,
     *,
     dense: bool = False,
     dimension: int = 0,
@@ -303,7 +172,7 @@ def _hybrid_sql(
         column,
         filter_shape(scope.filters),
         usage,
-        legs,
+        dated,
         dense,
         dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
     )
@@ -318,7 +187,7 @@ def _hybrid_query(
     column: str,
     filters: FilterShape,
     usage: bool,
-    legs: LegShape = NO_LEGS,
+    dated: bool = False,
     dense: bool = False,
     half_dimension: int = 0,
 ) -> str:
@@ -345,34 +214,9 @@ def _hybrid_query(
         dense_cte = sql.SQL(_DENSE_FLAG_CTE)
         text_leg = sql.SQL(_TEXT_LEG).format(scope=where, tsq=tsq)
         flag = sql.SQL("EXISTS (SELECT FROM dense)")
-    first = ["SELECT id FROM vec", "SELECT id FROM fts"]
-    extra: list[sql.Composable] = []
-    columns: list[str] = []
-    if legs.dated:
-        extra.append(sql.SQL(_DATE_LEG).format(scope=where, vec=vec))
-        first.append("SELECT id FROM dated")
-        columns.append("m.id IN (SELECT id FROM dated) AS in_date")
-    if legs.entity_leg:
-        extra.append(sql.SQL(_ENTITY_LEG).format(scope=where, vec=vec))
-        first.append("SELECT id FROM ent")
-        columns.append("m.id IN (SELECT id FROM ent) AS in_entity")
-    every = list(first)
-    if legs.hop:
-        join = sql.SQL(_HOP_ENTITY_JOIN).format(scope=where, vec=vec) if legs.hop_entities else sql.SQL("")
-        extra.append(
-            sql.SQL(_HOP_LEGS).format(
-                vec=vec,
-                tsq=tsq,
-                first_legs=sql.SQL(" UNION ".join(first)),
-                scope=where,
-                hop_entity_keys=sql.SQL(_HOP_ENTITY_KEYS if legs.hop_entities else ""),
-                hop_entity_join=join,
-            )
-        )
-        every.append("SELECT id FROM hop")
-        columns.append("m.id IN (SELECT id FROM hop) AS in_hop")
-        if legs.hop_entities:
-            columns.append(_HOP_ENTITIES_COLUMN)
+    every = ["SELECT id FROM vec", "SELECT id FROM fts"]
+    if dated:
+        every.append("SELECT id FROM dated")
     return (
         sql.SQL(_HYBRID)
         .format(
@@ -385,16 +229,10 @@ def _hybrid_query(
             text_leg=text_leg,
             dense_flag=flag,
             vec=vec,
-            extra_legs=sql.Composed(extra),
-            # With the hop, the first legs' candidates were scored once in first_pool.
-            distance=sql.SQL("coalesce(fp.distance, {})" if legs.hop else "{}").format(
-                sql.SQL(_DISTANCE).format(vec=vec)
-            ),
-            text_rank=sql.SQL("coalesce(fp.text_rank, {})" if legs.hop else "{}").format(
-                sql.SQL(_TEXT_RANK).format(tsq=tsq)
-            ),
-            pool_join=sql.SQL(" LEFT JOIN first_pool fp ON fp.id = m.id" if legs.hop else ""),
-            extra_columns=sql.SQL("".join(",\n       " + c for c in columns)),
+            date_leg=sql.SQL(_DATE_LEG).format(scope=where, vec=vec) if dated else sql.SQL(""),
+            distance=sql.SQL(_DISTANCE).format(vec=vec),
+            text_rank=sql.SQL(_TEXT_RANK).format(tsq=tsq),
+            date_column=sql.SQL(",\n       m.id IN (SELECT id FROM dated) AS in_date" if dated else ""),
             all_legs=sql.SQL(" UNION ".join(every)),
         )
         .as_string()
@@ -410,10 +248,12 @@ def hybrid_candidates(
     *,
     statement_timeout_ms: int = 0,
     usage: Sequence[UsageRow] = (),
-    legs: ExtraLegs = NO_EXTRA_LEGS,
+    windows: Sequence[Window] = (),
+    date_k: int = 0,
 ) -> list[Candidate]:
     """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd),
-    and those of the ``legs`` asked for (dates, entities, one hop), in one statement.
+    and with ``windows`` (the date windows the query names) up to ``date_k`` stated inside one,
+    nearest first, in one statement.
 
     For most users the vector leg is exact (their rows through the scope b-tree). A dense user's
     leg uses their own HNSW index, and an index scan under the scope filter can come back short:
@@ -429,14 +269,21 @@ def hybrid_candidates(
         "query_vector": query_vector,
         "text_query": text_query(query_text),
         "k": k,
-        **_leg_params(legs),
     }
+    dated = bool(windows) and date_k > 0
+    if dated:
+        params.update(
+            window_starts=[w[0] for w in windows],
+            window_ends=[w[1] for w in windows],
+            window_min=min(w[0] for w in windows),
+            window_max=max(w[1] for w in windows),
+            date_k=date_k,
+        )
     column = vector_column(conn)
-    shape = legs.shape
     dimension = len(query_vector)
     dense, exact, count_usage = DENSE_USERS.seen(scope.user_id), False, bool(usage)
     for _attempt in range(_MAX_STATEMENTS):
-        query = _hybrid_sql(scope, exact, column, count_usage, shape, dense=dense, dimension=dimension)
+        query = _hybrid_sql(scope, exact, column, count_usage, dated, dense=dense, dimension=dimension)
         values = {**params, **usage_params(scope.user_id, usage)} if count_usage else params
         rows = _run_hybrid(conn, query, values, k, statement_timeout_ms)
         count_usage = False  # counted once, by the first statement
@@ -489,31 +336,6 @@ class DenseUsers:
 DENSE_USERS = DenseUsers()
 
 
-def _leg_params(legs: ExtraLegs) -> dict[str, Any]:
-    """The values the optional legs of ``legs.shape`` bind."""
-    shape = legs.shape
-    params: dict[str, Any] = {}
-    if shape.dated:
-        params.update(
-            window_starts=[w[0] for w in legs.windows],
-            window_ends=[w[1] for w in legs.windows],
-            window_min=min(w[0] for w in legs.windows),
-            window_max=max(w[1] for w in legs.windows),
-            date_k=legs.date_k,
-        )
-    if shape.entity_leg or shape.hop_entities:
-        params.update(entities=list(legs.entities), entity_k=legs.entity_k, entity_cap=legs.entity_cap)
-    if shape.hop:
-        params.update(
-            hop_seeds=legs.hop_seeds,
-            hop_k=legs.hop_k,
-            hop_scan=HOP_SCAN,
-            vector_weight=legs.vector_weight,
-            text_weight=legs.text_weight,
-        )
-    return params
-
-
 def _run_hybrid(
     conn: Connection, query: str, params: dict[str, Any], k: int, statement_timeout_ms: int
 ) -> list[dict[str, Any]]:
@@ -564,7 +386,4 @@ def _candidate(row: dict[str, Any]) -> Candidate:
         in_text=row["in_text"],
         injection=tuple(row["injection"] or ()),
         in_date=bool(row.get("in_date", False)),
-        in_entity=bool(row.get("in_entity", False)),
-        in_hop=bool(row.get("in_hop", False)),
-        entities=tuple(row.get("entities") or ()),
     )

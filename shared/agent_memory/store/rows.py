@@ -33,7 +33,6 @@ class MemoryRow:
     updated_at: dt.datetime | None = None
     superseded_at: dt.datetime | None = None
     superseded_by: uuid.UUID | None = None
-    entities: tuple[str, ...] = ()  # entity keys the memory names (memory_entities)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,6 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agent_memory.store.connection import Connection, vector_column, vector_schema_of
-from agent_memory.store.entities import link_entities
 from agent_memory.store.rows import ExistingMemory, MemoryRow
 from agent_memory.store.scope import Scope, scope_filter, scope_params
 from agent_memory.store.transactions import pipelined_transaction, read_as_user, user_transaction
@@ -206,7 +205,6 @@ def _write_rows(
         for rec in conn.execute(_UPSERT, row_params(batch)).fetchall():
             index = by_key[(rec[2], bytes(rec[3]))]
             outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
-        link_entities(conn, user_id, [(outcomes[i].id, rows[i].entities) for i in to_insert])
 
 
 def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:

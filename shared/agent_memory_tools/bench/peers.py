@@ -44,7 +44,7 @@ import psycopg
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
-from agent_memory.recall.ranking import RecallOptions
+from agent_memory.recall.plan import RecallPlan
 from agent_memory.service import MemoryService
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import ImportLine
@@ -410,11 +410,11 @@ class LatencyPart:
     mem0_load: str = "insert"
 
 
-def ours_variants(options: RecallOptions) -> dict[str, RecallOptions]:
+def ours_variants(plan: RecallPlan) -> dict[str, RecallPlan]:
     """Our two rows, taken from `bench quality`'s variants so that they stay its rows: its
     "vector only" turns every other leg off, which a copy here once missed when legs were added."""
     wanted = {"ours (default)": "ours (default)", "vector only": "ours, vector only"}
-    found = {wanted[v.name]: v.options for v in variants(options) if v.name in wanted and v.options is not None}
+    found = {wanted[v.name]: v.plan for v in variants(plan) if v.name in wanted and v.plan is not None}
     return {name: found[name] for name in wanted.values()}
 
 
@@ -457,7 +457,7 @@ def quality_part(
         first = next(((q.user_id, t) for q, t in zip(queries, texts, strict=True) if t), None)
         plan = peer.semantic_plan(table.vectors[first[1]], first[0], _mem0_limit(k)) if first else ""
 
-        ours = ours_variants(bench.recall_options)
+        ours = ours_variants(bench.recall_plan)
         results: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in [*ours, "mem0"]}
         say(f"quality: {len(queries)} questions to each")
         load_before = load_average()
@@ -469,7 +469,7 @@ def quality_part(
                     continue
                 vector = table.vectors[text]
                 found = bench.recall(
-                    query.user_id, query.query, limit=k, now=query.now, options=chosen, query_vector=vector
+                    query.user_id, query.query, limit=k, now=query.now, plan=chosen, query_vector=vector
                 )
                 results[name].append([{"content": m.content, "metadata": m.metadata} for m in found.memories])
             results["mem0"].append(

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_memory.recall.ranking import RecallOptions
+from agent_memory.recall.plan import RecallPlan
+from agent_memory.rerank import Reranker
 from agent_memory.service import MemoryService
 from agent_memory.store.scope import Scope
 from agent_memory_contract.errors import InvalidInput
@@ -31,6 +32,17 @@ from agent_memory_tools.bench.common import ScratchServer, open_service, print_t
 IMPORT_CHUNK = 512
 SHORT_K = 5  # recall@5 too: the prompt block is often trimmed to the first few memories
 PREVIOUS = "ours, previous defaults"
+EQUAL_RERANK = "ours + equal-scores rerank"
+
+
+class EqualScores(Reranker):
+    """A reranker that scores every document the same: it must leave the ranking as it was."""
+
+    provider = "constant"
+    model = "equal-scores"
+
+    def _scores(self, query: str, documents: list[str]) -> list[float]:
+        return [0.5] * len(documents)
 
 
 class QualityQuery(BaseModel):
@@ -76,21 +88,20 @@ def read_lines(path: Path, model: type[BaseModel], field: str) -> list[Any]:
 @dataclasses.dataclass(frozen=True)
 class Variant:
     name: str
-    options: RecallOptions | None  # None: the article's query
+    plan: RecallPlan | None  # None: the article's query
     note: str
+    reranker: Reranker | None = None  # instead of the configured one
 
 
-def variants(base: RecallOptions, *, reranker: bool = False) -> list[Variant]:
+def variants(base: RecallPlan, *, reranker: bool = False) -> list[Variant]:
     """Baselines, our configured ranking and its ablations (one change each). A configured
     reranker is off in every row but "ours + rerank" (present only when there is one)."""
     base = base.but(rerank=False)
-    plain = {"decay": False, "mmr": False, "date_boost": 0.0, "date_k": 0, "hop_seeds": 0, "entity_k": 0}
-    other_fusion = "rrf" if base.fusion == "weighted" else "weighted"
+    plain = {"decay": False, "mmr": False, "date_boost": 0.0, "date_k": 0, "hop_seeds": 0}
     toggles = [
         Variant("ours - time decay", base.but(decay=False), "default without decay"),
         Variant("ours - MMR", base.but(mmr=False), "default without MMR"),
         Variant("ours - date boost", base.but(date_boost=0.0), "default without the date boost"),
-        Variant(f"ours, {other_fusion} fusion", base.but(fusion=other_fusion), f"default with {other_fusion} fusion"),
     ]
     if base.date_k > 0:
         toggles.append(Variant("ours - date leg", base.but(date_k=0), "no candidates fetched by the query's dates"))
@@ -105,34 +116,17 @@ def variants(base: RecallOptions, *, reranker: bool = False) -> list[Variant]:
     )
     if base.hop_seeds > 0 and base.hop_boost > 0:
         toggles.append(Variant("ours - one hop", base.but(hop_seeds=0), "no bonus for the best candidates' neighbours"))
-        if base.hop_k == 0:
-            toggles.append(
-                Variant("ours + hop fetch", base.but(hop_k=5), "the query also fetches 5 neighbours per seed")
-            )
-        else:
-            toggles.append(
-                Variant("ours - hop fetch", base.but(hop_k=0), "neighbours only among the other legs' finds")
-            )
-        toggles.append(
-            Variant(
-                "ours - hop entities" if base.hop_entities else "ours + hop entities",
-                base.but(hop_entities=not base.hop_entities, hop_k=base.hop_k or 5),
-                ("without" if base.hop_entities else "with") + " the hop through the seeds' rare entities (fetch 5)",
-            )
-        )
     else:
         toggles.append(Variant("ours + one hop", base.but(hop_seeds=3, hop_boost=0.1), "3 seeds, +0.1 x seed"))
-    if base.entity_k > 0:
-        toggles.append(Variant("ours - entity leg", base.but(entity_k=0, entity_boost=0.0), "no entity leg"))
-    else:
-        toggles.append(
-            Variant(
-                "ours + entity leg",
-                base.but(entity_k=10, entity_boost=0.05),
-                "10 memories naming rare query entities, +0.05",
-            )
-        )
     toggles.append(Variant("ours, overfetch 5", base.but(overfetch=5), "50 candidates per leg instead of 30"))
+    toggles.append(
+        Variant(
+            EQUAL_RERANK,
+            base.but(rerank=True),
+            f"a reranker scoring all {base.rerank_top_n} the same: must equal the default row",
+            reranker=EqualScores(),
+        )
+    )
     if reranker:
         toggles.append(
             Variant(
@@ -141,7 +135,7 @@ def variants(base: RecallOptions, *, reranker: bool = False) -> list[Variant]:
                 f"the configured reranker on the best {base.rerank_top_n}, weight {base.rerank_weight:g}",
             )
         )
-    previous = base.but(date_k=0, date_ranges=False, hop_seeds=0, entity_k=0, entity_boost=0.0, hop_entities=False)
+    previous = base.but(date_k=0, date_ranges=False, hop_seeds=0)
     return [
         Variant("vector only", base.but(legs="vector", **plain), "cosine <=>, top 10, no rerank"),
         Variant("full text only", base.but(legs="text", **plain), "ts_rank_cd of the OR-ed words, no rerank"),
@@ -149,21 +143,17 @@ def variants(base: RecallOptions, *, reranker: bool = False) -> list[Variant]:
         Variant("ours (default)", base, _describe(base)),
         Variant(PREVIOUS, previous, "vector + text legs only, named days and months (before issue 14)"),
         *toggles,
-        Variant("fusion only (weighted)", base.but(fusion="weighted", **plain), "no decay, MMR, date or hop"),
-        Variant("fusion only (rrf)", base.but(fusion="rrf", **plain), "no decay, MMR, date or hop"),
+        Variant("fusion only (weighted)", base.but(**plain), "no decay, MMR, date or hop"),
     ]
 
 
-def _describe(o: RecallOptions) -> str:
-    fusion = f"weighted {o.vector_weight}/{o.text_weight}" if o.fusion == "weighted" else f"rrf k={o.rrf_k}"
+def _describe(o: RecallPlan) -> str:
     decay = f"decay {o.half_life_days:g}d floor {o.decay_floor:g}" if o.decay else "no decay"
     mmr = f"MMR {o.mmr_lambda:g}" if o.mmr else "no MMR"
     legs = [f"date leg {o.date_k}"] if o.date_k else []
     if o.hop_seeds and o.hop_boost:
-        legs.append(f"hop {o.hop_seeds} seeds +{o.hop_boost:g}" + (f", fetch {o.hop_k}" if o.hop_k else ""))
-    if o.entity_k:
-        legs.append(f"entity leg {o.entity_k}")
-    return ", ".join([fusion, mmr, decay, f"date boost {o.date_boost:g}", *legs])
+        legs.append(f"hop {o.hop_seeds} seeds +{o.hop_boost:g}")
+    return ", ".join([f"weighted {o.vector_weight}/{o.text_weight}", mmr, decay, f"date boost {o.date_boost:g}", *legs])
 
 
 def run(service: MemoryService, args: argparse.Namespace) -> int:
@@ -172,7 +162,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
     queries: list[QualityQuery] = read_lines(split / "queries.jsonl", QualityQuery, "split_dir")
     judged = [scoring.Judged(q.user_id, q.evidence, q.category) for q in queries]
     k = args.k
-    chosen = variants(service.recall_options, reranker=service.settings.rerank_provider != "none")
+    chosen = variants(service.recall_plan, reranker=service.settings.rerank_provider != "none")
 
     with ScratchServer.from_args(args) as server:
         url = server.new_database("quality")
@@ -186,7 +176,15 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
             results: dict[str, list[list[dict[str, Any]]]] = {}
             for variant in chosen:
                 say(f"recalling: {variant.name}")
-                results[variant.name] = _recall_all(bench, variant, queries, vectors, k)
+                # The same database and embedder; only the reranker differs (never closed here).
+                service_of = (
+                    bench
+                    if variant.reranker is None
+                    else MemoryService(
+                        bench.settings, embedder=bench.embedder, database=bench.db, reranker=variant.reranker
+                    )
+                )
+                results[variant.name] = _recall_all(service_of, variant, queries, vectors, k)
         finally:
             bench.close()
 
@@ -198,13 +196,16 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
     top = scoring.ceiling(judged, ({"user_id": line.user_id, "metadata": line.metadata} for line in lines))
     _print_report(split, len(lines), queries, reports, shorter, chosen, top, k, short)
     ours, article, vector = reports["ours (default)"], reports["article query"], reports["vector only"]
-    previous = reports[PREVIOUS]
+    previous, equal = reports[PREVIOUS], reports[EQUAL_RERANK]
+    configured = reports.get("ours + rerank")
     print(
         f"quality split={split.name} ours_any={ours.total.any:.3f} ours_all={ours.total.all:.3f} "
         f"article_any={article.total.any:.3f} vector_any={vector.total.any:.3f} "
         f"ours_any_at{short}={shorter['ours (default)'].total.any:.3f} "
         f"ours_all_at{short}={shorter['ours (default)'].total.all:.3f} "
-        f"previous_any={previous.total.any:.3f} previous_all={previous.total.all:.3f}"
+        f"previous_any={previous.total.any:.3f} previous_all={previous.total.all:.3f} "
+        f"equal_rerank_any={equal.total.any:.3f} equal_rerank_all={equal.total.all:.3f}"
+        + (f" rerank_any={configured.total.any:.3f} rerank_all={configured.total.all:.3f}" if configured else "")
     )
     return 0
 
@@ -217,12 +218,12 @@ def _recall_all(
         if not query.query.strip():
             out.append([])
             continue
-        if variant.options is None:
+        if variant.plan is None:
             rows = bench.db.run(_article_query(query, vector, k))
             out.append([{"content": r["content"], "metadata": r["metadata"] or {}} for r in rows])
         else:
             result = bench.recall(
-                query.user_id, query.query, limit=k, now=query.now, options=variant.options, query_vector=vector
+                query.user_id, query.query, limit=k, now=query.now, plan=variant.plan, query_vector=vector
             )
             out.append([{"content": m.content, "metadata": m.metadata} for m in result.memories])
     return out

@@ -78,48 +78,37 @@ def copy_memories(conn: Connection, rows: Iterable[MemoryRow]) -> int:
     """Append rows with binary COPY, in one transaction: no upsert, no duplicate folding.
 
     For loading new, unique data fast (an existing fact raises a unique violation and
-    nothing of the batch is kept); the history trigger records each row as created, and the
-    rows' entity links are copied too. PostgreSQL refuses COPY FROM into a table with
-    row-level security for any role the policies apply to, so this needs a superuser or a
-    BYPASSRLS role. Returns the rows written.
+    nothing of the batch is kept); the history trigger records each row as created.
+    PostgreSQL refuses COPY FROM into a table with row-level security for any role the
+    policies apply to, so this needs a superuser or a BYPASSRLS role. Returns the rows written.
     """
     count = 0
     now = dt.datetime.now(dt.UTC)
-    links: list[tuple[str, str, uuid.UUID]] = []
     statement = sql.SQL("COPY user_memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(
         sql.SQL(", ").join(sql.Identifier(c) for c in _COPY_COLUMNS)
     )
     try:
-        with conn.transaction():
-            with conn.cursor() as cur, cur.copy(statement) as copy:
-                copy.set_types(_COPY_TYPES)
-                for r in rows:
-                    created = r.created_at or r.observed_at or now
-                    memory_id = r.id or uuid.uuid4()
-                    copy.write_row(
-                        [
-                            memory_id,
-                            r.user_id,
-                            r.project_id,
-                            r.content,
-                            r.content_hash,
-                            r.category,
-                            r.source,
-                            r.is_evergreen,
-                            r.embedding,
-                            created,
-                            r.observed_at or created,
-                            Jsonb(r.metadata),
-                        ]
-                    )
-                    links.extend((r.user_id, key, memory_id) for key in r.entities)
-                    count += 1
-            if links:
-                link_copy = "COPY memory_entities (user_id, entity_key, memory_id) FROM STDIN WITH (FORMAT BINARY)"
-                with conn.cursor() as cur, cur.copy(link_copy) as copy:
-                    copy.set_types(["text", "text", "uuid"])
-                    for link in links:
-                        copy.write_row(link)
+        with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
+            copy.set_types(_COPY_TYPES)
+            for r in rows:
+                created = r.created_at or r.observed_at or now
+                copy.write_row(
+                    [
+                        r.id or uuid.uuid4(),
+                        r.user_id,
+                        r.project_id,
+                        r.content,
+                        r.content_hash,
+                        r.category,
+                        r.source,
+                        r.is_evergreen,
+                        r.embedding,
+                        created,
+                        r.observed_at or created,
+                        Jsonb(r.metadata),
+                    ]
+                )
+                count += 1
     except psycopg.errors.FeatureNotSupported as exc:  # "COPY FROM not supported with row-level security"
         raise ConfigurationError(
             "bulk loading with COPY needs a role that bypasses row-level security (a superuser or BYPASSRLS)"

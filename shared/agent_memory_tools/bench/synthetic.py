@@ -16,7 +16,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from agent_memory.embeddings.base import Embedder, Vectors, normalize_rows
-from agent_memory.extraction.entities import extract_entities
 from agent_memory.store.rows import MemoryRow
 from agent_memory_contract.models import content_hash
 
@@ -130,7 +129,6 @@ def memory_rows(facts: Iterator[Fact], embedder: Embedder, *, chunk: int = 2048)
                 source="bench",
                 created_at=fact.created_at,
                 observed_at=fact.created_at,
-                entities=tuple(extract_entities(fact.content)),
             )
 
 

@@ -62,14 +62,14 @@ def cmd_recall(service: MemoryService, args: argparse.Namespace) -> int:
         return _recall_file(service, args)
     if not args.user or not args.query:
         raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
-    options = service.recall_options.but(include_inactive=True) if args.include_inactive else None
+    plan = service.recall_plan.but(include_inactive=True) if args.include_inactive else None
     result = service.recall(
         args.user,
         " ".join(args.query),
         project_id=args.project,
         limit=args.limit,
         now=args.now,
-        options=options,
+        plan=plan,
         filters=filters_of(args),
     )
     emit(_recall_payload(result))
@@ -175,18 +175,6 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
     try:
         result = service.reembed(
             batch_size=args.batch_size, restart=args.restart, max_batches=args.max_batches, progress=progress.update
-        )
-    finally:
-        progress.close()
-    emit(result)
-    return EXIT_OK
-
-
-def cmd_link_entities(service: MemoryService, args: argparse.Namespace) -> int:
-    progress = Progress("read")
-    try:
-        result = service.link_entities(
-            batch_size=args.batch_size, restart=args.restart, max_seconds=args.max_seconds, progress=progress.update
         )
     finally:
         progress.close()

@@ -40,7 +40,6 @@ from agent_memory_tools.cli.commands import (
     cmd_history,
     cmd_import,
     cmd_invoke,
-    cmd_link_entities,
     cmd_list,
     cmd_migrate,
     cmd_purge,
@@ -158,16 +157,6 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument(
         "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
     )
-
-    p = add(
-        "link-entities",
-        cmd_link_entities,
-        "link the memories stored before migration 0007 to the entities they name (recall's entity leg and "
-        "hop); as the owner, resumable",
-    )
-    p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--max-seconds", type=float, default=None, help="stop after this long (a later run resumes)")
-    p.add_argument("--restart", action="store_true", help="read every memory again (adds links, removes none)")
 
     p = add(
         "dense-users",
