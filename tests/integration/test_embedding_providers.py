@@ -318,7 +318,9 @@ def test_5xx_are_retried_until_the_budget_runs_out(openai_server: ChatServer) ->
     started = time.monotonic()
     with pytest.raises(ProviderError) as err:
         openai_embedder(openai_server, max_retries=10, retry_base_delay_s=0.2, retry_budget_s=0.25).embed(["tea"])
-    assert len(openai_server.requests) == 2 and time.monotonic() - started < 0.4
+    # Ten retries would wait seconds (0.2 s doubling); the budget stops after the first. The bound is
+    # loose so that a loaded machine's scheduling cannot fail it.
+    assert len(openai_server.requests) == 2 and time.monotonic() - started < 2.0
     assert err.value.provider == "openai embeddings"
     assert "HTTP 500" in str(err.value) and "text-embedding-3-small" in str(err.value)
 
