@@ -13,7 +13,7 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.extraction import create_extractor
 from agent_memory.extraction.entities import extract_entities
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store import entity_links
 from agent_memory.store.connection import Database
 from agent_memory.store.migrate import register_types
@@ -47,10 +47,10 @@ def _state(database_url: str) -> str:
 
 
 def test_earlier_memories_are_linked_in_resumable_batches(
-    service: MemoryService, database_url: str, capsys: pytest.CaptureFixture[str]
+    service: Memory, database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    service.remember("u1", [NewMemory(content=f"Caroline met Dana in Lisbon on trip {i}") for i in range(4)])
-    service.remember("u2", [NewMemory(content="Bob flew to Oslo."), NewMemory(content="nothing named here")])
+    service.add([NewMemory(content=f"Caroline met Dana in Lisbon on trip {i}") for i in range(4)], user_id="u1")
+    service.add([NewMemory(content="Bob flew to Oslo."), NewMemory(content="nothing named here")], user_id="u2")
     written = _links(database_url)
     _forget_links(database_url)
     owner = Settings(database_url=database_url, embedding_provider="hash")
@@ -65,7 +65,7 @@ def test_earlier_memories_are_linked_in_resumable_batches(
     partial = _links(database_url)
     assert 0 < len(partial) == added < len(written)
 
-    resumed = MemoryService(owner).link_entities(batch_size=2)
+    resumed = Memory(owner).admin.link_entities(batch_size=2)
     assert (resumed.memories, resumed.done) == (4, True)  # the four after the first batch
     assert _links(database_url) == written
     assert _state(database_url) == "done"
@@ -76,10 +76,10 @@ def test_earlier_memories_are_linked_in_resumable_batches(
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"memories": 6, "links": 0, "done": True}
 
 
-def test_a_time_budget_stops_between_batches(service: MemoryService, database_url: str) -> None:
-    service.remember("u1", [NewMemory(content=f"Erik visited Bergen, stop {i}") for i in range(3)])
+def test_a_time_budget_stops_between_batches(service: Memory, database_url: str) -> None:
+    service.add([NewMemory(content=f"Erik visited Bergen, stop {i}") for i in range(3)], user_id="u1")
     _forget_links(database_url)
-    stopped = MemoryService(Settings(database_url=database_url, embedding_provider="hash")).link_entities(
+    stopped = Memory(Settings(database_url=database_url, embedding_provider="hash")).admin.link_entities(
         batch_size=1, max_seconds=0
     )
     assert (stopped.memories, stopped.done) == (0, False)
@@ -95,7 +95,7 @@ def server() -> Iterator[ChatServer]:
         yield chat
 
 
-def _llm(settings: Settings, server: ChatServer, entities: bool) -> MemoryService:
+def _llm(settings: Settings, server: ChatServer, entities: bool) -> Memory:
     llm = {
         "llm_provider": "openai",
         "llm_base_url": server.base_url,
@@ -105,7 +105,7 @@ def _llm(settings: Settings, server: ChatServer, entities: bool) -> MemoryServic
         "llm_entities": entities,
     }
     merged = Settings.model_validate({**settings.model_dump(), **llm})
-    return MemoryService(merged, extractor=create_extractor(merged))
+    return Memory(merged, extractor=create_extractor(merged))
 
 
 DOG: dict[str, Any] = {
