@@ -125,6 +125,8 @@ def test_keyword_overrides_change_the_environments_settings(embedded_default: Pa
     m = Memory(default_limit=1)
     assert m.settings.default_limit == 1 and m.settings.data_dir == embedded_default
     assert Memory(m.settings, max_query_chars=100).settings.max_query_chars == 100
+    with pytest.raises(TypeError, match="embedding_provder"):
+        Memory(embedding_provder="hash")  # a typo is refused, not ignored
     assert inspect.signature(Memory.add).parameters["user_id"].kind is inspect.Parameter.KEYWORD_ONLY
 
 

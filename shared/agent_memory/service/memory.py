@@ -77,6 +77,9 @@ class Memory:
         reranker: Reranker | None = None,
         **overrides: Any,
     ) -> None:
+        unknown = sorted(set(overrides) - set(Settings.model_fields))
+        if unknown:  # the settings ignore unknown keys (the environment's): a typo here must not pass
+            raise TypeError(f"Memory() got unknown settings: {', '.join(unknown)}")
         if settings is None:
             settings = Settings(**overrides) if overrides else get_settings()
         elif overrides:
