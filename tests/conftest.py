@@ -28,7 +28,7 @@ from botocore.stub import Stubber
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings, get_settings
-from agent_memory.service import MemoryService, set_service
+from agent_memory.service import Memory, set_service
 from agent_memory.store.embedded import start_embedded_server
 from tests.environment import use_lambda_environment
 
@@ -112,8 +112,8 @@ def _template_database(pg_server: str) -> str:
     with _admin(pg_server) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}"')
         conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
-    service = MemoryService(Settings(database_url=url_for(pg_server, TEMPLATE_DB), embedding_provider="hash"))
-    service.migrate()
+    service = Memory(Settings(database_url=url_for(pg_server, TEMPLATE_DB), embedding_provider="hash"))
+    service.admin.migrate()
     service.close()
     return TEMPLATE_DB
 
@@ -139,8 +139,8 @@ def settings(database_url: str) -> Settings:
 
 
 @pytest.fixture
-def service(settings: Settings) -> Iterator[MemoryService]:
-    svc = MemoryService(settings)
+def service(settings: Settings) -> Iterator[Memory]:
+    svc = Memory(settings)
     yield svc
     svc.close()
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.connection import Connection
 from agent_memory.store.transactions import user_transaction
 from agent_memory.store.writes import supersede_memories
@@ -250,7 +250,7 @@ def chat_server() -> Iterator[ChatServer]:
 
 
 def supersede(
-    service: MemoryService, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
+    service: Memory, user_id: str, old_ids: Sequence[uuid.UUID], new_id: uuid.UUID, *, source: str | None = None
 ) -> list[uuid.UUID]:
     """Mark memories as replaced by ``new_id`` with the write path's own statement (what an
     extractor's "replaces" does), without scripting an LLM; the ids actually marked."""
@@ -260,5 +260,5 @@ def supersede(
             pairs = [(old, new_id) for old in dict.fromkeys(old_ids)]
             return [old for old, _ in supersede_memories(conn, user_id, pairs)]
 
-    marked: list[uuid.UUID] = service.db.run(work)
+    marked: list[uuid.UUID] = service.admin.db.run(work)
     return marked

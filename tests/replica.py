@@ -34,7 +34,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.embedded import start_embedded_server
 from agent_memory_contract.models import NewMemory
 
@@ -283,17 +283,17 @@ def measure_memory_replay_lag(pair: ReplicaPair, *, writes: int, timeout_s: floa
     with psycopg.connect(pair.primary_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}_lag"')
     url = pair.primary_for(f"{TEMPLATE_DB}_lag")
-    service = MemoryService(Settings(database_url=url, embedding_provider="hash", db_role="agent_memory_app"))
+    service = Memory(Settings(database_url=url, embedding_provider="hash", db_role="agent_memory_app"))
     lags: list[float] = []
     try:
-        service.migrate()
+        service.admin.migrate()
         with (
             psycopg.connect(pair.primary_url, autocommit=True) as primary,
             psycopg.connect(pair.standby_url, autocommit=True) as standby,
         ):
             pair.sync(timeout_s=timeout_s)
             for i in range(writes):
-                service.remember(f"u{i % 10}", [NewMemory(content=f"fact number {i} about the replica")])
+                service.add([NewMemory(content=f"fact number {i} about the replica")], user_id=f"u{i % 10}")
                 committed = time.perf_counter()
                 lsn = current_lsn(primary)
                 if not wait_for_replay(standby, lsn, timeout_s=timeout_s):
@@ -329,8 +329,8 @@ def _replica_template(replica_pair: ReplicaPair) -> str:
     """A database migrated for the ``hash`` embedder on the primary, to clone per test."""
     with psycopg.connect(replica_pair.primary_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
-    service = MemoryService(Settings(database_url=replica_pair.primary_for(TEMPLATE_DB), embedding_provider="hash"))
-    service.migrate()
+    service = Memory(Settings(database_url=replica_pair.primary_for(TEMPLATE_DB), embedding_provider="hash"))
+    service.admin.migrate()
     service.close()
     return TEMPLATE_DB
 

@@ -25,9 +25,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     if not service.settings.event_bus:
         # Deployed only with a bus; invoked by hand without one, it says so instead of failing.
         logger.warning("no AGENT_MEMORY_EVENT_BUS: nothing to publish to")
-        return {"published": 0, "failed": 0, "pending": service.events_status().pending, "bus": None}
-    result = service.drain_events()
-    status = service.events_status()
+        return {"published": 0, "failed": 0, "pending": service.admin.events_status().pending, "bus": None}
+    result = service.admin.drain_events()
+    status = service.admin.events_status()
     # Low cardinality on purpose: no user dimension.
     metrics.add_metric(name="ChangeEventsPublished", unit=MetricUnit.Count, value=result.published)
     metrics.add_metric(name="ChangeEventsFailed", unit=MetricUnit.Count, value=result.failed)

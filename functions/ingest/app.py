@@ -5,9 +5,9 @@ record succeeds or fails alone; the return value is SQS's partial batch response
 the failed messages are retried (and reach the DLQ after maxReceiveCount). The event source
 mapping needs FunctionResponseTypes: [ReportBatchItemFailures].
 
-Each message commits without waiting for the disk; the batch waits once, before its answer
-acknowledges the messages (one WAL flush per batch, not per message). If the database restarted
-in between, every record of the batch is reported failed and SQS delivers them again; the
+The records are ingested in the service's batch (``ingest_batch``), which makes them durable
+once, before the answer acknowledges them. When it could not (the database restarted in
+between), every record of the batch is reported failed and SQS delivers them again; the
 receipts turn the messages that did survive into no-ops.
 """
 
@@ -29,7 +29,7 @@ from agent_memory_contract.errors import AgentMemoryError, DatabaseUnavailable, 
 from agent_memory_contract.models import ConversationEnded, describe_errors, error_field
 
 if TYPE_CHECKING:
-    from agent_memory.service import UnflushedWrites
+    from agent_memory.service import IngestBatch
 
 
 register_snapstart_hooks()
@@ -56,7 +56,7 @@ def _failure_kind(exc: Exception) -> str:
 
 
 @tracer.capture_method
-def record_handler(record: SQSRecord, unflushed: UnflushedWrites | None = None) -> dict[str, Any]:
+def record_handler(record: SQSRecord, batch: IngestBatch | None = None) -> dict[str, Any]:
     where = {"message_id": record.message_id, "receive_count": record.attributes.approximate_receive_count}
     try:
         try:
@@ -65,7 +65,8 @@ def record_handler(record: SQSRecord, unflushed: UnflushedWrites | None = None) 
             raise InvalidMessage(
                 f"not a conversation-ended message: {describe_errors(exc, 'body')}", field=error_field(exc)
             ) from exc
-        outcome = get_service().ingest_conversation(message, observed_at=_sent_at(record), unflushed=unflushed)
+        ingest = batch.ingest_conversation if batch is not None else get_service().ingest_conversation
+        outcome = ingest(message, observed_at=_sent_at(record))
     except Exception as exc:
         kind = _failure_kind(exc)
         metrics.add_metric(name="RecordsFailed", unit=MetricUnit.Count, value=1)
@@ -99,14 +100,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # batch response and SQS retries exactly those messages. One processor per invocation
     # (it holds the batch's state), so in-process callers may invoke concurrently.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    from agent_memory.service import UnflushedWrites  # with the service: not needed to load the handler
+    from agent_memory.service import BatchNotDurable  # with the service: not needed to load the handler
 
-    unflushed = UnflushedWrites()
-    handler = functools.partial(record_handler, unflushed=unflushed)
-    response = process_partial_response(event, handler, processor, context)
     try:
-        get_service().flush_writes(unflushed)
-    except Exception as exc:
+        with get_service().ingest_batch() as batch:
+            response = process_partial_response(
+                event, functools.partial(record_handler, batch=batch), processor, context
+            )
+    except BatchNotDurable as exc:
         # The batch's writes may be lost: none of its messages may be acknowledged.
         metrics.add_metric(name="BatchFlushFailed", unit=MetricUnit.Count, value=1)
         logger.error("batch not flushed; every record will be delivered again", extra={"error": str(exc)})

@@ -2,7 +2,7 @@
 
 Two kinds of event:
 - a CloudFormation custom-resource request (template.yaml's SchemaMigration): Create and Update
-  run ``MemoryService.migrate()`` (idempotent, advisory-locked) and Delete does nothing, because
+  run ``Memory.migrate()`` (idempotent, advisory-locked) and Delete does nothing, because
   deleting the stack must never delete anyone's memories. The answer goes to the pre-signed
   ResponseURL; a request that is never answered keeps the stack waiting until ServiceTimeout,
   so every outcome, including an unexpected exception or the function's own timeout, is answered.
@@ -15,7 +15,7 @@ Two kinds of event:
 Embedder settings and the request functions' login role come from the custom resource's
 properties when present (else the environment), so a rollback after a refused embedder change
 migrates with the old embedder and succeeds, and a changed AppDatabaseUser re-runs it. After
-migrating, as the owner, it creates that login role when missing (see MemoryService.migrate).
+migrating, as the owner, it creates that login role when missing (see Memory.migrate).
 
 The module imports only the standard library at load time: if the layer was built for the
 wrong architecture, the failure is reported to CloudFormation instead of killing the container
@@ -92,7 +92,7 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
     """Apply pending migrations; retry while the database is unreachable, until ``deadline``."""
     check_layer()
     from agent_memory.config import Settings
-    from agent_memory.service import MemoryService
+    from agent_memory.service import Memory
     from agent_memory_contract.errors import DatabaseUnavailable
 
     overrides = {
@@ -100,11 +100,11 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
         for prop, field in SETTING_PROPERTIES.items()
         if properties and str(properties.get(prop, "")).strip()
     }
-    service = MemoryService(Settings(**overrides))  # type: ignore[arg-type]  # pydantic parses the strings
+    service = Memory(Settings(**overrides))  # type: ignore[arg-type]  # pydantic parses the strings
     try:
         while True:
             try:
-                migrated = service.migrate()
+                migrated = service.admin.migrate()
                 break
             except DatabaseUnavailable as exc:
                 if deadline is None or time.monotonic() + RETRY_DELAY_S >= deadline:
@@ -113,7 +113,7 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
                 time.sleep(RETRY_DELAY_S)
         result = {
             "applied": migrated.applied,
-            "embedder": service.embedder.fingerprint,
+            "embedder": service.admin.embedder.fingerprint,
             "app_login": migrated.app_login.summary() if migrated.app_login else None,
         }
     finally:
@@ -130,12 +130,12 @@ def refresh_dense_users(context: Any) -> dict[str, Any]:
     nearly up (an index cut off by the timeout is built again by the next run)."""
     check_layer()
     from agent_memory.config import Settings
-    from agent_memory.service import MemoryService
+    from agent_memory.service import Memory
 
     remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
-    service = MemoryService(Settings())
+    service = Memory(Settings())
     try:
-        report = service.refresh_dense_users(max_seconds=max(1.0, remaining_s / 2))
+        report = service.admin.refresh_dense_users(max_seconds=max(1.0, remaining_s / 2))
     finally:
         service.close()
     logger.info("%s", report.summary())

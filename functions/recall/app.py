@@ -1,7 +1,7 @@
 """RecallFunction: the read path behind API Gateway HTTP API (payload format 2.0).
 
 Routes parse the request (pydantic, via the resolver's validation), work out whose memories
-they may touch, call one MemoryService method and shape the answer. Errors become HTTP in
+they may touch, call one Memory method and shape the answer. Errors become HTTP in
 agent_memory.http.handlers. Nothing is built at import time: the service (settings, connection,
 embedder) is imported and created on the first request and reused while the container lives
 (with SnapStart, before the snapshot: agent_memory.lifecycle).
@@ -38,9 +38,9 @@ from agent_memory_contract.models import (
     Consistency,
     ExportPage,
     IngestOutcome,
-    Memory,
     MemoryChanges,
     MemoryPage,
+    MemoryRecord,
     ProjectId,
     RecallResult,
     StoredIds,
@@ -87,11 +87,11 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
     query = request.query_text()
     started = time.perf_counter()
     service = get_service()
-    rerank_fallbacks = service.rerank_fallbacks
-    plan = service.recall_plan.but(include_inactive=True) if request.include_inactive else None
+    rerank_fallbacks = service.admin.rerank_fallbacks
+    plan = service.admin.recall_plan.but(include_inactive=True) if request.include_inactive else None
     result = service.recall(
-        user_id,
         query,
+        user_id=user_id,
         project_id=request.project_id,
         limit=request.limit,
         now=request.now,
@@ -104,7 +104,9 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
     metrics.add_metric(name="MemoriesReturned", unit=MetricUnit.Count, value=len(result.memories))
     metrics.add_metric(name="EmptyRecalls", unit=MetricUnit.Count, value=0 if result.memories else 1)
     # A reranker that timed out or failed (the recall kept the fused order); 0 without a reranker.
-    metrics.add_metric(name="RerankFallbacks", unit=MetricUnit.Count, value=service.rerank_fallbacks - rerank_fallbacks)
+    metrics.add_metric(
+        name="RerankFallbacks", unit=MetricUnit.Count, value=service.admin.rerank_fallbacks - rerank_fallbacks
+    )
     logger.info(
         "recalled",
         extra={
@@ -129,7 +131,7 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
 )
 def add_memories(request: schemas.AddRequest) -> StoredIds:
     user_id = caller_user_id(_claims(), request.user_id)
-    return get_service().remember(user_id, request.memories, project_id=request.project_id, source="api")
+    return get_service().add(request.memories, user_id=user_id, project_id=request.project_id, source="api")
 
 
 @app.get(
@@ -153,8 +155,8 @@ def list_memories(
 ) -> MemoryPage:
     owner = caller_user_id(_claims(), user_id)
     filters = schemas.list_filters(categories, metadata, created_after, created_before)
-    return get_service().list_memories(
-        owner,
+    return get_service().list(
+        user_id=owner,
         project_id=project_id,
         limit=limit,
         cursor=cursor,
@@ -177,21 +179,21 @@ def export_memories(
     consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> ExportPage:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().export_memories(owner, history=history, limit=limit, cursor=cursor, consistency=consistency)
+    return get_service().export(user_id=owner, history=history, limit=limit, cursor=cursor, consistency=consistency)
 
 
 @app.get(
     "/memories/<memory_id>",
     summary="One of the caller's memories",
-    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("The memory (live or not)", Memory)},
+    responses={**schemas.COMMON_ERRORS, 200: schemas.documented("The memory (live or not)", MemoryRecord)},
 )
 def get_memory(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
     consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
-) -> Memory:
+) -> MemoryRecord:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().get_memory(owner, memory_id, consistency=consistency)
+    return get_service().get(memory_id, user_id=owner, consistency=consistency)
 
 
 @app.patch(
@@ -199,7 +201,7 @@ def get_memory(
     summary="Change one of the caller's memories (fields left out stay; null clears expires_at or metadata)",
     responses={
         **schemas.COMMON_ERRORS,
-        200: schemas.documented("The memory as it now is", Memory),
+        200: schemas.documented("The memory as it now is", MemoryRecord),
         409: schemas.documented("Another memory of the same scope already states this content", schemas.ErrorBody),
         413: schemas.documented("The content is longer than AGENT_MEMORY_MAX_MEMORY_CHARS", schemas.ErrorBody),
     },
@@ -208,9 +210,9 @@ def update_memory(
     memory_id: Annotated[uuid.UUID, Path()],
     changes: MemoryChanges,
     user_id: Annotated[UserId | None, Query()] = None,
-) -> Memory:
+) -> MemoryRecord:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().update_memory(owner, memory_id, changes, source="api")
+    return get_service().update(memory_id, changes, user_id=owner, source="api")
 
 
 @app.post(
@@ -264,7 +266,7 @@ def memory_history(
     consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> schemas.MemoryHistory:
     owner = caller_user_id(_claims(), user_id)
-    events = get_service().history(owner, memory_id, consistency=consistency)
+    events = get_service().history(memory_id, user_id=owner, consistency=consistency)
     if not events:
         # Same answer for another user's memory and for none at all: nothing leaks.
         raise NotFound("no history for this memory and user")
@@ -281,7 +283,7 @@ def forget_memory(
     user_id: Annotated[UserId | None, Query()] = None,
 ) -> Response[None]:
     owner = caller_user_id(_claims(), user_id)
-    if not get_service().forget_memory(owner, memory_id, source="api"):
+    if not get_service().delete(memory_id, user_id=owner, source="api"):
         # The same answer whether the id exists for another user or not at all: nothing leaks.
         raise NotFound("no memory with this id for this user")
     return Response(status_code=204)
@@ -374,7 +376,7 @@ def mcp() -> Response[str]:
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     response = app.resolve(event, context)
-    fallbacks = get_service().reader_fallbacks()
+    fallbacks = get_service().admin.reader_fallbacks()
     if fallbacks:  # the reader endpoint failed: the writer served these reads
         metrics.add_metric(name="ReaderFallback", unit=MetricUnit.Count, value=fallbacks)
     return response

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent_memory.service import MemoryService
+    from agent_memory.service import Memory
 
 logger = logging.getLogger(__name__)
 
 
-def get_service() -> MemoryService:
+def get_service() -> Memory:
     """The process-wide service (see :func:`agent_memory.service.get_service`), imported on first use."""
     from agent_memory.service import get_service as service
 
@@ -44,10 +44,10 @@ _handler_warm_ups: list[Callable[[], object]] = []
 def warm_up() -> None:
     """Import and build what any request needs, without touching the network or the database."""
     service = get_service()
-    _ = service.embedder  # builds its client (boto3 for Bedrock), no call made
-    _ = service.extractor  # the same for the write path's LLM client
-    _ = service.recall_plan
-    _ = service.reads  # where reads go (connections stay closed)
+    _ = service.admin.embedder  # builds its client (boto3 for Bedrock), no call made
+    _ = service.admin.extractor  # the same for the write path's LLM client
+    _ = service.admin.recall_plan
+    _ = service.admin.reads  # where reads go (connections stay closed)
     for warm in _handler_warm_ups:
         warm()
 
@@ -59,14 +59,14 @@ def before_snapshot() -> None:
     except Exception:
         # A container that cannot warm up now still works: it builds what it needs on first use.
         logger.warning("warm-up before the snapshot failed", exc_info=True)
-    get_service().release_secrets()
+    get_service().admin.release_secrets()
     logger.info("ready for the snapshot: connections closed, secrets dropped")
 
 
 def after_restore() -> None:
     """Make this container's state its own again (see the module's docstring)."""
     random.seed()  # every container restored from one snapshot would otherwise draw the same numbers
-    get_service().release_secrets()  # anything a hook or a stray thread fetched meanwhile
+    get_service().admin.release_secrets()  # anything a hook or a stray thread fetched meanwhile
     logger.info("restored from a snapshot")
 
 

@@ -21,9 +21,9 @@ from agent_memory_contract.models import (
     Consistency,
     ImportLine,
     IngestOutcome,
-    Memory,
     MemoryChanges,
     MemoryEvent,
+    MemoryRecord,
     NewMemory,
     RecallResult,
     StoredIds,
@@ -135,7 +135,7 @@ class AsyncMemoryClient:
 
     async def iter_memories(
         self, *, user_id: str | None = None, project_id: str | None = None, filters: Filters = None
-    ) -> AsyncIterator[Memory]:
+    ) -> AsyncIterator[MemoryRecord]:
         cursor: str | None = None
         while True:
             page = await self.list_memories(
@@ -149,7 +149,7 @@ class AsyncMemoryClient:
 
     async def get_memory(
         self, memory_id: uuid.UUID | str, *, user_id: str | None = None, consistency: Consistency | None = None
-    ) -> Memory:
+    ) -> MemoryRecord:
         return await self._run(calls.get_memory(memory_id, user_id=user_id, consistency=consistency))
 
     async def update_memory(
@@ -159,7 +159,7 @@ class AsyncMemoryClient:
         *,
         user_id: str | None = None,
         **fields: Any,
-    ) -> Memory:
+    ) -> MemoryRecord:
         return await self._run(calls.update_memory(memory_id, changes, fields, user_id=user_id))
 
     async def forget_memory(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> bool:

@@ -36,11 +36,11 @@ from agent_memory_contract.models import (
     ExportPage,
     ImportLine,
     IngestOutcome,
-    Memory,
     MemoryChanges,
     MemoryEvent,
     MemoryFilters,
     MemoryPage,
+    MemoryRecord,
     NewMemory,
     RecallResult,
     StoredIds,
@@ -244,9 +244,9 @@ def list_memories(
 
 def get_memory(
     memory_id: uuid.UUID | str, *, user_id: str | None, consistency: Consistency | None = None
-) -> Call[Memory]:
+) -> Call[MemoryRecord]:
     params = without_none(user_id=user_id, consistency=consistency)
-    return Call("GET", f"/memories/{_id(memory_id)}", parser(Memory), params=params)
+    return Call("GET", f"/memories/{_id(memory_id)}", parser(MemoryRecord), params=params)
 
 
 def update_memory(
@@ -255,12 +255,12 @@ def update_memory(
     fields: Mapping[str, Any],
     *,
     user_id: str | None,
-) -> Call[Memory]:
+) -> Call[MemoryRecord]:
     given = changes.model_dump(exclude_unset=True) if isinstance(changes, MemoryChanges) else dict(changes or {})
     changed = checked(MemoryChanges, {**given, **fields})
     body = changed.model_dump(mode="json", exclude_unset=True)
     path = f"/memories/{_id(memory_id)}"
-    return Call("PATCH", path, parser(Memory), body=body, params=without_none(user_id=user_id))
+    return Call("PATCH", path, parser(MemoryRecord), body=body, params=without_none(user_id=user_id))
 
 
 def forget_memory(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[bool]:

@@ -25,10 +25,10 @@ from agent_memory_contract.models import (
     Consistency,
     ImportLine,
     IngestOutcome,
-    Memory,
     MemoryChanges,
     MemoryEvent,
     MemoryFilters,
+    MemoryRecord,
     NewMemory,
     RecallResult,
     StoredIds,
@@ -44,10 +44,10 @@ class MemoryList:
     """One page of memories, newest first: iterate it (or read ``memories``); ``next_cursor``
     fetches the next page (None: the last). ``iter_memories`` walks every page."""
 
-    memories: list[Memory]
+    memories: list[MemoryRecord]
     next_cursor: str | None
 
-    def __iter__(self) -> Iterator[Memory]:
+    def __iter__(self) -> Iterator[MemoryRecord]:
         return iter(self.memories)
 
     def __len__(self) -> int:
@@ -183,10 +183,10 @@ class MemoryClient:
 
     def iter_memories(
         self, *, user_id: str | None = None, project_id: str | None = None, filters: Filters = None
-    ) -> Iterator[Memory]:
+    ) -> Iterator[MemoryRecord]:
         """Every memory of the user (matching ``filters``), page after page."""
 
-        def fetch(cursor: str | None) -> tuple[list[Memory], str | None]:
+        def fetch(cursor: str | None) -> tuple[list[MemoryRecord], str | None]:
             page = self.list_memories(
                 user_id=user_id, project_id=project_id, limit=MAX_PAGE, cursor=cursor, filters=filters
             )
@@ -196,7 +196,7 @@ class MemoryClient:
 
     def get_memory(
         self, memory_id: uuid.UUID | str, *, user_id: str | None = None, consistency: Consistency | None = None
-    ) -> Memory:
+    ) -> MemoryRecord:
         """One memory of the user (live or not); NotFound when the user has none with that id."""
         return self._run(calls.get_memory(memory_id, user_id=user_id, consistency=consistency))
 
@@ -207,7 +207,7 @@ class MemoryClient:
         *,
         user_id: str | None = None,
         **fields: Any,
-    ) -> Memory:
+    ) -> MemoryRecord:
         """Change a memory: ``content``, ``category``, ``metadata``, ``expires_at``,
         ``is_evergreen`` (as ``changes`` or keywords); None clears ``expires_at`` or ``metadata``.
         Returns it as it now is; Conflict (field ``content``) when another memory states that."""

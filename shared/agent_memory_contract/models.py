@@ -214,7 +214,7 @@ INJECTION_DESCRIPTION = (
 )
 
 
-class Memory(WireModel):
+class MemoryRecord(WireModel):
     """A stored memory as returned by list/recall."""
 
     id: uuid.UUID
@@ -292,7 +292,7 @@ class MemoryFilters(WireModel):
 class MemoryPage(WireModel):
     """A page of memories, newest first; pass ``next_cursor`` to get the next page (None: the last)."""
 
-    memories: list[Memory]
+    memories: list[MemoryRecord]
     next_cursor: str | None
 
 
@@ -442,7 +442,7 @@ class ExportPage(WireModel):
     next_cursor: str | None
 
 
-def export_line(memory: Memory, history: list[MemoryEvent] | None = None) -> ImportLine:
+def export_line(memory: MemoryRecord, history: list[MemoryEvent] | None = None) -> ImportLine:
     """A stored memory as the import line that restores it. Not validated again: a row stored
     before a rule existed (content with nothing visible, say) is exported as it is, never a
     failed export; importing it is what refuses it, that line alone."""

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService, get_service
+from agent_memory.service import Memory, get_service
 from agent_memory_client import AsyncMemoryClient, MemoryClient
 from agent_memory_contract.errors import Conflict, InvalidInput, NotFound
 from agent_memory_contract.models import ConversationEnded, MemoryFilters
@@ -65,7 +65,7 @@ def test_get_and_patch_by_id_through_the_handler(lambda_env: str) -> None:
         refused = request("PATCH", f"/memories/{mine}", {"user_id": USER}, bad)
         assert refused["statusCode"] == 400 and body_of(refused)["field"] == field, refused
     assert request("PATCH", f"/memories/{mine}", {"user_id": OTHER}, {"category": "fact"})["statusCode"] == 404
-    events = get_service().history(USER, uuid.UUID(mine))
+    events = get_service().history(uuid.UUID(mine), user_id=USER)
     assert [e.event for e in events] == ["created", "updated"] and events[-1].source == "api"
 
 
@@ -224,24 +224,24 @@ def test_export_then_import_into_an_empty_database_recalls_the_same(
     )
     assert main(["import", str(export)], settings=empty) == 0
     capsys.readouterr()
-    restored = MemoryService(empty)
+    restored = Memory(empty)
     try:
-        after = restored.recall("editor export in TypeScript", "u1", project_id="svg", now=NOW)
+        after = restored.recall("u1", user_id="editor export in TypeScript", project_id="svg", now=NOW)
         assert [(m.id, m.score) for m in after.memories] == [(m.id, m.score) for m in before.memories]
         assert after.prompt_block == before.prompt_block
         originals = {m.id: m for m in client.iter_memories(user_id="u1")}
-        copies = {m.id: m for m in restored.list_memories("u1").memories}
+        copies = {m.id: m for m in restored.list(user_id="u1").memories}
         assert copies == originals  # ids, timestamps, categories, metadata, expiry, evergreen, project
         # Importing the same export again changes nothing; another user's id is never taken over.
         assert main(["import", str(export)], settings=empty) == 0
-        assert len(restored.list_memories("u1").memories) == len(originals)
+        assert len(restored.list(user_id="u1").memories) == len(originals)
         line = json.loads(export.read_text().splitlines()[0])
         stolen = tmp_path / "stolen.jsonl"
         stolen.write_text(json.dumps({**line, "user_id": "intruder", "content": "Something else"}) + "\n")
         assert main(["import", str(stolen)], settings=empty) == 2
         assert "already used" in capsys.readouterr().out
-        assert restored.list_memories("intruder").memories == []
-        assert restored.get_memory("u1", uuid.UUID(line["id"])).content == line["content"]
+        assert restored.list(user_id="intruder").memories == []
+        assert restored.get(uuid.UUID(line["id"]), user_id="u1").content == line["content"]
     finally:
         restored.close()
 
@@ -254,7 +254,7 @@ def test_serve_answers_openapi_and_docs_only_when_turned_on(lambda_env: str) -> 
         url_off = f"http://127.0.0.1:{server.server_port}"
         assert httpx.get(f"{url_off}/openapi.json").status_code == 404
         service = get_service()
-        service.settings = service.settings.model_copy(update={"api_docs": True})
+        service._engine.settings = service.settings.model_copy(update={"api_docs": True})
         document = httpx.get(f"{url_off}/openapi.json").json()
         assert "/memories/{memory_id}" in document["paths"] and "422" not in json.dumps(document["paths"])
         page = httpx.get(f"{url_off}/docs")

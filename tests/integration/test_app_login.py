@@ -22,7 +22,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.embedded import start_embedded_server
 from agent_memory.store.roles import AppLogin
 from agent_memory.store.transactions import user_transaction
@@ -73,9 +73,9 @@ def scram_matches(verifier: str, password: str) -> bool:
 
 
 def seed(url: str, **settings: Any) -> None:
-    owner = MemoryService(Settings(database_url=url, embedding_provider="hash", **settings))
-    owner.remember("alice", [NewMemory(content="Alice prefers TypeScript")])
-    owner.remember("bob", [NewMemory(content="Bob prefers Go")])
+    owner = Memory(Settings(database_url=url, embedding_provider="hash", **settings))
+    owner.add([NewMemory(content="Alice prefers TypeScript")], user_id="alice")
+    owner.add([NewMemory(content="Bob prefers Go")], user_id="bob")
     owner.close()
 
 
@@ -94,16 +94,16 @@ def login_name(pg_server: str) -> Iterator[str]:
 def test_migrate_creates_a_login_role_that_stays_in_its_lane(
     database_url: str, pg_server: str, login_name: str
 ) -> None:
-    migrating = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
-    migrated = migrating.migrate()
+    migrating = Memory(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
+    migrated = migrating.admin.migrate()
     assert migrated.applied == []
     assert migrated.app_login == AppLogin(login_name, created=True, granted=("agent_memory_app",))
     seed(database_url)
 
     # Trust authentication here: the role logs in with no password.
-    app = MemoryService(Settings(database_url=as_user(database_url, login_name), embedding_provider="hash"))
-    assert [m.content for m in app.recall("bob", "prefers").memories] == ["Bob prefers Go"]
-    conn = app.db.connection()
+    app = Memory(Settings(database_url=as_user(database_url, login_name), embedding_provider="hash"))
+    assert [m.content for m in app.recall("prefers", user_id="bob").memories] == ["Bob prefers Go"]
+    conn = app.admin.db.connection()
     assert conn.execute("SELECT current_user").fetchone() == (login_name,)
     assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)  # no user scope: nothing
     with user_transaction(conn, "alice"):
@@ -125,8 +125,8 @@ def test_migrate_creates_a_login_role_that_stays_in_its_lane(
     app.close()
 
     before = role_state(pg_server, login_name)
-    again = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
-    migrated = again.migrate()
+    again = Memory(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
+    migrated = again.admin.migrate()
     assert migrated.applied == []
     assert migrated.app_login == AppLogin(login_name)
     assert migrated.app_login.summary() == f"{login_name}: unchanged"
@@ -139,8 +139,8 @@ def test_an_existing_role_keeps_its_attributes_and_only_gains_the_membership(
     with psycopg.connect(pg_server, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {login_name} LOGIN CONNECTION LIMIT 7 VALID UNTIL '2999-01-01'")
     authid_before, _ = role_state(pg_server, login_name)
-    service = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
-    assert service.migrate().app_login == AppLogin(login_name, granted=("agent_memory_app",))
+    service = Memory(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
+    assert service.admin.migrate().app_login == AppLogin(login_name, granted=("agent_memory_app",))
     authid_after, grants = role_state(pg_server, login_name)
     assert authid_after == authid_before
     assert [g[0] for g in grants] == ["agent_memory_app"]
@@ -161,18 +161,18 @@ def test_roles_that_would_defeat_the_wall_or_cannot_work_are_refused(
     with psycopg.connect(pg_server, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {login_name} {attributes}")
     before = role_state(pg_server, login_name)
-    service = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
+    service = Memory(Settings(database_url=database_url, embedding_provider="hash", app_db_user=login_name))
     with pytest.raises(ConfigurationError, match=problem):
-        service.migrate()
+        service.admin.migrate()
     assert role_state(pg_server, login_name) == before  # one transaction: nothing half-done
 
 
 def test_the_owner_itself_is_refused_as_the_login_role(database_url: str) -> None:
     with psycopg.connect(database_url) as conn:
         owner = str(conn.execute("SELECT current_user").fetchone()[0])  # type: ignore[index]
-    service = MemoryService(Settings(database_url=database_url, embedding_provider="hash", app_db_user=owner))
+    service = Memory(Settings(database_url=database_url, embedding_provider="hash", app_db_user=owner))
     with pytest.raises(ConfigurationError, match="owner"):
-        service.migrate()
+        service.admin.migrate()
 
 
 def test_the_password_comes_from_the_app_secret(
@@ -183,8 +183,8 @@ def test_the_password_comes_from_the_app_secret(
         SecretString=json.dumps({"username": login_name, "password": "s3cret-from-the-stack"}),
     )["ARN"]
     settings = Settings(database_url=database_url, embedding_provider="hash", app_db_secret_arn=arn)
-    first = MemoryService(settings)
-    assert first.migrate().app_login == AppLogin(
+    first = Memory(settings)
+    assert first.admin.migrate().app_login == AppLogin(
         login_name, created=True, granted=("agent_memory_app",), password_set=True
     )
     grants = role_state(pg_server, login_name)[1]
@@ -194,15 +194,15 @@ def test_the_password_comes_from_the_app_secret(
     assert not scram_matches(verifier[0], "another password")
 
     # The secret is the source of truth: a second run applies the same password again, nothing else.
-    second = MemoryService(settings)
-    assert second.migrate().app_login == AppLogin(login_name, password_set=True)
+    second = Memory(settings)
+    assert second.admin.migrate().app_login == AppLogin(login_name, password_set=True)
     assert role_state(pg_server, login_name)[1] == grants
 
     mismatch = Settings(
         database_url=database_url, embedding_provider="hash", app_db_secret_arn=arn, app_db_user="someone_else"
     )
     with pytest.raises(ConfigurationError, match="someone_else"):
-        MemoryService(mismatch).migrate()
+        Memory(mismatch).admin.migrate()
 
 
 @pytest.mark.parametrize("name", ["agent_memory_app", "agent_memory_maintenance", "pg_monitor", "rds_iam", "x" * 64])
@@ -228,7 +228,7 @@ class RdsLike:
             admin.execute(f"GRANT rds_iam TO {MASTER} WITH ADMIN OPTION, INHERIT FALSE, SET FALSE")
         # The master migrates first, so it creates (and administers) the group roles, as on a new cluster.
         bootstrap = self.database(owner=MASTER)
-        MemoryService(Settings(database_url=bootstrap, embedding_provider="hash")).migrate()
+        Memory(Settings(database_url=bootstrap, embedding_provider="hash")).admin.migrate()
 
     def database(self, owner: str) -> str:
         name = new_name("db")
@@ -249,20 +249,20 @@ def rds_like(pg_root: Path) -> RdsLike:
 def test_a_master_user_creates_the_login_with_rds_iam_and_a_second_run_changes_nothing(rds_like: RdsLike) -> None:
     url, name = rds_like.database(owner=MASTER), new_name()
     settings = Settings(database_url=url, embedding_provider="hash", app_db_user=name, app_db_iam_auth=True)
-    first = MemoryService(settings)
-    migrated = first.migrate()
+    first = Memory(settings)
+    migrated = first.admin.migrate()
     assert "0003_row_level_security" in migrated.applied
     assert migrated.app_login == AppLogin(name, created=True, granted=("agent_memory_app", "rds_iam"))
     seed(url)
-    app = MemoryService(Settings(database_url=as_user(url, name), embedding_provider="hash", auto_migrate=False))
-    assert [m.content for m in app.list_memories("alice").memories] == ["Alice prefers TypeScript"]
+    app = Memory(Settings(database_url=as_user(url, name), embedding_provider="hash", auto_migrate=False))
+    assert [m.content for m in app.list(user_id="alice").memories] == ["Alice prefers TypeScript"]
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        app.db.connection().execute("ALTER TABLE user_memories DISABLE ROW LEVEL SECURITY")
+        app.admin.db.connection().execute("ALTER TABLE user_memories DISABLE ROW LEVEL SECURITY")
     app.close()
 
     before = role_state(rds_like.admin_url, name)
-    second = MemoryService(settings)
-    migrated = second.migrate()
+    second = Memory(settings)
+    migrated = second.admin.migrate()
     assert migrated.applied == []
     assert migrated.app_login == AppLogin(name)
     assert role_state(rds_like.admin_url, name) == before
@@ -275,11 +275,9 @@ def test_an_existing_role_without_rds_iam_is_left_as_it_is_with_a_warning(
     url, name = rds_like.database(owner=MASTER), new_name()
     with psycopg.connect(rds_like.admin_url, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {name} LOGIN IN ROLE agent_memory_app")
-    service = MemoryService(
-        Settings(database_url=url, embedding_provider="hash", app_db_user=name, app_db_iam_auth=True)
-    )
+    service = Memory(Settings(database_url=url, embedding_provider="hash", app_db_user=name, app_db_iam_auth=True))
     with caplog.at_level(logging.WARNING, logger="agent_memory.store.roles"):
-        assert service.migrate().app_login == AppLogin(name)
+        assert service.admin.migrate().app_login == AppLogin(name)
     assert [g[0] for g in role_state(rds_like.admin_url, name)[1]] == ["agent_memory_app"]
     assert f"GRANT rds_iam TO {name}" in caplog.text
 
@@ -295,25 +293,25 @@ def test_without_createrole_the_error_says_what_the_dba_runs(rds_like: RdsLike) 
 
     # The schema migrates (roles made beforehand are used as they are), the login role cannot be made.
     with pytest.raises(ConfigurationError) as err:
-        MemoryService(settings).migrate()
+        Memory(settings).admin.migrate()
     message = str(err.value)
     assert "CREATEROLE" in message
     assert f"CREATE ROLE {name} LOGIN; GRANT agent_memory_app TO {name};" in message
     with psycopg.connect(rds_like.admin_url) as admin:
         assert admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone() is None
-    assert MemoryService(Settings(database_url=url, embedding_provider="hash")).migrate().applied == []  # schema done
+    assert Memory(Settings(database_url=url, embedding_provider="hash")).admin.migrate().applied == []  # schema done
 
     # The DBA runs what the message says; the next deploy needs no privilege and changes nothing.
     with psycopg.connect(rds_like.admin_url, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {name} LOGIN")
         admin.execute(f"GRANT agent_memory_app TO {name}")
     before = role_state(rds_like.admin_url, name)
-    service = MemoryService(settings)
-    assert service.migrate().app_login == AppLogin(name)
+    service = Memory(settings)
+    assert service.admin.migrate().app_login == AppLogin(name)
     assert role_state(rds_like.admin_url, name) == before
     seed(url)
-    app = MemoryService(Settings(database_url=as_user(url, name), embedding_provider="hash", auto_migrate=False))
-    assert [m.content for m in app.list_memories("bob").memories] == ["Bob prefers Go"]
+    app = Memory(Settings(database_url=as_user(url, name), embedding_provider="hash", auto_migrate=False))
+    assert [m.content for m in app.list(user_id="bob").memories] == ["Bob prefers Go"]
     app.close()
 
 
@@ -326,7 +324,7 @@ def test_an_owner_without_admin_on_agent_memory_app_gets_the_grant_to_ask_for(rd
         admin.execute(f"GRANT agent_memory_maintenance TO {owner}")
     url = rds_like.database(owner=owner)
     with pytest.raises(ConfigurationError, match=f"GRANT agent_memory_app TO {name};"):
-        MemoryService(Settings(database_url=url, embedding_provider="hash", app_db_user=name)).migrate()
+        Memory(Settings(database_url=url, embedding_provider="hash", app_db_user=name)).admin.migrate()
     with psycopg.connect(rds_like.admin_url) as admin:
         assert admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone() is None
 
@@ -339,21 +337,21 @@ def test_the_owner_login_with_set_role_works_once_migrated(rds_like: RdsLike) ->
     with psycopg.connect(rds_like.admin_url, autocommit=True) as admin:
         # Only the grant a migration may have made; the master keeps ADMIN from creating the role.
         admin.execute(f"REVOKE agent_memory_app FROM {MASTER} GRANTED BY {MASTER}")
-    MemoryService(Settings(database_url=url, embedding_provider="hash")).migrate()
+    Memory(Settings(database_url=url, embedding_provider="hash")).admin.migrate()
     request_settings = Settings(
         database_url=url, embedding_provider="hash", db_role="agent_memory_app", auto_migrate=False
     )
-    before = MemoryService(request_settings)
+    before = Memory(request_settings)
     with pytest.raises(ConfigurationError, match=f"GRANT agent_memory_app TO {MASTER}"):
-        before.remember("u1", [NewMemory(content="fact")])
+        before.add([NewMemory(content="fact")], user_id="u1")
 
-    MemoryService(Settings(database_url=url, embedding_provider="hash", db_role="agent_memory_app")).migrate()
-    after = MemoryService(request_settings)
-    after.remember("u1", [NewMemory(content="fact")])
-    conn = after.db.connection()
+    Memory(Settings(database_url=url, embedding_provider="hash", db_role="agent_memory_app")).admin.migrate()
+    after = Memory(request_settings)
+    after.add([NewMemory(content="fact")], user_id="u1")
+    conn = after.admin.db.connection()
     assert conn.execute("SELECT current_user").fetchone() == ("agent_memory_app",)
     assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
-    assert after.purge() == {"expired": 0, "superseded": 0}  # the owner's maintenance role still works
+    assert after.admin.purge() == {"expired": 0, "superseded": 0}  # the owner's maintenance role still works
     after.close()
 
 
@@ -367,6 +365,6 @@ def test_force_scopes_a_non_superuser_owner_until_it_takes_the_maintenance_role(
         with owner.transaction():
             owner.execute("SET LOCAL ROLE agent_memory_maintenance")
             assert owner.execute("SELECT count(*) FROM user_memories").fetchone() == (2,)
-    service = MemoryService(Settings(database_url=url, embedding_provider="hash"))
-    assert service.purge() == {"expired": 0, "superseded": 0}
+    service = Memory(Settings(database_url=url, embedding_provider="hash"))
+    assert service.admin.purge() == {"expired": 0, "superseded": 0}
     service.close()

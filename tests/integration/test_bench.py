@@ -15,7 +15,7 @@ from pgvector.psycopg import register_vector
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.rows import MemoryRow
 from agent_memory.store.scope import Scope
 from agent_memory_contract.models import content_hash
@@ -257,7 +257,7 @@ def indexes(conn: psycopg.Connection[Any]) -> dict[str, str]:
 
 
 def test_copied_rows_are_recalled_and_indexes_come_back_as_the_migration_made_them(
-    database_url: str, service: MemoryService
+    database_url: str, service: Memory
 ) -> None:
     with owner_connection(database_url) as conn:
         before = indexes(conn)
@@ -269,7 +269,7 @@ def test_copied_rows_are_recalled_and_indexes_come_back_as_the_migration_made_th
         events = conn.execute("SELECT count(*) FROM memory_events WHERE event = 'created'").fetchone()
     assert after == before
     assert events == (3,)  # the history trigger saw the bulk load too
-    result = service.recall("u1", "TypeScript")
+    result = service.recall("TypeScript", user_id="u1")
     assert result.memories[0].content == "Prefers TypeScript"
     assert {m.content for m in result.memories} == {"Prefers TypeScript", "Lives in Lisbon"}
 

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.models import ConversationEnded, NewMemory
 
 BUS = "agent-memory-test"
@@ -54,8 +54,8 @@ def received(bus: Any) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def publishing(settings: Settings, bus: Any) -> Iterator[MemoryService]:
-    service = MemoryService(settings.model_copy(update={"event_bus": BUS}))
+def publishing(settings: Settings, bus: Any) -> Iterator[Memory]:
+    service = Memory(settings.model_copy(update={"event_bus": BUS}))
     yield service
     service.close()
 
@@ -67,14 +67,14 @@ def _outbox(database_url: str) -> list[tuple[str, str, int]]:
 
 
 def test_created_refreshed_forgotten_and_erased_reach_the_bus_with_ids_not_content(
-    publishing: MemoryService, bus: Any, database_url: str
+    publishing: Memory, bus: Any, database_url: str
 ) -> None:
-    stored = publishing.remember("u1", [NewMemory(content="Prefers green tea", category="preference")])
+    stored = publishing.add([NewMemory(content="Prefers green tea", category="preference")], user_id="u1")
     later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
-    publishing.remember("u1", [NewMemory(content="prefers green tea.")], observed_at=later)
+    publishing.add([NewMemory(content="prefers green tea.")], user_id="u1", observed_at=later)
     (memory_id,) = stored.ids
-    assert publishing.forget_memory("u1", memory_id)
-    publishing.remember("u1", [NewMemory(content="Lives in Porto")])
+    assert publishing.delete(memory_id, user_id="u1")
+    publishing.add([NewMemory(content="Lives in Porto")], user_id="u1")
     receipt = publishing.forget_user("u1")
     events = received(bus)
     kinds = [e["detail-type"] for e in events]
@@ -91,19 +91,19 @@ def test_created_refreshed_forgotten_and_erased_reach_the_bus_with_ids_not_conte
     assert _outbox(database_url) == []  # published events leave the outbox
 
 
-def test_supersession_expiry_and_purge(publishing: MemoryService, bus: Any) -> None:
+def test_supersession_expiry_and_purge(publishing: Memory, bus: Any) -> None:
     now = dt.datetime.now(dt.UTC)
-    old, new = publishing.remember(
-        "u1",
+    old, new = publishing.add(
         [
             NewMemory(content="Works at Acme"),
             NewMemory(content="Has a trial until Friday", expires_at=now + dt.timedelta(days=1)),
         ],
+        user_id="u1",
     ).ids
-    replacement = publishing.remember("u1", [NewMemory(content="Works at Globex")]).ids[0]
-    publishing.db.run(lambda conn: _supersede(conn, "u1", old, replacement))
-    publishing._publish_changes("u1")
-    publishing.purge(now=now + dt.timedelta(days=2), superseded_days=0)
+    replacement = publishing.add([NewMemory(content="Works at Globex")], user_id="u1").ids[0]
+    publishing.admin.db.run(lambda conn: _supersede(conn, "u1", old, replacement))
+    publishing._engine._publish_changes("u1")
+    publishing.admin.purge(now=now + dt.timedelta(days=2), superseded_days=0)
     kinds = [(e["detail-type"], e["detail"].get("memory_id")) for e in received(bus)]
     assert ("memory.superseded", str(old)) in kinds
     assert ("memory.expired", str(new)) in kinds
@@ -125,9 +125,9 @@ def test_a_failed_publish_fails_no_write_and_loses_no_event(settings: Settings, 
         calls.append(len(entries))
         raise ConnectionError("the bus is unreachable")
 
-    service = MemoryService(settings.model_copy(update={"event_bus": BUS}), publisher=refusing)
+    service = Memory(settings.model_copy(update={"event_bus": BUS}), publisher=refusing)
     try:
-        stored = service.remember("u1", [NewMemory(content="Prefers green tea")])
+        stored = service.add([NewMemory(content="Prefers green tea")], user_id="u1")
         assert stored.created == 1 and calls == [1]
         message = ConversationEnded.model_validate(
             {"user_id": "u2", "messages": [{"role": "user", "content": "I prefer TypeScript."}]}
@@ -136,16 +136,16 @@ def test_a_failed_publish_fails_no_write_and_loses_no_event(settings: Settings, 
         pending = _outbox(database_url)
         assert [(u, e) for u, e, _ in pending] == [("u1", "memory.created"), ("u2", "memory.created")]
         assert all(attempts == 1 for _, _, attempts in pending)
-        status = service.events_status()
+        status = service.admin.events_status()
         assert status.pending == 2 and status.failing == 2 and "unreachable" in (status.last_error or "")
     finally:
         service.close()
     # Waiting out the backoff: the scheduled drain (everyone's events) publishes them.
     with psycopg.connect(database_url) as owner:
         owner.execute("UPDATE change_outbox SET next_attempt_at = now() - interval '1 second'")
-    drainer = MemoryService(settings.model_copy(update={"event_bus": BUS}))
+    drainer = Memory(settings.model_copy(update={"event_bus": BUS}))
     try:
-        result = drainer.drain_events()
+        result = drainer.admin.drain_events()
         assert (result.published, result.failed) == (2, 0)
     finally:
         drainer.close()
@@ -157,26 +157,26 @@ def test_entries_the_bus_refuses_stay_and_the_others_go(settings: Settings, bus:
     def half(entries: Sequence[tuple[str, str]]) -> list[str | None]:
         return [None if i % 2 == 0 else "ThrottlingException: slow down" for i in range(len(entries))]
 
-    service = MemoryService(settings.model_copy(update={"event_bus": BUS}), publisher=half)
+    service = Memory(settings.model_copy(update={"event_bus": BUS}), publisher=half)
     try:
-        service.remember("u1", [NewMemory(content=f"Fact {i}") for i in range(4)])
+        service.add([NewMemory(content=f"Fact {i}") for i in range(4)], user_id="u1")
         assert len(_outbox(database_url)) == 2
     finally:
         service.close()
 
 
 def test_content_only_when_configured(settings: Settings, bus: Any) -> None:
-    service = MemoryService(settings.model_copy(update={"event_bus": BUS, "event_content": True}))
+    service = Memory(settings.model_copy(update={"event_bus": BUS, "event_content": True}))
     try:
-        service.remember("u1", [NewMemory(content="Prefers green tea")])
+        service.add([NewMemory(content="Prefers green tea")], user_id="u1")
     finally:
         service.close()
     (event,) = received(bus)
     assert event["detail"]["content"] == "Prefers green tea"
 
 
-def test_without_a_bus_nothing_is_written_to_the_outbox(service: MemoryService, database_url: str) -> None:
-    service.remember("u1", [NewMemory(content="Prefers green tea")])
+def test_without_a_bus_nothing_is_written_to_the_outbox(service: Memory, database_url: str) -> None:
+    service.add([NewMemory(content="Prefers green tea")], user_id="u1")
     service.forget_user("u1")
     assert _outbox(database_url) == []
 
@@ -185,12 +185,12 @@ def test_a_users_transaction_sees_only_their_own_pending_events(settings: Settin
     def refusing(entries: Sequence[tuple[str, str]]) -> list[str | None]:
         return ["down"] * len(entries)
 
-    service = MemoryService(settings.model_copy(update={"event_bus": BUS}), publisher=refusing)
+    service = Memory(settings.model_copy(update={"event_bus": BUS}), publisher=refusing)
     try:
-        service.remember("alice", [NewMemory(content="Alice likes tea")])
-        service.remember("bob", [NewMemory(content="Bob likes coffee")])
-        assert service.events_status(user_id="alice").pending == 1
-        conn = service.db.connection()
+        service.add([NewMemory(content="Alice likes tea")], user_id="alice")
+        service.add([NewMemory(content="Bob likes coffee")], user_id="bob")
+        assert service.admin.events_status(user_id="alice").pending == 1
+        conn = service.admin.db.connection()
         from agent_memory.store.transactions import user_transaction
 
         with user_transaction(conn, "alice"):

@@ -17,7 +17,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_tools.local import runtime
 from tests.faults import RestartablePostgres
 from tests.ingest_support import TEMPLATE, conversation, failures, sqs_event, sqs_record
@@ -31,7 +31,7 @@ LOGIN = "am_exhaust_login"
 def small_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
     """A server with 8 connections, 2 of them reserved for superusers, and an application login."""
     pg = RestartablePostgres(embedded_dir)
-    MemoryService(Settings(database_url=pg.url, embedding_provider="hash")).migrate()
+    Memory(Settings(database_url=pg.url, embedding_provider="hash")).admin.migrate()
     with psycopg.connect(pg.url, autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
         conn.execute("ALTER SYSTEM SET superuser_reserved_connections = 2")

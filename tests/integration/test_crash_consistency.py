@@ -23,7 +23,7 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import DatabaseUnavailable
 from agent_memory_contract.models import NewMemory
 from tests.faults import RestartablePostgres
@@ -109,8 +109,8 @@ def assert_history_consistent(url: str) -> None:
 
 
 def test_an_ingest_process_killed_inside_a_batch_then_the_batch_again(database_url: str, tmp_path: Path) -> None:
-    service = MemoryService(Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app"))
-    service.remember(BLOCKED_USER, [NewMemory(content=BLOCKED_FACT)])
+    service = Memory(Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app"))
+    service.add([NewMemory(content=BLOCKED_FACT)], user_id=BLOCKED_USER)
     service.close()
     records = [sqs_record(conversation_message(i)) for i in range(30)]
     event = tmp_path / "batch.json"
@@ -162,13 +162,14 @@ def own_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
         pg.start()
 
 
-def seeded(pg: RestartablePostgres, memories: int) -> MemoryService:
-    app = MemoryService(Settings(database_url=pg.url, embedding_provider="hash", db_role="agent_memory_app"))
-    app.migrate()
+def seeded(pg: RestartablePostgres, memories: int) -> Memory:
+    app = Memory(Settings(database_url=pg.url, embedding_provider="hash", db_role="agent_memory_app"))
+    app.admin.migrate()
     for start in range(0, memories, 100):
         for user in ("r1", "r2", "r3"):
-            app.remember(
-                user, [NewMemory(content=f"fact {i} of {user} about topic {i % 9}") for i in range(start, start + 100)]
+            app.add(
+                [NewMemory(content=f"fact {i} of {user} about topic {i % 9}") for i in range(start, start + 100)],
+                user_id=user,
             )
     return app
 
@@ -206,10 +207,13 @@ def assert_switched(pg: RestartablePostgres, memories: int) -> None:
         assert conn.execute("SELECT DISTINCT vector_dims(embedding) FROM user_memories").fetchone() == (256,)
         meta: dict[str, str] = dict(conn.execute("SELECT key, value FROM agent_memory_meta").fetchall())
     assert meta["embedding_model"].endswith(":256") and "next_model" not in meta
-    fresh = MemoryService(
+    fresh = Memory(
         Settings(database_url=pg.url, embedding_provider="hash", embedding_dimensions=256, db_role="agent_memory_app")
     )
-    assert fresh.recall("r2", "fact 7 of r2 about topic 7", limit=1).memories[0].content == "fact 7 of r2 about topic 7"
+    assert (
+        fresh.recall("fact 7 of r2 about topic 7", user_id="r2", limit=1).memories[0].content
+        == "fact 7 of r2 about topic 7"
+    )
     fresh.close()
 
 
@@ -218,8 +222,8 @@ def test_a_restart_inside_a_reembedding_is_waited_out(own_pg: RestartablePostgre
     app = seeded(own_pg, 300)
     before = history(own_pg.url)
     embedder = InterruptingEmbedder(at, own_pg.restart)
-    owner = MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash"), embedder=embedder)
-    result = owner.reembed(batch_size=100, reconnect_s=30)
+    owner = Memory(Settings(database_url=own_pg.url, embedding_provider="hash"), embedder=embedder)
+    result = owner.admin.reembed(batch_size=100, reconnect_s=30)
     assert result.switched and result.filled == 900
     assert_switched(own_pg, 900)
     assert history(own_pg.url) == before  # re-embedding changes no memory
@@ -230,16 +234,16 @@ def test_a_reembedding_the_database_leaves_stops_and_the_next_run_resumes(own_pg
     app = seeded(own_pg, 300)
     before = history(own_pg.url)
     embedder = InterruptingEmbedder(3, own_pg.stop)
-    owner = MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash"), embedder=embedder)
+    owner = Memory(Settings(database_url=own_pg.url, embedding_provider="hash"), embedder=embedder)
     with pytest.raises(DatabaseUnavailable) as err:
-        owner.reembed(batch_size=100, reconnect_s=1)
+        owner.admin.reembed(batch_size=100, reconnect_s=1)
     assert "resume" in str(err.value)
     own_pg.start()
     with psycopg.connect(own_pg.url) as conn:
         filled = conn.execute("SELECT count(*) FROM user_memories WHERE embedding_next IS NOT NULL").fetchone()
     assert filled == (200,)  # two batches stored; the third was embedded when the database went
-    again = MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash"), embedder=HashEmbedder(256))
-    result = again.reembed(batch_size=100)
+    again = Memory(Settings(database_url=own_pg.url, embedding_provider="hash"), embedder=HashEmbedder(256))
+    result = again.admin.reembed(batch_size=100)
     assert result.state == "resuming" and result.switched and result.filled == 700
     assert_switched(own_pg, 900)
     assert history(own_pg.url) == before
@@ -250,7 +254,7 @@ def test_a_reembedding_the_database_leaves_stops_and_the_next_run_resumes(own_pg
 
 
 def test_a_restart_inside_a_purge_then_the_purge_again(own_pg: RestartablePostgres) -> None:
-    MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash")).migrate()
+    Memory(Settings(database_url=own_pg.url, embedding_provider="hash")).admin.migrate()
     vector = "[" + ",".join(["0.05"] * 384) + "]"
     with psycopg.connect(own_pg.url, autocommit=True) as conn:
         conn.execute(
@@ -264,12 +268,12 @@ def test_a_restart_inside_a_purge_then_the_purge_again(own_pg: RestartablePostgr
         ids = {kind: {r[0] for r in conn.execute(
             "SELECT id FROM user_memories WHERE content LIKE %s", [f"{kind} %"]).fetchall()}
             for kind in ("expired", "superseded", "live")}  # fmt: skip
-    owner = MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash"))
+    owner = Memory(Settings(database_url=own_pg.url, embedding_provider="hash"))
     outcome: list[Any] = []
 
     def purge() -> None:
         try:
-            outcome.append(owner.purge())
+            outcome.append(owner.admin.purge())
         except DatabaseUnavailable as exc:
             outcome.append(exc)
 
@@ -284,9 +288,9 @@ def test_a_restart_inside_a_purge_then_the_purge_again(own_pg: RestartablePostgr
     thread.join(timeout=120)
     first = outcome[0]
     if isinstance(first, DatabaseUnavailable):
-        again = MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash")).purge()
+        again = Memory(Settings(database_url=own_pg.url, embedding_provider="hash")).admin.purge()
     else:  # the service retried on a new connection once the server was back
-        again = owner.purge()
+        again = owner.admin.purge()
     with psycopg.connect(own_pg.url) as conn:
         left = {r[0] for r in conn.execute("SELECT id FROM user_memories").fetchall()}
         events = conn.execute("SELECT memory_id, event FROM memory_events WHERE event <> 'created'").fetchall()
@@ -304,10 +308,10 @@ def test_a_restart_inside_a_purge_then_the_purge_again(own_pg: RestartablePostgr
 def test_the_vectors_are_unit_length_after_a_resumed_reembedding(own_pg: RestartablePostgres) -> None:
     """The resumed run stored the same vectors a clean run would (nothing half-written survives)."""
     app = seeded(own_pg, 100)
-    owner = MemoryService(
+    owner = Memory(
         Settings(database_url=own_pg.url, embedding_provider="hash"), embedder=InterruptingEmbedder(2, own_pg.restart)
     )
-    owner.reembed(batch_size=50, reconnect_s=30)
+    owner.admin.reembed(batch_size=50, reconnect_s=30)
     expected = HashEmbedder(256)
     with psycopg.connect(own_pg.url) as conn:
         from pgvector.psycopg import register_vector

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.transactions import read_as_user, user_transaction
 from agent_memory_contract.errors import DatabaseUnavailable, StatementTimeout
 from agent_memory_contract.models import NewMemory
@@ -27,46 +27,44 @@ def own_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
 
 
 @pytest.fixture
-def svc(own_pg: RestartablePostgres) -> Iterator[MemoryService]:
-    service = MemoryService(Settings(database_url=own_pg.url, embedding_provider="hash", db_role="agent_memory_app"))
+def svc(own_pg: RestartablePostgres) -> Iterator[Memory]:
+    service = Memory(Settings(database_url=own_pg.url, embedding_provider="hash", db_role="agent_memory_app"))
     yield service
     service.close()
 
 
-def test_a_restart_between_calls_is_invisible(svc: MemoryService, own_pg: RestartablePostgres) -> None:
-    svc.remember("u1", [NewMemory(content="before the restart")])
-    old_connection = svc.db.connection()
+def test_a_restart_between_calls_is_invisible(svc: Memory, own_pg: RestartablePostgres) -> None:
+    svc.add([NewMemory(content="before the restart")], user_id="u1")
+    old_connection = svc.admin.db.connection()
     own_pg.restart()
-    assert [m.content for m in svc.recall("u1", "restart").memories] == ["before the restart"]
-    svc.remember("u1", [NewMemory(content="after the restart")])
-    assert svc.db.connection() is not old_connection  # it reconnected
-    assert {m.content for m in svc.list_memories("u1").memories} == {"before the restart", "after the restart"}
+    assert [m.content for m in svc.recall("restart", user_id="u1").memories] == ["before the restart"]
+    svc.add([NewMemory(content="after the restart")], user_id="u1")
+    assert svc.admin.db.connection() is not old_connection  # it reconnected
+    assert {m.content for m in svc.list(user_id="u1").memories} == {"before the restart", "after the restart"}
 
 
-def test_while_the_database_is_down_calls_fail_clearly_then_recover(
-    svc: MemoryService, own_pg: RestartablePostgres
-) -> None:
-    svc.remember("u1", [NewMemory(content="kept")])
+def test_while_the_database_is_down_calls_fail_clearly_then_recover(svc: Memory, own_pg: RestartablePostgres) -> None:
+    svc.add([NewMemory(content="kept")], user_id="u1")
     own_pg.stop()
     with pytest.raises(DatabaseUnavailable):
-        svc.remember("u1", [NewMemory(content="not stored while down")])
+        svc.add([NewMemory(content="not stored while down")], user_id="u1")
     with pytest.raises(DatabaseUnavailable):
-        svc.recall("u1", "kept")
+        svc.recall("kept", user_id="u1")
     own_pg.start()
-    assert [m.content for m in svc.list_memories("u1").memories] == ["kept"]  # nothing half-written
+    assert [m.content for m in svc.list(user_id="u1").memories] == ["kept"]  # nothing half-written
 
 
-def test_a_restart_during_writes_loses_nothing_reported_done(svc: MemoryService, own_pg: RestartablePostgres) -> None:
+def test_a_restart_during_writes_loses_nothing_reported_done(svc: Memory, own_pg: RestartablePostgres) -> None:
     """Writers report each batch done only after commit; a restart mid-way loses none of those."""
     done: list[str] = []
     failed: list[str] = []
 
     def writer() -> None:
-        service = MemoryService(svc.settings)
+        service = Memory(svc.settings)
         for i in range(60):
             text = f"fact {i}"
             try:
-                service.remember("u1", [NewMemory(content=text)])
+                service.add([NewMemory(content=text)], user_id="u1")
             except DatabaseUnavailable:
                 failed.append(text)
             else:
@@ -77,31 +75,31 @@ def test_a_restart_during_writes_loses_nothing_reported_done(svc: MemoryService,
     thread.start()
     own_pg.restart_after(0.2).join()
     thread.join(timeout=120)
-    stored = {m.content for m in svc.list_memories("u1", limit=500).memories}
+    stored = {m.content for m in svc.list(user_id="u1", limit=500).memories}
     assert set(done) <= stored
     assert len(done) + len(failed) == 60
     # Redelivering what failed (as SQS would) completes the set, without duplicates.
     for text in failed:
-        svc.remember("u1", [NewMemory(content=text)])
-    assert len(svc.list_memories("u1", limit=500).memories) == 60
+        svc.add([NewMemory(content=text)], user_id="u1")
+    assert len(svc.list(user_id="u1", limit=500).memories) == 60
 
 
 def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePostgres) -> None:
     settings = Settings(
         database_url=own_pg.url, embedding_provider="hash", db_role="agent_memory_app", recall_statement_timeout_ms=300
     )
-    service = MemoryService(settings)
-    service.remember("u1", [NewMemory(content="anything")])
+    service = Memory(settings)
+    service.add([NewMemory(content="anything")], user_id="u1")
     with psycopg.connect(own_pg.url) as blocker:
         blocker.execute("LOCK TABLE user_memories IN ACCESS EXCLUSIVE MODE")  # e.g. a stray migration
         started = time.monotonic()
         with pytest.raises(StatementTimeout) as err:
-            service.recall("u1", "anything")
+            service.recall("anything", user_id="u1")
         elapsed = time.monotonic() - started
         assert "300 ms" in str(err.value)
         assert elapsed < 2  # not retried: a timeout is not a broken connection
         blocker.rollback()
-    assert [m.content for m in service.recall("u1", "anything").memories] == ["anything"]
+    assert [m.content for m in service.recall("anything", user_id="u1").memories] == ["anything"]
     service.close()
 
 
@@ -155,20 +153,20 @@ def killable(database_url: str) -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("killable")
-def test_a_connection_lost_inside_a_write_transaction_is_unavailable_then_replaced(service: MemoryService) -> None:
+def test_a_connection_lost_inside_a_write_transaction_is_unavailable_then_replaced(service: Memory) -> None:
     def work(conn: psycopg.Connection) -> None:
         with user_transaction(conn, "u1"):
             conn.execute(_KILL_SELF)  # no result needed: it is still queued when COMMIT goes out
 
     with pytest.raises(DatabaseUnavailable):
-        service.db.run(work, retry=False)
-    service.remember("u1", [NewMemory(content="written after the loss")])
-    assert [m.content for m in service.list_memories("u1").memories] == ["written after the loss"]
+        service.admin.db.run(work, retry=False)
+    service.add([NewMemory(content="written after the loss")], user_id="u1")
+    assert [m.content for m in service.list(user_id="u1").memories] == ["written after the loss"]
 
 
 @pytest.mark.usefixtures("killable")
-def test_a_connection_lost_inside_a_recall_is_unavailable_then_replaced(service: MemoryService) -> None:
-    service.remember("u1", [NewMemory(content="Prefers TypeScript")])
+def test_a_connection_lost_inside_a_recall_is_unavailable_then_replaced(service: Memory) -> None:
+    service.add([NewMemory(content="Prefers TypeScript")], user_id="u1")
     with pytest.raises(DatabaseUnavailable):
-        service.db.run(lambda conn: read_as_user(conn, "u1", _KILL_SELF, {}), retry=False)
-    assert [m.content for m in service.recall("u1", "TypeScript").memories] == ["Prefers TypeScript"]
+        service.admin.db.run(lambda conn: read_as_user(conn, "u1", _KILL_SELF, {}), retry=False)
+    assert [m.content for m in service.recall("TypeScript", user_id="u1").memories] == ["Prefers TypeScript"]

@@ -11,7 +11,7 @@ import uuid
 import psycopg
 import pytest
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import NotFound
 from agent_memory_contract.models import ConversationEnded, NewMemory
@@ -28,15 +28,15 @@ def _key(database_url: str) -> bytes:
     return bytes.fromhex(row[0])
 
 
-def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: MemoryService, database_url: str) -> None:
-    service.remember(USER, [NewMemory(content="Prefers tea"), NewMemory(content="Lives in Porto")])
+def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: Memory, database_url: str) -> None:
+    service.add([NewMemory(content="Prefers tea"), NewMemory(content="Lives in Porto")], user_id=USER)
     service.ingest_conversation(
         ConversationEnded.model_validate(
             {"user_id": USER, "conversation_id": "c1", "messages": [{"role": "user", "content": "I prefer Vim."}]}
         )
     )
-    service.recall(USER, "tea")
-    service.remember("someone-else", [NewMemory(content="Prefers coffee")])
+    service.recall("tea", user_id=USER)
+    service.add([NewMemory(content="Prefers coffee")], user_id="someone-else")
     receipt = service.forget_user(USER, requested_by="dpo-ticket-42")
     assert receipt.deleted.memories == 3
     assert receipt.deleted.history == 3  # one 'created' each
@@ -59,24 +59,24 @@ def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: Memory
     assert len(stored) == 1 and USER not in json.dumps(stored)
     # Retrievable later, by id, and by the user id (matched through the key).
     assert service.erasure(receipt.id) == receipt
-    assert service.erasures_of(USER) == [receipt]
-    assert service.erasures_of("someone-else") == []
+    assert service.erasures(USER) == [receipt]
+    assert service.erasures("someone-else") == []
     with pytest.raises(NotFound):
         service.erasure(uuid.uuid4())
 
 
-def test_a_user_reads_only_their_own_receipt(service: MemoryService) -> None:
-    service.remember("alice", [NewMemory(content="Alice likes tea")])
+def test_a_user_reads_only_their_own_receipt(service: Memory) -> None:
+    service.add([NewMemory(content="Alice likes tea")], user_id="alice")
     receipt = service.forget_user("alice")
     assert service.erasure(receipt.id, user_id="alice") == receipt
     with pytest.raises(NotFound):
         service.erasure(receipt.id, user_id="bob")
 
 
-def test_receipts_are_not_listable_without_naming_one(service: MemoryService) -> None:
-    service.remember("alice", [NewMemory(content="Alice likes tea")])
+def test_receipts_are_not_listable_without_naming_one(service: Memory) -> None:
+    service.add([NewMemory(content="Alice likes tea")], user_id="alice")
     service.forget_user("alice")
-    conn = service.db.connection()
+    conn = service.admin.db.connection()
     with conn.transaction():
         assert conn.execute("SELECT count(*) FROM erasure_receipts").fetchone() == (0,)
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from tests.integration.test_sql_efficiency import _round_trips
 
@@ -20,7 +20,7 @@ JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))
 
 
 @pytest.fixture
-def stored(service: MemoryService) -> dict[str, str]:
+def stored(service: Memory) -> dict[str, str]:
     memories = [
         NewMemory(content="Prefers TypeScript for the editor", category="preference", created_at=JAN,
                   metadata={"team": "web", "tags": ["lang", "ui"]}),
@@ -29,27 +29,25 @@ def stored(service: MemoryService) -> dict[str, str]:
         NewMemory(content="TypeScript strict mode is on in the billing service", category="fact", created_at=MAR,
                   metadata={"team": "billing", "nested": {"env": "prod"}}),
     ]  # fmt: skip
-    ids = service.remember("u1", memories).ids
-    service.remember(
-        "u2", [NewMemory(content="Prefers TypeScript too", category="preference", metadata={"team": "web"})]
+    ids = service.add(memories, user_id="u1").ids
+    service.add(
+        [NewMemory(content="Prefers TypeScript too", category="preference", metadata={"team": "web"})], user_id="u2"
     )
     return {"pref": str(ids[0]), "decision": str(ids[1]), "fact": str(ids[2])}
 
 
-def recalled(service: MemoryService, **filters: object) -> set[str]:
-    result = service.recall("u1", "TypeScript editor", filters=MemoryFilters.model_validate(filters))
+def recalled(service: Memory, **filters: object) -> set[str]:
+    result = service.recall("TypeScript editor", user_id="u1", filters=MemoryFilters.model_validate(filters))
     return {str(m.id) for m in result.memories}
 
 
-def listed(service: MemoryService, **filters: object) -> set[str]:
-    page = service.list_memories("u1", filters=MemoryFilters.model_validate(filters))
+def listed(service: Memory, **filters: object) -> set[str]:
+    page = service.list(user_id="u1", filters=MemoryFilters.model_validate(filters))
     return {str(m.id) for m in page.memories}
 
 
 @pytest.mark.parametrize("read", [recalled, listed], ids=["recall", "list"])
-def test_each_filter_narrows_recall_and_list_alike(
-    service: MemoryService, stored: dict[str, str], read: object
-) -> None:
+def test_each_filter_narrows_recall_and_list_alike(service: Memory, stored: dict[str, str], read: object) -> None:
     assert callable(read)
     assert read(service) == set(stored.values())
     assert read(service, categories=["preference", "decision"]) == {stored["pref"], stored["decision"]}
@@ -79,37 +77,41 @@ def test_bad_filters_name_the_field() -> None:
 
 
 def test_a_filtered_recall_still_gets_every_matching_memory_among_many_users(
-    service: MemoryService, database_url: str
+    service: Memory, database_url: str
 ) -> None:
     # Many other users' rows that match the query better: an HNSW scan filtered to u1's few
     # decisions comes back short, and the exact fallback must find them all.
-    service.remember(
-        "u1", [NewMemory(content=f"Note {i} about the TypeScript build", category="fact") for i in range(40)]
+    service.add(
+        [NewMemory(content=f"Note {i} about the TypeScript build", category="fact") for i in range(40)], user_id="u1"
     )
-    decisions = service.remember(
-        "u1", [NewMemory(content=f"Decision {i}: TypeScript build on CI", category="decision") for i in range(3)]
+    decisions = service.add(
+        [NewMemory(content=f"Decision {i}: TypeScript build on CI", category="decision") for i in range(3)],
+        user_id="u1",
     ).ids
-    service.import_memories(
+    service.import_(
         [ImportLine(user_id=f"other-{n}", content=f"TypeScript build tip {i}") for n in range(5) for i in range(300)]
     )
     with psycopg.connect(database_url) as conn:
         count = conn.execute("SELECT count(*) FROM user_memories").fetchone()
     assert count is not None and count[0] == 1543
     only = MemoryFilters(categories=["decision"])
-    result = service.recall("u1", "TypeScript build", limit=10, filters=only)
+    result = service.recall("TypeScript build", user_id="u1", limit=10, filters=only)
     assert {m.id for m in result.memories} == set(decisions)
-    facts = service.recall("u1", "TypeScript build", limit=10, filters=MemoryFilters(categories=["fact"]))
+    facts = service.recall("TypeScript build", user_id="u1", limit=10, filters=MemoryFilters(categories=["fact"]))
     assert len(facts.memories) == 10 and all(m.category == "fact" for m in facts.memories)
 
 
-def test_a_filtered_recall_is_still_one_round_trip(service: MemoryService, tmp_path: Path) -> None:
-    service.remember(
-        "u1", [NewMemory(content=f"Fact {i} about the SVG editor", metadata={"team": "web"}) for i in range(40)]
+def test_a_filtered_recall_is_still_one_round_trip(service: Memory, tmp_path: Path) -> None:
+    service.add(
+        [NewMemory(content=f"Fact {i} about the SVG editor", metadata={"team": "web"}) for i in range(40)], user_id="u1"
     )
     filters = MemoryFilters(categories=["fact"], metadata={"team": "web"}, created_before=dt.datetime(2999, 1, 1))
     found: list[Any] = []
     assert (
-        _round_trips(service, lambda: found.append(service.recall("u1", "SVG editor", filters=filters)), tmp_path) == 1
+        _round_trips(
+            service, lambda: found.append(service.recall("SVG editor", user_id="u1", filters=filters)), tmp_path
+        )
+        == 1
     )
     result = found[0]
     assert len(result.memories) == 10

@@ -1,5 +1,5 @@
 """The write path against the real embedded PostgreSQL: IngestFunction through lambda_local
-(the code path of `agent-memory invoke`) and MemoryService.ingest_conversation."""
+(the code path of `agent-memory invoke`) and Memory.ingest_conversation."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.extraction import Extraction, Extractor
 from agent_memory.extraction.records import ExtractedMemory
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.rows import ExistingMemory
 from agent_memory_contract.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory_tools.local import runtime as lambda_local
@@ -75,9 +75,9 @@ def contents(database_url: str, user_id: str) -> list[str]:
 # ---- the handler --------------------------------------------------------------------------
 
 
-def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: str, service: MemoryService) -> None:
+def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: str, service: Memory) -> None:
     assert failures(invoke(lambda_local.read_event(EVENT))) == []
-    memories = service.list_memories("u-42").memories
+    memories = service.list(user_id="u-42").memories
     assert {m.content for m in memories} >= SVG_FACTS
     svg = [m for m in memories if m.content in SVG_FACTS]
     assert {(m.source, m.project_id) for m in svg} == {("c-2026-11-29-0001", "svg-editor")}
@@ -85,11 +85,11 @@ def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: st
     assert all(m.metadata == {"extracted_by": "rules:heuristic-v1"} for m in svg)
     # Nothing the assistant said, no greeting, question or thanks became a memory.
     assert not any(w in m.content.lower() for m in memories for w in ("thank", "welcome", "parse", "undo", "great"))
-    assert {m.content for m in service.list_memories("u-77").memories} == {
+    assert {m.content for m in service.list(user_id="u-77").memories} == {
         "The user's product is a PNG export service written in Go.",
         "The user prefers Python for every editor plugin.",
     }
-    recalled = service.recall("u-42", QUERY, project_id="svg-editor")
+    recalled = service.recall(QUERY, user_id="u-42", project_id="svg-editor")
     assert {m.content for m in recalled.memories[:2]} <= SVG_FACTS
     assert "defaultSVG" in recalled.prompt_block and "Go." not in recalled.prompt_block  # u-77's never shows
 
@@ -169,12 +169,12 @@ def test_a_redelivered_batch_changes_nothing(lambda_env: str, database_url: str)
     assert snapshot(database_url) == before
 
 
-def test_without_ended_at_the_sqs_sent_time_dates_the_facts(lambda_env: str, service: MemoryService) -> None:
+def test_without_ended_at_the_sqs_sent_time_dates_the_facts(lambda_env: str, service: Memory) -> None:
     body = conversation("u-1")
     del body["ended_at"]
     sent = dt.datetime(2026, 11, 2, 8, 30, tzinfo=dt.UTC)
     assert failures(invoke(sqs_event(sqs_record(body, sent_at=sent)))) == []
-    (memory,) = service.list_memories("u-1").memories
+    (memory,) = service.list(user_id="u-1").memories
     assert memory.created_at == memory.updated_at == sent
 
 
@@ -241,7 +241,7 @@ def test_a_redelivery_never_reaches_the_llm_even_if_it_would_word_things_differe
     settings: Settings, database_url: str
 ) -> None:
     extractor = RephrasingExtractor()
-    service = MemoryService(settings, extractor=extractor)
+    service = Memory(settings, extractor=extractor)
     first = service.ingest_conversation(message())
     assert (first.status, first.extracted, first.created) == ("stored", 1, 1)
     again = service.ingest_conversation(message())
@@ -249,7 +249,7 @@ def test_a_redelivery_never_reaches_the_llm_even_if_it_would_word_things_differe
     assert contents(database_url, "u-42") == ["The user's stack is TypeScript (take 1)."]
 
 
-def test_a_restated_fact_is_one_row_that_gets_fresher(service: MemoryService, database_url: str) -> None:
+def test_a_restated_fact_is_one_row_that_gets_fresher(service: Memory, database_url: str) -> None:
     first = service.ingest_conversation(message(conversation_id="c-1", ended_at="2026-11-01T00:00:00Z"))
     later = service.ingest_conversation(message(conversation_id="c-2", ended_at="2026-11-20T00:00:00Z"))
     assert (later.status, later.created, later.refreshed, later.ids) == ("stored", 0, 1, first.ids)
@@ -262,7 +262,7 @@ def test_a_restated_fact_is_one_row_that_gets_fresher(service: MemoryService, da
 
 def test_near_duplicates_refresh_the_existing_memory_through_the_write_path(database_url: str) -> None:
     settings = Settings(database_url=database_url, embedding_provider="hash", db_role=APP, near_duplicate_threshold=0.8)
-    service = MemoryService(settings)
+    service = Memory(settings)
     given = [{"content": "The user prefers dark mode in every editor they use", "category": "preference"}]
     first = service.ingest_conversation(message(conversation_id="c-1", messages=[], memories=given))
     near = [{"content": "The user prefers dark mode in every editor they use daily", "category": "preference"}]
@@ -280,7 +280,7 @@ def test_near_duplicates_refresh_the_existing_memory_through_the_write_path(data
     assert updated == dt.datetime(2026, 11, 29, 10, 15, tzinfo=dt.UTC)
 
 
-def test_client_memories_and_extracted_ones_are_stored_together_with_their_scope(service: MemoryService) -> None:
+def test_client_memories_and_extracted_ones_are_stored_together_with_their_scope(service: Memory) -> None:
     outcome = service.ingest_conversation(
         message(
             project_id="svg-editor",
@@ -291,7 +291,7 @@ def test_client_memories_and_extracted_ones_are_stored_together_with_their_scope
         )
     )
     assert (outcome.provided, outcome.extracted, outcome.created, outcome.dropped) == (2, 1, 3, 0)
-    stored = {m.content: m for m in service.list_memories("u-42").memories}
+    stored = {m.content: m for m in service.list(user_id="u-42").memories}
     assert stored["The user ships every Friday."].project_id == "svg-editor"
     assert stored["The user's team is called Pixels."].project_id == "team"
     assert stored["The user's team is called Pixels."].metadata == {"k": 1}
@@ -299,7 +299,7 @@ def test_client_memories_and_extracted_ones_are_stored_together_with_their_scope
     assert {m.source for m in stored.values()} == {"c-1"}
 
 
-def test_nothing_worth_keeping_is_a_success_and_is_remembered_as_read(service: MemoryService) -> None:
+def test_nothing_worth_keeping_is_a_success_and_is_remembered_as_read(service: Memory) -> None:
     chatter = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello! How can I help?"}]
     outcome = service.ingest_conversation(message(messages=chatter))
     assert (outcome.status, outcome.created) == ("nothing_to_store", 0)
@@ -307,7 +307,7 @@ def test_nothing_worth_keeping_is_a_success_and_is_remembered_as_read(service: M
 
 
 def test_extracted_memories_fill_only_the_room_left_by_the_clients(database_url: str) -> None:
-    service = MemoryService(
+    service = Memory(
         Settings(database_url=database_url, embedding_provider="hash", db_role=APP, max_memories_per_request=3)
     )
     turns = [{"role": "user", "content": f"I use tool number {i}."} for i in range(4)]
@@ -316,10 +316,10 @@ def test_extracted_memories_fill_only_the_room_left_by_the_clients(database_url:
     assert (outcome.provided, outcome.extracted, outcome.dropped, outcome.created) == (2, 1, 3, 3)
 
 
-def test_logging_at_info_level_does_not_break_writes(service: MemoryService, caplog: pytest.LogCaptureFixture) -> None:
+def test_logging_at_info_level_does_not_break_writes(service: Memory, caplog: pytest.LogCaptureFixture) -> None:
     # "created" is a LogRecord attribute; passing it in `extra` raised KeyError at INFO level.
     with caplog.at_level(logging.INFO, logger="agent_memory"):
-        service.remember("u-1", [NewMemory(content="The user uses pnpm.")])
+        service.add([NewMemory(content="The user uses pnpm.")], user_id="u-1")
         service.ingest_conversation(message())
     assert "remembered" in caplog.text and "ingested" in caplog.text
 
@@ -332,7 +332,7 @@ def deliver_at_once(database_url: str, batches: list[list[ConversationEnded]]) -
     results: list[list[str]] = [[] for _ in batches]
 
     def work(i: int, barrier: threading.Barrier) -> None:
-        service = MemoryService(
+        service = Memory(
             Settings(database_url=database_url, embedding_provider="hash", db_role=APP),
             embedder=MeetingEmbedder(barrier),
         )

@@ -17,7 +17,9 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService, UnflushedWrites
+from agent_memory.service import BatchNotDurable, Memory
+from agent_memory.service.engine import Engine
+from agent_memory.store.writes import UnflushedWrites
 from agent_memory_contract.models import ConversationEnded, NewMemory
 from agent_memory_tools.local import runtime as lambda_local
 from tests.environment import use_lambda_environment
@@ -53,15 +55,15 @@ def batch(*bodies: dict[str, Any]) -> dict[str, Any]:
 
 def before_the_flush(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> list[int]:
     """Run ``action`` each time the handler is about to flush its batch; how many flushes ran."""
-    original = MemoryService.flush_writes
+    original = Engine._flush_writes
     calls: list[int] = []
 
-    def flush_writes(self: MemoryService, unflushed: UnflushedWrites) -> None:
+    def flush_writes(self: Engine, unflushed: UnflushedWrites) -> None:
         calls.append(1)
         action()
         original(self, unflushed)
 
-    monkeypatch.setattr(MemoryService, "flush_writes", flush_writes)
+    monkeypatch.setattr(Engine, "_flush_writes", flush_writes)
     return calls
 
 
@@ -120,23 +122,36 @@ def test_a_restart_between_the_writes_and_the_flush_fails_the_whole_batch(
     assert receipts == (2,)
 
 
-def test_a_message_found_already_written_is_flushed_too(service: MemoryService) -> None:
+def test_a_message_found_already_written_is_flushed_too(service: Memory) -> None:
     """Its receipt may come from an earlier delivery that committed without a flush and died."""
     message = ConversationEnded(user_id="u-1", conversation_id="c-1", memories=[NewMemory(content="Uses vim")])
-    unflushed = UnflushedWrites()
-    assert service.ingest_conversation(message, unflushed=unflushed).status == "stored"
-    assert unflushed.take()
-    assert service.ingest_conversation(message, unflushed=unflushed).status == "duplicate"
-    assert unflushed  # the redelivery's batch flushes before acknowledging it
-    service.flush_writes(unflushed)
-    assert not unflushed
+    with service.ingest_batch() as batch:
+        assert batch.ingest_conversation(message).status == "stored"
+        assert batch.pending
+    assert not batch.pending  # flushed on leaving the block
+    with service.ingest_batch() as batch:
+        assert batch.ingest_conversation(message).status == "duplicate"
+        assert batch.pending  # the redelivery's batch flushes before acknowledging it
+    assert not batch.pending
+
+
+def test_a_flush_that_fails_raises_a_typed_error_on_leaving_the_batch(
+    monkeypatch: pytest.MonkeyPatch, service: Memory
+) -> None:
+    """Whatever keeps the flush from finishing, the batch says it is not durable."""
+    message = ConversationEnded(user_id="u-1", conversation_id="c-1", memories=[NewMemory(content="Uses vim")])
+
+    def refuse(conn: Any) -> Any:
+        raise OSError("the disk is gone")
+
+    monkeypatch.setattr("agent_memory.store.writes.flush_writes", refuse)
+    with pytest.raises(BatchNotDurable), service.ingest_batch() as batch:
+        batch.ingest_conversation(message)
 
 
 def test_without_a_batch_a_message_is_on_disk_when_ingest_returns(slow_wal_pg: RestartablePostgres) -> None:
     """POST /conversations and the command line wait for the disk on every message."""
-    service = MemoryService(
-        Settings(database_url=slow_wal_pg.url, embedding_provider="hash", db_role="agent_memory_app")
-    )
+    service = Memory(Settings(database_url=slow_wal_pg.url, embedding_provider="hash", db_role="agent_memory_app"))
     try:
         message = ConversationEnded(user_id="u-1", conversation_id="c-1", memories=[NewMemory(content="Uses vim")])
         assert service.ingest_conversation(message).status == "stored"

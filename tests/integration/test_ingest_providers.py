@@ -18,7 +18,7 @@ from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtrac
 from agent_memory.extraction.openai import OpenAIChatExtractor
 from agent_memory.extraction.prompt import build_prompt
 from agent_memory.providers.retry import RetryPolicy
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import ProviderError
 from agent_memory_contract.models import ConversationEnded
 from agent_memory_tools.local import runtime as lambda_local
@@ -72,16 +72,14 @@ def ingest(*bodies: dict[str, Any]) -> tuple[list[str], list[str]]:
     return [r["messageId"] for r in records], failures(result)
 
 
-def stored(service: MemoryService, user: str = "u-42") -> set[str]:
-    return {m.content for m in service.list_memories(user).memories}
+def stored(service: Memory, user: str = "u-42") -> set[str]:
+    return {m.content for m in service.list(user_id=user).memories}
 
 
 # ---- openai: OpenAI-compatible chat completions over real HTTP ------------------------------
 
 
-def test_extraction_calls_chat_completions_in_json_mode_and_stores_the_answer(
-    llm: ChatServer, service: MemoryService
-) -> None:
+def test_extraction_calls_chat_completions_in_json_mode_and_stores_the_answer(llm: ChatServer, service: Memory) -> None:
     llm.script(Reply(body=memories_answer(TS, SVG)))
     _, failed = ingest(conversation())
     assert failed == []
@@ -94,26 +92,26 @@ def test_extraction_calls_chat_completions_in_json_mode_and_stores_the_answer(
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert "third person" in body["messages"][0]["content"]
     assert "My stack is TypeScript." in body["messages"][1]["content"]
-    memories = {m.content: m for m in service.list_memories("u-42").memories}
+    memories = {m.content: m for m in service.list(user_id="u-42").memories}
     assert set(memories) == {TS["content"], SVG["content"]}
     assert memories[TS["content"]].metadata == {"extracted_by": "openai:glm-4-flash"}
     assert memories[TS["content"]].source == "c-1" and memories[TS["content"]].is_evergreen
 
 
-def test_a_429_is_retried_after_retry_after_then_succeeds(llm: ChatServer, service: MemoryService) -> None:
+def test_a_429_is_retried_after_retry_after_then_succeeds(llm: ChatServer, service: Memory) -> None:
     llm.script(RATE_LIMITED, Reply(body=memories_answer(TS)))
     assert ingest(conversation())[1] == []
     assert len(llm.requests) == 2 and stored(service) == {TS["content"]}
 
 
-def test_a_timeout_is_retried_then_succeeds(llm: ChatServer, service: MemoryService) -> None:
+def test_a_timeout_is_retried_then_succeeds(llm: ChatServer, service: Memory) -> None:
     llm.script(Reply(body=memories_answer(TS), delay_s=1.5), Reply(body=memories_answer(TS)))
     assert ingest(conversation())[1] == []
     assert len(llm.requests) == 2 and stored(service) == {TS["content"]}
 
 
 def test_a_provider_that_keeps_timing_out_fails_the_record_after_bounded_retries(
-    llm: ChatServer, service: MemoryService
+    llm: ChatServer, service: Memory
 ) -> None:
     llm.default = Reply(body=memories_answer(TS), delay_s=1.5)
     ids, failed = ingest(conversation(), conversation("u-77", messages=[], memories=[TS]))
@@ -141,7 +139,7 @@ def test_a_rejected_key_is_not_retried(llm: ChatServer) -> None:
     assert failed == ids and len(llm.requests) == 1
 
 
-def test_garbage_output_fails_the_record_and_stores_nothing(llm: ChatServer, service: MemoryService) -> None:
+def test_garbage_output_fails_the_record_and_stores_nothing(llm: ChatServer, service: Memory) -> None:
     llm.script(Reply(body=chat_completion("Sure! The user seems to like TypeScript a lot.")))
     ids, failed = ingest(conversation())
     assert failed == ids and stored(service) == set()
@@ -152,7 +150,7 @@ def test_garbage_output_fails_the_record_and_stores_nothing(llm: ChatServer, ser
 def test_sloppy_output_keeps_the_valid_items(settings: Settings, llm: ChatServer) -> None:
     answer = "Here you go:\n```json\n" + json.dumps([TS, {"category": "fact"}, {"content": "   "}, SVG]) + "\n```"
     llm.script(Reply(body=chat_completion(answer, finish_reason="stop")))
-    service = MemoryService(settings, extractor=create_extractor(Settings(**_openai_settings(llm))))
+    service = Memory(settings, extractor=create_extractor(Settings(**_openai_settings(llm))))
     outcome = service.ingest_conversation(ConversationEnded.model_validate(conversation()))
     assert (outcome.extracted, outcome.dropped, outcome.created) == (2, 2, 2)
 
@@ -160,7 +158,7 @@ def test_sloppy_output_keeps_the_valid_items(settings: Settings, llm: ChatServer
 def test_an_answer_cut_at_max_tokens_keeps_its_complete_items(settings: Settings, llm: ChatServer) -> None:
     cut = json.dumps({"memories": [TS, SVG]})[:-40]
     llm.script(Reply(body=chat_completion(cut, finish_reason="length")))
-    service = MemoryService(settings, extractor=create_extractor(Settings(**_openai_settings(llm))))
+    service = Memory(settings, extractor=create_extractor(Settings(**_openai_settings(llm))))
     outcome = service.ingest_conversation(ConversationEnded.model_validate(conversation()))
     assert outcome.extracted == 1
 
@@ -225,13 +223,13 @@ def test_bedrock_converse_extracts_and_stores(settings: Settings, bedrock_client
             "inferenceConfig": {"maxTokens": 1024, "temperature": 0.0},
         },
     )
-    service = MemoryService(settings, extractor=BedrockConverseExtractor(bedrock_client))
+    service = Memory(settings, extractor=BedrockConverseExtractor(bedrock_client))
     with stubber:
         outcome = service.ingest_conversation(message)
     stubber.assert_no_pending_responses()
     assert (outcome.status, outcome.created) == ("stored", 2)
     assert stored(service) == {TS["content"], SVG["content"]}
-    assert {m.metadata["extracted_by"] for m in service.list_memories("u-42").memories} == {f"bedrock:{DEFAULT_MODEL}"}
+    assert {m.metadata["extracted_by"] for m in service.list(user_id="u-42").memories} == {f"bedrock:{DEFAULT_MODEL}"}
 
 
 def test_bedrock_throttling_is_retried_then_fails_the_message_without_writing(
@@ -245,7 +243,7 @@ def test_bedrock_throttling_is_retried_then_fails_the_message_without_writing(
         )  # fmt: skip
     stubber.add_response("converse", converse_response(json.dumps({"memories": [SVG]})))  # never reached
     retry = RetryPolicy(max_retries=2, base_delay_s=0.01)
-    service = MemoryService(settings, extractor=BedrockConverseExtractor(bedrock_client, retry=retry))
+    service = Memory(settings, extractor=BedrockConverseExtractor(bedrock_client, retry=retry))
     message = ConversationEnded.model_validate(conversation())
     with stubber, pytest.raises(ProviderError) as err:
         service.ingest_conversation(message)
@@ -262,7 +260,7 @@ def test_bedrock_throttling_is_retried_then_fails_the_message_without_writing(
 def test_bedrock_answer_cut_at_max_tokens_keeps_complete_items(settings: Settings, bedrock_client: Any) -> None:
     stubber = Stubber(bedrock_client)
     stubber.add_response("converse", converse_response(json.dumps([TS, SVG])[:-25], stop_reason="max_tokens"))
-    service = MemoryService(settings, extractor=BedrockConverseExtractor(bedrock_client))
+    service = Memory(settings, extractor=BedrockConverseExtractor(bedrock_client))
     with stubber:
         outcome = service.ingest_conversation(ConversationEnded.model_validate(conversation()))
     assert outcome.extracted == 1

@@ -27,7 +27,7 @@ from mcp_types import CallToolResult, TextContent
 from agent_memory.config import Settings
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from agent_memory.recall.block import BLOCK_START
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_client.mcp_auth import mcp_http_client
 from agent_memory_tools.local.server import LocalApi, make_server
 from tests.integration.recall_support import ROOT, TEMPLATE
@@ -304,10 +304,10 @@ def test_every_tool_over_stdio_and_recall_is_the_services_block(lambda_env: str)
             return await exercise_every_tool(client, "u-stdio")
 
     after = anyio.run(scenario)
-    service = MemoryService(Settings(database_url=lambda_env, embedding_provider="hash", db_role="agent_memory_app"))
+    service = Memory(Settings(database_url=lambda_env, embedding_provider="hash", db_role="agent_memory_app"))
     try:
-        direct = service.recall("u-stdio", LANGUAGE)
-        assert service.list_memories("u-stdio").memories, "the subprocess wrote to this database"
+        direct = service.recall(LANGUAGE, user_id="u-stdio")
+        assert service.list(user_id="u-stdio").memories, "the subprocess wrote to this database"
     finally:
         service.close()
     assert after["memories"] and direct.prompt_block == after["prompt_block"]
@@ -354,7 +354,7 @@ def test_other_commands_never_import_the_mcp_sdk() -> None:
 
 def test_a_database_outage_is_a_tool_error_without_the_address(pg_server: str) -> None:
     unreachable = "postgresql://agent:secret@127.0.0.1:9/nowhere"
-    service = MemoryService(Settings(database_url=unreachable, embedding_provider="hash", connect_timeout_s=1))
+    service = Memory(Settings(database_url=unreachable, embedding_provider="hash", connect_timeout_s=1))
     server = build_server(MemoryTools(lambda: service, fixed_identity(Identity("u1"))))
 
     async def scenario() -> str:

@@ -13,7 +13,7 @@ from psycopg import sql
 from agent_memory.config import Settings
 from agent_memory.recall.block import BLOCK_GUARD
 from agent_memory.recall.ranking import leg_positions
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store import recall as candidates
 from agent_memory.store.dense import dense_index_names
 from agent_memory.store.migrate import available_migrations
@@ -29,8 +29,8 @@ FACTS = [
 ]
 
 
-def remember(service: MemoryService, user: str, *texts: str, **kwargs: object) -> list[str]:
-    stored = service.remember(user, [NewMemory(content=t) for t in texts], **kwargs)  # type: ignore[arg-type]
+def remember(service: Memory, user: str, *texts: str, **kwargs: object) -> list[str]:
+    stored = service.add([NewMemory(content=t) for t in texts], user_id=user, **kwargs)  # type: ignore[arg-type]
     return [str(i) for i in stored.ids]
 
 
@@ -39,9 +39,9 @@ def rows(database_url: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
 
 
-def test_remember_then_recall_returns_the_block_and_scores(service: MemoryService) -> None:
+def test_remember_then_recall_returns_the_block_and_scores(service: Memory) -> None:
     ids = remember(service, "u1", *FACTS)
-    result = service.recall("u1", "SVG editor export")
+    result = service.recall("SVG editor export", user_id="u1")
     assert {str(m.id) for m in result.memories} == set(ids)
     assert result.memories[0].content == FACTS[1]
     assert result.prompt_block.startswith("[RUSH_MEMORY]\n" + BLOCK_GUARD + "\nRelevant memories:\n1. " + FACTS[1])
@@ -49,12 +49,14 @@ def test_remember_then_recall_returns_the_block_and_scores(service: MemoryServic
     assert all(0 <= s <= 1.2 for s in scores)
 
 
-def test_the_same_fact_twice_is_one_row_with_updated_at_refreshed(service: MemoryService, database_url: str) -> None:
+def test_the_same_fact_twice_is_one_row_with_updated_at_refreshed(service: Memory, database_url: str) -> None:
     first = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     later = dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
     (a,) = remember(service, "u1", "Prefers TypeScript.", observed_at=first)
-    stored = service.remember(
-        "u1", [NewMemory(content="prefers   typescript"), NewMemory(content="Prefers TypeScript!")], observed_at=later
+    stored = service.add(
+        [NewMemory(content="prefers   typescript"), NewMemory(content="Prefers TypeScript!")],
+        user_id="u1",
+        observed_at=later,
     )
     assert [str(i) for i in stored.ids] == [a, a] and stored.created == 0
     ((count, created_at, updated_at),) = rows(
@@ -63,7 +65,7 @@ def test_the_same_fact_twice_is_one_row_with_updated_at_refreshed(service: Memor
     assert count == 1 and updated_at == later and created_at <= updated_at
 
 
-def test_redelivery_with_the_same_time_changes_nothing(service: MemoryService, database_url: str) -> None:
+def test_redelivery_with_the_same_time_changes_nothing(service: Memory, database_url: str) -> None:
     when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
     remember(service, "u1", "Uses pnpm, not npm.", source="c-1", observed_at=when)
     before = rows(database_url, "SELECT id, content, updated_at, metadata, source FROM user_memories")
@@ -72,27 +74,25 @@ def test_redelivery_with_the_same_time_changes_nothing(service: MemoryService, d
 
 
 def test_near_duplicates_refresh_the_existing_memory(database_url: str) -> None:
-    service = MemoryService(
-        Settings(database_url=database_url, embedding_provider="hash", near_duplicate_threshold=0.9)
-    )
+    service = Memory(Settings(database_url=database_url, embedding_provider="hash", near_duplicate_threshold=0.9))
     (a,) = remember(service, "u1", "The user prefers dark mode in every editor they use")
-    stored = service.remember("u1", [NewMemory(content="The user prefers dark mode in every editor they use daily")])
+    stored = service.add([NewMemory(content="The user prefers dark mode in every editor they use daily")], user_id="u1")
     assert [str(i) for i in stored.ids] == [a]
     (b,) = remember(service, "u1", "The user has a cat")
     assert b != a
     assert rows(database_url, "SELECT count(*) FROM user_memories")[0][0] == 2
 
 
-def test_users_never_see_each_others_memories(service: MemoryService) -> None:
+def test_users_never_see_each_others_memories(service: Memory) -> None:
     remember(service, "alice", "Alice prefers TypeScript for the SVG editor.")
     (bob_id,) = remember(service, "bob", "Bob prefers TypeScript for the SVG editor.")
-    found = service.recall("alice", "TypeScript SVG editor", limit=50)
+    found = service.recall("TypeScript SVG editor", user_id="alice", limit=50)
     assert [m.content for m in found.memories] == ["Alice prefers TypeScript for the SVG editor."]
-    assert all(m.content.startswith("Alice") for m in service.list_memories("alice").memories)
-    assert service.forget_memory("alice", __import__("uuid").UUID(bob_id)) is False  # not hers to delete
-    assert len(service.list_memories("bob").memories) == 1
+    assert all(m.content.startswith("Alice") for m in service.list(user_id="alice").memories)
+    assert service.delete(__import__("uuid").UUID(bob_id), user_id="alice") is False  # not hers to delete
+    assert len(service.list(user_id="bob").memories) == 1
     assert service.forget_user("alice").deleted.memories == 1
-    assert len(service.list_memories("bob").memories) == 1
+    assert len(service.list(user_id="bob").memories) == 1
 
 
 @pytest.mark.parametrize(
@@ -111,48 +111,50 @@ def test_users_never_see_each_others_memories(service: MemoryService) -> None:
         "x" * 4000,
     ],
 )
-def test_any_user_text_is_a_safe_query(service: MemoryService, query: str) -> None:
+def test_any_user_text_is_a_safe_query(service: Memory, query: str) -> None:
     remember(service, "u1", *FACTS)
-    result = service.recall("u1", query)
+    result = service.recall(query, user_id="u1")
     assert len(result.memories) == len(FACTS)
 
 
-def test_query_limits_are_clear_errors(service: MemoryService) -> None:
+def test_query_limits_are_clear_errors(service: Memory) -> None:
     with pytest.raises(InvalidInput) as err:
-        service.recall("u1", "   ")
+        service.recall("   ", user_id="u1")
     assert err.value.field == "query"
     with pytest.raises(InputTooLarge) as err:
-        service.recall("u1", "x" * 4001)
+        service.recall("x" * 4001, user_id="u1")
     assert err.value.field == "query"
     for bad in (0, 51):
         with pytest.raises(InvalidInput) as err:
-            service.recall("u1", "ok", limit=bad)
+            service.recall("ok", user_id="u1", limit=bad)
         assert err.value.field == "limit"
     with pytest.raises(InputTooLarge) as err:
-        service.remember("u1", [NewMemory(content="y" * 2001)])
+        service.add([NewMemory(content="y" * 2001)], user_id="u1")
     assert err.value.field == "memories[0].content"
 
 
-def test_project_scope_sees_its_project_and_user_wide_memories(service: MemoryService) -> None:
+def test_project_scope_sees_its_project_and_user_wide_memories(service: Memory) -> None:
     remember(service, "u1", "Global: prefers TypeScript")
     remember(service, "u1", "Editor project: sync SVG to defaultSVG", project_id="svg-editor")
     remember(service, "u1", "Blog project: uses Hugo", project_id="blog")
-    contents = {m.content for m in service.recall("u1", "project", project_id="svg-editor").memories}
+    contents = {m.content for m in service.recall("project", user_id="u1", project_id="svg-editor").memories}
     assert contents == {"Global: prefers TypeScript", "Editor project: sync SVG to defaultSVG"}
-    assert len(service.recall("u1", "project").memories) == 3  # no project: everything of the user
+    assert len(service.recall("project", user_id="u1").memories) == 3  # no project: everything of the user
 
 
-def test_recall_as_of_hides_later_memories_and_applies_decay(service: MemoryService) -> None:
+def test_recall_as_of_hides_later_memories_and_applies_decay(service: Memory) -> None:
     old = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-    service.remember("u1", [NewMemory(content="Deploys with Terraform", created_at=old)])
-    service.remember("u1", [NewMemory(content="Deploys with SAM", created_at=dt.datetime(2025, 1, 1, tzinfo=dt.UTC))])
-    as_of = service.recall("u1", "Deploys with", now=dt.datetime(2024, 6, 1, tzinfo=dt.UTC))
+    service.add([NewMemory(content="Deploys with Terraform", created_at=old)], user_id="u1")
+    service.add(
+        [NewMemory(content="Deploys with SAM", created_at=dt.datetime(2025, 1, 1, tzinfo=dt.UTC))], user_id="u1"
+    )
+    as_of = service.recall("Deploys with", user_id="u1", now=dt.datetime(2024, 6, 1, tzinfo=dt.UTC))
     assert [m.content for m in as_of.memories] == ["Deploys with Terraform"]
-    both = service.recall("u1", "Deploys with", now=dt.datetime(2025, 1, 2, tzinfo=dt.UTC))
+    both = service.recall("Deploys with", user_id="u1", now=dt.datetime(2025, 1, 2, tzinfo=dt.UTC))
     assert both.memories[0].content == "Deploys with SAM"  # equally relevant, newer wins
 
 
-def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: MemoryService, database_url: str) -> None:
+def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: Memory, database_url: str) -> None:
     """A dense user's own HNSW index under the scope filter can return fewer rows than asked;
     recall must not: it recomputes the leg exactly."""
     mine = [f"note {i}: the user likes topic {i} in the editor" for i in range(40)]
@@ -170,15 +172,15 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: Memor
         )
         # Ended memories stay in the user's index; the scope filter drops them during the scan.
         conn.execute("UPDATE user_memories SET superseded_at = now() WHERE user_id = 'lonely' AND content LIKE 'old%'")
-    assert service.refresh_dense_users(min_memories=100).indexed == 1
+    assert service.admin.refresh_dense_users(min_memories=100).indexed == 1
 
-    conn = service.db.connection()
+    conn = service.admin.db.connection()
     # Force the failure mode: the index scan gives up after a few tuples.
     conn.execute("SET hnsw.max_scan_tuples = 20")
     scope = Scope("lonely")
     # A query like the ended notes (they fill the index scan's first batch), unlike the live ones.
     query = "zebra quantum harmonica"
-    vector = service.embedder.embed_query(query)
+    vector = service.admin.embedder.embed_query(query)
     params = {**scope_params(scope), "query_vector": vector, "k": 30, "text_query": candidates.text_query(query)}
     dense_shape = candidates._hybrid_sql(scope, False, "embedding", dense=True, dimension=384)
     with conn.transaction():
@@ -197,24 +199,24 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(service: Memor
     assert sum(r["in_vector"] for r in indexed) < 30
 
     for limit, expected in ((10, 10), (50, 40)):
-        result = service.recall("lonely", query, limit=limit)
+        result = service.recall(query, user_id="lonely", limit=limit)
         assert len(result.memories) == expected
         assert all(m.content.startswith("note ") for m in result.memories)
 
 
 def test_an_embedder_of_another_dimension_is_refused(database_url: str) -> None:
-    other = MemoryService(Settings(database_url=database_url, embedding_provider="hash", embedding_dimensions=256))
+    other = Memory(Settings(database_url=database_url, embedding_provider="hash", embedding_dimensions=256))
     with pytest.raises(SchemaMismatch) as err:
-        other.recall("u1", "anything")
+        other.recall("anything", user_id="u1")
     message = str(err.value)
     assert "384-dimensional" in message and "256" in message and "reembed" in message
 
 
 def test_another_model_of_the_same_dimension_is_refused(database_url: str) -> None:
     # The local model also makes 384-dimensional vectors: same size, different meaning.
-    local = MemoryService(Settings(database_url=database_url, embedding_provider="local"))
+    local = Memory(Settings(database_url=database_url, embedding_provider="local"))
     with pytest.raises(SchemaMismatch) as err:
-        local.list_memories("u1")
+        local.list(user_id="u1")
     assert "hash:feature-hash-v1:384" in str(err.value) and "all-MiniLM-L6-v2" in str(err.value)
 
 
@@ -225,7 +227,7 @@ def test_migrations_are_idempotent_and_safe_concurrently(blank_database_url: str
 
     def run() -> None:
         try:
-            results.append(MemoryService(settings).migrate().applied)
+            results.append(Memory(settings).admin.migrate().applied)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -238,25 +240,25 @@ def test_migrations_are_idempotent_and_safe_concurrently(blank_database_url: str
     applied = sorted(name for r in results for name in r)
     # Each migration applied exactly once, whichever thread got to it.
     assert applied == sorted(f"{m.version:04d}_{m.name}" for m in available_migrations())
-    assert MemoryService(settings).migrate().applied == []
+    assert Memory(settings).admin.migrate().applied == []
 
 
 def test_an_unmigrated_database_without_auto_migrate_says_what_to_run(blank_database_url: str) -> None:
-    service = MemoryService(Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False))
+    service = Memory(Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False))
     with pytest.raises(SchemaMismatch) as err:
-        service.list_memories("u1")
+        service.list(user_id="u1")
     assert "agent-memory migrate" in str(err.value)
 
 
-def test_list_pages_with_a_cursor(service: MemoryService) -> None:
+def test_list_pages_with_a_cursor(service: Memory) -> None:
     base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    service.remember(
-        "u1", [NewMemory(content=f"fact {i}", created_at=base + dt.timedelta(minutes=i)) for i in range(7)]
+    service.add(
+        [NewMemory(content=f"fact {i}", created_at=base + dt.timedelta(minutes=i)) for i in range(7)], user_id="u1"
     )
     seen: list[str] = []
     cursor = None
     while True:
-        page = service.list_memories("u1", limit=3, cursor=cursor)
+        page = service.list(user_id="u1", limit=3, cursor=cursor)
         seen += [m.content for m in page.memories]
         cursor = page.next_cursor
         if cursor is None:
@@ -266,39 +268,39 @@ def test_list_pages_with_a_cursor(service: MemoryService) -> None:
 
 @pytest.mark.model
 def test_the_local_model_recalls_by_meaning(blank_database_url: str, local_embedder) -> None:  # type: ignore[no-untyped-def]
-    service = MemoryService(Settings(database_url=blank_database_url), embedder=local_embedder)
+    service = Memory(Settings(database_url=blank_database_url), embedder=local_embedder)
     remember(
         service, "u1", *FACTS, "The user has a golden retriever named Biscuit.", "The user's favourite food is ramen."
     )
-    result = service.recall("u1", "Which programming language should I write the new feature in?")
+    result = service.recall("Which programming language should I write the new feature in?", user_id="u1")
     assert result.memories[0].content == "The user's tech stack is TypeScript."
 
 
 def test_min_score_keeps_unrelated_memories_out_of_the_block(database_url: str) -> None:
     settings = Settings(database_url=database_url, embedding_provider="hash", min_score=0.2)
-    service = MemoryService(settings)
+    service = Memory(settings)
     remember(service, "u1", "The user's product is an SVG editor with export", "The user has a dog named Biscuit")
-    result = service.recall("u1", "SVG editor export button")
+    result = service.recall("SVG editor export button", user_id="u1")
     assert [m.content for m in result.memories] == ["The user's product is an SVG editor with export"]
-    everything = MemoryService(Settings(database_url=database_url, embedding_provider="hash")).recall("u1", "SVG")
+    everything = Memory(Settings(database_url=database_url, embedding_provider="hash")).recall("SVG", user_id="u1")
     assert len(everything.memories) == 2  # by default the limit is filled, as in the article
 
 
-def test_equal_matches_rank_the_same_in_every_database(service: MemoryService) -> None:
+def test_equal_matches_rank_the_same_in_every_database(service: Memory) -> None:
     # Full-text ranks tie often. Ties used to go by the random memory ids, so the same
     # memories imported twice (or into two databases) could recall differently.
     filler = " ".join(f"w{j}" for j in range(40))
     # One text match each (equal text ranks); lengths differ, so vector distances do not tie.
     facts = [f"Note {i}: the user keeps apples {' '.join(filler.split()[:i])}".strip() for i in range(40)]
-    service.remember("u1", [NewMemory(content=f) for f in facts])
-    service.remember("u2", [NewMemory(content=f) for f in reversed(facts)])
-    text_only = service.recall_plan.but(legs="text", decay=False, mmr=False, date_boost=0.0)
-    first = [m.content for m in service.recall("u1", "apples", plan=text_only).memories]
-    second = [m.content for m in service.recall("u2", "apples", plan=text_only).memories]
+    service.add([NewMemory(content=f) for f in facts], user_id="u1")
+    service.add([NewMemory(content=f) for f in reversed(facts)], user_id="u2")
+    text_only = service.admin.recall_plan.but(legs="text", decay=False, mmr=False, date_boost=0.0)
+    first = [m.content for m in service.recall("apples", user_id="u1", plan=text_only).memories]
+    second = [m.content for m in service.recall("apples", user_id="u2", plan=text_only).memories]
     assert len(first) == 10 and first == second
 
 
-def test_the_text_leg_keeps_the_most_recent_of_equal_matches(service: MemoryService) -> None:
+def test_the_text_leg_keeps_the_most_recent_of_equal_matches(service: Memory) -> None:
     # 60 old notes and one recent note match "apples" equally; the leg keeps 30 of them.
     now = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
     old = [
@@ -306,9 +308,11 @@ def test_the_text_leg_keeps_the_most_recent_of_equal_matches(service: MemoryServ
         for i in range(60)
     ]
     recent = NewMemory(content="Recent note: the user keeps apples in a bowl", created_at=now - dt.timedelta(days=1))
-    service.remember("u1", [*old, recent])
-    vector = service.embedder.embed_query("apples")
-    found = service.db.run(lambda conn: candidates.hybrid_candidates(conn, Scope("u1", None), vector, "apples", 30))
+    service.add([*old, recent], user_id="u1")
+    vector = service.admin.embedder.embed_query("apples")
+    found = service.admin.db.run(
+        lambda conn: candidates.hybrid_candidates(conn, Scope("u1", None), vector, "apples", 30)
+    )
     text_leg = {c.content for c in found if c.in_text}
     assert len(text_leg) == 30 and recent.content in text_leg
     # In the text leg's order, the tie goes to the recent note.

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import NotFound
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
@@ -39,8 +39,8 @@ def settings_for(pair: ReplicaPair, database: str, **extra: Any) -> Settings:
 
 
 @pytest.fixture
-def routed(replica_pair: ReplicaPair, replica_database: str) -> Iterator[MemoryService]:
-    service = MemoryService(settings_for(replica_pair, replica_database, db_reader_retry_after_s=0))
+def routed(replica_pair: ReplicaPair, replica_database: str) -> Iterator[Memory]:
+    service = Memory(settings_for(replica_pair, replica_database, db_reader_retry_after_s=0))
     yield service
     service.close()
 
@@ -68,38 +68,38 @@ def reader_sessions(pair: ReplicaPair, database: str) -> int:
 
 
 def test_eventual_reads_come_from_the_reader_and_strong_ones_from_the_writer(
-    replica_pair: ReplicaPair, replica_database: str, routed: MemoryService
+    replica_pair: ReplicaPair, replica_database: str, routed: Memory
 ) -> None:
-    old = routed.remember(USER, [NewMemory(content="Prefers pnpm over npm")]).ids[0]
+    old = routed.add([NewMemory(content="Prefers pnpm over npm")], user_id=USER).ids[0]
     replica_pair.sync()
     with replay_paused(replica_pair):
-        new = routed.remember(USER, [NewMemory(content="Deploys the editor with Vite")]).ids[0]
+        new = routed.add([NewMemory(content="Deploys the editor with Vite")], user_id=USER).ids[0]
         # The reader has not replayed the second write: every eventual read misses it ...
-        assert [m.id for m in routed.recall(USER, "package manager and deploy tool").memories] == [old]
-        assert [m.id for m in routed.list_memories(USER).memories] == [old]
-        assert [line.id for line in routed.export_memories(USER).lines] == [old]
-        assert routed.history(USER, new) == []
+        assert [m.id for m in routed.recall("package manager and deploy tool", user_id=USER).memories] == [old]
+        assert [m.id for m in routed.list(user_id=USER).memories] == [old]
+        assert [line.id for line in routed.export(user_id=USER).lines] == [old]
+        assert routed.history(new, user_id=USER) == []
         with pytest.raises(Exception, match="no memory"):
-            routed.get_memory(USER, new)
+            routed.get(new, user_id=USER)
         # ... and every strong one sees it.
-        recalled = routed.recall(USER, "package manager and deploy tool", consistency="strong").memories
+        recalled = routed.recall("package manager and deploy tool", user_id=USER, consistency="strong").memories
         assert {m.id for m in recalled} == {old, new}
-        assert {m.id for m in routed.list_memories(USER, consistency="strong").memories} == {old, new}
-        assert routed.get_memory(USER, new, consistency="strong").content == "Deploys the editor with Vite"
-        assert [e.event for e in routed.history(USER, new, consistency="strong")] == ["created"]
+        assert {m.id for m in routed.list(user_id=USER, consistency="strong").memories} == {old, new}
+        assert routed.get(new, user_id=USER, consistency="strong").content == "Deploys the editor with Vite"
+        assert [e.event for e in routed.history(new, user_id=USER, consistency="strong")] == ["created"]
         assert reader_sessions(replica_pair, replica_database) == 1
     # Replayed: the reader has caught up.
-    assert {m.id for m in routed.list_memories(USER).memories} == {old, new}
-    assert routed.reader_fallbacks() == 0
+    assert {m.id for m in routed.list(user_id=USER).memories} == {old, new}
+    assert routed.admin.reader_fallbacks() == 0
     # The recalls the reader served were counted on the writer (a replica cannot write).
     assert routed.usage(USER).totals.get("recall") == 2
 
 
 def test_writes_and_the_reads_they_depend_on_use_the_writer(
-    replica_pair: ReplicaPair, replica_database: str, routed: MemoryService
+    replica_pair: ReplicaPair, replica_database: str, routed: Memory
 ) -> None:
     with replay_paused(replica_pair):
-        first = routed.remember(USER, [NewMemory(content="Prefers pnpm over npm")]).ids[0]
+        first = routed.add([NewMemory(content="Prefers pnpm over npm")], user_id=USER).ids[0]
         # The write path reads what it folds into on the writer: the reader has not seen `first`.
         restated = ConversationEnded(
             user_id=USER, conversation_id="c-1", memories=[NewMemory(content="Prefers pnpm over npm!")]
@@ -109,33 +109,33 @@ def test_writes_and_the_reads_they_depend_on_use_the_writer(
         assert outcome.refreshed == 1
         # Same for a redelivery's receipt, an update and a delete.
         assert routed.ingest_conversation(restated).status == "duplicate"
-        changed = routed.update_memory(USER, first, MemoryChanges(category="preference"))
+        changed = routed.update(first, MemoryChanges(category="preference"), user_id=USER)
         assert changed.category == "preference"
-        assert routed.update_memory(USER, first, MemoryChanges()).id == first
-        assert routed.forget_memory(USER, first)
-    assert routed.list_memories(USER).memories == []
-    assert routed.reader_fallbacks() == 0
+        assert routed.update(first, MemoryChanges(), user_id=USER).id == first
+        assert routed.delete(first, user_id=USER)
+    assert routed.list(user_id=USER).memories == []
+    assert routed.admin.reader_fallbacks() == 0
 
 
 def test_a_reader_that_is_down_hands_its_reads_to_the_writer(
     replica_pair: ReplicaPair, replica_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    service = MemoryService(settings_for(replica_pair, replica_database, db_reader_retry_after_s=3600))
+    service = Memory(settings_for(replica_pair, replica_database, db_reader_retry_after_s=3600))
     try:
-        stored = service.remember(USER, [NewMemory(content="Prefers pnpm over npm")]).ids
+        stored = service.add([NewMemory(content="Prefers pnpm over npm")], user_id=USER).ids
         with caplog.at_level(logging.WARNING), replica_pair.standby_stopped():
-            assert [m.id for m in service.recall(USER, "package manager").memories] == stored
-            assert [m.id for m in service.list_memories(USER).memories] == stored  # not tried again
-        assert service.reader_fallbacks() == 1
+            assert [m.id for m in service.recall("package manager", user_id=USER).memories] == stored
+            assert [m.id for m in service.list(user_id=USER).memories] == stored  # not tried again
+        assert service.admin.reader_fallbacks() == 1
         assert [getattr(r, "reason", None) for r in caplog.records if r.getMessage().startswith("reader_fallback")] == [
             "unavailable"
         ]
         # The reader is back, but this container waits out db_reader_retry_after_s first.
-        service.list_memories(USER)
+        service.list(user_id=USER)
         assert reader_sessions(replica_pair, replica_database) == 0
-        service.reads.retry_after_s = 0
-        service.reads._reader_down_until = 0.0
-        service.list_memories(USER)
+        service.admin.reads.retry_after_s = 0
+        service.admin.reads._reader_down_until = 0.0
+        service.list(user_id=USER)
         assert reader_sessions(replica_pair, replica_database) == 1
     finally:
         service.close()

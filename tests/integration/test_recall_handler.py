@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from agent_memory.observability import logger, metrics
-from agent_memory.service import MemoryService, get_service
+from agent_memory.service import Memory, get_service
 from tests.ingest_support import supersede
 from tests.integration.recall_support import (
     ROOT,
@@ -353,7 +353,7 @@ def test_an_unexpected_error_is_500_without_internals_and_logged_with_the_reques
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("SELECT secret FROM user_memories WHERE password = 'hunter2'")
 
-    monkeypatch.setattr(MemoryService, "recall", broken)
+    monkeypatch.setattr(Memory, "recall", broken)
     evt = event("http-recall-iam.json")
     result = invoke(evt)
     body = error(result, 500)
@@ -404,22 +404,22 @@ def backends(database_url: str) -> int:
 def test_invocations_reuse_one_service_connection_and_embedder(lambda_env: str) -> None:
     invoke("http-recall-iam.json")
     service = get_service()
-    embedder, connection = service.embedder, service.db.connection()
+    embedder, connection = service.admin.embedder, service.admin.db.connection()
     for name in ("http-recall-jwt.json", "http-memories-add.json", "http-recall-messages.json"):
         assert invoke(name)["statusCode"] in (200, 201)
-    assert get_service() is service and service.embedder is embedder
-    assert service.db.connection() is connection
+    assert get_service() is service and service.admin.embedder is embedder
+    assert service.admin.db.connection() is connection
     assert backends(lambda_env) == 1
 
 
 def test_a_dropped_connection_is_replaced_on_the_next_request(lambda_env: str) -> None:
     invoke("http-memories-add.json")
-    old = get_service().db.connection()
+    old = get_service().admin.db.connection()
     with psycopg.connect(lambda_env, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [old.info.backend_pid])
     result = invoke("http-recall-iam.json")
     assert result["statusCode"] == 200 and len(body_of(result)["memories"]) == 2
-    assert get_service().db.connection() is not old
+    assert get_service().admin.db.connection() is not old
 
 
 def test_importing_the_handler_does_no_io() -> None:

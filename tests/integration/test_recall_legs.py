@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from tests.integration.test_sql_efficiency import _round_trips
 
@@ -21,8 +21,8 @@ def _at(days: int) -> dt.datetime:
     return DAY + dt.timedelta(days=days)
 
 
-def test_the_entity_links_are_gone_from_a_migrated_store(service: MemoryService, database_url: str) -> None:
-    service.remember("u1", [NewMemory(content="Caroline moved to Lisbon from Sweden.")])
+def test_the_entity_links_are_gone_from_a_migrated_store(service: Memory, database_url: str) -> None:
+    service.add([NewMemory(content="Caroline moved to Lisbon from Sweden.")], user_id="u1")
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT to_regclass('memory_entities')").fetchone() == (None,)
         assert conn.execute("SELECT count(*) FROM agent_memory_meta WHERE key = 'entity_links_after'").fetchone() == (
@@ -34,33 +34,31 @@ def _line(content: str, at: dt.datetime, user: str = "u1") -> ImportLine:
     return ImportLine(user_id=user, content=content, created_at=at)
 
 
-def _filler(service: MemoryService, n: int = 40) -> None:
+def _filler(service: Memory, n: int = 40) -> None:
     # Memories about one subject, each stated on its own day (none on DAY).
-    service.import_memories(
-        [_line(f"Fact {i} about the garden, the roses and the apple trees", _at(30 + i)) for i in range(n)]
-    )
+    service.import_([_line(f"Fact {i} about the garden, the roses and the apple trees", _at(30 + i)) for i in range(n)])
 
 
-def test_the_date_leg_fetches_what_was_stated_on_the_named_day(service: MemoryService) -> None:
+def test_the_date_leg_fetches_what_was_stated_on_the_named_day(service: Memory) -> None:
     _filler(service)
-    service.import_memories([_line("Bought a red bicycle", DAY)])
+    service.import_([_line("Bought a red bicycle", DAY)])
     query = "What happened in the garden on 3 May 2023?"
     # A date boost that outweighs everything: whatever the legs fetched from that day comes first.
-    plan = service.recall_plan.but(date_boost=1.0)
-    without = service.recall("u1", query, limit=1, now=NOW, plan=plan.but(date_k=0))
-    with_leg = service.recall("u1", query, limit=1, now=NOW, plan=plan.but(date_k=10))
+    plan = service.admin.recall_plan.but(date_boost=1.0)
+    without = service.recall(query, user_id="u1", limit=1, now=NOW, plan=plan.but(date_k=0))
+    with_leg = service.recall(query, user_id="u1", limit=1, now=NOW, plan=plan.but(date_k=10))
     assert without.memories[0].content != "Bought a red bicycle"  # neither the vector nor the text leg has it
     assert with_leg.memories[0].content == "Bought a red bicycle"  # the date leg does
     # The filters narrow the date leg too.
     filtered = service.recall(
-        "u1", query, limit=1, now=NOW, plan=plan.but(date_k=10), filters=MemoryFilters(categories=["decision"])
+        query, user_id="u1", limit=1, now=NOW, plan=plan.but(date_k=10), filters=MemoryFilters(categories=["decision"])
     )
     assert filtered.memories == []
 
 
-def test_one_hop_lifts_what_was_stated_with_the_best_match(service: MemoryService) -> None:
+def test_one_hop_lifts_what_was_stated_with_the_best_match(service: Memory) -> None:
     _filler(service, n=5)
-    service.import_memories(
+    service.import_(
         [
             _line("The garden roses and apple trees got a new fence", DAY),
             _line("Zebra crossing near the station", DAY),  # said in the same conversation
@@ -68,9 +66,9 @@ def test_one_hop_lifts_what_was_stated_with_the_best_match(service: MemoryServic
     )
     query = "garden roses apple trees fence"
     # limit 3: 9 candidates per leg, so every memory is one; the hop bonus decides the second place.
-    plan = service.recall_plan.but(hop_seeds=1, hop_boost=1.0, date_k=0)
-    without = service.recall("u1", query, limit=3, now=NOW, plan=plan.but(hop_seeds=0))
-    with_hop = service.recall("u1", query, limit=3, now=NOW, plan=plan)
+    plan = service.admin.recall_plan.but(hop_seeds=1, hop_boost=1.0, date_k=0)
+    without = service.recall(query, user_id="u1", limit=3, now=NOW, plan=plan.but(hop_seeds=0))
+    with_hop = service.recall(query, user_id="u1", limit=3, now=NOW, plan=plan)
     assert (
         without.memories[0].content
         == with_hop.memories[0].content
@@ -80,14 +78,14 @@ def test_one_hop_lifts_what_was_stated_with_the_best_match(service: MemoryServic
     assert with_hop.memories[1].content == "Zebra crossing near the station"
 
 
-def test_every_leg_at_once_is_still_one_round_trip(service: MemoryService, tmp_path: Path) -> None:
+def test_every_leg_at_once_is_still_one_round_trip(service: Memory, tmp_path: Path) -> None:
     _filler(service)
-    service.import_memories([_line("Caroline bought a red bicycle in Lisbon", DAY)])
-    assert service.recall_plan.date_k > 0 and service.recall_plan.hop_seeds > 0
+    service.import_([_line("Caroline bought a red bicycle in Lisbon", DAY)])
+    assert service.admin.recall_plan.date_k > 0 and service.admin.recall_plan.hop_seeds > 0
     result: list[Any] = []
 
     def recall() -> None:
-        result.append(service.recall("u1", "What did Caroline buy in Lisbon on 3 May 2023?", now=NOW))
+        result.append(service.recall("What did Caroline buy in Lisbon on 3 May 2023?", user_id="u1", now=NOW))
 
     assert _round_trips(service, recall, tmp_path) == 1
     assert result[0].memories[0].content == "Caroline bought a red bicycle in Lisbon"

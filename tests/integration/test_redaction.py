@@ -16,7 +16,7 @@ from agent_memory.ingest.importing import ImportReport
 from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
 from agent_memory.privacy import PiiPolicy, RegexDetector
 from agent_memory.providers.comprehend import ComprehendPiiDetector
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.models import ConversationEnded, NewMemory
 
 CARD = "4111 1111 1111 1111"
@@ -30,8 +30,8 @@ FACT = (
 
 
 @pytest.fixture
-def redacting(settings: Settings) -> Iterator[MemoryService]:
-    service = MemoryService(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
+def redacting(settings: Settings) -> Iterator[Memory]:
+    service = Memory(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
     yield service
     service.close()
 
@@ -46,11 +46,11 @@ def _stored(database_url: str) -> list[dict[str, Any]]:
 
 
 def test_a_memory_is_stored_without_its_card_email_and_key_and_is_still_recalled(
-    redacting: MemoryService, database_url: str
+    redacting: Memory, database_url: str
 ) -> None:
-    stored = redacting.remember("u1", [NewMemory(content=FACT), NewMemory(content="The user drinks oat milk")])
+    stored = redacting.add([NewMemory(content=FACT), NewMemory(content="The user drinks oat milk")], user_id="u1")
     assert stored.pii_redacted == 1 and stored.pii_dropped == [] and len(stored.ids) == 2
-    (memory,) = [m for m in redacting.list_memories("u1").memories if m.id == stored.ids[0]]
+    (memory,) = [m for m in redacting.list(user_id="u1").memories if m.id == stored.ids[0]]
     assert memory.content == (
         "The user pays for the espresso machine subscription with card [PAYMENT_CARD], gets receipts at [EMAIL] "
         "and deploys with key [CREDENTIAL]"
@@ -58,7 +58,7 @@ def test_a_memory_is_stored_without_its_card_email_and_key_and_is_still_recalled
     # The record says what was removed: types and counts, never the values.
     assert memory.metadata[REDACTED_KEY] == {"aws_access_key_id": 1, "email": 1, "payment_card": 1}
     # Recall still finds it by its other words.
-    recalled = redacting.recall("u1", "espresso machine subscription", limit=1)
+    recalled = redacting.recall("espresso machine subscription", user_id="u1", limit=1)
     assert [m.id for m in recalled.memories] == [stored.ids[0]]
     # Nothing of the values anywhere: the row, its metadata, its history.
     for row in _stored(database_url):
@@ -71,42 +71,42 @@ def test_a_memory_is_stored_without_its_card_email_and_key_and_is_still_recalled
         found = conn.execute("SELECT embedding FROM user_memories WHERE id = %s", [stored.ids[0]]).fetchone()
     assert found is not None
     vector = np.asarray(found[0].to_numpy())
-    assert np.allclose(vector, redacting.embedder.embed([memory.content])[0], atol=1e-6)
-    assert not np.allclose(vector, redacting.embedder.embed([FACT])[0], atol=1e-3)
+    assert np.allclose(vector, redacting.admin.embedder.embed([memory.content])[0], atol=1e-6)
+    assert not np.allclose(vector, redacting.admin.embedder.embed([FACT])[0], atol=1e-3)
 
 
-def test_off_by_default_the_text_is_stored_as_given(service: MemoryService) -> None:
-    stored = service.remember("u1", [NewMemory(content=FACT)])
+def test_off_by_default_the_text_is_stored_as_given(service: Memory) -> None:
+    stored = service.add([NewMemory(content=FACT)], user_id="u1")
     assert stored.pii_redacted == 0
-    assert service.list_memories("u1").memories[0].content == FACT
+    assert service.list(user_id="u1").memories[0].content == FACT
 
 
 def test_drop_mode_keeps_the_memory_out_and_says_which_input_it_was(settings: Settings) -> None:
-    service = MemoryService(settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
+    service = Memory(settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
     try:
-        stored = service.remember(
-            "u1",
+        stored = service.add(
             [
                 NewMemory(content="The user likes tea"),
                 NewMemory(content=f"The deploy key is {AWS_KEY}"),
                 NewMemory(content=f"The user's e-mail is {EMAIL}"),
             ],
+            user_id="u1",
         )
         assert stored.pii_dropped == [1] and stored.pii_redacted == 1 and len(stored.ids) == 2
-        contents = sorted(m.content for m in service.list_memories("u1").memories)
+        contents = sorted(m.content for m in service.list(user_id="u1").memories)
         assert contents == ["The user likes tea", "The user's e-mail is [EMAIL]"]
     finally:
         service.close()
 
 
-def test_a_client_cannot_claim_its_own_redaction_record(redacting: MemoryService) -> None:
-    redacting.remember("u1", [NewMemory(content="The user likes tea", metadata={REDACTED_KEY: {"email": 9}, "k": 1})])
-    assert redacting.list_memories("u1").memories[0].metadata == {"k": 1}
+def test_a_client_cannot_claim_its_own_redaction_record(redacting: Memory) -> None:
+    redacting.add(
+        [NewMemory(content="The user likes tea", metadata={REDACTED_KEY: {"email": 9}, "k": 1})], user_id="u1"
+    )
+    assert redacting.list(user_id="u1").memories[0].metadata == {"k": 1}
 
 
-def test_the_sqs_messages_memories_and_the_extracted_facts_are_redacted(
-    redacting: MemoryService, database_url: str
-) -> None:
+def test_the_sqs_messages_memories_and_the_extracted_facts_are_redacted(redacting: Memory, database_url: str) -> None:
     message = ConversationEnded.model_validate(
         {
             "user_id": "u1",
@@ -117,24 +117,24 @@ def test_the_sqs_messages_memories_and_the_extracted_facts_are_redacted(
     )
     outcome = redacting.ingest_conversation(message)
     assert outcome.status == "stored" and outcome.pii_redacted >= 2
-    contents = [m.content for m in redacting.list_memories("u1").memories]
+    contents = [m.content for m in redacting.list(user_id="u1").memories]
     assert any("[EMAIL]" in c for c in contents) and any("[PAYMENT_CARD]" in c for c in contents)
     for row in _stored(database_url):
         assert not any(secret in row["content"] for secret in SECRETS)
 
 
-def test_imported_lines_are_redacted(redacting: MemoryService) -> None:
+def test_imported_lines_are_redacted(redacting: Memory) -> None:
     lines = [
         (1, '{"user_id": "u1", "content": "Server 203.0.113.7 hosts the staging site"}'),
         (2, '{"user_id": "u2", "content": "Likes hiking"}'),
     ]
-    report = redacting.import_jsonl(lines, ImportReport())
+    report = redacting.admin.import_jsonl(lines, ImportReport())
     assert report.taken == 2
-    assert [m.content for m in redacting.list_memories("u1").memories] == ["Server [IP_ADDRESS] hosts the staging site"]
+    assert [m.content for m in redacting.list(user_id="u1").memories] == ["Server [IP_ADDRESS] hosts the staging site"]
 
 
 def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
-    redacting: MemoryService, comprehend_stub: tuple[Any, Stubber]
+    redacting: Memory, comprehend_stub: tuple[Any, Stubber]
 ) -> None:
     client, stubber = comprehend_stub
     facts = ["Maria Garcia lives at 742 Evergreen Terrace, Springfield", "The user prefers dark roast coffee"]
@@ -155,10 +155,10 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
         },
         expected_params={"Text": joined, "LanguageCode": "en"},
     )
-    redacting.redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
-    stored = redacting.remember("u1", [NewMemory(content=f) for f in facts])
+    redacting._engine.redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
+    stored = redacting.add([NewMemory(content=f) for f in facts], user_id="u1")
     assert stored.pii_redacted == 1
-    contents = sorted(m.content for m in redacting.list_memories("u1").memories)
+    contents = sorted(m.content for m in redacting.list(user_id="u1").memories)
     assert contents == ["The user prefers dark roast coffee", "[NAME] lives at [ADDRESS]"]
     # Comprehend's request is billed to the user's usage.
     pii = [line for line in redacting.usage("u1").lines if line.kind == "pii"]
@@ -176,19 +176,19 @@ def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) ->
     assert not off.enabled and [type(d).__name__ for d in off.detectors] == ["RegexDetector"]
 
 
-def test_a_changed_content_is_redacted_like_any_write(redacting: MemoryService, database_url: str) -> None:
+def test_a_changed_content_is_redacted_like_any_write(redacting: Memory, database_url: str) -> None:
     from agent_memory_contract.errors import InvalidInput
     from agent_memory_contract.models import MemoryChanges
 
-    (memory_id,) = redacting.remember("u1", [NewMemory(content="The user drinks oat milk", metadata={"a": 1})]).ids
-    updated = redacting.update_memory("u1", memory_id, MemoryChanges(content=f"The user gets receipts at {EMAIL}"))
+    (memory_id,) = redacting.add([NewMemory(content="The user drinks oat milk", metadata={"a": 1})], user_id="u1").ids
+    updated = redacting.update(memory_id, MemoryChanges(content=f"The user gets receipts at {EMAIL}"), user_id="u1")
     assert updated.content == "The user gets receipts at [EMAIL]"
     assert updated.metadata == {"a": 1, REDACTED_KEY: {"email": 1}}
     assert not any(s in str(row) for row in _stored(database_url) for s in SECRETS)
-    dropping = MemoryService(redacting.settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
+    dropping = Memory(redacting.settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
     try:
         with pytest.raises(InvalidInput) as refused:
-            dropping.update_memory("u1", memory_id, MemoryChanges(content=f"The user deploys with {AWS_KEY}"))
+            dropping.update(memory_id, MemoryChanges(content=f"The user deploys with {AWS_KEY}"), user_id="u1")
         assert refused.value.field == "content"
     finally:
         dropping.close()

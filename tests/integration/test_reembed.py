@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import ConfigurationError, SchemaMismatch
 from agent_memory_contract.models import NewMemory
 
@@ -18,17 +18,17 @@ def settings_for(url: str, dimension: int, **extra: object) -> Settings:
 
 
 @pytest.fixture
-def old(database_url: str) -> MemoryService:
+def old(database_url: str) -> Memory:
     # The database fixture is migrated for hash-384; this is the deployment running today.
-    service = MemoryService(settings_for(database_url, 384, db_role="agent_memory_app"))
-    service.remember("u1", [NewMemory(content=f) for f in FACTS])
-    service.remember("u2", [NewMemory(content="u2 likes topic 3")])
+    service = Memory(settings_for(database_url, 384, db_role="agent_memory_app"))
+    service.add([NewMemory(content=f) for f in FACTS], user_id="u1")
+    service.add([NewMemory(content="u2 likes topic 3")], user_id="u2")
     return service
 
 
-def test_reembed_fills_in_batches_resumes_and_switches(old: MemoryService, database_url: str) -> None:
-    new = MemoryService(settings_for(database_url, 256))
-    first = new.reembed(batch_size=10, max_batches=1)  # interrupted after one batch
+def test_reembed_fills_in_batches_resumes_and_switches(old: Memory, database_url: str) -> None:
+    new = Memory(settings_for(database_url, 256))
+    first = new.admin.reembed(batch_size=10, max_batches=1)  # interrupted after one batch
     assert first.model_dump() == {
         "state": "started",
         "filled": 10,
@@ -37,11 +37,11 @@ def test_reembed_fills_in_batches_resumes_and_switches(old: MemoryService, datab
     }
 
     # Reads go on from the old deployment while the new vectors are filled...
-    assert len(old.recall("u1", "topic 3").memories) == 10
+    assert len(old.recall("topic 3", user_id="u1").memories) == 10
     # ...and so do writes: rows added meanwhile are embedded before the switch.
-    old.remember("u1", [NewMemory(content="written during the re-embedding")])
+    old.add([NewMemory(content="written during the re-embedding")], user_id="u1")
 
-    second = new.reembed(batch_size=10)
+    second = new.admin.reembed(batch_size=10)
     assert second.state == "resuming" and second.switched is True
     assert second.filled == len(FACTS) + 2 - 10
 
@@ -50,50 +50,50 @@ def test_reembed_fills_in_batches_resumes_and_switches(old: MemoryService, datab
         assert dims == 256
         assert conn.execute("SELECT count(*) FROM user_memories WHERE embedding IS NULL").fetchone() == (0,)
 
-    fresh = MemoryService(settings_for(database_url, 256, db_role="agent_memory_app"))
-    found = fresh.recall("u1", "written during the re-embedding", limit=1).memories
+    fresh = Memory(settings_for(database_url, 256, db_role="agent_memory_app"))
+    found = fresh.recall("written during the re-embedding", user_id="u1", limit=1).memories
     assert found[0].content == "written during the re-embedding"
-    fresh.remember("u1", [NewMemory(content="written after the switch")])
-    assert [m.content for m in fresh.recall("u2", "topic").memories] == ["u2 likes topic 3"]
+    fresh.add([NewMemory(content="written after the switch")], user_id="u1")
+    assert [m.content for m in fresh.recall("topic", user_id="u2").memories] == ["u2 likes topic 3"]
 
 
-def test_after_the_switch_the_old_deployment_reads_but_may_not_write(old: MemoryService, database_url: str) -> None:
-    assert old.recall("u1", "topic 1").memories  # connected before the switch
-    MemoryService(settings_for(database_url, 256)).reembed()
+def test_after_the_switch_the_old_deployment_reads_but_may_not_write(old: Memory, database_url: str) -> None:
+    assert old.recall("topic 1", user_id="u1").memories  # connected before the switch
+    Memory(settings_for(database_url, 256)).admin.reembed()
     # Its next recall notices the switch, reconnects and reads the previous vectors.
-    assert len(old.recall("u1", "topic 1").memories) == 10
+    assert len(old.recall("topic 1", user_id="u1").memories) == 10
     with pytest.raises(SchemaMismatch) as err:
-        old.remember("u1", [NewMemory(content="would be stored with the wrong model")])
+        old.add([NewMemory(content="would be stored with the wrong model")], user_id="u1")
     assert "redeployed" in str(err.value)
 
-    assert MemoryService(settings_for(database_url, 256)).drop_previous_vectors() is True
+    assert Memory(settings_for(database_url, 256)).admin.drop_previous_vectors() is True
     with pytest.raises(SchemaMismatch):
-        old.recall("u1", "topic 1")
+        old.recall("topic 1", user_id="u1")
 
 
-def test_same_dimension_other_model_is_never_mixed(old: MemoryService, database_url: str) -> None:
-    old.recall("u1", "topic")
+def test_same_dimension_other_model_is_never_mixed(old: Memory, database_url: str) -> None:
+    old.recall("topic", user_id="u1")
     # Same size, different model: the meta check, not the dimension, must catch it.
-    other = MemoryService(Settings(database_url=database_url, embedding_provider="hash", embedding_dimensions=384))
-    assert other.embedder.fingerprint == old.embedder.fingerprint  # sanity: same model here
+    other = Memory(Settings(database_url=database_url, embedding_provider="hash", embedding_dimensions=384))
+    assert other.admin.embedder.fingerprint == old.admin.embedder.fingerprint  # sanity: same model here
     with pytest.raises(Exception) as err:
-        other.reembed()
+        other.admin.reembed()
     assert "nothing to re-embed" in str(err.value)
 
 
-def test_a_second_reembedding_to_another_model_needs_restart(old: MemoryService, database_url: str) -> None:
-    MemoryService(settings_for(database_url, 256)).reembed(batch_size=5, max_batches=1)
-    other = MemoryService(settings_for(database_url, 128))
+def test_a_second_reembedding_to_another_model_needs_restart(old: Memory, database_url: str) -> None:
+    Memory(settings_for(database_url, 256)).admin.reembed(batch_size=5, max_batches=1)
+    other = Memory(settings_for(database_url, 128))
     with pytest.raises(Exception) as err:
-        other.reembed()
+        other.admin.reembed()
     assert "--restart" in str(err.value)
-    result = other.reembed(restart=True)
+    result = other.admin.reembed(restart=True)
     assert result.switched is True and result.model.endswith(":128")
 
 
-def test_the_application_role_cannot_reembed(old: MemoryService, app_login_url: str) -> None:
-    as_app = MemoryService(settings_for(app_login_url, 256))
+def test_the_application_role_cannot_reembed(old: Memory, app_login_url: str) -> None:
+    as_app = Memory(settings_for(app_login_url, 256))
     with pytest.raises(ConfigurationError) as err:
-        as_app.reembed()
+        as_app.admin.reembed()
     assert "owner" in str(err.value)
-    assert len(old.recall("u1", "topic").memories) == 10  # nothing half-changed
+    assert len(old.recall("topic", user_id="u1").memories) == 10  # nothing half-changed

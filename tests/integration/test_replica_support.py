@@ -10,27 +10,27 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
 from tests.replica import ReplicaPair, current_lsn, lag_summary, measure_replay_lag, replay_lsn, wait_for_replay
 
 
-def _service(url: str, *, metering: bool = True) -> MemoryService:
+def _service(url: str, *, metering: bool = True) -> Memory:
     settings = Settings(
         database_url=url, embedding_provider="hash", db_role="agent_memory_app", usage_metering=metering
     )
-    return MemoryService(settings)
+    return Memory(settings)
 
 
 @pytest.fixture
-def writer(replica_pair: ReplicaPair, replica_database: str) -> Iterator[MemoryService]:
+def writer(replica_pair: ReplicaPair, replica_database: str) -> Iterator[Memory]:
     svc = _service(replica_pair.primary_for(replica_database))
     yield svc
     svc.close()
 
 
 @pytest.fixture
-def reader(replica_pair: ReplicaPair, replica_database: str) -> Iterator[MemoryService]:
+def reader(replica_pair: ReplicaPair, replica_database: str) -> Iterator[Memory]:
     """The service on the standby: its connection setup (schema check, SET ROLE) only reads. It
     counts no usage: a recall's count is a write (a service with a reader endpoint sends it to
     the writer; this one has none)."""
@@ -52,20 +52,20 @@ def test_the_standby_streams_from_the_primary_through_its_slot(replica_pair: Rep
 
 
 def test_memories_remembered_on_the_primary_are_recalled_from_the_standby(
-    replica_pair: ReplicaPair, writer: MemoryService, reader: MemoryService
+    replica_pair: ReplicaPair, writer: Memory, reader: Memory
 ) -> None:
-    stored = writer.remember("u1", [NewMemory(content="prefers window seats on long flights")])
+    stored = writer.add([NewMemory(content="prefers window seats on long flights")], user_id="u1")
     with psycopg.connect(replica_pair.primary_for("postgres"), autocommit=True) as primary:
         token = current_lsn(primary)  # after the commit returned: the write is at or before it
     assert replica_pair.wait_for_replay(token, timeout_s=10)
 
-    recalled = reader.recall("u1", "which seat on a flight?")
+    recalled = reader.recall("which seat on a flight?", user_id="u1")
     assert [m.id for m in recalled.memories] == stored.ids
-    assert [m.content for m in reader.list_memories("u1").memories] == ["prefers window seats on long flights"]
-    assert reader.recall("u2", "which seat on a flight?").memories == []  # row-level security holds
+    assert [m.content for m in reader.list(user_id="u1").memories] == ["prefers window seats on long flights"]
+    assert reader.recall("which seat on a flight?", user_id="u2").memories == []  # row-level security holds
 
 
-def test_the_standby_refuses_writes(replica_pair: ReplicaPair, replica_database: str, reader: MemoryService) -> None:
+def test_the_standby_refuses_writes(replica_pair: ReplicaPair, replica_database: str, reader: Memory) -> None:
     with (
         psycopg.connect(replica_pair.standby_for(replica_database), autocommit=True) as standby,
         pytest.raises(psycopg.errors.ReadOnlySqlTransaction),
@@ -73,8 +73,8 @@ def test_the_standby_refuses_writes(replica_pair: ReplicaPair, replica_database:
         standby.execute("INSERT INTO user_memories (user_id, content) VALUES ('u1', 'x')")
     # The service's own write path too: a reader connection must never be handed a write.
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
-        reader.remember("u1", [NewMemory(content="written to a replica")])
-    assert reader.list_memories("u1").memories == []
+        reader.add([NewMemory(content="written to a replica")], user_id="u1")
+    assert reader.list(user_id="u1").memories == []
 
 
 def test_a_paused_standby_serves_an_older_snapshot_until_it_replays_the_token(replica_pair: ReplicaPair) -> None:

@@ -19,7 +19,7 @@ from agent_memory.providers.retry import RetryPolicy
 from agent_memory.rerank import create_reranker
 from agent_memory.rerank.bedrock import BedrockReranker
 from agent_memory.rerank.cohere import CohereReranker
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
 from tests.ingest_support import ChatServer, Reply
 
@@ -194,19 +194,19 @@ FACTS = [f"{letter} fact about the garden roses" for letter in "ABCDEFGH"]
 
 def test_a_reranker_reorders_the_best_candidates_of_a_recall(settings: Settings, server: ChatServer) -> None:
     server.default = Reply(body=_reverse_alphabetical)
-    service = MemoryService(with_reranker(settings, server))
+    service = Memory(with_reranker(settings, server))
     try:
-        service.remember("u1", [NewMemory(content=f) for f in FACTS])
-        plain = service.recall("u1", "garden roses", limit=3, plan=service.recall_plan.but(rerank=False))
+        service.add([NewMemory(content=f) for f in FACTS], user_id="u1")
+        plain = service.recall("garden roses", user_id="u1", limit=3, plan=service.admin.recall_plan.but(rerank=False))
         reranked = service.recall(
-            "u1", "garden roses", limit=3, plan=service.recall_plan.but(rerank_weight=1.0, mmr=False)
+            "garden roses", user_id="u1", limit=3, plan=service.admin.recall_plan.but(rerank_weight=1.0, mmr=False)
         )
         assert [m.content for m in reranked.memories] == ["H fact about the garden roses", *FACTS[6:4:-1]]
         assert [m.content for m in plain.memories] != [m.content for m in reranked.memories]
         (request,) = server.requests  # rerank=False sent nothing
         assert sorted(request.json["documents"]) == FACTS  # every candidate, up to rerank_top_n
         assert request.json["query"] == "garden roses"
-        assert service.rerank_fallbacks == 0
+        assert service.admin.rerank_fallbacks == 0
     finally:
         service.close()
 
@@ -214,15 +214,15 @@ def test_a_reranker_reorders_the_best_candidates_of_a_recall(settings: Settings,
 def test_a_failing_or_slow_reranker_never_fails_a_recall(settings: Settings, server: ChatServer) -> None:
     server.script(Reply(status=500, body={"message": "boom"}), Reply(status=500, body={"message": "boom"}))
     server.default = Reply(body=_reverse_alphabetical, delay_s=2.0)
-    service = MemoryService(with_reranker(settings, server, rerank_timeout_s=0.3))
+    service = Memory(with_reranker(settings, server, rerank_timeout_s=0.3))
     try:
-        service.remember("u1", [NewMemory(content=f) for f in FACTS])
-        fused = service.recall("u1", "garden roses", limit=3, plan=service.recall_plan.but(rerank=False))
-        failed = service.recall("u1", "garden roses", limit=3)  # 500, retried once, 500 again
+        service.add([NewMemory(content=f) for f in FACTS], user_id="u1")
+        fused = service.recall("garden roses", user_id="u1", limit=3, plan=service.admin.recall_plan.but(rerank=False))
+        failed = service.recall("garden roses", user_id="u1", limit=3)  # 500, retried once, 500 again
         started = time.monotonic()
-        slow = service.recall("u1", "garden roses", limit=3)
+        slow = service.recall("garden roses", user_id="u1", limit=3)
         assert time.monotonic() - started < 1.5
         assert failed.memories == fused.memories == slow.memories  # the fused order stands
-        assert service.rerank_fallbacks == 2
+        assert service.admin.rerank_fallbacks == 2
     finally:
         service.close()

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService, get_service
+from agent_memory.service import Memory, get_service
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.local import runtime as lambda_local
 from tests.environment import use_lambda_environment
@@ -93,7 +93,7 @@ def test_database_restarts_during_ingest_lose_nothing_reported_done(
     monkeypatch: pytest.MonkeyPatch, embedded_dir: Path
 ) -> None:
     pg = RestartablePostgres(embedded_dir)
-    MemoryService(Settings(database_url=pg.url, embedding_provider="hash")).migrate()  # as the deploy does
+    Memory(Settings(database_url=pg.url, embedding_provider="hash")).admin.migrate()  # as the deploy does
     use_lambda_environment(monkeypatch, pg.url)
     batches = [[sqs_record(message(b * 10 + i)) for i in range(10)] for b in range(12)]
     reported_done: list[int] = []
@@ -145,7 +145,7 @@ def test_recall_survives_restarts_between_and_during_requests(
     pg = RestartablePostgres(embedded_dir)
     use_lambda_environment(monkeypatch, pg.url)
     base = lambda_local.read_event(TEMPLATE.parent / "events" / "http-recall-iam.json")
-    get_service().remember("user-123", [NewMemory(content="TypeScript")])
+    get_service().add([NewMemory(content="TypeScript")], user_id="user-123")
 
     def recall() -> int:
         event = json.loads(json.dumps(base))

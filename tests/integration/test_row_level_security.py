@@ -8,20 +8,20 @@ import psycopg
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import NewMemory
 
 
-def seed(service: MemoryService) -> None:
-    service.remember("alice", [NewMemory(content="Alice prefers TypeScript"), NewMemory(content="Alice uses vim")])
-    service.remember("bob", [NewMemory(content="Bob prefers Go")])
+def seed(service: Memory) -> None:
+    service.add([NewMemory(content="Alice prefers TypeScript"), NewMemory(content="Alice uses vim")], user_id="alice")
+    service.add([NewMemory(content="Bob prefers Go")], user_id="bob")
 
 
-def test_a_query_without_the_user_scope_sees_nothing(service: MemoryService) -> None:
+def test_a_query_without_the_user_scope_sees_nothing(service: Memory) -> None:
     seed(service)
-    conn = service.db.connection()
+    conn = service.admin.db.connection()
     with conn.transaction():  # no user set for this transaction
         assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM memory_events").fetchone() == (0,)
@@ -31,9 +31,9 @@ def test_a_query_without_the_user_scope_sees_nothing(service: MemoryService) -> 
         assert contents == ["Alice prefers TypeScript", "Alice uses vim"]
 
 
-def test_writing_for_another_user_is_refused(service: MemoryService) -> None:
+def test_writing_for_another_user_is_refused(service: Memory) -> None:
     seed(service)
-    conn = service.db.connection()
+    conn = service.admin.db.connection()
     with pytest.raises(psycopg.errors.InsufficientPrivilege), user_transaction(conn, "alice"):
         conn.execute(
             "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
@@ -45,9 +45,9 @@ def test_writing_for_another_user_is_refused(service: MemoryService) -> None:
         assert hacked.fetchall() == []
 
 
-def test_the_settings_do_not_outlive_the_transaction(service: MemoryService) -> None:
+def test_the_settings_do_not_outlive_the_transaction(service: Memory) -> None:
     seed(service)
-    conn = service.db.connection()
+    conn = service.admin.db.connection()
     with user_transaction(conn, "alice"):
         pass
     # Transaction-local (set_config(..., true)): a pooled connection reused by someone else sees nothing.
@@ -56,17 +56,17 @@ def test_the_settings_do_not_outlive_the_transaction(service: MemoryService) -> 
 
 
 def test_a_login_role_of_agent_memory_app_works_and_stays_in_its_lane(database_url: str, app_login_url: str) -> None:
-    owner = MemoryService(Settings(database_url=database_url, embedding_provider="hash"))
+    owner = Memory(Settings(database_url=database_url, embedding_provider="hash"))
     seed(owner)
-    app = MemoryService(Settings(database_url=app_login_url, embedding_provider="hash"))
-    assert [m.content for m in app.recall("bob", "prefers").memories] == ["Bob prefers Go"]
-    app.remember("carol", [NewMemory(content="Carol prefers Rust")])
+    app = Memory(Settings(database_url=app_login_url, embedding_provider="hash"))
+    assert [m.content for m in app.recall("prefers", user_id="bob").memories] == ["Bob prefers Go"]
+    app.add([NewMemory(content="Carol prefers Rust")], user_id="carol")
     assert app.forget_user("alice").deleted.memories == 2
-    assert [m.content for m in app.list_memories("bob").memories] == ["Bob prefers Go"]
+    assert [m.content for m in app.list(user_id="bob").memories] == ["Bob prefers Go"]
     with pytest.raises(ConfigurationError) as err:
-        app.purge()  # across all users: only the maintenance role may
+        app.admin.purge()  # across all users: only the maintenance role may
     assert "agent_memory_maintenance" in str(err.value)
-    conn = app.db.connection()
+    conn = app.admin.db.connection()
     assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("DROP TABLE user_memories")
@@ -75,10 +75,10 @@ def test_a_login_role_of_agent_memory_app_works_and_stays_in_its_lane(database_u
 
 
 def test_the_embedded_default_runs_as_the_application_role(embedded_dir: Path) -> None:
-    service = MemoryService(Settings(data_dir=embedded_dir, embedding_provider="hash"))
-    service.remember("u1", [NewMemory(content="fact")])
-    conn = service.db.connection()
+    service = Memory(Settings(data_dir=embedded_dir, embedding_provider="hash"))
+    service.add([NewMemory(content="fact")], user_id="u1")
+    conn = service.admin.db.connection()
     assert conn.execute("SELECT current_user").fetchone() == ("agent_memory_app",)
     assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
-    assert service.purge() == {"expired": 0, "superseded": 0}  # maintenance still possible
+    assert service.admin.purge() == {"expired": 0, "superseded": 0}  # maintenance still possible
     service.close()

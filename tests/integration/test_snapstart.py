@@ -17,7 +17,7 @@ import pytest
 from agent_memory import lifecycle
 from agent_memory.config import Settings
 from agent_memory.providers.aws import get_secret_value
-from agent_memory.service import MemoryService, set_service
+from agent_memory.service import Memory, set_service
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.local import runtime as lambda_local
 from tests.integration.recall_support import TEMPLATE
@@ -35,8 +35,8 @@ def runtime_hooks(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Callable[[]
 
 
 @pytest.fixture
-def installed(settings: Settings) -> Iterator[MemoryService]:
-    service = MemoryService(settings)
+def installed(settings: Settings) -> Iterator[Memory]:
+    service = Memory(settings)
     set_service(service)
     yield service
     set_service(None)
@@ -58,26 +58,26 @@ def test_outside_lambda_there_is_nothing_to_register(monkeypatch: pytest.MonkeyP
 
 
 def test_before_the_snapshot_the_connection_goes_and_after_the_restore_a_new_one_serves(
-    installed: MemoryService, runtime_hooks: dict[str, list[Callable[[], Any]]]
+    installed: Memory, runtime_hooks: dict[str, list[Callable[[], Any]]]
 ) -> None:
-    installed.remember("u1", [NewMemory(content="Prefers pnpm")])
-    before = installed.db.connection()
+    installed.add([NewMemory(content="Prefers pnpm")], user_id="u1")
+    before = installed.admin.db.connection()
     lifecycle.register_snapstart_hooks()
     for hook in runtime_hooks["before"][::-1]:  # the runtime's order: reverse of registration
         hook()
     assert before.closed
-    assert installed._embedder is not None  # warmed up: restored containers skip building it
+    assert installed._engine._embedder is not None  # warmed up: restored containers skip building it
     for hook in runtime_hooks["after"]:
         hook()
-    assert [m.content for m in installed.recall("u1", "package manager").memories] == ["Prefers pnpm"]
-    assert installed.db.connection() is not before
+    assert [m.content for m in installed.recall("package manager", user_id="u1").memories] == ["Prefers pnpm"]
+    assert installed.admin.db.connection() is not before
 
 
 def test_before_the_snapshot_cached_secrets_and_key_holding_providers_go(
     secretsmanager: Any, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     arn = secretsmanager.create_secret(Name="openai", SecretString="sk-first")["ARN"]
-    service = MemoryService(
+    service = Memory(
         Settings(
             database_url=database_url,
             embedding_provider="openai",
@@ -88,19 +88,19 @@ def test_before_the_snapshot_cached_secrets_and_key_holding_providers_go(
     )
     set_service(service)
     try:
-        embedder = service.embedder  # built with the secret's key (no call made)
+        embedder = service.admin.embedder  # built with the secret's key (no call made)
         assert get_secret_value(arn) == "sk-first"
         secretsmanager.put_secret_value(SecretId=arn, SecretString="sk-rotated")
         assert get_secret_value(arn) == "sk-first"  # cached for five minutes
         lifecycle.before_snapshot()
         assert get_secret_value(arn) == "sk-rotated"  # fetched again
-        assert service.embedder is not embedder  # rebuilt with the key as it is now
+        assert service.admin.embedder is not embedder  # rebuilt with the key as it is now
     finally:
         set_service(None)
         service.close()
 
 
-def test_after_the_restore_the_random_generator_is_this_containers_own(installed: MemoryService) -> None:
+def test_after_the_restore_the_random_generator_is_this_containers_own(installed: Memory) -> None:
     random.seed(1234)
     snapshot_state = random.getstate()
     first = random.random()
@@ -109,15 +109,13 @@ def test_after_the_restore_the_random_generator_is_this_containers_own(installed
     assert random.random() != first
 
 
-def test_a_warm_up_that_fails_does_not_stop_the_snapshot(
-    installed: MemoryService, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_warm_up_that_fails_does_not_stop_the_snapshot(installed: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken() -> None:
         raise RuntimeError("no model today")
 
     monkeypatch.setattr(lifecycle, "warm_up", broken)
-    installed.remember("u1", [NewMemory(content="kept")])
-    conn = installed.db.connection()
+    installed.add([NewMemory(content="kept")], user_id="u1")
+    conn = installed.admin.db.connection()
     lifecycle.before_snapshot()
     assert conn.closed
 
@@ -129,12 +127,12 @@ def test_the_warm_up_builds_the_recall_routes_validation_without_a_database(
     monkeypatch.setattr(lambda_local, "_MODULES", {})
     monkeypatch.setattr(lifecycle, "_handler_warm_ups", [])
     module = lambda_local.load_module(lambda_local.function_spec(TEMPLATE, "RecallFunction"))
-    service = MemoryService(Settings(database_url="postgresql://nobody@127.0.0.1:1/none", embedding_provider="hash"))
+    service = Memory(Settings(database_url="postgresql://nobody@127.0.0.1:1/none", embedding_provider="hash"))
     set_service(service)
     try:
         lifecycle.warm_up()  # raises if any part of it fails
         routes = module.app._static_routes + module.app._dynamic_routes
         assert routes and all(route._dependant is not None for route in routes)
-        assert service._database is None or service._database._conn is None  # no connection was opened
+        assert service._engine._database is None or service._engine._database._conn is None  # no connection was opened
     finally:
         set_service(None)

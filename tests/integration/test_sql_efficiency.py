@@ -13,7 +13,7 @@ from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.transactions import read_as_user
 from agent_memory_contract.models import ConversationEnded, NewMemory
 
@@ -24,9 +24,9 @@ class _TextRefused(VectorDumper):
 
 
 @pytest.fixture
-def binary_only(service: MemoryService) -> MemoryService:
+def binary_only(service: Memory) -> Memory:
     """The service's connection with the text form of vectors refused (binary still works)."""
-    conn = service.db.connection()
+    conn = service.admin.db.connection()
     info = TypeInfo.fetch(conn, "vector")
     assert info is not None
     refused = type("TextRefused", (_TextRefused,), {"oid": info.oid})
@@ -36,23 +36,23 @@ def binary_only(service: MemoryService) -> MemoryService:
     return service
 
 
-def test_remember_sends_its_vectors_in_binary(binary_only: MemoryService) -> None:
+def test_remember_sends_its_vectors_in_binary(binary_only: Memory) -> None:
     facts = ["Prefers TypeScript", "Lives in Lisbon", "Has a dog named Biscuit"]
     # The near-duplicate check and the upsert both pass the batch's vectors as an array.
-    first = binary_only.remember("u1", [NewMemory(content=f) for f in facts])
-    again = binary_only.remember("u1", [NewMemory(content=f + "!") for f in facts])  # restated: folds
+    first = binary_only.add([NewMemory(content=f) for f in facts], user_id="u1")
+    again = binary_only.add([NewMemory(content=f + "!") for f in facts], user_id="u1")  # restated: folds
     assert first.created == 3 and again.created == 0
-    assert binary_only.recall("u1", "TypeScript").memories[0].content == "Prefers TypeScript"
+    assert binary_only.recall("TypeScript", user_id="u1").memories[0].content == "Prefers TypeScript"
 
 
-def test_recall_keeps_planning_with_the_querys_own_values(service: MemoryService) -> None:
+def test_recall_keeps_planning_with_the_querys_own_values(service: Memory) -> None:
     # psycopg prepares a statement after 5 runs; PostgreSQL would then move to a generic plan
     # in which the text query is re-parsed for every candidate row. Recall must stay on
     # custom plans (the tsquery folded to a constant).
-    service.remember("u1", [NewMemory(content=f"Fact number {i} about TypeScript") for i in range(20)])
+    service.add([NewMemory(content=f"Fact number {i} about TypeScript") for i in range(20)], user_id="u1")
     for i in range(12):
-        service.recall("u1", f"What about TypeScript fact {i}?")
-    conn = service.db.connection()
+        service.recall(f"What about TypeScript fact {i}?", user_id="u1")
+    conn = service.admin.db.connection()
     plans = conn.execute(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%websearch_to_tsquery%'"
     ).fetchall()
@@ -60,12 +60,12 @@ def test_recall_keeps_planning_with_the_querys_own_values(service: MemoryService
     assert all(generic == 0 for generic, _custom in plans)
 
 
-def _round_trips(service: MemoryService, work: Any, tmp_path: Path) -> int:
+def _round_trips(service: Memory, work: Any, tmp_path: Path) -> int:
     """How many times the client waited for the server, from libpq's trace: each Sync, Flush
     request or simple Query it sent asks the server to answer before the client goes on.
     (Not the sent/answered alternations: psycopg reads early results between sends when they
     are already there, which a loaded machine makes more likely.)"""
-    conn = service.db.connection()
+    conn = service.admin.db.connection()
     trace = tmp_path / "libpq.trace"
     with trace.open("w") as out:
         conn.pgconn.trace(out.fileno())
@@ -86,21 +86,21 @@ def _round_trips(service: MemoryService, work: Any, tmp_path: Path) -> int:
     )
 
 
-def test_a_recall_is_one_round_trip_to_the_database(service: MemoryService, tmp_path: Path) -> None:
+def test_a_recall_is_one_round_trip_to_the_database(service: Memory, tmp_path: Path) -> None:
     # Between Lambda and RDS Proxy each round trip costs about a millisecond: BEGIN, the
     # user scope, the query and COMMIT go out together.
-    service.remember("u1", [NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)])
+    service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)], user_id="u1")
     result: list[Any] = []
-    assert _round_trips(service, lambda: result.append(service.recall("u1", "SVG editor")), tmp_path) == 1
+    assert _round_trips(service, lambda: result.append(service.recall("SVG editor", user_id="u1")), tmp_path) == 1
     assert len(result[0].memories) == 10
 
 
-def test_a_conversation_is_written_in_six_round_trips(service: MemoryService, tmp_path: Path) -> None:
+def test_a_conversation_is_written_in_six_round_trips(service: Memory, tmp_path: Path) -> None:
     # Was 15: BEGIN, COMMIT, a savepoint and the exact-duplicate check each waited on their
     # own. Now: the redelivery pre-check (1, its BEGIN and COMMIT included), BEGIN with the
     # scope and lock (1), the receipt check (1), the near-duplicate check (1), the upsert (1),
     # the receipt with COMMIT (1).
-    service.remember("u1", [NewMemory(content=f"Fact {i} about the SVG editor") for i in range(10)])
+    service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(10)], user_id="u1")
     conversation = ConversationEnded.model_validate(
         {
             "user_id": "u1",
@@ -119,11 +119,11 @@ def test_a_conversation_is_written_in_six_round_trips(service: MemoryService, tm
 
 def test_with_pipelining_off_the_same_work_waits_for_every_statement(settings: Settings, tmp_path: Path) -> None:
     # AGENT_MEMORY_DB_PIPELINE=false, for a proxy that mishandles pipelined requests.
-    service = MemoryService(settings.model_copy(update={"db_pipeline": False}))
+    service = Memory(settings.model_copy(update={"db_pipeline": False}))
     try:
-        service.remember("u1", [NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)])
+        service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)], user_id="u1")
         result: list[Any] = []
-        assert _round_trips(service, lambda: result.append(service.recall("u1", "SVG editor")), tmp_path) == 4
+        assert _round_trips(service, lambda: result.append(service.recall("SVG editor", user_id="u1")), tmp_path) == 4
         assert len(result[0].memories) == 10
         conversation = ConversationEnded.model_validate(
             {"user_id": "u1", "messages": [{"role": "user", "content": "I prefer TypeScript for everything."}]}
@@ -136,10 +136,10 @@ def test_with_pipelining_off_the_same_work_waits_for_every_statement(settings: S
         service.close()
 
 
-def test_a_failed_recall_leaves_the_connection_usable(service: MemoryService) -> None:
-    service.remember("u1", [NewMemory(content="Prefers TypeScript")])
-    conn = service.db.connection()
+def test_a_failed_recall_leaves_the_connection_usable(service: Memory) -> None:
+    service.add([NewMemory(content="Prefers TypeScript")], user_id="u1")
+    conn = service.admin.db.connection()
     with pytest.raises(psycopg.errors.UndefinedColumn):
         read_as_user(conn, "u1", "SELECT no_such_column FROM user_memories", {})
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    assert [m.content for m in service.recall("u1", "TypeScript").memories] == ["Prefers TypeScript"]
+    assert [m.content for m in service.recall("TypeScript", user_id="u1").memories] == ["Prefers TypeScript"]

@@ -23,7 +23,7 @@ from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.extraction import create_extractor
 from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
 from agent_memory.extraction.prompt import build_prompt
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.rows import ExistingMemory
 from agent_memory_contract.models import ConversationEnded, IngestOutcome, NewMemory
 from agent_memory_tools.cli import main
@@ -126,9 +126,9 @@ def llm_env(monkeypatch: pytest.MonkeyPatch, database_url: str, server: ChatServ
 
 
 @pytest.fixture
-def llm_service(settings: Settings, server: ChatServer) -> Iterator[MemoryService]:
+def llm_service(settings: Settings, server: ChatServer) -> Iterator[Memory]:
     """The service (as agent_memory_app) with the openai extractor against the local server."""
-    service = MemoryService(
+    service = Memory(
         settings.model_copy(update=llm_settings(server)),
         extractor=create_extractor(Settings(**llm_settings(server))),
     )
@@ -141,7 +141,7 @@ def ingest(*bodies: dict[str, Any]) -> list[str]:
     return failures(lambda_local.invoke(TEMPLATE, "IngestFunction", sqs_event(*(sqs_record(b) for b in bodies))))
 
 
-def deliver(service: MemoryService, body: dict[str, Any]) -> IngestOutcome:
+def deliver(service: Memory, body: dict[str, Any]) -> IngestOutcome:
     return service.ingest_conversation(ConversationEnded.model_validate(body))
 
 
@@ -154,19 +154,19 @@ def _new(content: str) -> NewMemory:
     return NewMemory(content=content, category="preference")
 
 
-def active(service: MemoryService, user: str = USER) -> set[str]:
-    return {m.content for m in service.list_memories(user).memories}
+def active(service: Memory, user: str = USER) -> set[str]:
+    return {m.content for m in service.list(user_id=user).memories}
 
 
-def everything(service: MemoryService, user: str = USER) -> dict[str, Any]:
-    return {m.content: m for m in service.list_memories(user, include_inactive=True).memories}
+def everything(service: Memory, user: str = USER) -> dict[str, Any]:
+    return {m.content: m for m in service.list(user_id=user, include_inactive=True).memories}
 
 
 # ---- the issue's "done when" ------------------------------------------------------------------
 
 
 def test_a_conversation_that_changes_a_preference_ends_with_one_active_memory_and_the_old_in_its_history(
-    llm_env: ChatServer, service: MemoryService, settings: Settings, capsys: pytest.CaptureFixture[str]
+    llm_env: ChatServer, service: Memory, settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     llm_env.script(Reply(body=answer(JS)), Reply(body=answer({**TS, "replaces": [JS["content"]]})))
     assert ingest(first_talk()) == []
@@ -178,17 +178,17 @@ def test_a_conversation_that_changes_a_preference_ends_with_one_active_memory_an
     assert shown_in(llm_env.requests[1].json) == {JS["content"]: "m1"}
     assert not UUID_RE.search(second[0]["content"] + second[1]["content"])  # handles, never ids
 
-    (now,) = service.list_memories(USER).memories
+    (now,) = service.list(user_id=USER).memories
     assert now.content == TS["content"] and now.source == "c-2"
     old = everything(service)[JS["content"]]
     assert old.superseded_by == now.id and old.superseded_at is not None
-    recalled = service.recall(USER, "Which programming language does the user prefer?")
+    recalled = service.recall("Which programming language does the user prefer?", user_id=USER)
     assert [m.content for m in recalled.memories] == [TS["content"]]
-    inactive_too = service.recall_plan.but(include_inactive=True)
-    debug = service.recall(USER, "Which programming language does the user prefer?", plan=inactive_too)
+    inactive_too = service.admin.recall_plan.but(include_inactive=True)
+    debug = service.recall("Which programming language does the user prefer?", user_id=USER, plan=inactive_too)
     assert {m.content for m in debug.memories} == {TS["content"], JS["content"]}
 
-    events = service.history(USER, old.id)
+    events = service.history(old.id, user_id=USER)
     assert [(e.event, e.source, e.related_id) for e in events] == [
         ("created", "c-1", None),
         ("superseded", "c-2", now.id),
@@ -217,16 +217,16 @@ def test_the_same_with_the_real_embedding_model(
     assert ingest(first_talk()) == []
     assert ingest(change_talk()) == []
     assert ingest(said("c-3", "2026-12-10T10:00:00Z", "TypeScript is still my favourite.")) == []
-    service = MemoryService(Settings(database_url=blank_database_url, db_role=APP))
+    service = Memory(Settings(database_url=blank_database_url, db_role=APP))
     try:
-        (now,) = service.list_memories(USER).memories
+        (now,) = service.list(user_id=USER).memories
         assert now.content == TS["content"]
         old = everything(service)[JS["content"]]
-        assert [(e.event, e.source, e.related_id) for e in service.history(USER, old.id)] == [
+        assert [(e.event, e.source, e.related_id) for e in service.history(old.id, user_id=USER)] == [
             ("created", "c-1", None),
             ("superseded", "c-2", now.id),
         ]
-        events = service.history(USER, now.id)
+        events = service.history(now.id, user_id=USER)
         assert [(e.event, e.source) for e in events] == [("created", "c-2"), ("refreshed", "c-3")]
     finally:
         service.close()
@@ -235,25 +235,23 @@ def test_the_same_with_the_real_embedding_model(
 # ---- restating ---------------------------------------------------------------------------------
 
 
-def test_a_restatement_refreshes_the_memory_instead_of_adding_one(
-    llm_service: MemoryService, server: ChatServer
-) -> None:
+def test_a_restatement_refreshes_the_memory_instead_of_adding_one(llm_service: Memory, server: ChatServer) -> None:
     still = {"content": "The user still prefers JavaScript.", "category": "preference", "restates": JS["content"]}
     server.script(Reply(body=answer(JS)), Reply(body=answer(still)))
     first = deliver(llm_service, first_talk())
     again = deliver(llm_service, said("c-2", "2026-11-20T08:00:00Z", "JavaScript is still my favourite."))
     assert (again.created, again.refreshed, again.superseded, again.ids) == (0, 1, 0, first.ids)
-    (memory,) = llm_service.list_memories(USER, include_inactive=True).memories
+    (memory,) = llm_service.list(user_id=USER, include_inactive=True).memories
     assert memory.content == JS["content"] and memory.updated_at == dt.datetime(2026, 11, 20, 8, tzinfo=dt.UTC)
     assert memory.metadata == {"extracted_by": "openai:glm-4-flash"}
-    assert [(e.event, e.source) for e in llm_service.history(USER, memory.id)] == [
+    assert [(e.event, e.source) for e in llm_service.history(memory.id, user_id=USER)] == [
         ("created", "c-1"),
         ("refreshed", "c-2"),
     ]
 
 
 def test_changing_back_revives_the_old_memory_and_supersedes_the_new_one(
-    llm_service: MemoryService, server: ChatServer
+    llm_service: Memory, server: ChatServer
 ) -> None:
     server.script(
         Reply(body=answer(JS)),
@@ -267,12 +265,12 @@ def test_changing_back_revives_the_old_memory_and_supersedes_the_new_one(
     )
     assert (back.ids, back.created, back.superseded) == ([js_id], 0, 1)
     assert active(llm_service) == {JS["content"]}
-    assert [(e.event, e.source) for e in llm_service.history(USER, js_id)] == [
+    assert [(e.event, e.source) for e in llm_service.history(js_id, user_id=USER)] == [
         ("created", "c-1"),
         ("superseded", "c-2"),
         ("revived", "c-3"),
     ]
-    assert [(e.event, e.related_id) for e in llm_service.history(USER, ts_id)] == [
+    assert [(e.event, e.related_id) for e in llm_service.history(ts_id, user_id=USER)] == [
         ("created", None),
         ("superseded", js_id),
     ]
@@ -282,7 +280,7 @@ def test_changing_back_revives_the_old_memory_and_supersedes_the_new_one(
 
 
 def test_an_invented_reference_is_ignored_and_the_fact_kept_as_new(
-    llm_service: MemoryService, server: ChatServer, caplog: pytest.LogCaptureFixture
+    llm_service: Memory, server: ChatServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.script(Reply(body=answer(JS)))
     (js_id,) = deliver(llm_service, first_talk()).ids
@@ -292,11 +290,11 @@ def test_an_invented_reference_is_ignored_and_the_fact_kept_as_new(
     assert (outcome.created, outcome.superseded, outcome.updates_ignored) == (2, 0, 2)
     assert active(llm_service) == {JS["content"], TS["content"], go["content"]}
     assert caplog.text.count("names no memory that was shown") == 2 and "'m7'" in caplog.text
-    assert [e.event for e in llm_service.history(USER, js_id)] == ["created"]
+    assert [e.event for e in llm_service.history(js_id, user_id=USER)] == ["created"]
 
 
 def test_an_unrelated_replacement_or_restatement_is_refused(
-    llm_service: MemoryService, server: ChatServer, caplog: pytest.LogCaptureFixture
+    llm_service: Memory, server: ChatServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.script(Reply(body=answer(JS)))
     (js_id,) = deliver(llm_service, first_talk()).ids
@@ -307,11 +305,11 @@ def test_an_unrelated_replacement_or_restatement_is_refused(
     assert (outcome.created, outcome.refreshed, outcome.superseded, outcome.updates_ignored) == (2, 0, 0, 2)
     assert active(llm_service) == {JS["content"], dog["content"], hiking["content"]}
     assert caplog.text.count("is about something else (similarity") == 2
-    assert [e.event for e in llm_service.history(USER, js_id)] == ["created"]
+    assert [e.event for e in llm_service.history(js_id, user_id=USER)] == ["created"]
 
 
 def test_the_guard_threshold_is_a_setting(settings: Settings, server: ChatServer) -> None:
-    strict = MemoryService(
+    strict = Memory(
         settings.model_copy(update={**llm_settings(server), "supersede_min_similarity": 0.99}),
         extractor=create_extractor(Settings(**llm_settings(server))),
     )
@@ -324,7 +322,7 @@ def test_the_guard_threshold_is_a_setting(settings: Settings, server: ChatServer
 
 
 def test_a_memory_is_replaced_once_even_if_the_model_replaces_it_twice(
-    llm_service: MemoryService, server: ChatServer, caplog: pytest.LogCaptureFixture
+    llm_service: Memory, server: ChatServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.script(Reply(body=answer(JS)))
     (js_id,) = deliver(llm_service, first_talk()).ids
@@ -334,7 +332,7 @@ def test_a_memory_is_replaced_once_even_if_the_model_replaces_it_twice(
     assert (outcome.created, outcome.superseded, outcome.updates_ignored) == (2, 1, 1)
     assert "already restates or replaces" in caplog.text
     ts_id = outcome.ids[0]
-    assert [(e.event, e.related_id) for e in llm_service.history(USER, js_id)] == [
+    assert [(e.event, e.related_id) for e in llm_service.history(js_id, user_id=USER)] == [
         ("created", None),
         ("superseded", ts_id),
     ]
@@ -349,7 +347,7 @@ def test_the_rules_provider_is_never_shown_memories_and_never_supersedes(setting
             return super().embed(texts)
 
     embedder = CountingEmbedder()
-    service = MemoryService(settings, embedder=embedder)  # the default provider: rules
+    service = Memory(settings, embedder=embedder)  # the default provider: rules
     try:
         deliver(service, first_talk())
         outcome = deliver(service, said("c-2", "2026-11-29T10:15:00Z", "I prefer TypeScript now."))
@@ -362,7 +360,7 @@ def test_the_rules_provider_is_never_shown_memories_and_never_supersedes(setting
 
 def test_showing_memories_can_be_turned_off(settings: Settings, server: ChatServer) -> None:
     off = llm_settings(server, related_memories_shown=0)
-    service = MemoryService(settings.model_copy(update=off), extractor=create_extractor(Settings(**off)))
+    service = Memory(settings.model_copy(update=off), extractor=create_extractor(Settings(**off)))
     try:
         server.script(Reply(body=answer(JS)), Reply(body=answer({**TS, "replaces": ["m1"]})))
         deliver(service, first_talk())
@@ -377,18 +375,20 @@ def test_showing_memories_can_be_turned_off(settings: Settings, server: ChatServ
 
 
 def test_only_memories_the_conversation_can_see_are_shown_and_replacing_a_user_wide_one_is_user_wide(
-    llm_service: MemoryService, server: ChatServer
+    llm_service: Memory, server: ChatServer
 ) -> None:
-    llm_service.remember(USER, [_new(JS["content"])])  # user-wide
-    llm_service.remember(USER, [_new("The user's web app uses JavaScript modules.")], project_id="web")
-    llm_service.remember(USER, [_new("The user prefers JavaScript for build scripts.")], project_id="tools")
-    llm_service.remember("someone-else", [_new("The user prefers JavaScript too.")])
+    llm_service.add([_new(JS["content"])], user_id=USER)  # user-wide
+    llm_service.add([_new("The user's web app uses JavaScript modules.")], user_id=USER, project_id="web")
+    llm_service.add([_new("The user prefers JavaScript for build scripts.")], user_id=USER, project_id="tools")
+    llm_service.add([_new("The user prefers JavaScript too.")], user_id="someone-else")
     server.script(Reply(body=answer({**TS, "replaces": [JS["content"]]})))
     outcome = deliver(llm_service, change_talk(project_id="web"))
     assert set(shown_in(server.requests[0].json)) == {JS["content"], "The user's web app uses JavaScript modules."}
-    (ts,) = [m for m in llm_service.list_memories(USER).memories if m.content == TS["content"]]
+    (ts,) = [m for m in llm_service.list(user_id=USER).memories if m.content == TS["content"]]
     assert outcome.superseded == 1 and ts.project_id is None  # it took the scope of what it replaced
-    assert TS["content"] in {m.content for m in llm_service.recall(USER, "language", project_id="tools").memories}
+    assert TS["content"] in {
+        m.content for m in llm_service.recall("language", user_id=USER, project_id="tools").memories
+    }
     assert JS["content"] not in active(llm_service)
     assert active(llm_service, "someone-else") == {"The user prefers JavaScript too."}
 
@@ -397,7 +397,7 @@ def test_only_memories_the_conversation_can_see_are_shown_and_replacing_a_user_w
 
 
 def test_time_bound_facts_expire_and_invalid_expiries_are_dropped(
-    llm_service: MemoryService, server: ChatServer, caplog: pytest.LogCaptureFixture
+    llm_service: Memory, server: ChatServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     vacation = {"content": "The user is on vacation until 2026-12-04.", "category": "fact", "expires_at": "2026-12-04"}
     past = {**TS, "expires_at": "2026-11-01"}
@@ -410,8 +410,8 @@ def test_time_bound_facts_expire_and_invalid_expiries_are_dropped(
     assert [stored[f["content"]].expires_at for f in (past, far, garbage)] == [None, None, None]
     assert caplog.text.count("dropped") == 2 and "soonish" in caplog.text
     query = "Is the user on vacation?"
-    during = llm_service.recall(USER, query, now=dt.datetime(2026, 12, 4, 20, tzinfo=dt.UTC))
-    after = llm_service.recall(USER, query, now=dt.datetime(2026, 12, 5, 1, tzinfo=dt.UTC))
+    during = llm_service.recall(query, user_id=USER, now=dt.datetime(2026, 12, 4, 20, tzinfo=dt.UTC))
+    after = llm_service.recall(query, user_id=USER, now=dt.datetime(2026, 12, 5, 1, tzinfo=dt.UTC))
     assert vacation["content"] in {m.content for m in during.memories}
     assert vacation["content"] not in {m.content for m in after.memories}
 
@@ -443,7 +443,7 @@ def at_once(database_url: str, server: ChatServer, bodies: list[dict[str, Any]])
 
     def work(i: int, barrier: threading.Barrier) -> None:
         settings = Settings(database_url=database_url, embedding_provider="hash", db_role=APP, **llm_settings(server))
-        service = MemoryService(settings, embedder=MeetingEmbedder(barrier))
+        service = Memory(settings, embedder=MeetingEmbedder(barrier))
         try:
             outcomes[i] = deliver(service, bodies[i])
         finally:
@@ -458,7 +458,7 @@ def supersessions(database_url: str) -> list[tuple[Any, ...]]:
 
 
 def test_the_same_superseding_message_delivered_twice_at_once_supersedes_once(
-    llm_service: MemoryService, server: ChatServer, database_url: str
+    llm_service: Memory, server: ChatServer, database_url: str
 ) -> None:
     server.script(Reply(body=answer(JS)))
     (js_id,) = deliver(llm_service, first_talk()).ids
@@ -467,11 +467,11 @@ def test_the_same_superseding_message_delivered_twice_at_once_supersedes_once(
     assert sorted(o.status for o in outcomes) == ["duplicate", "stored"]
     ((old, new, source),) = supersessions(database_url)
     assert (old, source) == (js_id, "c-2")
-    assert active(llm_service) == {TS["content"]} and llm_service.list_memories(USER).memories[0].id == new
+    assert active(llm_service) == {TS["content"]} and llm_service.list(user_id=USER).memories[0].id == new
 
 
 def test_two_conversations_replacing_the_same_memory_at_once_supersede_it_once(
-    llm_service: MemoryService, server: ChatServer, database_url: str, caplog: pytest.LogCaptureFixture
+    llm_service: Memory, server: ChatServer, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.script(Reply(body=answer(JS)))
     deliver(llm_service, first_talk())
@@ -488,7 +488,7 @@ def test_two_conversations_replacing_the_same_memory_at_once_supersede_it_once(
 
 
 def test_a_target_forgotten_while_the_model_thinks_is_not_superseded(
-    llm_service: MemoryService, server: ChatServer, database_url: str
+    llm_service: Memory, server: ChatServer, database_url: str
 ) -> None:
     server.script(Reply(body=answer(JS)))
     (js_id,) = deliver(llm_service, first_talk()).ids
@@ -506,7 +506,7 @@ def test_a_target_forgotten_while_the_model_thinks_is_not_superseded(
 
 
 def test_a_failed_write_supersedes_nothing_and_the_retry_does(
-    llm_service: MemoryService, server: ChatServer, database_url: str
+    llm_service: Memory, server: ChatServer, database_url: str
 ) -> None:
     server.script(Reply(body=answer(JS)))
     (js_id,) = deliver(llm_service, first_talk()).ids
@@ -546,7 +546,7 @@ def converse(text: str) -> dict[str, Any]:
 
 
 def test_bedrock_converse_replaces_a_preference(settings: Settings, bedrock_client: Any) -> None:
-    service = MemoryService(settings, extractor=BedrockConverseExtractor(bedrock_client))
+    service = Memory(settings, extractor=BedrockConverseExtractor(bedrock_client))
     change = ConversationEnded.model_validate(change_talk())
     listed = [ExistingMemory("m1", None, JS["content"], "preference", None, np.zeros(1))]  # type: ignore[arg-type]
     system, user = build_prompt(change.messages, max_items=20, ended_at=change.ended_at, existing=listed)
@@ -569,7 +569,7 @@ def test_bedrock_converse_replaces_a_preference(settings: Settings, bedrock_clie
         stubber.assert_no_pending_responses()
         assert (outcome.created, outcome.superseded) == (1, 1)
         assert active(service) == {TS["content"]}
-        assert [(e.event, e.source, e.related_id) for e in service.history(USER, js_id)] == [
+        assert [(e.event, e.source, e.related_id) for e in service.history(js_id, user_id=USER)] == [
             ("created", "c-1", None),
             ("superseded", "c-2", outcome.ids[0]),
         ]
@@ -578,7 +578,7 @@ def test_bedrock_converse_replaces_a_preference(settings: Settings, bedrock_clie
 
 
 def test_bedrock_invented_and_unrelated_references_are_refused(settings: Settings, bedrock_client: Any) -> None:
-    service = MemoryService(settings, extractor=BedrockConverseExtractor(bedrock_client))
+    service = Memory(settings, extractor=BedrockConverseExtractor(bedrock_client))
     dog = {"content": "The user has a dog named Rex.", "category": "fact", "replaces": ["m1"]}
     stubber = Stubber(bedrock_client)
     stubber.add_response("converse", converse(json.dumps({"memories": [JS]})))
@@ -670,9 +670,7 @@ def test_the_default_threshold_separates_replacements_from_unrelated_pairs(local
 SAMPLE = TEMPLATE.parent / "events" / "conversation-changes-preference.json"
 
 
-def test_the_sample_event_with_an_llm_supersedes_the_old_preference(
-    llm_env: ChatServer, service: MemoryService
-) -> None:
+def test_the_sample_event_with_an_llm_supersedes_the_old_preference(llm_env: ChatServer, service: Memory) -> None:
     frontend = {"content": "The user prefers JavaScript for frontend work.", "category": "preference"}
     everywhere = {"content": "The user now prefers TypeScript for frontend work too.", "category": "preference"}
     vacation = {"content": "The user is on vacation until 2026-12-04.", "expires_at": "2026-12-04"}
@@ -680,14 +678,17 @@ def test_the_sample_event_with_an_llm_supersedes_the_old_preference(
         Reply(body=answer(frontend)), Reply(body=answer({**everywhere, "replaces": [frontend["content"]]}, vacation))
     )
     assert failures(lambda_local.invoke(TEMPLATE, "IngestFunction", lambda_local.read_event(SAMPLE))) == []
-    stored = {m.content: m for m in service.list_memories("u-7", include_inactive=True).memories}
+    stored = {m.content: m for m in service.list(user_id="u-7", include_inactive=True).memories}
     assert stored[frontend["content"]].superseded_by == stored[everywhere["content"]].id
     assert stored[vacation["content"]].expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
-    assert [e.event for e in service.history("u-7", stored[frontend["content"]].id)] == ["created", "superseded"]
+    assert [e.event for e in service.history(stored[frontend["content"]].id, user_id="u-7")] == [
+        "created",
+        "superseded",
+    ]
 
 
 def test_the_sample_event_with_the_rules_provider_keeps_both_statements(
-    monkeypatch: pytest.MonkeyPatch, database_url: str, service: MemoryService
+    monkeypatch: pytest.MonkeyPatch, database_url: str, service: Memory
 ) -> None:
     for key, value in {"DATABASE_URL": database_url, "EMBEDDING_PROVIDER": "hash", "DB_ROLE": APP}.items():
         monkeypatch.setenv(f"AGENT_MEMORY_{key}", value)
@@ -702,12 +703,12 @@ def test_the_cli_can_give_a_memory_an_expiry(capsys: pytest.CaptureFixture[str],
     args = ["add", "--user", USER, "--expires-at", "2026-12-05T00:00:00Z", "The user is on vacation until Friday."]
     assert main(args, settings=settings) == 0
     capsys.readouterr()
-    service = MemoryService(settings)
+    service = Memory(settings)
     try:
-        (memory,) = service.list_memories(USER, include_inactive=True).memories
+        (memory,) = service.list(user_id=USER, include_inactive=True).memories
         assert memory.expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
-        before = service.recall(USER, "vacation", now=dt.datetime(2026, 12, 4, tzinfo=dt.UTC))
+        before = service.recall("vacation", user_id=USER, now=dt.datetime(2026, 12, 4, tzinfo=dt.UTC))
         assert len(before.memories) == 1
-        assert service.recall(USER, "vacation", now=dt.datetime(2026, 12, 6, tzinfo=dt.UTC)).memories == []
+        assert service.recall("vacation", user_id=USER, now=dt.datetime(2026, 12, 6, tzinfo=dt.UTC)).memories == []
     finally:
         service.close()

@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory import prices
 from agent_memory.config import Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store import writes
 from agent_memory.store.usage import add_usage
 from agent_memory_contract.errors import InvalidInput
@@ -23,23 +23,23 @@ from agent_memory_tools.cli import main
 from tests.integration.test_sql_efficiency import _round_trips
 
 
-def _lines(service: MemoryService, user: str) -> dict[tuple[str, str], tuple[int, int, int]]:
+def _lines(service: Memory, user: str) -> dict[tuple[str, str], tuple[int, int, int]]:
     """(kind, model) -> (calls, characters, items) of today's usage."""
     return {(ln.kind, ln.model): (ln.calls, ln.characters, ln.items) for ln in service.usage(user).lines}
 
 
-def test_each_recall_counts_its_call_and_its_query_embedding(service: MemoryService, tmp_path: Path) -> None:
+def test_each_recall_counts_its_call_and_its_query_embedding(service: Memory, tmp_path: Path) -> None:
     # 40 memories: enough for the index leg to fill k = 30 (else recall adds its exact second statement).
     facts = [f"Fact {i} about the SVG editor" for i in range(40)]
-    service.remember("u1", [NewMemory(content=f) for f in facts])
-    embedder = service.embedder.fingerprint
+    service.add([NewMemory(content=f) for f in facts], user_id="u1")
+    embedder = service.admin.embedder.fingerprint
     before = _lines(service, "u1")
     assert before[("write", "")] == (1, 0, 40)
     assert before[("embedding", embedder)] == (1, sum(map(len, facts)), 40)
     for query in ("SVG editor", "Which editor?"):
-        service.recall("u1", query)
+        service.recall(query, user_id="u1")
     # Still one round trip with the usage written: the count rides in the recall's own statement.
-    assert _round_trips(service, lambda: service.recall("u1", "editor"), tmp_path) == 1
+    assert _round_trips(service, lambda: service.recall("editor", user_id="u1"), tmp_path) == 1
     after = _lines(service, "u1")
     chars = len("SVG editor") + len("Which editor?") + len("editor")
     assert after[("recall", "")] == (3, chars, 0)
@@ -47,7 +47,7 @@ def test_each_recall_counts_its_call_and_its_query_embedding(service: MemoryServ
     assert service.usage("u2").lines == []  # per user
 
 
-def test_a_conversation_counts_once_with_its_embeddings(service: MemoryService) -> None:
+def test_a_conversation_counts_once_with_its_embeddings(service: Memory) -> None:
     message = ConversationEnded.model_validate(
         {"user_id": "u1", "conversation_id": "c1", "messages": [{"role": "user", "content": "I prefer TypeScript."}]}
     )
@@ -55,27 +55,25 @@ def test_a_conversation_counts_once_with_its_embeddings(service: MemoryService) 
     service.ingest_conversation(message)  # a redelivery: no new work, nothing counted
     lines = _lines(service, "u1")
     assert lines[("conversation", "")] == (1, 0, 1)
-    assert lines[("embedding", service.embedder.fingerprint)][0] == 1
+    assert lines[("embedding", service.admin.embedder.fingerprint)][0] == 1
 
 
-def test_usage_is_written_in_the_same_transaction_as_the_work(
-    service: MemoryService, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_usage_is_written_in_the_same_transaction_as_the_work(service: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     def then_fail(*args: Any, **kwargs: Any) -> None:
         add_usage(*args, **kwargs)
         raise RuntimeError("the write failed after counting")
 
     monkeypatch.setattr(writes, "add_usage", then_fail)
     with pytest.raises(RuntimeError):
-        service.remember("u1", [NewMemory(content="Prefers tea")])
+        service.add([NewMemory(content="Prefers tea")], user_id="u1")
     # Neither the memory nor its count: both or neither.
-    assert service.list_memories("u1").memories == []
+    assert service.list(user_id="u1").memories == []
     assert service.usage("u1").lines == []
 
 
-def test_the_usage_report_prices_each_line_and_sums_it(service: MemoryService) -> None:
-    service.remember("u1", [NewMemory(content="Prefers tea")])
-    service.recall("u1", "tea")
+def test_the_usage_report_prices_each_line_and_sums_it(service: Memory) -> None:
+    service.add([NewMemory(content="Prefers tea")], user_id="u1")
+    service.recall("tea", user_id="u1")
     report = service.usage("u1")
     assert report.start == report.end - dt.timedelta(days=29) and report.end == dt.datetime.now(dt.UTC).date()
     recall = next(line for line in report.lines if line.kind == "recall")
@@ -87,7 +85,7 @@ def test_the_usage_report_prices_each_line_and_sums_it(service: MemoryService) -
     assert report.totals == {"embedding": 2, "recall": 1, "write": 1}
 
 
-def test_a_period_is_checked(service: MemoryService) -> None:
+def test_a_period_is_checked(service: Memory) -> None:
     with pytest.raises(InvalidInput) as reversed_period:
         service.usage("u1", start=dt.date(2025, 3, 2), end=dt.date(2025, 3, 1))
     assert reversed_period.value.field == "from"
@@ -97,8 +95,8 @@ def test_a_period_is_checked(service: MemoryService) -> None:
     assert service.usage("u1", end=dt.date(1, 1, 3)).start == dt.date(1, 1, 1)
 
 
-def test_days_outside_the_period_are_left_out(service: MemoryService, database_url: str) -> None:
-    service.recall("u1", "anything")
+def test_days_outside_the_period_are_left_out(service: Memory, database_url: str) -> None:
+    service.recall("anything", user_id="u1")
     with psycopg.connect(database_url) as owner:
         owner.execute("INSERT INTO usage_daily (user_id, day, kind, calls) VALUES ('u1', '2024-01-05', 'recall', 7)")
     old = service.usage("u1", start=dt.date(2024, 1, 1), end=dt.date(2024, 1, 31))
@@ -106,28 +104,28 @@ def test_days_outside_the_period_are_left_out(service: MemoryService, database_u
     assert sum(line.calls for line in service.usage("u1").lines if line.kind == "recall") == 1
 
 
-def test_batch_recall_shares_the_batch_embedding_among_its_users(service: MemoryService) -> None:
+def test_batch_recall_shares_the_batch_embedding_among_its_users(service: Memory) -> None:
     service.recall_batch([RecallQuery(user_id="a", query="tea please"), RecallQuery(user_id="b", query="coffee")])
-    fingerprint = service.embedder.fingerprint
+    fingerprint = service.admin.embedder.fingerprint
     assert _lines(service, "a")[("embedding", fingerprint)] == (1, len("tea please"), 1)
     assert _lines(service, "b")[("embedding", fingerprint)] == (1, len("coffee"), 1)
 
 
 def test_metering_can_be_turned_off(settings: Settings) -> None:
-    service = MemoryService(settings.model_copy(update={"usage_metering": False}))
+    service = Memory(settings.model_copy(update={"usage_metering": False}))
     try:
-        service.remember("u1", [NewMemory(content="Prefers tea")])
-        service.recall("u1", "tea")
+        service.add([NewMemory(content="Prefers tea")], user_id="u1")
+        service.recall("tea", user_id="u1")
         assert service.usage("u1").lines == []
     finally:
         service.close()
 
 
-def test_every_users_totals_for_the_operator(service: MemoryService) -> None:
-    service.recall("cheap", "x")
+def test_every_users_totals_for_the_operator(service: Memory) -> None:
+    service.recall("x", user_id="cheap")
     for _ in range(3):
-        service.recall("busy", "what does the user like?")
-    tenants = service.usage_by_user()
+        service.recall("what does the user like?", user_id="busy")
+    tenants = service.admin.usage_by_user()
     assert [t.user_id for t in tenants] == ["busy", "cheap"]
     assert tenants[0].calls["recall"] == 3 and tenants[0].estimated_usd > tenants[1].estimated_usd
 

@@ -5,7 +5,7 @@ refused as a 4xx naming the field, never a 5xx, and leaves nothing behind.
 The write paths, each through its real door on the embedded PostgreSQL:
 - POST /memories and POST /conversations (RecallFunction, events/ files through lambda_local);
 - the SQS "conversation ended" message with pre-extracted memories (IngestFunction);
-- import lines (``MemoryService.import_jsonl``, what ``agent-memory import`` runs);
+- import lines (``Memory.import_jsonl``, what ``agent-memory import`` runs);
 - an LLM's JSON answer through the OpenAI-compatible provider (a scripted local chat server).
 
 The values: text over Unicode classes (controls, format characters, lone surrogates, RTL marks,
@@ -289,7 +289,9 @@ def read_back(user: str, memories: list[NewMemory], ids: list[str]) -> None:
     assert page["next_cursor"] is None and len(page["lines"]) == len(rows)
     service = get_service()
     service.forget_user(user)
-    report = service.import_jsonl(((i, json.dumps(line)) for i, line in enumerate(page["lines"], 1)), ImportReport())
+    report = service.admin.import_jsonl(
+        ((i, json.dumps(line)) for i, line in enumerate(page["lines"], 1)), ImportReport()
+    )
     assert report.skipped_lines == [] and report.taken == len(rows)
     assert listed(user) == rows  # the same ids, texts, timestamps, metadata and marks
 
@@ -410,7 +412,7 @@ def test_import_lines_read_back_what_they_accept(
     if hostile_user:
         lines.append({"content": "owned", "user_id": user + "\u202e"})  # an invisible character in the id
     texts = [(n, encode(line)) for n, line in enumerate(lines, 1)]
-    report = get_service().import_jsonl(texts, ImportReport())
+    report = get_service().admin.import_jsonl(texts, ImportReport())
     skipped = {s.line for s in report.skipped_lines}
     for s in report.skipped_lines:
         assert ":" in s.reason  # "field: why"

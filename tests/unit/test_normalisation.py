@@ -12,7 +12,7 @@ from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.service.pages import decode_cursor, encode_cursor
 from agent_memory.store.recall import text_query
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import Memory, content_hash, normalize_content
+from agent_memory_contract.models import MemoryRecord, content_hash, normalize_content
 
 
 def test_the_same_fact_written_differently_has_one_hash() -> None:
@@ -49,7 +49,7 @@ def test_hash_embedder_is_deterministic_unit_and_lexical() -> None:
 
 def test_cursor_round_trip_and_garbage() -> None:
     at = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
-    last = Memory(
+    last = MemoryRecord(
         id=uuid.uuid4(),
         user_id="u",
         project_id=None,

@@ -6,18 +6,19 @@ step (:mod:`agent_memory.ingest.redaction`) before anything is embedded. An LLM 
 user's most related memories and may mark a fact as restating one (refreshed, nothing new
 stored) or replacing some (superseded by the new memory); see
 :mod:`agent_memory.extraction.updates` for the guards. The memories are embedded in one batch
-and written with those updates and the message's receipt in one transaction, so a redelivered
-message changes nothing and a failure leaves nothing behind.
+and handed back with those updates and the message's receipt key (:class:`ConversationWrite`):
+the service writes them in one transaction, so a redelivered message changes nothing and a
+failure leaves nothing behind. No step here touches the database.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
-import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
@@ -26,14 +27,9 @@ from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique
 from agent_memory.store import writes
-from agent_memory.store.connection import Database
 from agent_memory.store.rows import ExistingMemory, MemoryRow
-from agent_memory.store.scope import Scope
-from agent_memory.usage import Meter
 from agent_memory_contract.errors import InputTooLarge
 from agent_memory_contract.models import ConversationEnded, IngestOutcome
-
-logger = logging.getLogger(__name__)
 
 # A user turn's head is enough to find the memories it relates to (embedders truncate anyway).
 MAX_TURN_CHARS = 2000
@@ -60,51 +56,52 @@ def check_conversation(settings: Settings, message: ConversationEnded) -> None:
         check_new_memories(settings, message.memories)
 
 
-def ingest_conversation(
+@dataclasses.dataclass
+class ConversationWrite:
+    """What one message writes (its rows, their updates of existing memories, its receipt's key)
+    and, in ``outcome``, what is known of it before the write."""
+
+    digest: bytes
+    rows: list[MemoryRow]
+    positions: list[int]
+    updates: writes.Updates
+    outcome: IngestOutcome
+
+
+def related_turns(message: ConversationEnded, *, window: int) -> list[str]:
+    """The user turns (their heads, once each) to find the related memories an LLM extractor is shown."""
+    turns = dict.fromkeys(m.content.strip()[:MAX_TURN_CHARS] for m in message.messages[-window:] if m.role == "user")
+    return [t for t in turns if t]
+
+
+def plan_conversation(
     message: ConversationEnded,
     *,
     settings: Settings,
-    db: Database,
     embedder: Embedder,
-    extractor: Callable[[], Extractor],
+    extractor: Extractor | None,
+    shown: Sequence[ExistingMemory] = (),
     observed_at: dt.datetime | None = None,
     redactor: Redactor | None = None,
-    meter: Meter | None = None,
-    unflushed: writes.UnflushedWrites | None = None,
-) -> IngestOutcome:
-    """Turn one message into memories: all of them or none (see the module's docstring).
-
-    ``meter``: the provider calls made for this message so far, counted with the conversation
-    in the user's usage by the write's transaction (None: no usage is recorded).
+) -> ConversationWrite:
+    """Turn one message into what to write (see the module's docstring); no database.
 
     ``conversation_id`` becomes each memory's source (and the source in the history); the
     time of the facts is ``ended_at``, else ``observed_at`` (the handler passes the SQS
     SentTimestamp: stable across redeliveries), else now. Extracted expiries are checked
-    against that time. ``extractor`` is called only when the message has chat messages.
-    With ``unflushed`` the write does not wait for the disk (see :class:`writes.UnflushedWrites`).
+    against that time. ``extractor`` runs on the chat messages (None when there are none);
+    ``shown``: the user's related memories it may restate or replace.
     """
-    check_conversation(settings, message)
     user_id, source = message.user_id, message.conversation_id
-    digest = message_digest(message)
-    outcome = IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
-    receipt: writes.Receipt = db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
-    if receipt.found:
-        if unflushed is not None:  # an earlier delivery may have written it without a flush
-            unflushed.add(receipt.server_started)
-        logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
-        return outcome
+    outcome = IngestOutcome(user_id=user_id, conversation_id=source, status="nothing_to_store")
     facts: list[ExtractedMemory] = []
-    shown: list[ExistingMemory] = []
     fingerprint = ""
-    if message.messages:
-        chosen = extractor()
-        if chosen.updates_existing:
-            shown = _related_memories(message, settings=settings, db=db, embedder=embedder, window=chosen.window)
-        extraction = chosen.extract(message.messages, ended_at=message.ended_at or observed_at, existing=shown)
+    if message.messages and extractor is not None:
+        extraction = extractor.extract(message.messages, ended_at=message.ended_at or observed_at, existing=shown)
         room = settings.max_memories_per_request - len(message.memories)
         outcome.dropped = len(extraction.dropped) + max(0, len(extraction.memories) - room)
         facts = extraction.memories[: max(0, room)]
-        fingerprint = chosen.fingerprint
+        fingerprint = extractor.fingerprint
     memories = [*message.memories, *(f.to_new_memory(fingerprint) for f in facts)]
     outcome.provided, outcome.extracted = len(message.memories), len(facts)
     provided = len(message.memories)
@@ -120,7 +117,7 @@ def ingest_conversation(
     if memories:
         vectors = embed_unique(embedder, [m.content for m in memories])
         resolved = [FactUpdate()] * provided + resolve_updates(
-            facts, vectors[provided:], shown, min_similarity=settings.supersede_min_similarity
+            facts, vectors[provided:], list(shown), min_similarity=settings.supersede_min_similarity
         )
         rows, positions = build_rows(
             [user_id] * len(memories),
@@ -133,56 +130,19 @@ def ingest_conversation(
         )
         updates = _updates_by_row(resolved, positions, project_id=message.project_id)
         outcome.updates_ignored = sum(u.ignored for u in resolved)
-    threshold = settings.near_duplicate_threshold
-    if meter is not None:
-        meter.add("conversation", calls=1, items=len(rows))
-    usage = meter.rows() if meter is not None else []
-    written = db.run(
-        lambda conn: writes.ingest_message(
-            conn,
-            user_id,
-            digest,
-            rows,
-            conversation_id=source,
-            near_duplicate_threshold=threshold,
-            updates=updates,
-            usage=usage,
-            unflushed=unflushed,
-        )
-    )
-    if written is None:  # a concurrent delivery of the same message won the race
-        return outcome
-    if written.stale:
-        logger.warning(
-            "update targets ended or left the scope before the write; their facts were kept as new",
-            extra={"user_id": user_id, "source": source, "stale": [str(t) for t in written.stale]},
-        )
-    outcome.status = "stored" if rows else "nothing_to_store"
+    return ConversationWrite(message_digest(message), rows, positions, updates, outcome)
+
+
+def written_outcome(planned: ConversationWrite, written: writes.IngestWrite) -> IngestOutcome:
+    """The message's outcome once its write committed."""
+    outcome = planned.outcome.model_copy()
+    outcome.status = "stored" if planned.rows else "nothing_to_store"
     outcome.created = sum(1 for o in written.outcomes if o.action == "created")
     outcome.refreshed = len(written.outcomes) - outcome.created
     outcome.superseded = len(written.superseded)
     outcome.updates_ignored += len(written.stale)
-    outcome.ids = [written.outcomes[p].id for p in positions]
-    logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
+    outcome.ids = [written.outcomes[p].id for p in planned.positions]
     return outcome
-
-
-def _related_memories(
-    message: ConversationEnded, *, settings: Settings, db: Database, embedder: Embedder, window: int
-) -> list[ExistingMemory]:
-    """The user's stored memories most related to the conversation's user turns, under handles
-    m1, m2, ... (best first): one embedding batch, one query."""
-    limit = settings.related_memories_shown
-    turns = list(
-        dict.fromkeys(m.content.strip()[:MAX_TURN_CHARS] for m in message.messages[-window:] if m.role == "user")
-    )
-    turns = [t for t in turns if t]
-    if limit <= 0 or not turns:
-        return []
-    vectors = list(embedder.embed(turns))
-    scope = Scope(message.user_id, message.project_id)
-    found: list[ExistingMemory] = db.run(lambda conn: writes.related_memories(conn, scope, vectors, limit=limit))
-    return found
 
 
 def _updates_by_row(

@@ -30,7 +30,7 @@ from starlette.types import Message
 from agent_memory.http.identity import caller_user_id
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server
 from agent_memory.observability import logger
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import AgentMemoryError, ConfigurationError, Forbidden, InvalidInput
 from agent_memory_contract.kinds import error_kind
 from agent_memory_contract.models import ProjectId, UserId
@@ -157,7 +157,7 @@ def _rpc_summary(body: bytes) -> dict[str, Any]:
 class McpEndpoint:
     """The memory tools behind one HTTP path; built once per process, serves one request per call."""
 
-    def __init__(self, service: Callable[[], MemoryService], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, service: Callable[[], Memory], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.server: MCPServer[Any] = build_server(MemoryTools(service, identity_of))
         self.timeout_s = timeout_s
         # The SDK logs three INFO lines per stateless request (manager started, session

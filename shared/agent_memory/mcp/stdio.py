@@ -8,12 +8,10 @@ import anyio
 import anyio.to_thread
 
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 
 
-async def serve_stdio(
-    service: MemoryService, user_id: str, project_id: str | None = None, *, warm_up: bool = True
-) -> None:
+async def serve_stdio(service: Memory, user_id: str, project_id: str | None = None, *, warm_up: bool = True) -> None:
     """Serve until stdin closes. The SDK claims file descriptors 0 and 1 for the protocol while it
     runs and points fd 1 at stderr, so a stray print or log line cannot corrupt the stream.
 
@@ -29,7 +27,7 @@ async def serve_stdio(
         tasks.cancel_scope.cancel()
 
 
-def run_stdio(service: MemoryService, user_id: str, project_id: str | None = None, *, warm_up: bool = True) -> int:
+def run_stdio(service: Memory, user_id: str, project_id: str | None = None, *, warm_up: bool = True) -> int:
     """What ``agent-memory mcp --user U [--project P]`` runs; returns the exit code."""
     anyio.run(lambda: serve_stdio(service, user_id, project_id, warm_up=warm_up))
     return 0

@@ -1,6 +1,6 @@
 """The memory tools an agent calls over MCP, on the official SDK's ``MCPServer``.
 
-Each tool is one :class:`~agent_memory.service.MemoryService` call. Whose memories a call touches
+Each tool is one :class:`~agent_memory.service.Memory` call. Whose memories a call touches
 comes from an :data:`IdentityResolver`, per request: the transport decides (stdio: the command
 line; HTTP: the JWT's ``sub`` or the IAM caller's ``X-Memory-User``), never a tool argument, so a
 prompt-injected model cannot read or change another user's memories.
@@ -27,7 +27,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from agent_memory import __version__
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput
 from agent_memory_contract.kinds import error_kind
 from agent_memory_contract.models import (
@@ -40,10 +40,10 @@ from agent_memory_contract.models import (
     ChatMessage,
     ConversationEnded,
     IngestOutcome,
-    Memory,
     MemoryChanges,
     MemoryEvent,
     MemoryFilters,
+    MemoryRecord,
     NewMemory,
     ProjectId,
     RecallResult,
@@ -82,7 +82,7 @@ def fixed_identity(identity: Identity) -> IdentityResolver:
 
 
 class MemoryList(BaseModel):
-    memories: list[Memory]
+    memories: list[MemoryRecord]
     next_cursor: str | None = Field(description="Pass as cursor to get the next page; null on the last page.")
 
 
@@ -228,16 +228,14 @@ class MemoryTools:
     (stdio, where the event loop must keep reading while a model loads); over HTTP a request is
     one call, run inline."""
 
-    def __init__(
-        self, service: Callable[[], MemoryService], identity: IdentityResolver, *, offload: bool = False
-    ) -> None:
+    def __init__(self, service: Callable[[], Memory], identity: IdentityResolver, *, offload: bool = False) -> None:
         self._service = service
         self._identity = identity
         self._offload = offload
         # The service holds one database connection: its calls never overlap.
         self._lock = threading.Lock()
 
-    async def _call(self, fn: Callable[[MemoryService], T]) -> T:
+    async def _call(self, fn: Callable[[Memory], T]) -> T:
         def locked() -> T:
             with self._lock:
                 return fn(self._service())
@@ -255,8 +253,8 @@ class MemoryTools:
         try:
             with self._lock:
                 service = self._service()
-                service.embedder.embed_query("warm up")
-                service.db.connection()
+                service.admin.embedder.embed_query("warm up")
+                service.admin.db.connection()
         except AgentMemoryError as exc:
             logger.warning("warm-up failed (tool calls will report the error): %s", exc)
 
@@ -291,7 +289,7 @@ class MemoryTools:
         project = project_id or who.project_id
         filters = memory_filters(categories, metadata, created_after, created_before)
         return await self._call(
-            lambda s: s.recall(who.user_id, query, project_id=project, limit=limit, filters=filters)
+            lambda s: s.recall(query, user_id=who.user_id, project_id=project, limit=limit, filters=filters)
         )
 
     async def remember(
@@ -331,7 +329,7 @@ class MemoryTools:
             memories = [NewMemory(content=fact, category=category, expires_at=expires_at) for fact in facts]
         except ValidationError as exc:  # e.g. a fact that is only whitespace
             raise ToolError(f"facts: {describe_errors(exc)}") from exc
-        return await self._call(lambda s: s.remember(who.user_id, memories, project_id=project, source=MCP_SOURCE))
+        return await self._call(lambda s: s.add(memories, user_id=who.user_id, project_id=project, source=MCP_SOURCE))
 
     async def remember_conversation(
         self,
@@ -386,8 +384,8 @@ class MemoryTools:
         project = project_id or who.project_id
         filters = memory_filters(categories, metadata, created_after, created_before)
         page = await self._call(
-            lambda s: s.list_memories(
-                who.user_id,
+            lambda s: s.list(
+                user_id=who.user_id,
                 project_id=project,
                 limit=limit,
                 cursor=cursor,
@@ -397,9 +395,9 @@ class MemoryTools:
         )
         return MemoryList(memories=page.memories, next_cursor=page.next_cursor)
 
-    async def get_memory(self, ctx: Context, memory_id: MemoryIdArg) -> Memory:
+    async def get_memory(self, ctx: Context, memory_id: MemoryIdArg) -> MemoryRecord:
         who = self._who(ctx)
-        return await self._call(lambda s: s.get_memory(who.user_id, memory_id))
+        return await self._call(lambda s: s.get(memory_id, user_id=who.user_id))
 
     async def update_memory(
         self,
@@ -417,7 +415,7 @@ class MemoryTools:
         ] = None,
         expires_at: Annotated[AwareDatetime | None, Field(description="A new ISO 8601 expiry date-time.")] = None,
         remove_expiry: Annotated[bool, Field(description="true: the memory no longer expires.")] = False,
-    ) -> Memory:
+    ) -> MemoryRecord:
         who = self._who(ctx)
         given: dict[str, Any] = {
             k: v
@@ -442,18 +440,18 @@ class MemoryTools:
             changes = MemoryChanges(**given)
         except ValidationError as exc:
             raise ToolError(describe_errors(exc)) from exc
-        return await self._call(lambda s: s.update_memory(who.user_id, memory_id, changes, source=MCP_SOURCE))
+        return await self._call(lambda s: s.update(memory_id, changes, user_id=who.user_id, source=MCP_SOURCE))
 
     async def forget_memory(self, ctx: Context, memory_id: MemoryIdArg) -> Forgotten:
         who = self._who(ctx)
-        if not await self._call(lambda s: s.forget_memory(who.user_id, memory_id, source=MCP_SOURCE)):
+        if not await self._call(lambda s: s.delete(memory_id, user_id=who.user_id, source=MCP_SOURCE)):
             # The same answer whether the id is another user's or nobody's: nothing leaks.
             raise ToolError(f"no memory {memory_id} for this user (already forgotten, or a wrong id)")
         return Forgotten(memory_id=memory_id, forgotten=True)
 
     async def memory_history(self, ctx: Context, memory_id: MemoryIdArg) -> MemoryHistory:
         who = self._who(ctx)
-        events = await self._call(lambda s: s.history(who.user_id, memory_id))
+        events = await self._call(lambda s: s.history(memory_id, user_id=who.user_id))
         if not events:
             raise ToolError(f"no history for memory {memory_id} for this user")
         return MemoryHistory(memory_id=memory_id, events=events)

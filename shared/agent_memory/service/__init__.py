@@ -1,10 +1,7 @@
-"""The service facade: what handlers, the CLI and MCP call. Each method checks its input against
-the settings, then runs the steps of its path (:mod:`agent_memory.ingest`, :mod:`agent_memory.recall`,
-:mod:`agent_memory.manage`, :mod:`agent_memory.schema`) on the lazily built embedder and database.
-
-One class, :class:`MemoryService`, assembled from a module per kind of work: :mod:`.writing`,
-:mod:`.reading` (and :mod:`.editing` on it: an edit reads the memory back), :mod:`.accounting`,
-:mod:`.admin`; each on :mod:`.base` (the settings and the collaborators).
+"""The service: :class:`Memory` (the verbs) and :class:`Admin` (operating the store), what the
+handlers, the CLI, MCP and in-process callers use (see :mod:`.memory`). Each verb checks its input
+against the settings, runs the pure steps of its path (:mod:`agent_memory.ingest`,
+:mod:`agent_memory.recall`) and the store's transactions (:mod:`agent_memory.store`) in order.
 """
 
 from __future__ import annotations
@@ -12,38 +9,26 @@ from __future__ import annotations
 import threading
 
 from agent_memory.config import get_settings
-from agent_memory.service.accounting import Accounting
-from agent_memory.service.admin import Admin
 from agent_memory.service.base import utcnow as utcnow
-from agent_memory.service.editing import Editing
-from agent_memory.service.writing import Writing
+from agent_memory.service.memory import Admin as Admin
+from agent_memory.service.memory import Memory as Memory
+from agent_memory.service.writing import BatchNotDurable as BatchNotDurable
+from agent_memory.service.writing import IngestBatch as IngestBatch
 
-# Re-exported: a queue consumer (IngestFunction) keeps one per batch.
-from agent_memory.store.writes import UnflushedWrites as UnflushedWrites
-
-
-class MemoryService(Writing, Editing, Accounting, Admin):
-    """Long-term memory for one deployment: remember, recall, list, edit, forget, account, operate.
-
-    Construction is free of I/O; the embedder and the database connection are created
-    on first use and then reused (one per process / Lambda container).
-    """
-
-
-_service: MemoryService | None = None
+_service: Memory | None = None
 _service_lock = threading.Lock()
 
 
-def get_service() -> MemoryService:
-    """The process-wide service (settings from the environment), built on first call."""
+def get_service() -> Memory:
+    """The process-wide :class:`Memory` (settings from the environment), built on first call."""
     global _service
     with _service_lock:
         if _service is None:
-            _service = MemoryService(get_settings())
+            _service = Memory(get_settings())
         return _service
 
 
-def set_service(service: MemoryService | None) -> MemoryService | None:
+def set_service(service: Memory | None) -> Memory | None:
     """Make ``service`` the process-wide one (a local host such as ``agent-memory serve`` runs the
     handlers on the service it built from its own settings); None forgets it. Returns the previous one."""
     global _service

@@ -17,8 +17,8 @@ from agent_memory.store import memories as queries
 from agent_memory.usage import UsageRow, metering
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.models import (
-    Memory,
     MemoryChanges,
+    MemoryRecord,
     NewMemory,
 )
 from agent_memory_contract.schemas import ErasureReceipt
@@ -31,7 +31,7 @@ class Editing(Reading):
 
     def update_memory(
         self, user_id: str, memory_id: uuid.UUID, changes: MemoryChanges, *, source: str | None = None
-    ) -> Memory:
+    ) -> MemoryRecord:
         """Change one memory in place and return it as it now is; the history records an
         'updated' event with ``source`` and the previous values. A new content is re-embedded
         and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
@@ -55,7 +55,7 @@ class Editing(Reading):
             used = self._usage(meter)
         if values.get("metadata"):
             check_metadata(self.settings, values["metadata"], "metadata")
-        updated: Memory | None = self.db.run(
+        updated: MemoryRecord | None = self.db.run(
             lambda conn: edits.update_memory(
                 conn, user_id, memory_id, values, embedding=vector, source=source, usage=used
             )

@@ -9,10 +9,10 @@ import json
 import uuid
 
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import Memory
+from agent_memory_contract.models import MemoryRecord
 
 
-def encode_cursor(last: Memory) -> str:
+def encode_cursor(last: MemoryRecord) -> str:
     raw = json.dumps([last.created_at.isoformat(), str(last.id)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 

@@ -28,10 +28,10 @@ from agent_memory_contract.models import (
     MAX_RECALL_LIMIT,
     Consistency,
     ExportPage,
-    Memory,
     MemoryEvent,
     MemoryFilters,
     MemoryPage,
+    MemoryRecord,
     RecalledMemory,
     RecallQuery,
     RecallResult,
@@ -207,10 +207,10 @@ class Reading(ServiceBase):
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
 
-    def get_memory(self, user_id: str, memory_id: uuid.UUID, *, consistency: Consistency = "eventual") -> Memory:
+    def get_memory(self, user_id: str, memory_id: uuid.UUID, *, consistency: Consistency = "eventual") -> MemoryRecord:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
-        found: Memory | None = self.reads.run(
+        found: MemoryRecord | None = self.reads.run(
             lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
         )
         if found is None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 
-from agent_memory.ingest import conversation, importing, restore
+from agent_memory.ingest import conversation, importing
 from agent_memory.ingest.rows import (
     build_rows,
     check_lengths,
@@ -17,9 +18,10 @@ from agent_memory.ingest.rows import (
     embed_unique,
 )
 from agent_memory.service.base import ServiceBase
-from agent_memory.store import writes
+from agent_memory.store import restore, writes
 from agent_memory.store.connection import Connection
-from agent_memory.store.rows import MemoryRow
+from agent_memory.store.rows import ExistingMemory, MemoryRow
+from agent_memory.store.scope import Scope
 from agent_memory.store.writes import UnflushedWrites
 from agent_memory.usage import Meter, UsageRow, metering
 from agent_memory_contract.errors import DatabaseUnavailable
@@ -189,33 +191,99 @@ class Writing(ServiceBase):
         )
 
     def ingest_conversation(
-        self,
-        message: ConversationEnded,
-        *,
-        observed_at: dt.datetime | None = None,
-        unflushed: UnflushedWrites | None = None,
+        self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
     ) -> IngestOutcome:
         """Turn one "conversation ended" message into memories: all of them or none
-        (see :mod:`agent_memory.ingest.conversation`). With ``unflushed`` (one per queue batch),
-        the write is committed without waiting for the disk and durable once
-        :meth:`flush_writes` has returned for that batch."""
+        (see :mod:`agent_memory.ingest.conversation`); durable when this returns."""
+        return self._ingest(message, observed_at=observed_at, unflushed=None)
+
+    @contextlib.contextmanager
+    def ingest_batch(self) -> Iterator[IngestBatch]:
+        """A queue batch's ingests: each message commits without waiting for the disk and the
+        batch waits once, on leaving the block (one WAL flush per batch, not per message). Raises
+        :class:`BatchNotDurable` then when it could not: none of the batch's messages may be
+        acknowledged. An error inside the block leaves it without a flush."""
+        batch = IngestBatch(self)
+        yield batch
+        try:
+            self._flush_writes(batch.unflushed)
+        except Exception as exc:
+            raise BatchNotDurable(
+                "this batch's writes are not known to be on the database's disk; the batch must be delivered again"
+            ) from exc
+
+    def _ingest(
+        self, message: ConversationEnded, *, observed_at: dt.datetime | None, unflushed: UnflushedWrites | None
+    ) -> IngestOutcome:
+        """The write path of one message: the receipt checked, the related memories read, the
+        extraction and embedding done outside any transaction, then one write transaction.
+        With ``unflushed``, that commit does not wait for the disk (see :class:`UnflushedWrites`)."""
+        conversation.check_conversation(self.settings, message)
+        user_id, source = message.user_id, message.conversation_id
+        digest = conversation.message_digest(message)
+        receipt: writes.Receipt = self.db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
+        if receipt.found:
+            if unflushed is not None:  # an earlier delivery may have written it without a flush
+                unflushed.add(receipt.server_started)
+            logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
+            return IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
         with metering() as meter:
-            outcome = conversation.ingest_conversation(
+            extractor = self.extractor if message.messages else None
+            shown: list[ExistingMemory] = []
+            if extractor is not None and extractor.updates_existing:
+                shown = self._related_memories(message, window=extractor.window)
+            planned = conversation.plan_conversation(
                 message,
                 settings=self.settings,
-                db=self.db,
                 embedder=self.embedder,
-                extractor=lambda: self.extractor,
+                extractor=extractor,
+                shown=shown,
                 observed_at=observed_at,
                 redactor=self.redactor,
-                meter=meter if self.settings.usage_metering else None,
+            )
+            meter.add("conversation", calls=1, items=len(planned.rows))
+            usage = self._usage(meter)
+        threshold = self.settings.near_duplicate_threshold
+        written = self.db.run(
+            lambda conn: writes.ingest_message(
+                conn,
+                user_id,
+                planned.digest,
+                planned.rows,
+                conversation_id=source,
+                near_duplicate_threshold=threshold,
+                updates=planned.updates,
+                usage=usage,
                 unflushed=unflushed,
             )
-        if outcome.status != "duplicate":
-            self._publish_changes(message.user_id)
+        )
+        if written is None:  # a concurrent delivery of the same message won the race
+            return planned.outcome.model_copy(update={"status": "duplicate"})
+        if written.stale:
+            logger.warning(
+                "update targets ended or left the scope before the write; their facts were kept as new",
+                extra={"user_id": user_id, "source": source, "stale": [str(t) for t in written.stale]},
+            )
+        outcome = conversation.written_outcome(planned, written)
+        logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
+        self._publish_changes(user_id)
         return outcome
 
-    def flush_writes(self, unflushed: UnflushedWrites) -> None:
+    def _related_memories(self, message: ConversationEnded, *, window: int) -> list[ExistingMemory]:
+        """The user's stored memories most related to the conversation's user turns, under handles
+        m1, m2, ... (best first): one embedding batch, one query."""
+        limit = self.settings.related_memories_shown
+        turns = conversation.related_turns(message, window=window)
+        if limit <= 0 or not turns:
+            return []
+        vectors = list(self.embedder.embed(turns))
+        scope = Scope(message.user_id, message.project_id)
+        found: list[ExistingMemory] = self.db.run(
+            lambda conn: writes.related_memories(conn, scope, vectors, limit=limit)
+        )
+        return found
+
+    def _flush_writes(self, unflushed: UnflushedWrites) -> None:
         """Make a batch's unflushed writes durable: one WAL flush for all of them. Raises
         DatabaseUnavailable when the server restarted (or failed over) after one of them, which
         may then be lost: the batch must be delivered again (its receipts make that safe)."""
@@ -232,3 +300,26 @@ class Writing(ServiceBase):
                 "the database restarted before this batch's writes were known to be on its disk; "
                 "the batch must be delivered again"
             )
+
+
+class BatchNotDurable(DatabaseUnavailable):
+    """A queue batch's writes could not be made durable (see :meth:`Writing.ingest_batch`)."""
+
+
+class IngestBatch:
+    """One queue batch's ingests (see :meth:`Writing.ingest_batch`); safe to use from several threads."""
+
+    def __init__(self, service: Writing) -> None:
+        self._service = service
+        self.unflushed = UnflushedWrites()
+
+    def ingest_conversation(
+        self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
+    ) -> IngestOutcome:
+        """As :meth:`Writing.ingest_conversation`, durable once the batch's block is left."""
+        return self._service._ingest(message, observed_at=observed_at, unflushed=self.unflushed)
+
+    @property
+    def pending(self) -> bool:
+        """Writes (or receipts found) that wait for the batch's flush."""
+        return bool(self.unflushed)

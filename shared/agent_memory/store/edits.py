@@ -20,7 +20,7 @@ from agent_memory.store.transactions import read_as_user, user_transaction
 from agent_memory.store.usage import add_usage
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import Conflict, SchemaMismatch
-from agent_memory_contract.models import Memory, MemoryEvent, content_hash
+from agent_memory_contract.models import MemoryEvent, MemoryRecord, content_hash
 
 _GET = f"SELECT {MEMORY_COLUMNS} FROM user_memories WHERE user_id = %(user_id)s AND id = %(id)s"
 
@@ -43,10 +43,10 @@ _SETTERS = {
 }
 
 
-def get_memory(conn: Connection, user_id: str, memory_id: uuid.UUID) -> Memory | None:
+def get_memory(conn: Connection, user_id: str, memory_id: uuid.UUID) -> MemoryRecord | None:
     """The user's memory with this id (live or not), or None: one round trip."""
     rows = read_as_user(conn, user_id, _GET, {"user_id": user_id, "id": memory_id})
-    return Memory.model_validate(rows[0]) if rows else None
+    return MemoryRecord.model_validate(rows[0]) if rows else None
 
 
 @functools.lru_cache(maxsize=64)
@@ -67,7 +67,7 @@ def update_memory(
     embedding: np.ndarray | None = None,
     source: str | None = None,
     usage: Sequence[UsageRow] = (),
-) -> Memory | None:
+) -> MemoryRecord | None:
     """Apply ``changes`` (column -> new value; a new content needs its ``embedding``) to the
     user's memory; the memory as it now is, or None when the user has none with that id.
 
@@ -99,7 +99,7 @@ def update_memory(
                 raise Conflict(
                     f"memory {clash[0]}{state} already states this content in the same scope", field="content"
                 )
-        with conn.cursor(row_factory=class_row(Memory)) as cur:
+        with conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
             return cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
 
 

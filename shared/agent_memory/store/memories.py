@@ -12,7 +12,7 @@ from psycopg.rows import class_row
 from agent_memory.store.connection import Connection
 from agent_memory.store.scope import Scope, scope_filter, scope_params
 from agent_memory.store.transactions import maintenance_transaction, user_transaction
-from agent_memory_contract.models import Memory, MemoryEvent
+from agent_memory_contract.models import MemoryEvent, MemoryRecord
 
 MEMORY_COLUMNS = (
     "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
@@ -22,7 +22,7 @@ MEMORY_COLUMNS = (
 
 def list_memories(
     conn: Connection, scope: Scope, *, limit: int, after: tuple[dt.datetime, uuid.UUID] | None = None
-) -> list[Memory]:
+) -> list[MemoryRecord]:
     """A page of the user's memories, newest first; ``after`` is the last row of the previous page."""
     where = scope_filter(scope)
     if after is not None:
@@ -34,7 +34,7 @@ def list_memories(
         "after_at": after[0] if after else None,
         "after_id": after[1] if after else None,
     }
-    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=class_row(Memory)) as cur:
+    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
         return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
 
 

@@ -28,7 +28,7 @@ class MemoryRow:
     expires_at: dt.datetime | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
-    # What a restored (exported) memory keeps: see agent_memory.ingest.restore.
+    # What a restored (exported) memory keeps: see agent_memory.store.restore.
     id: uuid.UUID | None = None
     updated_at: dt.datetime | None = None
     superseded_at: dt.datetime | None = None

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import ConfigurationError, InvalidInput
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.bench.common import (
@@ -175,7 +175,7 @@ def runtime_packages(out: Path, version: tuple[int, int]) -> Path:
     return out
 
 
-def seed(service: MemoryService) -> None:
+def seed(service: Memory) -> None:
     """Memories for the recall event's user, so the first recall ranks real rows."""
     facts = [
         "The user prefers pnpm over npm for the SVG editor.",
@@ -183,7 +183,7 @@ def seed(service: MemoryService) -> None:
         "Every SVG change must be synced to the defaultSVG variable.",
         "The user deploys the editor with Vite.",
     ]
-    service.remember(RECALL_USER, [NewMemory(content=f) for f in facts], project_id=RECALL_PROJECT)
+    service.add([NewMemory(content=f) for f in facts], user_id=RECALL_USER, project_id=RECALL_PROJECT)
 
 
 def one_run(
@@ -236,7 +236,7 @@ def one_run(
     return result
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     if not 1 <= args.runs <= 200:
         raise InvalidInput("--runs must be between 1 and 200", field="runs")
     interpreter, version = find_interpreter(args.python)

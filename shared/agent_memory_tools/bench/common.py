@@ -21,7 +21,7 @@ from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
 from agent_memory.config import EmbeddingProvider, Settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.connection import Database
 from agent_memory.store.embedded import start_embedded_server
 from agent_memory.store.migrate import register_types
@@ -180,7 +180,7 @@ def bench_settings(
     )
 
 
-def owner_database(service: MemoryService) -> Database:
+def owner_database(service: Memory) -> Database:
     """The benchmark database as its owner (a superuser on the embedded server): for the bulk
     load, the index builds and the article's unscoped query, which row-level security forbids
     to the application role (the article's database had no such wall)."""
@@ -189,10 +189,10 @@ def owner_database(service: MemoryService) -> Database:
 
 def open_service(
     base: Settings, database_url: str, *, provider: EmbeddingProvider, dimension: int | None = None
-) -> MemoryService:
+) -> Memory:
     """A migrated service on a benchmark database."""
-    service = MemoryService(bench_settings(base, database_url, provider=provider, dimension=dimension))
-    service.migrate()
+    service = Memory(bench_settings(base, database_url, provider=provider, dimension=dimension))
+    service.admin.migrate()
     return service
 
 

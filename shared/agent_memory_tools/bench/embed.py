@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_tools.bench.common import Stopwatch, load_average, print_table, say
 from agent_memory_tools.bench.quality import default_bench_file
@@ -32,7 +32,7 @@ def read_texts(path: Path, count: int) -> list[str]:
     return [texts[i % len(texts)] for i in range(count)]
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory.embeddings.local import LocalEmbedder
 
     path = Path(args.memories).expanduser() if args.memories else default_bench_file("locomo-dev", "memories.jsonl")

@@ -10,7 +10,7 @@ reported beside it):
   (receipt check, embedding, the per-user transaction with its lock, exact and
   near-duplicate checks, the upsert, the history trigger, the receipt, Powertools logs
   and metrics). Each of ``--workers`` is its own process, like a Lambda container.
-- ``--via service``: ``MemoryService.remember`` once per message (the `add` path),
+- ``--via service``: ``Memory.add`` once per message (the `add` path),
   ``--workers`` threads each with its own connection.
 """
 
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import ConfigurationError, InvalidInput
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.bench import sql as bench_sql
@@ -194,24 +194,24 @@ def run_handler(
 
 
 # --------------------------------------------------------------------------------------
-# through MemoryService.remember
+# through Memory.add
 # --------------------------------------------------------------------------------------
 
 
-def run_service(bench: MemoryService, batches: list[Message], workers: int) -> tuple[Stopwatch, float]:
+def run_service(bench: Memory, batches: list[Message], workers: int) -> tuple[Stopwatch, float]:
     """(per-call ms, wall seconds): remember() per message, each worker thread on its own connection."""
     shares = split_by_user(batches, workers)
-    services = [bench] + [MemoryService(bench.settings) for _ in range(workers - 1)]
+    services = [bench] + [Memory(bench.settings) for _ in range(workers - 1)]
     watches = [Stopwatch() for _ in range(workers)]
 
     def work(index: int) -> None:
         for user, batch in shares[index]:
             with watches[index].time():
-                services[index].remember(user, batch, source="bench")
+                services[index].add(batch, user_id=user, source="bench")
 
     try:
         for service in services:  # connections and embedders warm, outside the clock
-            service.remember(WARM_UP_USER, [NewMemory(content="warm up")], source="bench")
+            service.add([NewMemory(content="warm up")], user_id=WARM_UP_USER, source="bench")
         started = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             for future in [pool.submit(work, i) for i in range(workers)]:
@@ -230,7 +230,7 @@ def run_service(bench: MemoryService, batches: list[Message], workers: int) -> t
 # --------------------------------------------------------------------------------------
 
 
-def _check(service: MemoryService, args: argparse.Namespace) -> None:
+def _check(service: Memory, args: argparse.Namespace) -> None:
     if args.memories < 1:
         raise InvalidInput("--memories must be positive", field="memories")
     if not 1 <= args.workers <= 64:
@@ -243,7 +243,7 @@ def _check(service: MemoryService, args: argparse.Namespace) -> None:
         )
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     _check(service, args)
     users = args.users or max(1, args.memories // 100)
     corpus = SyntheticCorpus(args.memories, users, seed=args.seed)
@@ -256,7 +256,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
         try:
             embed = Stopwatch()
             with embed.time():
-                vectors = bench.embedder.embed([m.content for _user, batch in batches for m in batch])
+                vectors = bench.admin.embedder.embed([m.content for _user, batch in batches for m in batch])
             ceiling = None
             if args.index_ceiling:
                 say("ingest: pgvector HNSW inserts alone, on a bare table (the index's ceiling for one writer)")
@@ -353,7 +353,7 @@ def register(sub: Any) -> None:
         "ingest",
         help="memories per second through the write path (IngestFunction handler or remember)",
         description="Write N synthetic memories through the IngestFunction handler (SQS batches of "
-        "conversation-ended messages) or MemoryService.remember, on a fresh database with hash embeddings.",
+        "conversation-ended messages) or Memory.add, on a fresh database with hash embeddings.",
     )
     p.add_argument("--memories", type=int, default=20_000, help="memories to store (default 20000)")
     p.add_argument("--per-message", type=int, default=10, help="memories per conversation message (default 10)")

@@ -5,7 +5,7 @@ the model is not what is measured), builds the GIN index once after the load and
 with many memories their own indexes as the maintenance run does, then times the same queries
 three ways:
 
-- ours: ``MemoryService.recall`` with a precomputed query vector: the scoped SQL legs,
+- ours: ``Memory.recall`` with a precomputed query vector: the scoped SQL legs,
   fusion, decay, MMR and the prompt block (embedding excluded);
 - the article's query as written: ``ORDER BY total_score`` over the whole table, with
   no user filter (see :func:`agent_memory_tools.bench.sql.article_seed_query`);
@@ -33,7 +33,7 @@ import numpy as np
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.connection import Connection, Database
 from agent_memory.store.indexes import refresh_dense_users
 from agent_memory_contract.errors import InvalidInput
@@ -150,7 +150,7 @@ def index_dense_users(owner: Database, settings: Settings) -> float:
 
 
 def time_recall(
-    bench: MemoryService,
+    bench: Memory,
     owner: Database,
     queries: Sequence[tuple[str, str]],
     vectors: np.ndarray,
@@ -166,10 +166,10 @@ def time_recall(
     ours, seed = Stopwatch(), Stopwatch()
     pairs = list(zip(queries, vectors, strict=True))
     for (user, text), vector in pairs[:WARM_UP]:
-        bench.recall(user, text, limit=limit, query_vector=vector)
+        bench.recall(text, user_id=user, limit=limit, query_vector=vector)
     for (user, text), vector in pairs:
         with ours.time():
-            bench.recall(user, text, limit=limit, query_vector=vector)
+            bench.recall(text, user_id=user, limit=limit, query_vector=vector)
     say(f"  ours: p50 {ours.p50:.2f} ms, p95 {ours.p95:.2f} ms")
     n_seed = len(pairs) if seed_queries is None else min(seed_queries, len(pairs))
     for (_user, text), vector in pairs[: min(3, n_seed)]:
@@ -182,18 +182,16 @@ def time_recall(
     return ours, seed
 
 
-def time_heavy(
-    bench: MemoryService, queries: Sequence[tuple[str, str]], vectors: np.ndarray, *, limit: int
-) -> Stopwatch:
+def time_heavy(bench: Memory, queries: Sequence[tuple[str, str]], vectors: np.ndarray, *, limit: int) -> Stopwatch:
     """Recall for the heavy user (their own HNSW and GIN indexes), after a few untimed runs; each
     must return ``limit`` memories."""
     watch = Stopwatch()
     pairs = list(zip(queries, vectors, strict=True))
     for (user, text), vector in pairs[:WARM_UP]:
-        bench.recall(user, text, limit=limit, query_vector=vector)
+        bench.recall(text, user_id=user, limit=limit, query_vector=vector)
     for (user, text), vector in pairs:
         with watch.time():
-            found = bench.recall(user, text, limit=limit, query_vector=vector)
+            found = bench.recall(text, user_id=user, limit=limit, query_vector=vector)
         if len(found.memories) < limit:
             raise AssertionError(f"the heavy user got {len(found.memories)} memories, not {limit}")
     say(f"  heavy user: p50 {watch.p50:.2f} ms, p95 {watch.p95:.2f} ms")
@@ -206,7 +204,7 @@ def _article_query(text: str, vector: np.ndarray, limit: int) -> Callable[[Conne
 
 
 def time_end_to_end(
-    bench: MemoryService, queries: Sequence[tuple[str, str]], *, limit: int, blas_threads: int | None = None
+    bench: Memory, queries: Sequence[tuple[str, str]], *, limit: int, blas_threads: int | None = None
 ) -> tuple[Stopwatch, Stopwatch, int]:
     """Recall with the local model embedding each query inside the timed span;
     (total, embedding only, BLAS threads per matrix product)."""
@@ -220,12 +218,12 @@ def time_end_to_end(
         threadpool_limits(limits=blas_threads, user_api="blas")
     total, embed = Stopwatch(), Stopwatch()
     for user, text in queries[:WARM_UP]:
-        bench.recall(user, text, limit=limit, query_vector=model.embed_query(text))
+        bench.recall(text, user_id=user, limit=limit, query_vector=model.embed_query(text))
     for user, text in queries:
         with total.time():
             with embed.time():
                 vector = model.embed_query(text)
-            bench.recall(user, text, limit=limit, query_vector=vector)
+            bench.recall(text, user_id=user, limit=limit, query_vector=vector)
     say(f"  end to end: p50 {total.p50:.1f} ms, p95 {total.p95:.1f} ms")
     threads = max((int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"), default=1)
     return total, embed, threads
@@ -256,11 +254,11 @@ def measure(
     try:
         say(f"latency: {memories} memories over {corpus.users} users, {dimension}-d {vectors} vectors")
         load_s, index_s = load_corpus(
-            owner, bench.embedder, corpus, vectors=vectors, order=order, heavy_user=heavy_user
+            owner, bench.admin.embedder, corpus, vectors=vectors, order=order, heavy_user=heavy_user
         )
         dense_s = index_dense_users(owner, bench.settings)
         asked = corpus.queries(queries)
-        embedder: Embedder = bench.embedder if vectors == "hash" else RandomEmbedder(dimension)
+        embedder: Embedder = bench.admin.embedder if vectors == "hash" else RandomEmbedder(dimension)
         query_vectors = embedder.embed([text for _user, text in asked])
         load_before = load_average()
         ours, seed_watch = time_recall(bench, owner, asked, query_vectors, limit=limit, seed_queries=seed_queries)
@@ -300,7 +298,7 @@ def _sizes(text: str, field: str) -> list[int]:
     return values
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     sizes, users = _sizes(str(args.memories), "memories"), _sizes(str(args.users), "users")
     if len(users) == 1:
         users = users * len(sizes)

@@ -267,7 +267,7 @@ def run(service: Any, args: argparse.Namespace) -> int:
         say(f"load: seeding {args.users} users x {args.memories} memories")
         for u, user in enumerate(users):
             facts = [f"{user} fact {m} about {TOPICS[(u + m) % len(TOPICS)]}" for m in range(args.memories)]
-            bench.remember(user, [NewMemory(content=f) for f in facts], source="bench")
+            bench.add([NewMemory(content=f) for f in facts], user_id=user, source="bench")
         bench.close()
         dbname = url_dbname(url)
         admin = Database(bench.settings.model_copy(update={"db_role": None}), setup=register_types)

@@ -10,7 +10,7 @@ Two parts (either can be skipped):
 - latency: the synthetic corpus of `bench latency` (hash vectors) loaded into both (ours by COPY;
   mem0 by its own ``PGVector.insert`` in batches, indexes built after, or with ``--mem0-load add``
   by ``Memory.add`` one memory at a time), then the same queries timed through
-  ``MemoryService.recall`` and ``Memory.search``, the query embedding excluded from both, with the
+  ours (``agent_memory.Memory.recall``) and mem0's ``Memory.search``, the query embedding excluded from both, with the
   number of memories each returns.
 
 mem0 gets our embedder's vectors through its embedder slot (:class:`VectorTable`), so the two
@@ -45,7 +45,7 @@ import psycopg
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 from agent_memory.recall.plan import RecallPlan
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import ImportLine
 from agent_memory_tools.bench import scoring
@@ -431,13 +431,13 @@ def quality_part(
     bench = open_service(base, ours_url, provider=args.embedder)
     peer: Peer | None = None
     try:
-        say(f"quality: importing {len(lines)} memories from {split} into ours ({bench.embedder.fingerprint})")
+        say(f"quality: importing {len(lines)} memories from {split} into ours ({bench.admin.embedder.fingerprint})")
         started = time.perf_counter()
         for start in range(0, len(lines), IMPORT_CHUNK):
-            bench.import_memories(lines[start : start + IMPORT_CHUNK], source="bench")
+            bench.import_(lines[start : start + IMPORT_CHUNK], source="bench")
         ours_load_s = time.perf_counter() - started
 
-        table = VectorTable(bench.embedder)
+        table = VectorTable(bench.admin.embedder)
         table.add([line.content for line in lines])
         texts = [q.query.strip() for q in queries]
         table.add([t for t in texts if t])
@@ -457,7 +457,7 @@ def quality_part(
         first = next(((q.user_id, t) for q, t in zip(queries, texts, strict=True) if t), None)
         plan = peer.semantic_plan(table.vectors[first[1]], first[0], _mem0_limit(k)) if first else ""
 
-        ours = ours_variants(bench.recall_plan)
+        ours = ours_variants(bench.admin.recall_plan)
         results: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in [*ours, "mem0"]}
         say(f"quality: {len(queries)} questions to each")
         load_before = load_average()
@@ -469,7 +469,7 @@ def quality_part(
                     continue
                 vector = table.vectors[text]
                 found = bench.recall(
-                    query.user_id, query.query, limit=k, now=query.now, plan=chosen, query_vector=vector
+                    query.query, user_id=query.user_id, limit=k, now=query.now, plan=chosen, query_vector=vector
                 )
                 results[name].append([{"content": m.content, "metadata": m.metadata} for m in found.memories])
             results["mem0"].append(
@@ -511,14 +511,16 @@ def latency_part(
     peer: Peer | None = None
     try:
         say(f"latency: {corpus.memories} memories over {corpus.users} users into ours (COPY, indexes after)")
-        ours_load_s = sum(load_corpus(owner, bench.embedder, corpus, vectors="hash"))
+        ours_load_s = sum(load_corpus(owner, bench.admin.embedder, corpus, vectors="hash"))
         megabytes = min(8192, max(256, corpus.memories * (384 * 4 + 1000) * 3 // 2 // 2**20))
         # The same room for mem0's index build as ours had (its create_col cannot be given it).
         name = psycopg.conninfo.conninfo_to_dict(mem0_url)["dbname"]
         with psycopg.connect(server.admin_url, autocommit=True) as conn:
             conn.execute(f"ALTER DATABASE \"{name}\" SET maintenance_work_mem = '{megabytes}MB'")
-        peer = mem0 = make_peer(mem0_url, VectorTable(bench.embedder), work_dir)
-        rows = ((r.user_id, r.content, r.embedding, r.created_at) for r in memory_rows(corpus.facts(), bench.embedder))
+        peer = mem0 = make_peer(mem0_url, VectorTable(bench.admin.embedder), work_dir)
+        rows = (
+            (r.user_id, r.content, r.embedding, r.created_at) for r in memory_rows(corpus.facts(), bench.admin.embedder)
+        )
         started = time.perf_counter()
         if args.mem0_load == "add":
             say("latency: the same memories and vectors into mem0 (Memory.add, infer=False, one at a time)")
@@ -530,7 +532,7 @@ def latency_part(
         mem0_load_s = time.perf_counter() - started
 
         asked = corpus.queries(args.queries)
-        vectors = bench.embedder.embed([text for _user, text in asked])
+        vectors = bench.admin.embedder.embed([text for _user, text in asked])
         peer.table.add([text for _user, text in asked], vectors)
         limit = args.k
         result = LatencyPart(
@@ -543,7 +545,7 @@ def latency_part(
         result.load_before = load_average()
 
         def ours(user: str, text: str, vector: np.ndarray) -> int:
-            return len(bench.recall(user, text, limit=limit, query_vector=vector).memories)
+            return len(bench.recall(text, user_id=user, limit=limit, query_vector=vector).memories)
 
         def theirs(user: str, text: str, _vector: np.ndarray) -> int:
             return len(mem0.search(user, text, limit=limit, threshold=args.mem0_threshold))
@@ -611,7 +613,7 @@ def load_mem0() -> tuple[PeerFactory, Mem0Mode]:
     return functools.partial(Mem0Peer, memory_class), mode
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     make_peer, mode = load_mem0()
     quality: QualityPart | None = None
     latency: LatencyPart | None = None
@@ -786,7 +788,7 @@ def _print_latency(part: LatencyPart, k: int) -> None:
     print(f"machine: {part.load_before} before timing, {part.load_after} after (shared: other work runs on it)")
     rows = []
     for name, watch, returned, what in (
-        ("ours: MemoryService.recall", part.ours, part.ours_returned, "scoped legs, fusion, MMR, block"),
+        ("ours: agent_memory.Memory.recall", part.ours, part.ours_returned, "scoped legs, fusion, MMR, block"),
         ("mem0: Memory.search", part.mem0, part.mem0_returned, "semantic + keyword legs, additive score"),
     ):
         rows.append(

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import ConfigurationError, InvalidInput
 from agent_memory_tools.bench.common import ScratchServer, add_database_arguments, load_average, print_table
 from agent_memory_tools.bench.latency import LatencyRun, measure
@@ -73,7 +73,7 @@ def _per_user(runs: list[LatencyRun]) -> int | None:
     return per.pop() if len(per) == 1 else None
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     if args.per_user < 1:
         raise InvalidInput("--per-user must be positive", field="per_user")
     out = Path(args.out)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory.store.scope import Scope
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import AwareDatetime, ImportLine, UserId
@@ -156,23 +156,23 @@ def _describe(o: RecallPlan) -> str:
     return ", ".join([f"weighted {o.vector_weight}/{o.text_weight}", mmr, decay, f"date boost {o.date_boost:g}", *legs])
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     split = Path(args.split_dir).expanduser() if args.split_dir else default_bench_file("locomo-dev")
     lines: list[ImportLine] = read_lines(split / "memories.jsonl", ImportLine, "split_dir")
     queries: list[QualityQuery] = read_lines(split / "queries.jsonl", QualityQuery, "split_dir")
     judged = [scoring.Judged(q.user_id, q.evidence, q.category) for q in queries]
     k = args.k
-    chosen = variants(service.recall_plan, reranker=service.settings.rerank_provider != "none")
+    chosen = variants(service.admin.recall_plan, reranker=service.settings.rerank_provider != "none")
 
     with ScratchServer.from_args(args) as server:
         url = server.new_database("quality")
         bench = open_service(service.settings, url, provider=args.embedder)
         try:
-            say(f"importing {len(lines)} memories from {split} ({bench.embedder.fingerprint})")
+            say(f"importing {len(lines)} memories from {split} ({bench.admin.embedder.fingerprint})")
             for start in range(0, len(lines), IMPORT_CHUNK):
-                bench.import_memories(lines[start : start + IMPORT_CHUNK], source="bench")
+                bench.import_(lines[start : start + IMPORT_CHUNK], source="bench")
             say(f"embedding {len(queries)} queries")
-            vectors = bench.embedder.embed([q.query.strip() or " " for q in queries])
+            vectors = bench.admin.embedder.embed([q.query.strip() or " " for q in queries])
             results: dict[str, list[list[dict[str, Any]]]] = {}
             for variant in chosen:
                 say(f"recalling: {variant.name}")
@@ -180,8 +180,11 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
                 service_of = (
                     bench
                     if variant.reranker is None
-                    else MemoryService(
-                        bench.settings, embedder=bench.embedder, database=bench.db, reranker=variant.reranker
+                    else Memory(
+                        bench.settings,
+                        embedder=bench.admin.embedder,
+                        database=bench.admin.db,
+                        reranker=variant.reranker,
                     )
                 )
                 results[variant.name] = _recall_all(service_of, variant, queries, vectors, k)
@@ -211,7 +214,7 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _recall_all(
-    bench: MemoryService, variant: Variant, queries: Sequence[QualityQuery], vectors: np.ndarray, k: int
+    bench: Memory, variant: Variant, queries: Sequence[QualityQuery], vectors: np.ndarray, k: int
 ) -> list[list[dict[str, Any]]]:
     out: list[list[dict[str, Any]]] = []
     for query, vector in zip(queries, vectors, strict=True):
@@ -219,11 +222,11 @@ def _recall_all(
             out.append([])
             continue
         if variant.plan is None:
-            rows = bench.db.run(_article_query(query, vector, k))
+            rows = bench.admin.db.run(_article_query(query, vector, k))
             out.append([{"content": r["content"], "metadata": r["metadata"] or {}} for r in rows])
         else:
             result = bench.recall(
-                query.user_id, query.query, limit=k, now=query.now, plan=variant.plan, query_vector=vector
+                query.query, user_id=query.user_id, limit=k, now=query.now, plan=variant.plan, query_vector=vector
             )
             out.append([{"content": m.content, "metadata": m.metadata} for m in result.memories])
     return out

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ImportLine
 from agent_memory_tools.bench.common import ScratchServer, add_database_arguments, open_service, print_table, say
@@ -70,7 +70,7 @@ class TokenCounter:
         return sum(self.embedder.count_tokens(lines))
 
 
-def run(service: MemoryService, args: argparse.Namespace) -> int:
+def run(service: Memory, args: argparse.Namespace) -> int:
     conversations_path = (
         Path(args.conversations).expanduser()
         if args.conversations
@@ -91,13 +91,13 @@ def run(service: MemoryService, args: argparse.Namespace) -> int:
     with ScratchServer.from_args(args) as server:
         bench = open_service(service.settings, server.new_database("tokens"), provider=args.embedder)
         try:
-            say(f"importing {len(lines)} memories ({bench.embedder.fingerprint})")
+            say(f"importing {len(lines)} memories ({bench.admin.embedder.fingerprint})")
             for start in range(0, len(lines), IMPORT_CHUNK):
-                bench.import_memories(lines[start : start + IMPORT_CHUNK], source="bench")
-            vectors = bench.embedder.embed([q.query.strip() or " " for q in queries])
+                bench.import_(lines[start : start + IMPORT_CHUNK], source="bench")
+            vectors = bench.admin.embedder.embed([q.query.strip() or " " for q in queries])
             say(f"recalling {len(queries)} queries (limit {args.limit})")
             blocks = [
-                bench.recall(q.user_id, q.query, limit=args.limit, now=q.now, query_vector=v).prompt_block
+                bench.recall(q.query, user_id=q.user_id, limit=args.limit, now=q.now, query_vector=v).prompt_block
                 for q, v in zip(queries, vectors, strict=True)
             ]
         finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agent_memory.ingest.importing import ImportReport
-from agent_memory.service import MemoryService, set_service
+from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import NewMemory, RecallQuery, RecallResult, describe_errors
 from agent_memory_tools.cli.memories import filters_of
@@ -21,13 +21,13 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
 
 
-def cmd_migrate(service: MemoryService, args: argparse.Namespace) -> int:
-    result = service.migrate()
-    emit({"applied": result.applied, "embedder": service.embedder.fingerprint})
+def cmd_migrate(service: Memory, args: argparse.Namespace) -> int:
+    result = service.admin.migrate()
+    emit({"applied": result.applied, "embedder": service.admin.embedder.fingerprint})
     return EXIT_OK
 
 
-def cmd_add(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_add(service: Memory, args: argparse.Namespace) -> int:
     try:
         memories = [
             NewMemory(content=text, category=args.category, is_evergreen=args.evergreen, expires_at=args.expires_at)
@@ -35,16 +35,16 @@ def cmd_add(service: MemoryService, args: argparse.Namespace) -> int:
         ]
     except ValidationError as exc:
         raise InvalidInput(describe_errors(exc), field="text") from exc
-    emit(service.remember(args.user, memories, project_id=args.project, source=args.source))
+    emit(service.add(memories, user_id=args.user, project_id=args.project, source=args.source))
     return EXIT_OK
 
 
-def cmd_import(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_import(service: Memory, args: argparse.Namespace) -> int:
     started = time.monotonic()
     report = ImportReport()
     progress = Progress("imported")
     try:
-        service.import_jsonl(read_jsonl(args.file), report, source=args.source, progress=progress.update)
+        service.admin.import_jsonl(read_jsonl(args.file), report, source=args.source, progress=progress.update)
     finally:
         progress.close()
         # Printed even when a later chunk failed: what was taken before is committed.
@@ -57,15 +57,15 @@ def _recall_payload(result: RecallResult) -> dict[str, object]:
     return {"memories": [m.model_dump(mode="json") for m in result.memories], "prompt_block": result.prompt_block}
 
 
-def cmd_recall(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
     if args.queries:
         return _recall_file(service, args)
     if not args.user or not args.query:
         raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
-    plan = service.recall_plan.but(include_inactive=True) if args.include_inactive else None
+    plan = service.admin.recall_plan.but(include_inactive=True) if args.include_inactive else None
     result = service.recall(
-        args.user,
         " ".join(args.query),
+        user_id=args.user,
         project_id=args.project,
         limit=args.limit,
         now=args.now,
@@ -76,7 +76,7 @@ def cmd_recall(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _recall_file(service: MemoryService, args: argparse.Namespace) -> int:
+def _recall_file(service: Memory, args: argparse.Namespace) -> int:
     """One output line per input line (results stay aligned with the queries), then a summary."""
     if not args.out:
         raise InvalidInput("--queries needs --out FILE", field="out")
@@ -120,13 +120,13 @@ def _recall_file(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_list(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_list(service: Memory, args: argparse.Namespace) -> int:
     filters = filters_of(args)
     cursor = None
     remaining = args.limit
     while True:
-        page = service.list_memories(
-            args.user,
+        page = service.list(
+            user_id=args.user,
             project_id=args.project,
             limit=min(500, remaining) if remaining else 500,
             cursor=cursor,
@@ -145,9 +145,9 @@ def cmd_list(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_forget(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_forget(service: Memory, args: argparse.Namespace) -> int:
     if args.id is not None:
-        deleted = service.forget_memory(args.user, args.id)
+        deleted = service.delete(args.id, user_id=args.user)
         emit({"user_id": args.user, "deleted": int(deleted)})
         return EXIT_OK if deleted else EXIT_ERROR
     if not args.all:
@@ -156,24 +156,24 @@ def cmd_forget(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_history(service: MemoryService, args: argparse.Namespace) -> int:
-    for event in service.history(args.user, args.id, limit=args.limit):
+def cmd_history(service: Memory, args: argparse.Namespace) -> int:
+    for event in service.history(args.id, user_id=args.user, limit=args.limit):
         emit(event)
     return EXIT_OK
 
 
-def cmd_purge(service: MemoryService, args: argparse.Namespace) -> int:
-    emit(service.purge(now=args.now, superseded_days=args.superseded_days))
+def cmd_purge(service: Memory, args: argparse.Namespace) -> int:
+    emit(service.admin.purge(now=args.now, superseded_days=args.superseded_days))
     return EXIT_OK
 
 
-def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_reembed(service: Memory, args: argparse.Namespace) -> int:
     if args.drop_previous:
-        emit({"dropped_previous": service.drop_previous_vectors()})
+        emit({"dropped_previous": service.admin.drop_previous_vectors()})
         return EXIT_OK
     progress = Progress("re-embedded")
     try:
-        result = service.reembed(
+        result = service.admin.reembed(
             batch_size=args.batch_size, restart=args.restart, max_batches=args.max_batches, progress=progress.update
         )
     finally:
@@ -182,21 +182,21 @@ def cmd_reembed(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_dense_users(service: MemoryService, args: argparse.Namespace) -> int:
-    report = service.refresh_dense_users(min_memories=args.min_memories, max_seconds=args.max_seconds)
+def cmd_dense_users(service: Memory, args: argparse.Namespace) -> int:
+    report = service.admin.refresh_dense_users(min_memories=args.min_memories, max_seconds=args.max_seconds)
     print(report.summary(), file=sys.stderr)
     emit(report)
     return EXIT_OK
 
 
-def cmd_similarity(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_similarity(service: Memory, args: argparse.Namespace) -> int:
     threshold = service.settings.supersede_min_similarity
-    for text, similarity in zip(args.others, service.similarities(args.text, args.others), strict=True):
+    for text, similarity in zip(args.others, service.admin.similarities(args.text, args.others), strict=True):
         emit({"text": text, "similarity": round(similarity, 4), "may_update": similarity >= threshold})
     return EXIT_OK
 
 
-def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_config(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory.config import effective_settings, settings_table, with_settings_table
 
     if args.write_table:
@@ -209,7 +209,7 @@ def cmd_config(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_invoke(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_invoke(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory_tools.local import runtime
 
     set_service(service)  # the handler runs on this command's settings
@@ -218,7 +218,7 @@ def cmd_invoke(service: MemoryService, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_demo(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_demo(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory_tools.local.demo import run_demo
 
     set_service(service)  # the handlers run on this command's settings: one model load

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pydantic import ValidationError
 
 from agent_memory.config import Settings, get_settings
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import (
     AgentMemoryError,
     ConfigurationError,
@@ -63,7 +63,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, func: Callable[[MemoryService, argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+    def add(name: str, func: Callable[[Memory, argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
         p.set_defaults(func=func)
         return p
@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     try:
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)
-        service = MemoryService(settings)
+        service = Memory(settings)
         try:
             return int(args.func(service, args))
         finally:

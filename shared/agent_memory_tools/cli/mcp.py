@@ -8,7 +8,7 @@ import argparse
 
 from pydantic import TypeAdapter, ValidationError
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ProjectId, UserId, describe_errors
 from agent_memory_tools.cli.serve import AddCommand
@@ -24,7 +24,7 @@ def _checked(value: str, adapter: TypeAdapter[str], field: str) -> str:
         raise InvalidInput(describe_errors(exc, field), field=field) from exc
 
 
-def cmd_mcp(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_mcp(service: Memory, args: argparse.Namespace) -> int:
     user = _checked(args.user, _ID, "--user")
     project = None if args.project is None else _checked(args.project, _PROJECT, "--project")
     from agent_memory.mcp.stdio import run_stdio

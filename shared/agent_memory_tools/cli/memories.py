@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, MemoryFilters, describe_errors
 from agent_memory_tools.cli.output import emit, parse_time
@@ -55,12 +55,12 @@ def _expiry(value: str) -> dt.datetime | None:
         raise InvalidInput(str(exc), field="expires_at") from exc
 
 
-def cmd_get(service: MemoryService, args: argparse.Namespace) -> int:
-    emit(service.get_memory(args.user, args.id))
+def cmd_get(service: Memory, args: argparse.Namespace) -> int:
+    emit(service.get(args.id, user_id=args.user))
     return EXIT_OK
 
 
-def cmd_update(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_update(service: Memory, args: argparse.Namespace) -> int:
     raw: dict[str, Any] = {}
     if args.content is not None:
         raw["content"] = args.content
@@ -78,16 +78,16 @@ def cmd_update(service: MemoryService, args: argparse.Namespace) -> int:
         changes = MemoryChanges.model_validate(raw)
     except ValidationError as exc:
         raise InvalidInput(describe_errors(exc), field=str(exc.errors()[0]["loc"][0])) from exc
-    emit(service.update_memory(args.user, args.id, changes, source=args.source))
+    emit(service.update(args.id, changes, user_id=args.user, source=args.source))
     return EXIT_OK
 
 
-def cmd_export(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_export(service: Memory, args: argparse.Namespace) -> int:
     out = Path(args.out).open("w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115 - closed below
     count, cursor = 0, None
     try:
         while True:
-            page = service.export_memories(args.user, history=args.history, limit=500, cursor=cursor)
+            page = service.export(user_id=args.user, history=args.history, limit=500, cursor=cursor)
             for line in page.lines:
                 out.write(line.model_dump_json(exclude_none=True) + "\n")
             count += len(page.lines)
@@ -116,7 +116,7 @@ def _messages(path: str) -> list[tuple[int, str]]:
     return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
-def cmd_ingest(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_ingest(service: Memory, args: argparse.Namespace) -> int:
     """Each message as IngestFunction takes it from the queue: one outcome line per message."""
     failed = 0
     for number, text in _messages(args.file):

@@ -10,30 +10,30 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_memory.service import MemoryService, set_service
+from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import AgentMemoryError
 from agent_memory_tools.cli.output import emit
 
 logger = logging.getLogger("agent_memory.serve")
 
 
-def _warm_up(service: MemoryService) -> None:
+def _warm_up(service: Memory) -> None:
     """Open the connection and load the embedder now, as a provisioned container would."""
     try:
-        service.embedder.embed_query("warm up")
-        service.db.connection()
+        service.admin.embedder.embed_query("warm up")
+        service.admin.db.connection()
     except AgentMemoryError as exc:
         logger.warning("warm-up failed (requests will answer with the error): %s", exc)
 
 
-def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
     from agent_memory_tools.local.server import LocalApi, is_loopback, make_server
 
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     if not args.no_docs:
         # GET /openapi.json and /docs on the local server (off by default in AWS).
-        service.settings = service.settings.model_copy(update={"api_docs": True})
+        service = Memory(service.settings, api_docs=True)
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(Path(args.template), unverified_jwt=args.unverified_jwt)
     api.load()
@@ -68,7 +68,7 @@ def cmd_serve(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_openapi(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_openapi(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory_tools.local.server import openapi_document
 
     document = openapi_document(Path(args.template))
@@ -80,7 +80,7 @@ def cmd_openapi(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
-AddCommand = Callable[[str, Callable[[MemoryService, argparse.Namespace], int], str], argparse.ArgumentParser]
+AddCommand = Callable[[str, Callable[[Memory, argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 def register(add: AddCommand) -> None:

@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Callable
 
 from agent_memory.privacy import PiiPolicy, redact_many
-from agent_memory.service import MemoryService
+from agent_memory.service import Memory
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_tools import costs
 from agent_memory_tools.cli.output import emit
 
-Add = Callable[[str, Callable[[MemoryService, argparse.Namespace], int], str], argparse.ArgumentParser]
+Add = Callable[[str, Callable[[Memory, argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 def _day(value: str) -> dt.date:
@@ -27,9 +27,9 @@ def _day(value: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not an ISO date (YYYY-MM-DD): {value!r}") from exc
 
 
-def cmd_usage(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_usage(service: Memory, args: argparse.Namespace) -> int:
     if args.all:
-        for tenant in service.usage_by_user(start=args.start, end=args.end):
+        for tenant in service.admin.usage_by_user(start=args.start, end=args.end):
             emit(tenant)
         return 0
     if not args.user:
@@ -82,7 +82,7 @@ def _estimate(args: argparse.Namespace) -> costs.CostEstimate:
     return costs.monthly_cost(args.conversations, args.recalls, assumptions=costs.CostAssumptions(**changes))  # type: ignore[arg-type]
 
 
-def cmd_cost(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_cost(service: Memory, args: argparse.Namespace) -> int:
     estimate = _estimate(args)
     if args.json:
         emit({**estimate.model_dump(mode="json"), "total_usd": round(estimate.total_usd, 2)})
@@ -91,9 +91,9 @@ def cmd_cost(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_erasure(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_erasure(service: Memory, args: argparse.Namespace) -> int:
     if args.user:
-        for receipt in service.erasures_of(args.user):
+        for receipt in service.erasures(args.user):
             emit(receipt)
         return 0
     if args.id is None:
@@ -102,11 +102,11 @@ def cmd_erasure(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_events(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_events(service: Memory, args: argparse.Namespace) -> int:
     if args.action == "drain":
-        result = service.drain_events(user_id=args.user)
+        result = service.admin.drain_events(user_id=args.user)
         emit({"published": result.published, "failed": result.failed, "last_error": result.last_error})
-    status = service.events_status(user_id=args.user)
+    status = service.admin.events_status(user_id=args.user)
     emit(
         {
             "pending": status.pending,
@@ -119,7 +119,7 @@ def cmd_events(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_redact(service: MemoryService, args: argparse.Namespace) -> int:
+def cmd_redact(service: Memory, args: argparse.Namespace) -> int:
     """What the write path would store for each text (the configured policy, or --mode); regex only."""
     policy = PiiPolicy.parse(args.mode) if args.mode else service.settings.pii
     for result in redact_many(args.text, policy):

@@ -58,12 +58,12 @@ def run_demo(out: IO[str], root: Path | None = None) -> int:
         result = runtime.invoke(root / "template.yaml", "IngestFunction", event)
     out.write(f"IngestFunction <- {EVENT} ({len(event['Records'])} SQS records): {json.dumps(result)}\n")
     for user in (DEMO_USER, OTHER_USER):
-        memories = service.list_memories(user).memories
+        memories = service.list(user_id=user).memories
         out.write(f"\n{len(memories)} memories of {user}:\n")
         out.writelines(f"  [{m.category}] {m.content}  (from {m.source})\n" for m in memories)
 
-    recalled = service.recall(DEMO_USER, DEMO_QUERY, project_id=DEMO_PROJECT)
-    out.write(f"\nEmbedder: {service.embedder.fingerprint}; extractor: {service.extractor.fingerprint}\n")
+    recalled = service.recall(DEMO_QUERY, user_id=DEMO_USER, project_id=DEMO_PROJECT)
+    out.write(f"\nEmbedder: {service.admin.embedder.fingerprint}; extractor: {service.admin.extractor.fingerprint}\n")
     out.write(f"New request from {DEMO_USER} in {DEMO_PROJECT}: {DEMO_QUERY!r}\n\n")
     out.write(f"{'score':>6}  {'category':<10}  memory\n")
     for memory in recalled.memories:

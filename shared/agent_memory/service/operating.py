@@ -20,7 +20,7 @@ from agent_memory_contract.models import (
 logger = logging.getLogger(__name__)
 
 
-class Admin(ServiceBase):
+class Operating(ServiceBase):
     """Operating the store: migrate, re-embed, purge."""
 
     def migrate(self) -> MigrateResult:

@@ -1,0 +1,156 @@
+"""The in-process Python API: ``from agent_memory import Memory`` on the embedded default (the
+environment's settings: an embedded PostgreSQL under AGENT_MEMORY_DATA_DIR), in four lines."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import agent_memory
+from agent_memory import Admin, Memory
+from agent_memory_contract.errors import NotFound
+from agent_memory_contract.models import ConversationEnded, MemoryChanges, MemoryRecord
+
+# Each public member is a decision: a new one must be added here on purpose.
+MEMORY_MEMBERS = {
+    "settings",
+    "admin",
+    "add",
+    "ingest_conversation",
+    "ingest_batch",
+    "import_",
+    "recall",
+    "recall_batch",
+    "get",
+    "list",
+    "history",
+    "export",
+    "update",
+    "delete",
+    "forget_user",
+    "erasure",
+    "erasures",
+    "usage",
+    "close",
+}
+ADMIN_MEMBERS = {
+    "settings",
+    "embedder",
+    "extractor",
+    "reranker",
+    "db",
+    "reads",
+    "recall_plan",
+    "reader_fallbacks",
+    "rerank_fallbacks",
+    "release_secrets",
+    "migrate",
+    "reembed",
+    "drop_previous_vectors",
+    "refresh_dense_users",
+    "purge",
+    "import_jsonl",
+    "similarities",
+    "usage_by_user",
+    "drain_events",
+    "events_status",
+}
+
+
+def public(obj: object) -> set[str]:
+    return {name for name in dir(obj) if not name.startswith("_")}
+
+
+@pytest.fixture
+def embedded_default(monkeypatch: pytest.MonkeyPatch, embedded_dir: Path) -> Path:
+    """The environment of a first-time user: nothing set but where the embedded server lives
+    (and the hash embedder, for speed)."""
+    monkeypatch.setenv("AGENT_MEMORY_DATA_DIR", str(embedded_dir))
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    return embedded_dir
+
+
+def test_memory_and_admin_have_exactly_the_intended_public_members() -> None:
+    assert public(Memory) | {"settings", "admin"} == MEMORY_MEMBERS
+    assert public(Admin) == ADMIN_MEMBERS
+    assert agent_memory.Memory is Memory and agent_memory.Admin is Admin
+    with pytest.raises(AttributeError):
+        _ = agent_memory.MemoryService  # type: ignore[attr-defined]
+
+
+def test_the_four_lines_store_and_recall_on_the_embedded_default(embedded_default: Path) -> None:
+    m = Memory()
+    try:
+        m.add("The user prefers TypeScript", user_id="u-42")
+        block = m.recall("Which language should I use?", user_id="u-42").prompt_block
+    finally:
+        m.close()
+    assert "The user prefers TypeScript" in block
+    assert (embedded_default / "PG_VERSION").exists()  # the embedded server's own data directory
+
+
+def test_the_verbs_read_edit_and_forget_what_add_stored(embedded_default: Path) -> None:
+    with Memory() as m:
+        assert set(public(m)) == MEMORY_MEMBERS
+        (memory_id,) = m.add("Uses vim", user_id="u-1").ids
+        m.add(["Uses tmux", "Lives in Lyon"], user_id="u-2")
+        got = m.get(memory_id, user_id="u-1")
+        assert isinstance(got, MemoryRecord) and got.content == "Uses vim"
+        with pytest.raises(NotFound):
+            m.get(memory_id, user_id="u-2")  # another user's id is no memory at all
+        assert m.update(memory_id, MemoryChanges(content="Uses neovim"), user_id="u-1").content == "Uses neovim"
+        assert [e.event for e in m.history(memory_id, user_id="u-1")] == ["created", "updated"]
+        assert [r.content for r in m.list(user_id="u-1").memories] == ["Uses neovim"]
+        exported = m.export(user_id="u-1").lines
+        assert m.delete(memory_id, user_id="u-1") and not m.delete(memory_id, user_id="u-1")
+        assert m.import_(exported).created == 1  # the export restores it, with its id
+        assert m.get(memory_id, user_id="u-1").content == "Uses neovim"
+        outcome = m.ingest_conversation(
+            ConversationEnded(user_id="u-1", conversation_id="c-1", memories=[{"content": "Prefers dark mode"}])
+        )
+        assert outcome.status == "stored"
+        receipt = m.forget_user("u-2")
+        assert m.list(user_id="u-2").memories == [] and m.erasures("u-2") == [receipt]
+        assert {r.content for r in m.list(user_id="u-1").memories} == {"Uses neovim", "Prefers dark mode"}
+
+
+def test_keyword_overrides_change_the_environments_settings(embedded_default: Path) -> None:
+    m = Memory(default_limit=1)
+    assert m.settings.default_limit == 1 and m.settings.data_dir == embedded_default
+    assert Memory(m.settings, max_query_chars=100).settings.max_query_chars == 100
+    with pytest.raises(TypeError, match="embedding_provder"):
+        Memory(embedding_provder="hash")  # a typo is refused, not ignored
+    assert inspect.signature(Memory.add).parameters["user_id"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_the_four_lines_run_in_a_fresh_interpreter(embedded_dir: Path) -> None:
+    """What a reader of the README pastes: a new process, the package importable, nothing else set."""
+    code = (
+        "from agent_memory import Memory; m = Memory(); "
+        "m.add('The user prefers TypeScript', user_id='u-42'); "
+        "print(m.recall('Which language should I use?', user_id='u-42').prompt_block)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
+    env |= {"AGENT_MEMORY_DATA_DIR": str(embedded_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "The user prefers TypeScript" in done.stdout
+
+
+@pytest.mark.model
+def test_the_four_lines_with_the_default_local_model(monkeypatch: pytest.MonkeyPatch, embedded_dir: Path) -> None:
+    """Nothing but the data directory set: the default embedder, the real local model."""
+    monkeypatch.setenv("AGENT_MEMORY_DATA_DIR", str(embedded_dir))
+    with Memory() as m:
+        assert m.settings.embedding_provider == "local"
+        m.add("The user prefers TypeScript", user_id="u-42")
+        m.add("The user's cat is called Miso", user_id="u-42")
+        found = m.recall("Which programming language should I use?", user_id="u-42", limit=1)
+    assert [r.content for r in found.memories] == ["The user prefers TypeScript"]
+    assert uuid.UUID(str(found.memories[0].id))
