@@ -96,7 +96,8 @@ def test_by_default_credentials_are_redacted_on_every_write_path_and_personal_da
         }
     )
     assert service.ingest_conversation(message).status == "stored"
-    report = service.import_jsonl([(1, json.dumps({"user_id": "u3", "content": f"The API token is {token}"}))], ImportReport())
+    line = json.dumps({"user_id": "u3", "content": f"The API token is {token}"})
+    report = service.import_jsonl([(1, line)], ImportReport())
     assert report.taken == 1
     for row in _stored(database_url):
         assert AWS_KEY not in row["content"] and token not in row["content"], row["content"]
