@@ -23,7 +23,7 @@ SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMET
 # A venv with nothing but the client's distribution (`pip install ./shared`, no extras), for client-check.
 CLIENT_VENV := $(VENV)/tools/client
 
-.PHONY: demo test lint typecheck sam-validate sam-build client-check docs-check clean help
+.PHONY: demo test lint typecheck sam-validate sam-build client-check wheel-check docs-check clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
@@ -80,6 +80,20 @@ client-check: $(VENV)/.dev-installed
 	$(CLIENT_VENV)/bin/python -m pip --disable-pip-version-check -q install ./shared
 	$(BIN)/python tests/client/check.py $(abspath $(CLIENT_VENV))/bin/python
 
+# The server's wheels (. and ./shared) in a fresh venv outside the checkout, without the local model
+# (torch): `agent-memory serve`, `invoke` and `demo` run from an empty directory with the template, the
+# handlers and the events the wheel carries (tests/client/wheel_check.py). pip's cache keeps it quick.
+WHEEL_DIR   := $(VENV)/tools/wheels
+SERVER_VENV := $(or $(TMPDIR),/tmp)/agent-memory-wheel-check-venv
+wheel-check: $(VENV)/.dev-installed
+	rm -rf $(WHEEL_DIR) $(SERVER_VENV) build shared/build
+	$(PIP) wheel --no-deps -w $(WHEEL_DIR) ./shared .
+	$(PYTHON) -m venv $(SERVER_VENV)
+	$(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q install $(WHEEL_DIR)/agent_memory_client-*.whl \
+		"$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[serve]"
+	$(BIN)/python tests/client/wheel_check.py $(SERVER_VENV)
+	rm -rf $(SERVER_VENV)
+
 # The Swagger page of `agent-memory serve` rendered by a real headless browser (Debian's chromium,
 # installed here when missing; not part of `make test`: see docs/api.md).
 docs-check: $(VENV)/.dev-installed
@@ -87,7 +101,7 @@ docs-check: $(VENV)/.dev-installed
 	$(BIN)/python tests/client/docs_check.py
 
 # The tests under tests/deploy read the built layer (SAM_BUILD_DIR) and fail if it is missing.
-test: lint typecheck sam-validate sam-build client-check
+test: lint typecheck sam-validate sam-build client-check wheel-check
 	SAM_BUILD_DIR=.aws-sam/build $(BIN)/pytest
 
 clean:

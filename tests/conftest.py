@@ -41,7 +41,8 @@ TEMPLATE_DB = "agent_memory_template"
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A developer's AGENT_MEMORY_* variables must not leak into tests, nor cached factories."""
     for key in list(os.environ):
-        if key.startswith("AGENT_MEMORY_"):
+        # OPENAI_*: the settings read OPENAI_API_KEY and OPENAI_BASE_URL too.
+        if key.startswith(("AGENT_MEMORY_", "OPENAI_")):
             monkeypatch.delenv(key)
     get_settings.cache_clear()
     set_service(None)

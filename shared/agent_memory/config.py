@@ -11,10 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agent_memory.privacy import PiiPolicy, PiiPolicySetting
+from agent_memory.privacy import SAFE_DEFAULT_POLICY, PiiPolicy, PiiPolicySetting
 from agent_memory_contract.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
 
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
@@ -43,7 +43,8 @@ def default_data_dir() -> Path:
 class Settings(BaseSettings):
     """All configuration of the service. Defaults suit a laptop; Lambda sets the rest."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_", extra="ignore", frozen=True)
+    # populate_by_name: Settings(openai_api_key=...) by field name as well as by the aliases below.
+    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_", extra="ignore", frozen=True, populate_by_name=True)
 
     # --- database -------------------------------------------------------------------
     database_url: SecretStr | None = Field(
@@ -131,8 +132,17 @@ class Settings(BaseSettings):
     embedding_batch_size: int = Field(default=64, gt=0, description="Texts per embedding call.")
 
     # --- OpenAI-compatible endpoints (Zhipu, OpenAI, ...) -----------------------------
-    openai_base_url: str = Field(default="https://api.openai.com/v1", description="Base URL of the API.")
-    openai_api_key: SecretStr | None = Field(default=None, description="API key (locally).")
+    # OPENAI_BASE_URL and OPENAI_API_KEY too, as OpenAI's own SDK reads them (the prefixed name wins).
+    openai_base_url: str = Field(
+        default="https://api.openai.com/v1",
+        validation_alias=AliasChoices("AGENT_MEMORY_OPENAI_BASE_URL", "OPENAI_BASE_URL", "openai_base_url"),
+        description="Base URL of the API (or OPENAI_BASE_URL).",
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("AGENT_MEMORY_OPENAI_API_KEY", "OPENAI_API_KEY", "openai_api_key"),
+        description="API key (locally; or OPENAI_API_KEY).",
+    )
     openai_api_key_secret_arn: str | None = Field(
         default=None, description="Secrets Manager secret holding the API key (in AWS)."
     )
@@ -308,12 +318,14 @@ class Settings(BaseSettings):
     # --- personal data, usage, change events ----------------------------------------
     # NoDecode: pydantic-settings would otherwise try to read "redact" as JSON.
     pii: Annotated[PiiPolicySetting, NoDecode] = Field(
-        default=PiiPolicy(),
+        default=SAFE_DEFAULT_POLICY,
         description="Personal data in memories, at write time (API writes, the SQS message's memories, extracted "
-        "facts, import), before embedding: off, redact (typed placeholders such as [EMAIL]) or drop (the memory is "
-        "not stored), for every category or per category: `redact,credential=drop,ip_address=off`. Categories: "
-        "email, phone, payment_card, bank_account, government_id, credential, ip_address, name, address (the last "
-        "two need pii_comprehend). The memory's metadata `pii_redacted` counts what was removed, by type.",
+        "facts, import, edits), before embedding: off, redact (typed placeholders such as [EMAIL]) or drop (the "
+        "memory is not stored), for every category or per category: `redact,credential=drop,ip_address=off`. "
+        "Categories: email, phone, payment_card, bank_account, government_id, credential, ip_address, name, address "
+        "(the last two need pii_comprehend). Credentials (access keys, tokens, private keys, passwords) are redacted "
+        "unless the setting names `credential` (`credential=off` stores them); the other categories are kept unless "
+        "named. The memory's metadata `pii_redacted` counts what was removed, by type.",
     )
     pii_comprehend: bool = Field(
         default=False,

@@ -12,8 +12,8 @@ InputTooLarge (413), Forbidden (401/403), NotFound (404), DatabaseUnavailable (5
 ServiceUnavailable (unreachable, timed out, 429 or other 5xx after the retries),
 ConfigurationError (no credentials or region, wrong API URL), Conflict (409, an update that would
 repeat another memory). :class:`AsyncMemoryClient` has the same methods for asyncio. Needs pydantic,
-httpx and tenacity (``pip install agent-memory``; boto3 for IAM signing and SQS:
-``agent-memory[aws]``); nothing of the server.
+httpx and tenacity (the distribution agent-memory-client: ``pip install ./shared`` from the repository;
+boto3 for IAM signing and SQS: ``agent-memory-client[aws]``); nothing of the server.
 """
 
 from agent_memory_client.aio import AsyncMemoryClient

@@ -413,7 +413,7 @@ def _aws_credentials() -> Any:
     try:
         import botocore.session
     except ImportError as exc:
-        raise ConfigurationError("auth='iam' needs boto3: pip install 'agent-memory[aws]'") from exc
+        raise ConfigurationError("auth='iam' needs boto3: pip install 'agent-memory-client[aws]'") from exc
     credentials = botocore.session.get_session().get_credentials()
     if credentials is None:
         raise ConfigurationError("auth='iam' needs AWS credentials (none found in the default credential chain)")

@@ -65,7 +65,7 @@ class MemoryClient:
     """The agent-memory HTTP API (RecallFunction behind API Gateway, or ``agent-memory serve``).
 
     ``auth``: ``"iam"`` signs every request with SigV4 (service ``execute-api``) using the
-    default AWS credential chain (needs boto3: ``agent-memory[aws]``); ``"jwt"`` sends
+    default AWS credential chain (needs boto3: ``agent-memory-client[aws]``); ``"jwt"`` sends
     ``Authorization: Bearer <token>`` (``token`` may be a callable returning a fresh one);
     ``"none"`` sends neither. Left out, it follows the URL: a token means JWT, an execute-api
     host IAM, anything else (``agent-memory serve`` on localhost) none. Every operation is

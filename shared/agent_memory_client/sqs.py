@@ -26,7 +26,12 @@ _SQS_HOST = re.compile(r"^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 
 @lru_cache(maxsize=8)
 def _sqs_client(region: str | None) -> SQSClient:
-    import boto3
+    try:
+        import boto3
+    except ImportError:
+        raise ConfigurationError(
+            "publish_conversation_ended needs boto3: pip install 'agent-memory-client[aws]' (or pass sqs=)"
+        ) from None
 
     return boto3.client("sqs", region_name=region)
 

@@ -3,6 +3,7 @@ on every write path: API writes, the SQS message's memories, extracted facts, im
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
 from agent_memory.privacy import PiiPolicy, RegexDetector
 from agent_memory.providers.comprehend import ComprehendPiiDetector
 from agent_memory.service import Memory
-from agent_memory_contract.models import ConversationEnded, NewMemory
+from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
 
 CARD = "4111 1111 1111 1111"
 EMAIL = "ana.lima@example.com"
@@ -75,10 +76,41 @@ def test_a_memory_is_stored_without_its_card_email_and_key_and_is_still_recalled
     assert not np.allclose(vector, redacting.admin.embedder.embed([FACT])[0], atol=1e-3)
 
 
-def test_off_by_default_the_text_is_stored_as_given(service: Memory) -> None:
+def test_by_default_credentials_are_redacted_on_every_write_path_and_personal_data_kept(
+    service: Memory, database_url: str
+) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     stored = service.add([NewMemory(content=FACT)], user_id="u1")
-    assert stored.pii_redacted == 0
-    assert service.list(user_id="u1").memories[0].content == FACT
+    assert stored.pii_redacted == 1
+    (memory,) = service.list(user_id="u1").memories
+    # The card and the e-mail are personal data: kept unless AGENT_MEMORY_PII says otherwise.
+    assert memory.content == FACT.replace(AWS_KEY, "[CREDENTIAL]")
+    assert memory.metadata == {REDACTED_KEY: {"aws_access_key_id": 1}}
+    # An edit, the SQS message's memories, the extracted facts, an imported line.
+    service.update(memory.id, MemoryChanges(content=f"The user deploys with token {token}"), user_id="u1")
+    message = ConversationEnded.model_validate(
+        {
+            "user_id": "u2",
+            "memories": [{"content": f"The CI deploy key is {AWS_KEY}"}],
+            "messages": [{"role": "user", "content": f"I prefer deploying with the token {token} on Fridays."}],
+        }
+    )
+    assert service.ingest_conversation(message).status == "stored"
+    line = json.dumps({"user_id": "u3", "content": f"The API token is {token}"})
+    report = service.admin.import_jsonl([(1, line)], ImportReport())
+    assert report.taken == 1
+    for row in _stored(database_url):
+        assert AWS_KEY not in row["content"] and token not in row["content"], row["content"]
+    assert [m.content for m in service.list(user_id="u3").memories] == ["The API token is [CREDENTIAL]"]
+
+
+def test_credentials_are_stored_only_when_the_setting_says_credential_off(settings: Settings) -> None:
+    service = Memory(settings.model_copy(update={"pii": PiiPolicy.parse("off,credential=off")}))
+    try:
+        assert service.add([NewMemory(content=FACT)], user_id="u1").pii_redacted == 0
+        assert service.list(user_id="u1").memories[0].content == FACT
+    finally:
+        service.close()
 
 
 def test_drop_mode_keeps_the_memory_out_and_says_which_input_it_was(settings: Settings) -> None:
@@ -172,7 +204,10 @@ def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) ->
         settings.model_copy(update={"pii": PiiPolicy.parse("redact"), "pii_comprehend": True})
     )
     assert [type(d).__name__ for d in with_names.detectors] == ["RegexDetector", "ComprehendPiiDetector"]
-    off = Redactor.from_settings(settings.model_copy(update={"pii_comprehend": True}))
+    # The default policy acts on credentials only, which the regex engine finds: no Comprehend bill.
+    default = Redactor.from_settings(settings.model_copy(update={"pii_comprehend": True}))
+    assert default.enabled and [type(d).__name__ for d in default.detectors] == ["RegexDetector"]
+    off = Redactor.from_settings(settings.model_copy(update={"pii": PiiPolicy(), "pii_comprehend": True}))
     assert not off.enabled and [type(d).__name__ for d in off.detectors] == ["RegexDetector"]
 
 

@@ -263,7 +263,16 @@ def test_the_proposed_settings_field_reads_the_compact_form_from_the_environment
         model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_")
         pii: Annotated[PiiPolicySetting, NoDecode] = PiiPolicy()
 
-    assert _Settings().pii == PiiPolicy()
+    # Credentials are kept out unless the setting names them (a default of all off too).
+    assert _Settings().pii == PiiPolicy(overrides={"credential": "redact"})
+    monkeypatch.setenv("AGENT_MEMORY_PII", "off")
+    assert _Settings().pii == PiiPolicy(overrides={"credential": "redact"})
+    monkeypatch.setenv("AGENT_MEMORY_PII", "email=redact")
+    assert _Settings().pii == PiiPolicy(overrides={"email": "redact", "credential": "redact"})
+    monkeypatch.setenv("AGENT_MEMORY_PII", "off,credential=off")
+    assert not _Settings().pii.enabled
+    monkeypatch.setenv("AGENT_MEMORY_PII", "drop")
+    assert _Settings().pii == PiiPolicy(default="drop")
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact,credential=drop")
     assert _Settings().pii == PiiPolicy(default="redact", overrides={"credential": "drop"})
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact,passwords=drop")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -101,3 +102,15 @@ def test_a_missing_queue_is_a_configuration_error(sqs: Any) -> None:
     missing = f"https://sqs.{REGION}.amazonaws.com/123456789012/nope"
     with pytest.raises(ConfigurationError, match="SQS"):
         publish_conversation_ended(missing, user_id="u1", messages=CHAT, sqs=sqs)
+
+
+def test_without_boto3_publishing_is_one_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as in a venv with the client alone (no [aws])
+    _sqs_client.cache_clear()
+    try:
+        with pytest.raises(ConfigurationError, match=r"needs boto3: pip install 'agent-memory-client\[aws\]'"):
+            publish_conversation_ended(
+                "https://sqs.eu-west-1.amazonaws.com/123456789012/ingest", user_id="u1", messages=CHAT
+            )
+    finally:
+        _sqs_client.cache_clear()

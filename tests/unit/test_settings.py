@@ -71,3 +71,20 @@ def test_the_tenant_settings_read_their_compact_forms(monkeypatch: pytest.Monkey
     monkeypatch.setenv("AGENT_MEMORY_PII_COMPREHEND_TYPES", "NAME,SHOE_SIZE")
     with pytest.raises(ValidationError, match="SHOE_SIZE"):
         Settings()
+
+
+def test_credentials_are_kept_out_by_default_and_other_personal_data_is_opt_in() -> None:
+    pii = Settings().pii
+    assert pii.mode_for("credential") == "redact"
+    assert all(pii.mode_for(category) == "off" for category in ("email", "phone", "payment_card", "name"))
+
+
+def test_openai_api_key_and_base_url_are_read_as_openai_sdk_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-openai-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://llm.example/v1")
+    settings = Settings()
+    assert settings.openai_api_key is not None and settings.openai_api_key.get_secret_value() == "sk-from-openai-env"
+    assert settings.openai_base_url == "https://llm.example/v1"
+    monkeypatch.setenv("AGENT_MEMORY_OPENAI_API_KEY", "sk-prefixed")  # the prefixed name wins
+    assert Settings().openai_api_key.get_secret_value() == "sk-prefixed"  # type: ignore[union-attr]
+    assert Settings(openai_api_key="sk-by-name").openai_api_key.get_secret_value() == "sk-by-name"  # type: ignore[union-attr]

@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 
 from agent_memory.config import Settings
 from agent_memory.privacy import PiiDetector, PiiPolicy, RegexDetector, redact_many
+from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES
 from agent_memory_contract.models import NewMemory
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,11 @@ class Redactor:
     @classmethod
     def from_settings(cls, settings: Settings) -> Redactor:
         detectors: list[PiiDetector] = [RegexDetector()]
-        if settings.pii.enabled and settings.pii_comprehend:
+        # Comprehend is billed per character: only when a category it finds is acted on (credentials
+        # alone, the default, are the regex engine's).
+        if settings.pii_comprehend and any(
+            settings.pii.mode_for(COMPREHEND_ENTITY_TYPES[name][1]) != "off" for name in settings.pii_comprehend_types
+        ):
             from agent_memory.providers.comprehend import ComprehendPiiDetector
 
             detectors.append(ComprehendPiiDetector.from_settings(settings))

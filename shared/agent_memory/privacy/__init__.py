@@ -18,6 +18,7 @@ from agent_memory.privacy.detectors import (
 )
 from agent_memory.privacy.redact import (
     PII_MODES,
+    SAFE_DEFAULT_POLICY,
     PiiMode,
     PiiPolicy,
     PiiPolicySetting,
@@ -30,6 +31,7 @@ from agent_memory.privacy.redact import (
 __all__ = [
     "PII_CATEGORIES",
     "PII_MODES",
+    "SAFE_DEFAULT_POLICY",
     "TYPE_CATEGORY",
     "Finding",
     "PiiCategory",

@@ -80,6 +80,29 @@ class PiiPolicy(BaseModel):
         parts = [self.default, *(f"{k}={v}" for k, v in sorted(self.overrides.items()))]
         return ",".join(parts)
 
+    def keeping_credentials_out(self) -> PiiPolicy:
+        """This policy with credentials redacted where it would store them without naming them: access
+        keys, tokens and private keys are never stored unless ``credential=off`` says so explicitly,
+        whatever the mode of the other categories."""
+        if "credential" in self.overrides or self.default != "off":
+            return self
+        return self.model_copy(update={"overrides": {**self.overrides, "credential": "redact"}})
+
+
+# What the service applies when AGENT_MEMORY_PII is unset: credentials redacted, other personal data kept.
+SAFE_DEFAULT_POLICY = PiiPolicy(overrides={"credential": "redact"})
+
+
+def parse_setting(value: object) -> PiiPolicy:
+    """AGENT_MEMORY_PII: :meth:`PiiPolicy.parse`, with credentials kept out unless named (``off`` turns
+    personal data detection off, not credential redaction; ``off,credential=off`` turns both off)."""
+    return PiiPolicy.parse(value).keeping_credentials_out()
+
+
+# The type to annotate a settings field with: parses env strings itself (pydantic-settings must not
+# JSON-decode them first, hence NoDecode where the field is declared; see the module docstring).
+PiiPolicySetting = Annotated[PiiPolicy, BeforeValidator(parse_setting)]
+
 
 def _parse_compact(text: str) -> dict[str, str]:
     data: dict[str, str] = {}
@@ -95,11 +118,6 @@ def _parse_compact(text: str) -> dict[str, str]:
         else:
             data["default"] = item.lower()
     return data
-
-
-# The type to annotate a settings field with: parses env strings itself (pydantic-settings must not
-# JSON-decode them first, hence NoDecode where the field is declared; see the module docstring).
-PiiPolicySetting = Annotated[PiiPolicy, BeforeValidator(PiiPolicy.parse)]
 
 
 class Redaction(BaseModel):

@@ -34,7 +34,18 @@ class _ConnectFailed(DatabaseUnavailable):
 def resolve_conninfo(settings: Settings) -> tuple[str, dict[str, Any]]:
     """The connection string and extra connect() keywords for the configured database."""
     if settings.database_url is not None:
-        return settings.database_url.get_secret_value(), {}
+        url = settings.database_url.get_secret_value()
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            conninfo_to_dict(url)
+        except psycopg.ProgrammingError:
+            # psycopg's message quotes the string, which may hold a password: not repeated here.
+            raise ConfigurationError(
+                "AGENT_MEMORY_DATABASE_URL is not a PostgreSQL URL (postgresql://user:password@host:5432/dbname) "
+                "nor a key=value connection string"
+            ) from None
+        return url, {}
     if settings.db_host:
         kwargs: dict[str, Any] = {
             "host": settings.db_host,

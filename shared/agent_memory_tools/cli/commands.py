@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -13,9 +14,10 @@ from pydantic import ValidationError
 from agent_memory.ingest.importing import ImportReport
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import NewMemory, RecallQuery, RecallResult, describe_errors
+from agent_memory_contract.models import MemoryRecord, NewMemory, RecallQuery, RecallResult, describe_errors
 from agent_memory_tools.cli.memories import filters_of
 from agent_memory_tools.cli.output import Progress, emit, read_jsonl
+from agent_memory_tools.cli.text import for_humans, write_memories, write_recall, write_settings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
@@ -72,7 +74,10 @@ def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
         plan=plan,
         filters=filters_of(args),
     )
-    emit(_recall_payload(result))
+    if for_humans(args):
+        write_recall(result, sys.stdout)
+    else:
+        emit(_recall_payload(result))
     return EXIT_OK
 
 
@@ -121,6 +126,17 @@ def _recall_file(service: Memory, args: argparse.Namespace) -> int:
 
 
 def cmd_list(service: Memory, args: argparse.Namespace) -> int:
+    memories = _listed(service, args)
+    if for_humans(args):
+        write_memories(memories, sys.stdout, args.user)
+    else:
+        for memory in memories:
+            emit(memory)
+    return EXIT_OK
+
+
+def _listed(service: Memory, args: argparse.Namespace) -> Iterator[MemoryRecord]:
+    """The user's memories, newest first, page after page (printed as they come)."""
     filters = filters_of(args)
     cursor = None
     remaining = args.limit
@@ -133,8 +149,7 @@ def cmd_list(service: Memory, args: argparse.Namespace) -> int:
             include_inactive=args.include_inactive,
             filters=filters,
         )
-        for memory in page.memories:
-            emit(memory)
+        yield from page.memories
         if remaining:
             remaining -= len(page.memories)
             if remaining <= 0:
@@ -142,7 +157,6 @@ def cmd_list(service: Memory, args: argparse.Namespace) -> int:
         cursor = page.next_cursor
         if cursor is None:
             break
-    return EXIT_OK
 
 
 def cmd_forget(service: Memory, args: argparse.Namespace) -> int:
@@ -197,13 +211,16 @@ def cmd_similarity(service: Memory, args: argparse.Namespace) -> int:
 
 
 def cmd_config(service: Memory, args: argparse.Namespace) -> int:
-    from agent_memory.config import effective_settings, settings_table, with_settings_table
+    from agent_memory.config import Settings, effective_settings, settings_table, with_settings_table
 
     if args.write_table:
         path = Path(args.write_table)
         path.write_text(with_settings_table(path.read_text(encoding="utf-8")), encoding="utf-8")
     elif args.markdown:
         sys.stdout.write(settings_table() + "\n")
+    elif for_humans(args):
+        defaults = effective_settings(Settings.model_construct())
+        write_settings(effective_settings(service.settings), defaults, sys.stdout)
     else:
         emit(effective_settings(service.settings))
     return EXIT_OK
@@ -211,10 +228,11 @@ def cmd_config(service: Memory, args: argparse.Namespace) -> int:
 
 def cmd_invoke(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory_tools.local import runtime
+    from agent_memory_tools.local.stack import event_path, template_path
 
     set_service(service)  # the handler runs on this command's settings
-    event = runtime.read_event(Path(args.event))
-    emit(runtime.invoke(Path(args.template), args.logical_id, event))
+    event = runtime.read_event(event_path(args.event))
+    emit(runtime.invoke(template_path(args.template), args.logical_id, event))
     return EXIT_OK
 
 
@@ -222,4 +240,4 @@ def cmd_demo(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory_tools.local.demo import run_demo
 
     set_service(service)  # the handlers run on this command's settings: one model load
-    return run_demo(sys.stdout)
+    return run_demo(sys.stdout, keep=args.keep)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
+from agent_memory import __version__
 from agent_memory.config import Settings, get_settings
 from agent_memory.service import Memory
 from agent_memory_contract.errors import (
@@ -49,8 +50,10 @@ from agent_memory_tools.cli.commands import (
 )
 from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_update
 from agent_memory_tools.cli.output import parse_time
+from agent_memory_tools.local.stack import TEMPLATE_HELP
 
 EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
+JSON_HELP = "print JSON Lines even on a terminal (they are printed whenever stdout is not one)"
 
 
 def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
@@ -61,11 +64,13 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         epilog="Configuration comes from AGENT_MEMORY_* environment variables (see the README).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    parser.add_argument("--version", action="version", version=f"agent-memory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, func: Callable[[Memory, argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
-        p.set_defaults(func=func)
+        # A flag the command does not know is reported with that command's usage (see parse).
+        p.set_defaults(func=func, command_parser=p)
         return p
 
     add("migrate", cmd_migrate, "apply pending schema migrations (idempotent)")
@@ -92,14 +97,16 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--out", help="where --queries writes one result line per query")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
     add_filter_arguments(p)
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("query", nargs="*")
 
-    p = add("list", cmd_list, "print a user's memories as JSON Lines, newest first")
+    p = add("list", cmd_list, "print a user's memories, newest first (JSON Lines when piped)")
     p.add_argument("--user", required=True)
     p.add_argument("--project")
     p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
     add_filter_arguments(p)
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     p = add("get", cmd_get, "print one of a user's memories")
     p.add_argument("--user", required=True)
@@ -179,6 +186,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("others", nargs="+", metavar="other")
 
     p = add("config", cmd_config, "print the effective settings (secrets masked)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("--markdown", action="store_true", help="the table of every setting instead")
     p.add_argument(
         "--write-table", metavar="FILE", help="regenerate the table in FILE between its markers (docs/configuration.md)"
@@ -187,9 +195,14 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
     p.add_argument("logical_id", help="IngestFunction or RecallFunction")
     p.add_argument("event", help="a Lambda event as JSON, e.g. events/conversation-ended.json")
-    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
+    p.add_argument("--template", help=TEMPLATE_HELP)
 
-    add("demo", cmd_demo, "the article's SVG-editor example on the embedded database")
+    p = add(
+        "demo",
+        cmd_demo,
+        "the article's SVG-editor example: its own users, erased at the end (no one else's memories are touched)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the demo's users and memories (their ids are printed)")
 
     serve.register(add)
     mcp_command.register(add)
@@ -224,9 +237,20 @@ def configure_logging(verbose: bool, level_name: str) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line; an unknown flag exits 2 with the usage of the command it was given to
+    (argparse's own parse_args would print the top-level usage)."""
+    parser = build_parser(command_of(argv))
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command_parser: argparse.ArgumentParser = getattr(args, "command_parser", None) or parser
+        command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(command_of(argv)).parse_args(argv)
+    args = parse(argv)
     try:
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)

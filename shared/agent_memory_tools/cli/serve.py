@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -13,6 +14,7 @@ from pathlib import Path
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import AgentMemoryError
 from agent_memory_tools.cli.output import emit
+from agent_memory_tools.local.stack import TEMPLATE_HELP, template_path
 
 logger = logging.getLogger("agent_memory.serve")
 
@@ -26,16 +28,28 @@ def _warm_up(service: Memory) -> None:
         logger.warning("warm-up failed (requests will answer with the error): %s", exc)
 
 
+def _quiet_handlers() -> None:
+    """On a terminal: the access lines only, not the handler's JSON logs and metrics (-v shows them)."""
+    from agent_memory.observability import logger as handler_logger
+    from agent_memory_tools.local.runtime import QUIET_HANDLERS
+
+    for name, value in QUIET_HANDLERS.items():
+        os.environ.setdefault(name, value)
+    handler_logger.setLevel(os.environ["POWERTOOLS_LOG_LEVEL"])
+
+
 def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
     from agent_memory_tools.local.server import LocalApi, is_loopback, make_server
 
     logger.setLevel(logging.INFO)  # one access line per request on stderr
+    if sys.stderr.isatty() and not args.verbose:
+        _quiet_handlers()
     if not args.no_docs:
         # GET /openapi.json and /docs on the local server (off by default in AWS).
         service = Memory(service.settings, api_docs=True)
     set_service(service)  # the handler runs on this command's settings
-    api = LocalApi(Path(args.template), unverified_jwt=args.unverified_jwt)
+    api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt)
     api.load()
     if not args.no_warm:
         _warm_up(service)
@@ -71,7 +85,7 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
 def cmd_openapi(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory_tools.local.server import openapi_document
 
-    document = openapi_document(Path(args.template))
+    document = openapi_document(template_path(args.template))
     if args.out:
         Path(args.out).write_text(document + "\n", encoding="utf-8")
         print(f"agent-memory: wrote {args.out}", file=sys.stderr)
@@ -88,7 +102,7 @@ def register(add: AddCommand) -> None:
     p = add("serve", cmd_serve, "serve the HTTP API locally (RecallFunction via lambda_local; no Docker, no AWS)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
+    p.add_argument("--template", help=TEMPLATE_HELP)
     p.add_argument(
         "--unverified-jwt",
         action="store_true",
@@ -100,4 +114,4 @@ def register(add: AddCommand) -> None:
 
     p = add("openapi", cmd_openapi, "write the OpenAPI document of the HTTP API")
     p.add_argument("--out", help="file to write (default stdout)")
-    p.add_argument("--template", default="template.yaml", help="the SAM template (default ./template.yaml)")
+    p.add_argument("--template", help=TEMPLATE_HELP)

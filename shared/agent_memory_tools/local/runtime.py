@@ -28,6 +28,10 @@ from typing import Any
 
 from agent_memory_contract.errors import ConfigurationError
 
+# The handlers' JSON logs below WARNING and their metrics (EMF lines), which would drown a person's
+# console (`demo`, `serve` on a terminal); a variable already set wins.
+QUIET_HANDLERS = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
+
 SERVERLESS_FUNCTION = "AWS::Serverless::Function"
 SERVERLESS_LAYER = "AWS::Serverless::LayerVersion"
 
@@ -182,7 +186,8 @@ def load_module(spec: FunctionSpec) -> ModuleType:
         if not path.exists():
             raise ConfigurationError(f"{spec.logical_id}: handler module {path} does not exist")
         for layer in spec.layer_paths:
-            if str(layer) not in sys.path:
+            # An installed package has no layer source beside the template: the layer's packages are installed.
+            if layer.is_dir() and str(layer) not in sys.path:
                 sys.path.append(str(layer))
         name = f"_lambda_{spec.logical_id}_{spec.module}"
         module_spec = importlib.util.spec_from_file_location(name, path)
