@@ -40,6 +40,7 @@ MAX_METADATA_KEYS = 4_000
 MAX_RECALL_LIMIT = 50
 MAX_PAGE = 500
 DEFAULT_PAGE = 100
+MAX_CURSOR_CHARS = 512
 MAX_HISTORY = 10_000
 
 
@@ -281,10 +282,21 @@ class MemoryFilters(WireModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    categories: list[Category] | None = Field(default=None, min_length=1, max_length=len(CATEGORIES))
-    metadata: Metadata | None = None
-    created_after: AwareDatetime | None = None
-    created_before: AwareDatetime | None = None
+    categories: list[Category] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=len(CATEGORIES),
+        description=f"Only memories of these categories ({', '.join(CATEGORIES)}).",
+    )
+    metadata: Metadata | None = Field(
+        default=None, description='Only memories whose metadata contains this JSON object, e.g. {"team": "web"}.'
+    )
+    created_after: AwareDatetime | None = Field(
+        default=None, description="Only memories created at or after this ISO 8601 date-time."
+    )
+    created_before: AwareDatetime | None = Field(
+        default=None, description="Only memories created before this ISO 8601 date-time."
+    )
 
     @field_validator("created_before")
     @classmethod

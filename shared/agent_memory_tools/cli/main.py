@@ -16,22 +16,14 @@ from pydantic import ValidationError
 
 from agent_memory.config import Settings, get_settings
 from agent_memory.service import MemoryService
-from agent_memory_contract.errors import (
-    AgentMemoryError,
-    ConfigurationError,
-    DatabaseUnavailable,
-    InvalidInput,
-    ProviderError,
-)
+from agent_memory_contract.errors import AgentMemoryError, InvalidInput
+from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, error_kind
 from agent_memory_contract.models import CATEGORIES, describe_errors
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
 from agent_memory_tools.cli import mcp as mcp_command
 from agent_memory_tools.cli import serve, tenant
 from agent_memory_tools.cli.commands import (
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_USAGE,
     cmd_add,
     cmd_config,
     cmd_demo,
@@ -50,8 +42,6 @@ from agent_memory_tools.cli.commands import (
 )
 from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_update
 from agent_memory_tools.cli.output import parse_time
-
-EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
 
 
 def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
@@ -249,24 +239,22 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     except ValidationError as exc:  # settings from the environment
         print(f"agent-memory: invalid configuration: {describe_errors(exc)}", file=sys.stderr)
         return EXIT_CONFIG
-    except InvalidInput as exc:
-        where = f" ({exc.field})" if exc.field else ""
-        print(f"agent-memory: {exc}{where}", file=sys.stderr)
-        return EXIT_USAGE
-    except ConfigurationError as exc:
-        print(f"agent-memory: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except DatabaseUnavailable as exc:
-        print(f"agent-memory: database unavailable: {exc}", file=sys.stderr)
-        return EXIT_DATABASE
-    except ProviderError as exc:
-        print(f"agent-memory: provider failed: {exc}", file=sys.stderr)
-        return EXIT_PROVIDER
     except AgentMemoryError as exc:
-        print(f"agent-memory: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        print(f"agent-memory: {error_line(exc)}", file=sys.stderr)
+        return error_kind(exc).exit_code
     except BrokenPipeError:  # `agent-memory list | head`
         return EXIT_OK
+
+
+def error_line(exc: AgentMemoryError) -> str:
+    """What the CLI prints for a failure: the full message (the operator runs it, so nothing is
+    withheld), after what kind of failure it is when that is not about the input."""
+    if isinstance(exc, InvalidInput):
+        return f"{exc} ({exc.field})" if exc.field else str(exc)
+    kind = error_kind(exc)
+    if kind.public_message is None:
+        return str(exc)
+    return f"{kind.code.replace('_', ' ')}: {exc}"
 
 
 def main_entry() -> None:
