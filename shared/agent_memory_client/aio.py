@@ -67,6 +67,7 @@ class AsyncMemoryClient:
         now: dt.datetime | None = None,
         filters: Filters = None,
         consistency: Consistency | None = None,
+        include_inactive: bool = False,
     ) -> RecallResult:
         return await self._run(
             calls.recall(
@@ -78,6 +79,7 @@ class AsyncMemoryClient:
                 now=now,
                 filters=filters,
                 consistency=consistency,
+                include_inactive=include_inactive,
             )
         )
 

@@ -193,6 +193,7 @@ def recall(
     now: dt.datetime | None,
     filters: MemoryFilters | Mapping[str, Any] | None,
     consistency: Consistency | None = None,
+    include_inactive: bool = False,
 ) -> Call[RecallResult]:
     body = without_none(
         user_id=user_id,
@@ -203,6 +204,7 @@ def recall(
         now=now,
         filters=_filters(filters),
         consistency=consistency,
+        include_inactive=True if include_inactive else None,
     )
     return Call("POST", "/recall", parser(RecallResult), body=body)
 

@@ -106,11 +106,13 @@ class MemoryClient:
         now: dt.datetime | None = None,
         filters: Filters = None,
         consistency: Consistency | None = None,
+        include_inactive: bool = False,
     ) -> RecallResult:
         """The memories relevant to ``query`` (or to the latest user message of ``messages``),
         among those matching ``filters``, and the ``[RUSH_MEMORY]`` block for the system prompt.
         ``consistency="strong"`` (here and on the other reads) reads the writer where the stack has
-        a reader endpoint: for a read that must see a write made moments ago."""
+        a reader endpoint: for a read that must see a write made moments ago. ``include_inactive``:
+        superseded and expired memories too (debugging)."""
         return self._run(
             calls.recall(
                 query,
@@ -121,6 +123,7 @@ class MemoryClient:
                 now=now,
                 filters=filters,
                 consistency=consistency,
+                include_inactive=include_inactive,
             )
         )
 

@@ -107,6 +107,12 @@ def metadata_chars(value: dict[str, Any]) -> int:
     return len(json.dumps(value, ensure_ascii=False))
 
 
+# The metadata key holding what redaction removed ({"email": 1}): the service's own record, written
+# by agent_memory.ingest.redaction. A client's value under it is dropped on every write (POST,
+# PATCH, import, the queue), so a memory never claims a redaction the service did not make.
+REDACTED_KEY = "pii_redacted"
+
+
 def _metadata(value: dict[str, Any]) -> dict[str, Any]:
     # Walked first (iteratively): depth, then what jsonb cannot hold (NaN, NUL, lone surrogates,
     # non-JSON types), each named by its path; json.dumps below is then safe from recursion.
@@ -136,6 +142,14 @@ Content = Annotated[
     AfterValidator(stored_content),
 ]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
+
+
+def _without_service_keys(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if k != REDACTED_KEY} if REDACTED_KEY in value else value
+
+
+# Metadata as a writer gives it: what only the service writes is dropped.
+WrittenMetadata = Annotated[dict[str, Any], AfterValidator(_metadata), AfterValidator(_without_service_keys)]
 
 
 def _readable_metadata(value: Any) -> Any:
@@ -191,7 +205,7 @@ class NewMemory(WireModel):
     category: Category = "fact"
     is_evergreen: bool = False
     project_id: ProjectId | None = None
-    metadata: Metadata = Field(default_factory=dict)
+    metadata: WrittenMetadata = Field(default_factory=dict)
     created_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
     # Named things the memory is about, linked for recall's entity leg and hop besides what the
@@ -260,7 +274,7 @@ class MemoryChanges(WireModel):
 
     content: Content | None = None
     category: Category | None = None
-    metadata: Metadata | None = None
+    metadata: WrittenMetadata | None = None
     expires_at: AwareDatetime | None = None
     is_evergreen: bool | None = None
 

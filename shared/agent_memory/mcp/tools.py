@@ -246,11 +246,12 @@ def tool_error(exc: AgentMemoryError) -> ToolError:
     return ToolError(f"{kind.code}: {message}")
 
 
-def invalid_arguments(exc: ValidationError, prefix: str | None = None) -> ToolError:
+def invalid_arguments(exc: ValidationError, prefix: str | None = None, *, whole: bool = False) -> ToolError:
     """A tool's arguments refused: one sentence naming the argument (pydantic's own text, with its
-    documentation links and the input echoed, is not for the model)."""
+    documentation links and the input echoed, is not for the model). ``prefix``: the argument the
+    validated value came from; ``whole``: the argument is the value itself, whatever field failed."""
     errors = exc.errors(include_url=False, include_input=False)
-    field = error_field(exc)
+    field = None if whole else error_field(exc)
     if prefix:
         field = f"{prefix}{field}" if field and field.startswith("[") else f"{prefix}.{field}" if field else prefix
     reason = str(errors[0]["msg"]).removeprefix("Value error, ") if errors else "invalid value"
@@ -365,10 +366,12 @@ class MemoryTools:
         who = self._who(ctx)
         wide = category in ("identity", "preference") if user_wide is None else user_wide
         project = None if wide else project_id or who.project_id
-        try:
-            memories = [NewMemory(content=fact, category=category, expires_at=expires_at) for fact in facts]
-        except ValidationError as exc:  # e.g. a fact that is only whitespace
-            raise invalid_arguments(exc, "facts") from exc
+        memories = []
+        for i, fact in enumerate(facts):
+            try:
+                memories.append(NewMemory(content=fact, category=category, expires_at=expires_at))
+            except ValidationError as exc:  # e.g. a fact that is only whitespace
+                raise invalid_arguments(exc, f"facts[{i}]", whole=True) from exc
         return await self._call(lambda s: s.remember(who.user_id, memories, project_id=project, source=MCP_SOURCE))
 
     async def remember_conversation(

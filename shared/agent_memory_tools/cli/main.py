@@ -12,13 +12,15 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent_memory.config import Settings, get_settings
 from agent_memory.service import MemoryService
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput
 from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, error_kind
-from agent_memory_contract.models import CATEGORIES, describe_errors
+from agent_memory_contract.models import CATEGORIES, MemoryFilters, describe_errors
+from agent_memory_contract.params import bounds
+from agent_memory_contract.schemas import RecallRequest
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
 from agent_memory_tools.cli import mcp as mcp_command
@@ -77,7 +79,12 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add("recall", cmd_recall, "recall the memories relevant to a query")
     p.add_argument("--user")
     p.add_argument("--project")
-    p.add_argument("--limit", type=int, default=None, help="1..50 (default 10)")
+    p.add_argument(
+        "--limit",
+        type=bounded_int(RecallRequest, "limit"),
+        default=None,
+        help=RecallRequest.model_fields["limit"].description,
+    )
     p.add_argument("--now", type=parse_time, help="recall as of this ISO time (reproducible decay)")
     p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
     p.add_argument("--out", help="where --queries writes one result line per query")
@@ -203,14 +210,33 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     return parser
 
 
+def bounded_int(model: type[BaseModel], name: str) -> Callable[[str], int]:
+    """An argparse type for an integer with the bounds of ``model``'s field ``name``."""
+    limits = bounds(model, name)
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if ("ge" in limits and value < limits["ge"]) or ("le" in limits and value > limits["le"]):
+            raise argparse.ArgumentTypeError(f"{value} is not in {limits.get('ge', '')}..{limits.get('le', '')}")
+        return value
+
+    parse.__name__ = "integer"  # argparse's "invalid integer value" message
+    return parse
+
+
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
-    """The filters of recall and list (the API's filters)."""
+    """The filters of recall and list (the API's filters, described as the model describes them)."""
+    describe = MemoryFilters.model_fields
     parser.add_argument(
-        "--category", dest="categories", action="append", choices=CATEGORIES, help="any of these (repeatable)"
+        "--category",
+        dest="categories",
+        action="append",
+        choices=CATEGORIES,
+        help=f"{describe['categories'].description} (repeatable)",
     )
-    parser.add_argument("--metadata", dest="metadata_filter", help="containing this JSON object")
-    parser.add_argument("--created-after", type=parse_time, help="created at or after this ISO time")
-    parser.add_argument("--created-before", type=parse_time, help="created before this ISO time")
+    parser.add_argument("--metadata", dest="metadata_filter", help=describe["metadata"].description)
+    parser.add_argument("--created-after", type=parse_time, help=describe["created_after"].description)
+    parser.add_argument("--created-before", type=parse_time, help=describe["created_before"].description)
 
 
 def command_of(argv: Sequence[str]) -> str | None:
