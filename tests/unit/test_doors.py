@@ -104,7 +104,5 @@ def test_the_cli_recall_takes_the_request_models_parameters_and_limits() -> None
     dests = {a.dest for a in recall._actions}
     assert {"user", "project", "limit", "now", "include_inactive", "query"} <= dests
     assert {"categories", "metadata_filter", "created_after", "created_before"} <= dests
-    top = bounds(RecallRequest, "limit")["le"]
-    assert recall.parse_args(["--limit", str(top), "q"]).limit == top
-    with pytest.raises(SystemExit):
-        recall.parse_args(["--limit", str(top + 1), "q"])
+    # Out of range is the service's InvalidInput (exit code 2), against the same bound.
+    assert next(a for a in recall._actions if a.dest == "limit").help == RecallRequest.model_fields["limit"].description

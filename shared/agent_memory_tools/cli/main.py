@@ -12,14 +12,13 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from agent_memory.config import Settings, get_settings
 from agent_memory.service import MemoryService
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput
 from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, error_kind
 from agent_memory_contract.models import CATEGORIES, MemoryFilters, describe_errors
-from agent_memory_contract.params import bounds
 from agent_memory_contract.schemas import RecallRequest
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
@@ -81,7 +80,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--project")
     p.add_argument(
         "--limit",
-        type=bounded_int(RecallRequest, "limit"),
+        type=int,
         default=None,
         help=RecallRequest.model_fields["limit"].description,
     )
@@ -208,20 +207,6 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     else:  # listed in --help all the same
         sub.add_parser("bench", help=BENCH_HELP)
     return parser
-
-
-def bounded_int(model: type[BaseModel], name: str) -> Callable[[str], int]:
-    """An argparse type for an integer with the bounds of ``model``'s field ``name``."""
-    limits = bounds(model, name)
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if ("ge" in limits and value < limits["ge"]) or ("le" in limits and value > limits["le"]):
-            raise argparse.ArgumentTypeError(f"{value} is not in {limits.get('ge', '')}..{limits.get('le', '')}")
-        return value
-
-    parse.__name__ = "integer"  # argparse's "invalid integer value" message
-    return parse
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
