@@ -28,6 +28,7 @@ from agent_memory_contract.models import (
     RecallResult,
     StoredIds,
 )
+from agent_memory_contract.retry import Retryable
 from agent_memory_contract.schemas import ErasureReceipt, UsageReport
 
 T = TypeVar("T")
@@ -66,6 +67,7 @@ class AsyncMemoryClient:
         now: dt.datetime | None = None,
         filters: Filters = None,
         consistency: Consistency | None = None,
+        include_inactive: bool = False,
     ) -> RecallResult:
         return await self._run(
             calls.recall(
@@ -77,6 +79,7 @@ class AsyncMemoryClient:
                 now=now,
                 filters=filters,
                 consistency=consistency,
+                include_inactive=include_inactive,
             )
         )
 
@@ -215,8 +218,8 @@ class AsyncMemoryClient:
         response: httpx.Response | NotFound
         try:
             response = await AsyncRetrying(**calls.retry_policy(self._retries))(self._send, call.method, url, content)
-        except calls.Retryable as failed:
-            raise failed.error from failed.__cause__
+        except Retryable as failed:
+            raise calls.given_up(failed) from failed.__cause__
         except NotFound as missing:
             response = missing
         return calls.finish(call, response)

@@ -13,7 +13,6 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from http import HTTPStatus
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent_memory_client.common import region_from_host, without_none
 from agent_memory_client.errors import error_from_answer
+from agent_memory_contract import retry
 from agent_memory_contract.errors import (
     AgentMemoryError,
     ConfigurationError,
@@ -46,36 +46,30 @@ from agent_memory_contract.models import (
     StoredIds,
     describe_errors,
 )
+from agent_memory_contract.retry import Retryable
 from agent_memory_contract.schemas import ErasureReceipt, MemoryHistory, UsageReport
 
 Auth = Literal["iam", "jwt", "none"]
 T = TypeVar("T")
 
 EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
-RETRY_STATUSES = {
-    HTTPStatus.TOO_MANY_REQUESTS,
-    HTTPStatus.BAD_GATEWAY,
-    HTTPStatus.SERVICE_UNAVAILABLE,
-    HTTPStatus.GATEWAY_TIMEOUT,
-}
-
-
-class Retryable(Exception):
-    """An answer or failure worth one more try (429, 502-504, connection errors, timeouts)."""
-
-    def __init__(self, error: AgentMemoryError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def retry_policy(retries: int) -> dict[str, Any]:
-    """The one retry policy (tenacity keyword arguments) of both clients: every operation is
-    idempotent, so what may have failed before the server acted is retried with backoff."""
-    from tenacity import retry_if_exception_type, stop_after_attempt, wait_exponential
+    """The one retry policy (:mod:`agent_memory_contract.retry`) as tenacity keyword arguments, for
+    both clients: every operation is idempotent, so what may have failed before the server acted
+    (unreachable, 429, 502-504) is retried, after the answer's Retry-After or a jittered backoff."""
+    from tenacity import RetryCallState, retry_if_exception_type, stop_after_attempt
+
+    def wait(state: RetryCallState) -> float:
+        failure = state.outcome.exception() if state.outcome else None
+        return retry.wait_for(
+            failure, state.attempt_number, retry.CLIENT_BASE_DELAY_S, max_delay_s=retry.CLIENT_MAX_DELAY_S
+        )
 
     return {
         "stop": stop_after_attempt(retries + 1),
-        "wait": wait_exponential(multiplier=0.2, max=2.0),
+        "wait": wait,
         "retry": retry_if_exception_type(Retryable),
         "reraise": True,
     }
@@ -199,6 +193,7 @@ def recall(
     now: dt.datetime | None,
     filters: MemoryFilters | Mapping[str, Any] | None,
     consistency: Consistency | None = None,
+    include_inactive: bool = False,
 ) -> Call[RecallResult]:
     body = without_none(
         user_id=user_id,
@@ -209,6 +204,7 @@ def recall(
         now=now,
         filters=_filters(filters),
         consistency=consistency,
+        include_inactive=True if include_inactive else None,
     )
     return Call("POST", "/recall", parser(RecallResult), body=body)
 
@@ -335,13 +331,20 @@ def check_answer(response: httpx.Response, api_url: str) -> None:
     if response.is_success:
         return
     error = error_of(response)
-    if response.status_code in RETRY_STATUSES:
-        raise Retryable(error)
+    if retry.is_retryable_status(response.status_code):
+        after = retry.parse_retry_after(response.headers.get("retry-after"), max_delay_s=retry.CLIENT_MAX_DELAY_S)
+        raise Retryable(str(error), after, error)
     raise error
 
 
 def unreachable(api_url: str, exc: Exception) -> Retryable:
-    return Retryable(ServiceUnavailable(f"cannot reach the memory API at {api_url}: {exc!r}"))
+    error = ServiceUnavailable(f"cannot reach the memory API at {api_url}: {exc!r}")
+    return Retryable(str(error), None, error)
+
+
+def given_up(failed: Retryable) -> BaseException:
+    """What a call raises when its retries ran out: the typed error of the last attempt."""
+    return failed.error or ServiceUnavailable(str(failed))
 
 
 def finish(call: Call[T], response: httpx.Response | NotFound) -> T:

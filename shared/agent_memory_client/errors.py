@@ -15,7 +15,7 @@ from agent_memory_contract.errors import (
     ProviderError,
     ServiceUnavailable,
 )
-from agent_memory_contract.kinds import ERROR_KINDS
+from agent_memory_contract.kinds import kind_of_code
 
 
 def error_from_answer(status: int, body: Any) -> AgentMemoryError:
@@ -24,13 +24,13 @@ def error_from_answer(status: int, body: Any) -> AgentMemoryError:
     code, field = fields.get("code"), fields.get("field")
     phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "error"
     message = str(fields.get("message") or phrase)
-    for kind in ERROR_KINDS:
-        if code == kind.code:
-            if issubclass(kind.error, InvalidInput):
-                return kind.error(message, field=field if isinstance(field, str) else None)
-            if issubclass(kind.error, ProviderError):
-                return ProviderError("agent-memory API", message)
-            return kind.error(message)
+    kind = kind_of_code(code)
+    if kind is not None:
+        if issubclass(kind.error, InvalidInput):
+            return kind.error(message, field=field if isinstance(field, str) else None)
+        if issubclass(kind.error, ProviderError):
+            return ProviderError("agent-memory API", message)
+        return kind.error(message)
     if code in ("route_not_found", "method_not_allowed"):
         return ConfigurationError(f"{message} (is the API URL right?)")
     # Answers without our code come from API Gateway itself (auth, throttling, Lambda failures).

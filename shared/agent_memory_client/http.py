@@ -33,6 +33,7 @@ from agent_memory_contract.models import (
     RecallResult,
     StoredIds,
 )
+from agent_memory_contract.retry import Retryable
 from agent_memory_contract.schemas import ErasureReceipt, UsageReport
 
 T = TypeVar("T")
@@ -105,11 +106,13 @@ class MemoryClient:
         now: dt.datetime | None = None,
         filters: Filters = None,
         consistency: Consistency | None = None,
+        include_inactive: bool = False,
     ) -> RecallResult:
         """The memories relevant to ``query`` (or to the latest user message of ``messages``),
         among those matching ``filters``, and the ``[RUSH_MEMORY]`` block for the system prompt.
         ``consistency="strong"`` (here and on the other reads) reads the writer where the stack has
-        a reader endpoint: for a read that must see a write made moments ago."""
+        a reader endpoint: for a read that must see a write made moments ago. ``include_inactive``:
+        superseded and expired memories too (debugging)."""
         return self._run(
             calls.recall(
                 query,
@@ -120,6 +123,7 @@ class MemoryClient:
                 now=now,
                 filters=filters,
                 consistency=consistency,
+                include_inactive=include_inactive,
             )
         )
 
@@ -276,8 +280,8 @@ class MemoryClient:
             response: httpx.Response | NotFound = Retrying(**calls.retry_policy(self._retries))(
                 self._send, call.method, url, content
             )
-        except calls.Retryable as failed:
-            raise failed.error from failed.__cause__
+        except Retryable as failed:
+            raise calls.given_up(failed) from failed.__cause__
         except NotFound as missing:
             response = missing
         return calls.finish(call, response)

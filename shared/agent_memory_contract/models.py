@@ -40,6 +40,7 @@ MAX_METADATA_KEYS = 4_000
 MAX_RECALL_LIMIT = 50
 MAX_PAGE = 500
 DEFAULT_PAGE = 100
+MAX_CURSOR_CHARS = 512
 MAX_HISTORY = 10_000
 
 
@@ -106,6 +107,12 @@ def metadata_chars(value: dict[str, Any]) -> int:
     return len(json.dumps(value, ensure_ascii=False))
 
 
+# The metadata key holding what redaction removed ({"email": 1}): the service's own record, written
+# by agent_memory.ingest.redaction. A client's value under it is dropped on every write (POST,
+# PATCH, import, the queue), so a memory never claims a redaction the service did not make.
+REDACTED_KEY = "pii_redacted"
+
+
 def _metadata(value: dict[str, Any]) -> dict[str, Any]:
     # Walked first (iteratively): depth, then what jsonb cannot hold (NaN, NUL, lone surrogates,
     # non-JSON types), each named by its path; json.dumps below is then safe from recursion.
@@ -135,6 +142,14 @@ Content = Annotated[
     AfterValidator(stored_content),
 ]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
+
+
+def _without_service_keys(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if k != REDACTED_KEY} if REDACTED_KEY in value else value
+
+
+# Metadata as a writer gives it: what only the service writes is dropped.
+WrittenMetadata = Annotated[dict[str, Any], AfterValidator(_metadata), AfterValidator(_without_service_keys)]
 
 
 def _readable_metadata(value: Any) -> Any:
@@ -183,7 +198,7 @@ class NewMemory(WireModel):
     category: Category = "fact"
     is_evergreen: bool = False
     project_id: ProjectId | None = None
-    metadata: Metadata = Field(default_factory=dict)
+    metadata: WrittenMetadata = Field(default_factory=dict)
     created_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
 
@@ -249,7 +264,7 @@ class MemoryChanges(WireModel):
 
     content: Content | None = None
     category: Category | None = None
-    metadata: Metadata | None = None
+    metadata: WrittenMetadata | None = None
     expires_at: AwareDatetime | None = None
     is_evergreen: bool | None = None
 
@@ -271,10 +286,21 @@ class MemoryFilters(WireModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    categories: list[Category] | None = Field(default=None, min_length=1, max_length=len(CATEGORIES))
-    metadata: Metadata | None = None
-    created_after: AwareDatetime | None = None
-    created_before: AwareDatetime | None = None
+    categories: list[Category] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=len(CATEGORIES),
+        description=f"Only memories of these categories ({', '.join(CATEGORIES)}).",
+    )
+    metadata: Metadata | None = Field(
+        default=None, description='Only memories whose metadata contains this JSON object, e.g. {"team": "web"}.'
+    )
+    created_after: AwareDatetime | None = Field(
+        default=None, description="Only memories created at or after this ISO 8601 date-time."
+    )
+    created_before: AwareDatetime | None = Field(
+        default=None, description="Only memories created before this ISO 8601 date-time."
+    )
 
     @field_validator("created_before")
     @classmethod

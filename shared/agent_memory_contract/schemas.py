@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import (
+    DEFAULT_PAGE,
+    MAX_CURSOR_CHARS,
+    MAX_MESSAGES,
+    MAX_PAGE,
     MAX_RECALL_LIMIT,
     AwareDatetime,
     Consistency,
@@ -83,7 +87,10 @@ class RecallRequest(WireModel):
         default=None, description="Chat messages; the query is the latest user message."
     )
     limit: int | None = Field(
-        default=None, ge=1, le=MAX_RECALL_LIMIT, description=f"1..{MAX_RECALL_LIMIT}, default 10."
+        default=None,
+        ge=1,
+        le=MAX_RECALL_LIMIT,
+        description=f"Most memories to return, 1..{MAX_RECALL_LIMIT} (default: the deployment's, 10 unless set).",
     )
     now: AwareDatetime | None = Field(default=None, description="Recall as of this time (reproducible decay).")
     include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")
@@ -106,6 +113,23 @@ class RecallRequest(WireModel):
         return self.query
 
 
+class ListRequest(WireModel):
+    """GET /memories (as query parameters; the filters flattened: categories comma-separated,
+    metadata as JSON): a page of the user's memories, newest first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    project_id: ProjectId | None = Field(default=None, description="Also list this project's memories.")
+    limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Memories per page, 1..{MAX_PAGE}.")
+    cursor: str | None = Field(
+        default=None, max_length=MAX_CURSOR_CHARS, description="next_cursor of the previous page; omit for the first."
+    )
+    include_inactive: bool = Field(default=False, description="Also superseded and expired memories.")
+    filters: MemoryFilters | None = Field(default=None, description="Only the memories that match these.")
+    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+
+
 class AddRequest(WireModel):
     """POST /memories: store facts now (no LLM; the same rules as the write path)."""
 
@@ -113,7 +137,12 @@ class AddRequest(WireModel):
 
     user_id: UserId | None = None
     project_id: ProjectId | None = None
-    memories: list[NewMemory] = Field(min_length=1)
+    memories: list[NewMemory] = Field(
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        description="The facts, one short self-contained sentence each (AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST "
+        "at most).",
+    )
 
 
 class ConversationRequest(ConversationEnded):

@@ -18,10 +18,10 @@ from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.service import Memory
 from agent_memory.store.rows import MemoryRow
 from agent_memory.store.scope import Scope
+from agent_memory_contract.kinds import EXIT_USAGE
 from agent_memory_contract.models import content_hash
 from agent_memory_tools.bench import sql as bench_sql
 from agent_memory_tools.cli import main
-from agent_memory_tools.cli.commands import EXIT_USAGE
 
 NUMBER = r"\d+(\.\d+)?"
 

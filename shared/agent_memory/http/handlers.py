@@ -9,7 +9,8 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput
-from agent_memory_contract.kinds import INTERNAL, RETRY_AFTER_S, error_kind
+from agent_memory_contract.kinds import INTERNAL, error_kind
+from agent_memory_contract.retry import RETRY_AFTER_S
 from agent_memory_contract.schemas import ErrorBody, ErrorDetail
 
 if TYPE_CHECKING:
@@ -104,8 +105,7 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
             log.error("request failed", extra={"error": type(exc).__name__, "detail": str(exc), "code": kind.code})
         else:
             log.info("request refused", extra={"error": type(exc).__name__, "detail": str(exc), "field": field})
-        message = kind.public_message or str(exc)
-        return error_response(kind.status, kind.code, message, field=field, request_id=request_id())
+        return error_response(kind.status, kind.code, kind.message(exc), field=field, request_id=request_id())
 
     def invalid(exc: RequestValidationError | RequestUnsupportedContentType) -> Response[Any]:
         content_type = app.current_event.headers.get("content-type")
@@ -155,9 +155,7 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
     def unexpected(exc: Exception) -> Response[Any]:
         # The traceback goes to the log (with the request id as correlation id), never to the caller.
         log.exception("unhandled error", extra={"error": type(exc).__name__})
-        return error_response(
-            INTERNAL.status, INTERNAL.code, INTERNAL.public_message or "internal error", request_id=request_id()
-        )
+        return error_response(INTERNAL.status, INTERNAL.code, INTERNAL.message(exc), request_id=request_id())
 
     # Registered here rather than as decorators (the resolver's decorators are untyped).
     # The resolver picks the handler by the exception's MRO, so Exception only gets the rest;

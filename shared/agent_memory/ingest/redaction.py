@@ -17,13 +17,11 @@ from typing import Generic, TypeVar
 from agent_memory.config import Settings
 from agent_memory.privacy import PiiDetector, PiiPolicy, RegexDetector, redact_many
 from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES
-from agent_memory_contract.models import NewMemory
+from agent_memory_contract.models import REDACTED_KEY, NewMemory
 
 logger = logging.getLogger(__name__)
 
-# The metadata key holding what redaction removed ({"email": 1, "payment_card": 1}); the service's
-# word only: a client's own value under this key is replaced when redaction is on.
-REDACTED_KEY = "pii_redacted"
+__all__ = ["REDACTED_KEY", "Redacted", "Redactor"]
 
 M = TypeVar("M", bound=NewMemory)
 
@@ -86,8 +84,10 @@ class Redactor:
             if result.changed:
                 redacted += 1
                 metadata[REDACTED_KEY] = dict(result.removed)
-                # Validated again: the text is normalised and checked like any memory's.
-                memory = memory.model_validate({**memory.model_dump(), "content": result.text, "metadata": metadata})
+                # Validated again: the text is normalised and checked like any memory's; the record
+                # is set after, since the models drop a writer's value under REDACTED_KEY.
+                memory = memory.model_validate({**memory.model_dump(), "content": result.text})
+                memory = memory.model_copy(update={"metadata": metadata})
             elif REDACTED_KEY in memory.metadata:
                 memory = memory.model_copy(update={"metadata": metadata})
             positions.append(len(kept))

@@ -113,7 +113,7 @@ def error_answer(exc: AgentMemoryError, request_id: str | None = None) -> HttpAn
     body = {
         "jsonrpc": "2.0",
         "id": None,
-        "error": {"code": JSONRPC_INVALID_REQUEST, "message": kind.public_message or str(exc), "data": data},
+        "error": {"code": JSONRPC_INVALID_REQUEST, "message": kind.message(exc), "data": data},
     }
     return HttpAnswer(kind.status, {"content-type": "application/json"}, json.dumps(body).encode())
 

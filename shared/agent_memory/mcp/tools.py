@@ -22,19 +22,18 @@ from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from agent_memory import __version__
+from agent_memory.recall.block import defused_text
 from agent_memory.service import Memory
-from agent_memory_contract.errors import AgentMemoryError, InvalidInput
+from agent_memory_contract.errors import AgentMemoryError, InvalidInput, NotFound
 from agent_memory_contract.kinds import error_kind
 from agent_memory_contract.models import (
     MAX_CONTENT_CHARS,
     MAX_ID_CHARS,
-    MAX_PAGE,
-    MAX_RECALL_LIMIT,
     AwareDatetime,
     Category,
     ChatMessage,
@@ -46,16 +45,17 @@ from agent_memory_contract.models import (
     MemoryRecord,
     NewMemory,
     ProjectId,
+    RecalledMemory,
     RecallResult,
     StoredIds,
-    describe_errors,
+    error_field,
 )
+from agent_memory_contract.params import default, param
+from agent_memory_contract.schemas import AddRequest, ListRequest, RecallRequest
 
 logger = logging.getLogger("agent_memory.mcp")
 
 SERVER_NAME = "agent-memory"
-MAX_FACTS = 50
-DEFAULT_LIST = 20
 # The source the history records for what a tool changed.
 MCP_SOURCE = "mcp"
 T = TypeVar("T")
@@ -81,8 +81,39 @@ def fixed_identity(identity: Identity) -> IdentityResolver:
 # ---- tool results -------------------------------------------------------------------
 
 
+DEFUSED = (
+    "true: content is shown as the [RUSH_MEMORY] block shows it (parts that read as instructions to a model, "
+    "chat-turn markers and block delimiters replaced); the exact stored text is the owner's, at GET "
+    "/memories/{id} (content) or `agent-memory get`."
+)
+
+
+class ToolMemory(MemoryRecord):
+    """A memory as a tool hands it to the model: its text defused as in the prompt block."""
+
+    content_defused: bool = Field(default=False, description=DEFUSED)
+
+
+class ToolRecalledMemory(RecalledMemory):
+    content_defused: bool = Field(default=False, description=DEFUSED)
+
+
+class ToolRecallResult(RecallResult):
+    memories: list[ToolRecalledMemory]  # type: ignore[assignment]  # the same memories, defused
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def defused(memory: MemoryRecord | RecalledMemory, model: type[M]) -> M:
+    """``memory`` as ``model`` with the block's defused text (one home: agent_memory.recall.block)."""
+    text = defused_text(memory.content)
+    values = {**dict(memory), "content": text, "content_defused": text != memory.content}
+    return model.model_construct(**values)
+
+
 class MemoryList(BaseModel):
-    memories: list[MemoryRecord]
+    memories: list[ToolMemory]
     next_cursor: str | None = Field(description="Pass as cursor to get the next page; null on the last page.")
 
 
@@ -172,20 +203,11 @@ The recorded changes of one memory, oldest first (created, refreshed by a restat
 updated, superseded by a newer fact, revived, expiry changed, deleted, expired): use it to \
 explain where a memory came from or why it changed."""
 
-CategoriesArg = Annotated[
-    list[Category] | None,
-    Field(description="Only memories of these categories (identity, preference, project, decision, fact, other)."),
-]
-MetadataArg = Annotated[
-    dict[str, Any] | None,
-    Field(description='Only memories whose metadata contains this JSON object, e.g. {"source": "crm"}.'),
-]
-CreatedAfterArg = Annotated[
-    AwareDatetime | None, Field(description="Only memories created at or after this ISO 8601 date-time.")
-]
-CreatedBeforeArg = Annotated[
-    AwareDatetime | None, Field(description="Only memories created before this ISO 8601 date-time.")
-]
+# Each argument's bounds and description are its request model's (agent_memory_contract.schemas).
+CategoriesArg = Annotated[list[Category] | None, param(MemoryFilters, "categories")]
+MetadataArg = Annotated[dict[str, Any] | None, param(MemoryFilters, "metadata")]
+CreatedAfterArg = Annotated[AwareDatetime | None, param(MemoryFilters, "created_after")]
+CreatedBeforeArg = Annotated[AwareDatetime | None, param(MemoryFilters, "created_before")]
 MemoryIdArg = Annotated[uuid.UUID, Field(description="The memory's id (from recall_memories or list_memories).")]
 ProjectArg = Annotated[
     ProjectId | None,
@@ -208,19 +230,33 @@ def memory_filters(
             categories=categories, metadata=metadata, created_after=created_after, created_before=created_before
         )
     except ValidationError as exc:
-        raise ToolError(describe_errors(exc)) from exc
+        raise invalid_arguments(exc) from exc
     return None if filters.empty else filters
 
 
 def tool_error(exc: AgentMemoryError) -> ToolError:
-    """The model-facing message of a service error: the HTTP API's public wording."""
+    """The model-facing message of a service error: the error table's code, then the HTTP API's
+    public wording ("invalid_input: limit: ...")."""
     kind = error_kind(exc)
-    message = kind.public_message or str(exc)
+    message = kind.message(exc)
     if isinstance(exc, InvalidInput) and exc.field and not message.startswith(exc.field):
         message = f"{exc.field}: {message}"
     if kind.status >= 500:
         logger.error("tool failed: %s: %s", type(exc).__name__, exc)
-    return ToolError(message)
+    return ToolError(f"{kind.code}: {message}")
+
+
+def invalid_arguments(exc: ValidationError, prefix: str | None = None, *, whole: bool = False) -> ToolError:
+    """A tool's arguments refused: one sentence naming the argument (pydantic's own text, with its
+    documentation links and the input echoed, is not for the model). ``prefix``: the argument the
+    validated value came from; ``whole``: the argument is the value itself, whatever field failed."""
+    errors = exc.errors(include_url=False, include_input=False)
+    field = None if whole else error_field(exc)
+    if prefix:
+        field = f"{prefix}{field}" if field and field.startswith("[") else f"{prefix}.{field}" if field else prefix
+    reason = str(errors[0]["msg"]).removeprefix("Value error, ") if errors else "invalid value"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    return tool_error(InvalidInput(f"{field}: {reason}{more}" if field else f"{reason}{more}", field=field))
 
 
 class MemoryTools:
@@ -277,19 +313,22 @@ class MemoryTools:
             ),
         ],
         project_id: ProjectArg = None,
-        limit: Annotated[
-            int | None, Field(ge=1, le=MAX_RECALL_LIMIT, description="Most memories to return (default 10).")
-        ] = None,
+        limit: Annotated[int | None, param(RecallRequest, "limit")] = None,
         categories: CategoriesArg = None,
         metadata: MetadataArg = None,
         created_after: CreatedAfterArg = None,
         created_before: CreatedBeforeArg = None,
-    ) -> RecallResult:
+    ) -> ToolRecallResult:
         who = self._who(ctx)
         project = project_id or who.project_id
         filters = memory_filters(categories, metadata, created_after, created_before)
-        return await self._call(
+        result = await self._call(
             lambda s: s.recall(query, user_id=who.user_id, project_id=project, limit=limit, filters=filters)
+        )
+        return ToolRecallResult.model_construct(
+            memories=[defused(m, ToolRecalledMemory) for m in result.memories],
+            prompt_block=result.prompt_block,
+            query=result.query,
         )
 
     async def remember(
@@ -297,7 +336,7 @@ class MemoryTools:
         ctx: Context,
         facts: Annotated[
             list[Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)]],
-            Field(min_length=1, max_length=MAX_FACTS, description="The facts, one short self-contained sentence each."),
+            param(AddRequest, "memories"),
         ],
         category: Annotated[
             Category,
@@ -325,10 +364,12 @@ class MemoryTools:
         who = self._who(ctx)
         wide = category in ("identity", "preference") if user_wide is None else user_wide
         project = None if wide else project_id or who.project_id
-        try:
-            memories = [NewMemory(content=fact, category=category, expires_at=expires_at) for fact in facts]
-        except ValidationError as exc:  # e.g. a fact that is only whitespace
-            raise ToolError(f"facts: {describe_errors(exc)}") from exc
+        memories = []
+        for i, fact in enumerate(facts):
+            try:
+                memories.append(NewMemory(content=fact, category=category, expires_at=expires_at))
+            except ValidationError as exc:  # e.g. a fact that is only whitespace
+                raise invalid_arguments(exc, f"facts[{i}]", whole=True) from exc
         return await self._call(lambda s: s.add(memories, user_id=who.user_id, project_id=project, source=MCP_SOURCE))
 
     async def remember_conversation(
@@ -359,22 +400,16 @@ class MemoryTools:
                 messages=messages,
             )
         except ValidationError as exc:
-            raise ToolError(describe_errors(exc)) from exc
+            raise invalid_arguments(exc) from exc
         return await self._call(lambda s: s.ingest_conversation(message))
 
     async def list_memories(
         self,
         ctx: Context,
         project_id: ProjectArg = None,
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_PAGE, description=f"Memories per page (default {DEFAULT_LIST}).")
-        ] = DEFAULT_LIST,
-        cursor: Annotated[
-            str | None, Field(max_length=512, description="next_cursor of the previous page; omit for the first.")
-        ] = None,
-        include_inactive: Annotated[
-            bool, Field(description="Also memories that were superseded or have expired.")
-        ] = False,
+        limit: Annotated[int, param(ListRequest, "limit")] = default(ListRequest, "limit"),
+        cursor: Annotated[str | None, param(ListRequest, "cursor")] = None,
+        include_inactive: Annotated[bool, param(ListRequest, "include_inactive")] = False,
         categories: CategoriesArg = None,
         metadata: MetadataArg = None,
         created_after: CreatedAfterArg = None,
@@ -393,11 +428,11 @@ class MemoryTools:
                 filters=filters,
             )
         )
-        return MemoryList(memories=page.memories, next_cursor=page.next_cursor)
+        return MemoryList(memories=[defused(m, ToolMemory) for m in page.memories], next_cursor=page.next_cursor)
 
-    async def get_memory(self, ctx: Context, memory_id: MemoryIdArg) -> MemoryRecord:
+    async def get_memory(self, ctx: Context, memory_id: MemoryIdArg) -> ToolMemory:
         who = self._who(ctx)
-        return await self._call(lambda s: s.get(memory_id, user_id=who.user_id))
+        return defused(await self._call(lambda s: s.get(memory_id, user_id=who.user_id)), ToolMemory)
 
     async def update_memory(
         self,
@@ -430,30 +465,32 @@ class MemoryTools:
         }
         if remove_expiry:
             if expires_at is not None:
-                raise ToolError("give expires_at or remove_expiry, not both")
+                raise tool_error(InvalidInput("give expires_at or remove_expiry, not both", field="remove_expiry"))
             given["expires_at"] = None  # MemoryChanges: a given null clears the expiry
         if not given:
-            raise ToolError(
-                "nothing to change: pass content, category, metadata, is_evergreen, expires_at or remove_expiry"
+            raise tool_error(
+                InvalidInput(
+                    "nothing to change: pass content, category, metadata, is_evergreen, expires_at or remove_expiry"
+                )
             )
         try:
             changes = MemoryChanges(**given)
         except ValidationError as exc:
-            raise ToolError(describe_errors(exc)) from exc
+            raise invalid_arguments(exc) from exc
         return await self._call(lambda s: s.update(memory_id, changes, user_id=who.user_id, source=MCP_SOURCE))
 
     async def forget_memory(self, ctx: Context, memory_id: MemoryIdArg) -> Forgotten:
         who = self._who(ctx)
         if not await self._call(lambda s: s.delete(memory_id, user_id=who.user_id, source=MCP_SOURCE)):
             # The same answer whether the id is another user's or nobody's: nothing leaks.
-            raise ToolError(f"no memory {memory_id} for this user (already forgotten, or a wrong id)")
+            raise tool_error(NotFound(f"no memory {memory_id} for this user (already forgotten, or a wrong id)"))
         return Forgotten(memory_id=memory_id, forgotten=True)
 
     async def memory_history(self, ctx: Context, memory_id: MemoryIdArg) -> MemoryHistory:
         who = self._who(ctx)
         events = await self._call(lambda s: s.history(memory_id, user_id=who.user_id))
         if not events:
-            raise ToolError(f"no history for memory {memory_id} for this user")
+            raise tool_error(NotFound(f"no history for memory {memory_id} for this user"))
         return MemoryHistory(memory_id=memory_id, events=events)
 
 
@@ -462,10 +499,24 @@ WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHi
 CHANGES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 
 
+class MemoryServer(MCPServer[Any]):
+    """The SDK's server, with arguments the tool's schema refuses worded as the tools word every
+    error (:func:`invalid_arguments`) rather than as pydantic's multi-line report."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                raise invalid_arguments(cause) from cause
+            raise
+
+
 def build_server(tools: MemoryTools) -> MCPServer[Any]:
     """An MCPServer with the memory tools (the service is built lazily, so listing the tools needs
     no database)."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = MemoryServer(
         SERVER_NAME,
         title="agent-memory",
         description="Long-term memory for AI agents: recall, remember, correct and forget facts about the user.",

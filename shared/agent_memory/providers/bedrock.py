@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from agent_memory.config import Settings
 from agent_memory.providers.retry import Retryable, RetryPolicy, parse_retry_after
 from agent_memory_contract.errors import ProviderError
+from agent_memory_contract.retry import PROVIDER_RETRY_STATUSES
 
 T = TypeVar("T")
 
@@ -83,7 +84,7 @@ def call_bedrock(
             meta = exc.response.get("ResponseMetadata", {})
             status = int(meta.get("HTTPStatusCode", 0) or 0)
             message = f"{model}: {code}: {err.get('Message', '')}"
-            if code in RETRYABLE_CODES or status == 429 or (status >= 500 and status != 501):
+            if code in RETRYABLE_CODES or status in PROVIDER_RETRY_STATUSES:
                 headers = meta.get("HTTPHeaders") or {}
                 raise Retryable(message, parse_retry_after(headers.get("retry-after"))) from exc
             raise ProviderError(provider, message) from exc

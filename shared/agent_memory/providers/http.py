@@ -12,9 +12,7 @@ import httpx
 from agent_memory.config import Settings
 from agent_memory.providers.retry import Retryable, RetryPolicy, parse_retry_after
 from agent_memory_contract.errors import ProviderError
-
-# 429, the timeouts and conflicts a retry can clear, and every 5xx except 501 Not Implemented.
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, *range(500, 600)} - {501})
+from agent_memory_contract.retry import PROVIDER_RETRY_STATUSES
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -90,7 +88,7 @@ class OpenAICompatClient:
         except httpx.TransportError as exc:
             raise Retryable(f"{what}cannot reach {self._http.base_url}{path}: {exc}") from exc
         failure = f"{what}HTTP {response.status_code} from {path}"
-        if response.status_code in RETRYABLE_STATUS:
+        if response.status_code in PROVIDER_RETRY_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
             raise Retryable(f"{failure}: {_error_text(response)}", retry_after)
         if response.status_code >= 400:

@@ -1,4 +1,5 @@
-"""The one retry policy of every remote provider call (OpenAI-compatible HTTP and Bedrock).
+"""The one retry policy (:mod:`agent_memory_contract.retry`) run for every remote provider call
+(OpenAI-compatible HTTP, Bedrock, Comprehend), within a time budget.
 
 An attempt that fails in a way worth another try (429, 5xx, timeout, connection error) raises
 :class:`Retryable`; anything else propagates at once. Retries wait an exponential backoff with
@@ -9,9 +10,6 @@ Bounds come from the settings max_retries, retry_base_delay_s and retry_budget_s
 
 from __future__ import annotations
 
-import datetime as dt
-import email.utils
-import math
 import random
 import time
 from collections.abc import Callable
@@ -22,42 +20,12 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from agent_memory.config import Settings
 from agent_memory_contract.errors import ProviderError
+from agent_memory_contract.retry import MAX_DELAY_S, Retryable, backoff, parse_retry_after, wait_for
+
+# Defined once, in the contract (the client runs the same policy); named here for the providers.
+__all__ = ["MAX_DELAY_S", "RetryPolicy", "Retryable", "parse_retry_after"]
 
 T = TypeVar("T")
-
-# The longest single wait, whether from the backoff or from a Retry-After header.
-MAX_DELAY_S = 30.0
-
-
-class Retryable(Exception):
-    """A failed attempt worth another try; ``retry_after``: the provider's requested wait."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After value (seconds or an HTTP date), in [0, MAX_DELAY_S].
-
-    None when absent or unreadable: the backoff applies then. A negative delay or a date in
-    the past means "now".
-    """
-    if value is None or not value.strip():
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-        if when.tzinfo is None:  # "-0000": a date in UTC with no zone information
-            when = when.replace(tzinfo=dt.UTC)
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds):
-        return None
-    return min(max(seconds, 0.0), MAX_DELAY_S)
 
 
 def _setting(name: str) -> Any:
@@ -90,8 +58,7 @@ class RetryPolicy:
     def backoff(self, retry: int) -> float:
         """The wait before retry number ``retry`` (1, 2, ...): "equal jitter", uniformly between
         half and all of base x 2^(retry-1), so concurrent callers spread out yet still back off."""
-        ceiling = min(self.base_delay_s * 2 ** (retry - 1), MAX_DELAY_S)
-        return self.jitter(ceiling / 2, ceiling)
+        return backoff(retry, self.base_delay_s, jitter=self.jitter)
 
     def deadline(self) -> float:
         """When, on ``clock``, a budget starting now ends: calls that run together can share it."""
@@ -131,6 +98,4 @@ class RetryPolicy:
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, Retryable) and exc.retry_after is not None:
-            return exc.retry_after
-        return self.backoff(state.attempt_number)
+        return wait_for(exc, state.attempt_number, self.base_delay_s, jitter=self.jitter)

@@ -37,9 +37,9 @@ _WHITESPACE = re.compile(r"\s+")  # includes \n, \r, \u2028 and friends
 _HEADINGS = re.compile(r"#{2,}\s*")
 
 
-def clean_memory_line(content: str, max_chars: int) -> str:
+def clean_memory_line(content: str, max_chars: int | None) -> str:
     """One safe line: whitespace collapsed, instructions replaced, markers, role tags and template
-    tokens defused, length capped."""
+    tokens defused, length capped (None: not capped)."""
     # Format characters dropped and compatibility forms folded (NFKC) first, so that neither
     # "ig\u200bnore" nor fullwidth letters hide an instruction from the patterns.
     line = _WHITESPACE.sub(" ", visible_form(content)).strip()
@@ -51,9 +51,15 @@ def clean_memory_line(content: str, max_chars: int) -> str:
     # Last: removing a token above may have joined the words of an instruction.
     line = defuse_instructions(_WHITESPACE.sub(" ", line))
     line = _WHITESPACE.sub(" ", line).strip()
-    if len(line) > max_chars:
+    if max_chars is not None and len(line) > max_chars:
         line = line[: max_chars - 1].rstrip() + "…"
     return line
+
+
+def defused_text(content: str) -> str:
+    """A memory's text as it may be handed to a model outside the block (the MCP tools' results):
+    defused exactly as the block's lines are, whole."""
+    return clean_memory_line(content, None)
 
 
 def build_memory_block(contents: Iterable[str], *, max_chars: int = 500, guard: bool = True) -> str:

@@ -1,5 +1,5 @@
 """The memory commands of ``agent-memory``: each parses its arguments, calls one service method and
-prints JSON Lines. Exit codes are :mod:`.main`'s."""
+prints JSON Lines. Exit codes are the error table's (:mod:`agent_memory_contract.kinds`)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from agent_memory.ingest.importing import ImportReport
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.kinds import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from agent_memory_contract.models import MemoryRecord, NewMemory, RecallQuery, RecallResult, describe_errors
 from agent_memory_tools.cli.memories import filters_of
 from agent_memory_tools.cli.output import Progress, emit, read_jsonl
 from agent_memory_tools.cli.text import for_humans, write_memories, write_recall, write_settings
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
 
 

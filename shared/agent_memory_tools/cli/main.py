@@ -19,20 +19,16 @@ from agent_memory.config import Settings, get_settings
 from agent_memory.service import Memory
 from agent_memory_contract.errors import (
     AgentMemoryError,
-    ConfigurationError,
-    DatabaseUnavailable,
     InvalidInput,
-    ProviderError,
 )
-from agent_memory_contract.models import CATEGORIES, describe_errors
+from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, error_kind
+from agent_memory_contract.models import CATEGORIES, MemoryFilters, describe_errors
+from agent_memory_contract.schemas import RecallRequest
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
 from agent_memory_tools.cli import mcp as mcp_command
 from agent_memory_tools.cli import serve, tenant
 from agent_memory_tools.cli.commands import (
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_USAGE,
     cmd_add,
     cmd_config,
     cmd_demo,
@@ -52,7 +48,6 @@ from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd
 from agent_memory_tools.cli.output import parse_time
 from agent_memory_tools.local.stack import TEMPLATE_HELP
 
-EXIT_CONFIG, EXIT_DATABASE, EXIT_PROVIDER = 3, 4, 5
 JSON_HELP = "print JSON Lines even on a terminal (they are printed whenever stdout is not one)"
 
 
@@ -91,7 +86,12 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add("recall", cmd_recall, "recall the memories relevant to a query")
     p.add_argument("--user")
     p.add_argument("--project")
-    p.add_argument("--limit", type=int, default=None, help="1..50 (default 10)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=RecallRequest.model_fields["limit"].description,
+    )
     p.add_argument("--now", type=parse_time, help="recall as of this ISO time (reproducible decay)")
     p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
     p.add_argument("--out", help="where --queries writes one result line per query")
@@ -216,13 +216,18 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
-    """The filters of recall and list (the API's filters)."""
+    """The filters of recall and list (the API's filters, described as the model describes them)."""
+    describe = MemoryFilters.model_fields
     parser.add_argument(
-        "--category", dest="categories", action="append", choices=CATEGORIES, help="any of these (repeatable)"
+        "--category",
+        dest="categories",
+        action="append",
+        choices=CATEGORIES,
+        help=f"{describe['categories'].description} (repeatable)",
     )
-    parser.add_argument("--metadata", dest="metadata_filter", help="containing this JSON object")
-    parser.add_argument("--created-after", type=parse_time, help="created at or after this ISO time")
-    parser.add_argument("--created-before", type=parse_time, help="created before this ISO time")
+    parser.add_argument("--metadata", dest="metadata_filter", help=describe["metadata"].description)
+    parser.add_argument("--created-after", type=parse_time, help=describe["created_after"].description)
+    parser.add_argument("--created-before", type=parse_time, help=describe["created_before"].description)
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -262,24 +267,22 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     except ValidationError as exc:  # settings from the environment
         print(f"agent-memory: invalid configuration: {describe_errors(exc)}", file=sys.stderr)
         return EXIT_CONFIG
-    except InvalidInput as exc:
-        where = f" ({exc.field})" if exc.field else ""
-        print(f"agent-memory: {exc}{where}", file=sys.stderr)
-        return EXIT_USAGE
-    except ConfigurationError as exc:
-        print(f"agent-memory: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except DatabaseUnavailable as exc:
-        print(f"agent-memory: database unavailable: {exc}", file=sys.stderr)
-        return EXIT_DATABASE
-    except ProviderError as exc:
-        print(f"agent-memory: provider failed: {exc}", file=sys.stderr)
-        return EXIT_PROVIDER
     except AgentMemoryError as exc:
-        print(f"agent-memory: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        print(f"agent-memory: {error_line(exc)}", file=sys.stderr)
+        return error_kind(exc).exit_code
     except BrokenPipeError:  # `agent-memory list | head`
         return EXIT_OK
+
+
+def error_line(exc: AgentMemoryError) -> str:
+    """What the CLI prints for a failure: the full message (the operator runs it, so nothing is
+    withheld), after what kind of failure it is when that is not about the input."""
+    if isinstance(exc, InvalidInput):
+        return f"{exc} ({exc.field})" if exc.field else str(exc)
+    kind = error_kind(exc)
+    if kind.public_message is None:
+        return str(exc)
+    return f"{kind.code.replace('_', ' ')}: {exc}"
 
 
 def main_entry() -> None:

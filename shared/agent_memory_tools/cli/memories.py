@@ -14,10 +14,9 @@ from pydantic import ValidationError
 
 from agent_memory.service import Memory
 from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.kinds import EXIT_ERROR, EXIT_OK
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, MemoryFilters, describe_errors
 from agent_memory_tools.cli.output import emit, parse_time
-
-EXIT_OK, EXIT_ERROR = 0, 1
 
 
 def _json_arg(value: str, field: str) -> Any:
