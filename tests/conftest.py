@@ -181,7 +181,7 @@ def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def local_embedder():  # type: ignore[no-untyped-def]
-    from agent_memory.embeddings.local import LocalEmbedder
+    from agent_memory_tools.embedders.local import LocalEmbedder
 
     embedder = LocalEmbedder()
     embedder.warm_up()

@@ -243,3 +243,35 @@ def test_the_layer_imports_and_migrates_under_cpython_313(
     report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["psycopg_impl"] == "binary"
     assert report["migrated"]["applied"] and report["migrated"]["embedder"].startswith("hash:")
+
+
+NO_LOCAL_MODEL = """
+from agent_memory.config import Settings
+from agent_memory.embeddings import create_embedder
+from agent_memory_contract.errors import ConfigurationError
+try:
+    create_embedder(Settings(embedding_provider="local"))
+except ConfigurationError as exc:
+    print(exc)
+"""
+
+
+def test_in_the_layer_alone_the_local_model_is_a_configuration_error_naming_the_install(
+    host_layer: tuple[Path, Path],
+) -> None:
+    """Lambda has the runtime without the tools: AGENT_MEMORY_EMBEDDING_PROVIDER=local says what to install."""
+    interpreter = python313()
+    assert interpreter is not None
+    layer, runtime = host_layer
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{layer}{os.pathsep}{runtime}", "PYTHONNOUSERSITE": "1"}
+    result = subprocess.run(
+        [interpreter, "-S", "-B", "-c", NO_LOCAL_MODEL],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "embedding provider 'local' is not installed here" in result.stdout
+    assert "pip install './shared' '.[local]'" in result.stdout

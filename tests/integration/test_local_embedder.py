@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_memory.embeddings.bert import read_safetensors
-from agent_memory.embeddings.local import LocalEmbedder, numpy_unsupported
+from agent_memory.config import Settings
+from agent_memory.embeddings import create_embedder
 from agent_memory_contract.errors import ConfigurationError
+from agent_memory_tools.embedders.bert import read_safetensors
+from agent_memory_tools.embedders.local import LocalEmbedder, numpy_unsupported
 
 pytestmark = pytest.mark.model
 
@@ -96,10 +98,18 @@ def test_token_counts_match_the_reference(local_embedder: LocalEmbedder, referen
     assert local_embedder.count_tokens(TEXTS) == reference.count_tokens(TEXTS)
 
 
+def test_the_configured_local_provider_is_the_tools_model(local_embedder: LocalEmbedder) -> None:
+    """AGENT_MEMORY_EMBEDDING_PROVIDER=local reaches the tools' model through the entry point registry."""
+    embedder = create_embedder(Settings(embedding_provider="local", embedding_batch_size=8))
+    assert isinstance(embedder, LocalEmbedder)
+    assert (embedder.fingerprint, embedder.batch_size) == ("local:all-MiniLM-L6-v2:384", 8)
+    assert np.abs(embedder.embed(TEXTS[:3]) - local_embedder.embed(TEXTS[:3])).max() < 1e-6
+
+
 def test_the_cli_path_never_imports_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from agent_memory.embeddings.local import LocalEmbedder\n"
+        "from agent_memory_tools.embedders.local import LocalEmbedder\n"
         "vector = LocalEmbedder().embed_query('hello')\n"
         "assert vector.shape == (384,)\n"
         "heavy = sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn', 'scipy') "

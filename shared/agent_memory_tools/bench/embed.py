@@ -33,7 +33,7 @@ def read_texts(path: Path, count: int) -> list[str]:
 
 
 def run(service: Memory, args: argparse.Namespace) -> int:
-    from agent_memory.embeddings.local import LocalEmbedder
+    from agent_memory_tools.embedders.local import LocalEmbedder
 
     path = Path(args.memories).expanduser() if args.memories else default_bench_file("locomo-dev", "memories.jsonl")
     texts = read_texts(path, args.texts)

@@ -210,7 +210,7 @@ def time_end_to_end(
     (total, embedding only, BLAS threads per matrix product)."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from agent_memory.embeddings.local import LocalEmbedder
+    from agent_memory_tools.embedders.local import LocalEmbedder
 
     model = LocalEmbedder()
     model.warm_up()  # sets one BLAS thread (see NumpyModel); --blas-threads overrides it after

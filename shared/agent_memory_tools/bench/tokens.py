@@ -59,7 +59,7 @@ class TokenCounter:
     """Counts tokens with the local model's tokenizer, line by line (no 512-token model limit applies)."""
 
     def __init__(self) -> None:
-        from agent_memory.embeddings.local import LocalEmbedder
+        from agent_memory_tools.embedders.local import LocalEmbedder
 
         self.embedder = LocalEmbedder()
 

