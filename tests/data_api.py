@@ -212,8 +212,9 @@ def _field(type_name: str, text: str | None) -> dict[str, Any]:
 
 
 class _Transaction:
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], key: tuple[str, str]) -> None:
         self.conn = conn
+        self.key = key  # the login and database whose idle sessions it returns to
         self.used = time.monotonic()
 
 
@@ -364,25 +365,35 @@ class DataApiStandIn:
         return {"updateResults": results}
 
     def begin(self, body: dict[str, Any]) -> dict[str, Any]:
-        conn = self._connect(body["secretArn"], body.get("database", "postgres"))
+        key = (body["secretArn"], body.get("database", "postgres"))
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            conn = idle.pop() if idle else None
+        if conn is None or conn.closed:
+            conn = self._connect(*key)
         conn.execute("BEGIN")
         transaction_id = base64.b64encode(uuid.uuid4().bytes * 3).decode()
         with self._lock:
-            self._transactions[transaction_id] = _Transaction(conn)
+            self._transactions[transaction_id] = _Transaction(conn, key)
         return {"transactionId": transaction_id}
 
     def _end(self, body: dict[str, Any], statement: str, status: str) -> dict[str, Any]:
         transaction = self._transaction(body["transactionId"])
         with self._lock:
             self._transactions.pop(body["transactionId"], None)
+        conn = transaction.conn
         try:
-            transaction.conn.execute(statement)
+            conn.execute(statement)
         except psycopg.Error as exc:
+            conn.close()
             raise DataApiError(
                 "DatabaseErrorException", f"ERROR: {exc.diag.message_primary}; SQLState: {exc.sqlstate}"
             ) from exc
-        finally:
-            transaction.conn.close()
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            with self._lock:
+                self._idle.setdefault(transaction.key, []).append(conn)
+        else:
+            conn.close()
         return {"transactionStatus": status}
 
     def dispatch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -414,6 +425,7 @@ class DataApiStandIn:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body leave as written, no 40 ms delayed-ACK stall
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

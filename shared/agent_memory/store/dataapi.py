@@ -210,6 +210,8 @@ def compose(query: Any, params: Sequence[Any] | Mapping[str, Any] | None) -> tup
             if name is not None:
                 raise psycopg.ProgrammingError("named placeholder in a query with positional parameters")
             assert not isinstance(params, Mapping)
+            if position >= len(params):
+                raise psycopg.ProgrammingError(f"the query has more placeholders than the {len(params)} parameters")
             key, value = f"p{position + 1}", params[position]
             position += 1
         if key not in seen:
