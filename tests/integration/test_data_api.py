@@ -246,3 +246,43 @@ def test_requests_per_use(data_api_service: MemoryService, data_api: DataApiStan
     data_api_service.remember("u-1", [NewMemory(content="The user deploys with SAM")])
     remembered = sum(data_api.reset_counts().values())
     assert remembered <= 10, remembered
+
+
+# ---- the schema through the Data API (MigrateFunction with DatabaseAccess=data-api) ----------------
+
+
+def test_migrate_through_the_data_api_as_the_owner(
+    blank_database_url: str, data_api: DataApiStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every migration file (many statements, dollar-quoted bodies) and the login role, one call per statement."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from agent_memory.service import MemoryService
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    info = conninfo_to_dict(blank_database_url)
+    owner_secret = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:owner-{uuid.uuid4().hex[:6]}"
+    data_api.logins[owner_secret] = make_conninfo(blank_database_url, dbname="postgres")
+    login = f"am_app_{uuid.uuid4().hex[:8]}"
+    owner = Settings(
+        db_cluster_arn=CLUSTER_ARN,
+        db_secret_arn=owner_secret,
+        db_name=str(info["dbname"]),
+        data_api_endpoint_url=data_api.url,
+        embedding_provider="hash",
+        app_db_user=login,
+    )
+    try:
+        result = MemoryService(owner).migrate()
+        assert len(result.applied) >= 9 and result.app_login is not None and result.app_login.created
+        with psycopg.connect(blank_database_url) as conn:
+            assert conn.execute("SELECT count(*) FROM agent_memory_migrations").fetchone() == (len(result.applied),)
+            policies = conn.execute("SELECT count(*) FROM pg_policies WHERE tablename = 'user_memories'").fetchone()
+            assert policies is not None and policies[0] > 0
+        assert MemoryService(owner).migrate().applied == []  # idempotent
+    finally:
+        data_api.logins.pop(owner_secret, None)
+        with psycopg.connect(blank_database_url, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {login}")
+            conn.execute(f"DROP ROLE IF EXISTS {login}")

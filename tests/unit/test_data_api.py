@@ -83,3 +83,34 @@ def test_errors_become_the_packages_types() -> None:
     assert isinstance(_translate("StatementTimeoutException", "45 s"), StatementTimeout)
     assert isinstance(_translate("TransactionNotFoundException", "gone"), DatabaseUnavailable)
     assert isinstance(_translate("AccessDeniedException", "no"), ConfigurationError)
+
+
+def test_scripts_split_into_statements_outside_literals_and_bodies() -> None:
+    from agent_memory.store.dataapi import split_script
+
+    script = """
+    -- a comment; with a semicolon
+    CREATE TABLE t (a text DEFAULT 'x;y');
+    CREATE FUNCTION f() RETURNS trigger AS $$ BEGIN RETURN NEW; END $$ LANGUAGE plpgsql;
+    /* block; comment */ SELECT "odd;name" FROM t;
+    """
+    assert split_script(script) == [
+        "-- a comment; with a semicolon\n    CREATE TABLE t (a text DEFAULT 'x;y')",
+        "CREATE FUNCTION f() RETURNS trigger AS $$ BEGIN RETURN NEW; END $$ LANGUAGE plpgsql",
+        '/* block; comment */ SELECT "odd;name" FROM t',
+    ]
+
+
+def test_the_scram_verifier_is_libpqs() -> None:
+    """Computed without libpq for the Data API path: the same keys libpq derives for the same salt."""
+    import base64
+
+    from agent_memory.store.roles import scram_sha256_verifier
+
+    # libpq's PQencryptPasswordConn("pencil", scram-sha-256) with this salt (RFC 7677's example password).
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    verifier = scram_sha256_verifier("pencil", salt=salt)
+    assert verifier == (
+        "SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=:"
+        "wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU="
+    )

@@ -228,6 +228,38 @@ def compose(query: Any, params: Sequence[Any] | Mapping[str, Any] | None) -> tup
     return converted, [seen[key][0] for key, _ in values]
 
 
+def split_script(script: str) -> list[str]:
+    """A script's statements (the Data API runs one per call; a migration file has many): split at
+    semicolons outside literals, quoted names, dollar-quoted bodies and comments."""
+    statements, start, i, n = [], 0, 0, len(script)
+    while i < n:
+        c = script[i]
+        if c in "'\"":
+            i = script.find(c, i + 1)
+            while i != -1 and i + 1 < n and script[i + 1] == c:
+                i = script.find(c, i + 2)
+            i = n if i == -1 else i + 1
+        elif c == "$" and (tag := re.match(r"\$(?:[A-Za-z_]\w*)?\$", script[i:])):
+            end = script.find(tag.group(0), i + len(tag.group(0)))
+            i = n if end == -1 else end + len(tag.group(0))
+        elif script.startswith("--", i):
+            i = n if (end := script.find("\n", i)) == -1 else end
+        elif script.startswith("/*", i):
+            i = n if (end := script.find("*/", i + 2)) == -1 else end + 2
+        elif c == ";":
+            statements.append(script[start:i])
+            start = i = i + 1
+        else:
+            i += 1
+    statements.append(script[start:])
+    return [s.strip() for s in statements if _has_code(s)]
+
+
+def _has_code(statement: str) -> bool:
+    without = re.sub(r"--[^\n]*|/\*.*?\*/", "", statement, flags=re.S)
+    return bool(without.strip())
+
+
 # ---- results: Data API fields -> what psycopg gives -------------------------------------------
 
 
@@ -440,6 +472,15 @@ class DataApiConnection:
     def execute(
         self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool = False
     ) -> DataApiCursor:
+        if params is None:
+            text, _ = compose(query, None)
+            statements = split_script(text)
+            if len(statements) > 1:
+                # A script (a migration): one call per statement, in the caller's transaction.
+                cursor = self.cursor()
+                for statement in statements:
+                    cursor.execute(statement)
+                return cursor
         return self.cursor().execute(query, params)
 
     @contextlib.contextmanager
