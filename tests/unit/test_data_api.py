@@ -114,3 +114,14 @@ def test_the_scram_verifier_is_libpqs() -> None:
         "SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=:"
         "wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU="
     )
+
+
+def test_a_connection_only_attribute_names_what_it_needs() -> None:
+    from agent_memory.providers.rdsdata import DataApi, DataApiTarget
+    from agent_memory.store.dataapi import DataApiConnection
+
+    conn = DataApiConnection(DataApi(DataApiTarget("arn:aws:rds:eu-west-1:1:cluster:c", "arn:s", "db")))
+    assert conn.api.target.region == "eu-west-1"
+    with pytest.raises(ConfigurationError, match="pgconn needs a direct PostgreSQL connection"):
+        _ = conn.pgconn
+    assert getattr(conn, "adapters", None) is None  # still an AttributeError for getattr's default

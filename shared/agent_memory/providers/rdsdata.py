@@ -74,7 +74,6 @@ class DataApi:
     def __init__(self, target: DataApiTarget, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.target = target
         self._sleep = sleep
-        self.calls = 0  # requests sent (each is billed)
 
     @property
     def client(self) -> Any:
@@ -126,7 +125,6 @@ class DataApi:
         deadline = time.monotonic() + self.target.resume_wait_s
         delay = 1.0
         while True:
-            self.calls += 1
             try:
                 response: dict[str, Any] = getattr(self.client, operation)(**request)
                 return response

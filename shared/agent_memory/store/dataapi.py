@@ -426,6 +426,11 @@ def _tuple_row(cursor: object) -> Any:
     return tuple
 
 
+class NeedsConnection(ConfigurationError, AttributeError):
+    """A psycopg-only attribute (pgconn, info, adapters, COPY ...) asked of the Data API path; an
+    AttributeError too, so ``getattr(conn, name, default)`` keeps working."""
+
+
 class DataApiConnection:
     """The Data API as the store's connection: statements outside a transaction commit on their
     own (autocommit, as the service's connections); ``transaction()`` is BeginTransaction ...
@@ -445,7 +450,9 @@ class DataApiConnection:
         self._savepoints = 0
 
     def __getattr__(self, name: str) -> Any:
-        raise ConfigurationError(
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NeedsConnection(
             f"{name} needs a direct PostgreSQL connection; the RDS Data API path does not have one "
             "(run this task with AGENT_MEMORY_DB_HOST or AGENT_MEMORY_DATABASE_URL)"
         )
