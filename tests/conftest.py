@@ -32,7 +32,8 @@ from agent_memory.service import Memory, set_service
 from agent_memory.store.embedded import start_embedded_server
 from tests.environment import use_lambda_environment
 
-pytest_plugins = ("tests.replica",)  # replica_pair, replica_database: a streaming standby
+# replica_pair, replica_database: a streaming standby; data_api, data_api_settings: the RDS Data API stand-in.
+pytest_plugins = ("tests.replica", "tests.data_api")
 
 TEMPLATE_DB = "agent_memory_template"
 
@@ -133,8 +134,23 @@ def database_url(pg_server: str, _template_database: str) -> Iterator[str]:
     _drop_database(pg_server, name)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Tests marked both_backends run once on a connection and once through the RDS Data API stand-in.
+    if metafunc.definition.get_closest_marker("both_backends") and "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", ["direct", "data-api"], indirect=True)
+
+
 @pytest.fixture
-def settings(database_url: str) -> Settings:
+def backend(request: pytest.FixtureRequest) -> str:
+    """How ``settings`` reaches the database: "direct" (psycopg) unless the test is both_backends."""
+    return str(getattr(request, "param", "direct"))
+
+
+@pytest.fixture
+def settings(database_url: str, backend: str, request: pytest.FixtureRequest) -> Settings:
+    if backend == "data-api":
+        data_api_settings: Settings = request.getfixturevalue("data_api_settings")
+        return data_api_settings
     # As the application role: every test runs under row-level security, as in production.
     return Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app")
 

@@ -96,6 +96,22 @@ class Settings(BaseSettings):
         "database, a conversation written six. Turn off if a proxy in front of PostgreSQL mishandles pipelined "
         "requests.",
     )
+    db_cluster_arn: str | None = Field(
+        default=None,
+        description="ARN of an Aurora PostgreSQL cluster to reach through the RDS Data API (HTTPS and IAM, no "
+        "connection, no VPC), logging in with db_secret_arn's user on db_name. Takes precedence over db_host.",
+    )
+    data_api_endpoint_url: str | None = Field(
+        default=None,
+        description="Where the RDS Data API is (a local stand-in); unset: rds-data.<region>.amazonaws.com.",
+    )
+    db_resume_wait_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="With db_cluster_arn: how long a statement waits for a cluster resuming from auto-pause (AWS "
+        "states about 15 s) before it fails with DatabaseResuming. 0: at once (a recall then answers 'memory "
+        "unavailable' and the agent proceeds without memories).",
+    )
     db_reader_host: str | None = Field(
         default=None,
         description="Reader endpoint (Aurora's cluster-ro endpoint, or an RDS Proxy READ_ONLY endpoint) with the same "
@@ -369,7 +385,9 @@ class Settings(BaseSettings):
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )
 
-    @field_validator("database_url", "database_reader_url", "data_dir", "db_reader_host", mode="before")
+    @field_validator(
+        "database_url", "database_reader_url", "data_dir", "db_reader_host", "db_cluster_arn", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the
@@ -411,7 +429,12 @@ class Settings(BaseSettings):
 
     @property
     def uses_embedded(self) -> bool:
-        return self.database_url is None and not self.db_host
+        return self.database_url is None and not self.db_host and not self.db_cluster_arn
+
+    @property
+    def uses_data_api(self) -> bool:
+        """The RDS Data API, not a connection: a cluster ARN and no URL (which wins, as over db_host)."""
+        return self.database_url is None and bool(self.db_cluster_arn)
 
     def effective_db_role(self) -> str | None:
         """The role the runtime connection takes: the embedded server is ours, so never its superuser."""

@@ -51,6 +51,10 @@ class PriceTable(BaseModel):
     aurora_acu_hour: Price
     aurora_storage_gb_month: Price
     aurora_io_requests: Price
+    data_api_requests: Price
+    data_api_billing_kb: float = Field(
+        gt=0, description="A Data API request is billed once per this many KB of payload."
+    )
     rds_proxy_acu_hour: Price
     rds_proxy_min_acu: float = Field(ge=0, description="RDS Proxy bills at least this many ACUs behind it.")
     rds_proxy_vcpu_hour: Price
@@ -80,7 +84,7 @@ class PriceTable(BaseModel):
 # Taken on 2026-12-01 without access to the live pricing pages (no network here but package
 # registries): each figure was matched against a copy or quotation of its page found by search where
 # one existed (Lambda arm64, SQS, HTTP API, Secrets Manager, Titan V2, Comprehend units and minimum,
-# the RDS Proxy 8-ACU minimum, Aurora ACU-hour/I/O); the others (Aurora storage, RDS db.t4g.micro and
+# the RDS Proxy 8-ACU minimum, Aurora ACU-hour/I/O); the others (Aurora storage, the RDS Data API, RDS db.t4g.micro and
 # gp3, CloudWatch, X-Ray, NAT, PrivateLink, Claude 3 Haiku) are the long-standing list prices, not
 # re-checked. Check them on the linked pages before quoting a figure.
 DEFAULT_PRICES = PriceTable(
@@ -112,6 +116,14 @@ DEFAULT_PRICES = PriceTable(
     ),
     aurora_storage_gb_month=Price(usd=0.10, unit="GB-month", source=_AURORA, note="Aurora Standard"),
     aurora_io_requests=Price(usd=0.20, per=1e6, unit="I/O requests", source=_AURORA, note="Aurora Standard"),
+    data_api_requests=Price(
+        usd=0.35,
+        per=1e6,
+        unit="Data API requests (32 KB units)",
+        source=_AURORA,
+        note="RDS Data API, first billion a month ($0.20 after); each further 32 KB of payload is another request",
+    ),
+    data_api_billing_kb=32,
     rds_proxy_acu_hour=Price(
         usd=0.015,
         unit="ACU-hour behind the proxy",

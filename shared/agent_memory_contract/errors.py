@@ -56,6 +56,10 @@ class StatementTimeout(DatabaseUnavailable):
     """A query ran past its statement_timeout (the database is overloaded or the scope is huge)."""
 
 
+class DatabaseResuming(DatabaseUnavailable):
+    """The Aurora cluster is resuming from auto-pause (about 15 s): nothing ran; try again shortly."""
+
+
 class SchemaChanged(SchemaMismatch):
     """The store moved to another embedding model while this connection was open (reembed switch):
     reconnect and resolve the schema again."""

@@ -15,6 +15,7 @@ from agent_memory_contract.errors import (
     AgentMemoryError,
     ConfigurationError,
     Conflict,
+    DatabaseResuming,
     DatabaseUnavailable,
     Forbidden,
     InputTooLarge,
@@ -67,6 +68,13 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     ErrorKind(NotFound, 404, "not_found", EXIT_ERROR),
     ErrorKind(
         StatementTimeout, 503, "statement_timeout", EXIT_DATABASE, "the database took too long to answer; try again"
+    ),
+    ErrorKind(
+        DatabaseResuming,
+        503,
+        "database_resuming",
+        EXIT_DATABASE,
+        "the database is resuming from a pause; try again in 15 s",
     ),
     ErrorKind(
         DatabaseUnavailable,

@@ -340,6 +340,11 @@ class RecallResult(WireModel):
     memories: list[RecalledMemory]
     prompt_block: str
     query: str
+    unavailable: Literal["database_resuming"] | None = Field(
+        default=None,
+        description="Set when no memory could be read, so memories and prompt_block are empty and the agent "
+        "should proceed without them: database_resuming, the database is waking from auto-pause (about 15 s).",
+    )
 
 
 class RecallQuery(WireModel):

@@ -5,7 +5,9 @@ conversations and recalls a day into line items for what ``template.yaml`` creat
 defaults (arm64 functions of 1024 MB, an SQS queue polled by IngestFunction, an HTTP API, and with
 ``CreateDatabase=true`` an Aurora Serverless v2 cluster at 0.5 ACU minimum behind RDS Proxy, two
 Secrets Manager secrets, log groups, one alarm, X-Ray tracing) plus what the template leaves to
-the operator (the route from the VPC to Bedrock). Free tiers, taxes, data transfer out of AWS,
+the operator (the route from the VPC to Bedrock); with ``access="data-api"`` (DatabaseAccess=data-api,
+``agent-memory cost --access data-api``) no proxy and no VPC, the cluster billed only while awake,
+and the RDS Data API per request. Free tiers, taxes, data transfer out of AWS,
 backups beyond the free allowance and support plans are left out. Run
 ``agent-memory cost --conversations N --recalls M`` to print the table.
 """
@@ -28,7 +30,31 @@ class CostAssumptions(UsageAssumptions):
         description="aurora_serverless_v2: what CreateDatabase=true creates; rds_instance: an existing "
         "db.t4g.micro; external: a database paid for elsewhere (not counted).",
     )
+    access: Literal["proxy", "data-api"] = Field(
+        default="proxy",
+        description="DatabaseAccess: proxy (RDS Proxy, functions in the VPC) or data-api (the RDS Data API, no proxy, "
+        "no VPC, the cluster at 0 ACU pausing when idle).",
+    )
     rds_proxy: bool = Field(default=True, description="CreateDatabase=true puts RDS Proxy in front of the cluster.")
+    auto_pause_s: float = Field(
+        default=300, ge=300, description="DatabaseAutoPauseSeconds (data-api): idle seconds before the cluster pauses."
+    )
+    awake_acu: float = Field(
+        default=0.5, gt=0, description="Capacity of a resumed cluster while it serves requests (data-api)."
+    )
+    data_api_requests_per_recall: float = Field(
+        default=4, ge=0, description="Begin, the scope, the query, commit (counted on the stand-in)."
+    )
+    data_api_requests_per_conversation: float = Field(
+        default=13,
+        ge=0,
+        description="Two transactions: the related memories, then the write (counted on the stand-in).",
+    )
+    data_api_recall_kb: float = Field(
+        default=330,
+        ge=0,
+        description="A recall's answer: 30 candidates (3 x limit 10) with their 1024-dim vectors as text, ~11 KB each.",
+    )
     aurora_min_acu: float = Field(default=0.5, ge=0, description="DatabaseMinCapacity (template default).")
     aurora_max_acu: float = Field(default=4, gt=0, description="DatabaseMaxCapacity (template default).")
     cached_bytes_per_memory: float = Field(
@@ -189,6 +215,24 @@ def _num(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.3g}"
 
 
+def _awake_fraction(requests: float, hours: float, pause_s: float) -> float:
+    """Of the month, how long the cluster is up: requests arrive at random (Poisson) through the day,
+    and it pauses after ``pause_s`` without one, so a gap longer than that is asleep but its first
+    ``pause_s``: awake = 1 - e^(-rate x pause_s)."""
+    if requests <= 0:
+        return 0.0
+    rate = requests / (hours * 3600)
+    return 1 - math.exp(-rate * pause_s)
+
+
+def _resumes(requests: float, hours: float, pause_s: float) -> float:
+    """Gaps longer than ``pause_s`` a month: each ends with a resume."""
+    if requests <= 0:
+        return 0.0
+    rate = requests / (hours * 3600)
+    return requests * math.exp(-rate * pause_s)
+
+
 def _xray_traces_per_day(requests_per_day: float, a: CostAssumptions) -> float:
     reservoir = a.xray_reservoir_per_s * 86_400
     return min(requests_per_day, reservoir) + a.xray_rate * max(0.0, requests_per_day - reservoir)
@@ -301,12 +345,43 @@ def monthly_cost(
         load_acu_hours = (
             recalls * a.aurora_acu_seconds_per_recall + conversations * a.aurora_acu_seconds_per_conversation
         ) / 3600
-        acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours + load_acu_hours)
-        add("Aurora", "Serverless v2 capacity", acu_hours, p.aurora_acu_hour)
+        if a.access == "data-api":
+            awake = _awake_fraction(recalls + ingest_invocations, hours, a.auto_pause_s)
+            floor_acu = max(a.awake_acu, cache_acu) if awake else 0.0
+            acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours * awake + load_acu_hours)
+            add(
+                "Aurora",
+                f"Serverless v2 capacity (awake {awake:.0%} of the month, 0 ACU paused)",
+                acu_hours,
+                p.aurora_acu_hour,
+            )
+            resumes = _resumes(recalls + ingest_invocations, hours, a.auto_pause_s)
+            if resumes >= 1:
+                warnings.append(
+                    f"~{resumes:,.0f} resumes a month from auto-pause: the first request after each waits ~15 s "
+                    "(a recall answers without memories meanwhile; ingest waits or is redelivered)"
+                )
+            units = p.data_api_billing_kb
+            recall_units = a.data_api_requests_per_recall + max(0.0, math.ceil(a.data_api_recall_kb / units) - 1)
+            add(
+                "RDS Data API",
+                "recall requests (a recall's answer: several 32 KB units)",
+                recalls * recall_units,
+                p.data_api_requests,
+            )
+            add(
+                "RDS Data API",
+                "ingest requests",
+                conversations * a.data_api_requests_per_conversation,
+                p.data_api_requests,
+            )
+        else:
+            acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours + load_acu_hours)
+            add("Aurora", "Serverless v2 capacity", acu_hours, p.aurora_acu_hour)
         add("Aurora", "storage", stored_gb, p.aurora_storage_gb_month)
         ios = recalls * a.aurora_io_per_recall + conversations * a.aurora_io_per_conversation
         add("Aurora", "I/O requests", ios, p.aurora_io_requests)
-        if a.rds_proxy:
+        if a.rds_proxy and a.access == "proxy":
             proxy_acu_hours = max(p.rds_proxy_min_acu * hours, acu_hours)
             add(
                 "RDS Proxy",
@@ -368,4 +443,6 @@ def monthly_cost(
 PRESETS: dict[str, dict[str, object]] = {
     "created-database": {},
     "existing-micro": {"database": "rds_instance", "rds_proxy": False, "network": "none", "secrets": 2},
+    # DatabaseAccess=data-api: no proxy, functions outside any VPC, the cluster paused when idle.
+    "data-api": {"access": "data-api", "rds_proxy": False, "network": "none", "aurora_min_acu": 0},
 }

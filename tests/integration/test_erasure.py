@@ -18,6 +18,9 @@ from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.integration.recall_support import as_jwt, body_of, event, invoke, with_body, with_request
 from tests.integration.test_serve_client import served, token  # noqa: F401 - the served fixture
 
+# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+pytestmark = pytest.mark.both_backends
+
 USER = "ana.lima@example.com"  # ids are often personal data themselves
 
 

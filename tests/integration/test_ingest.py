@@ -37,6 +37,9 @@ from tests.ingest_support import (
     sqs_record,
 )
 
+# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+pytestmark = pytest.mark.both_backends
+
 EVENT = REPO / "events" / "conversation-ended.json"
 MALFORMED = REPO / "events" / "conversation-ended-malformed.json"
 SVG_FACTS = {

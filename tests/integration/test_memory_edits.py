@@ -17,6 +17,9 @@ from agent_memory.service import Memory
 from agent_memory_contract.errors import Conflict, InputTooLarge, NotFound
 from agent_memory_contract.models import MemoryChanges, NewMemory, content_hash
 
+# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+pytestmark = pytest.mark.both_backends
+
 
 def one(service: Memory, user: str, content: str, **fields: Any) -> uuid.UUID:
     project_id = fields.pop("project_id", None)

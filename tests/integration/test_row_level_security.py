@@ -13,6 +13,9 @@ from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import NewMemory
 
+# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+pytestmark = pytest.mark.both_backends
+
 
 def seed(service: Memory) -> None:
     service.add([NewMemory(content="Alice prefers TypeScript"), NewMemory(content="Alice uses vim")], user_id="alice")

@@ -26,6 +26,7 @@ def _prices(**prices: float) -> PriceTable:
         rds_proxy_min_vcpu=2,
         rds_instance_vcpus=2,
         comprehend_min_units=3,
+        data_api_billing_kb=32,
         **fields,
     )
 
@@ -221,3 +222,37 @@ def test_the_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     assert "1,000 conversations/day" in out and "total" in out and "RDS" in out
     assert "Aurora" not in out and "Assumptions:" not in out
+
+
+def test_the_data_api_profile_idles_on_storage_and_secrets_under_two_dollars() -> None:
+    """DatabaseAccess=data-api with no traffic: no proxy, no endpoints, a paused cluster (list prices)."""
+    idle = monthly_cost(0, 0, assumptions=CostAssumptions(access="data-api", rds_proxy=False, network="none"))
+    services = idle.by_service()
+    assert "RDS Proxy" not in services and "VPC" not in services
+    assert next(ln for ln in idle.lines if ln.item.startswith("Serverless v2 capacity")).usd == 0
+    assert idle.total_usd <= 2.0, idle.table()
+    proxy = monthly_cost(0, 0)
+    assert proxy.total_usd > 100  # the 0.5 ACU floor, the proxy's 8 ACUs and the endpoints
+
+
+def test_the_data_api_bills_requests_and_capacity_only_while_awake() -> None:
+    a = CostAssumptions(access="data-api", rds_proxy=False, network="none", facts_per_conversation=0)
+    prices = _prices()
+    light = monthly_cost(0, 10, assumptions=a, prices=prices)  # ten recalls a day: mostly asleep
+    busy = monthly_cost(0, 100_000, assumptions=a, prices=prices)  # always awake
+
+    def capacity(estimate: CostEstimate) -> float:
+        return next(ln.quantity for ln in estimate.lines if ln.service == "Aurora" and "capacity" in ln.item)
+
+    assert 0 < capacity(light) < 0.05 * 0.5 * HOURS_PER_MONTH
+    assert capacity(busy) >= 0.99 * 0.5 * HOURS_PER_MONTH  # awake all month, plus the load above it
+    recalls = next(ln for ln in busy.lines if ln.item.startswith("recall requests"))
+    # four requests, and the answer's 330 KB in 32 KB units (ten more)
+    assert recalls.quantity == pytest.approx(100_000 * DAYS * (4 + 10))
+    assert any("resumes a month" in w for w in light.warnings)
+
+
+def test_the_cost_command_takes_the_access(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--access", "data-api", "--brief"]) == 0
+    out = capsys.readouterr().out
+    assert "RDS Proxy" not in out and "RDS Data API" in out

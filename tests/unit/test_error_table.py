@@ -126,6 +126,7 @@ def test_every_door_derives_the_same_answer_from_the_table(kind: ErrorKind) -> N
 def test_retryable_kinds_are_exactly_the_retry_policys_statuses() -> None:
     assert {k.code for k in ERROR_KINDS if k.retryable} == {
         "statement_timeout",
+        "database_resuming",
         "database_unavailable",
         "provider_error",
         "service_unavailable",

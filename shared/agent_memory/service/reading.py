@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from collections.abc import Sequence
 
@@ -19,7 +20,7 @@ from agent_memory.store.recall import hybrid_candidates
 from agent_memory.store.scope import Scope
 from agent_memory.store.usage import record_usage
 from agent_memory.usage import Meter, metering
-from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
+from agent_memory_contract.errors import DatabaseResuming, InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.inputs import has_visible, lone_surrogate
 from agent_memory_contract.models import (
     DEFAULT_PAGE,
@@ -37,6 +38,8 @@ from agent_memory_contract.models import (
     RecallResult,
     export_line,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class Reading(ServiceBase):
@@ -106,20 +109,26 @@ class Reading(ServiceBase):
         on_reader = self.reads.reader is not None and consistency == "eventual"
         # The recall's usage count is written by its query itself (one statement), which a
         # reader cannot run: there the count goes to the writer on its own (one more round trip).
-        candidates = self.reads.run(
-            lambda conn: hybrid_candidates(
-                conn,
-                scope,
-                vector,
-                query,
-                k,
-                statement_timeout_ms=timeout_ms,
-                usage=() if on_reader else used,
-                windows=windows,
-                date_k=plan.date_k,
-            ),
-            consistency=consistency,
-        )
+        try:
+            candidates = self.reads.run(
+                lambda conn: hybrid_candidates(
+                    conn,
+                    scope,
+                    vector,
+                    query,
+                    k,
+                    statement_timeout_ms=timeout_ms,
+                    usage=() if on_reader else used,
+                    windows=windows,
+                    date_k=plan.date_k,
+                ),
+                consistency=consistency,
+            )
+        except DatabaseResuming:
+            # A paused Aurora cluster wakes in ~15 s: the agent should answer now, without memories,
+            # rather than wait (AGENT_MEMORY_DB_RESUME_WAIT_S bounds any wait).
+            logger.warning("recall answered without memories: the database is resuming")
+            return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
             self.db.run(lambda conn: record_usage(conn, user_id, used))
         reranker = self.reranker

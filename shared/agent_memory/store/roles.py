@@ -5,13 +5,19 @@ run when the owner lacks the privilege.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import hmac
 import logging
+import os
+import unicodedata
 
 import psycopg
 from psycopg import sql
 
 from agent_memory.store.connection import Connection
+from agent_memory.store.dataapi import DataApiConnection
 from agent_memory.store.migrate import MIGRATION_LOCK_KEY
 from agent_memory_contract.errors import ConfigurationError
 
@@ -168,8 +174,8 @@ def ensure_app_login(conn: Connection, name: str, *, password: str | None = None
                     f"password RDS Proxy logs in with would be refused: REVOKE {RDS_IAM_ROLE} FROM {name}"
                 )
             # Hashed here (SCRAM, as the server is configured): the password never reaches server logs.
-            verifier = conn.pgconn.encrypt_password(password.encode(), name.encode())
-            alter = sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(name), sql.Literal(verifier.decode()))
+            verifier = _password_verifier(conn, password, name)
+            alter = sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(name), sql.Literal(verifier))
             _run_or_explain(
                 conn,
                 alter,
@@ -177,3 +183,26 @@ def ensure_app_login(conn: Connection, name: str, *, password: str | None = None
                 dba_sql=f"ALTER ROLE {name} PASSWORD '<the password in the app secret>';",
             )
     return AppLogin(name, created=created, granted=tuple(granted), password_set=password is not None)
+
+
+def _password_verifier(conn: Connection, password: str, name: str) -> str:
+    """What ALTER ROLE ... PASSWORD stores: libpq's hash on a connection; on the RDS Data API (no
+    libpq session) the SCRAM-SHA-256 verifier computed here, the only kind the Data API logs in with."""
+    if isinstance(conn, DataApiConnection):
+        return scram_sha256_verifier(password)
+    return bytes(conn.pgconn.encrypt_password(password.encode(), name.encode())).decode()
+
+
+def scram_sha256_verifier(password: str, *, salt: bytes | None = None, iterations: int = 4096) -> str:
+    """PostgreSQL's SCRAM-SHA-256 verifier (RFC 5802/7677, as libpq's PQencryptPasswordConn makes it),
+    for a password of printable ASCII as the template generates (SASLprep leaves those unchanged)."""
+    salt = salt if salt is not None else os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", unicodedata.normalize("NFKC", password).encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"

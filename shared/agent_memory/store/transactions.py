@@ -83,10 +83,10 @@ def pipelined_transaction(conn: Connection) -> Iterator[None]:
     which waits for each on its own. Statements in the block are sent when a result is
     needed; an error, or an exception in the block, rolls everything back. Inside a
     caller's transaction, on a connection that is not in autocommit, or with pipelining
-    turned off, it is a plain ``conn.transaction()``: a savepoint, or psycopg's own BEGIN.
+    turned off, it is a plain ``conn.transaction()``: a savepoint, or psycopg's own BEGIN (on the
+    RDS Data API, which pipelines nothing: BeginTransaction and CommitTransaction).
     """
-    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    if not (_may_pipeline(conn) and conn.autocommit and idle):
+    if not (_may_pipeline(conn) and conn.autocommit and _idle(conn)):
         with conn.transaction():
             yield
         return
@@ -98,6 +98,10 @@ def pipelined_transaction(conn: Connection) -> Iterator[None]:
     except BaseException:
         _recover(conn)
         raise
+
+
+def _idle(conn: Connection) -> bool:
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def _may_pipeline(conn: Connection) -> bool:

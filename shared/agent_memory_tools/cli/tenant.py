@@ -50,6 +50,11 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
         "bedrock-runtime endpoint); existing-micro: CreateDatabase=false on an RDS db.t4g.micro, functions "
         "outside any VPC",
     )
+    parser.add_argument(
+        "--access",
+        choices=["proxy", "data-api"],
+        help="DatabaseAccess of the created database: data-api is the cheap profile (no proxy, no VPC, auto-pause)",
+    )
     parser.add_argument("--database", choices=["aurora_serverless_v2", "rds_instance", "external"])
     parser.add_argument("--no-proxy", action="store_true", help="no RDS Proxy")
     parser.add_argument("--network", choices=["none", "vpc_endpoints", "nat_gateway"])
@@ -65,6 +70,8 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
 def _estimate(args: argparse.Namespace) -> costs.CostEstimate:
     """The estimate the options of :func:`_cost_arguments` describe."""
     changes: dict[str, object] = dict(costs.PRESETS[args.stack])
+    if args.access == "data-api":
+        changes.update(costs.PRESETS["data-api"])
     if args.no_proxy:
         changes["rds_proxy"] = False
     if args.comprehend:
