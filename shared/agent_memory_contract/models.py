@@ -22,7 +22,16 @@ from pydantic import (
     model_validator,
 )
 
-from agent_memory_contract.inputs import JsonValueError, as_stored, cut_deep, field_path, has_visible, inspect_json
+from agent_memory_contract.inputs import (
+    JsonValueError,
+    as_stored,
+    cut_deep,
+    field_path,
+    has_visible,
+    inspect_json,
+    visible_strings,
+    visible_text,
+)
 
 Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
@@ -63,8 +72,11 @@ def no_nul(value: str) -> str:
 
 
 def normalize_content(text: str) -> str:
-    """What we store: NFC, one space between words, no surrounding whitespace."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    """What we store: the visible form (:func:`~agent_memory_contract.inputs.visible_text`: NFKC,
+    nothing invisible), one space between words, no surrounding whitespace. Every detector
+    (personal data, instructions, block markers) reads this form, so what is stored is what was
+    checked and what a reader sees."""
+    return " ".join(visible_text(text).split())
 
 
 def stored_content(value: str) -> str:
@@ -73,10 +85,10 @@ def stored_content(value: str) -> str:
     normalising, not left to the database's check constraint. Content that shows nothing
     (zero-width, format or combining characters only) is refused too: it could be neither
     reviewed nor recalled by any query."""
-    value = normalize_content(value)
-    if not value:
+    if not value.split():
         raise ValueError("is empty once whitespace is removed")
-    if not has_visible(value):
+    value = normalize_content(value)
+    if not value or not has_visible(value):
         raise ValueError("has no visible character (only invisible, format or combining characters)")
     return value
 
@@ -115,7 +127,8 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
     if shape.keys > MAX_METADATA_KEYS:
         raise ValueError(f"has {shape.keys} keys; the limit is {MAX_METADATA_KEYS}")
-    value = as_stored(value)
+    # String values in the visible form, as content is (the detectors read them too).
+    value = visible_strings(as_stored(value))
     chars = metadata_chars(value)
     if chars > MAX_METADATA_CHARS:
         raise ValueError(f"is {chars} characters as JSON; the limit is {MAX_METADATA_CHARS}")
@@ -375,7 +388,11 @@ class ChatMessage(WireModel):
 
     role: Literal["user", "assistant", "system", "developer", "tool", "function"]
     content: Annotated[
-        str, StringConstraints(max_length=MAX_CONTENT_CHARS), BeforeValidator(_text_of), AfterValidator(no_nul)
+        str,
+        StringConstraints(max_length=MAX_CONTENT_CHARS),
+        BeforeValidator(_text_of),
+        AfterValidator(no_nul),
+        AfterValidator(visible_text),
     ]
     created_at: AwareDatetime | None = None
 
