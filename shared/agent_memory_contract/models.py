@@ -107,9 +107,9 @@ def content_hash(text: str) -> bytes:
 
 def plain_id(value: str) -> str:
     """Ids are printable: control and format characters (which can make two ids look alike, or
-    one look empty) are refused."""
-    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in value):
-        raise ValueError("contains control or invisible characters")
+    one look empty) are refused, and lone surrogates (no text: no store or encoder can hold one)."""
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in value):
+        raise ValueError("contains control, invisible or surrogate characters")
     return value
 
 

@@ -386,3 +386,9 @@ def test_text_of_other_scripts_is_not_flagged_for_its_lookalike_letters() -> Non
         "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
     ):
         assert redact(text).action == "kept"
+
+
+def test_a_jwt_lookalike_nested_past_the_json_parser_is_no_error() -> None:
+    deep = base64.urlsafe_b64encode(b'{"a":' * 3000 + b"1" + b"}" * 3000).decode().rstrip("=")
+    text = f"token {deep}.{_b64({'sub': 'x'})}.c2ln kept"
+    assert redact(text).text.endswith("kept")

@@ -215,7 +215,7 @@ def _b64url_json(part: str) -> object:
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
         return json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 
