@@ -174,3 +174,24 @@ def test_property_any_identity_headers_give_an_identity_or_a_4xx(headers: dict[s
         refused_4xx(exc)
     else:
         assert identity.user_id and "\x00" not in identity.user_id
+
+
+# ---- `agent-memory serve --unverified-jwt`'s reading of a bearer token ----------------------
+
+
+@given(st.text(max_size=60) | JSON.map(lambda v: "Bearer e30." + b64(json.dumps(v).encode()) + ".sig"))
+def test_property_any_bearer_token_is_read_or_refused_as_not_a_jwt(authorization: str) -> None:
+    from agent_memory_tools.local.server import unverified_jwt_claims
+
+    try:
+        claims = unverified_jwt_claims(authorization)
+    except ValueError:
+        return
+    assert claims is None or all(isinstance(v, str) for v in claims.values())
+
+
+def test_a_bearer_token_nested_past_the_parser_is_refused() -> None:
+    from agent_memory_tools.local.server import unverified_jwt_claims
+
+    with pytest.raises(ValueError, match="nested"):
+        unverified_jwt_claims("Bearer e30." + b64(b"[" * 5000 + b"]" * 5000) + ".sig")
