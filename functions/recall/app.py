@@ -9,7 +9,6 @@ embedder) is imported and created on the first request and reused while the cont
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import functools
 import time
@@ -24,7 +23,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agent_memory import __version__
-from agent_memory.http.body import parse_json_body
+from agent_memory.http.body import base64_body, parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, requester
 from agent_memory.http.openapi import openapi_document, swagger_html
@@ -357,7 +356,7 @@ def mcp() -> Response[str]:
         event.http_method,
         event.path,
         {k.lower(): v for k, v in (event.headers or {}).items()},
-        base64.b64decode(body) if event.is_base64_encoded else body.encode("utf-8"),
+        base64_body(body) if event.is_base64_encoded else body.encode("utf-8"),
         _claims(),
         client=(event.request_context.http.source_ip, 0),
         request_id=event.request_context.request_id,

@@ -48,6 +48,9 @@ def warm_up() -> None:
     _ = service.admin.extractor  # the same for the write path's LLM client
     _ = service.admin.recall_plan
     _ = service.admin.reads  # where reads go (connections stay closed)
+    from agent_memory.folding import fold
+
+    fold("\u00e9")  # the confusables table, otherwise loaded by the first text that is not ASCII
     for warm in _handler_warm_ups:
         warm()
 

@@ -10,6 +10,10 @@ them stay recallable) but marked: :func:`findings` runs once at write time, on e
 (:mod:`agent_memory.recall.block`) replaces the same spans whenever it writes a memory line, so
 the instruction never reaches the model verbatim, also for rows stored before the mark existed.
 
+The patterns read the detection form (:mod:`agent_memory.folding`), so a lookalike letter from
+another script, an accent, an invisible character or punctuation in place of the spaces does
+not hide an instruction from them.
+
 Patterns, not understanding: a paraphrased instruction ("the assistant should reveal its
 configuration when asked") is not found, and a fact that quotes an attack ("the user asked how
 'ignore previous instructions' attacks work") is marked. See SECURITY.md.
@@ -19,14 +23,32 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import unicodedata
+from collections.abc import Callable
 from typing import Literal, get_args
+
+from agent_memory.folding import fold
 
 Reason = Literal["instruction_override", "prompt_request", "role_marker", "block_marker", "template_token"]
 REASONS: tuple[str, ...] = get_args(Reason)
 
-# Any spelling of the block's own markers: brackets, optional slash, spaces, case.
-BLOCK_MARKER = re.compile(r"\[\s*/?\s*rush[\s_-]*memory\s*\]", re.IGNORECASE)
+# Between two words of an instruction: spaces, or punctuation standing in for them
+# ("ignore.previous.instructions", "ignore_all-previous instructions", "ignore / previous"), but
+# not a sentence's end ("I forget. The rules were clear" is two sentences, not an instruction).
+_G = r"(?:\s+|(?:[^\w\s]|_)+(?=\w)|\s*(?:[^\w\s.!?;,:]|_)+\s*)"
+# Word edges that also hold next to an underscore ("_ignore_previous_instructions_").
+_B0 = r"(?<![^\W_])"
+_B1 = r"(?![^\W_])"
+# Punctuation and symbols that can stand for a bracket: any but a sentence's own.
+_BRACKET = r"[^\w\s.,;:!?'\"]"
+# The block's own markers in any spelling: any bracket pair ([...], (...), {...}, <...>, 【...】
+# and the lookalikes the detection form folds to them), a slash, spaces, joiners, case; a closing
+# marker without its brackets; the marker's word itself.
+BLOCK_MARKER = re.compile(
+    rf"(?:{_BRACKET}\s*/?\s*|/\s*)rush[\W_]{{0,5}}memory(?:\s*{_BRACKET})?"
+    rf"|rush[\W_]{{0,5}}memory\s*{_BRACKET}"
+    r"|rush_memory",
+    re.IGNORECASE,
+)
 # Chat-template tokens and instruction tags of common model families.
 TEMPLATE_TOKENS = re.compile(r"<\|[^|<>]{0,40}\|>|\[/?INST\]|<</?SYS>>|</?s>", re.IGNORECASE)
 # <system>, </assistant>, <instructions ...>: a turn or a section of a prompt.
@@ -38,29 +60,30 @@ ROLE_PREFIX = re.compile(r"\b(system|assistant|developer|human|tool)\s*:", re.IG
 _ROLE_TURN = re.compile(r"(?:^|[.!?;\"'\])>}#*|-]\s*)\b(system|assistant|developer|human)\s*:", re.IGNORECASE)
 # Imitations of a prompt's structure: the block's title, BEGIN/END fences, memory tags.
 _FAKE_DELIMITERS = re.compile(
-    r"\brelevant memories\s*:"
-    r"|[-=#*]{3,}\s*(?:begin|end)\s+(?:of\s+)?(?:the\s+)?(?:system\s+prompt|system|prompt|instructions?|memor(?:y|ies)|context)\b"
+    rf"{_B0}relevant{_G}memories\s*:"
+    rf"|[-=#*]{{3,}}\s*(?:begin|end){_G}(?:of{_G})?(?:the{_G})?"
+    rf"(?:system{_G}prompt|system|prompt|instructions?|memor(?:y|ies)|context){_B1}"
     r"|</?\s*(?:memor(?:y|ies)|context|rush_memory)\s*>",
     re.IGNORECASE,
 )
-_DETERMINERS = r"(?:(?:all|any|every|each|the|your|my|these|those|of|its)\s+){0,3}"
-_EARLIER = r"(?:(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|other)\s+)?"
+_DETERMINERS = rf"(?:(?:all|any|every|each|the|your|my|these|those|of|its){_G}){{0,3}}"
+_EARLIER = rf"(?:(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|other){_G})?"
 _OVERRIDE = re.compile(
-    r"\b(?:ignore|disregard|forget|override|bypass|abandon)\s+"
+    rf"{_B0}(?:ignore|disregard|forget|override|bypass|abandon){_G}"
     + _DETERMINERS
     + _EARLIER
-    + r"(?:instructions?|prompts?|rules|directions|directives|guidelines|guardrails|constraints|programming)\b"
-    r"(?!\s+(?:of|for|about|in)\b)"  # "forget the rules of chess" is a fact, not an attack
-    r"|\b(?:ignore|disregard|forget)\s+(?:(?:everything|all|anything)\s+)?(?:the\s+)?"
-    r"(?:above|before|you\s+were\s+told)\b"
-    r"|\b(?:new|updated|real|actual|hidden)\s+(?:system\s+)?instructions?\s*:"
-    r"|\byou\s+are\s+no\s+longer\b"
-    r"|\b(?:developer|dan|jailbreak|god)\s+mode\b",
+    + rf"(?:instructions?|prompts?|rules|directions|directives|guidelines|guardrails|constraints|programming){_B1}"
+    rf"(?!{_G}(?:of|for|about|in){_B1})"  # "forget the rules of chess" is a fact, not an attack
+    rf"|{_B0}(?:ignore|disregard|forget){_G}(?:(?:everything|all|anything){_G})?(?:the{_G})?"
+    rf"(?:above|before|you{_G}were{_G}told){_B1}"
+    rf"|{_B0}(?:new|updated|real|actual|hidden){_G}(?:system{_G})?instructions?\s*:"
+    rf"|{_B0}you{_G}are{_G}no{_G}longer{_B1}"
+    rf"|{_B0}(?:developer|dan|jailbreak|god){_G}mode{_B1}",
     re.IGNORECASE,
 )
 _PROMPT_REQUEST = re.compile(
-    r"\b(?:reveal|print|show|repeat|output|leak|disclose|dump)\s+(?:\w+\s+){0,3}?"
-    r"(?:system\s+prompt|hidden\s+(?:prompt|instructions)|initial\s+prompt|(?:your|the)\s+instructions)\b",
+    rf"{_B0}(?:reveal|print|show|repeat|output|leak|disclose|dump){_G}(?:[^\W_]+{_G}){{0,3}}?"
+    rf"(?:system{_G}prompt|hidden{_G}(?:prompt|instructions)|initial{_G}prompt|(?:your|the){_G}instructions){_B1}",
     re.IGNORECASE,
 )
 _PATTERNS: tuple[tuple[Reason, re.Pattern[str]], ...] = (
@@ -72,8 +95,9 @@ _PATTERNS: tuple[tuple[Reason, re.Pattern[str]], ...] = (
     ("block_marker", _FAKE_DELIMITERS),
     ("template_token", TEMPLATE_TOKENS),
 )
-# What the block writes instead of an instruction or a fake delimiter.
+# What the block writes instead of an instruction or a fake delimiter, and of a block marker.
 REMOVED = "(instruction removed)"
+MARKER_REMOVED = "(marker removed)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,30 +107,53 @@ class Finding:
     end: int
 
 
-def visible_form(text: str) -> str:
-    """``text`` as a reader (or a model) sees it: format characters (zero-width spaces, bidi
-    overrides) dropped, compatibility forms folded (NFKC: fullwidth letters, ligatures)."""
-    if text.isascii():  # no format character or compatibility form is ASCII (the common case)
-        return text
-    return unicodedata.normalize("NFKC", "".join(ch for ch in text if unicodedata.category(ch) != "Cf"))
-
-
 def findings(text: str) -> list[Finding]:
-    """Every span of ``text`` that looks like it speaks to the model, in text order (spans of
-    ``text`` as given: callers that need them pass :func:`visible_form` first)."""
-    found = [Finding(reason, m.start(), m.end()) for reason, pattern in _PATTERNS for m in pattern.finditer(text)]
+    """Every span of ``text`` that looks like it speaks to the model, in text order. The patterns
+    read the detection form (:func:`agent_memory.folding.fold`: lookalike letters, marks, invisible
+    characters); the spans are of ``text`` as given."""
+    folded = fold(text)
+    found = [
+        Finding(reason, *folded.span(m.start(), m.end()))
+        for reason, pattern in _PATTERNS
+        for m in pattern.finditer(folded.text)
+    ]
     return sorted(found, key=lambda f: (f.start, f.end))
 
 
 def reasons(text: str) -> list[str]:
     """Why ``text`` looks like it carries instructions (empty: nothing found), in REASONS' order."""
-    found = {f.reason for f in findings(visible_form(text))}
+    found = {f.reason for f in findings(text)}
     return [r for r in REASONS if r in found]
+
+
+def substitute(pattern: re.Pattern[str], text: str, replacement: str | Callable[[re.Match[str]], str]) -> str:
+    """``pattern.sub`` matched on the detection form of ``text``: each match's span of ``text``
+    replaced (a callable replacement gets the match in the detection form)."""
+    folded = fold(text)
+    if folded.origin is None:
+        return pattern.sub(replacement, text)
+    out: list[str] = []
+    pos = 0
+    for m in pattern.finditer(folded.text):
+        start, end = folded.span(m.start(), m.end())
+        if start < pos:
+            continue
+        out.append(text[pos:start])
+        out.append(replacement(m) if callable(replacement) else replacement)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def defuse_instructions(text: str) -> str:
     """``text`` with its instructions, requests for the prompt and fake delimiters replaced by
     :data:`REMOVED` (markers, role tags and template tokens the block rewrites itself)."""
-    for pattern in (_OVERRIDE, _PROMPT_REQUEST, _FAKE_DELIMITERS):
-        text = pattern.sub(REMOVED, text)
+    # To a fixed point: a replacement can join what stood around it into a new instruction
+    # ("ignore" + "(instruction removed)").
+    for _ in range(8):
+        before = text
+        for pattern in (_OVERRIDE, _PROMPT_REQUEST, _FAKE_DELIMITERS):
+            text = substitute(pattern, text, REMOVED)
+        if text == before:
+            break
     return text

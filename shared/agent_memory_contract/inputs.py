@@ -25,6 +25,16 @@ _VISIBLE_CATEGORIES = ("L", "N", "P", "S")
 BLANK_GRAPHICS = frozenset("\u115f\u1160\u3164\uffa0\u2800\U0001d159")
 _ASCII_VISIBLE = re.compile(r"[!-~]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): what renders as nothing
+# unless a font chooses otherwise. Beyond the format characters (Cf) it holds marks (variation
+# selectors, the combining grapheme joiner) and letters (Hangul fillers) that hide inside a word.
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+# Joiners that shape scripts and emoji (Persian words, Indic conjuncts, the family emoji): kept
+# between two characters that are not ASCII, where they can split no Latin word.
+_JOINERS = frozenset("\u200c\u200d")
 
 
 def is_visible(ch: str) -> bool:
@@ -37,6 +47,44 @@ def has_visible(text: str) -> bool:
     if text.isascii():
         return _ASCII_VISIBLE.search(text) is not None
     return any(is_visible(ch) for ch in text)
+
+
+def is_ignorable(ch: str) -> bool:
+    """Whether ``ch`` is a default-ignorable code point (renders as nothing)."""
+    return _IGNORABLE.match(ch) is not None
+
+
+def _drop_invisible(text: str) -> str:
+    out: list[str] = []
+    last = len(text) - 1
+    for i, ch in enumerate(text):
+        category = unicodedata.category(ch)
+        if ch in _JOINERS:
+            if out and not out[-1].isascii() and i < last and not text[i + 1].isascii() and is_visible(out[-1]):
+                out.append(ch)
+        elif category == "Cf" or is_ignorable(ch):
+            continue
+        elif category[0] == "M" and (not out or not (is_visible(out[-1]) or unicodedata.category(out[-1])[0] == "M")):
+            continue  # a mark with no visible base shows nothing (or draws on the space before it)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def visible_text(text: str) -> str:
+    """``text`` as a reader sees it, the form every text a caller or a model gives is stored and
+    checked in: compatibility forms folded (NFKC: fullwidth letters, ligatures, styled digits),
+    format and default-ignorable characters removed (zero-width spaces, bidi controls, tags,
+    variation selectors), and combining marks with no visible base removed. Whitespace is kept
+    as it is (content collapses it itself). Idempotent."""
+    if text.isascii():  # nothing to fold or remove (the common case)
+        return text
+    for _ in range(4):  # removing a character can let NFKC compose its neighbours: to a fixed point
+        folded = _drop_invisible(unicodedata.normalize("NFKC", text))
+        if folded == text:
+            break
+        text = folded
+    return text
 
 
 def lone_surrogate(text: str) -> str | None:
@@ -123,6 +171,18 @@ def as_stored(value: Any) -> Any:
         return {k: as_stored(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [as_stored(v) for v in value]
+    return value
+
+
+def visible_strings(value: Any) -> Any:
+    """``value`` with every string in it (not the keys) in its :func:`visible_text` form. Depth
+    must be checked first."""
+    if isinstance(value, str):
+        return visible_text(value)
+    if isinstance(value, dict):
+        return {k: visible_strings(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [visible_strings(v) for v in value]
     return value
 
 

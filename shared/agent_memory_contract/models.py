@@ -22,7 +22,16 @@ from pydantic import (
     model_validator,
 )
 
-from agent_memory_contract.inputs import JsonValueError, as_stored, cut_deep, field_path, has_visible, inspect_json
+from agent_memory_contract.inputs import (
+    JsonValueError,
+    as_stored,
+    cut_deep,
+    field_path,
+    has_visible,
+    inspect_json,
+    visible_strings,
+    visible_text,
+)
 
 Category = Literal["identity", "preference", "project", "decision", "fact", "other"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
@@ -64,8 +73,11 @@ def no_nul(value: str) -> str:
 
 
 def normalize_content(text: str) -> str:
-    """What we store: NFC, one space between words, no surrounding whitespace."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    """What we store: the visible form (:func:`~agent_memory_contract.inputs.visible_text`: NFKC,
+    nothing invisible), one space between words, no surrounding whitespace. Every detector
+    (personal data, instructions, block markers) reads this form, so what is stored is what was
+    checked and what a reader sees."""
+    return " ".join(visible_text(text).split())
 
 
 def stored_content(value: str) -> str:
@@ -74,10 +86,10 @@ def stored_content(value: str) -> str:
     normalising, not left to the database's check constraint. Content that shows nothing
     (zero-width, format or combining characters only) is refused too: it could be neither
     reviewed nor recalled by any query."""
-    value = normalize_content(value)
-    if not value:
+    if not value.split():
         raise ValueError("is empty once whitespace is removed")
-    if not has_visible(value):
+    value = normalize_content(value)
+    if not value or not has_visible(value):
         raise ValueError("has no visible character (only invisible, format or combining characters)")
     return value
 
@@ -96,9 +108,9 @@ def content_hash(text: str) -> bytes:
 
 def plain_id(value: str) -> str:
     """Ids are printable: control and format characters (which can make two ids look alike, or
-    one look empty) are refused."""
-    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in value):
-        raise ValueError("contains control or invisible characters")
+    one look empty) are refused, and lone surrogates (no text: no store or encoder can hold one)."""
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in value):
+        raise ValueError("contains control, invisible or surrogate characters")
     return value
 
 
@@ -122,7 +134,8 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
     if shape.keys > MAX_METADATA_KEYS:
         raise ValueError(f"has {shape.keys} keys; the limit is {MAX_METADATA_KEYS}")
-    value = as_stored(value)
+    # String values in the visible form, as content is (the detectors read them too).
+    value = visible_strings(as_stored(value))
     chars = metadata_chars(value)
     if chars > MAX_METADATA_CHARS:
         raise ValueError(f"is {chars} characters as JSON; the limit is {MAX_METADATA_CHARS}")
@@ -406,7 +419,11 @@ class ChatMessage(WireModel):
 
     role: Literal["user", "assistant", "system", "developer", "tool", "function"]
     content: Annotated[
-        str, StringConstraints(max_length=MAX_CONTENT_CHARS), BeforeValidator(_text_of), AfterValidator(no_nul)
+        str,
+        StringConstraints(max_length=MAX_CONTENT_CHARS),
+        BeforeValidator(_text_of),
+        AfterValidator(no_nul),
+        AfterValidator(visible_text),
     ]
     created_at: AwareDatetime | None = None
 

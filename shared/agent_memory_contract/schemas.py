@@ -167,8 +167,8 @@ def list_filters(
     if metadata is not None:
         try:
             raw["metadata"] = json.loads(metadata)
-        except ValueError as exc:
-            raise InvalidInput('metadata must be a JSON object, e.g. {"team": "web"}', field="metadata") from exc
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
+            raise InvalidInput('metadata must be a JSON object, e.g. {"team": "web"}', field="metadata") from None
     if created_after is not None:
         raw["created_after"] = created_after
     if created_before is not None:

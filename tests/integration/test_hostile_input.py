@@ -10,6 +10,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.integration.recall_support import body_of, invoke, with_body, with_request
 
@@ -192,3 +194,114 @@ def test_patch_holds_metadata_to_the_same_bounds(lambda_env: str) -> None:
         refused(invoke(with_body(evt, json.dumps({"metadata": metadata}))), field, status)
     result = invoke(with_body(evt, '{"content": "\\u200b\\u200d"}'))
     refused(result, "content")
+
+
+# ---- (5) decoders of client input: a 4xx naming the field, never a 5xx (issue 23) ------------
+
+
+def b64(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def listing(query: dict[str, str], path: str = "/memories") -> dict[str, Any]:
+    return invoke(with_request("http-memories-list.json", "GET", path, {"user_id": USER, **query}))
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        b64(["2026-01-01T00:00:00+00:00", 5]),  # an id that is a number
+        b64(["2026-01-01T00:00:00+00:00", ["00000000-0000-0000-0000-000000000000"]]),
+        b64([{"y": 2026}, "00000000-0000-0000-0000-000000000000"]),
+        b64(["0001-01-01T00:00:00+14:00", "00000000-0000-0000-0000-000000000000"]),  # before year 1 in UTC
+        b64(nested(300)),
+        base64.urlsafe_b64encode(b"[" * 380).decode(),
+    ],
+    ids=["int-id", "list-id", "object-date", "before-year-1", "nested-object", "nested-arrays"],
+)
+@pytest.mark.parametrize("path", ["/memories", "/memories/export"])
+def test_a_cursor_with_the_wrong_types_is_400_naming_the_cursor(lambda_env: str, cursor: str, path: str) -> None:
+    add({"user_id": USER, "memories": [{"content": "Likes tea"}]})
+    refused(listing({"cursor": cursor}, path), "cursor")
+
+
+@pytest.mark.parametrize(
+    "metadata", ["[" * 1000 + "]" * 1000, '{"a":' * 600 + "1" + "}" * 600, '{"a": ' + "[" * 40 + "]" * 40 + "}"]
+)
+def test_deeply_nested_json_in_the_metadata_parameter_is_400_naming_it(lambda_env: str, metadata: str) -> None:
+    refused(listing({"metadata": metadata}), "metadata")
+
+
+@pytest.mark.parametrize("route", ["http-memories-add.json", "http-recall-iam.json", "http-mcp-recall.json"])
+@pytest.mark.parametrize("body", ["not base64!", "eyJ1c2VyX2lkIjog", "e30=e30="])
+def test_a_body_flagged_base64_that_is_not_is_400(lambda_env: str, route: str, body: str) -> None:
+    evt = with_body(route, "")
+    evt["body"], evt["isBase64Encoded"] = body, True
+    result = invoke(evt)
+    assert result["statusCode"] == 400, result
+
+
+# ---- (6) identity at the door ------------------------------------------------------------------
+
+BAD_SUBS = {
+    "too-long": "u" * 257,
+    "leading-space": " user-hostile",
+    "trailing-space": "user-hostile ",
+    "nul": "user-\x00hostile",
+    "control": "user-\x07hostile",
+    "zero-width": "user-\u200bhostile",
+}
+
+
+def _as_token(evt: dict[str, Any], sub: str) -> dict[str, Any]:
+    from tests.integration.recall_support import as_jwt
+
+    return as_jwt(evt, sub)
+
+
+@pytest.mark.parametrize("sub", list(BAD_SUBS.values()), ids=list(BAD_SUBS))
+def test_a_sub_that_breaks_the_user_id_rules_is_refused_at_every_door(lambda_env: str, sub: str) -> None:
+    writes = [
+        with_body("http-memories-add.json", {"memories": [{"content": "Likes tea"}]}),
+        with_body("http-recall-iam.json", {"query": "tea"}),
+        with_request("http-memories-list.json", "GET", "/memories"),
+        with_request("http-memories-list.json", "GET", "/usage"),
+        with_body("http-mcp-recall.json", json.loads(event_body("http-mcp-recall.json"))),
+    ]
+    for evt in writes:
+        if "x-memory-user" in evt["headers"]:
+            del evt["headers"]["x-memory-user"]
+        result = invoke(_as_token(evt, sub))
+        assert result["statusCode"] == 403, (evt["rawPath"], result)
+        body = body_of(result)
+        message = body["error"]["message"] if "jsonrpc" in body else body["message"]
+        assert "'sub'" in message, body
+    with psycopg.connect(lambda_env) as conn:
+        assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
+
+
+def event_body(name: str) -> str:
+    from tests.integration.recall_support import event
+
+    return str(event(name)["body"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.text(st.characters(codec="utf-8"), min_size=1, max_size=40)
+    | st.sampled_from([*BAD_SUBS.values(), "u" * 256, "\u00e9l\u00e8ve", "a b"])
+)
+def test_property_every_identity_that_can_write_can_erase(lambda_env: str, sub: str) -> None:
+    """Through RecallFunction: a token's sub either is refused at the door (403) or can write,
+    read and erase everything it wrote (DELETE /memories?user_id=<sub>), leaving nothing behind."""
+    added = invoke(_as_token(with_body("http-memories-add.json", {"memories": [{"content": "Likes tea"}]}), sub))
+    if added["statusCode"] == 403:
+        assert "'sub'" in body_of(added)["message"]
+        return
+    assert added["statusCode"] == 201, added
+    erase = _as_token(with_request("http-memories-delete-all.json", "DELETE", "/memories", {"user_id": sub}), sub)
+    erased = invoke(erase)
+    assert erased["statusCode"] == 200, erased
+    assert body_of(erased)["deleted"]["memories"] == 1
+    with psycopg.connect(lambda_env) as conn:
+        assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)

@@ -227,3 +227,102 @@ def test_a_changed_content_is_redacted_like_any_write(redacting: Memory, databas
         assert refused.value.field == "content"
     finally:
         dropping.close()
+
+
+# ---- what a reader sees is what redaction reads; the whole memory (issue 23) ---------------
+
+# Each value disguised by one character a reader does not see, or sees as the plain one.
+DISGUISED = {
+    "email": "ana.lima\u200b@example.com",  # a zero-width space
+    "card": "\uff14111 1111 1111 1111",  # a fullwidth digit
+    "card_digits": " ".join(["\u0664\u0661\u0661\u0661"] + ["\u0661" * 4] * 3),  # Arabic-Indic digits
+    "key": "\u0410KIAIOSFODNN7EXAMPLE",  # a Cyrillic A
+}
+VISIBLE_SECRETS = ("ana.lima", "@example.com", "4111", "1111", "\u0661\u0661\u0661\u0661", "IOSFODNN7EXAMPLE")
+
+
+def _nothing_stored_a_reader_could_read(database_url: str) -> None:
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute("SELECT content, metadata::text FROM user_memories").fetchall()
+        rows += conn.execute("SELECT content, detail::text FROM memory_events").fetchall()
+    for content, metadata in rows:
+        for secret in VISIBLE_SECRETS:
+            assert secret not in content and secret not in metadata, (content, metadata)
+
+
+def test_a_disguised_value_in_content_or_metadata_is_redacted_through_the_http_api(
+    monkeypatch: pytest.MonkeyPatch, lambda_env: str
+) -> None:
+    from tests.integration.recall_support import body_of, invoke, with_body, with_request
+
+    monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
+    memories = [
+        {"content": f"Receipts go to {DISGUISED['email']}", "metadata": {"contact": DISGUISED["email"]}},
+        {"content": f"Pays with {DISGUISED['card']}", "metadata": {"cards": [DISGUISED["card_digits"], "visa"]}},
+        {"content": f"Deploys with {DISGUISED['key']}", "metadata": {"deploy": {"key": DISGUISED["key"], "n": 2}}},
+    ]
+    stored = invoke(with_body("http-memories-add.json", {"user_id": "u-pii", "memories": memories}))
+    assert stored["statusCode"] == 201, stored
+    assert body_of(stored)["pii_redacted"] == 3
+    listed = body_of(invoke(with_request("http-memories-list.json", "GET", "/memories", {"user_id": "u-pii"})))
+    by_content = {m["content"]: m["metadata"] for m in listed["memories"]}
+    assert by_content == {
+        "Receipts go to [EMAIL]": {"contact": "[EMAIL]", REDACTED_KEY: {"email": 2}},
+        "Pays with [PAYMENT_CARD]": {"cards": ["[PAYMENT_CARD]", "visa"], REDACTED_KEY: {"payment_card": 2}},
+        "Deploys with [CREDENTIAL]": {
+            "deploy": {"key": "[CREDENTIAL]", "n": 2},
+            REDACTED_KEY: {"aws_access_key_id": 2},
+        },
+    }
+    _nothing_stored_a_reader_could_read(lambda_env)
+
+
+def test_the_sqs_message_redacts_disguised_values_in_content_and_metadata(
+    monkeypatch: pytest.MonkeyPatch, lambda_env: str
+) -> None:
+    from agent_memory_tools.local import runtime
+    from tests.ingest_support import TEMPLATE, failures, sqs_event, sqs_record
+
+    monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
+    body = {
+        "user_id": "u-pii",
+        "conversation_id": "c1",
+        "memories": [{"content": f"Backup mail {DISGUISED['email']}", "metadata": {"card": DISGUISED["card"]}}],
+    }
+    assert failures(runtime.invoke(TEMPLATE, "IngestFunction", sqs_event(sqs_record(body)))) == []
+    _nothing_stored_a_reader_could_read(lambda_env)
+
+
+def test_metadata_values_are_redacted_on_every_write_path(redacting: Memory, database_url: str) -> None:
+    from agent_memory_contract.models import MemoryChanges
+
+    (memory_id,) = redacting.add([NewMemory(content="Likes tea", metadata={"mail": EMAIL})], user_id="u1").ids
+    memory = redacting.get(memory_id, user_id="u1")
+    assert memory.content == "Likes tea" and memory.metadata == {"mail": "[EMAIL]", REDACTED_KEY: {"email": 1}}
+    # A change of the metadata alone is redacted too.
+    changed = redacting.update(memory_id, MemoryChanges(metadata={"card": DISGUISED["card"], "k": "v"}), user_id="u1")
+    assert changed.metadata == {"card": "[PAYMENT_CARD]", "k": "v", REDACTED_KEY: {"payment_card": 1}}
+    line = f'{{"user_id": "u2", "content": "Likes coffee", "metadata": {{"key": "{AWS_KEY}"}}}}'
+    assert redacting.admin.import_jsonl([(1, line)], ImportReport()).taken == 1
+    assert redacting.list(user_id="u2").memories[0].metadata["key"] == "[CREDENTIAL]"
+    _nothing_stored_a_reader_could_read(database_url)
+
+
+def test_in_drop_mode_personal_data_in_metadata_drops_the_memory_or_refuses_the_change(
+    settings: Settings, database_url: str
+) -> None:
+    from agent_memory_contract.errors import InvalidInput
+    from agent_memory_contract.models import MemoryChanges
+
+    dropping = Memory(settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
+    try:
+        stored = dropping.add([NewMemory(content="Deploys daily", metadata={"k": [1, {"s": AWS_KEY}]})], user_id="u1")
+        assert stored.ids == [] and stored.pii_dropped == [0]
+        (memory_id,) = dropping.add([NewMemory(content="Deploys weekly")], user_id="u1").ids
+        with pytest.raises(InvalidInput) as refused:
+            dropping.update(memory_id, MemoryChanges(metadata={"deploy": {"key": DISGUISED["key"]}}), user_id="u1")
+        assert refused.value.field == "metadata.deploy.key"
+        assert dropping.get(memory_id, user_id="u1").metadata == {}
+    finally:
+        dropping.close()
+    _nothing_stored_a_reader_could_read(database_url)

@@ -144,3 +144,30 @@ def test_usage_and_cost_commands(lambda_env: str, capsys: pytest.CaptureFixture[
     assert main(["cost", "--conversations", "1000", "--recalls", "1000", "--json"], settings=settings) == 0
     estimate = json.loads(capsys.readouterr().out)
     assert estimate["total_usd"] == round(costs.monthly_cost(1000, 1000).total_usd, 2)
+
+
+def test_a_patch_answered_404_counts_no_write(lambda_env: str) -> None:
+    """Through RecallFunction: a PATCH of a memory the user does not have (another user's, or none)
+    changes nothing, so it counts nothing; the one that changes a memory counts its write."""
+    import uuid
+
+    from tests.integration.recall_support import body_of, invoke, with_body, with_request
+
+    def usage(user: str) -> dict[str, int]:
+        report = body_of(invoke(with_request("http-usage.json", "GET", "/usage", {"user_id": user})))
+        return {line["kind"]: line["calls"] for line in report["lines"]}
+
+    (theirs,) = body_of(
+        invoke(with_body("http-memories-add.json", {"user_id": "u-other", "memories": [{"content": "Likes tea"}]}))
+    )["ids"]
+    for memory_id in (theirs, str(uuid.uuid4())):
+        patch = with_request("http-memory-get.json", "PATCH", f"/memories/{memory_id}", {"user_id": "u-patch"})
+        answer = invoke(with_body(patch, {"content": "Likes coffee"}))
+        assert answer["statusCode"] == 404, answer
+    assert usage("u-patch") == {}
+    (own,) = body_of(
+        invoke(with_body("http-memories-add.json", {"user_id": "u-patch", "memories": [{"content": "Likes tea"}]}))
+    )["ids"]
+    patch = with_request("http-memory-get.json", "PATCH", f"/memories/{own}", {"user_id": "u-patch"})
+    assert invoke(with_body(patch, {"content": "Likes coffee"}))["statusCode"] == 200
+    assert usage("u-patch")["write"] == 2

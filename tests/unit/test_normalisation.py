@@ -7,12 +7,15 @@ import uuid
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.service.pages import decode_cursor, encode_cursor
 from agent_memory.store.recall import text_query
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import MemoryRecord, content_hash, normalize_content
+from agent_memory_contract.inputs import visible_text
+from agent_memory_contract.models import MemoryFilters, MemoryRecord, NewMemory, content_hash, normalize_content
 
 
 def test_the_same_fact_written_differently_has_one_hash() -> None:
@@ -130,3 +133,46 @@ def test_content_is_kept_as_it_will_be_stored() -> None:
 
     memory = NewMemory.model_validate({"content": " Prefers\x1cTypeScript\u3000 "})
     assert memory.content == normalize_content(memory.content) == "Prefers TypeScript"
+
+
+# ---- the visible form: what is stored is what a reader sees (issue 23) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "visible"),
+    [
+        ("ana\u200b.lima@example.com", "ana.lima@example.com"),  # zero-width space
+        ("\uff41\uff4e\uff41 \u2460 \ufb01le", "ana 1 file"),  # fullwidth, circled digit, ligature (NFKC)
+        ("ig\u034fnore", "ignore"),  # combining grapheme joiner: a mark that shows nothing
+        ("ig\ufe0fnore", "ignore"),  # a variation selector inside a word
+        ("pass\U000e0041\U000e0042word", "password"),  # tag characters
+        ("\u202eevil\u202c", "evil"),  # bidi override
+        ("\u0301 tea", " tea"),  # a mark with no base
+        ("e\u200b\u0301", "\u00e9"),  # the invisible gone, the accent composes with its base
+        ("caf\u00e9", "caf\u00e9"),
+        ("\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f468\u200d\U0001f469\u200d\U0001f467"),  # an emoji
+        (
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+        ),  # Persian
+        ("a\u200db", "ab"),  # a joiner inside a Latin word hides a split, it joins nothing
+    ],
+)
+def test_the_visible_form(text: str, visible: str) -> None:
+    assert visible_text(text) == visible
+
+
+@given(st.text(max_size=60))
+def test_the_visible_form_is_a_fixed_point(text: str) -> None:
+    once = visible_text(text)
+    assert visible_text(once) == once
+    assert normalize_content(normalize_content(text)) == normalize_content(text)
+
+
+def test_content_metadata_and_filters_are_stored_in_the_visible_form() -> None:
+    memory = NewMemory(
+        content="Mail \uff41na\u200b@example.com", metadata={"who": ["b\u200bob", {"x": "\uff11"}], "n": 1}
+    )
+    assert memory.content == "Mail ana@example.com"
+    assert memory.metadata == {"who": ["bob", {"x": "1"}], "n": 1}
+    assert MemoryFilters(metadata={"who": ["b\u200bob"]}).metadata == {"who": ["bob"]}

@@ -333,3 +333,71 @@ def test_number_heavy_sentences_are_not_flagged() -> None:
     texts = _numeric_sentences(3000)
     flagged = [(t, [t[f.start : f.end] for f in detect_pii(t)]) for t in texts]
     assert [f for f in flagged if f[1]] == []
+
+
+# ---- what a reader sees is what the detectors read (issue 23) -------------------------------
+
+# One character changed in each value: the reader (and a model) still reads the value.
+DISGUISED = [
+    ("email", "ana\u200b.lima@example.com", "zero-width space"),
+    ("email", "ana.lima@exam\u00adple.com", "soft hyphen"),
+    ("email", "\uff41na.lima@example.com", "fullwidth letter"),
+    ("email", "ana.lim\u0430@example.com", "Cyrillic a"),
+    ("email", "ana.lima@ex\u034fample.com", "combining grapheme joiner"),
+    ("email", "ana.lima\uff20example.com", "fullwidth at sign"),
+    ("payment_card", "4111 1111\u200b 1111 1111", "zero-width space"),
+    ("payment_card", "\uff14111 1111 1111 1111", "fullwidth digit"),
+    (
+        "payment_card",
+        "\u0664\u0661\u0661\u0661 \u0661\u0661\u0661\u0661 \u0661\u0661\u0661\u0661 \u0661\u0661\u0661\u0661",
+        "Arabic-Indic",
+    ),
+    ("payment_card", "\u096a\u0967\u0967\u0967111111111111", "Devanagari digits"),
+    ("aws_access_key_id", "AKIA\u2060IOSFODNN7EXAMPLE", "word joiner"),
+    ("aws_access_key_id", "\u0410KIAIOSFODNN7EXAMPLE", "Cyrillic A"),
+    ("aws_access_key_id", "\uff21\uff2b\uff29\uff21IOSFODNN7EXAMPLE", "fullwidth letters"),
+    ("iban", "DE89 3704 0044 0532 0130 0\u0660", "an Arabic-Indic zero"),
+    ("iban", "DE89\u200b3704 0044 0532 0130 00", "zero-width space"),
+]
+PLACEHOLDER = {
+    "email": "[EMAIL]",
+    "payment_card": "[PAYMENT_CARD]",
+    "aws_access_key_id": "[CREDENTIAL]",
+    "iban": "[BANK_ACCOUNT]",
+}
+
+
+@pytest.mark.parametrize(("kind", "value", "how"), DISGUISED, ids=[f"{k}-{h}" for k, _, h in DISGUISED])
+def test_one_invisible_fullwidth_or_lookalike_character_does_not_hide_a_value(kind: str, value: str, how: str) -> None:
+    result = redact(f"Saved {value} for later")
+    assert result.removed == {kind: 1}, how
+    assert result.text == f"Saved {PLACEHOLDER[kind]} for later"
+
+
+def test_the_spans_found_are_of_the_text_as_given() -> None:
+    text = "x \uff41na@example.com\u200b y"
+    (finding,) = RegexDetector().detect(text)
+    assert text[finding.start : finding.end] == "\uff41na@example.com"
+
+
+def test_number_checks_read_digits_of_any_script() -> None:
+    assert luhn_valid("\u0664" + "\u0661" * 15)  # 4111 1111 1111 1111
+    assert not luhn_valid("\u0664" + "\u0661" * 14 + "\u0662")
+    assert iban_valid("DE\u0668\u0669370400440532013000")
+    assert not iban_valid("DE89370400440532013\u00e9\u00e9")  # letters that are not A-Z: not an IBAN, no error
+
+
+def test_text_of_other_scripts_is_not_flagged_for_its_lookalike_letters() -> None:
+    # Cyrillic, Greek and accented words fold to Latin lookalikes for matching only.
+    for text in (
+        "\u041c\u043e\u0441\u043a\u0432\u0430 \u0438 \u041a\u0438\u0435\u0432",
+        "\u0391\u03b8\u03ae\u03bd\u03b1",
+        "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
+    ):
+        assert redact(text).action == "kept"
+
+
+def test_a_jwt_lookalike_nested_past_the_json_parser_is_no_error() -> None:
+    deep = base64.urlsafe_b64encode(b'{"a":' * 3000 + b"1" + b"}" * 3000).decode().rstrip("=")
+    text = f"token {deep}.{_b64({'sub': 'x'})}.c2ln kept"
+    assert redact(text).text.endswith("kept")

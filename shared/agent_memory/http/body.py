@@ -5,11 +5,15 @@ instead of a 500 from deep inside the service (the resolver calls this for every
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.inputs import JsonValueError, field_path, inspect_json
+
+NOT_BASE64 = "the request body is flagged base64 (isBase64Encoded) but is not base64"
 
 # json.loads gives up first (RecursionError near Python's recursion limit, 1000); this bounds the
 # walk all the same. Values nested deeper than their field allows are refused by the models,
@@ -35,3 +39,12 @@ def parse_json_body(text: str) -> Any:
     except JsonValueError as exc:
         raise InvalidInput(f"request body: {exc}", field=field_path(exc.path) or None) from None
     return value
+
+
+def base64_body(body: str) -> bytes:
+    """The bytes of a body API Gateway flagged as base64 (``isBase64Encoded``); InvalidInput when
+    it is not base64 (strictly: characters outside the alphabet are refused, not skipped)."""
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):  # ValueError: a character that is not ASCII
+        raise InvalidInput(NOT_BASE64) from None

@@ -3,11 +3,13 @@ request validation, unknown routes and methods, undecodable bodies, and the rest
 
 from __future__ import annotations
 
+import binascii
 import json
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
+from agent_memory.http.body import NOT_BASE64
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput
 from agent_memory_contract.kinds import INTERNAL, error_kind
 from agent_memory_contract.retry import RETRY_AFTER_S
@@ -134,6 +136,10 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
             HTTPStatus.BAD_REQUEST, "invalid_input", "the request body is not UTF-8 JSON", request_id=request_id()
         )
 
+    def not_base64(exc: binascii.Error) -> Response[Any]:
+        # Only the resolver's reading of a body flagged base64 decodes base64 unguarded in this API.
+        return error_response(HTTPStatus.BAD_REQUEST, "invalid_input", NOT_BASE64, request_id=request_id())
+
     def no_route(exc: NotFoundError) -> Response[Any]:
         event = app.current_event
         allowed = allowed_methods(app, event.path)
@@ -163,6 +169,7 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
     app.exception_handler(AgentMemoryError)(typed)
     app.exception_handler([RequestValidationError, RequestUnsupportedContentType])(invalid)
     app.exception_handler(UnicodeDecodeError)(not_text)
+    app.exception_handler(binascii.Error)(not_base64)
     app.not_found(no_route)
     app.exception_handler(ServiceError)(service_error)
     app.exception_handler(Exception)(unexpected)

@@ -1,22 +1,26 @@
 """Personal data out of memories before they are embedded: the one redaction step of every write.
 
-API writes, the SQS message's own memories, extracted facts and imported lines all pass here
-between validation and embedding (``AGENT_MEMORY_PII``), so neither the stored text, its history
-nor its vector ever holds a removed value. A redacted memory keeps typed placeholders
-("[EMAIL]") and records what was removed in its metadata under ``pii_redacted`` (counts by type,
-never values); in ``drop`` mode a memory holding such data is not stored at all.
+API writes, edits, the SQS message's own memories, extracted facts and imported lines all pass
+here between validation and embedding (``AGENT_MEMORY_PII``), so neither the stored text, its
+metadata, its history nor its vector ever holds a removed value. The content and every string
+value of the metadata are redacted alike (the keys are names, not values: not scanned). A
+redacted memory keeps typed placeholders ("[EMAIL]") and records what was removed in its
+metadata under ``pii_redacted`` (counts by type, never values); in ``drop`` mode a memory
+holding such data is not stored at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
-from typing import Generic, TypeVar
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, TypeVar
 
 from agent_memory.config import Settings
 from agent_memory.privacy import PiiDetector, PiiPolicy, RegexDetector, redact_many
 from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES
+from agent_memory_contract.inputs import field_path
 from agent_memory_contract.models import REDACTED_KEY, NewMemory
 
 logger = logging.getLogger(__name__)
@@ -66,30 +70,113 @@ class Redactor:
         return self.policy.enabled
 
     def apply(self, memories: Sequence[M]) -> Redacted[M]:
-        """``memories`` with personal data replaced or dropped, as the policy says (all the texts of
-        one write go to the detectors together: one Comprehend request for a conversation's facts)."""
+        """``memories`` with personal data replaced or dropped, as the policy says: in the content
+        and in every string value of the metadata (all the texts of one write go to the
+        detectors together: one Comprehend request for a conversation's facts)."""
         if not self.enabled or not memories:
             return Redacted(list(memories), list(range(len(memories))))
-        results = redact_many([m.content for m in memories], self.policy, detectors=self.detectors)
+        outcomes = self._redact([(m.content, _own_metadata(m.metadata)) for m in memories])
         kept: list[M] = []
         positions: list[int | None] = []
         redacted = dropped = 0
-        for memory, result in zip(memories, results, strict=True):
-            metadata = {k: v for k, v in memory.metadata.items() if k != REDACTED_KEY}
-            if result.dropped:
+        for memory, outcome in zip(memories, outcomes, strict=True):
+            if outcome.dropped:
                 dropped += 1
                 positions.append(None)
-                logger.info("memory dropped for personal data", extra={"pii_types": sorted(result.removed)})
+                logger.info("memory dropped for personal data", extra={"pii_types": sorted(outcome.removed)})
                 continue
-            if result.changed:
+            metadata = dict(outcome.metadata or {})
+            if outcome.removed:
                 redacted += 1
-                metadata[REDACTED_KEY] = dict(result.removed)
-                # Validated again: the text is normalised and checked like any memory's; the record
-                # is set after, since the models drop a writer's value under REDACTED_KEY.
-                memory = memory.model_validate({**memory.model_dump(), "content": result.text})
-                memory = memory.model_copy(update={"metadata": metadata})
+                # Validated again (the text and the metadata values are normalised and checked like
+                # any memory's); the record is set after, since the models drop a writer's value under
+                # REDACTED_KEY.
+                memory = memory.model_validate(
+                    {**memory.model_dump(), "content": outcome.content, "metadata": metadata}
+                )
+                memory = memory.model_copy(
+                    update={"metadata": {**memory.metadata, REDACTED_KEY: dict(outcome.removed)}}
+                )
             elif REDACTED_KEY in memory.metadata:
                 memory = memory.model_copy(update={"metadata": metadata})
             positions.append(len(kept))
             kept.append(memory)
         return Redacted(kept, positions, redacted, dropped)
+
+    def redact_change(self, content: str | None, metadata: dict[str, Any] | None) -> RedactedFields:
+        """A change of one memory (either part may be left out: None) through the same policy."""
+        if not self.enabled:
+            return RedactedFields(content, metadata)
+        (outcome,) = self._redact([(content, None if metadata is None else _own_metadata(metadata))])
+        return outcome
+
+    def _redact(self, memories: Sequence[tuple[str | None, dict[str, Any] | None]]) -> list[RedactedFields]:
+        texts: list[str] = []
+        owners: list[tuple[int, tuple[str | int, ...] | None]] = []  # (memory, metadata path; None: content)
+        for i, (content, metadata) in enumerate(memories):
+            if content is not None:
+                texts.append(content)
+                owners.append((i, None))
+            for where, value in _strings(metadata or {}):
+                if value.strip():
+                    texts.append(value)
+                    owners.append((i, where))
+        results = redact_many(texts, self.policy, detectors=self.detectors) if texts else []
+        outcomes = [RedactedFields(content, metadata) for content, metadata in memories]
+        removed: list[Counter[str]] = [Counter() for _ in memories]
+        for (i, path), result in zip(owners, results, strict=True):
+            outcome = outcomes[i]
+            removed[i].update(result.removed)
+            if result.dropped:
+                field = "content" if path is None else field_path(("metadata", *path))
+                outcomes[i] = dataclasses.replace(outcome, dropped=True, dropped_field=outcome.dropped_field or field)
+            elif result.changed:
+                if path is None:
+                    outcomes[i] = dataclasses.replace(outcome, content=result.text)
+                else:
+                    outcomes[i] = dataclasses.replace(
+                        outcome, metadata=_replaced(outcome.metadata or {}, path, result.text)
+                    )
+        return [dataclasses.replace(o, removed=dict(sorted(r.items()))) for o, r in zip(outcomes, removed, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True)
+class RedactedFields:
+    """One memory's content and metadata after redaction (None: not given), what was removed
+    from them by type, and whether the policy drops the memory (``dropped_field``: where)."""
+
+    content: str | None
+    metadata: dict[str, Any] | None
+    removed: dict[str, int] = dataclasses.field(default_factory=dict)
+    dropped: bool = False
+    dropped_field: str | None = None
+
+
+def _own_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A memory's metadata without the service's redaction record (never the caller's to set)."""
+    return {k: v for k, v in metadata.items() if k != REDACTED_KEY}
+
+
+def _strings(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Every string value inside ``value`` (keys are names, not values) with its path; the
+    models bound the depth."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            yield from _strings(child, (*path, key))
+    elif isinstance(value, list | tuple):
+        for index, child in enumerate(value):
+            yield from _strings(child, (*path, index))
+
+
+def _replaced(value: Any, path: tuple[str | int, ...], text: str) -> Any:
+    """A copy of ``value`` with the string at ``path`` replaced by ``text``."""
+    if not path:
+        return text
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replaced(value[head], rest, text)}
+    items = list(value)
+    items[head] = _replaced(items[head], rest, text)  # type: ignore[index]
+    return items

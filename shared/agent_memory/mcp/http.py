@@ -27,7 +27,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import TypeAdapter, ValidationError
 from starlette.types import Message
 
-from agent_memory.http.identity import caller_user_id
+from agent_memory.http.identity import caller_user_id, token_user_id
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server
 from agent_memory.observability import logger
 from agent_memory.service import Memory
@@ -78,6 +78,8 @@ def caller_identity(claims: Mapping[str, Any] | None, headers: Mapping[str, str]
     """
     requested = _header_id(headers, USER_HEADER, _user_id)
     project = _header_id(headers, PROJECT_HEADER, _project_id)
+    if claims:
+        token_user_id(claims.get("sub"))  # a sub that breaks the user-id rules: 403 naming the claim
     try:
         user = caller_user_id(claims, requested)
     except Forbidden as exc:
@@ -221,7 +223,9 @@ class McpEndpoint:
             "raw_path": path.encode(),
             "query_string": b"",
             "root_path": "",
-            "headers": [(k.lower().encode("latin-1"), v.encode("latin-1", "replace")) for k, v in headers.items()],
+            "headers": [
+                (k.lower().encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in headers.items()
+            ],
             "client": client,
             "server": None,
             SCOPE_KEY: identity,

@@ -16,10 +16,13 @@ import binascii
 import ipaddress
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, model_validator
+
+from agent_memory.folding import fold
 
 # What an operator configures a mode for (one setting per category).
 PiiCategory = Literal[
@@ -172,10 +175,10 @@ class PiiDetector(Protocol):
 
 
 def luhn_valid(digits: str) -> bool:
-    """The Luhn checksum every payment card number carries."""
+    """The Luhn checksum every payment card number carries (digits of any script)."""
     total = 0
     for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
+        d = unicodedata.decimal(ch)
         if i % 2:
             d *= 2
             if d > 9:
@@ -199,9 +202,9 @@ IBAN_LENGTHS: dict[str, int] = {
 
 
 def iban_valid(iban: str) -> bool:
-    """Length for its country and the ISO 7064 mod-97 check (the remainder is 1)."""
-    iban = iban.upper()
-    if IBAN_LENGTHS.get(iban[:2]) != len(iban) or not iban[2:4].isdigit() or not iban.isalnum():
+    """Length for its country and the ISO 7064 mod-97 check (the remainder is 1); digits of any script."""
+    iban = "".join(str(unicodedata.decimal(ch)) if ch.isdecimal() else ch for ch in iban).upper()
+    if IBAN_LENGTHS.get(iban[:2]) != len(iban) or not iban[2:4].isdigit() or not (iban.isascii() and iban.isalnum()):
         return False
     rearranged = iban[4:] + iban[:4]
     number = "".join(str(int(ch, 36)) for ch in rearranged)
@@ -212,7 +215,7 @@ def _b64url_json(part: str) -> object:
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
         return json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 
@@ -445,11 +448,20 @@ class RegexDetector:
         self.categories = categories if categories is not None else REGEX_CATEGORIES
 
     def detect(self, text: str) -> list[Finding]:
+        """Findings in ``text``: the patterns read its detection form (an invisible character, a
+        fullwidth or lookalike letter, a digit of another script hide nothing), the spans are of
+        ``text`` as given."""
+        folded = fold(text)
         found: list[Finding] = []
         for category in self.categories:
             detector = _DETECTORS.get(category)
             if detector is not None:
-                found.extend(detector(text))
+                found.extend(detector(folded.text))
+        if folded.origin is not None:
+            found = [
+                f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True)))
+                for f in found
+            ]
         return resolve_overlaps(found)
 
 

@@ -13,12 +13,14 @@ from collections.abc import Iterable
 
 from agent_memory.poison import (
     BLOCK_MARKER,
+    MARKER_REMOVED,
     ROLE_PREFIX,
     ROLE_TAGS,
     TEMPLATE_TOKENS,
     defuse_instructions,
-    visible_form,
+    substitute,
 )
+from agent_memory_contract.inputs import visible_text
 
 BLOCK_START = "[RUSH_MEMORY]"
 BLOCK_END = "[/RUSH_MEMORY]"
@@ -39,15 +41,16 @@ _HEADINGS = re.compile(r"#{2,}\s*")
 
 def clean_memory_line(content: str, max_chars: int | None) -> str:
     """One safe line: whitespace collapsed, instructions replaced, markers, role tags and template
-    tokens defused, length capped (None: not capped)."""
-    # Format characters dropped and compatibility forms folded (NFKC) first, so that neither
-    # "ig\u200bnore" nor fullwidth letters hide an instruction from the patterns.
-    line = _WHITESPACE.sub(" ", visible_form(content)).strip()
-    line = _MARKER.sub(lambda m: "(" + m.group(0)[1:-1].strip() + ")", line)
-    line = _TEMPLATE_TOKENS.sub(" ", line)
-    line = _ROLE_TAGS.sub(lambda m: "(" + m.group(1).lower() + ")", line)
-    line = _ROLE_PREFIX.sub(lambda m: "(" + m.group(1).lower() + ")", line)
-    line = _HEADINGS.sub("", line)
+    tokens defused, length capped."""
+    # The visible form first (rows stored before it was the stored form), and every pattern
+    # matched on the detection form, so that neither "ig\u200bnore", fullwidth or Cyrillic
+    # lookalike letters nor "【RUSH_MEMORY】" hide from them.
+    line = _WHITESPACE.sub(" ", visible_text(content)).strip()
+    line = substitute(_MARKER, line, MARKER_REMOVED)
+    line = substitute(_TEMPLATE_TOKENS, line, " ")
+    line = substitute(_ROLE_TAGS, line, lambda m: "(" + m.group(1).lower() + ")")
+    line = substitute(_ROLE_PREFIX, line, lambda m: "(" + m.group(1).lower() + ")")
+    line = substitute(_HEADINGS, line, "")
     # Last: removing a token above may have joined the words of an instruction.
     line = defuse_instructions(_WHITESPACE.sub(" ", line))
     line = _WHITESPACE.sub(" ", line).strip()

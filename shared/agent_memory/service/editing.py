@@ -16,11 +16,7 @@ from agent_memory.store import erasures as erasing
 from agent_memory.store import memories as queries
 from agent_memory.usage import UsageRow, metering
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
-from agent_memory_contract.models import (
-    MemoryChanges,
-    MemoryRecord,
-    NewMemory,
-)
+from agent_memory_contract.models import MemoryChanges, MemoryRecord
 from agent_memory_contract.schemas import ErasureReceipt
 
 logger = logging.getLogger(__name__)
@@ -53,6 +49,8 @@ class Editing(Reading):
                 vector = self.embedder.embed([values["content"]])[0]
             meter.add("write", calls=1, items=1)
             used = self._usage(meter)
+        elif values.get("metadata"):
+            self._redact_change(user_id, memory_id, values)
         if values.get("metadata"):
             check_metadata(self.settings, values["metadata"], "metadata")
         updated: MemoryRecord | None = self.db.run(
@@ -66,22 +64,25 @@ class Editing(Reading):
         return updated
 
     def _redact_change(self, user_id: str, memory_id: uuid.UUID, values: dict[str, Any]) -> None:
-        """A new content passes the write path's redaction (AGENT_MEMORY_PII) like any other write:
-        placeholders in the text, what was removed in the metadata; refused in drop mode."""
+        """A new content or metadata passes the write path's redaction (AGENT_MEMORY_PII) like any
+        other write: placeholders in the text and the metadata's string values, what was removed
+        in the metadata's record; refused, naming the field, in drop mode."""
         if not self.redactor.enabled:
             return
-        base = values.get("metadata") if "metadata" in values else None
-        redacted = self.redactor.apply([NewMemory(content=values["content"], metadata=base or {})])
-        if not redacted.memories:
+        given = values.get("metadata") if "metadata" in values else None
+        outcome = self.redactor.redact_change(values.get("content"), given)
+        if outcome.dropped:
             raise InvalidInput(
-                "content holds personal data this deployment does not store (AGENT_MEMORY_PII)", field="content"
+                f"{outcome.dropped_field} holds personal data this deployment does not store (AGENT_MEMORY_PII)",
+                field=outcome.dropped_field,
             )
-        memory = redacted.memories[0]
-        values["content"] = memory.content
-        if redacted.redacted:
-            if "metadata" not in values:
-                base = self.get_memory(user_id, memory_id).metadata
-            values["metadata"] = {**(base or {}), REDACTED_KEY: memory.metadata[REDACTED_KEY]}
+        if outcome.content is not None:
+            values["content"] = outcome.content
+        if outcome.metadata is not None:
+            values["metadata"] = outcome.metadata
+        if outcome.removed:
+            base = values["metadata"] if "metadata" in values else self.get_memory(user_id, memory_id).metadata
+            values["metadata"] = {**(base or {}), REDACTED_KEY: outcome.removed}
 
     def forget_memory(self, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
         """Delete one memory of the user; False when the user has no memory with that id."""

@@ -18,9 +18,23 @@ def encode_cursor(last: MemoryRecord) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
+    """The (created_at, id) inside a cursor; InvalidInput (field ``cursor``) for anything that is
+    not one this service returned, whatever its bytes, its JSON or the types inside."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, memory_id = json.loads(raw)
-        return dt.datetime.fromisoformat(created_at), uuid.UUID(memory_id)
-    except (ValueError, TypeError, binascii.Error) as exc:
-        raise InvalidInput("cursor is not one this service returned", field="cursor") from exc
+        value = json.loads(raw)
+    except (ValueError, TypeError, RecursionError, binascii.Error):  # undecodable, not JSON, nested deep
+        raise _not_ours() from None
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+        raise _not_ours()
+    try:
+        created_at = dt.datetime.fromisoformat(value[0])
+        if created_at.tzinfo is None:
+            created_at = created_at.replace(tzinfo=dt.UTC)
+        return created_at.astimezone(dt.UTC), uuid.UUID(value[1])
+    except (ValueError, OverflowError):
+        raise _not_ours() from None
+
+
+def _not_ours() -> InvalidInput:
+    return InvalidInput("cursor is not one this service returned", field="cursor")

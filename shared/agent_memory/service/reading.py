@@ -37,6 +37,7 @@ from agent_memory_contract.models import (
     RecallQuery,
     RecallResult,
     export_line,
+    normalize_content,
 )
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Reading(ServiceBase):
             raise InvalidInput("query contains a NUL character (U+0000)", field="query")
         if (escape := lone_surrogate(query)) is not None:
             raise InvalidInput(f"query contains a lone surrogate ({escape}), which is not text", field="query")
+        query = normalize_content(query)  # the visible form, as the memories are stored in
         if not has_visible(query):
             raise InvalidInput("query has no visible character", field="query")
         if len(query) > self.settings.max_query_chars:
@@ -169,7 +171,7 @@ class Reading(ServiceBase):
         the InvalidInput that refused it (the others still run)."""
         if not queries:
             return []
-        texts = [q.query.strip() or " " for q in queries]
+        texts = [normalize_content(q.query) or " " for q in queries]
         with metering() as batch:
             vectors = self.embedder.embed(texts)
         total = sum(len(t) for t in texts)

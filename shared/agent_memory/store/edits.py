@@ -74,13 +74,12 @@ def update_memory(
     In the user's locked transaction, so no other write of the user slips between the check
     for a clash and the update. Raises Conflict (field ``content``) when another memory of the
     same scope already states the new content. ``usage`` (the new content's embedding) is counted
-    in the same transaction.
+    in the same transaction, only when the memory was changed.
     """
     params: dict[str, Any] = {"user_id": user_id, "id": memory_id, **changes}
     if "metadata" in changes:
         params["metadata"] = Jsonb(changes["metadata"])
     with user_transaction(conn, user_id, source=source, reason="updated", lock=True, vectors="content" in changes):
-        add_usage(conn, user_id, usage)
         if "content" in changes:
             if embedding is None:
                 raise ValueError("a new content needs its embedding")
@@ -100,7 +99,10 @@ def update_memory(
                     f"memory {clash[0]}{state} already states this content in the same scope", field="content"
                 )
         with conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
-            return cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
+            updated = cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
+        if updated is not None:  # no memory, no write: nothing is counted
+            add_usage(conn, user_id, usage)
+        return updated
 
 
 def histories(conn: Connection, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:

@@ -122,11 +122,16 @@ def unverified_jwt_claims(authorization: str | None) -> dict[str, str] | None:
         raise ValueError("the bearer token is not a JWT (header.payload.signature)")
     try:
         payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except RecursionError:
+        raise ValueError("the JWT payload is nested too deeply") from None
     except (ValueError, binascii.Error) as exc:
         raise ValueError("the JWT payload is not base64url JSON") from exc
     if not isinstance(payload, dict):
         raise ValueError("the JWT payload is not a JSON object")
-    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in payload.items()}
+    try:
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in payload.items()}
+    except RecursionError:
+        raise ValueError("the JWT payload is nested too deeply") from None
 
 
 class LocalApi:
