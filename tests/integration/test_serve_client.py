@@ -62,6 +62,14 @@ def send(url: str, evt: dict[str, Any]) -> httpx.Response:
     return httpx.request(evt["requestContext"]["http"]["method"], url + target, headers=headers, content=content)
 
 
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return True
+
+
 def without_request_id(body: Any) -> Any:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):  # /mcp: a JSON-RPC error
         return {**body, "error": {**body["error"], "data": without_request_id(body["error"]["data"])}}
@@ -74,6 +82,8 @@ def without_request_id(body: Any) -> Any:
 def test_every_event_answers_the_same_over_http_as_through_invoke(served: str) -> None:
     for entry in manifest_entries():
         evt = event(entry["file"])
+        if evt.get("isBase64Encoded") and not _is_base64(evt.get("body") or ""):
+            continue  # API Gateway's own flag on a body it mangled: no HTTP request carries that
         direct = invoke(evt)
         answer = send(served, evt)
         assert answer.status_code == direct["statusCode"] == entry["expect"]["statusCode"], entry["file"]
