@@ -22,7 +22,7 @@ from agent_memory.store.migrate import _apply, available_migrations
 from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory_tools.cli.main import main
-from tests.integration.test_sql_efficiency import _round_trips
+from tests.db_support import round_trips
 
 EARLIER = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
 
@@ -184,7 +184,7 @@ def test_a_dense_recall_counts_its_usage_once_and_takes_the_extra_legs(busy: Mem
     first = busy.recall(query, user_id="busy", limit=3, plan=plan)  # ordinary shape, then dense
     assert first.memories[0].content == "the axolotl tank got a new filter"
     result: list[Any] = []
-    assert _round_trips(busy, lambda: result.append(busy.recall(query, user_id="busy", plan=plan)), tmp_path) == 1
+    assert round_trips(busy, lambda: result.append(busy.recall(query, user_id="busy", plan=plan)), tmp_path) == 1
     contents = [m.content for m in result[0].memories]
     assert contents[0] == "the axolotl tank got a new filter"
     assert "a heron was seen by the pond" in contents  # the date leg's find, lifted by the date boost and the hop
@@ -196,7 +196,7 @@ def test_a_user_with_fewer_memories_than_the_limit_is_one_statement(service: Mem
     """The exact re-run is for a dense user's approximate leg: an ordinary user's is exact already."""
     remember(service, "u1", "the user prefers tea", "the user lives in Lisbon")
     result: list[Any] = []
-    assert _round_trips(service, lambda: result.append(service.recall("tea", user_id="u1", limit=10)), tmp_path) == 1
+    assert round_trips(service, lambda: result.append(service.recall("tea", user_id="u1", limit=10)), tmp_path) == 1
     assert len(result[0].memories) == 2
 
 

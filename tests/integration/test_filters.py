@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
-from tests.integration.test_sql_efficiency import _round_trips
+from tests.db_support import round_trips
 
 JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))
 
@@ -108,7 +108,7 @@ def test_a_filtered_recall_is_still_one_round_trip(service: Memory, tmp_path: Pa
     filters = MemoryFilters(categories=["fact"], metadata={"team": "web"}, created_before=dt.datetime(2999, 1, 1))
     found: list[Any] = []
     assert (
-        _round_trips(
+        round_trips(
             service, lambda: found.append(service.recall("SVG editor", user_id="u1", filters=filters)), tmp_path
         )
         == 1

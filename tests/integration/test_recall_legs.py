@@ -11,7 +11,7 @@ import psycopg
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
-from tests.integration.test_sql_efficiency import _round_trips
+from tests.db_support import round_trips
 
 DAY = dt.datetime(2023, 5, 3, 15, tzinfo=dt.UTC)
 NOW = dt.datetime(2023, 12, 1, tzinfo=dt.UTC)
@@ -87,5 +87,5 @@ def test_every_leg_at_once_is_still_one_round_trip(service: Memory, tmp_path: Pa
     def recall() -> None:
         result.append(service.recall("What did Caroline buy in Lisbon on 3 May 2023?", user_id="u1", now=NOW))
 
-    assert _round_trips(service, recall, tmp_path) == 1
+    assert round_trips(service, recall, tmp_path) == 1
     assert result[0].memories[0].content == "Caroline bought a red bicycle in Lisbon"

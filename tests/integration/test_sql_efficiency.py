@@ -3,7 +3,6 @@ vectors go in binary, and recall is planned with its own values even once prepar
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from agent_memory.config import Settings
 from agent_memory.service import Memory
 from agent_memory.store.transactions import read_as_user
 from agent_memory_contract.models import ConversationEnded, NewMemory
+from tests.db_support import round_trips
 
 
 class _TextRefused(VectorDumper):
@@ -60,42 +60,16 @@ def test_recall_keeps_planning_with_the_querys_own_values(service: Memory) -> No
     assert all(generic == 0 for generic, _custom in plans)
 
 
-def _round_trips(service: Memory, work: Any, tmp_path: Path) -> int:
-    """How many times the client waited for the server, from libpq's trace: each Sync, Flush
-    request or simple Query it sent asks the server to answer before the client goes on.
-    (Not the sent/answered alternations: psycopg reads early results between sends when they
-    are already there, which a loaded machine makes more likely.)"""
-    conn = service.admin.db.connection()
-    trace = tmp_path / "libpq.trace"
-    with trace.open("w") as out:
-        conn.pgconn.trace(out.fileno())
-        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            work()
-        finally:
-            conn.pgconn.untrace()
-    # A message line is "F<tab>length<tab>type...": a continuation line of a multi-line SQL text or
-    # of a data row (a raw newline in a value) may start with F too, and is not a message.
-    message = re.compile(r"^F\t\d+\t(\w+)")
-    sent = [m.group(1) for line in trace.read_text().splitlines() if (m := message.match(line))]
-    # psycopg follows a Sync with a Flush in the same write: one wait, not two.
-    return sum(
-        1
-        for i, kind in enumerate(sent)
-        if kind in ("Sync", "Query") or (kind == "Flush" and (i == 0 or sent[i - 1] != "Sync"))
-    )
-
-
 def test_a_recall_is_one_round_trip_to_the_database(service: Memory, tmp_path: Path) -> None:
     # Between Lambda and RDS Proxy each round trip costs about a millisecond: BEGIN, the
     # user scope, the query and COMMIT go out together.
     service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)], user_id="u1")
     result: list[Any] = []
-    assert _round_trips(service, lambda: result.append(service.recall("SVG editor", user_id="u1")), tmp_path) == 1
+    assert round_trips(service, lambda: result.append(service.recall("SVG editor", user_id="u1")), tmp_path) == 1
     assert len(result[0].memories) == 10
 
 
-def test_a_conversation_is_written_in_six_round_trips(service: Memory, tmp_path: Path) -> None:
+def test_a_conversation_is_written_in_sixround_trips(service: Memory, tmp_path: Path) -> None:
     # Was 15: BEGIN, COMMIT, a savepoint and the exact-duplicate check each waited on their
     # own. Now: the redelivery pre-check (1, its BEGIN and COMMIT included), BEGIN with the
     # scope and lock (1), the receipt check (1), the near-duplicate check (1), the upsert (1),
@@ -112,7 +86,7 @@ def test_a_conversation_is_written_in_six_round_trips(service: Memory, tmp_path:
         }
     )
     outcome: list[Any] = []
-    trips = _round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
+    trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
     assert outcome[0].created == 2
     assert trips == 6
 
@@ -123,13 +97,13 @@ def test_with_pipelining_off_the_same_work_waits_for_every_statement(settings: S
     try:
         service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(40)], user_id="u1")
         result: list[Any] = []
-        assert _round_trips(service, lambda: result.append(service.recall("SVG editor", user_id="u1")), tmp_path) == 4
+        assert round_trips(service, lambda: result.append(service.recall("SVG editor", user_id="u1")), tmp_path) == 4
         assert len(result[0].memories) == 10
         conversation = ConversationEnded.model_validate(
             {"user_id": "u1", "messages": [{"role": "user", "content": "I prefer TypeScript for everything."}]}
         )
         outcome: list[Any] = []
-        trips = _round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
+        trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
         assert outcome[0].created == 1
         assert trips > 6
     finally:

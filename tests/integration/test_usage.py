@@ -20,7 +20,7 @@ from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ConversationEnded, NewMemory, RecallQuery
 from agent_memory_tools import costs
 from agent_memory_tools.cli import main
-from tests.integration.test_sql_efficiency import _round_trips
+from tests.db_support import round_trips
 
 
 def _lines(service: Memory, user: str) -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -39,7 +39,7 @@ def test_each_recall_counts_its_call_and_its_query_embedding(service: Memory, tm
     for query in ("SVG editor", "Which editor?"):
         service.recall(query, user_id="u1")
     # Still one round trip with the usage written: the count rides in the recall's own statement.
-    assert _round_trips(service, lambda: service.recall("editor", user_id="u1"), tmp_path) == 1
+    assert round_trips(service, lambda: service.recall("editor", user_id="u1"), tmp_path) == 1
     after = _lines(service, "u1")
     chars = len("SVG editor") + len("Which editor?") + len("editor")
     assert after[("recall", "")] == (3, chars, 0)

