@@ -45,9 +45,10 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     if sys.stderr.isatty() and not args.verbose:
         _quiet_handlers()
-    if not args.no_docs:
-        # GET /openapi.json and /docs on the local server (off by default in AWS).
-        service = Memory(service.settings, api_docs=True)
+    # GET /openapi.json and /docs, and the memory page at GET / on the local server (off by default in AWS).
+    served = {"api_docs": not args.no_docs, "web_page": not args.no_page}
+    if any(served.values()):
+        service = Memory(service.settings, **{name: True for name, on in served.items() if on})
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt)
     api.load()
@@ -70,6 +71,7 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
             "function": api.spec.logical_id,
             "unverified_jwt": args.unverified_jwt,
             "docs": None if args.no_docs else f"http://{host}:{port}/docs",
+            "page": None if args.no_page else f"http://{host}:{port}/",
         }
     )
     print(f"agent-memory: serving {api.spec.logical_id} on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr)
@@ -111,6 +113,7 @@ def register(add: AddCommand) -> None:
     )
     p.add_argument("--no-warm", action="store_true", help="do not connect and load the embedder before serving")
     p.add_argument("--no-docs", action="store_true", help="no GET /openapi.json and /docs (the Swagger page)")
+    p.add_argument("--no-page", action="store_true", help="no memory page at GET / (to see and manage memories)")
 
     p = add("openapi", cmd_openapi, "write the OpenAPI document of the HTTP API")
     p.add_argument("--out", help="file to write (default stdout)")
