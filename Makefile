@@ -108,7 +108,7 @@ docs-check: $(VENV)/.dev-installed chromium
 
 # The memory page's screenshots in docs/ (docs/page.md), taken by its browser tests.
 page-screenshots: $(VENV)/.dev-installed chromium
-	AGENT_MEMORY_PAGE_SCREENSHOTS=$(abspath docs) $(BIN)/pytest tests/browser -q
+	PAGE_SCREENSHOTS=$(abspath docs) $(BIN)/pytest tests/browser -q
 
 # The tests under tests/deploy read the built layer (SAM_BUILD_DIR) and fail if it is missing.
 test: lint typecheck sam-validate sam-build client-check wheel-check chromium

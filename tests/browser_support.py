@@ -17,7 +17,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
 ROOT = Path(__file__).resolve().parents[1]
-MISSING = "Debian's chromium and chromium-driver are needed (`make test` installs them: apt-get install -y chromium chromium-driver)"
+MISSING = "Debian's chromium and chromium-driver are needed (`make test` installs them with apt-get)"
 
 
 @contextmanager
@@ -59,7 +59,13 @@ def chromium(downloads: Path) -> Iterator[webdriver.Chrome]:
     assert browser and driver, MISSING
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+    ):
         options.add_argument(flag)
     options.add_experimental_option(
         "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}

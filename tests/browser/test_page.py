@@ -2,7 +2,7 @@
 embedded database with the hash embedder: the list and its filters, recall with the [RUSH_MEMORY]
 block, one memory with its history, edit, delete, export, and hostile text shown as text.
 
-With AGENT_MEMORY_PAGE_SCREENSHOTS=DIR the tests also save the screenshots docs/page.md shows
+With PAGE_SCREENSHOTS=DIR the tests also save the screenshots docs/page.md shows
 (`make page-screenshots` writes them into docs/)."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def history(browser: Chrome) -> list[list[str]]:
 
 
 def screenshot(browser: Chrome, name: str, height: int = 1000) -> None:
-    folder = os.environ.get("AGENT_MEMORY_PAGE_SCREENSHOTS")
+    folder = os.environ.get("PAGE_SCREENSHOTS")
     if folder:
         browser.set_window_size(1280, height)
         time.sleep(0.3)  # the resize's relayout
@@ -171,8 +171,16 @@ def test_the_list_shows_the_users_memories_and_its_filters_narrow_it(browser: Ch
     browser.find_element(By.ID, "text").clear()
     browser.find_element(By.ID, "text").send_keys(Keys.BACKSPACE)
 
+    # A project's memories and the user's project-less ones, as the API lists them.
     open_user(browser, url, USER, project="billing")
-    assert listed(browser) == ["Invoices are generated on the first day of the month"]
+    assert sorted(listed(browser)) == [
+        "Invoices are generated on the first day of the month",
+        "The user lives in Lisbon",
+    ]
+    assert listed(browser) == [
+        m["content"]
+        for m in api(url, "GET", "/memories", params={"user_id": USER, "project_id": "billing"})["memories"]
+    ]
 
 
 def test_recall_shows_the_block_and_the_memories_the_api_recalls(browser: Chrome, url: str) -> None:
@@ -257,3 +265,4 @@ def test_hostile_memory_text_is_shown_as_text_never_run(browser: Chrome, url: st
     # No element was made from the text, and nothing ran (the title would say so).
     assert browser.find_elements(By.CSS_SELECTOR, "body img, body script") == []
     assert browser.title == "agent-memory"
+    screenshot(browser, "hostile", 1000)

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.observability import logger, metrics
 from agent_memory.config import get_settings
+from agent_memory.observability import logger, metrics
 from agent_memory.service import Memory, get_service, set_service
 from tests.ingest_support import supersede
 from tests.integration.recall_support import (

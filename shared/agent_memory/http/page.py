@@ -13,6 +13,7 @@ CONTENT_TYPES: dict[str, str] = {
     "index.html": "text/html; charset=utf-8",
     "page.js": "text/javascript; charset=utf-8",
     "page.css": "text/css; charset=utf-8",
+    "icon.svg": "image/svg+xml",
 }
 
 # Memories can hold hostile text: the script builds the page with textContent only, and this policy

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import AgentMemoryError
@@ -46,9 +47,11 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     if sys.stderr.isatty() and not args.verbose:
         _quiet_handlers()
     # GET /openapi.json and /docs, and the memory page at GET / on the local server (off by default in AWS).
-    served = {"api_docs": not args.no_docs, "web_page": not args.no_page}
-    if any(served.values()):
-        service = Memory(service.settings, **{name: True for name, on in served.items() if on})
+    turned_on: dict[str, Any] = {
+        name: True for name, off in (("api_docs", args.no_docs), ("web_page", args.no_page)) if not off
+    }
+    if turned_on:
+        service = Memory(service.settings, **turned_on)
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt)
     api.load()
