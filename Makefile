@@ -23,7 +23,7 @@ SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMET
 # A venv with nothing but the client's distribution (`pip install ./shared`, no extras), for client-check.
 CLIENT_VENV := $(VENV)/tools/client
 
-.PHONY: demo test lint typecheck sam-validate sam-build client-check wheel-check docs-check clean help
+.PHONY: demo test lint typecheck sam-validate sam-build client-check wheel-check docs-check chromium page-screenshots clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
@@ -94,14 +94,24 @@ wheel-check: $(VENV)/.dev-installed
 	$(BIN)/python tests/client/wheel_check.py $(SERVER_VENV)
 	rm -rf $(SERVER_VENV)
 
-# The Swagger page of `agent-memory serve` rendered by a real headless browser (Debian's chromium,
-# installed here when missing; not part of `make test`: see docs/api.md).
-docs-check: $(VENV)/.dev-installed
-	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+# Debian's headless chromium and its chromedriver, installed when missing (no browser download of
+# its own: the machines reach package registries only). The memory page's tests (tests/browser)
+# drive them through selenium.
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update -q && apt-get install -y -q chromium chromium-driver)
+
+# The Swagger page of `agent-memory serve` rendered by a real headless browser (not part of
+# `make test`: see docs/api.md).
+docs-check: $(VENV)/.dev-installed chromium
 	$(BIN)/python tests/client/docs_check.py
 
+# The memory page's screenshots in docs/ (docs/page.md), taken by its browser tests.
+page-screenshots: $(VENV)/.dev-installed chromium
+	PAGE_SCREENSHOTS=$(abspath docs) $(BIN)/pytest tests/browser -q
+
 # The tests under tests/deploy read the built layer (SAM_BUILD_DIR) and fail if it is missing.
-test: lint typecheck sam-validate sam-build client-check wheel-check
+test: lint typecheck sam-validate sam-build client-check wheel-check chromium
 	SAM_BUILD_DIR=.aws-sam/build $(BIN)/pytest
 
 clean:

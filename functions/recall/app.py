@@ -27,6 +27,8 @@ from agent_memory.http.body import base64_body, parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, requester
 from agent_memory.http.openapi import openapi_document, swagger_html
+from agent_memory.http.page import HEADERS as PAGE_HEADERS
+from agent_memory.http.page import page_file
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory_contract import schemas
@@ -231,17 +233,19 @@ def add_conversation(request: schemas.ConversationRequest) -> IngestOutcome:
     return outcome
 
 
-def _docs_off() -> Response[Any] | None:
-    """With AGENT_MEMORY_API_DOCS off, the docs routes answer as an unknown path does."""
-    if get_service().settings.api_docs:
-        return None
+def _not_served(setting: str) -> Response[Any]:
     event = app.current_event
     return error_response(
         404,
         "route_not_found",
-        f"no route {event.http_method} {event.path} (AGENT_MEMORY_API_DOCS is off)",
+        f"no route {event.http_method} {event.path}" + (f" ({setting} is off)" if setting else ""),
         request_id=event.request_context.request_id,
     )
+
+
+def _docs_off() -> Response[Any] | None:
+    """With AGENT_MEMORY_API_DOCS off, the docs routes answer as an unknown path does."""
+    return None if get_service().settings.api_docs else _not_served("AGENT_MEMORY_API_DOCS")
 
 
 @app.get("/openapi.json", include_in_schema=False)
@@ -252,6 +256,27 @@ def openapi_json() -> Response[Any]:
 @app.get("/docs", include_in_schema=False)
 def swagger_page() -> Response[Any]:
     return _docs_off() or Response(status_code=200, content_type="text/html; charset=utf-8", body=swagger_html(app))
+
+
+def _page(name: str) -> Response[Any]:
+    """One of the memory page's files, when AGENT_MEMORY_WEB_PAGE is on (the page calls the routes above)."""
+    if not get_service().settings.web_page:
+        return _not_served("AGENT_MEMORY_WEB_PAGE")
+    found = page_file(name)
+    if found is None:
+        return _not_served("")
+    content_type, body = found
+    return Response(status_code=200, content_type=content_type, body=body, headers=dict(PAGE_HEADERS))
+
+
+@app.get("/", include_in_schema=False)
+def memory_page() -> Response[Any]:
+    return _page("index.html")
+
+
+@app.get("/page/<name>", include_in_schema=False)
+def memory_page_file(name: str) -> Response[Any]:
+    return _page(name)
 
 
 @app.get(

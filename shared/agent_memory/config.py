@@ -381,6 +381,11 @@ class Settings(BaseSettings):
         description="Serve the API's OpenAPI document at GET /openapi.json and its interactive page at GET /docs "
         "(`agent-memory serve` turns it on; in AWS the template parameter ApiDocs, behind the same authorizer).",
     )
+    web_page: bool = Field(
+        default=False,
+        description="Serve the page to see and manage a user's memories at GET / (its files under GET /page/; "
+        "`agent-memory serve` turns it on; in AWS the template parameter WebPage, behind the same authorizer).",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )

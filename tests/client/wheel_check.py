@@ -69,7 +69,12 @@ def main(venv: str) -> int:
             assert recalled["memories"][0]["content"] == "Prefers pnpm", recalled
             with urllib.request.urlopen(url + "/docs", timeout=60) as page:
                 assert b"swagger" in page.read().lower()
-            print(f"wheel-check: serve on {url}: remember, recall, /docs")
+            # The memory page's files are package data of the wheel.
+            with urllib.request.urlopen(url + "/", timeout=60) as page:
+                assert b'src="page/page.js"' in page.read()
+            with urllib.request.urlopen(url + "/page/page.js", timeout=60) as page:
+                assert b"textContent" in page.read()
+            print(f"wheel-check: serve on {url}: remember, recall, /docs, the memory page at /")
         except Exception:
             sys.stderr.write(log.read_text())
             raise

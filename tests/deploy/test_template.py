@@ -30,6 +30,7 @@ ROUTES = {
     ("POST", "/mcp"),
     ("GET", "/usage"),
     ("GET", "/erasures/{id}"),
+    ("GET", "/"),  # the memory page (WebPage=true); its files under /page/ come through the catch-all
 }
 # Unknown paths and wrong methods reach the function too, for its JSON 404/405.
 CATCH_ALL = ("ANY", "/{proxy+}")

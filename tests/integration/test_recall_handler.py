@@ -15,8 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from agent_memory.config import get_settings
 from agent_memory.observability import logger, metrics
-from agent_memory.service import Memory, get_service
+from agent_memory.service import Memory, get_service, set_service
 from tests.ingest_support import supersede
 from tests.integration.recall_support import (
     ROOT,
@@ -420,6 +421,26 @@ def test_a_dropped_connection_is_replaced_on_the_next_request(lambda_env: str) -
     result = invoke("http-recall-iam.json")
     assert result["statusCode"] == 200 and len(body_of(result)["memories"]) == 2
     assert get_service().admin.db.connection() is not old
+
+
+def test_the_memory_page_is_served_only_when_turned_on(lambda_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    off = error(invoke("http-page.json"), 404)
+    assert "AGENT_MEMORY_WEB_PAGE is off" in off["message"]
+    set_service(None)
+    monkeypatch.setenv("AGENT_MEMORY_WEB_PAGE", "true")
+    get_settings.cache_clear()
+    page = invoke("http-page.json")
+    assert page["statusCode"] == 200 and page["headers"]["Content-Type"].startswith("text/html")
+    assert '<script src="page/page.js"' in page["body"]
+    # Hostile memory text meets a policy that runs no inline script, on every file of the page.
+    assert "script-src 'self';" in page["headers"]["Content-Security-Policy"]
+    script = invoke(with_request("http-page.json", "GET", "/page/page.js"))
+    assert script["statusCode"] == 200 and script["headers"]["Content-Type"].startswith("text/javascript")
+    assert "textContent" in script["body"] and script["headers"]["X-Content-Type-Options"] == "nosniff"
+    for missing in ("/page/nope.js", "/page/..%2Fconfig.py", "/index.html"):
+        assert invoke(with_request("http-page.json", "GET", missing))["statusCode"] == 404, missing
+    # The page's data comes from the API's routes, with the API's rule: a caller names the user.
+    error(invoke(with_request("http-page.json", "GET", "/memories")), 400)
 
 
 def test_importing_the_handler_does_no_io() -> None:

@@ -126,6 +126,9 @@ def test_the_serve_command_prints_its_url_and_stops_on_sigterm(lambda_env: str) 
         assert started["function"] == "RecallFunction"
         answer = httpx.get(f"{started['url']}/memories", params={"user_id": "nobody"}, timeout=30)
         assert answer.status_code == 200 and answer.json() == {"memories": [], "next_cursor": None}
+        # serve turns the memory page on (off by default in AWS).
+        page = httpx.get(started["page"], timeout=30)
+        assert page.status_code == 200 and 'src="page/page.js"' in page.text
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
         assert process.stdout.read() == ""  # handler logs went to stderr, stdout stays JSON
@@ -176,8 +179,9 @@ def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
     routed.discard(("ANY", "/{}"))
     document = json.loads(openapi_document(TEMPLATE))
     served = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in document["paths"].items() for m in ops}
-    # MCP speaks JSON-RPC at /mcp: a route of the resolver, left out of the OpenAPI document.
-    served.add(("POST", "/mcp"))
+    # MCP speaks JSON-RPC at /mcp, and the memory page is HTML at /: routes of the resolver, left out
+    # of the OpenAPI document.
+    served |= {("POST", "/mcp"), ("GET", "/")}
     assert routed == served
     # Every route also has its authorisation in the API's definition (else it would be open).
     paths = resources["MemoryApi"]["Properties"]["DefinitionBody"]["paths"]

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import AgentMemoryError
@@ -45,9 +46,12 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     if sys.stderr.isatty() and not args.verbose:
         _quiet_handlers()
-    if not args.no_docs:
-        # GET /openapi.json and /docs on the local server (off by default in AWS).
-        service = Memory(service.settings, api_docs=True)
+    # GET /openapi.json and /docs, and the memory page at GET / on the local server (off by default in AWS).
+    turned_on: dict[str, Any] = {
+        name: True for name, off in (("api_docs", args.no_docs), ("web_page", args.no_page)) if not off
+    }
+    if turned_on:
+        service = Memory(service.settings, **turned_on)
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt)
     api.load()
@@ -70,6 +74,7 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
             "function": api.spec.logical_id,
             "unverified_jwt": args.unverified_jwt,
             "docs": None if args.no_docs else f"http://{host}:{port}/docs",
+            "page": None if args.no_page else f"http://{host}:{port}/",
         }
     )
     print(f"agent-memory: serving {api.spec.logical_id} on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr)
@@ -111,6 +116,7 @@ def register(add: AddCommand) -> None:
     )
     p.add_argument("--no-warm", action="store_true", help="do not connect and load the embedder before serving")
     p.add_argument("--no-docs", action="store_true", help="no GET /openapi.json and /docs (the Swagger page)")
+    p.add_argument("--no-page", action="store_true", help="no memory page at GET / (to see and manage memories)")
 
     p = add("openapi", cmd_openapi, "write the OpenAPI document of the HTTP API")
     p.add_argument("--out", help="file to write (default stdout)")

@@ -1,0 +1,265 @@
+// The memory page: every call goes to the API's own routes (same origin, relative paths), and every
+// text from the API is put in the page with textContent, never parsed as HTML: memories can hold
+// hostile text. No dependencies, no build step.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const PAGE = 100; // memories per list request
+  const EXPORT_PAGE = 500; // the API's largest page
+  const state = { memories: [], cursor: null, selected: null };
+
+  function el(tag, text, className) {
+    const node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (className) node.className = className;
+    return node;
+  }
+
+  function say(text, isError) {
+    const status = $("status");
+    status.textContent = text;
+    status.className = isError ? "error" : "";
+  }
+
+  const userId = () => $("user").value.trim();
+  const projectId = () => $("project").value.trim();
+  // UTC, to the minute: what the API stores, the same on every machine.
+  const when = (iso) => (iso ? iso.replace("T", " ").slice(0, 16) : "");
+
+  function params(extra) {
+    const query = new URLSearchParams();
+    if (userId()) query.set("user_id", userId()); // with a JWT the API takes the token's user
+    for (const [key, value] of Object.entries(extra || {})) {
+      if (value !== undefined && value !== null && value !== "") query.set(key, String(value));
+    }
+    return query;
+  }
+
+  async function api(method, path, query, body) {
+    const url = path + (query && query.toString() ? "?" + query.toString() : "");
+    const init = { method, headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const answer = await fetch(url, init);
+    if (answer.status === 204) return null;
+    let data = null;
+    try {
+      data = await answer.json();
+    } catch (_) {
+      data = null; // an answer without a JSON body: its status says enough
+    }
+    if (!answer.ok) {
+      const message = data && data.message ? data.message : `${answer.status} ${answer.statusText}`;
+      throw new Error(data && data.field ? `${message} (field: ${data.field})` : message);
+    }
+    return data;
+  }
+
+  function guarded(task) {
+    return async (event) => {
+      if (event) event.preventDefault();
+      try {
+        await task();
+      } catch (error) {
+        say(error.message, true);
+      }
+    };
+  }
+
+  function tags(memory, parent) {
+    if (memory.is_evergreen) parent.append(el("span", "evergreen", "tag"));
+    if (memory.superseded_by) parent.append(el("span", "superseded", "tag"));
+    for (const mark of memory.injection || []) parent.append(el("span", `injection: ${mark}`, "tag warn"));
+  }
+
+  function openButton(id) {
+    const button = el("button", "Open", "link");
+    button.type = "button";
+    button.dataset.id = id;
+    button.addEventListener("click", guarded(() => openMemory(id)));
+    return button;
+  }
+
+  // ---- recall ------------------------------------------------------------------------
+  async function recall() {
+    const body = { query: $("query").value, limit: Number($("limit").value) || 5 };
+    if (userId()) body.user_id = userId();
+    if (projectId()) body.project_id = projectId();
+    const result = await api("POST", "recall", null, body);
+    $("prompt-block").textContent = result.prompt_block || "(empty: no memory matched)";
+    const list = $("recalled");
+    list.replaceChildren();
+    for (const memory of result.memories) {
+      const item = el("li");
+      item.append(el("span", memory.content, "content"), el("span", memory.category, "tag"));
+      tags(memory, item);
+      item.append(" ", el("span", `score ${memory.score.toFixed(3)}`, "score"), " ", openButton(memory.id));
+      list.append(item);
+    }
+    $("recall-result").hidden = false;
+    say(result.unavailable ? `No memories: ${result.unavailable}` : `Recalled ${result.memories.length} memories.`);
+  }
+
+  // ---- list --------------------------------------------------------------------------
+  async function list(more) {
+    const day = (id) => ($(id).value ? `${$(id).value}T00:00:00Z` : "");
+    const query = params({
+      project_id: projectId(),
+      categories: $("category").value,
+      created_after: day("created-after"),
+      created_before: day("created-before"),
+      include_inactive: $("inactive").checked ? "true" : "",
+      limit: PAGE,
+      cursor: more ? state.cursor : "",
+    });
+    const page = await api("GET", "memories", query);
+    state.memories = more ? state.memories.concat(page.memories) : page.memories;
+    state.cursor = page.next_cursor;
+    renderList();
+    say(`Listed ${state.memories.length} memories${state.cursor ? " (more to load)" : ""}.`);
+  }
+
+  function renderList() {
+    const text = $("text").value.trim().toLowerCase();
+    const shown = state.memories.filter((m) => !text || m.content.toLowerCase().includes(text));
+    const body = $("memories").tBodies[0];
+    body.replaceChildren();
+    for (const memory of shown) {
+      const row = el("tr");
+      row.dataset.id = memory.id;
+      if (memory.superseded_by || (memory.expires_at && new Date(memory.expires_at) <= new Date())) {
+        row.className = "inactive";
+      }
+      if (memory.id === state.selected) row.classList.add("selected");
+      const content = el("td", null, "content");
+      content.append(el("span", memory.content, "text"));
+      tags(memory, content);
+      const actions = el("td");
+      actions.append(openButton(memory.id));
+      row.append(content, el("td", memory.category), el("td", memory.project_id || ""), el("td", when(memory.created_at)), actions);
+      body.append(row);
+    }
+    $("count").textContent = text ? `${shown.length} of ${state.memories.length} listed contain "${text}"` : "";
+    $("more").hidden = !state.cursor;
+  }
+
+  // ---- one memory --------------------------------------------------------------------
+  async function openMemory(id) {
+    const [memory, history] = await Promise.all([
+      api("GET", `memories/${encodeURIComponent(id)}`, params()),
+      api("GET", `memories/${encodeURIComponent(id)}/history`, params()),
+    ]);
+    state.selected = memory.id;
+    $("detail-id").textContent = memory.id;
+    const fields = $("detail-fields");
+    fields.replaceChildren();
+    const rows = [
+      ["Content", memory.content],
+      ["Category", memory.category],
+      ["Project", memory.project_id || "(none)"],
+      ["Source", memory.source || ""],
+      ["Evergreen", memory.is_evergreen ? "yes" : "no"],
+      ["Created", when(memory.created_at)],
+      ["Updated", when(memory.updated_at)],
+      ["Expires", memory.expires_at ? when(memory.expires_at) : "never"],
+      ["Superseded by", memory.superseded_by || ""],
+      ["Metadata", Object.keys(memory.metadata || {}).length ? JSON.stringify(memory.metadata) : ""],
+      ["Injection marks", (memory.injection || []).join(", ")],
+    ];
+    for (const [name, value] of rows) {
+      if (value === "") continue;
+      fields.append(el("dt", name), el("dd", value));
+    }
+    $("edit-content").value = memory.content;
+    $("edit-category").value = memory.category;
+    $("edit-evergreen").checked = memory.is_evergreen;
+    const body = $("history").tBodies[0];
+    body.replaceChildren();
+    for (const event of history.events) {
+      const row = el("tr");
+      row.append(el("td", when(event.at)), el("td", event.event), el("td", event.source || ""), el("td", event.content, "content"));
+      body.append(row);
+    }
+    $("detail").hidden = false;
+    $("detail").dataset.memory = JSON.stringify({ content: memory.content, category: memory.category, is_evergreen: memory.is_evergreen });
+    renderList();
+    $("detail").scrollIntoView({ block: "nearest" });
+  }
+
+  async function save() {
+    const before = JSON.parse($("detail").dataset.memory);
+    const after = { content: $("edit-content").value, category: $("edit-category").value, is_evergreen: $("edit-evergreen").checked };
+    const changes = {};
+    for (const key of Object.keys(after)) if (after[key] !== before[key]) changes[key] = after[key];
+    if (!Object.keys(changes).length) {
+      say("Nothing changed.");
+      return;
+    }
+    const id = state.selected;
+    await api("PATCH", `memories/${encodeURIComponent(id)}`, params(), changes);
+    await openMemory(id);
+    await list(false);
+    say("Saved.");
+  }
+
+  async function remove() {
+    const id = state.selected;
+    if (!window.confirm("Delete this memory? Its content is deleted everywhere.")) return;
+    await api("DELETE", `memories/${encodeURIComponent(id)}`, params());
+    state.selected = null;
+    $("detail").hidden = true;
+    await list(false);
+    say("Deleted.");
+  }
+
+  // ---- export ------------------------------------------------------------------------
+  async function exportJsonl() {
+    const lines = [];
+    let cursor = "";
+    do {
+      const page = await api("GET", "memories/export", params({ history: "true", limit: EXPORT_PAGE, cursor }));
+      for (const line of page.lines) lines.push(JSON.stringify(line));
+      cursor = page.next_cursor || "";
+    } while (cursor);
+    const file = new Blob(lines.map((line) => line + "\n"), { type: "application/x-ndjson" });
+    const link = el("a");
+    link.href = URL.createObjectURL(file);
+    link.download = `memories-${(userId() || "me").replace(/[^\w.-]+/g, "_")}.jsonl`;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+    say(`Exported ${lines.length} memories to ${link.download} (with their history; agent-memory import reads it).`);
+  }
+
+  // ---- wiring ------------------------------------------------------------------------
+  document.addEventListener("DOMContentLoaded", () => {
+    $("user").value = localStorage.getItem("agent-memory.user") || "";
+    $("project").value = localStorage.getItem("agent-memory.project") || "";
+    const reload = guarded(async () => {
+      localStorage.setItem("agent-memory.user", userId());
+      localStorage.setItem("agent-memory.project", projectId());
+      $("detail").hidden = true;
+      state.selected = null;
+      await list(false);
+    });
+    $("who").addEventListener("submit", reload);
+    $("recall-form").addEventListener("submit", guarded(recall));
+    $("list-form").addEventListener("submit", guarded(() => list(false)));
+    $("text").addEventListener("input", renderList);
+    $("more").addEventListener("click", guarded(() => list(true)));
+    $("edit-form").addEventListener("submit", guarded(save));
+    $("delete").addEventListener("click", guarded(remove));
+    $("close").addEventListener("click", () => {
+      $("detail").hidden = true;
+      state.selected = null;
+      renderList();
+    });
+    $("export").addEventListener("click", guarded(exportJsonl));
+    if (userId()) reload();
+    else say("Name a user (or leave it empty with a JWT) and press Enter.");
+  });
+})();
