@@ -99,9 +99,7 @@ def test_export_lines_carry_the_write_id_and_import_keeps_it(service: Memory) ->
     memory = service.get(stored.ids[0], user_id="u1")
     assert memory.write_id == stored.write_id  # the exported memory's write, kept
     # Its new history starts with the import, under the import's write id.
-    assert [(e.event, e.write_id) for e in service.history(memory.id, user_id="u1")] == [
-        ("created", restored.write_id)
-    ]
+    assert [(e.event, e.write_id) for e in service.history(memory.id, user_id="u1")] == [("created", restored.write_id)]
 
 
 def test_a_whole_jsonl_import_is_one_write(service: Memory) -> None:
@@ -179,7 +177,9 @@ def test_write_ids_and_tombstones_through_the_handler(lambda_env: str, database_
     assert [e["event"] for e in after] == ["created", "updated", "deleted"]
     assert all(e.get("content") is None for e in after) and "4417" not in json.dumps(after)
     conversation = invoke(
-        with_body("http-conversation.json", {"user_id": USER, "conversation_id": "c-9", "memories": [{"content": "x y"}]})
+        with_body(
+            "http-conversation.json", {"user_id": USER, "conversation_id": "c-9", "memories": [{"content": "x y"}]}
+        )
     )
     assert body_of(conversation)["write_id"]
 

@@ -32,10 +32,7 @@ class ConsolidationReport(BaseModel):
 
     def summary(self) -> str:
         state = "" if self.done else " (not finished: run it again to go on)"
-        return (
-            f"consolidate: {self.users} users, {self.duplicates_found} duplicates found, "
-            f"{self.merged} merged{state}"
-        )
+        return f"consolidate: {self.users} users, {self.duplicates_found} duplicates found, {self.merged} merged{state}"
 
 
 def plan_merges(

@@ -26,8 +26,8 @@ from agent_memory.extraction import ExtractedMemory, Extractor
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique
-from agent_memory.store import writes
 from agent_memory.poison import strip_memory_blocks
+from agent_memory.store import writes
 from agent_memory.store.rows import ExistingMemory, MemoryRow
 from agent_memory_contract.errors import InputTooLarge
 from agent_memory_contract.models import ChatMessage, ConversationEnded, IngestOutcome

@@ -29,9 +29,10 @@ class Editing(Reading):
         self, user_id: str, memory_id: uuid.UUID, changes: MemoryChanges, *, source: str | None = None
     ) -> MemoryRecord:
         """Change one memory in place and return it as it now is (its ``write_id`` names this edit);
-        the history records an 'updated' event with ``source``, the write id and the previous values. A new content is re-embedded
-        and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
-        already states it; NotFound as :meth:`get_memory`. No change given: the memory as it is."""
+        the history records an 'updated' event with ``source``, the write id and the previous
+        values. A new content is re-embedded and re-hashed; Conflict (409, field ``content``) when
+        another memory of the same scope already states it; NotFound as :meth:`get_memory`. No
+        change given: the memory as it is."""
         values = changes.changed()
         if not values:
             return self.get_memory(user_id, memory_id, consistency="strong")  # as an update would answer

@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class Operating(ServiceBase):
         report = ConsolidationReport(write_id=write_id)
         after = cursor if cursor is not None else "" if restart else self.db.run(consolidation.read_checkpoint)
         while True:
-            users: list[str] = self.db.run(lambda conn: consolidation.users_after(conn, after, limit=users_per_batch))
+            users: list[str] = self.db.run(partial(consolidation.users_after, after=after, limit=users_per_batch))
             for user_id in users:
                 if deadline is not None and time.monotonic() >= deadline:
                     report.done, report.cursor = False, after
@@ -97,10 +98,10 @@ class Operating(ServiceBase):
                 report.duplicates_found += found
                 report.merged += merged
                 after = user_id
-                self.db.run(lambda conn: consolidation.write_checkpoint(conn, after))
+                self.db.run(partial(consolidation.write_checkpoint, after=after))
             if len(users) < users_per_batch:
                 break
-        self.db.run(lambda conn: consolidation.write_checkpoint(conn, ""))
+        self.db.run(partial(consolidation.write_checkpoint, after=""))
         logger.info("consolidated", extra={"report": report.model_dump(mode="json")})
         self._publish_changes(None)
         return report

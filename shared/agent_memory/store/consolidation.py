@@ -40,7 +40,7 @@ class NearPair:
     similarity: float
 
 
-def users_after(conn: Connection, after: str, *, limit: int) -> list[str]:
+def users_after(conn: Connection, *, after: str, limit: int) -> list[str]:
     """Up to ``limit`` users with live memories, in id order, after ``after`` (''= from the start).
     Across users: as agent_memory_maintenance."""
     with maintenance_transaction(conn, source="consolidate"):
@@ -58,7 +58,7 @@ def read_checkpoint(conn: Connection) -> str:
     return row[0] if row else ""
 
 
-def write_checkpoint(conn: Connection, after: str) -> None:
+def write_checkpoint(conn: Connection, *, after: str) -> None:
     with maintenance_transaction(conn, source="consolidate"):
         conn.execute("UPDATE agent_memory_meta SET value = %s WHERE key = %s", [after, CHECKPOINT_KEY])
 

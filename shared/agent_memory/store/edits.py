@@ -74,8 +74,9 @@ def update_memory(
 
     In the user's locked transaction, so no other write of the user slips between the check
     for a clash and the update. Raises Conflict (field ``content``) when another memory of the
-    same scope already states the new content. ``write_id`` names the edit in the row and its history. ``usage`` (the new content's embedding) is counted
-    in the same transaction, only when the memory was changed.
+    same scope already states the new content. ``write_id`` names the edit in the row and its
+    history. ``usage`` (the new content's embedding) is counted in the same transaction, only
+    when the memory was changed.
     """
     params: dict[str, Any] = {"user_id": user_id, "id": memory_id, **changes}
     if "metadata" in changes:

@@ -183,7 +183,9 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         "merge the duplicates that slipped in (the same fact stored twice in one user's scope; history "
         "records each merge), user by user; resumable, as the stack's MigrateFunction does hourly",
     )
-    p.add_argument("--max-seconds", type=float, default=None, help="start no user after this long (a later run goes on)")
+    p.add_argument(
+        "--max-seconds", type=float, default=None, help="start no user after this long (a later run goes on)"
+    )
     p.add_argument("--cursor", default=None, help="start after this user id (default: where the last run stopped)")
     p.add_argument("--restart", action="store_true", help="start from the first user, not the last run's checkpoint")
     p.add_argument(
