@@ -69,15 +69,16 @@ WHERE user_id = %(user_id)s AND superseded_at IS NULL AND (expires_at IS NULL OR
 ORDER BY created_at, id
 """
 
-# Each live memory's nearest live neighbours in the same scope (exact, over the user's rows, or
-# their own HNSW index when they are a dense user); each pair once (first < second).
+# Each live memory's nearest live neighbours in the same scope, each pair once (first < second).
+# The user is a value, not a.user_id, and the statement is never prepared: planned with the value,
+# a dense user's own partial index (WHERE user_id = '...') can serve it.
 _NEAR = """
 SELECT a.id, n.id, 1 - n.distance
 FROM user_memories a
 CROSS JOIN LATERAL (
     SELECT b.id, b.{vec} <=> a.{vec} AS distance
     FROM user_memories b
-    WHERE b.user_id = a.user_id AND b.project_id IS NOT DISTINCT FROM a.project_id
+    WHERE b.user_id = %(user_id)s AND b.project_id IS NOT DISTINCT FROM a.project_id
       AND b.superseded_at IS NULL AND (b.expires_at IS NULL OR b.expires_at > now()) AND b.id <> a.id
     ORDER BY b.{vec} <=> a.{vec}
     LIMIT %(neighbours)s
