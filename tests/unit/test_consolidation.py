@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from agent_memory.ingest.consolidation import plan_merges
-from agent_memory.store.consolidation import LiveMemory, NearPair
+import numpy as np
+import pytest
+
+from agent_memory.ingest.consolidation import NearPair, near_pairs, plan_merges
+from agent_memory.store.consolidation import LiveMemory
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -38,3 +41,17 @@ def test_a_chain_is_not_collapsed_through_its_middle() -> None:
     pairs = [NearPair(a.id, b.id, 0.96), NearPair(b.id, c.id, 1.0)]
     found, merges = plan_merges([a, b, c], pairs, threshold=0.95)
     assert found == 2 and merges == [(c.id, b.id)]
+
+
+def test_near_pairs_are_found_per_scope_each_once() -> None:
+    def unit(*values: float) -> np.ndarray:
+        vector = np.asarray(values, dtype=np.float32)
+        return vector / np.linalg.norm(vector)
+
+    a, b, c = (
+        LiveMemory(uuid.uuid4(), None, t, T0, unit(*v)) for t, v in [("a", (1, 0)), ("b", (1, 0.1)), ("c", (0, 1))]
+    )
+    d = LiveMemory(uuid.uuid4(), "web", "d", T0, unit(1, 0))
+    pairs = near_pairs([a, b, c, d], threshold=0.99)
+    assert [(p.first, p.second) for p in pairs] == [(a.id, b.id)]
+    assert pairs[0].similarity == pytest.approx(float(unit(1, 0) @ unit(1, 0.1)))

@@ -9,13 +9,50 @@ a and c differ) is never collapsed through its middle; the next run looks again.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import BaseModel
 
 from agent_memory.ingest.sameness import normalized, same_fact
-from agent_memory.store.consolidation import LiveMemory, NearPair
+from agent_memory.store.consolidation import LiveMemory
+
+# Rows compared at once: a block of this many against the whole scope (40 MB at 10,000 memories).
+BLOCK = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class NearPair:
+    """Two memories of one scope whose vectors are at least the threshold alike (first < second in
+    the order given)."""
+
+    first: uuid.UUID
+    second: uuid.UUID
+    similarity: float
+
+
+def near_pairs(live: Sequence[LiveMemory], *, threshold: float) -> list[NearPair]:
+    """Every pair of ``live`` memories in one scope at least ``threshold`` alike (cosine on their
+    unit-length embeddings), each pair once."""
+    scopes: dict[str | None, list[LiveMemory]] = {}
+    for memory in live:
+        if memory.embedding is not None:
+            scopes.setdefault(memory.project_id, []).append(memory)
+    found: list[NearPair] = []
+    for members in scopes.values():
+        if len(members) < 2:
+            continue
+        matrix = np.stack([m.embedding for m in members if m.embedding is not None]).astype(np.float32)
+        for start in range(0, len(members), BLOCK):
+            similar = matrix[start : start + BLOCK] @ matrix.T
+            rows, cols = np.nonzero(similar >= threshold)
+            for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+                i = start + r
+                if c > i:
+                    found.append(NearPair(members[i].id, members[c].id, float(similar[r, c])))
+    return found
 
 
 class ConsolidationReport(BaseModel):

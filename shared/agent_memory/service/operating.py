@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 
-from agent_memory.ingest.consolidation import ConsolidationReport, plan_merges
+from agent_memory.ingest.consolidation import ConsolidationReport, near_pairs, plan_merges
 from agent_memory.service.base import ServiceBase, utcnow
 from agent_memory.store import consolidation
 from agent_memory.store import indexes as dense_users
@@ -107,8 +107,8 @@ class Operating(ServiceBase):
         return report
 
     def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int]:
-        live, pairs = self.db.run(lambda conn: consolidation.candidates(conn, user_id, threshold=threshold))
-        found, merges = plan_merges(live, pairs, threshold=threshold)
+        live = self.db.run(lambda conn: consolidation.live_memories(conn, user_id))
+        found, merges = plan_merges(live, near_pairs(live, threshold=threshold), threshold=threshold)
         if not merges:
             return found, 0
         done = self.db.run(lambda conn: consolidation.merge(conn, user_id, merges, write_id=write_id))

@@ -14,6 +14,7 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 
+import numpy as np
 from psycopg import sql
 
 from agent_memory.store.connection import Connection, vector_column
@@ -29,15 +30,7 @@ class LiveMemory:
     project_id: str | None
     content: str
     created_at: dt.datetime
-
-
-@dataclasses.dataclass(frozen=True)
-class NearPair:
-    """Two live memories of one scope whose vectors are at least the threshold alike."""
-
-    first: uuid.UUID
-    second: uuid.UUID
-    similarity: float
+    embedding: np.ndarray | None = None  # unit length: cosine similarity is a dot product
 
 
 def users_after(conn: Connection, *, after: str, limit: int) -> list[str]:
@@ -64,41 +57,22 @@ def write_checkpoint(conn: Connection, *, after: str) -> None:
 
 
 _LIVE = """
-SELECT id, project_id, content, created_at FROM user_memories
+SELECT id, project_id, content, created_at, {vec} AS embedding FROM user_memories
 WHERE user_id = %(user_id)s AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 ORDER BY created_at, id
 """
 
-# Each live memory's nearest live neighbours in the same scope, each pair once (first < second).
-# The user is a value, not a.user_id, and the statement is never prepared: planned with the value,
-# a dense user's own partial index (WHERE user_id = '...') can serve it.
-_NEAR = """
-SELECT a.id, n.id, 1 - n.distance
-FROM user_memories a
-CROSS JOIN LATERAL (
-    SELECT b.id, b.{vec} <=> a.{vec} AS distance
-    FROM user_memories b
-    WHERE b.user_id = %(user_id)s AND b.project_id IS NOT DISTINCT FROM a.project_id
-      AND b.superseded_at IS NULL AND (b.expires_at IS NULL OR b.expires_at > now()) AND b.id <> a.id
-    ORDER BY b.{vec} <=> a.{vec}
-    LIMIT %(neighbours)s
-) n
-WHERE a.user_id = %(user_id)s AND a.superseded_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now())
-  AND a.id < n.id AND 1 - n.distance >= %(threshold)s
-"""
 
-
-def candidates(
-    conn: Connection, user_id: str, *, threshold: float, neighbours: int = 5
-) -> tuple[list[LiveMemory], list[NearPair]]:
-    """The user's live memories (oldest first) and the pairs of them at least ``threshold`` alike."""
-    with user_transaction(conn, user_id, vectors=True):
-        live = [LiveMemory(*r) for r in conn.execute(_LIVE, {"user_id": user_id}).fetchall()]
-        query = sql.SQL(_NEAR).format(vec=sql.Identifier(vector_column(conn)))
-        found = conn.execute(
-            query, {"user_id": user_id, "threshold": threshold, "neighbours": neighbours}, prepare=False
-        ).fetchall()
-    return live, [NearPair(r[0], r[1], float(r[2])) for r in found]
+def live_memories(conn: Connection, user_id: str) -> list[LiveMemory]:
+    """The user's live memories, oldest first, with their embeddings (one read; the comparing is
+    done in memory, a matrix product instead of a nearest-neighbour query per memory)."""
+    with (
+        user_transaction(conn, user_id, vectors=True),
+        conn.cursor(binary=True) as cur,
+    ):
+        query = sql.SQL(_LIVE).format(vec=sql.Identifier(vector_column(conn)))
+        rows = cur.execute(query, {"user_id": user_id}).fetchall()
+    return [LiveMemory(r[0], r[1], r[2], r[3], np.asarray(r[4].to_numpy(), dtype=np.float32)) for r in rows]
 
 
 def merge(
