@@ -57,6 +57,7 @@ def contents_left(database_url: str, memory_id: uuid.UUID | str, text: str) -> l
 # ---- the service -------------------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 def test_each_write_has_its_own_id_on_the_memories_and_events_it_touched(service: Memory, database_url: str) -> None:
     first = service.add(["Prefers pnpm", "Lives in Lisbon"], user_id="u1", source="api")
     assert first.write_id is not None
@@ -89,6 +90,7 @@ def test_an_ingested_conversation_names_its_write_and_its_conversation(service: 
     assert again.status == "duplicate" and again.write_id is None
 
 
+@pytest.mark.both_backends
 def test_export_lines_carry_the_write_id_and_import_keeps_it(service: Memory) -> None:
     stored = service.add(["Prefers pnpm"], user_id="u1")
     (line,) = service.export(user_id="u1").lines
@@ -111,6 +113,7 @@ def test_a_whole_jsonl_import_is_one_write(service: Memory) -> None:
     assert {m.write_id for m in memories} == {report.write_id}
 
 
+@pytest.mark.both_backends
 def test_deleting_a_memory_removes_its_content_from_history_and_keeps_a_tombstone(
     service: Memory, database_url: str
 ) -> None:
