@@ -1,5 +1,5 @@
-"""Consolidation's SQL: the users to visit in order, one user's candidate duplicates, the merges,
-and the checkpoint a run resumes from.
+"""Consolidation's SQL: the users to visit in order, one user's live memories with their vectors, the
+merges, and the checkpoint a run resumes from.
 
 A merge marks the duplicate as replaced by the memory it duplicates (superseded_by, with the
 change reason 'merged': its history says 'merged', not 'superseded') and refreshes the kept one
@@ -65,7 +65,7 @@ ORDER BY created_at, id
 
 def live_memories(conn: Connection, user_id: str) -> list[LiveMemory]:
     """The user's live memories, oldest first, with their embeddings (one read; the comparing is
-    done in memory, a matrix product instead of a nearest-neighbour query per memory)."""
+    done in memory: one matrix product per scope, see agent_memory.ingest.consolidation)."""
     with (
         user_transaction(conn, user_id, vectors=True),
         conn.cursor(binary=True) as cur,
