@@ -9,6 +9,9 @@ Two kinds of event:
 - ``{"task": "dense-users"}`` (template.yaml's hourly schedule): give users with many memories
   their own indexes (``agent-memory dense-users``; it needs the owner, whose credentials this
   function has) and return what it did;
+- ``{"task": "consolidate"}`` (the same schedule): merge the duplicates that slipped in
+  (``agent-memory consolidate``), bounded by the invocation's time and going on where the last
+  run stopped;
 - anything else (``aws lambda invoke``, ``agent-memory invoke MigrateFunction``): migrate and
   return what was applied.
 
@@ -142,6 +145,26 @@ def refresh_dense_users(context: Any) -> dict[str, Any]:
     return report.model_dump()
 
 
+CONSOLIDATE_TASK = "consolidate"
+
+
+def consolidate(context: Any) -> dict[str, Any]:
+    """The scheduled consolidation: no user is started after half the invocation's time (the next
+    run goes on from the checkpoint)."""
+    check_layer()
+    from agent_memory.config import Settings
+    from agent_memory.service import Memory
+
+    remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
+    service = Memory(Settings())
+    try:
+        report = service.admin.consolidate(max_seconds=max(1.0, remaining_s / 2))
+    finally:
+        service.close()
+    logger.info("%s", report.summary())
+    return report.model_dump(mode="json")
+
+
 class Responder:
     """Sends exactly one answer to CloudFormation's pre-signed ResponseURL."""
 
@@ -236,4 +259,6 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return handle_custom_resource(event, context)
     if event.get("task") == DENSE_USERS_TASK:
         return refresh_dense_users(context)
+    if event.get("task") == CONSOLIDATE_TASK:
+        return consolidate(context)
     return migrate()

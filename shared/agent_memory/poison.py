@@ -157,3 +157,34 @@ def defuse_instructions(text: str) -> str:
         if text == before:
             break
     return text
+
+
+def strip_memory_blocks(text: str) -> str:
+    """``text`` without the recalled-memory blocks it holds (``[RUSH_MEMORY] ... [/RUSH_MEMORY]``,
+    in any spelling :data:`BLOCK_MARKER` knows): what an agent hands back to the write path with
+    the block still in its prompt must not be stored again as new facts (a recall loop).
+
+    A block whose end is missing runs to the end of the text; an end marker without its start
+    ends a block that began before the text did, so the text before it goes too. Only bracketed
+    markers count: the bare word ("rush_memory") in a sentence removes nothing."""
+    folded = fold(text)
+    markers: list[tuple[int, int, bool]] = []  # (start, end, closing) in ``text``
+    for m in BLOCK_MARKER.finditer(folded.text):
+        found = m.group()
+        if found[:1].isalnum():  # no bracket or slash before the word: not a marker
+            continue
+        markers.append((*folded.span(m.start(), m.end()), "/" in found))
+    if not markers:
+        return text
+    out: list[str] = []
+    pos = 0
+    inside = False
+    for start, end, closing in markers:
+        if closing:
+            pos, inside = max(pos, end), False
+        elif not inside:
+            out.append(text[pos:start])
+            pos, inside = end, True
+    if not inside:
+        out.append(text[pos:])
+    return "".join(out)

@@ -190,6 +190,14 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
 AwareDatetime = Annotated[dt.datetime, AfterValidator(_aware)]
 
 
+WRITE_ID_DESCRIPTION = (
+    "The write that created or last touched this (a uuid every write returns: POST /memories, an import, "
+    "an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each."
+)
+# The one definition of a write's id on the wire, reused by every model that carries it.
+WriteId = Annotated[uuid.UUID | None, Field(description=WRITE_ID_DESCRIPTION)]
+
+
 class WireModel(BaseModel):
     """The base of the models: validators built on first use, not when the module is imported (a
     Lambda cold start imports them all, then uses a few; with SnapStart the warm-up builds them)."""
@@ -232,6 +240,7 @@ class ImportLine(NewMemory):
     source: Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul)] | None = None
     superseded_at: AwareDatetime | None = None
     superseded_by: uuid.UUID | None = None
+    write_id: WriteId = None
     history: list[MemoryEvent] | None = None
 
 
@@ -259,6 +268,7 @@ class MemoryRecord(WireModel):
     superseded_at: dt.datetime | None = None
     metadata: StoredMetadata = Field(default_factory=dict)
     injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
+    write_id: WriteId = None
 
 
 def _not_null(value: Any, info: ValidationInfo) -> Any:
@@ -386,21 +396,33 @@ class StoredIds(WireModel):
     refreshed: int
     pii_redacted: int = 0
     pii_dropped: list[int] = Field(default_factory=list)
+    write_id: WriteId = None
 
 
 class MemoryEvent(WireModel):
-    """One recorded change of a memory (its history)."""
+    """One recorded change of a memory (its history). ``content`` is None once the memory was
+    deleted: its history keeps when, by whom and by which write, not what."""
 
     memory_id: uuid.UUID
     event: Literal[
-        "created", "refreshed", "superseded", "revived", "expiry_changed", "updated", "deleted", "expired", "purged"
+        "created",
+        "refreshed",
+        "superseded",
+        "merged",
+        "revived",
+        "expiry_changed",
+        "updated",
+        "deleted",
+        "expired",
+        "purged",
     ]
     at: dt.datetime
     source: str | None = None
-    content: str
+    content: str | None = None
     related_id: uuid.UUID | None = None
     project_id: str | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+    write_id: WriteId = None
 
 
 def _text_of(value: Any) -> Any:
@@ -480,6 +502,7 @@ class IngestOutcome(WireModel):
     ids: list[uuid.UUID] = Field(default_factory=list)
     pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (AGENT_MEMORY_PII)
     pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
+    write_id: WriteId = None
 
 
 class ExportPage(WireModel):
@@ -508,6 +531,7 @@ def export_line(memory: MemoryRecord, history: list[MemoryEvent] | None = None) 
         source=memory.source,
         superseded_at=memory.superseded_at,
         superseded_by=memory.superseded_by,
+        write_id=memory.write_id,
         history=history,
     )
 

@@ -54,6 +54,7 @@ ADMIN_MEMBERS = {
     "reembed",
     "drop_previous_vectors",
     "refresh_dense_users",
+    "consolidate",
     "purge",
     "import_jsonl",
     "similarities",

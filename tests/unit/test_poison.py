@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_memory.poison import REMOVED, reasons
+from agent_memory.poison import REMOVED, reasons, strip_memory_blocks
 from agent_memory.recall.block import build_memory_block, clean_memory_line
 
 
@@ -135,3 +135,23 @@ def test_no_line_of_the_block_still_speaks_to_the_model(text: str) -> None:
     block = build_memory_block([text], max_chars=2000, guard=False)
     for line in block.splitlines()[2:-1]:
         assert reasons(line) == [], line
+
+
+# ---- the recall-loop guard: a recalled block in a conversation is not read as new facts --------
+
+
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        (build_memory_block(["I live in Berlin."]) + "\nI deploy on Fridays.", "\nI deploy on Fridays."),
+        ("Before [RUSH_MEMORY] 1. I live in Berlin. [/RUSH_MEMORY] after", "Before  after"),
+        ("\u3010RUSH_MEMORY\u3011 I live in Berlin. \u3010/RUSH_MEMORY\u3011 ok", " ok"),  # lookalike brackets
+        ("[rush memory] I live in Berlin. (/Rush-Memory) ok", " ok"),
+        ("I deploy on Fridays. [RUSH_MEMORY] 1. I live in Berlin.", "I deploy on Fridays. "),  # cut off
+        ("1. I live in Berlin. [/RUSH_MEMORY] I deploy on Fridays.", " I deploy on Fridays."),  # began before
+        ("What is the rush_memory feature?", "What is the rush_memory feature?"),  # the word alone
+        ("No block here.", "No block here."),
+    ],
+)
+def test_recalled_blocks_are_stripped_whatever_their_spelling(text: str, left: str) -> None:
+    assert strip_memory_blocks(text) == left

@@ -26,10 +26,11 @@ from agent_memory.extraction import ExtractedMemory, Extractor
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique
+from agent_memory.poison import strip_memory_blocks
 from agent_memory.store import writes
 from agent_memory.store.rows import ExistingMemory, MemoryRow
 from agent_memory_contract.errors import InputTooLarge
-from agent_memory_contract.models import ConversationEnded, IngestOutcome
+from agent_memory_contract.models import ChatMessage, ConversationEnded, IngestOutcome
 
 # A user turn's head is enough to find the memories it relates to (embedders truncate anyway).
 MAX_TURN_CHARS = 2000
@@ -68,9 +69,24 @@ class ConversationWrite:
     outcome: IngestOutcome
 
 
+def without_recalled_blocks(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The chat turns as an extractor may read them: any [RUSH_MEMORY] block (recalled memories an
+    agent kept in its prompt or echoed) removed, whatever the extractor, so recalled facts never
+    come back as new ones; a turn that held nothing else is left out."""
+    kept: list[ChatMessage] = []
+    for chat in messages:
+        text = strip_memory_blocks(chat.content)
+        if text == chat.content:
+            kept.append(chat)
+        elif text.strip():
+            kept.append(chat.model_copy(update={"content": text.strip()}))
+    return kept
+
+
 def related_turns(message: ConversationEnded, *, window: int) -> list[str]:
     """The user turns (their heads, once each) to find the related memories an LLM extractor is shown."""
-    turns = dict.fromkeys(m.content.strip()[:MAX_TURN_CHARS] for m in message.messages[-window:] if m.role == "user")
+    chats = without_recalled_blocks(message.messages[-window:])
+    turns = dict.fromkeys(m.content.strip()[:MAX_TURN_CHARS] for m in chats if m.role == "user")
     return [t for t in turns if t]
 
 
@@ -89,15 +105,17 @@ def plan_conversation(
     ``conversation_id`` becomes each memory's source (and the source in the history); the
     time of the facts is ``ended_at``, else ``observed_at`` (the handler passes the SQS
     SentTimestamp: stable across redeliveries), else now. Extracted expiries are checked
-    against that time. ``extractor`` runs on the chat messages (None when there are none);
+    against that time. ``extractor`` runs on the chat messages without their recalled-memory
+    blocks (None when there are none);
     ``shown``: the user's related memories it may restate or replace.
     """
     user_id, source = message.user_id, message.conversation_id
     outcome = IngestOutcome(user_id=user_id, conversation_id=source, status="nothing_to_store")
     facts: list[ExtractedMemory] = []
     fingerprint = ""
-    if message.messages and extractor is not None:
-        extraction = extractor.extract(message.messages, ended_at=message.ended_at or observed_at, existing=shown)
+    chats = without_recalled_blocks(message.messages)
+    if chats and extractor is not None:
+        extraction = extractor.extract(chats, ended_at=message.ended_at or observed_at, existing=shown)
         room = settings.max_memories_per_request - len(message.memories)
         outcome.dropped = len(extraction.dropped) + max(0, len(extraction.memories) - room)
         facts = extraction.memories[: max(0, room)]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pydantic import BaseModel, Field, ValidationError
 
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import ImportLine, StoredIds, describe_errors
+from agent_memory_contract.models import ImportLine, StoredIds, WriteId, describe_errors
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ class ImportReport(BaseModel):
     created: int = 0
     skipped: int = 0
     skipped_lines: list[SkippedLine] = Field(default_factory=list)
+    write_id: WriteId = None  # the import's one write id, recorded with every memory and event it wrote
 
 
 def _reason(exc: InvalidInput) -> str:

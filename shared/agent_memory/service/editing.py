@@ -28,10 +28,11 @@ class Editing(Reading):
     def update_memory(
         self, user_id: str, memory_id: uuid.UUID, changes: MemoryChanges, *, source: str | None = None
     ) -> MemoryRecord:
-        """Change one memory in place and return it as it now is; the history records an
-        'updated' event with ``source`` and the previous values. A new content is re-embedded
-        and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
-        already states it; NotFound as :meth:`get_memory`. No change given: the memory as it is."""
+        """Change one memory in place and return it as it now is (its ``write_id`` names this edit);
+        the history records an 'updated' event with ``source``, the write id and the previous
+        values. A new content is re-embedded and re-hashed; Conflict (409, field ``content``) when
+        another memory of the same scope already states it; NotFound as :meth:`get_memory`. No
+        change given: the memory as it is."""
         values = changes.changed()
         if not values:
             return self.get_memory(user_id, memory_id, consistency="strong")  # as an update would answer
@@ -53,9 +54,10 @@ class Editing(Reading):
             self._redact_change(user_id, memory_id, values)
         if values.get("metadata"):
             check_metadata(self.settings, values["metadata"], "metadata")
+        write_id = uuid.uuid4()
         updated: MemoryRecord | None = self.db.run(
             lambda conn: edits.update_memory(
-                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used
+                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used, write_id=write_id
             )
         )
         if updated is None:

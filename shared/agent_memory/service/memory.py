@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 from agent_memory.config import Settings, get_settings
 from agent_memory.embeddings import Embedder
 from agent_memory.extraction import Extractor
+from agent_memory.ingest.consolidation import ConsolidationReport
 from agent_memory.ingest.importing import ImportReport
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker
@@ -335,6 +336,18 @@ class Admin:
     def drop_previous_vectors(self) -> bool:
         """After every process runs the new model: drop the previous model's vectors."""
         return self._engine.drop_previous_vectors()
+
+    def consolidate(
+        self,
+        *,
+        max_seconds: float | None = None,
+        cursor: str | None = None,
+        restart: bool = False,
+        threshold: float | None = None,
+    ) -> ConsolidationReport:
+        """Merge the true duplicates that slipped in, user by user, bounded in time and resumable
+        (see :meth:`Engine.consolidate <agent_memory.service.operating.Operating.consolidate>`)."""
+        return self._engine.consolidate(max_seconds=max_seconds, cursor=cursor, restart=restart, threshold=threshold)
 
     def refresh_dense_users(
         self, *, min_memories: int | None = None, max_seconds: float | None = None, concurrently: bool = True

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
+import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
+from agent_memory.ingest.consolidation import ConsolidationReport, near_pairs, plan_merges
 from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.store import consolidation
 from agent_memory.store import indexes as dense_users
 from agent_memory.store import memories as queries
 from agent_memory.store import reembed as reembedding
@@ -59,6 +64,55 @@ class Operating(ServiceBase):
         return dense_users.refresh(
             self.settings, min_memories=min_memories, max_seconds=max_seconds, concurrently=concurrently
         )
+
+    def consolidate(
+        self,
+        *,
+        max_seconds: float | None = None,
+        cursor: str | None = None,
+        restart: bool = False,
+        threshold: float | None = None,
+        users_per_batch: int = 100,
+    ) -> ConsolidationReport:
+        """Find duplicates that slipped in (per user and scope) and merge the true ones
+        (:mod:`agent_memory.ingest.consolidation`): the duplicate is marked merged into the older
+        memory, in the history under the run's write id. Users in id order from ``cursor``, else
+        from where the last run stopped (the store's checkpoint; ``restart``: from the first);
+        no new user is started after ``max_seconds``, and the checkpoint moves after each user,
+        so an interrupted run loses nothing. ``threshold``: the cosine similarity a close pair
+        needs before the same-fact check (default AGENT_MEMORY_NEAR_DUPLICATE_THRESHOLD)."""
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        limit = self.settings.near_duplicate_threshold if threshold is None else threshold
+        write_id = uuid.uuid4()
+        report = ConsolidationReport(write_id=write_id)
+        after = cursor if cursor is not None else "" if restart else self.db.run(consolidation.read_checkpoint)
+        while True:
+            users: list[str] = self.db.run(partial(consolidation.users_after, after=after, limit=users_per_batch))
+            for user_id in users:
+                if deadline is not None and time.monotonic() >= deadline:
+                    report.done, report.cursor = False, after
+                    logger.info("consolidated", extra={"report": report.model_dump(mode="json")})
+                    return report
+                found, merged = self._consolidate_user(user_id, limit, write_id)
+                report.users += 1
+                report.duplicates_found += found
+                report.merged += merged
+                after = user_id
+                self.db.run(partial(consolidation.write_checkpoint, after=after))
+            if len(users) < users_per_batch:
+                break
+        self.db.run(partial(consolidation.write_checkpoint, after=""))
+        logger.info("consolidated", extra={"report": report.model_dump(mode="json")})
+        self._publish_changes(None)
+        return report
+
+    def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int]:
+        live = self.db.run(lambda conn: consolidation.live_memories(conn, user_id))
+        found, merges = plan_merges(live, near_pairs(live, threshold=threshold), threshold=threshold)
+        if not merges:
+            return found, 0
+        done = self.db.run(lambda conn: consolidation.merge(conn, user_id, merges, write_id=write_id))
+        return found, len(done)
 
     def drop_previous_vectors(self) -> bool:
         """After every process runs the new model: drop the previous model's vectors."""

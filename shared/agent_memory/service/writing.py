@@ -43,17 +43,19 @@ def _store_rows(
     restoring: bool,
     source: str | None,
     usage: dict[str, list[UsageRow]],
+    write_id: uuid.UUID,
 ) -> list[writes.WriteOutcome]:
     if restoring:
-        return restore.restore_memories(conn, rows, source=source, usage=usage)
-    return writes.upsert_memories(conn, rows, usage=usage)
+        return restore.restore_memories(conn, rows, source=source, usage=usage, write_id=write_id)
+    return writes.upsert_memories(conn, rows, usage=usage, write_id=write_id)
 
 
 def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> MemoryRow:
-    """A row of an exported memory: its id, timestamps, source and supersession as exported."""
+    """A row of an exported memory: its id, timestamps, source, supersession and write id as exported."""
     return dataclasses.replace(
         row,
         id=line.id,
+        write_id=line.write_id,
         updated_at=line.updated_at,
         superseded_at=line.superseded_at,
         superseded_by=line.superseded_by,
@@ -74,8 +76,10 @@ class Writing(ServiceBase):
         observed_at: dt.datetime | None = None,
     ) -> StoredIds:
         """Store facts for a user in one transaction: embedded in one batch, upserted,
-        exact and near duplicates folded into the existing rows. Ids come back in input order."""
+        exact and near duplicates folded into the existing rows. Ids come back in input order,
+        with the write's id (recorded with each memory it touched and each history event)."""
         check_new_memories(self.settings, memories)
+        write_id = uuid.uuid4()
         with metering() as meter:
             redacted = self.redactor.apply(memories)
             kept = redacted.memories
@@ -87,13 +91,21 @@ class Writing(ServiceBase):
         usage = {user_id: self._usage(meter)}
         threshold = self.settings.near_duplicate_threshold
         outcomes = self.db.run(
-            lambda conn: writes.upsert_memories(conn, rows, near_duplicate_threshold=threshold, usage=usage)
+            lambda conn: writes.upsert_memories(
+                conn, rows, near_duplicate_threshold=threshold, usage=usage, write_id=write_id
+            )
         )
         created = sum(1 for o in outcomes if o.action == "created")
         logger.info(
             "remembered",
             # "created" is a LogRecord attribute: logging refuses it as an extra key.
-            extra={"user_id": user_id, "memories": len(rows), "memories_created": created, "source": source},
+            extra={
+                "user_id": user_id,
+                "memories": len(rows),
+                "memories_created": created,
+                "source": source,
+                "write_id": str(write_id),
+            },
         )
         self._publish_changes(user_id)
         return StoredIds(
@@ -102,15 +114,20 @@ class Writing(ServiceBase):
             refreshed=len(rows) - created,
             pii_redacted=redacted.redacted,
             pii_dropped=redacted.dropped_positions,
+            write_id=write_id,
         )
 
-    def import_memories(self, lines: Sequence[ImportLine], *, source: str | None = "import") -> StoredIds:
+    def import_memories(
+        self, lines: Sequence[ImportLine], *, source: str | None = "import", write_id: uuid.UUID | None = None
+    ) -> StoredIds:
         """Bulk load (many users at once): one embedding pass and one upsert statement per user.
 
-        Lines are taken as given: exact duplicates fold, near duplicates are kept.
+        Lines are taken as given: exact duplicates fold, near duplicates are kept. ``write_id``
+        names the import (a new one when not given); an exported line keeps its own write id.
         """
+        write_id = write_id or uuid.uuid4()
         if not lines:
-            return StoredIds(ids=[], created=0, refreshed=0)
+            return StoredIds(ids=[], created=0, refreshed=0, write_id=write_id)
         check_lengths(self.settings, lines, "lines")
         with metering() as meter:
             redacted = self.redactor.apply(lines)
@@ -141,7 +158,9 @@ class Writing(ServiceBase):
         created = refreshed = 0
         for indexes, restoring, rows, positions in built:
             usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
-            outcomes = self.db.run(partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage))
+            outcomes = self.db.run(
+                partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage, write_id=write_id)
+            )
             for i, p in zip(indexes, positions, strict=True):
                 ids[i] = outcomes[p].id
             new = sum(1 for o in outcomes if o.action == "created")
@@ -153,6 +172,7 @@ class Writing(ServiceBase):
             refreshed=refreshed,
             pii_redacted=redacted.redacted,
             pii_dropped=redacted.dropped_positions,
+            write_id=write_id,
         )
 
     def _shared_usage(self, meter: Meter, rows: Sequence[MemoryRow]) -> dict[str, list[UsageRow]]:
@@ -181,10 +201,14 @@ class Writing(ServiceBase):
         progress: Callable[[int], None] | None = None,
     ) -> importing.ImportReport:
         """Import numbered JSON lines in chunks; lines that are invalid (alone) are skipped and
-        recorded in ``report``, which stays true if a later chunk fails."""
+        recorded in ``report``, which stays true if a later chunk fails. The whole import is one
+        write id (``report.write_id``), whatever its chunks."""
+        if report.write_id is None:
+            report.write_id = uuid.uuid4()
+        write_id = report.write_id
         return importing.import_lines(
             lines,
-            lambda chunk: self.import_memories(chunk, source=source),
+            lambda chunk: self.import_memories(chunk, source=source, write_id=write_id),
             report,
             progress=progress,
             check=lambda line: check_lengths(self.settings, [line], "lines"),
@@ -220,6 +244,7 @@ class Writing(ServiceBase):
         With ``unflushed``, that commit does not wait for the disk (see :class:`UnflushedWrites`)."""
         conversation.check_conversation(self.settings, message)
         user_id, source = message.user_id, message.conversation_id
+        write_id = uuid.uuid4()
         digest = conversation.message_digest(message)
         receipt: writes.Receipt = self.db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
         if receipt.found:
@@ -255,6 +280,7 @@ class Writing(ServiceBase):
                 updates=planned.updates,
                 usage=usage,
                 unflushed=unflushed,
+                write_id=write_id,
             )
         )
         if written is None:  # a concurrent delivery of the same message won the race
@@ -264,7 +290,7 @@ class Writing(ServiceBase):
                 "update targets ended or left the scope before the write; their facts were kept as new",
                 extra={"user_id": user_id, "source": source, "stale": [str(t) for t in written.stale]},
             )
-        outcome = conversation.written_outcome(planned, written)
+        outcome = conversation.written_outcome(planned, written).model_copy(update={"write_id": write_id})
         logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
         self._publish_changes(user_id)
         return outcome

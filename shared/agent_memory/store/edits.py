@@ -66,6 +66,7 @@ def update_memory(
     *,
     embedding: np.ndarray | None = None,
     source: str | None = None,
+    write_id: uuid.UUID | None = None,
     usage: Sequence[UsageRow] = (),
 ) -> MemoryRecord | None:
     """Apply ``changes`` (column -> new value; a new content needs its ``embedding``) to the
@@ -73,13 +74,16 @@ def update_memory(
 
     In the user's locked transaction, so no other write of the user slips between the check
     for a clash and the update. Raises Conflict (field ``content``) when another memory of the
-    same scope already states the new content. ``usage`` (the new content's embedding) is counted
-    in the same transaction, only when the memory was changed.
+    same scope already states the new content. ``write_id`` names the edit in the row and its
+    history. ``usage`` (the new content's embedding) is counted in the same transaction, only
+    when the memory was changed.
     """
     params: dict[str, Any] = {"user_id": user_id, "id": memory_id, **changes}
     if "metadata" in changes:
         params["metadata"] = Jsonb(changes["metadata"])
-    with user_transaction(conn, user_id, source=source, reason="updated", lock=True, vectors="content" in changes):
+    with user_transaction(
+        conn, user_id, source=source, reason="updated", lock=True, vectors="content" in changes, write_id=write_id
+    ):
         if "content" in changes:
             if embedding is None:
                 raise ValueError("a new content needs its embedding")
@@ -108,7 +112,7 @@ def update_memory(
 def histories(conn: Connection, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:
     """The recorded changes of several of the user's memories, oldest first (one round trip)."""
     query = (
-        "SELECT memory_id, event, at, source, content, related_id, project_id, detail FROM memory_events "
+        "SELECT memory_id, event, at, source, content, related_id, project_id, detail, write_id FROM memory_events "
         "WHERE user_id = %(user_id)s AND memory_id = ANY(%(ids)s) ORDER BY at, id"
     )
     rows = read_as_user(conn, user_id, query, {"user_id": user_id, "ids": memory_ids})

@@ -16,7 +16,7 @@ from agent_memory_contract.models import MemoryEvent, MemoryRecord
 
 MEMORY_COLUMNS = (
     "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
-    "expires_at, superseded_by, superseded_at, metadata, injection"
+    "expires_at, superseded_by, superseded_at, metadata, injection, write_id"
 )
 
 
@@ -52,7 +52,7 @@ def history(
 ) -> list[MemoryEvent]:
     """The recorded changes of one memory, or of all of a user's memories, oldest first."""
     query = (
-        "SELECT memory_id, event, at, source, content, related_id, project_id, detail FROM memory_events "
+        "SELECT memory_id, event, at, source, content, related_id, project_id, detail, write_id FROM memory_events "
         "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
         "ORDER BY at, id LIMIT %(limit)s"
     )

@@ -20,17 +20,17 @@ from agent_memory_contract.errors import InvalidInput
 _RESTORE = """
 INSERT INTO user_memories AS m (id, user_id, project_id, content, content_hash, category, source, is_evergreen,
                                 embedding, created_at, updated_at, expires_at, superseded_at, superseded_by, metadata,
-                                injection)
+                                injection, write_id)
 SELECT t.id, t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen, t.embedding,
        COALESCE(t.created_at, now()), COALESCE(t.updated_at, t.created_at, now()), t.expires_at,
-       t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ',')
+       t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ','), t.write_id
 FROM unnest(%(ids)s::uuid[], %(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[],
             %(hashes)s::bytea[], %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[],
             %(embeddings)b::vector[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
             %(expires)s::timestamptz[], %(superseded_at)s::timestamptz[], %(superseded_by)s::uuid[],
-            %(metadata)s::jsonb[], %(injection)s::text[])
+            %(metadata)s::jsonb[], %(injection)s::text[], %(write_ids)s::uuid[])
      AS t(id, user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
-          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection)
+          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection, write_id)
 ON CONFLICT DO NOTHING
 RETURNING m.id
 """
@@ -50,6 +50,8 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
         "updated": [r.updated_at for r in rows],
         "superseded_at": [r.superseded_at for r in rows],
         "superseded_by": [r.superseded_by for r in rows],
+        # The write that made the exported memory (kept); none: the import's own (the trigger's).
+        "write_ids": [r.write_id for r in rows],
     }
 
 
@@ -59,6 +61,7 @@ def restore_memories(
     *,
     source: str | None,
     usage: Mapping[str, Sequence[UsageRow]] | None = None,
+    write_id: uuid.UUID | None = None,
 ) -> list[WriteOutcome]:
     """Insert rows that carry their id, one transaction per user; outcomes in input order.
     ``usage``: per user, the counts the restore adds to the user's usage, in the same transaction.
@@ -75,7 +78,7 @@ def restore_memories(
         by_user.setdefault(row.user_id, []).append(i)
     for user_id, indexes in by_user.items():
         batch = [rows[i] for i in indexes]
-        with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
+        with user_transaction(conn, user_id, source=source, lock=True, vectors=True, write_id=write_id):
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
             inserted = {r[0] for r in conn.execute(_RESTORE, _params(batch)).fetchall()}
             skipped = [i for i in indexes if rows[i].id not in inserted]

@@ -33,6 +33,7 @@ class MemoryRow:
     updated_at: dt.datetime | None = None
     superseded_at: dt.datetime | None = None
     superseded_by: uuid.UUID | None = None
+    write_id: uuid.UUID | None = None
 
 
 @dataclasses.dataclass(frozen=True)

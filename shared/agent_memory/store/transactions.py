@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,13 +53,15 @@ def user_transaction(
     lock: bool = False,
     settings: dict[str, str] | None = None,
     vectors: bool = False,
+    write_id: uuid.UUID | None = None,
 ) -> Iterator[Connection]:
     """One transaction on one user's memories.
 
     Sets, for this transaction only (set_config(..., true): safe on pooled connections),
     the user that row-level security lets through, and the source and reason the history
     trigger records; optionally other settings; with ``lock``, serialises this user's
-    writers (the near-duplicate check reads before it writes); with ``vectors``, checks in
+    writers (the near-duplicate check reads before it writes); with ``write_id``, the write
+    that the rows it touches and the history events it causes record (migration 0012); with ``vectors``, checks in
     the same round trip that the store still uses the model the connection was set up for.
 
     The block runs in pipeline mode (see ``pipelined_transaction``; off with AGENT_MEMORY_DB_PIPELINE=false):
@@ -66,6 +69,8 @@ def user_transaction(
     ends; use RETURNING and fetch when the block needs to know what a statement did.
     """
     schema = vector_schema_of(conn) if vectors else None
+    if write_id is not None:
+        settings = {**(settings or {}), "agent_memory.write_id": str(write_id)}
     events = getattr(conn, "change_events", None)
     if events:
         # The outbox trigger (migration 0009) records this transaction's changes only when told to.

@@ -144,10 +144,12 @@ def upsert_memories(
     near_duplicate_threshold: float | None = None,
     exact_only: Collection[int] = (),
     usage: Mapping[str, Sequence[UsageRow]] | None = None,
+    write_id: uuid.UUID | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
 
     ``usage``: per user, the counts the write adds to the user's usage, in the same transaction.
+    ``write_id``: the write, recorded with every row it creates or refreshes and every history event.
 
     Exact duplicates (same user, project and normalised content) refresh the existing row.
     With a threshold, a row whose nearest live neighbour in the same scope is at least that
@@ -166,7 +168,7 @@ def upsert_memories(
     for user_id, indexes in by_user.items():
         sources = {rows[i].source for i in indexes}
         source = sources.pop() if len(sources) == 1 else None
-        with user_transaction(conn, user_id, source=source, lock=True, vectors=True):
+        with user_transaction(conn, user_id, source=source, lock=True, vectors=True, write_id=write_id):
             _write_rows(conn, user_id, rows, indexes, outcomes, near_duplicate_threshold, exact_only)
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
     return [outcomes[i] for i in range(len(rows))]
@@ -315,6 +317,7 @@ def ingest_message(
     updates: Updates | None = None,
     usage: Sequence[UsageRow] = (),
     unflushed: UnflushedWrites | None = None,
+    write_id: uuid.UUID | None = None,
 ) -> IngestWrite | None:
     """Write one ingest message's memories, its updates (restatements refreshed, replaced
     memories superseded) and its receipt in one transaction: all of it or nothing.
@@ -326,7 +329,8 @@ def ingest_message(
 
     With ``unflushed``, the commit does not wait for the WAL flush (``synchronous_commit = off``,
     this transaction only): the write is visible at once, and durable once :func:`flush_writes`
-    has returned the server start time recorded in ``unflushed``.
+    has returned the server start time recorded in ``unflushed``. ``write_id``: the write, recorded
+    with every memory it creates, refreshes or supersedes and every history event it causes.
     """
     if any(r.user_id != user_id for r in rows):
         raise ValueError("an ingest message writes the memories of its own user only")
@@ -335,7 +339,9 @@ def ingest_message(
     # The transaction is pipelined: the refreshes, the receipt and COMMIT travel with the next
     # statement whose result is needed.
     deferred = None if unflushed is None else {"synchronous_commit": "off"}
-    with user_transaction(conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred):
+    with user_transaction(
+        conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id
+    ):
         receipt = conn.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash}).fetchone()
         assert receipt is not None
         written_before, server_started = receipt

@@ -203,6 +203,15 @@ def cmd_dense_users(service: Memory, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_consolidate(service: Memory, args: argparse.Namespace) -> int:
+    report = service.admin.consolidate(
+        max_seconds=args.max_seconds, cursor=args.cursor, restart=args.restart, threshold=args.threshold
+    )
+    print(report.summary(), file=sys.stderr)
+    emit(report)
+    return EXIT_OK
+
+
 def cmd_similarity(service: Memory, args: argparse.Namespace) -> int:
     threshold = service.settings.supersede_min_similarity
     for text, similarity in zip(args.others, service.admin.similarities(args.text, args.others), strict=True):

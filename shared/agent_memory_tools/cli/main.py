@@ -31,6 +31,7 @@ from agent_memory_tools.cli import serve, tenant
 from agent_memory_tools.cli.commands import (
     cmd_add,
     cmd_config,
+    cmd_consolidate,
     cmd_demo,
     cmd_dense_users,
     cmd_forget,
@@ -174,6 +175,21 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--min-memories", type=int, default=None, help="default AGENT_MEMORY_DENSE_MIN_MEMORIES")
     p.add_argument(
         "--max-seconds", type=float, default=None, help="start no build after this long (a later run goes on)"
+    )
+
+    p = add(
+        "consolidate",
+        cmd_consolidate,
+        "merge the duplicates that slipped in (the same fact stored twice in one user's scope; history "
+        "records each merge), user by user; resumable, as the stack's MigrateFunction does hourly",
+    )
+    p.add_argument(
+        "--max-seconds", type=float, default=None, help="start no user after this long (a later run goes on)"
+    )
+    p.add_argument("--cursor", default=None, help="start after this user id (default: where the last run stopped)")
+    p.add_argument("--restart", action="store_true", help="start from the first user, not the last run's checkpoint")
+    p.add_argument(
+        "--threshold", type=float, default=None, help="cosine a close pair needs (default the near-duplicate threshold)"
     )
 
     p = add(

@@ -1,0 +1,106 @@
+"""Consolidation's decisions, without I/O: which of one user's memories are duplicates of which.
+
+The store hands over the user's live memories and the pairs whose vectors are close; a pair is
+merged only when :func:`agent_memory.ingest.sameness.same_fact` says it is the same fact. The
+older memory is kept (the first statement), the newer one is merged into it. A memory is merged
+at most once per run, and never into one that is itself merged away: a chain (a ~ b ~ c where
+a and c differ) is never collapsed through its middle; the next run looks again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from agent_memory.ingest.sameness import normalized, same_fact
+from agent_memory.store.consolidation import LiveMemory
+
+# Rows compared at once: a block of this many against the whole scope (40 MB at 10,000 memories).
+BLOCK = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class NearPair:
+    """Two memories of one scope whose vectors are at least the threshold alike (first < second in
+    the order given)."""
+
+    first: uuid.UUID
+    second: uuid.UUID
+    similarity: float
+
+
+def near_pairs(live: Sequence[LiveMemory], *, threshold: float) -> list[NearPair]:
+    """Every pair of ``live`` memories in one scope at least ``threshold`` alike (cosine on their
+    unit-length embeddings), each pair once."""
+    scopes: dict[str | None, list[LiveMemory]] = {}
+    for memory in live:
+        if memory.embedding is not None:
+            scopes.setdefault(memory.project_id, []).append(memory)
+    found: list[NearPair] = []
+    for members in scopes.values():
+        if len(members) < 2:
+            continue
+        matrix = np.stack([m.embedding for m in members if m.embedding is not None]).astype(np.float32)
+        for start in range(0, len(members), BLOCK):
+            similar = matrix[start : start + BLOCK] @ matrix.T
+            rows, cols = np.nonzero(similar >= threshold)
+            for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+                i = start + r
+                if c > i:
+                    found.append(NearPair(members[i].id, members[c].id, float(similar[r, c])))
+    return found
+
+
+class ConsolidationReport(BaseModel):
+    """What a run did: users looked at, duplicates found (pairs judged the same fact) and merged,
+    whether it went round every user (False: ``max_seconds`` ran out; ``cursor`` is where the next
+    run goes on), and the run's write id (in the history of every memory it changed)."""
+
+    users: int = 0
+    duplicates_found: int = 0
+    merged: int = 0
+    done: bool = True
+    cursor: str | None = None
+    write_id: uuid.UUID | None = None
+
+    def summary(self) -> str:
+        state = "" if self.done else " (not finished: run it again to go on)"
+        return f"consolidate: {self.users} users, {self.duplicates_found} duplicates found, {self.merged} merged{state}"
+
+
+def plan_merges(
+    live: Sequence[LiveMemory], pairs: Sequence[NearPair], *, threshold: float
+) -> tuple[int, list[tuple[uuid.UUID, uuid.UUID]]]:
+    """How many of one user's memories duplicate another, and the (duplicate, kept) pairs to merge
+    now: equal after normalization in one scope, or close pairs that :func:`same_fact` accepts.
+    ``live`` is oldest first."""
+    order = {m.id: i for i, m in enumerate(live)}
+    by_id = {m.id: m for m in live}
+    found: list[tuple[float, uuid.UUID, uuid.UUID]] = []  # (similarity, newer, older)
+    first_of: dict[tuple[str | None, str], uuid.UUID] = {}
+    for memory in live:
+        key = (memory.project_id, normalized(memory.content))
+        if key in first_of:
+            found.append((2.0, memory.id, first_of[key]))  # equal texts before any close pair
+        else:
+            first_of[key] = memory.id
+    for pair in sorted(pairs, key=lambda p: -p.similarity):
+        a, b = by_id.get(pair.first), by_id.get(pair.second)
+        if a is None or b is None or a.project_id != b.project_id:
+            continue
+        if not same_fact(a.content, b.content, pair.similarity, threshold=threshold):
+            continue
+        older, newer = (a, b) if order[a.id] < order[b.id] else (b, a)
+        found.append((pair.similarity, newer.id, older.id))
+    merges: dict[uuid.UUID, uuid.UUID] = {}
+    kept: set[uuid.UUID] = set()
+    for _similarity, duplicate, keep in sorted(found, key=lambda f: -f[0]):
+        if duplicate in merges or duplicate in kept or keep in merges:
+            continue
+        merges[duplicate] = keep
+        kept.add(keep)
+    return len({f[1] for f in found}), list(merges.items())

@@ -1,0 +1,57 @@
+"""Consolidation's decisions (agent_memory.ingest.consolidation.plan_merges), without a database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import numpy as np
+import pytest
+
+from agent_memory.ingest.consolidation import NearPair, near_pairs, plan_merges
+from agent_memory.store.consolidation import LiveMemory
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def memories(*texts: str, project_id: str | None = None) -> list[LiveMemory]:
+    return [LiveMemory(uuid.uuid4(), project_id, text, T0 + dt.timedelta(days=i)) for i, text in enumerate(texts)]
+
+
+def test_equal_texts_merge_into_the_oldest_without_a_close_pair() -> None:
+    old, new = memories("The user's editor is Vim", "the user\u2019s editor is vim.")
+    assert plan_merges([old, new], [], threshold=0.95) == (1, [(new.id, old.id)])
+
+
+def test_a_close_pair_merges_only_when_it_is_the_same_fact() -> None:
+    a, b, c = memories("The user is 31 years old", "The user is 32 years old", "The user is 31 years old now")
+    pairs = [NearPair(a.id, b.id, 0.99), NearPair(a.id, c.id, 0.97)]
+    assert plan_merges([a, b, c], pairs, threshold=0.95) == (1, [(c.id, a.id)])
+
+
+def test_scopes_are_never_merged_across() -> None:
+    (a,) = memories("Uses pnpm")
+    (b,) = memories("uses pnpm", project_id="web")
+    assert plan_merges([a, b], [NearPair(a.id, b.id, 1.0)], threshold=0.9) == (0, [])
+
+
+def test_a_chain_is_not_collapsed_through_its_middle() -> None:
+    a, b, c = memories("Uses pnpm daily", "Uses pnpm", "uses pnpm")
+    # b ~ a and c ~ b: c merges into b (equal texts), and b, now kept, is not merged away this run.
+    pairs = [NearPair(a.id, b.id, 0.96), NearPair(b.id, c.id, 1.0)]
+    found, merges = plan_merges([a, b, c], pairs, threshold=0.95)
+    assert found == 2 and merges == [(c.id, b.id)]
+
+
+def test_near_pairs_are_found_per_scope_each_once() -> None:
+    def unit(*values: float) -> np.ndarray:
+        vector = np.asarray(values, dtype=np.float32)
+        return vector / np.linalg.norm(vector)
+
+    a, b, c = (
+        LiveMemory(uuid.uuid4(), None, t, T0, unit(*v)) for t, v in [("a", (1, 0)), ("b", (1, 0.1)), ("c", (0, 1))]
+    )
+    d = LiveMemory(uuid.uuid4(), "web", "d", T0, unit(1, 0))
+    pairs = near_pairs([a, b, c, d], threshold=0.99)
+    assert [(p.first, p.second) for p in pairs] == [(a.id, b.id)]
+    assert pairs[0].similarity == pytest.approx(float(unit(1, 0) @ unit(1, 0.1)))
