@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import time
 import uuid
 import warnings
@@ -26,6 +27,7 @@ from agent_memory import __version__
 from agent_memory.http.body import base64_body, parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, requester
+from agent_memory.http.oauth import METADATA_PATHS, protected_resource_metadata, public_base_url
 from agent_memory.http.openapi import openapi_document, swagger_html
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.observability import logger, metrics, tracer
@@ -252,6 +254,34 @@ def openapi_json() -> Response[Any]:
 @app.get("/docs", include_in_schema=False)
 def swagger_page() -> Response[Any]:
     return _docs_off() or Response(status_code=200, content_type="text/html; charset=utf-8", body=swagger_html(app))
+
+
+def protected_resource() -> Response[Any]:
+    """OAuth protected-resource metadata (RFC 9728) for MCP hosts: where to sign in. No authorizer in
+    front of it (template.yaml); 404 when the API accepts no tokens (AGENT_MEMORY_OAUTH_ISSUER unset)."""
+    event = app.current_event
+    settings = get_service().settings
+    if not settings.oauth_issuer:
+        return error_response(
+            404,
+            "route_not_found",
+            f"no route {event.http_method} {event.path} (this API accepts no OAuth tokens: AGENT_MEMORY_OAUTH_ISSUER "
+            "is unset)",
+            request_id=event.request_context.request_id,
+        )
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    base = public_base_url(headers, event.request_context.domain_name)
+    document = protected_resource_metadata(base, settings.oauth_issuer, settings.oauth_scopes)
+    return Response(
+        status_code=200,
+        content_type="application/json",
+        body=json.dumps(document),
+        headers={"Cache-Control": "public, max-age=3600"},
+    )
+
+
+for _path in METADATA_PATHS:
+    app.get(_path, include_in_schema=False)(protected_resource)
 
 
 @app.get(

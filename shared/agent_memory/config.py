@@ -33,6 +33,13 @@ def _names(value: object) -> object:
     return value
 
 
+def _words(value: object) -> object:
+    """A comma-separated list from the environment ("openid,email") as a tuple, case kept."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
 def default_data_dir() -> Path:
     """Per-user data directory for the embedded PostgreSQL (XDG on Linux)."""
     import platformdirs  # local import: only the embedded default needs it
@@ -384,9 +391,19 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field(
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )
+    oauth_issuer: str | None = Field(
+        default=None,
+        description="The authorization server (an OIDC issuer URL) whose tokens the API accepts, named at "
+        "GET /.well-known/oauth-protected-resource[/mcp] so MCP hosts find where to sign in (the template sets "
+        "the created Cognito user pool or JwtIssuer; `agent-memory serve --jwt-issuer` sets it). Unset: 404 there.",
+    )
+    oauth_scopes: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_words)] = Field(
+        default=(),
+        description="Scopes listed in that metadata (scopes_supported), comma-separated; MCP hosts ask for them.",
+    )
 
     @field_validator(
-        "database_url", "database_reader_url", "data_dir", "db_reader_host", "db_cluster_arn", mode="before"
+        "database_url", "database_reader_url", "data_dir", "db_reader_host", "db_cluster_arn", "oauth_issuer", mode="before"
     )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
