@@ -403,7 +403,13 @@ class Settings(BaseSettings):
     )
 
     @field_validator(
-        "database_url", "database_reader_url", "data_dir", "db_reader_host", "db_cluster_arn", "oauth_issuer", mode="before"
+        "database_url",
+        "database_reader_url",
+        "data_dir",
+        "db_reader_host",
+        "db_cluster_arn",
+        "oauth_issuer",
+        mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:

@@ -237,7 +237,8 @@ DATABASE = {"CreateDatabase": "true", "DatabaseAccess": "data-api"}
 
 def _authorizer(stack: Stack) -> dict[str, Any]:
     body = stack.properties("MemoryApi")["DefinitionBody"]
-    return body["components"]["securitySchemes"].get("JwtAuthorizer", {})
+    scheme: dict[str, Any] = body["components"]["securitySchemes"].get("JwtAuthorizer", {})
+    return scheme
 
 
 def test_cognito_creates_a_user_pool_whose_tokens_the_jwt_authorizer_verifies(template: dict[str, Any]) -> None:

@@ -11,10 +11,12 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+
 import anyio
 import httpx
 import httpx2
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -153,7 +155,7 @@ def _refusal(issuer: LocalIssuer, case: str) -> str:
     if case == "unsigned":
         import jwt
 
-        return jwt.encode({"sub": "u", "iss": issuer.url, "aud": AUDIENCE, "exp": 2**31}, None, algorithm="none")
+        return jwt.encode({"sub": "u", "iss": issuer.url, "aud": AUDIENCE, "exp": 2**31}, "", algorithm="none")
     raise AssertionError(case)
 
 
@@ -178,18 +180,26 @@ def test_a_refused_token_gets_401_naming_why_through_mcp(served: str, issuer: Lo
     assert REFUSALS[case] in challenge.split("error_description=", 1)[1]
 
 
-def test_an_unknown_kid_refetches_the_key_set_once_for_a_rotated_key(served: str, issuer: LocalIssuer) -> None:
+def test_a_rotated_key_is_fetched_but_made_up_kids_do_not_hammer_the_issuer(served: str, issuer: LocalIssuer) -> None:
     before = issuer.jwks_requests
     assert httpx.get(f"{served}/memories", headers=bearer(issuer.token())).status_code == 200
     assert issuer.jwks_requests == before  # a known kid: the cached set
-    # The issuer rotates: a new key, published under a new kid. The next token's kid is unknown, so
-    # the set is fetched again and the token verifies.
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    # Tokens under kids the issuer never published: refused, the set fetched again at most once
+    # per cooldown (serve's verifier has just fetched it: not at all).
+    for _ in range(3):
+        made_up = issuer.token(key=issuer.other_key, kid=uuid.uuid4().hex)
+        assert httpx.get(f"{served}/memories", headers=bearer(made_up)).status_code == 401
+    assert issuer.jwks_requests == before
 
+    # The issuer rotates to a new key under a new kid: once the cooldown allows, the set is fetched
+    # again and the new key's tokens verify.
+    verifier = JwtVerifier(issuer.url, [AUDIENCE], refresh_cooldown_s=0)
+    assert verifier.claims(f"Bearer {issuer.token('before')}")["sub"] == "before"
+    fetched = issuer.jwks_requests
     issuer.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     issuer.kid = uuid.uuid4().hex
-    assert httpx.get(f"{served}/memories", headers=bearer(issuer.token())).status_code == 200
-    assert issuer.jwks_requests == before + 1
+    assert verifier.claims(f"Bearer {issuer.token('after')}")["sub"] == "after"
+    assert issuer.jwks_requests == fetched + 1
 
 
 # ---- the command -----------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_the_challenge_points_to_the_metadata_and_says_why() -> None:
     refused = bearer_challenge("https://h/", error="invalid_token", description='the "token"\nhas expired')
     assert refused == (
         'Bearer resource_metadata="https://h/.well-known/oauth-protected-resource/mcp", '
-        "error=\"invalid_token\", error_description=\"the 'token' has expired\""
+        'error="invalid_token", error_description="the \'token\' has expired"'
     )
 
 

@@ -54,10 +54,12 @@ def protected_resource_metadata(base_url: str, issuer: str, scopes: Sequence[str
 
 def bearer_challenge(base_url: str, *, error: str | None = None, description: str | None = None) -> str:
     """The ``WWW-Authenticate`` value of a 401 from the MCP endpoint (RFC 6750 section 3, RFC 9728
-    section 5.1): where the metadata is, and why a token was refused when one was sent."""
+    section 5.1): where the metadata is, and why a token was refused when one was sent (without a
+    token, RFC 6750 section 3.1 wants no error information: ``description`` then goes unsaid)."""
     parts = [f'resource_metadata="{base_url.rstrip("/")}{WELL_KNOWN}{MCP_PATH}"']
-    if error:
-        parts.append(f'error="{error}"')
+    if not error:
+        return "Bearer " + parts[0]
+    parts.append(f'error="{error}"')
     if description:
         # A quoted-string: no quotes or backslashes inside, one line.
         clean = " ".join(description.replace('"', "'").replace("\\", "/").split())

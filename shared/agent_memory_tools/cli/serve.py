@@ -61,7 +61,7 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     elif args.jwt_audience:
         raise InvalidInput("--jwt-audience goes with --jwt-issuer", field="jwt_audience")
     if overrides:
-        service = Memory(service.settings, **overrides)
+        service = Memory(service.settings.model_copy(update=overrides))
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt, verifier=verifier)
     api.load()

@@ -10,6 +10,7 @@ verdict, and the exit code says it too (0 PASS, 1 FAIL). Everything lives in a p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 import uuid
@@ -19,7 +20,7 @@ from typing import Any
 
 from agent_memory.service import Memory
 from agent_memory_client import MemoryClient
-from agent_memory_client.calls import infer_auth
+from agent_memory_client.calls import Auth, infer_auth
 from agent_memory_contract.errors import AgentMemoryError, DatabaseResuming, NotFound
 from agent_memory_contract.kinds import EXIT_OK
 from agent_memory_tools.cli.output import emit
@@ -27,6 +28,7 @@ from agent_memory_tools.cli.output import emit
 EXIT_FAILED = 1
 MCP_TOOL = "recall_memories"
 RESUME_POLL_S = 5.0
+STDIN = "-"
 
 
 @dataclass
@@ -49,7 +51,7 @@ class SmokeRun:
         except AssertionError as exc:
             ok, detail = False, str(exc) or "unexpected answer"
         except Exception as exc:  # the verdict must name any failure, not end in a traceback
-            ok, detail = False, f"{type(exc).__name__}: {exc}"
+            ok, detail = False, f"{type(exc).__name__}: {exc}{_hint(str(exc))}"
         else:
             ok = True
         self.checks.append(
@@ -58,11 +60,21 @@ class SmokeRun:
         return ok
 
 
+HINTS = {
+    "HTTP 401": " (API Gateway refused the request: the token is missing, expired or for another client)",
+    "HTTP 403": " (the credentials may lack execute-api:Invoke on the stack's ApiInvokeArn)",
+}
+
+
+def _hint(message: str) -> str:
+    return next((hint for status, hint in HINTS.items() if status in message), "")
+
+
 def run_smoke(
     url: str,
     *,
     token: str | None = None,
-    auth: str | None = None,
+    auth: Auth | None = None,
     user_id: str | None = None,
     region: str | None = None,
     mcp: bool = True,
@@ -72,7 +84,7 @@ def run_smoke(
 ) -> SmokeRun:
     """Remember, recall, list, MCP, forget against ``url``; returns every check's outcome."""
     run = SmokeRun(url)
-    mode = infer_auth(url, auth, token)  # type: ignore[arg-type]
+    mode = infer_auth(url, auth, token)
     # With a token the user is its 'sub' (the API refuses any other); else this run's own user.
     user = None if mode == "jwt" else (user_id or f"agent-memory-smoke-{uuid.uuid4().hex[:8]}")
     project = f"smoke-{uuid.uuid4().hex[:12]}"
@@ -80,7 +92,7 @@ def run_smoke(
     facts = [f"Smoke test {marker}: prefers pnpm over npm", f"Smoke test {marker}: deploys with SAM"]
     created: list[str] = []  # what this run stored
     stored: list[str] = []  # of those, what is not forgotten yet
-    client = MemoryClient(url, auth=mode, token=token, region=region, timeout=timeout)  # type: ignore[arg-type]
+    client = MemoryClient(url, auth=mode, token=token, region=region, timeout=timeout)
 
     def step(name: str, body: Callable[[], str]) -> bool:
         ok = run.check(name, body)
@@ -131,8 +143,10 @@ def run_smoke(
         return "2 forgotten"
 
     def gone() -> str:
-        left = [str(m.id) for m in client.list_memories(user_id=user, project_id=project, consistency="strong")]
-        assert not left, f"{len(left)} memories still listed after forgetting"
+        # The project's list also holds the user's memories of no project: only this run's must be gone.
+        listed = client.list_memories(user_id=user, project_id=project, consistency="strong")
+        left = [str(m.id) for m in listed if str(m.id) in created]
+        assert not left, f"{len(left)} forgotten memories still listed"
         try:
             client.get_memory(created[0], user_id=user, consistency="strong")
         except NotFound:
@@ -149,16 +163,21 @@ def run_smoke(
                 step("gone", gone)
     finally:
         for memory_id in stored:  # a failed run leaves nothing behind either
-            try:
+            with contextlib.suppress(AgentMemoryError, OSError):
                 client.forget_memory(memory_id, user_id=user)
-            except (AgentMemoryError, OSError):
-                pass
         client.close()
     return run
 
 
 async def _mcp_recall(
-    url: str, auth: str, token: str | None, user: str | None, project: str, region: str | None, timeout: float, marker: str
+    url: str,
+    auth: Auth,
+    token: str | None,
+    user: str | None,
+    project: str,
+    region: str | None,
+    timeout: float,
+    marker: str,
 ) -> str:
     """The MCP endpoint, as an MCP host calls it: list the tools, then recall through one."""
     from mcp import Client
@@ -167,7 +186,7 @@ async def _mcp_recall(
     from agent_memory_client.mcp_auth import mcp_http_client
 
     http = mcp_http_client(
-        url.rstrip("/"), user_id=user, project_id=project, auth=auth, token=token, region=region, timeout=timeout  # type: ignore[arg-type]
+        url.rstrip("/"), user_id=user, project_id=project, auth=auth, token=token, region=region, timeout=timeout
     )
     async with http, Client(streamable_http_client(f"{url.rstrip('/')}/mcp", http_client=http)) as mcp:
         tools = {t.name for t in (await mcp.list_tools()).tools}
@@ -181,7 +200,9 @@ async def _mcp_recall(
 
 def cmd_smoke(service: Memory, args: argparse.Namespace) -> int:
     del service  # the stack under test is at --url; nothing local is touched
-    token = sys.stdin.readline().strip() if args.token == "-" else args.token
+    token: str | None = args.token
+    if token == STDIN:  # a token on the command line shows in the process list
+        token = sys.stdin.readline().strip()
 
     def line(check: dict[str, Any]) -> None:
         if not args.json:

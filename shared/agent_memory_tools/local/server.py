@@ -229,7 +229,7 @@ def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
                 try:
                     claims = event_claims(api.verifier.claims(self.headers.get("Authorization")))
                 except TokenRefused as refused:
-                    base = f"http://{self.headers.get('Host') or '%s:%d' % self.server.server_address[:2]}"
+                    base = f"http://{self.headers.get('Host') or 'localhost'}"
                     challenge = bearer_challenge(base, error=refused.error, description=refused.description)
                     headers = [("Content-Type", "application/json"), ("WWW-Authenticate", challenge)]
                     self._send(HTTPStatus.UNAUTHORIZED, headers, b'{"message":"Unauthorized"}')

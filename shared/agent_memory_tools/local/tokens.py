@@ -5,7 +5,7 @@ The authorizer (template.yaml, ``JwtAuthorizer``) finds the issuer's keys throug
 verifies with the key its ``kid`` names (RSA), ``iss`` is the issuer, ``aud`` (or, for access
 tokens without one, such as Cognito's, ``client_id``) is one of the audiences, and ``exp``/``nbf``
 hold. This module does the same with PyJWT (``jwt.PyJWKClient`` fetches and caches the key set and
-fetches it again for a ``kid`` it does not know, as keys rotate). The claims then reach the function
+fetches it again for a ``kid`` it does not know, as keys rotate, at most every 30 s). The claims then reach the function
 as the authorizer hands them over: ``sub`` becomes the user (:mod:`agent_memory.http.identity`).
 """
 
@@ -27,6 +27,9 @@ ALGORITHMS = ("RS256", "RS384", "RS512")
 # Clocks of the issuer and this machine may differ a little.
 LEEWAY_S = 30
 JWKS_LIFESPAN_S = 300
+# An unknown kid fetches the key set again (a rotated key), at most this often: tokens with made-up
+# kids must not turn every request into a request to the issuer.
+REFRESH_COOLDOWN_S = 30.0
 
 
 class TokenRefused(Exception):
@@ -41,7 +44,15 @@ class TokenRefused(Exception):
 class JwtVerifier:
     """Verifies bearer tokens from ``issuer`` for any of ``audiences``."""
 
-    def __init__(self, issuer: str, audiences: Iterable[str], *, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        issuer: str,
+        audiences: Iterable[str],
+        *,
+        timeout_s: float = 10.0,
+        refresh_cooldown_s: float = REFRESH_COOLDOWN_S,
+    ) -> None:
+        self.refresh_cooldown_s = refresh_cooldown_s
         self.issuer = issuer.rstrip("/")
         self.audiences = frozenset(a for a in audiences if a)
         if not self.audiences:
@@ -69,7 +80,10 @@ class JwtVerifier:
                 f"the OpenID configuration at {url} is for issuer {document.get('issuer')!r}, not {self.issuer!r}"
             )
         client = jwt.PyJWKClient(
-            document["jwks_uri"], cache_keys=True, lifespan=JWKS_LIFESPAN_S, timeout=int(self.timeout_s)
+            document["jwks_uri"],
+            lifespan=JWKS_LIFESPAN_S,
+            timeout=self.timeout_s,
+            cooldown_duration=self.refresh_cooldown_s,
         )
         try:
             client.get_jwk_set()
