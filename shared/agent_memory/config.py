@@ -476,7 +476,7 @@ def settings_table() -> str:
     for name, field in Settings.model_fields.items():
         default = field.default
         if isinstance(default, tuple):
-            default = ",".join(default)
+            default = ",".join(default) or None  # an empty list: nothing set
         shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else f"`{default}`"
         description = " ".join((field.description or "").split()).replace("|", "\\|")
         lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | {shown} |")
