@@ -5,7 +5,9 @@ discovery an MCP host follows from a 401 to the issuer."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -210,6 +212,28 @@ def serve_command(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*command, str(TEMPLATE), *args], capture_output=True, text=True, env=dict(os.environ), cwd=ROOT, timeout=120
     )
+
+
+def test_the_serve_command_verifies_tokens_from_the_issuer_it_names(lambda_env: str, issuer: LocalIssuer) -> None:
+    command = [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm", "--template"]
+    args = [str(TEMPLATE), "--jwt-issuer", issuer.url, "--jwt-audience", f"other,{AUDIENCE}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        started = json.loads(process.stdout.readline())
+        url = started["url"]
+        assert started["jwt_issuer"] == issuer.url and started["mcp"] == f"{url}/mcp"
+        # The metadata names the issuer given on the command line (no AGENT_MEMORY_OAUTH_ISSUER set).
+        metadata = httpx.get(f"{url}/.well-known/oauth-protected-resource/mcp", timeout=30).json()
+        assert metadata["authorization_servers"] == [issuer.url]
+        refused = httpx.post(f"{url}/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=30)
+        assert refused.status_code == 401 and "resource_metadata=" in refused.headers["www-authenticate"]
+        listed = httpx.get(f"{url}/memories", headers=bearer(issuer.token("cli-user")), timeout=30)
+        assert listed.status_code == 200 and listed.json()["memories"] == []
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
 
 
 def test_serve_refuses_an_issuer_it_cannot_read_at_start(lambda_env: str, issuer: LocalIssuer) -> None:
