@@ -26,7 +26,9 @@ class LocalIssuer:
     """Serves its discovery document and key set; :meth:`token` signs tokens with its key (or, to
     test refusals, with another key, under a kid it publishes or one it does not)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, advertise_pkce: bool = True) -> None:
+        # Cognito's OpenID configuration does not list code_challenge_methods_supported: False plays it.
+        self.advertise_pkce = advertise_pkce
         self.key = _new_key()
         self.kid = uuid.uuid4().hex
         self.other_key = _new_key()  # never published
@@ -61,7 +63,7 @@ class LocalIssuer:
         self.thread.start()
 
     def discovery(self) -> dict[str, Any]:
-        return {
+        document = {
             "issuer": self.url,
             "jwks_uri": f"{self.url}/jwks.json",
             "authorization_endpoint": f"{self.url}/oauth2/authorize",
@@ -71,6 +73,9 @@ class LocalIssuer:
             "id_token_signing_alg_values_supported": ["RS256"],
             "code_challenge_methods_supported": ["S256"],
         }
+        if not self.advertise_pkce:
+            del document["code_challenge_methods_supported"]
+        return document
 
     def jwks(self) -> dict[str, Any]:
         public = RSAAlgorithm.to_jwk(self.key.public_key(), as_dict=True)

@@ -397,6 +397,16 @@ class Settings(BaseSettings):
         "GET /.well-known/oauth-protected-resource[/mcp] so MCP hosts find where to sign in (the template sets "
         "the created Cognito user pool or JwtIssuer; `agent-memory serve --jwt-issuer` sets it). Unset: 404 there.",
     )
+    oauth_authorization_endpoint: str | None = Field(
+        default=None,
+        description="With oauth_token_endpoint: the issuer's sign-in endpoint, served in RFC 8414 metadata at "
+        "GET /.well-known/oauth-authorization-server (advertising S256 PKCE, which Cognito's own metadata omits "
+        "and MCP hosts require), and the metadata then names this API as the authorization server. The "
+        "template sets the created pool's.",
+    )
+    oauth_token_endpoint: str | None = Field(
+        default=None, description="The issuer's token endpoint, in that metadata (see oauth_authorization_endpoint)."
+    )
     oauth_scopes: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_words)] = Field(
         default=(),
         description="Scopes listed in that metadata (scopes_supported), comma-separated; MCP hosts ask for them.",
@@ -409,6 +419,8 @@ class Settings(BaseSettings):
         "db_reader_host",
         "db_cluster_arn",
         "oauth_issuer",
+        "oauth_authorization_endpoint",
+        "oauth_token_endpoint",
         mode="before",
     )
     @classmethod
@@ -453,6 +465,11 @@ class Settings(BaseSettings):
     @property
     def uses_embedded(self) -> bool:
         return self.database_url is None and not self.db_host and not self.db_cluster_arn
+
+    @property
+    def oauth_facade(self) -> bool:
+        """This API serves the authorization server metadata for its issuer (both endpoints set)."""
+        return bool(self.oauth_issuer and self.oauth_authorization_endpoint and self.oauth_token_endpoint)
 
     @property
     def uses_data_api(self) -> bool:

@@ -36,6 +36,7 @@ ROUTES = {
 PUBLIC_ROUTES = {
     ("GET", "/.well-known/oauth-protected-resource"),
     ("GET", "/.well-known/oauth-protected-resource/mcp"),
+    ("GET", "/.well-known/oauth-authorization-server"),
 }
 # Unknown paths and wrong methods reach the function too, for its JSON 404/405.
 CATCH_ALL = ("ANY", "/{proxy+}")
@@ -256,8 +257,14 @@ def test_cognito_creates_a_user_pool_whose_tokens_the_jwt_authorizer_verifies(te
     env = stack.environment("RecallFunction")
     assert env["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
     assert env["AGENT_MEMORY_OAUTH_SCOPES"] == "openid,email,profile"
-    settings = Settings(oauth_issuer=env["AGENT_MEMORY_OAUTH_ISSUER"], oauth_scopes=env["AGENT_MEMORY_OAUTH_SCOPES"])
-    assert settings.oauth_scopes == ("openid", "email", "profile")
+    # The pool's own endpoints, served with S256 PKCE advertised (Cognito's metadata omits it).
+    sign_in = f"https://<UserPoolDomain>.auth.{REGION}.amazoncognito.com/oauth2"
+    assert env["AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT"] == f"{sign_in}/authorize"
+    assert env["AGENT_MEMORY_OAUTH_TOKEN_ENDPOINT"] == f"{sign_in}/token"
+    settings = Settings.model_validate(
+        {k.removeprefix("AGENT_MEMORY_").lower(): v for k, v in env.items() if "OAUTH" in k}
+    )
+    assert settings.oauth_scopes == ("openid", "email", "profile") and settings.oauth_facade
 
 
 def test_the_mcp_hosts_client_is_public_with_the_code_flow_and_the_hosts_callbacks(template: dict[str, Any]) -> None:
@@ -284,7 +291,12 @@ def test_any_oidc_issuer_is_verified_by_its_issuer_and_audience(template: dict[s
     assert not any(stack.exists(r) for r in COGNITO_RESOURCES)
     config = _authorizer(stack)["x-amazon-apigateway-authorizer"]["jwtConfiguration"]
     assert config == {"issuer": issuer, "audience": ["mcp", "backend"]}
-    assert stack.environment("RecallFunction")["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
+    env = stack.environment("RecallFunction")
+    assert env["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
+    assert "AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT" not in env  # the issuer's metadata is used as it is
+    endpoints = {"OAuthAuthorizationEndpoint": f"{issuer}/authorize", "OAuthTokenEndpoint": f"{issuer}/token"}
+    facade = Stack(template, ApiAuthorization="JWT", JwtIssuer=issuer, JwtAudience="mcp", **endpoints, **DATABASE)
+    assert facade.environment("RecallFunction")["AGENT_MEMORY_OAUTH_TOKEN_ENDPOINT"] == f"{issuer}/token"
     no_issuer = Stack(template, ApiAuthorization="JWT", JwtAudience="x", **DATABASE).failed_rules()
     assert no_issuer == ["ApiAuthorization=JWT needs JwtIssuer."]
 
@@ -293,7 +305,9 @@ def test_iam_creates_no_user_pool_and_names_no_issuer(template: dict[str, Any]) 
     stack = Stack(template)
     assert not any(stack.exists(r) for r in COGNITO_RESOURCES)
     assert _authorizer(stack) == {}
-    assert "AGENT_MEMORY_OAUTH_ISSUER" not in stack.environment("RecallFunction")
+    assert not [
+        k for k in stack.environment("RecallFunction") if k.startswith("AGENT_MEMORY_OAUTH_") and "SCOPES" not in k
+    ]
     outputs = template["Outputs"]
     assert {"McpUrl", "OAuthIssuer", "McpClientId", "UserPoolId", "SignInUrl"} <= set(outputs)
     assert outputs["McpClientId"]["Condition"] == "CreateUserPool"

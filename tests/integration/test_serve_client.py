@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.http.oauth import METADATA_PATHS
+from agent_memory.http.oauth import PUBLIC_PATHS
 from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import (
     ConfigurationError,
@@ -180,14 +180,14 @@ def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
     # MCP speaks JSON-RPC at /mcp, and its OAuth metadata is for MCP hosts: routes of the resolver,
     # left out of the OpenAPI document.
     served.add(("POST", "/mcp"))
-    served |= {("GET", path) for path in METADATA_PATHS}
+    served |= {("GET", path) for path in PUBLIC_PATHS}
     assert routed == served
     # Every route also has its authorisation in the API's definition (else it would be open).
     paths = resources["MemoryApi"]["Properties"]["DefinitionBody"]["paths"]
     secured = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in paths.items() for m, op in ops.items()
                if op.get("security")}  # fmt: skip
     # ... but the OAuth metadata, which MCP hosts read before they have a token.
-    public = {("GET", path) for path in METADATA_PATHS}
+    public = {("GET", path) for path in PUBLIC_PATHS}
     assert secured == (served - public) | {("X-AMAZON-APIGATEWAY-ANY-METHOD", "/{}")}
 
 

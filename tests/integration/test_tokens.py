@@ -87,6 +87,8 @@ def test_an_mcp_host_without_a_token_is_sent_to_the_metadata_and_on_to_the_issue
     assert document["bearer_methods_supported"] == ["header"]
     # The root well-known URI, which hosts try when a 401 carries no challenge, says the same.
     assert httpx.get(f"{served}/.well-known/oauth-protected-resource").json() == document
+    # An issuer whose own metadata advertises S256 PKCE needs no stand-in metadata here.
+    assert httpx.get(f"{served}/.well-known/oauth-authorization-server").status_code == 404
 
     configuration = httpx.get(f"{document['authorization_servers'][0]}/.well-known/openid-configuration").json()
     assert configuration["issuer"] == issuer.url
@@ -214,7 +216,10 @@ def serve_command(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_serve_command_verifies_tokens_from_the_issuer_it_names(lambda_env: str, issuer: LocalIssuer) -> None:
+def test_the_serve_command_verifies_tokens_from_the_issuer_it_names(lambda_env: str) -> None:
+    # Like Cognito: its OpenID configuration does not advertise S256 PKCE, so serve names itself as the
+    # authorization server and serves RFC 8414 metadata that sends hosts to the issuer's endpoints.
+    issuer = LocalIssuer(advertise_pkce=False)
     command = [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm", "--template"]
     args = [str(TEMPLATE), "--jwt-issuer", issuer.url, "--jwt-audience", f"other,{AUDIENCE}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -224,9 +229,13 @@ def test_the_serve_command_verifies_tokens_from_the_issuer_it_names(lambda_env: 
         started = json.loads(process.stdout.readline())
         url = started["url"]
         assert started["jwt_issuer"] == issuer.url and started["mcp"] == f"{url}/mcp"
-        # The metadata names the issuer given on the command line (no AGENT_MEMORY_OAUTH_ISSUER set).
+        # From the metadata to the issuer's sign-in, with S256 PKCE advertised, as an MCP host reads them.
         metadata = httpx.get(f"{url}/.well-known/oauth-protected-resource/mcp", timeout=30).json()
-        assert metadata["authorization_servers"] == [issuer.url]
+        assert metadata["authorization_servers"] == [url]
+        server = httpx.get(f"{url}/.well-known/oauth-authorization-server", timeout=30).json()
+        assert server["issuer"] == url and server["code_challenge_methods_supported"] == ["S256"]
+        assert server["authorization_endpoint"] == issuer.discovery()["authorization_endpoint"]
+        assert server["token_endpoint"] == issuer.discovery()["token_endpoint"]
         refused = httpx.post(f"{url}/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=30)
         assert refused.status_code == 401 and "resource_metadata=" in refused.headers["www-authenticate"]
         listed = httpx.get(f"{url}/memories", headers=bearer(issuer.token("cli-user")), timeout=30)
@@ -234,6 +243,7 @@ def test_the_serve_command_verifies_tokens_from_the_issuer_it_names(lambda_env: 
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
+        issuer.close()
 
 
 def test_serve_refuses_an_issuer_it_cannot_read_at_start(lambda_env: str, issuer: LocalIssuer) -> None:

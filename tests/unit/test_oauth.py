@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from agent_memory.config import get_settings
-from agent_memory.http.oauth import bearer_challenge, protected_resource_metadata, public_base_url
+from agent_memory.http.oauth import (
+    authorization_server_metadata,
+    bearer_challenge,
+    protected_resource_metadata,
+    public_base_url,
+)
 from agent_memory_tools.local import runtime
 from agent_memory_tools.local.server import http_api_event
 from tests.integration.recall_support import TEMPLATE
@@ -28,6 +33,22 @@ def test_the_metadata_names_the_mcp_endpoint_and_the_issuer() -> None:
         "scopes_supported": ["openid", "email"],
     }
     assert "scopes_supported" not in protected_resource_metadata(f"https://{API_HOST}", ISSUER)
+
+
+def test_the_facade_names_this_api_and_sends_hosts_to_the_issuers_endpoints() -> None:
+    document = protected_resource_metadata(f"https://{API_HOST}", ISSUER, facade=True)
+    assert document["authorization_servers"] == [f"https://{API_HOST}"]
+    sign_in = "https://acme.auth.eu-west-1.amazoncognito.com/oauth2"
+    server = authorization_server_metadata(
+        f"https://{API_HOST}/", f"{sign_in}/authorize", f"{sign_in}/token", ["openid"]
+    )
+    # RFC 8414: the issuer is the identifier the host used; S256 PKCE advertised, no registration.
+    assert server["issuer"] == f"https://{API_HOST}"
+    assert server["authorization_endpoint"] == f"{sign_in}/authorize"
+    assert server["token_endpoint"] == f"{sign_in}/token"
+    assert server["code_challenge_methods_supported"] == ["S256"]
+    assert "none" in server["token_endpoint_auth_methods_supported"]
+    assert server["scopes_supported"] == ["openid"] and "registration_endpoint" not in server
 
 
 def test_the_base_url_is_where_the_caller_reached_the_api() -> None:
@@ -71,8 +92,31 @@ def test_the_function_serves_the_metadata_without_a_token(monkeypatch: pytest.Mo
     assert document["scopes_supported"] == ["openid", "email", "profile"]
 
 
-def test_without_an_issuer_there_is_no_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_function_serves_the_cognito_facade(monkeypatch: pytest.MonkeyPatch) -> None:
+    sign_in = "https://acme.auth.eu-west-1.amazoncognito.com/oauth2"
+    monkeypatch.setenv("AGENT_MEMORY_OAUTH_ISSUER", ISSUER)
+    monkeypatch.setenv("AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT", f"{sign_in}/authorize")
+    monkeypatch.setenv("AGENT_MEMORY_OAUTH_TOKEN_ENDPOINT", f"{sign_in}/token")
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
-    answer = invoke("/.well-known/oauth-protected-resource/mcp")
+    get_settings.cache_clear()
+    resource = json.loads(invoke("/.well-known/oauth-protected-resource/mcp")["body"])
+    assert resource["authorization_servers"] == [f"https://{API_HOST}"]
+    answer = invoke("/.well-known/oauth-authorization-server")
+    assert answer["statusCode"] == 200
+    server = json.loads(answer["body"])
+    assert server["issuer"] == f"https://{API_HOST}" and server["token_endpoint"] == f"{sign_in}/token"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-authorization-server",
+    ],
+)
+def test_without_an_issuer_there_is_no_metadata(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    answer = invoke(path)
     assert answer["statusCode"] == 404
-    assert "AGENT_MEMORY_OAUTH_ISSUER" in json.loads(answer["body"])["message"]
+    assert "AGENT_MEMORY_OAUTH_" in json.loads(answer["body"])["message"]

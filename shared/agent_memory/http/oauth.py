@@ -18,6 +18,10 @@ MCP_PATH = "/mcp"
 # metadata of https://host/mcp is at https://host/.well-known/oauth-protected-resource/mcp. MCP hosts
 # also try the root one.
 METADATA_PATHS = (WELL_KNOWN + MCP_PATH, WELL_KNOWN)
+# RFC 8414: the authorization server metadata of an issuer at https://host (the facade below).
+AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
+# What anyone may read without a token.
+PUBLIC_PATHS = (*METADATA_PATHS, AUTHORIZATION_SERVER_PATH)
 
 
 def public_base_url(headers: Mapping[str, str], domain_name: str | None = None) -> str:
@@ -33,19 +37,49 @@ def public_base_url(headers: Mapping[str, str], domain_name: str | None = None) 
     return f"{scheme}://{host}"
 
 
-def protected_resource_metadata(base_url: str, issuer: str, scopes: Sequence[str] = ()) -> dict[str, Any]:
+def protected_resource_metadata(
+    base_url: str, issuer: str, scopes: Sequence[str] = (), *, facade: bool = False
+) -> dict[str, Any]:
     """The metadata document of the MCP endpoint at ``base_url`` + ``/mcp``.
 
     ``resource`` is the MCP endpoint's URL, the canonical URI hosts send as the ``resource``
     parameter (RFC 8707) and compare with the URL they called; ``authorization_servers`` the one
     issuer whose tokens the API accepts (its own metadata is the issuer's
-    ``/.well-known/openid-configuration``).
+    ``/.well-known/openid-configuration``), or with ``facade`` this API itself, whose
+    :func:`authorization_server_metadata` sends hosts to that issuer's endpoints.
     """
     document: dict[str, Any] = {
         "resource": base_url.rstrip("/") + MCP_PATH,
-        "authorization_servers": [issuer.rstrip("/")],
+        "authorization_servers": [base_url.rstrip("/") if facade else issuer.rstrip("/")],
         "bearer_methods_supported": ["header"],
         "resource_name": "agent-memory",
+    }
+    if scopes:
+        document["scopes_supported"] = list(scopes)
+    return document
+
+
+def authorization_server_metadata(
+    base_url: str, authorization_endpoint: str, token_endpoint: str, scopes: Sequence[str] = ()
+) -> dict[str, Any]:
+    """RFC 8414 metadata that names the real issuer's endpoints and says what it supports.
+
+    Cognito (and Entra ID) publish only OpenID discovery, without ``code_challenge_methods_supported``,
+    and MCP hosts (Claude, Cursor, the MCP Inspector) refuse an authorization server that does not
+    advertise S256 PKCE, although these support it. So the protected-resource metadata names this
+    API as the authorization server, and this document sends the host to the issuer's own sign-in
+    and token endpoints: nothing is proxied, tokens never pass through here, and API Gateway still
+    verifies them against the issuer. No ``registration_endpoint``: hosts are given the client id.
+    """
+    document: dict[str, Any] = {
+        "issuer": base_url.rstrip("/"),
+        "authorization_endpoint": authorization_endpoint,
+        "token_endpoint": token_endpoint,
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        # A public client (PKCE, no secret), or one with a secret sent either way.
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
     }
     if scopes:
         document["scopes_supported"] = list(scopes)

@@ -58,6 +58,9 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
         verifier.discover()  # a wrong issuer stops here, not at the first request
         # The OAuth metadata names this issuer, as the stack's names its own.
         overrides["oauth_issuer"] = verifier.issuer
+        facade = verifier.facade_endpoints()
+        if facade:
+            overrides["oauth_authorization_endpoint"], overrides["oauth_token_endpoint"] = facade
     elif args.jwt_audience:
         raise InvalidInput("--jwt-audience goes with --jwt-issuer", field="jwt_audience")
     if overrides:

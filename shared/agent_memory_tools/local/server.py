@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from agent_memory.http import openapi as http_openapi
-from agent_memory.http.oauth import METADATA_PATHS, bearer_challenge
+from agent_memory.http.oauth import PUBLIC_PATHS, bearer_challenge
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_tools.local import runtime
 
@@ -223,7 +223,7 @@ def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
                 return
             body = self.rfile.read(length) if length else b""
             claims = None
-            if api.verifier is not None and urlsplit(self.path).path not in METADATA_PATHS:
+            if api.verifier is not None and urlsplit(self.path).path not in PUBLIC_PATHS:
                 from agent_memory_tools.local.tokens import TokenRefused
 
                 try:

@@ -59,6 +59,7 @@ class JwtVerifier:
             raise ConfigurationError("a JWT issuer needs at least one audience (--jwt-audience)")
         self.timeout_s = timeout_s
         self._jwks: jwt.PyJWKClient | None = None
+        self.configuration: dict[str, Any] = {}  # the issuer's OpenID configuration, once discovered
 
     def discover(self) -> jwt.PyJWKClient:
         """The issuer's key set, found through its OpenID configuration; fetched once at start so a
@@ -89,8 +90,18 @@ class JwtVerifier:
             client.get_jwk_set()
         except jwt.PyJWKClientError as exc:
             raise ConfigurationError(f"cannot read the issuer's keys at {document['jwks_uri']}: {exc}") from exc
+        self.configuration = document
         self._jwks = client
         return client
+
+    def facade_endpoints(self) -> tuple[str, str] | None:
+        """The issuer's sign-in and token endpoints when its metadata does not advertise S256 PKCE
+        (Cognito's does not): then this server serves metadata that does, as the stack does."""
+        config = self.configuration
+        if "S256" in (config.get("code_challenge_methods_supported") or []):
+            return None
+        authorize, token = config.get("authorization_endpoint"), config.get("token_endpoint")
+        return (authorize, token) if isinstance(authorize, str) and isinstance(token, str) else None
 
     def claims(self, authorization: str | None) -> dict[str, Any]:
         """The verified claims of an ``Authorization: Bearer`` header.
