@@ -17,6 +17,7 @@ from agent_memory_tools.local.server import LocalApi, make_server
 from agent_memory_tools.local.tokens import JwtVerifier
 from tests.integration.recall_support import TEMPLATE
 from tests.oauth_issuer import AUDIENCE, LocalIssuer
+from tests.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, SigV4Gateway
 
 CHECKS = ["remember", "recall", "list", "mcp", "forget", "gone"]
 
@@ -80,3 +81,27 @@ def test_smoke_fails_with_the_reason_and_exit_1(
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("FAIL  remember"), lines
     assert lines[-1] == f"smoke: FAIL (0 of 1 checks passed) against {served_with_tokens}"
+
+
+def test_smoke_signs_with_sigv4_as_an_iam_stack_wants(
+    served: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a token: every request (REST and MCP) signed with the default credentials, checked by an
+    independent SigV4 verifier standing where API Gateway's AWS_IAM authorizer would."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", SESSION_TOKEN)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    gateway = SigV4Gateway(served)
+    try:
+        assert main(["smoke", "--url", gateway.url, "--auth", "iam", "--region", REGION, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["verdict"] == "PASS" and gateway.refused == [], (report, gateway.refused)
+        # Wrong credentials: the gateway refuses, the verdict says so.
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        assert main(["smoke", "--url", gateway.url, "--auth", "iam", "--region", REGION]) == 1
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert lines[0].startswith("FAIL  remember") and "403" in lines[0], lines
+        assert gateway.refused == ["signature mismatch"]
+    finally:
+        gateway.close()
