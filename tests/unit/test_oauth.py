@@ -17,10 +17,11 @@ from agent_memory.http.oauth import (
 )
 from agent_memory_tools.local import runtime
 from agent_memory_tools.local.server import http_api_event
-from tests.integration.recall_support import TEMPLATE
+from tests.integration.recall_support import ROOT, TEMPLATE
 
 ISSUER = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbC123"
 API_HOST = "abc123.execute-api.eu-west-1.amazonaws.com"
+EVENTS = ROOT / "events"
 
 
 def test_the_metadata_names_the_mcp_endpoint_and_the_issuer() -> None:
@@ -76,6 +77,21 @@ def test_the_challenge_points_to_the_metadata_and_says_why() -> None:
 def invoke(path: str) -> dict[str, Any]:
     event = http_api_event("GET", path, [("Host", API_HOST), ("X-Forwarded-Proto", "https")])
     return runtime.invoke_spec(runtime.function_spec(TEMPLATE, "RecallFunction"), event)  # type: ignore[no-any-return]
+
+
+def test_the_event_without_an_authorizer_gets_the_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """events/http-oauth-protected-resource.json: what API Gateway passes on for an MCP host without a
+    token (no authorizer context), on a stack with an issuer (the manifest's 404 is an IAM stack's)."""
+    monkeypatch.setenv("AGENT_MEMORY_OAUTH_ISSUER", ISSUER)
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    get_settings.cache_clear()
+    event = runtime.read_event(EVENTS / "http-oauth-protected-resource.json")
+    assert "authorizer" not in event["requestContext"]
+    answer = runtime.invoke_spec(runtime.function_spec(TEMPLATE, "RecallFunction"), event)
+    assert answer["statusCode"] == 200
+    document = json.loads(answer["body"])
+    assert document["resource"] == f"https://{event['requestContext']['domainName']}/mcp"
+    assert document["authorization_servers"] == [ISSUER]
 
 
 @pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
