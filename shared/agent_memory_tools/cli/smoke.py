@@ -16,14 +16,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_memory.service import Memory
-from agent_memory_client import MemoryClient
-from agent_memory_client.calls import Auth, infer_auth
 from agent_memory_contract.errors import AgentMemoryError, DatabaseResuming, NotFound
 from agent_memory_contract.kinds import EXIT_OK
 from agent_memory_tools.cli.output import emit
+
+if TYPE_CHECKING:
+    from agent_memory_client.calls import Auth
 
 EXIT_FAILED = 1
 MCP_TOOL = "recall_memories"
@@ -83,6 +84,10 @@ def run_smoke(
     report: Callable[[dict[str, Any]], None] | None = None,
 ) -> SmokeRun:
     """Remember, recall, list, MCP, forget against ``url``; returns every check's outcome."""
+    # Imported here: the HTTP client costs the other commands' start-up for nothing.
+    from agent_memory_client import MemoryClient
+    from agent_memory_client.calls import infer_auth
+
     run = SmokeRun(url)
     mode = infer_auth(url, auth, token)
     # With a token the user is its 'sub' (the API refuses any other); else this run's own user.
