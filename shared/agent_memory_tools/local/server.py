@@ -5,8 +5,8 @@ template's RecallFunction handler through :mod:`agent_memory_tools.local.runtime
 ``agent-memory invoke`` runs it; the handler's statusCode/headers/body become the HTTP answer.
 Requests are handled one at a time, like one warm Lambda container.
 
-What API Gateway does before the function: no IAM signature is checked, so by default every caller
-is treated as a trusted backend (user_id required). With ``--jwt-issuer`` (a :class:`JwtVerifier`)
+Of what API Gateway does before the function, the IAM signature check is not done here: by default
+every caller is treated as a trusted backend (user_id required). With ``--jwt-issuer`` (a :class:`JwtVerifier`)
 every request but the OAuth metadata needs a bearer token that verifies against the issuer's keys, as
 the stack's JWT authorizer demands, and a refusal is a 401 whose ``WWW-Authenticate`` names the
 metadata (the MCP authorization specification). ``--unverified-jwt`` passes a JWT's claims on
