@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import time
 import uuid
 import warnings
@@ -26,6 +27,13 @@ from agent_memory import __version__
 from agent_memory.http.body import base64_body, parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, requester
+from agent_memory.http.oauth import (
+    AUTHORIZATION_SERVER_PATH,
+    METADATA_PATHS,
+    authorization_server_metadata,
+    protected_resource_metadata,
+    public_base_url,
+)
 from agent_memory.http.openapi import openapi_document, swagger_html
 from agent_memory.http.page import HEADERS as PAGE_HEADERS
 from agent_memory.http.page import page_file
@@ -277,6 +285,60 @@ def memory_page() -> Response[Any]:
 @app.get("/page/<name>", include_in_schema=False)
 def memory_page_file(name: str) -> Response[Any]:
     return _page(name)
+
+
+def _no_oauth(setting: str) -> Response[Any]:
+    event = app.current_event
+    return error_response(
+        404,
+        "route_not_found",
+        f"no route {event.http_method} {event.path} (this API serves no OAuth metadata: {setting} is unset)",
+        request_id=event.request_context.request_id,
+    )
+
+
+def _public_json(document: dict[str, Any]) -> Response[Any]:
+    return Response(
+        status_code=200,
+        content_type="application/json",
+        body=json.dumps(document),
+        headers={"Cache-Control": "public, max-age=3600"},
+    )
+
+
+def _base_url() -> str:
+    event = app.current_event
+    return public_base_url({k.lower(): v for k, v in (event.headers or {}).items()}, event.request_context.domain_name)
+
+
+def protected_resource() -> Response[Any]:
+    """OAuth protected-resource metadata (RFC 9728) for MCP hosts: where to sign in. No authorizer in
+    front of it (template.yaml); 404 when the API accepts no tokens (AGENT_MEMORY_OAUTH_ISSUER unset)."""
+    settings = get_service().settings
+    if not settings.oauth_issuer:
+        return _no_oauth("AGENT_MEMORY_OAUTH_ISSUER")
+    return _public_json(
+        protected_resource_metadata(
+            _base_url(), settings.oauth_issuer, settings.oauth_scopes, facade=settings.oauth_facade
+        )
+    )
+
+
+for _path in METADATA_PATHS:
+    app.get(_path, include_in_schema=False)(protected_resource)
+
+
+@app.get(AUTHORIZATION_SERVER_PATH, include_in_schema=False)
+def authorization_server() -> Response[Any]:
+    """RFC 8414 metadata naming the issuer's endpoints with S256 PKCE (agent_memory.http.oauth says why)."""
+    settings = get_service().settings
+    if not settings.oauth_facade or not settings.oauth_authorization_endpoint or not settings.oauth_token_endpoint:
+        return _no_oauth("AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT")
+    return _public_json(
+        authorization_server_metadata(
+            _base_url(), settings.oauth_authorization_endpoint, settings.oauth_token_endpoint, settings.oauth_scopes
+        )
+    )
 
 
 @app.get(

@@ -33,6 +33,13 @@ def _names(value: object) -> object:
     return value
 
 
+def _words(value: object) -> object:
+    """A comma-separated list from the environment ("openid,email") as a tuple, case kept."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
 def default_data_dir() -> Path:
     """Per-user data directory for the embedded PostgreSQL (XDG on Linux)."""
     import platformdirs  # local import: only the embedded default needs it
@@ -389,9 +396,37 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field(
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )
+    oauth_issuer: str | None = Field(
+        default=None,
+        description="The authorization server (an OIDC issuer URL) whose tokens the API accepts, named at "
+        "GET /.well-known/oauth-protected-resource[/mcp] so MCP hosts find where to sign in (the template sets "
+        "the created Cognito user pool or JwtIssuer; `agent-memory serve --jwt-issuer` sets it). Unset: 404 there.",
+    )
+    oauth_authorization_endpoint: str | None = Field(
+        default=None,
+        description="With oauth_token_endpoint: the issuer's sign-in endpoint, served in RFC 8414 metadata at "
+        "GET /.well-known/oauth-authorization-server (advertising S256 PKCE, which Cognito's own metadata omits "
+        "and MCP hosts require), and the metadata then names this API as the authorization server. The "
+        "template sets the created pool's.",
+    )
+    oauth_token_endpoint: str | None = Field(
+        default=None, description="The issuer's token endpoint, in that metadata (see oauth_authorization_endpoint)."
+    )
+    oauth_scopes: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_words)] = Field(
+        default=(),
+        description="Scopes listed in that metadata (scopes_supported), comma-separated; MCP hosts ask for them.",
+    )
 
     @field_validator(
-        "database_url", "database_reader_url", "data_dir", "db_reader_host", "db_cluster_arn", mode="before"
+        "database_url",
+        "database_reader_url",
+        "data_dir",
+        "db_reader_host",
+        "db_cluster_arn",
+        "oauth_issuer",
+        "oauth_authorization_endpoint",
+        "oauth_token_endpoint",
+        mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
@@ -437,6 +472,11 @@ class Settings(BaseSettings):
         return self.database_url is None and not self.db_host and not self.db_cluster_arn
 
     @property
+    def oauth_facade(self) -> bool:
+        """This API serves the authorization server metadata for its issuer (both endpoints set)."""
+        return bool(self.oauth_issuer and self.oauth_authorization_endpoint and self.oauth_token_endpoint)
+
+    @property
     def uses_data_api(self) -> bool:
         """The RDS Data API, not a connection: a cluster ARN and no URL (which wins, as over db_host)."""
         return self.database_url is None and bool(self.db_cluster_arn)
@@ -458,7 +498,7 @@ def settings_table() -> str:
     for name, field in Settings.model_fields.items():
         default = field.default
         if isinstance(default, tuple):
-            default = ",".join(default)
+            default = ",".join(default) or None  # an empty list: nothing set
         shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else f"`{default}`"
         description = " ".join((field.description or "").split()).replace("|", "\\|")
         lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | {shown} |")

@@ -345,7 +345,9 @@ def monthly_cost(
         load_acu_hours = (
             recalls * a.aurora_acu_seconds_per_recall + conversations * a.aurora_acu_seconds_per_conversation
         ) / 3600
-        if a.access == "data-api":
+        if a.access == "data-api" or a.aurora_min_acu == 0:
+            # DatabaseMinCapacity=0: the cluster pauses after auto_pause_s without a request and runs at
+            # awake_acu at least while up (with RDS Proxy too: the proxy's own minimum is billed below).
             awake = _awake_fraction(recalls + ingest_invocations, hours, a.auto_pause_s)
             floor_acu = max(a.awake_acu, cache_acu) if awake else 0.0
             acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours * awake + load_acu_hours)
@@ -357,10 +359,19 @@ def monthly_cost(
             )
             resumes = _resumes(recalls + ingest_invocations, hours, a.auto_pause_s)
             if resumes >= 1:
+                meanwhile = (
+                    "a recall answers without memories meanwhile; ingest waits or is redelivered"
+                    if a.access == "data-api"
+                    else "through RDS Proxy it may outlast recall's 10 s timeout; ingest is redelivered"
+                )
                 warnings.append(
                     f"~{resumes:,.0f} resumes a month from auto-pause: the first request after each waits ~15 s "
-                    "(a recall answers without memories meanwhile; ingest waits or is redelivered)"
+                    f"({meanwhile})"
                 )
+        else:
+            acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours + load_acu_hours)
+            add("Aurora", "Serverless v2 capacity", acu_hours, p.aurora_acu_hour)
+        if a.access == "data-api":
             units = p.data_api_billing_kb
             recall_units = a.data_api_requests_per_recall + max(0.0, math.ceil(a.data_api_recall_kb / units) - 1)
             add(
@@ -375,9 +386,6 @@ def monthly_cost(
                 conversations * a.data_api_requests_per_conversation,
                 p.data_api_requests,
             )
-        else:
-            acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours + load_acu_hours)
-            add("Aurora", "Serverless v2 capacity", acu_hours, p.aurora_acu_hour)
         add("Aurora", "storage", stored_gb, p.aurora_storage_gb_month)
         ios = recalls * a.aurora_io_per_recall + conversations * a.aurora_io_per_conversation
         add("Aurora", "I/O requests", ios, p.aurora_io_requests)
@@ -443,6 +451,9 @@ def monthly_cost(
 PRESETS: dict[str, dict[str, object]] = {
     "created-database": {},
     "existing-micro": {"database": "rds_instance", "rds_proxy": False, "network": "none", "secrets": 2},
+    # samconfig.toml's dev profile: the created cluster behind RDS Proxy, DatabaseMinCapacity=0 (it pauses
+    # when idle; the proxy still bills its 8-ACU minimum), DatabaseMaxCapacity=2, logs kept 7 days.
+    "dev": {"aurora_min_acu": 0, "aurora_max_acu": 2, "log_retention_months": 7 / 30},
     # DatabaseAccess=data-api: no proxy, functions outside any VPC, the cluster paused when idle.
     "data-api": {"access": "data-api", "rds_proxy": False, "network": "none", "aurora_min_acu": 0},
 }

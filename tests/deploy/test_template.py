@@ -14,6 +14,7 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.embeddings import bedrock as bedrock_embeddings
 from agent_memory_tools.local import runtime as lambda_local
+from tests.deploy.cfn import REGION, Stack
 from tests.deploy.conftest import TEMPLATE
 
 ROUTES = {
@@ -31,6 +32,12 @@ ROUTES = {
     ("GET", "/usage"),
     ("GET", "/erasures/{id}"),
     ("GET", "/"),  # the memory page (WebPage=true); its files under /page/ come through the catch-all
+}
+# Read by MCP hosts before they hold a token: no authorizer in front.
+PUBLIC_ROUTES = {
+    ("GET", "/.well-known/oauth-protected-resource"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp"),
+    ("GET", "/.well-known/oauth-authorization-server"),
 }
 # Unknown paths and wrong methods reach the function too, for its JSON 404/405.
 CATCH_ALL = ("ANY", "/{proxy+}")
@@ -113,7 +120,7 @@ def test_ingest_reads_the_queue_with_partial_batch_failures_and_bounded_concurre
 def test_every_route_is_an_event_and_carries_the_parameter_chosen_authorisation(template: dict[str, Any]) -> None:
     events = template["Resources"]["RecallFunction"]["Properties"]["Events"].values()
     routes = {(e["Properties"]["Method"], e["Properties"]["Path"]) for e in events if e["Type"] == "HttpApi"}
-    assert routes == ROUTES | {CATCH_ALL}
+    assert routes == ROUTES | PUBLIC_ROUTES | {CATCH_ALL}
     assert all(e["Properties"]["ApiId"] == {"Ref": "MemoryApi"} for e in events)
     body = template["Resources"]["MemoryApi"]["Properties"]["DefinitionBody"]
     documented = {
@@ -121,11 +128,14 @@ def test_every_route_is_an_event_and_carries_the_parameter_chosen_authorisation(
         for path, item in body["paths"].items()
         for method in item
     }
-    assert documented == ROUTES | {CATCH_ALL}
+    assert documented == ROUTES | PUBLIC_ROUTES | {CATCH_ALL}
     expected = {"Fn::If": ["UseJwtAuth", [{"JwtAuthorizer": []}], [{"AWS_IAM": []}]]}
-    for item in body["paths"].values():
-        for operation in item.values():
-            assert operation["security"] == expected
+    for path, item in body["paths"].items():
+        for method, operation in item.items():
+            if (method.upper(), path) in PUBLIC_ROUTES:
+                assert "security" not in operation, path
+            else:
+                assert operation["security"] == expected, path
     assert template["Parameters"]["ApiAuthorization"]["Default"] == "AWS_IAM"
 
 
@@ -218,3 +228,87 @@ def test_reads_go_to_the_reader_endpoint_a_deployment_names_or_creates(template:
     assert endpoint["Properties"]["DBProxyName"] == {"Ref": "DatabaseProxy"}
     assert template["Parameters"]["DatabaseReaders"]["Default"] == "0"
     assert "DatabaseReaderEndpoint" in template["Outputs"]
+
+
+# ---- sign-in for MCP hosts: ApiAuthorization=COGNITO | JWT | AWS_IAM ---------------------------
+
+COGNITO_RESOURCES = {"UserPool", "UserPoolDomain", "McpClient"}
+# Any database the rules accept without more values.
+DATABASE = {"CreateDatabase": "true", "DatabaseAccess": "data-api"}
+
+
+def _authorizer(stack: Stack) -> dict[str, Any]:
+    body = stack.properties("MemoryApi")["DefinitionBody"]
+    scheme: dict[str, Any] = body["components"]["securitySchemes"].get("JwtAuthorizer", {})
+    return scheme
+
+
+def test_cognito_creates_a_user_pool_whose_tokens_the_jwt_authorizer_verifies(template: dict[str, Any]) -> None:
+    stack = Stack(template, ApiAuthorization="COGNITO", **DATABASE)
+    assert stack.failed_rules() == []
+    assert all(stack.exists(r) for r in COGNITO_RESOURCES)
+    issuer = f"https://cognito-idp.{REGION}.amazonaws.com/<UserPool>"
+    config = _authorizer(stack)["x-amazon-apigateway-authorizer"]
+    assert config["type"] == "jwt" and config["identitySource"] == "$request.header.Authorization"
+    # Cognito's access tokens have no aud: the authorizer then matches their client_id.
+    assert config["jwtConfiguration"] == {"issuer": issuer, "audience": ["<McpClient>"]}
+    routes = stack.properties("MemoryApi")["DefinitionBody"]["paths"]
+    assert routes["/mcp"]["post"]["security"] == [{"JwtAuthorizer": []}]
+    # The function names the same issuer in the OAuth metadata MCP hosts read.
+    env = stack.environment("RecallFunction")
+    assert env["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
+    assert env["AGENT_MEMORY_OAUTH_SCOPES"] == "openid,email,profile"
+    # The pool's own endpoints, served with S256 PKCE advertised (Cognito's metadata omits it).
+    sign_in = f"https://<UserPoolDomain>.auth.{REGION}.amazoncognito.com/oauth2"
+    assert env["AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT"] == f"{sign_in}/authorize"
+    assert env["AGENT_MEMORY_OAUTH_TOKEN_ENDPOINT"] == f"{sign_in}/token"
+    settings = Settings.model_validate(
+        {k.removeprefix("AGENT_MEMORY_").lower(): v for k, v in env.items() if "OAUTH" in k}
+    )
+    assert settings.oauth_scopes == ("openid", "email", "profile") and settings.oauth_facade
+
+
+def test_the_mcp_hosts_client_is_public_with_the_code_flow_and_the_hosts_callbacks(template: dict[str, Any]) -> None:
+    stack = Stack(template, ApiAuthorization="COGNITO")
+    client = stack.properties("McpClient")
+    assert client["GenerateSecret"] is False  # hosts run on users' machines: PKCE, no secret
+    assert client["AllowedOAuthFlows"] == ["code"] and client["AllowedOAuthFlowsUserPoolClient"] is True
+    assert "https://claude.ai/api/mcp/auth_callback" in client["CallbackURLs"]
+    assert "http://localhost:8787/callback" in client["CallbackURLs"]  # Cursor desktop
+    assert client["AllowedOAuthScopes"] == ["openid", "email", "profile"]
+    pool = stack.properties("UserPool")
+    assert pool["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}
+    # Memories are keyed by the pool's subs: deleting the stack must not delete the pool.
+    assert template["Resources"]["UserPool"]["DeletionPolicy"] == "Retain"
+    assert stack.properties("UserPoolDomain")["Domain"] == "agent-memory-123456789012"
+    named = Stack(template, ApiAuthorization="COGNITO", UserPoolDomainPrefix="acme-memory")
+    assert named.properties("UserPoolDomain")["Domain"] == "acme-memory"
+
+
+def test_any_oidc_issuer_is_verified_by_its_issuer_and_audience(template: dict[str, Any]) -> None:
+    issuer = "https://login.example.com/tenant"
+    stack = Stack(template, ApiAuthorization="JWT", JwtIssuer=issuer, JwtAudience="mcp,backend", **DATABASE)
+    assert stack.failed_rules() == []
+    assert not any(stack.exists(r) for r in COGNITO_RESOURCES)
+    config = _authorizer(stack)["x-amazon-apigateway-authorizer"]["jwtConfiguration"]
+    assert config == {"issuer": issuer, "audience": ["mcp", "backend"]}
+    env = stack.environment("RecallFunction")
+    assert env["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
+    assert "AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT" not in env  # the issuer's metadata is used as it is
+    endpoints = {"OAuthAuthorizationEndpoint": f"{issuer}/authorize", "OAuthTokenEndpoint": f"{issuer}/token"}
+    facade = Stack(template, ApiAuthorization="JWT", JwtIssuer=issuer, JwtAudience="mcp", **endpoints, **DATABASE)
+    assert facade.environment("RecallFunction")["AGENT_MEMORY_OAUTH_TOKEN_ENDPOINT"] == f"{issuer}/token"
+    no_issuer = Stack(template, ApiAuthorization="JWT", JwtAudience="x", **DATABASE).failed_rules()
+    assert no_issuer == ["ApiAuthorization=JWT needs JwtIssuer."]
+
+
+def test_iam_creates_no_user_pool_and_names_no_issuer(template: dict[str, Any]) -> None:
+    stack = Stack(template)
+    assert not any(stack.exists(r) for r in COGNITO_RESOURCES)
+    assert _authorizer(stack) == {}
+    assert not [
+        k for k in stack.environment("RecallFunction") if k.startswith("AGENT_MEMORY_OAUTH_") and "SCOPES" not in k
+    ]
+    outputs = template["Outputs"]
+    assert {"McpUrl", "OAuthIssuer", "McpClientId", "UserPoolId", "SignInUrl"} <= set(outputs)
+    assert outputs["McpClientId"]["Condition"] == "CreateUserPool"

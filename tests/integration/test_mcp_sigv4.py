@@ -5,13 +5,9 @@ written from AWS's Signature Version 4 specification (not botocore, which signs)
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
 import threading
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
 
 import anyio
 import httpx2
@@ -24,50 +20,7 @@ from agent_memory_client.mcp_auth import SigV4Auth, mcp_http_client
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_tools.local.server import LocalApi, make_server
 from tests.integration.recall_support import TEMPLATE
-
-ACCESS_KEY, SECRET_KEY, SESSION_TOKEN = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token"
-REGION = "eu-west-1"
-_AUTHORIZATION = re.compile(
-    r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request, "
-    r"SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=(?P<signature>[0-9a-f]{64})"
-)
-
-
-def _hmac(key: bytes, text: str) -> bytes:
-    return hmac.new(key, text.encode(), hashlib.sha256).digest()
-
-
-def verify(method: str, url: str, headers: dict[str, str], body: bytes, secret: str = SECRET_KEY) -> str | None:
-    """None if the request carries a valid SigV4 signature that covers host and X-Memory-User;
-    else why not. ``headers`` keys in lower case."""
-    match = _AUTHORIZATION.fullmatch(headers.get("authorization", ""))
-    if not match:
-        return "no SigV4 authorization header"
-    signed = match["signed"].split(";")
-    if "host" not in signed or "x-memory-user" not in signed:
-        return f"host and x-memory-user must be signed, not only {signed}"
-    amz_date = headers.get("x-amz-date", "")
-    if not amz_date.startswith(match["date"]):
-        return "x-amz-date is not the credential's date"
-    split = urlsplit(url)
-    query = sorted(parse_qsl(split.query, keep_blank_values=True))
-    canonical = "\n".join(
-        [
-            method,
-            quote(split.path or "/", safe="/~"),
-            "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in query),
-            "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed),
-            ";".join(signed),
-            hashlib.sha256(body).hexdigest(),
-        ]
-    )
-    scope = f"{match['date']}/{match['region']}/{match['service']}/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key = f"AWS4{secret}".encode()
-    for part in (match["date"], match["region"], match["service"], "aws4_request"):
-        key = _hmac(key, part)
-    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    return None if hmac.compare_digest(expected, match["signature"]) else "signature mismatch"
+from tests.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, verify
 
 
 class VerifyingGateway(httpx2.AsyncBaseTransport):

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_memory.http.oauth import PUBLIC_PATHS
 from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import (
     ConfigurationError,
@@ -179,15 +180,18 @@ def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
     routed.discard(("ANY", "/{}"))
     document = json.loads(openapi_document(TEMPLATE))
     served = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in document["paths"].items() for m in ops}
-    # MCP speaks JSON-RPC at /mcp, and the memory page is HTML at /: routes of the resolver, left out
-    # of the OpenAPI document.
+    # MCP speaks JSON-RPC at /mcp, the memory page is HTML at /, and the OAuth metadata is for MCP
+    # hosts: routes of the resolver, left out of the OpenAPI document.
     served |= {("POST", "/mcp"), ("GET", "/")}
+    served |= {("GET", path) for path in PUBLIC_PATHS}
     assert routed == served
     # Every route also has its authorisation in the API's definition (else it would be open).
     paths = resources["MemoryApi"]["Properties"]["DefinitionBody"]["paths"]
     secured = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in paths.items() for m, op in ops.items()
                if op.get("security")}  # fmt: skip
-    assert secured == served | {("X-AMAZON-APIGATEWAY-ANY-METHOD", "/{}")}
+    # ... but the OAuth metadata, which MCP hosts read before they have a token.
+    public = {("GET", path) for path in PUBLIC_PATHS}
+    assert secured == (served - public) | {("X-AMAZON-APIGATEWAY-ANY-METHOD", "/{}")}
 
 
 # ---- the client ----------------------------------------------------------------------------

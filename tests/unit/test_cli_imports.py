@@ -14,6 +14,9 @@ LAZY = (
     "agent_memory_tools.bench.latency",
     "agent_memory_tools.local.server",
     "http.server",
+    # smoke's HTTP client, serve --jwt-issuer's JOSE library
+    "agent_memory_client.http",
+    "jwt",
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_memory.config import Settings
@@ -256,3 +258,26 @@ def test_the_cost_command_takes_the_access(capsys: pytest.CaptureFixture[str]) -
     assert main(["cost", "--access", "data-api", "--brief"]) == 0
     out = capsys.readouterr().out
     assert "RDS Proxy" not in out and "RDS Data API" in out
+
+
+def test_the_dev_profile_idles_on_the_proxy_minimum_and_the_endpoint() -> None:
+    """samconfig.toml's dev profile (DatabaseMinCapacity=0 behind RDS Proxy): the paused cluster costs
+    nothing idle, the proxy its 8-ACU minimum; awake with traffic like any cluster that may pause."""
+    prices = _prices()
+    dev = CostAssumptions(aurora_min_acu=0, aurora_max_acu=2)
+    idle = _usd(monthly_cost(0, 0, assumptions=dev, prices=prices))
+    assert idle[("Aurora", "Serverless v2 capacity (awake 0% of the month, 0 ACU paused)")] == 0
+    assert idle[("RDS Proxy", "billed ACU-hours (at least 8 ACU)")] == 8 * HOURS_PER_MONTH
+    assert idle[("VPC", "interface endpoints")] == 2 * HOURS_PER_MONTH
+    busy = monthly_cost(0, 100_000, assumptions=dev, prices=prices)
+    capacity = next(ln.quantity for ln in busy.lines if ln.service == "Aurora" and "capacity" in ln.item)
+    assert capacity >= 0.99 * 0.5 * HOURS_PER_MONTH  # awake all month at 0.5 ACU at least
+    assert "RDS Data API" not in busy.by_service()
+
+
+def test_the_cost_command_prices_the_dev_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--stack", "dev", "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["assumptions"]["aurora_min_acu"] == 0 and estimate["assumptions"]["aurora_max_acu"] == 2
+    # The proxy's minimum and the endpoint, at list prices: about $100 a month with no traffic.
+    assert 95 < estimate["total_usd"] < 110

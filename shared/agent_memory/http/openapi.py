@@ -28,7 +28,8 @@ SECURITY_SCHEMES: dict[str, dict[str, Any]] = {
         "scheme": "bearer",
         "bearerFormat": "JWT",
         "description": "A user's token, verified by API Gateway's JWT authorizer: the user is the token's 'sub' "
-        "(user_id may be left out). `agent-memory serve` verifies none (see docs/api.md).",
+        "(user_id may be left out). `agent-memory serve` verifies them with --jwt-issuer, else none "
+        "(see docs/api.md). MCP hosts find the issuer at /.well-known/oauth-protected-resource/mcp.",
     },
     "sigv4": {
         "type": "apiKey",

@@ -27,7 +27,7 @@ from agent_memory_contract.schemas import RecallRequest
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
 from agent_memory_tools.cli import mcp as mcp_command
-from agent_memory_tools.cli import serve, tenant
+from agent_memory_tools.cli import serve, smoke, tenant
 from agent_memory_tools.cli.commands import (
     cmd_add,
     cmd_config,
@@ -221,6 +221,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the demo's users and memories (their ids are printed)")
 
     serve.register(add)
+    smoke.register(add)
     mcp_command.register(add)
     tenant.register(add)
 

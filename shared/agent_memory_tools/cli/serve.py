@@ -10,10 +10,9 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from agent_memory.service import Memory, set_service
-from agent_memory_contract.errors import AgentMemoryError
+from agent_memory_contract.errors import AgentMemoryError, InvalidInput
 from agent_memory_tools.cli.output import emit
 from agent_memory_tools.local.stack import TEMPLATE_HELP, template_path
 
@@ -46,23 +45,39 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     if sys.stderr.isatty() and not args.verbose:
         _quiet_handlers()
+    overrides: dict[str, object] = {}
     # GET /openapi.json and /docs, and the memory page at GET / on the local server (off by default in AWS).
-    turned_on: dict[str, Any] = {
-        name: True for name, off in (("api_docs", args.no_docs), ("web_page", args.no_page)) if not off
-    }
-    if turned_on:
-        service = Memory(service.settings, **turned_on)
+    if not args.no_docs:
+        overrides["api_docs"] = True
+    if not args.no_page:
+        overrides["web_page"] = True
+    verifier = None
+    if args.jwt_issuer:
+        from agent_memory_tools.local.tokens import JwtVerifier
+
+        audiences = [a.strip() for value in args.jwt_audience or [] for a in value.split(",")]
+        verifier = JwtVerifier(args.jwt_issuer, audiences)
+        verifier.discover()  # a wrong issuer stops here, not at the first request
+        # The OAuth metadata names this issuer, as the stack's names its own.
+        overrides["oauth_issuer"] = verifier.issuer
+        facade = verifier.facade_endpoints()
+        if facade:
+            overrides["oauth_authorization_endpoint"], overrides["oauth_token_endpoint"] = facade
+    elif args.jwt_audience:
+        raise InvalidInput("--jwt-audience goes with --jwt-issuer", field="jwt_audience")
+    if overrides:
+        service = Memory(service.settings.model_copy(update=overrides))
     set_service(service)  # the handler runs on this command's settings
-    api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt)
+    api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt, verifier=verifier)
     api.load()
     if not args.no_warm:
         _warm_up(service)
     server = make_server(api, args.host, args.port)
     host, port = args.host, server.server_port
-    if not is_loopback(args.host):
+    if not is_loopback(args.host) and verifier is None:
         logger.warning(
             "serving on %s: this server checks no signature or token; anyone who can reach it can read "
-            "and delete every user's memories",
+            "and delete every user's memories (--jwt-issuer makes every request show a verified token)",
             args.host,
         )
     if threading.current_thread() is threading.main_thread():
@@ -73,6 +88,8 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
             "url": f"http://{host}:{port}",
             "function": api.spec.logical_id,
             "unverified_jwt": args.unverified_jwt,
+            "jwt_issuer": verifier.issuer if verifier else None,
+            "mcp": f"http://{host}:{port}/mcp",
             "docs": None if args.no_docs else f"http://{host}:{port}/docs",
             "page": None if args.no_page else f"http://{host}:{port}/",
         }
@@ -113,6 +130,19 @@ def register(add: AddCommand) -> None:
         action="store_true",
         help="pass the claims of an 'Authorization: Bearer' JWT to the function WITHOUT verifying it "
         "(local testing of the JWT path only)",
+    )
+    p.add_argument(
+        "--jwt-issuer",
+        metavar="URL",
+        help="require a bearer token from this OIDC issuer on every request, verified against its JWKS as the "
+        "stack's JWT authorizer does (its /.well-known/openid-configuration must be reachable); MCP hosts find it "
+        "at /.well-known/oauth-protected-resource/mcp",
+    )
+    p.add_argument(
+        "--jwt-audience",
+        action="append",
+        metavar="AUD",
+        help="an accepted audience (the token's aud, or client_id when it has none); repeatable, or comma-separated",
     )
     p.add_argument("--no-warm", action="store_true", help="do not connect and load the embedder before serving")
     p.add_argument("--no-docs", action="store_true", help="no GET /openapi.json and /docs (the Swagger page)")

@@ -47,8 +47,9 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(costs.PRESETS),
         default="created-database",
         help="created-database: the template with CreateDatabase=true (Aurora Serverless v2, RDS Proxy, a "
-        "bedrock-runtime endpoint); existing-micro: CreateDatabase=false on an RDS db.t4g.micro, functions "
-        "outside any VPC",
+        "bedrock-runtime endpoint); dev: samconfig.toml's dev profile (the same at 0-2 ACU, pausing when idle); "
+        "existing-micro: CreateDatabase=false on an RDS db.t4g.micro, functions outside any VPC; data-api: "
+        "DatabaseAccess=data-api (as --access data-api)",
     )
     parser.add_argument(
         "--access",

@@ -5,10 +5,12 @@ template's RecallFunction handler through :mod:`agent_memory_tools.local.runtime
 ``agent-memory invoke`` runs it; the handler's statusCode/headers/body become the HTTP answer.
 Requests are handled one at a time, like one warm Lambda container.
 
-What API Gateway would do before the function is NOT done here: no IAM signature check and
-no JWT verification. Every caller is treated as a trusted backend (user_id required), unless
-``--unverified-jwt`` is given: then the claims of an ``Authorization: Bearer`` JWT are passed
-on as if a JWT authorizer had verified them (local testing of the JWT path only).
+Of what API Gateway does before the function, the IAM signature check is not done here: by default
+every caller is treated as a trusted backend (user_id required). With ``--jwt-issuer`` (a :class:`JwtVerifier`)
+every request but the OAuth metadata needs a bearer token that verifies against the issuer's keys, as
+the stack's JWT authorizer demands, and a refusal is a 401 whose ``WWW-Authenticate`` names the
+metadata (the MCP authorization specification). ``--unverified-jwt`` passes a JWT's claims on
+unverified (local testing of the JWT path only).
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from agent_memory.http import openapi as http_openapi
+from agent_memory.http.oauth import PUBLIC_PATHS, bearer_challenge
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_tools.local import runtime
+
+if TYPE_CHECKING:
+    from agent_memory_tools.local.tokens import JwtVerifier
 
 logger = logging.getLogger("agent_memory.serve")
 
@@ -129,17 +135,32 @@ def unverified_jwt_claims(authorization: str | None) -> dict[str, str] | None:
     if not isinstance(payload, dict):
         raise ValueError("the JWT payload is not a JSON object")
     try:
-        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in payload.items()}
+        return event_claims(payload)
     except RecursionError:
         raise ValueError("the JWT payload is nested too deeply") from None
+
+
+def event_claims(payload: dict[str, Any]) -> dict[str, str]:
+    """Claims as API Gateway puts them into the event: every value a string (others as JSON)."""
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in payload.items()}
 
 
 class LocalApi:
     """The template's function behind a lock: one request at a time, like one Lambda container."""
 
-    def __init__(self, template: Path, logical_id: str = RECALL_FUNCTION, *, unverified_jwt: bool = False) -> None:
+    def __init__(
+        self,
+        template: Path,
+        logical_id: str = RECALL_FUNCTION,
+        *,
+        unverified_jwt: bool = False,
+        verifier: JwtVerifier | None = None,
+    ) -> None:
+        if unverified_jwt and verifier is not None:
+            raise ConfigurationError("--unverified-jwt and --jwt-issuer exclude each other")
         self.spec = runtime.function_spec(template, logical_id)
         self.unverified_jwt = unverified_jwt
+        self.verifier = verifier
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -202,14 +223,29 @@ def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
                 return
             body = self.rfile.read(length) if length else b""
             claims = None
-            if api.unverified_jwt:
+            if api.verifier is not None and urlsplit(self.path).path not in PUBLIC_PATHS:
+                from agent_memory_tools.local.tokens import TokenRefused
+
+                try:
+                    claims = event_claims(api.verifier.claims(self.headers.get("Authorization")))
+                except TokenRefused as refused:
+                    base = f"http://{self.headers.get('Host') or 'localhost'}"
+                    challenge = bearer_challenge(base, error=refused.error, description=refused.description)
+                    headers = [("Content-Type", "application/json"), ("WWW-Authenticate", challenge)]
+                    self._send(HTTPStatus.UNAUTHORIZED, headers, b'{"message":"Unauthorized"}')
+                    self.log_message('"%s %s" 401 (%s)', self.command, self.path, refused.description)
+                    return
+            elif api.unverified_jwt:
                 try:
                     claims = unverified_jwt_claims(self.headers.get("Authorization"))
                 except ValueError:
                     self._message(HTTPStatus.UNAUTHORIZED, "Unauthorized")  # what a JWT authorizer answers
                     return
+            # As API Gateway does: the scheme the caller used (here plain HTTP), whatever a client sent.
+            headers_in = [(k, v) for k, v in self.headers.items() if k.lower() != "x-forwarded-proto"]
+            headers_in.append(("X-Forwarded-Proto", "http"))
             event = http_api_event(
-                self.command, self.path, self.headers.items(), body, source_ip=self.client_address[0], claims=claims
+                self.command, self.path, headers_in, body, source_ip=self.client_address[0], claims=claims
             )
             try:
                 status, headers, data = http_answer(api(event))
