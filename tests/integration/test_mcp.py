@@ -337,18 +337,6 @@ def test_mcp_command_refuses_a_bad_user_before_serving(lambda_env: str) -> None:
     assert done.returncode == 2 and "--user" in done.stderr and done.stdout == ""
 
 
-def test_other_commands_never_import_the_mcp_sdk() -> None:
-    code = (
-        "import sys\n"
-        "from agent_memory_tools.cli.main import build_parser\n"
-        "build_parser()\n"
-        "assert 'mcp' not in sys.modules and 'agent_memory.mcp.tools' not in sys.modules\n"
-        "print('ok')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.stdout.strip() == "ok", done.stderr
-
-
 # ---- errors the model reads ----------------------------------------------------------------
 
 
