@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -18,14 +17,6 @@ from agent_memory.store.transactions import read_as_user, user_transaction
 from agent_memory_contract.errors import DatabaseUnavailable, StatementTimeout
 from agent_memory_contract.models import NewMemory
 from tests.faults import RestartablePostgres
-
-
-@pytest.fixture
-def own_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
-    pg = RestartablePostgres(embedded_dir)
-    yield pg
-    if not pg.is_up():
-        pg.start()
 
 
 @pytest.fixture
