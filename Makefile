@@ -80,9 +80,11 @@ client-check: $(VENV)/.dev-installed
 	$(CLIENT_VENV)/bin/python -m pip --disable-pip-version-check -q install ./shared
 	$(BIN)/python tests/client/check.py $(abspath $(CLIENT_VENV))/bin/python
 
-# The server's wheels (. and ./shared) in a fresh venv outside the checkout, without the local model
-# (torch): `agent-memory serve`, `invoke` and `demo` run from an empty directory with the template, the
-# handlers and the events the wheel carries (tests/client/wheel_check.py). pip's cache keeps it quick.
+# The server's wheels (. and ./shared) in a fresh venv outside the checkout, first without the local
+# model (torch): `agent-memory serve`, `invoke` and `demo` run from an empty directory with the template,
+# the handlers and the events the wheel carries; then the same venv gets the `local` extra (torch
+# pinned first, as in .local-installed) and runs the README's four lines of Python, no server, on the
+# default local model (tests/client/wheel_check.py). pip's cache keeps it quick.
 WHEEL_DIR   := $(VENV)/tools/wheels
 SERVER_VENV := $(or $(TMPDIR),/tmp)/agent-memory-wheel-check-venv
 wheel-check: $(VENV)/.dev-installed
@@ -92,6 +94,9 @@ wheel-check: $(VENV)/.dev-installed
 	$(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q install $(WHEEL_DIR)/agent_memory_client-*.whl \
 		"$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[serve]"
 	$(BIN)/python tests/client/wheel_check.py $(SERVER_VENV)
+	$(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q install 'torch==2.13.0'
+	$(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q install "$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[local]"
+	$(BIN)/python tests/client/wheel_check.py --four-lines $(SERVER_VENV)
 	rm -rf $(SERVER_VENV)
 
 # Debian's headless chromium and its chromedriver, installed when missing (no browser download of

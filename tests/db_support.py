@@ -1,4 +1,5 @@
-"""What several integration tests measure on the real database: round trips from libpq's trace."""
+"""What several integration tests read or measure on the real database: rows as the owner, the
+benchmarks' scratch databases, round trips from libpq's trace."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def round_trips(service: Memory, work: Any, tmp_path: Path) -> int:
         for i, kind in enumerate(sent)
         if kind in ("Sync", "Query") or (kind == "Flush" and (i == 0 or sent[i - 1] != "Sync"))
     )
+
+
+def rows(database_url: str, query: str, *params: object) -> list[tuple[Any, ...]]:
+    """``query``'s rows, read on a connection of its own (as the owner: no row-level security)."""
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def bench_databases(pg_server: str) -> list[str]:
+    """The scratch databases a benchmark left behind (it must leave none)."""
+    with psycopg.connect(pg_server) as conn:
+        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'bench\\_%'")]

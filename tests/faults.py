@@ -1,13 +1,16 @@
-"""Fault injection helpers: an embedded PostgreSQL of a test's own, to stop and restart at will."""
+"""Fault injection helpers: an embedded PostgreSQL of a test's own, to stop and restart at will
+(``RestartablePostgres``; the ``own_pg`` fixture)."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from agent_memory.store.embedded import start_embedded_server
@@ -60,3 +63,12 @@ class RestartablePostgres:
                 return True
         except psycopg.OperationalError:
             return False
+
+
+@pytest.fixture
+def own_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
+    """A private server, started again at the end if a test left it stopped."""
+    pg = RestartablePostgres(embedded_dir)
+    yield pg
+    if not pg.is_up():
+        pg.start()

@@ -25,6 +25,7 @@ from agent_memory.service import Memory
 from agent_memory.store.connection import Connection
 from agent_memory.store.transactions import user_transaction
 from agent_memory.store.writes import supersede_memories
+from agent_memory_tools.local import runtime as lambda_local
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "template.yaml"
@@ -242,6 +243,12 @@ class ChatServer:
     def __exit__(self, *exc: object) -> None:
         self._http.shutdown()
         self._http.server_close()
+
+
+def invoke_ingest(event: dict[str, Any]) -> dict[str, Any]:
+    """IngestFunction's answer to ``event``, through the local Lambda runtime (as sam local invoke)."""
+    result: dict[str, Any] = lambda_local.invoke(TEMPLATE, "IngestFunction", event)
+    return result
 
 
 def chat_server() -> Iterator[ChatServer]:

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agent_memory.privacy import SAFE_DEFAULT_POLICY, PiiPolicy, PiiPolicySetting
+from agent_memory.privacy import SAFE_DEFAULT_POLICY, PiiPolicySetting
 from agent_memory_contract.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
 
 EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
@@ -487,43 +487,6 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         return (self.data_dir or default_data_dir()).expanduser()
-
-
-TABLE_START, TABLE_END = "<!-- config-table:start -->", "<!-- config-table:end -->"
-
-
-def settings_table() -> str:
-    """The configuration table of docs/configuration.md, from the fields' descriptions (kept in sync by a test)."""
-    lines = ["| variable | meaning | default |", "| --- | --- | --- |"]
-    for name, field in Settings.model_fields.items():
-        default = field.default
-        if isinstance(default, tuple):
-            default = ",".join(default) or None  # an empty list: nothing set
-        shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else f"`{default}`"
-        description = " ".join((field.description or "").split()).replace("|", "\\|")
-        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | {shown} |")
-    return "\n".join(lines)
-
-
-def with_settings_table(text: str) -> str:
-    """``text`` (docs/configuration.md) with the table between its markers regenerated."""
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {TABLE_START} ... {TABLE_END} block")
-    return text[: start + len(TABLE_START)] + "\n" + settings_table() + "\n" + text[end:]
-
-
-def effective_settings(settings: Settings) -> dict[str, object]:
-    """Every setting with its value, secrets masked: what `agent-memory config` prints."""
-    values: dict[str, object] = {}
-    for name in Settings.model_fields:
-        value = getattr(settings, name)
-        if isinstance(value, SecretStr):
-            value = "********"
-        elif isinstance(value, Path | PiiPolicy):
-            value = str(value)
-        values[f"AGENT_MEMORY_{name.upper()}"] = value
-    return values
 
 
 @lru_cache(maxsize=1)

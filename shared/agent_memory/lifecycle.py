@@ -1,20 +1,8 @@
-"""What a Lambda container does around its requests: the service built on first use, and
-Lambda SnapStart's runtime hooks.
-
-Handlers import this module, not :mod:`agent_memory.service`: the service pulls in the
-database driver, numpy, pgvector and every step of the data path, which a container needs for
-its first request but not to load the handler. So a cold start without SnapStart pays for them
-on the first request only, and only for what that request's path imports.
-
-With SnapStart (``SnapStart: ApplyOn: PublishedVersions``; Python 3.12+ runtimes ship
-``snapshot_restore_py``), Lambda runs the init phase once when a version is published and
-snapshots the container's memory; new containers resume from the snapshot. Before the snapshot
-the container warms up (imports the service and builds its embedder, so restored containers
-skip both) and then lets go of what must not be shared by every container restored from the
-same memory or live on past a restore: database connections (sockets, and the IAM token or
-password they logged in with), cached secrets, providers built with an API key, and the random
-generator's state. After a restore the generator is reseeded; connections and secrets are
-fetched again on first use.
+"""What a Lambda container does around its requests: the service built on first use (so
+loading a handler never imports the data path), and Lambda SnapStart's runtime hooks: warm up
+before the snapshot, then let go of what no two restored containers may share (connections,
+cached secrets, providers holding a key); reseed the random generator after a restore.
+docs/serverless.md (Cold starts, SnapStart) says why each.
 """
 
 from __future__ import annotations

@@ -79,12 +79,6 @@ class NoTracer:
     ) -> F | Callable[[F], F]:
         return method if method is not None else _unchanged
 
-    def put_annotation(self, key: str, value: Any) -> None:
-        return None
-
-    def put_metadata(self, key: str, value: Any, namespace: str | None = None) -> None:
-        return None
-
 
 def _unchanged(function: F) -> F:
     return function

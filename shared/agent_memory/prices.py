@@ -2,7 +2,7 @@
 of a tenant's usage costs at them (:func:`usage_cost`, behind ``GET /usage``).
 
 :data:`DEFAULT_PRICES` records when the prices were taken. The whole stack's monthly estimate
-(``agent-memory cost``) is built on the same table in :mod:`agent_memory_tools.costs`.
+(``agent-memory cost``) extends the same table in :mod:`agent_memory_tools.costs`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ import datetime as dt
 import math
 
 from pydantic import BaseModel, ConfigDict, Field
-
-HOURS_PER_MONTH = 730.0  # AWS's monthly convention (365 x 24 / 12)
-GIB = 1024**3
 
 
 class Price(BaseModel):
@@ -34,11 +31,11 @@ class Price(BaseModel):
 _LAMBDA = "https://aws.amazon.com/lambda/pricing/"
 _AURORA = "https://aws.amazon.com/rds/aurora/pricing/"
 _BEDROCK = "https://aws.amazon.com/bedrock/pricing/"
-_CLOUDWATCH = "https://aws.amazon.com/cloudwatch/pricing/"
 
 
 class PriceTable(BaseModel):
-    """On-demand list prices of one region (tiered prices: the first tier)."""
+    """On-demand list prices of one region (tiered prices: the first tier): what one line of usage
+    costs. The stack's other prices extend it in agent_memory_tools.costs."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -49,44 +46,19 @@ class PriceTable(BaseModel):
     sqs_requests: Price
     http_api_requests: Price
     aurora_acu_hour: Price
-    aurora_storage_gb_month: Price
     aurora_io_requests: Price
-    data_api_requests: Price
-    data_api_billing_kb: float = Field(
-        gt=0, description="A Data API request is billed once per this many KB of payload."
-    )
-    rds_proxy_acu_hour: Price
-    rds_proxy_min_acu: float = Field(ge=0, description="RDS Proxy bills at least this many ACUs behind it.")
-    rds_proxy_vcpu_hour: Price
-    rds_proxy_min_vcpu: float = Field(ge=0, description="RDS Proxy bills at least this many instance vCPUs.")
-    rds_instance_hour: Price
-    rds_instance_vcpus: float = Field(gt=0)
-    rds_storage_gb_month: Price
-    secret_month: Price
-    secret_api_calls: Price
-    logs_ingest_gb: Price
-    logs_storage_gb_month: Price
-    custom_metric_month: Price
-    alarm_month: Price
-    xray_traces: Price
-    nat_gateway_hour: Price
-    nat_gateway_gb: Price
-    interface_endpoint_az_hour: Price
-    interface_endpoint_gb: Price
     embedding_input_tokens: Price
     chat_input_tokens: Price
     chat_output_tokens: Price
     comprehend_pii_units: Price
     comprehend_min_units: int = Field(ge=0, description="Units billed at least per Comprehend request.")
-    eventbridge_events: Price
 
 
 # Taken on 2026-12-01 without access to the live pricing pages (no network here but package
-# registries): each figure was matched against a copy or quotation of its page found by search where
-# one existed (Lambda arm64, SQS, HTTP API, Secrets Manager, Titan V2, Comprehend units and minimum,
-# the RDS Proxy 8-ACU minimum, Aurora ACU-hour/I/O); the others (Aurora storage, the RDS Data API, RDS db.t4g.micro and
-# gp3, CloudWatch, X-Ray, NAT, PrivateLink, Claude 3 Haiku) are the long-standing list prices, not
-# re-checked. Check them on the linked pages before quoting a figure.
+# registries): each figure was matched against a copy or quotation of its page found by search
+# (Lambda arm64, SQS, HTTP API, Titan V2, Comprehend units and minimum, Aurora ACU-hour/I/O); Claude
+# 3 Haiku is the long-standing list price, not re-checked. Check them on the linked pages before
+# quoting a figure. The rest of the stack's prices (agent-memory cost): agent_memory_tools.costs.
 DEFAULT_PRICES = PriceTable(
     region="us-east-1",
     as_of=dt.date(2026, 12, 1),
@@ -114,57 +86,7 @@ DEFAULT_PRICES = PriceTable(
     aurora_acu_hour=Price(
         usd=0.12, unit="ACU-hour", source=_AURORA, note="Aurora PostgreSQL Serverless v2, Aurora Standard"
     ),
-    aurora_storage_gb_month=Price(usd=0.10, unit="GB-month", source=_AURORA, note="Aurora Standard"),
     aurora_io_requests=Price(usd=0.20, per=1e6, unit="I/O requests", source=_AURORA, note="Aurora Standard"),
-    data_api_requests=Price(
-        usd=0.35,
-        per=1e6,
-        unit="Data API requests (32 KB units)",
-        source=_AURORA,
-        note="RDS Data API, first billion a month ($0.20 after); each further 32 KB of payload is another request",
-    ),
-    data_api_billing_kb=32,
-    rds_proxy_acu_hour=Price(
-        usd=0.015,
-        unit="ACU-hour behind the proxy",
-        source="https://aws.amazon.com/rds/proxy/pricing/",
-        note="Aurora Serverless v2 targets, at least rds_proxy_min_acu",
-    ),
-    rds_proxy_min_acu=8,
-    rds_proxy_vcpu_hour=Price(
-        usd=0.015,
-        unit="vCPU-hour behind the proxy",
-        source="https://aws.amazon.com/rds/proxy/pricing/",
-        note="provisioned instances, at least rds_proxy_min_vcpu",
-    ),
-    rds_proxy_min_vcpu=2,
-    rds_instance_hour=Price(
-        usd=0.016,
-        unit="instance-hour",
-        source="https://aws.amazon.com/rds/postgresql/pricing/",
-        note="db.t4g.micro, single-AZ, on demand",
-    ),
-    rds_instance_vcpus=2,
-    rds_storage_gb_month=Price(
-        usd=0.115, unit="GB-month", source="https://aws.amazon.com/rds/postgresql/pricing/", note="gp3, single-AZ"
-    ),
-    secret_month=Price(usd=0.40, unit="secret-month", source="https://aws.amazon.com/secrets-manager/pricing/"),
-    secret_api_calls=Price(
-        usd=0.05, per=10_000, unit="API calls", source="https://aws.amazon.com/secrets-manager/pricing/"
-    ),
-    logs_ingest_gb=Price(usd=0.50, unit="GB ingested", source=_CLOUDWATCH, note="standard log class"),
-    logs_storage_gb_month=Price(usd=0.03, unit="GB-month stored", source=_CLOUDWATCH),
-    custom_metric_month=Price(usd=0.30, unit="metric-month", source=_CLOUDWATCH, note="first 10,000 metrics"),
-    alarm_month=Price(usd=0.10, unit="alarm-month", source=_CLOUDWATCH, note="standard resolution"),
-    xray_traces=Price(usd=5.00, per=1e6, unit="traces recorded", source="https://aws.amazon.com/xray/pricing/"),
-    nat_gateway_hour=Price(usd=0.045, unit="NAT gateway-hour", source="https://aws.amazon.com/vpc/pricing/"),
-    nat_gateway_gb=Price(usd=0.045, unit="GB processed", source="https://aws.amazon.com/vpc/pricing/"),
-    interface_endpoint_az_hour=Price(
-        usd=0.01, unit="endpoint-AZ-hour", source="https://aws.amazon.com/privatelink/pricing/"
-    ),
-    interface_endpoint_gb=Price(
-        usd=0.01, unit="GB processed", source="https://aws.amazon.com/privatelink/pricing/", note="first PB a month"
-    ),
     embedding_input_tokens=Price(
         usd=0.00002, per=1000, unit="input tokens", source=_BEDROCK, note="Amazon Titan Text Embeddings V2"
     ),
@@ -183,13 +105,6 @@ DEFAULT_PRICES = PriceTable(
         note="DetectPiiEntities",
     ),
     comprehend_min_units=3,
-    eventbridge_events=Price(
-        usd=1.00,
-        per=1e6,
-        unit="custom events (64 KB chunks)",
-        source="https://aws.amazon.com/eventbridge/pricing/",
-        note="PutEvents to a custom bus; rules and targets are billed by what they invoke",
-    ),
 )
 
 

@@ -13,13 +13,12 @@ import contextlib
 import contextvars
 import dataclasses
 from collections.abc import Iterator
-from typing import Literal, get_args
+from typing import Literal
 
 # recall: one recall answered (characters: the query); conversation: one "conversation ended"
 # message written; write: memories stored by POST /memories, add or import (items: memories);
 # embedding, llm, pii: provider calls (pii: Amazon Comprehend DetectPiiEntities).
 UsageKind = Literal["recall", "conversation", "write", "embedding", "llm", "pii"]
-USAGE_KINDS: tuple[str, ...] = get_args(UsageKind)
 
 
 @dataclasses.dataclass
@@ -68,10 +67,6 @@ class Meter:
     ) -> None:
         count = self._counts.setdefault((kind, model), UsageCount())
         count.add(UsageCount(calls, input_tokens, output_tokens, characters, items))
-
-    def merge(self, other: Meter) -> None:
-        for (kind, model), count in other._counts.items():
-            self._counts.setdefault((kind, model), UsageCount()).add(count)
 
     def share(self, weight: float, *, calls_at_least: int = 1) -> Meter:
         """This meter's counts times ``weight`` (0..1), for one user of work several users shared

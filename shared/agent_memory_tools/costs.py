@@ -1,6 +1,7 @@
 """What the deployed stack costs a month: public prices, stated assumptions, line items and a total.
 
-The prices are :mod:`agent_memory.prices`. :func:`monthly_cost` turns
+The prices are :data:`STACK_PRICES` (the runtime's :mod:`agent_memory.prices` and the rest of the
+stack's). :func:`monthly_cost` turns
 conversations and recalls a day into line items for what ``template.yaml`` creates with its
 defaults (arm64 functions of 1024 MB, an SQS queue polled by IngestFunction, an HTTP API, and with
 ``CreateDatabase=true`` an Aurora Serverless v2 cluster at 0.5 ACU minimum behind RDS Proxy, two
@@ -19,7 +20,108 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent_memory.prices import DEFAULT_PRICES, GIB, HOURS_PER_MONTH, Price, PriceTable, UsageAssumptions
+from agent_memory.prices import DEFAULT_PRICES, Price, PriceTable, UsageAssumptions
+
+HOURS_PER_MONTH = 730.0  # AWS's monthly convention (365 x 24 / 12)
+GIB = 1024**3
+_AURORA = "https://aws.amazon.com/rds/aurora/pricing/"
+_CLOUDWATCH = "https://aws.amazon.com/cloudwatch/pricing/"
+
+
+class StackPriceTable(PriceTable):
+    """The runtime's price table (what one line of usage costs, behind GET /usage) and the prices of
+    the rest of the stack: storage, RDS Proxy or the Data API, secrets, logs, the network."""
+
+    aurora_storage_gb_month: Price
+    data_api_requests: Price
+    data_api_billing_kb: float = Field(
+        gt=0, description="A Data API request is billed once per this many KB of payload."
+    )
+    rds_proxy_acu_hour: Price
+    rds_proxy_min_acu: float = Field(ge=0, description="RDS Proxy bills at least this many ACUs behind it.")
+    rds_proxy_vcpu_hour: Price
+    rds_proxy_min_vcpu: float = Field(ge=0, description="RDS Proxy bills at least this many instance vCPUs.")
+    rds_instance_hour: Price
+    rds_instance_vcpus: float = Field(gt=0)
+    rds_storage_gb_month: Price
+    secret_month: Price
+    secret_api_calls: Price
+    logs_ingest_gb: Price
+    logs_storage_gb_month: Price
+    custom_metric_month: Price
+    alarm_month: Price
+    xray_traces: Price
+    nat_gateway_hour: Price
+    nat_gateway_gb: Price
+    interface_endpoint_az_hour: Price
+    interface_endpoint_gb: Price
+    eventbridge_events: Price
+
+
+# Taken with DEFAULT_PRICES (see agent_memory.prices): the RDS Proxy 8-ACU minimum and Secrets Manager
+# were matched against a quotation of their page; the others (Aurora storage, the RDS Data API, RDS
+# db.t4g.micro and gp3, CloudWatch, X-Ray, NAT, PrivateLink, EventBridge) are the long-standing list
+# prices, not re-checked. Check them on the linked pages before quoting a figure.
+STACK_PRICES = StackPriceTable(
+    **{name: getattr(DEFAULT_PRICES, name) for name in PriceTable.model_fields},
+    aurora_storage_gb_month=Price(usd=0.10, unit="GB-month", source=_AURORA, note="Aurora Standard"),
+    data_api_requests=Price(
+        usd=0.35,
+        per=1e6,
+        unit="Data API requests (32 KB units)",
+        source=_AURORA,
+        note="RDS Data API, first billion a month ($0.20 after); each further 32 KB of payload is another request",
+    ),
+    data_api_billing_kb=32,
+    rds_proxy_acu_hour=Price(
+        usd=0.015,
+        unit="ACU-hour behind the proxy",
+        source="https://aws.amazon.com/rds/proxy/pricing/",
+        note="Aurora Serverless v2 targets, at least rds_proxy_min_acu",
+    ),
+    rds_proxy_min_acu=8,
+    rds_proxy_vcpu_hour=Price(
+        usd=0.015,
+        unit="vCPU-hour behind the proxy",
+        source="https://aws.amazon.com/rds/proxy/pricing/",
+        note="provisioned instances, at least rds_proxy_min_vcpu",
+    ),
+    rds_proxy_min_vcpu=2,
+    rds_instance_hour=Price(
+        usd=0.016,
+        unit="instance-hour",
+        source="https://aws.amazon.com/rds/postgresql/pricing/",
+        note="db.t4g.micro, single-AZ, on demand",
+    ),
+    rds_instance_vcpus=2,
+    rds_storage_gb_month=Price(
+        usd=0.115, unit="GB-month", source="https://aws.amazon.com/rds/postgresql/pricing/", note="gp3, single-AZ"
+    ),
+    secret_month=Price(usd=0.40, unit="secret-month", source="https://aws.amazon.com/secrets-manager/pricing/"),
+    secret_api_calls=Price(
+        usd=0.05, per=10_000, unit="API calls", source="https://aws.amazon.com/secrets-manager/pricing/"
+    ),
+    logs_ingest_gb=Price(usd=0.50, unit="GB ingested", source=_CLOUDWATCH, note="standard log class"),
+    logs_storage_gb_month=Price(usd=0.03, unit="GB-month stored", source=_CLOUDWATCH),
+    custom_metric_month=Price(usd=0.30, unit="metric-month", source=_CLOUDWATCH, note="first 10,000 metrics"),
+    alarm_month=Price(usd=0.10, unit="alarm-month", source=_CLOUDWATCH, note="standard resolution"),
+    xray_traces=Price(usd=5.00, per=1e6, unit="traces recorded", source="https://aws.amazon.com/xray/pricing/"),
+    nat_gateway_hour=Price(usd=0.045, unit="NAT gateway-hour", source="https://aws.amazon.com/vpc/pricing/"),
+    nat_gateway_gb=Price(usd=0.045, unit="GB processed", source="https://aws.amazon.com/vpc/pricing/"),
+    interface_endpoint_az_hour=Price(
+        usd=0.01, unit="endpoint-AZ-hour", source="https://aws.amazon.com/privatelink/pricing/"
+    ),
+    interface_endpoint_gb=Price(
+        usd=0.01, unit="GB processed", source="https://aws.amazon.com/privatelink/pricing/", note="first PB a month"
+    ),
+    eventbridge_events=Price(
+        usd=1.00,
+        per=1e6,
+        unit="custom events (64 KB chunks)",
+        source="https://aws.amazon.com/eventbridge/pricing/",
+        note="PutEvents to a custom bus; rules and targets are billed by what they invoke",
+    ),
+)
 
 
 class CostAssumptions(UsageAssumptions):
@@ -158,7 +260,7 @@ class CostEstimate(BaseModel):
     recalls_per_day: float
     lines: list[CostLine]
     assumptions: CostAssumptions
-    prices: PriceTable
+    prices: StackPriceTable
     warnings: list[str] = Field(default_factory=list)
 
     @property
@@ -201,7 +303,7 @@ class CostEstimate(BaseModel):
                 "",
                 "Prices:",
             ]
-            for name in PriceTable.model_fields:
+            for name in StackPriceTable.model_fields:
                 price = getattr(self.prices, name)
                 if isinstance(price, Price):
                     per = "" if price.per == 1 else f" per {_num(price.per)}"
@@ -243,14 +345,14 @@ def monthly_cost(
     recalls_per_day: float,
     *,
     assumptions: CostAssumptions | None = None,
-    prices: PriceTable | None = None,
+    prices: StackPriceTable | None = None,
 ) -> CostEstimate:
     """Line items for a month (730 hours) of ``conversations_per_day`` ingested conversations and
-    ``recalls_per_day`` recalls, from ``prices`` (default: :data:`DEFAULT_PRICES`)."""
+    ``recalls_per_day`` recalls, from ``prices`` (default: :data:`STACK_PRICES`)."""
     if conversations_per_day < 0 or recalls_per_day < 0:
         raise ValueError("volumes must not be negative")
     a = assumptions or CostAssumptions()
-    p = prices or DEFAULT_PRICES
+    p = prices or STACK_PRICES
     hours = HOURS_PER_MONTH
     days = hours / 24
     conversations = conversations_per_day * days

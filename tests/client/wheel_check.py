@@ -1,9 +1,12 @@
 """`make wheel-check`: the server's wheel, installed in a fresh venv outside the checkout, runs
-`agent-memory serve`, `invoke` and `demo` from any directory (the stack's files are package data).
+`agent-memory serve`, `invoke` and `demo` from any directory (the stack's files are package data),
+and, once the `local` extra is added, the README's four lines of Python with no server.
 
-Usage: python tests/client/wheel_check.py VENV. Runs every command from an empty temporary directory
-with the venv's own `agent-memory`, on a fresh embedded database and the hash embedder (the wheel is
-installed without the local model); prints one line per check and exits non-zero on the first failure."""
+Usage: python tests/client/wheel_check.py VENV (the `serve` extra: every command from an empty
+temporary directory with the venv's own `agent-memory`, on a fresh embedded database and the hash
+embedder), or python tests/client/wheel_check.py --four-lines VENV (the `local` extra: nothing set but
+the data directory, so the default local model embeds). Prints one line per check and exits non-zero
+on the first failure."""
 
 from __future__ import annotations
 
@@ -26,17 +29,55 @@ def _call(url: str, method: str, path: str, body: dict[str, Any] | None = None) 
         return json.load(answer)
 
 
+def _clean_env(work: str, venv: str) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AGENT_MEMORY_", "VIRTUAL_ENV", "PYTHON"))},
+        "AGENT_MEMORY_DATA_DIR": str(Path(work) / "pgdata"),
+        "PYTHONUNBUFFERED": "1",
+        "PATH": f"{Path(venv) / 'bin'}:{os.environ.get('PATH', '')}",
+    }
+
+
+# What the README shows, plus a second memory so that the recall has to choose, and where the
+# package came from (the venv, not this checkout).
+FOUR_LINES = """
+from agent_memory import Memory
+m = Memory()
+m.add("The user prefers TypeScript", user_id="u-42")
+m.add("The user's cat is called Miso", user_id="u-42")
+found = m.recall("Which programming language should I use?", user_id="u-42", limit=1)
+import agent_memory, json
+print(json.dumps({"provider": m.settings.embedding_provider, "package": agent_memory.__file__,
+                  "memories": [r.content for r in found.memories], "block": found.prompt_block}))
+m.close()
+"""
+
+
+def four_lines(venv: str) -> int:
+    """`from agent_memory import Memory; m = Memory(); m.add(...); m.recall(...)` in a new process of
+    the venv's Python, from an empty directory, on the embedded default and the local model."""
+    with tempfile.TemporaryDirectory(prefix="agent-memory-four-lines-") as work:
+        python = str(Path(venv) / "bin" / "python")
+        done = subprocess.run(
+            [python, "-c", FOUR_LINES], cwd=work, env=_clean_env(work, venv), capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert not Path(out["package"]).resolve().is_relative_to(ROOT), out["package"]
+        assert out["provider"] == "local", out
+        assert out["memories"] == ["The user prefers TypeScript"], out
+        assert "The user prefers TypeScript" in out["block"], out
+        assert (Path(work) / "pgdata" / "PG_VERSION").exists(), "no embedded server data directory"
+    print("wheel-check: the four lines (Memory().add, .recall) with the local extra, no server: 1 passed")
+    return 0
+
+
 def main(venv: str) -> int:
     command = str(Path(venv) / "bin" / "agent-memory")
     with tempfile.TemporaryDirectory(prefix="agent-memory-wheel-check-") as work:
         assert not Path(work).resolve().is_relative_to(ROOT), "the check must run outside the checkout"
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("AGENT_MEMORY_", "VIRTUAL_ENV"))},
-            "AGENT_MEMORY_DATA_DIR": str(Path(work) / "pgdata"),
-            "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
-            "PYTHONUNBUFFERED": "1",
-            "PATH": f"{Path(venv) / 'bin'}:{os.environ.get('PATH', '')}",
-        }
+        env = {**_clean_env(work, venv), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([command, *args], cwd=work, env=env, capture_output=True, text=True, timeout=300)
@@ -86,4 +127,4 @@ def main(venv: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(four_lines(sys.argv[2]) if sys.argv[1] == "--four-lines" else main(sys.argv[1]))

@@ -1,15 +1,22 @@
 """Helpers for the read-path tests: the events/ files, changed where a test needs to, run
-through lambda_local exactly as `agent-memory invoke RecallFunction EVENT` runs them."""
+through lambda_local exactly as `agent-memory invoke RecallFunction EVENT` runs them; the same
+handler behind `agent-memory serve`'s HTTP server (``start``, the ``served`` fixture)."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+import pytest
+
 from agent_memory_tools.local import runtime as lambda_local
+from agent_memory_tools.local.server import LocalApi, make_server
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -77,3 +84,24 @@ def as_iam(evt: dict[str, Any] | str) -> dict[str, Any]:
     out = copy.deepcopy(event(evt) if isinstance(evt, str) else evt)
     out["requestContext"]["authorizer"] = copy.deepcopy(event("http-recall-iam.json")["requestContext"]["authorizer"])
     return out
+
+
+def start(unverified_jwt: bool = True) -> tuple[str, Any]:
+    """`agent-memory serve` in this process on a free port: its URL and the server to shut down."""
+    server = make_server(LocalApi(TEMPLATE, unverified_jwt=unverified_jwt), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_port}", server
+
+
+@pytest.fixture
+def served(lambda_env: str) -> Iterator[str]:
+    url, server = start()
+    yield url
+    server.shutdown()
+    server.server_close()
+
+
+def token(sub: str) -> str:
+    """An unsigned JWT naming ``sub`` (serve reads it unverified, as API Gateway's authorizer would)."""
+    payload = base64.urlsafe_b64encode(json.dumps({"sub": sub}).encode()).decode().rstrip("=")
+    return f"eyJhbGciOiJub25lIn0.{payload}.sig"

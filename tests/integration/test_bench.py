@@ -22,6 +22,7 @@ from agent_memory_contract.kinds import EXIT_USAGE
 from agent_memory_contract.models import content_hash
 from agent_memory_tools.bench import sql as bench_sql
 from agent_memory_tools.cli import main
+from tests.db_support import bench_databases
 
 NUMBER = r"\d+(\.\d+)?"
 
@@ -30,11 +31,6 @@ def summary(capsys: pytest.CaptureFixture[str], code: int) -> str:
     out = capsys.readouterr().out
     assert code == 0, out
     return out.rstrip("\n").splitlines()[-1]
-
-
-def bench_databases(pg_server: str) -> list[str]:
-    with psycopg.connect(pg_server) as conn:
-        return [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'bench\\_%'")]
 
 
 @pytest.fixture

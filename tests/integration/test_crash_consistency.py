@@ -13,7 +13,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,14 +152,6 @@ def test_an_ingest_process_killed_inside_a_batch_then_the_batch_again(database_u
 
 
 # ---- a database restart inside a re-embedding -------------------------------------------------
-
-
-@pytest.fixture
-def own_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
-    pg = RestartablePostgres(embedded_dir)
-    yield pg
-    if not pg.is_up():
-        pg.start()
 
 
 def seeded(pg: RestartablePostgres, memories: int) -> Memory:

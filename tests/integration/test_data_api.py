@@ -205,7 +205,7 @@ def test_the_recall_function_answers_200_memory_unavailable(data_api_env: Settin
 def test_ingest_while_paused_fails_the_record_and_the_redelivery_stores_it(
     data_api_env: Settings, data_api: DataApiStandIn, database_url: str
 ) -> None:
-    from tests.integration.test_ingest import invoke as invoke_ingest
+    from tests.ingest_support import invoke_ingest
 
     record = sqs_record(conversation(user_id="u-paused"), message_id="m-1")
     data_api.pause(1000)

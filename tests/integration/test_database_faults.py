@@ -1,11 +1,12 @@
-"""The service against a database that restarts, stalls or disappears."""
+"""The service (Memory, in process) against a database that restarts, stalls or disappears.
+
+Faults under the handlers, with SQS's redelivery and API Gateway's answers (restarts during
+ingest and during recall, bursts, provider storms), are test_resilience.py's."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,14 +17,6 @@ from agent_memory.store.transactions import read_as_user, user_transaction
 from agent_memory_contract.errors import DatabaseUnavailable, StatementTimeout
 from agent_memory_contract.models import NewMemory
 from tests.faults import RestartablePostgres
-
-
-@pytest.fixture
-def own_pg(embedded_dir: Path) -> Iterator[RestartablePostgres]:
-    pg = RestartablePostgres(embedded_dir)
-    yield pg
-    if not pg.is_up():
-        pg.start()
 
 
 @pytest.fixture
@@ -52,36 +45,6 @@ def test_while_the_database_is_down_calls_fail_clearly_then_recover(svc: Memory,
         svc.recall("kept", user_id="u1")
     own_pg.start()
     assert [m.content for m in svc.list(user_id="u1").memories] == ["kept"]  # nothing half-written
-
-
-def test_a_restart_during_writes_loses_nothing_reported_done(svc: Memory, own_pg: RestartablePostgres) -> None:
-    """Writers report each batch done only after commit; a restart mid-way loses none of those."""
-    done: list[str] = []
-    failed: list[str] = []
-
-    def writer() -> None:
-        service = Memory(svc.settings)
-        for i in range(60):
-            text = f"fact {i}"
-            try:
-                service.add([NewMemory(content=text)], user_id="u1")
-            except DatabaseUnavailable:
-                failed.append(text)
-            else:
-                done.append(text)
-        service.close()
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    own_pg.restart_after(0.2).join()
-    thread.join(timeout=120)
-    stored = {m.content for m in svc.list(user_id="u1", limit=500).memories}
-    assert set(done) <= stored
-    assert len(done) + len(failed) == 60
-    # Redelivering what failed (as SQS would) completes the set, without duplicates.
-    for text in failed:
-        svc.add([NewMemory(content=text)], user_id="u1")
-    assert len(svc.list(user_id="u1", limit=500).memories) == 60
 
 
 def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePostgres) -> None:

@@ -15,8 +15,7 @@ from agent_memory.service import Memory
 from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import NotFound
 from agent_memory_contract.models import ConversationEnded, NewMemory
-from tests.integration.recall_support import as_jwt, body_of, event, invoke, with_body, with_request
-from tests.integration.test_serve_client import served, token  # noqa: F401 - the served fixture
+from tests.integration.recall_support import as_jwt, body_of, event, invoke, token, with_body, with_request
 
 # The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
 pytestmark = pytest.mark.both_backends
@@ -102,7 +101,7 @@ def test_delete_all_over_http_returns_the_receipt_and_get_erasures_reads_it(lamb
     assert body_of(invoke(mine))["requested_by"] == "user"
 
 
-def test_the_client_gets_and_reads_receipts_and_usage(served: str) -> None:  # noqa: F811
+def test_the_client_gets_and_reads_receipts_and_usage(served: str) -> None:
     with MemoryClient(served, auth="none", timeout=30) as client:
         client.add(["Prefers pnpm"], user_id="u1")
         client.recall("pnpm", user_id="u1")

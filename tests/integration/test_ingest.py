@@ -24,10 +24,10 @@ from agent_memory.service import Memory
 from agent_memory.store.rows import ExistingMemory
 from agent_memory_contract.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory_tools.local import runtime as lambda_local
+from tests.db_support import rows
 from tests.ingest_support import (
     APP,
     REPO,
-    TEMPLATE,
     MeetingEmbedder,
     conversation,
     failures,
@@ -35,6 +35,9 @@ from tests.ingest_support import (
     invoke_ingest_in_processes,
     sqs_event,
     sqs_record,
+)
+from tests.ingest_support import (
+    invoke_ingest as invoke,
 )
 
 # The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
@@ -49,16 +52,6 @@ SVG_FACTS = {
     "file drift apart.",
 }
 QUERY = "Add an export-to-PNG button to the editor"
-
-
-def invoke(event: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = lambda_local.invoke(TEMPLATE, "IngestFunction", event)
-    return result
-
-
-def rows(database_url: str, query: str, *params: object) -> list[tuple[Any, ...]]:
-    with psycopg.connect(database_url) as conn:
-        return conn.execute(query, params).fetchall()
 
 
 def snapshot(database_url: str) -> list[tuple[Any, ...]]:

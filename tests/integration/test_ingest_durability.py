@@ -21,10 +21,10 @@ from agent_memory.service import BatchNotDurable, Memory
 from agent_memory.service.engine import Engine
 from agent_memory.store.writes import UnflushedWrites
 from agent_memory_contract.models import ConversationEnded, NewMemory
-from agent_memory_tools.local import runtime as lambda_local
 from tests.environment import use_lambda_environment
 from tests.faults import RestartablePostgres
-from tests.ingest_support import TEMPLATE, conversation, failures, sqs_event, sqs_record
+from tests.ingest_support import conversation, failures, sqs_event, sqs_record
+from tests.ingest_support import invoke_ingest as invoke
 
 
 @pytest.fixture
@@ -65,11 +65,6 @@ def before_the_flush(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]
 
     monkeypatch.setattr(Engine, "_flush_writes", flush_writes)
     return calls
-
-
-def invoke(event: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = lambda_local.invoke(TEMPLATE, "IngestFunction", event)
-    return result
 
 
 def test_a_batch_is_on_disk_before_the_handler_acknowledges_it(

@@ -4,8 +4,6 @@ serve` (RecallFunction's /mcp behind a real HTTP server), in both protocol eras 
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import subprocess
 import sys
@@ -30,7 +28,7 @@ from agent_memory.recall.block import BLOCK_START
 from agent_memory.service import Memory
 from agent_memory_client.mcp_auth import mcp_http_client
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import ROOT, TEMPLATE
+from tests.integration.recall_support import ROOT, TEMPLATE, token
 
 TOOLS = {
     "recall_memories",
@@ -55,11 +53,6 @@ def error_text(result: CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, TextContent)
     return block.text
-
-
-def token(sub: str) -> str:
-    payload = base64.urlsafe_b64encode(json.dumps({"sub": sub}).encode()).decode().rstrip("=")
-    return f"eyJhbGciOiJub25lIn0.{payload}.sig"
 
 
 # ---- the server: agent-memory serve, RecallFunction's /mcp ----------------------------------
@@ -335,18 +328,6 @@ def test_mcp_command_refuses_a_bad_user_before_serving(lambda_env: str) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 2 and "--user" in done.stderr and done.stdout == ""
-
-
-def test_other_commands_never_import_the_mcp_sdk() -> None:
-    code = (
-        "import sys\n"
-        "from agent_memory_tools.cli.main import build_parser\n"
-        "build_parser()\n"
-        "assert 'mcp' not in sys.modules and 'agent_memory.mcp.tools' not in sys.modules\n"
-        "print('ok')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.stdout.strip() == "ok", done.stderr
 
 
 # ---- errors the model reads ----------------------------------------------------------------

@@ -11,9 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,26 +30,16 @@ from agent_memory_contract.errors import (
 )
 from agent_memory_tools.cli import main
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import ROOT, TEMPLATE, body_of, event, invoke, manifest_entries
-
-
-def start(unverified_jwt: bool = True) -> tuple[str, Any]:
-    server = make_server(LocalApi(TEMPLATE, unverified_jwt=unverified_jwt), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_port}", server
-
-
-@pytest.fixture
-def served(lambda_env: str) -> Iterator[str]:
-    url, server = start()
-    yield url
-    server.shutdown()
-    server.server_close()
-
-
-def token(sub: str) -> str:
-    payload = base64.urlsafe_b64encode(json.dumps({"sub": sub}).encode()).decode().rstrip("=")
-    return f"eyJhbGciOiJub25lIn0.{payload}.sig"
+from tests.integration.recall_support import (
+    ROOT,
+    TEMPLATE,
+    body_of,
+    event,
+    invoke,
+    manifest_entries,
+    start,
+    token,
+)
 
 
 def send(url: str, evt: dict[str, Any]) -> httpx.Response:

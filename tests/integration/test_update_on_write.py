@@ -28,6 +28,7 @@ from agent_memory.store.rows import ExistingMemory
 from agent_memory_contract.models import ConversationEnded, IngestOutcome, NewMemory
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local
+from tests.db_support import rows
 from tests.ingest_support import (
     APP,
     TEMPLATE,
@@ -143,11 +144,6 @@ def ingest(*bodies: dict[str, Any]) -> list[str]:
 
 def deliver(service: Memory, body: dict[str, Any]) -> IngestOutcome:
     return service.ingest_conversation(ConversationEnded.model_validate(body))
-
-
-def rows(database_url: str, query: str, *params: object) -> list[tuple[Any, ...]]:
-    with psycopg.connect(database_url) as conn:
-        return conn.execute(query, params).fetchall()
 
 
 def _new(content: str) -> NewMemory:

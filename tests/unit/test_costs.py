@@ -7,23 +7,31 @@ import json
 import pytest
 
 from agent_memory.config import Settings
-from agent_memory.prices import DEFAULT_PRICES, GIB, HOURS_PER_MONTH, Price, PriceTable
+from agent_memory.prices import Price
 from agent_memory_tools.cli import main
-from agent_memory_tools.costs import CostAssumptions, CostEstimate, monthly_cost
+from agent_memory_tools.costs import (
+    GIB,
+    HOURS_PER_MONTH,
+    STACK_PRICES,
+    CostAssumptions,
+    CostEstimate,
+    StackPriceTable,
+    monthly_cost,
+)
 
 DAYS = HOURS_PER_MONTH / 24
 
 
-def _prices(**prices: float) -> PriceTable:
+def _prices(**prices: float) -> StackPriceTable:
     """Every price $1 per unit unless given; the minimums small and explicit."""
     fields = {
         name: Price(usd=prices.get(name, 1.0), unit="unit", source="test")
-        for name, field in PriceTable.model_fields.items()
+        for name, field in StackPriceTable.model_fields.items()
         if field.annotation is Price
     }
-    return PriceTable(
+    return StackPriceTable(
         region="test-1",
-        as_of=DEFAULT_PRICES.as_of,
+        as_of=STACK_PRICES.as_of,
         rds_proxy_min_acu=8,
         rds_proxy_min_vcpu=2,
         rds_instance_vcpus=2,
@@ -205,11 +213,11 @@ def test_the_table_shows_lines_total_warnings_assumptions_and_sources() -> None:
 
 
 def test_default_prices_name_their_pages_and_date() -> None:
-    for name in PriceTable.model_fields:
-        value = getattr(DEFAULT_PRICES, name)
+    for name in StackPriceTable.model_fields:
+        value = getattr(STACK_PRICES, name)
         if isinstance(value, Price):
             assert value.source.startswith("https://aws.amazon.com/"), name
-    assert DEFAULT_PRICES.region == "us-east-1"
+    assert STACK_PRICES.region == "us-east-1"
 
 
 def test_negative_volumes_are_refused() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.config import TABLE_END, TABLE_START, Settings, settings_table, with_settings_table
+from agent_memory.config import Settings
+from agent_memory_tools.settings_table import TABLE_END, TABLE_START, settings_table, with_settings_table
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

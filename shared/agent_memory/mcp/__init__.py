@@ -1,9 +1,8 @@
-"""The MCP server of agent-memory: the memory tools over stdio (one configured user) and over
-Streamable HTTP (stateless, JSON answers) inside RecallFunction under ``/mcp``.
+"""The MCP server of agent-memory: the memory tools over Streamable HTTP (stateless, JSON answers)
+inside RecallFunction under ``/mcp``; over stdio it is ``agent-memory mcp`` (the tools' CLI).
 
 - :mod:`.tools`: the tools on the SDK's ``MCPServer``, over the service, with an identity resolver:
   the transport decides whose memories a call touches, never the model.
-- :mod:`.stdio`: ``agent-memory mcp --user U [--project P]``.
 - :mod:`.http`: one HTTP request (an API Gateway event's method, headers and body) answered by the
   SDK's own Streamable HTTP code, in-process.
 

@@ -18,7 +18,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -37,18 +37,7 @@ PiiCategory = Literal[
     "address",
     "other",
 ]
-PII_CATEGORIES: tuple[PiiCategory, ...] = (
-    "email",
-    "phone",
-    "payment_card",
-    "bank_account",
-    "government_id",
-    "credential",
-    "ip_address",
-    "name",
-    "address",
-    "other",
-)
+PII_CATEGORIES: tuple[PiiCategory, ...] = get_args(PiiCategory)
 
 # The finer type of each finding (what the redaction summary counts) and its category.
 TYPE_CATEGORY: dict[str, PiiCategory] = {

@@ -412,11 +412,6 @@ class DataApiCursor:
         self._next = len(self._rows)
         return rows
 
-    def fetchmany(self, size: int = 1) -> list[Any]:
-        rows = self._rows[self._next : self._next + size]
-        self._next += len(rows)
-        return rows
-
     def __iter__(self) -> Iterator[Any]:
         while (row := self.fetchone()) is not None:
             yield row
@@ -456,10 +451,6 @@ class DataApiConnection:
             f"{name} needs a direct PostgreSQL connection; the RDS Data API path does not have one "
             "(run this task with AGENT_MEMORY_DB_HOST or AGENT_MEMORY_DATABASE_URL)"
         )
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._transaction_id is not None
 
     def run_statement(self, text: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
         try:

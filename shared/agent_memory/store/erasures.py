@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from agent_memory.erasure import ERASURE_KEY, subject_hash
 from agent_memory.store.connection import Connection
-from agent_memory.store.transactions import maintenance_transaction, user_transaction
+from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.schemas import ErasureCounts, ErasureReceipt
 
@@ -108,13 +108,6 @@ def receipts_for(conn: Connection, user_id: str) -> list[ErasureReceipt]:
         conn.cursor(row_factory=dict_row) as cur,
     ):
         rows = cur.execute(_RECEIPT + "subject_hash = %s ORDER BY erased_at, id", [subject]).fetchall()
-    return [_receipt(r) for r in rows]
-
-
-def all_receipts(conn: Connection, *, limit: int = 1000) -> list[ErasureReceipt]:
-    """The latest receipts of every user (maintenance role: an operator's audit)."""
-    with maintenance_transaction(conn, source="audit"), conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(_RECEIPT + "true ORDER BY erased_at DESC, id LIMIT %s", [limit]).fetchall()
     return [_receipt(r) for r in rows]
 
 

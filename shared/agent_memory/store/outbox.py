@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from psycopg.rows import class_row
 from pydantic import BaseModel
@@ -32,7 +32,6 @@ EventType = Literal[
     "memory.forgotten",
     "user.erased",
 ]
-EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
 # The longest wait between two attempts at a failing event.
 MAX_BACKOFF_S = 3600

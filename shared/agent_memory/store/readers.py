@@ -1,13 +1,6 @@
 """Reads on a reader endpoint (Aurora replicas, an RDS Proxy read-only endpoint, a streaming
-standby), with the writer as the fallback.
-
-Configured by AGENT_MEMORY_DB_READER_HOST (same port, database, login and authentication as
-AGENT_MEMORY_DB_HOST; an IAM token is signed for the reader's host) or, locally,
-AGENT_MEMORY_DATABASE_READER_URL. Recall, list, get, history and export read there unless the
-caller asks for ``strong`` consistency; every write, and every read a write depends on (the
-receipts, the near-duplicate check, the memories shown to the extractor, the row an update
-changes), stays on the writer. Replicas apply the writer's changes asynchronously: an eventual
-read may miss a write made a moment earlier (Aurora: usually < 100 ms; see docs/deployment.md).
+standby), with the writer as the fallback; which operations read where: docs/serverless.md
+(Readers).
 
 When the reader fails (it cannot be reached, its connection breaks, a replay conflict cancels
 the query, or it refuses a write that should never have been sent), the read runs again on the

@@ -220,7 +220,8 @@ def cmd_similarity(service: Memory, args: argparse.Namespace) -> int:
 
 
 def cmd_config(service: Memory, args: argparse.Namespace) -> int:
-    from agent_memory.config import Settings, effective_settings, settings_table, with_settings_table
+    from agent_memory.config import Settings
+    from agent_memory_tools.settings_table import effective_settings, settings_table, with_settings_table
 
     if args.write_table:
         path = Path(args.write_table)

@@ -1,21 +1,23 @@
-"""Fact identity, the text query, the hash embedder, cursors."""
+"""The wire models (agent_memory_contract.models): fact identity, the visible form, what the write
+messages accept and refuse."""
 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.service.pages import decode_cursor, encode_cursor
-from agent_memory.store.recall import text_query
-from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.inputs import visible_text
-from agent_memory_contract.models import MemoryFilters, MemoryRecord, NewMemory, content_hash, normalize_content
+from agent_memory_contract.models import (
+    ConversationEnded,
+    MemoryFilters,
+    NewMemory,
+    content_hash,
+    normalize_content,
+)
 
 
 def test_the_same_fact_written_differently_has_one_hash() -> None:
@@ -26,46 +28,6 @@ def test_the_same_fact_written_differently_has_one_hash() -> None:
 
 def test_normalize_keeps_case_and_collapses_whitespace() -> None:
     assert normalize_content("  The  tech\nstack is\tTypeScript ") == "The tech stack is TypeScript"
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("When did Caroline go?", "When or did or Caroline or go"),
-        ("a & b | !c ':* (((", "a or b or c"),
-        ('-not "quoted" OR or', "not or quoted"),
-        ("", ""),
-    ],
-)
-def test_text_query_keeps_only_words_joined_by_or(text: str, expected: str) -> None:
-    assert text_query(text) == expected
-
-
-def test_hash_embedder_is_deterministic_unit_and_lexical() -> None:
-    embedder = HashEmbedder(dimension=64)
-    a, b, c = embedder.embed(["TypeScript editor", "typescript EDITOR", "ramen in Lisbon"])
-    assert np.allclose(a, b)
-    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-6)
-    assert float(a @ c) < float(a @ b)
-    assert np.linalg.norm(embedder.embed_query("!!!")) == pytest.approx(1.0, abs=1e-6)
-
-
-def test_cursor_round_trip_and_garbage() -> None:
-    at = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
-    last = MemoryRecord(
-        id=uuid.uuid4(),
-        user_id="u",
-        project_id=None,
-        content="x",
-        category="fact",
-        is_evergreen=False,
-        created_at=at,
-        updated_at=at,
-    )
-    assert decode_cursor(encode_cursor(last)) == (at, last.id)
-    with pytest.raises(InvalidInput) as err:
-        decode_cursor("not-a-cursor")
-    assert err.value.field == "cursor"
 
 
 def test_timestamps_with_any_offset_become_utc() -> None:
@@ -176,3 +138,65 @@ def test_content_metadata_and_filters_are_stored_in_the_visible_form() -> None:
     assert memory.content == "Mail ana@example.com"
     assert memory.metadata == {"who": ["bob", {"x": "1"}], "n": 1}
     assert MemoryFilters(metadata={"who": ["b\u200bob"]}).metadata == {"who": ["bob"]}
+
+
+# ---- the "conversation ended" message ------------------------------------------------------
+
+
+def test_the_issue_example_parses_with_unknown_fields_ignored() -> None:
+    message = ConversationEnded.model_validate(
+        {
+            "user_id": "u-42",
+            "project_id": "svg-editor",
+            "conversation_id": "c-1",
+            "ended_at": "2026-11-29T10:15:00Z",
+            "messages": [{"role": "user", "content": "I prefer TypeScript.", "created_at": "2026-11-29T10:00:00"}],
+            "tenant": "ignored",
+        }
+    )
+    assert message.ended_at == dt.datetime(2026, 11, 29, 10, 15, tzinfo=dt.UTC)
+    assert message.messages[0].created_at == dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)  # naive = UTC
+
+
+def test_client_extracted_memories_alone_are_enough() -> None:
+    message = ConversationEnded.model_validate({"user_id": "u", "memories": [{"content": "Uses pnpm"}]})
+    assert message.memories[0].category == "fact" and message.messages == []
+
+
+def test_openai_style_content_parts_become_text_and_blank_ids_become_none() -> None:
+    message = ConversationEnded.model_validate(
+        {
+            "user_id": "u",
+            "project_id": " ",
+            "conversation_id": "",
+            "messages": [
+                {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+                {"role": "user", "content": [{"type": "text", "text": "I use Vim."}, {"type": "image_url"}]},
+            ],
+        }
+    )
+    assert [m.content for m in message.messages] == ["Be brief.", "I use Vim."]
+    assert message.project_id is None and message.conversation_id is None
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"user_id": "", "messages": [{"role": "user", "content": "hi"}]}, "user_id"),
+        ({"user_id": "   ", "memories": [{"content": "x"}]}, "user_id"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "user_id"),
+        ({"user_id": "u"}, "messages"),
+        ({"user_id": "u", "messages": [], "memories": []}, "messages"),
+        ({"user_id": "u", "messages": [{"role": "narrator", "content": "hi"}]}, "messages.0.role"),
+        ({"user_id": "u", "messages": [{"role": "user", "content": "x" * 20_001}]}, "messages.0.content"),
+        ({"user_id": "u", "messages": [{"role": "user", "content": "hi"}] * 1001}, "messages"),
+        ({"user_id": "u", "memories": [{"content": ""}]}, "memories.0.content"),
+        ({"user_id": "u", "memories": [{"content": "x", "category": "gossip"}]}, "memories.0.category"),
+        ({"user_id": "u", "ended_at": "yesterday", "memories": [{"content": "x"}]}, "ended_at"),
+    ],
+)
+def test_invalid_messages_name_the_problem(body: dict[str, object], where: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        ConversationEnded.model_validate(body)
+    text = str(info.value)
+    assert where.split(".")[0] in text

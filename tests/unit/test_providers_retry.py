@@ -109,9 +109,9 @@ def test_other_errors_are_not_retried() -> None:
     assert clock.waits == []
 
 
-def test_the_default_policy_is_the_settings_defaults() -> None:
-    assert RetryPolicy() == RetryPolicy.from_settings(Settings())
-    assert RetryPolicy.from_settings(Settings(max_retries=1, retry_budget_s=5)).budget_s == 5
+def test_the_policy_takes_its_bounds_from_the_settings() -> None:
+    tuned = RetryPolicy.from_settings(Settings(max_retries=1, retry_base_delay_s=0.25, retry_budget_s=5))
+    assert (tuned.max_retries, tuned.base_delay_s, tuned.budget_s) == (1, 0.25, 5)
 
 
 @pytest.mark.parametrize(

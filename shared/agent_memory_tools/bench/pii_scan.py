@@ -1,7 +1,7 @@
 """Count what the regex engine would redact in a JSONL file of memories (or queries).
 
-``python -m agent_memory.privacy.scan memories.jsonl [--field content] [--show]`` prints how many
-texts it flags, by type; ``--show`` also prints each match with its text, for checking false
+``python -m agent_memory_tools.bench.pii_scan memories.jsonl [--field content] [--show]`` prints how
+many texts it flags, by type; ``--show`` also prints each match with its text, for checking false
 positives on data that holds no personal data (it prints the values: run it on test data only).
 """
 
@@ -18,7 +18,8 @@ from agent_memory.privacy.detectors import RegexDetector
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent_memory.privacy.scan", description=__doc__.splitlines()[0])
+    prog = "python -m agent_memory_tools.bench.pii_scan"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path, help="JSONL files, one object per line")
     parser.add_argument("--field", action="append", help="text field(s) to scan (default: content, query)")
     parser.add_argument("--show", action="store_true", help="print every match and its text")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
+import numpy as np
 import pytest
 
 from agent_memory.config import Settings
@@ -54,3 +55,12 @@ def test_a_registered_factory_that_builds_no_embedder_is_a_configuration_error(
     )
     with pytest.raises(ConfigurationError, match="'local' built a str, not an Embedder"):
         create_embedder(Settings(embedding_provider="local"))
+
+
+def test_hash_embedder_is_deterministic_unit_and_lexical() -> None:
+    embedder = HashEmbedder(dimension=64)
+    a, b, c = embedder.embed(["TypeScript editor", "typescript EDITOR", "ramen in Lisbon"])
+    assert np.allclose(a, b)
+    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-6)
+    assert float(a @ c) < float(a @ b)
+    assert np.linalg.norm(embedder.embed_query("!!!")) == pytest.approx(1.0, abs=1e-6)
