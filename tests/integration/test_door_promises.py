@@ -21,7 +21,7 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.poison import reasons
 from agent_memory.service import Memory
-from agent_memory_contract.models import REDACTED_KEY
+from agent_memory_contract.models import REDACTED_KEY, MemoryFilters, NewMemory
 from tests.doors_support import (
     DOORS,
     CliDoor,
@@ -34,7 +34,7 @@ from tests.doors_support import (
     served,
 )
 from tests.doors_support import token as jwt
-from tests.store_support import assert_store_readable
+from tests.store_support import assert_store_readable, unreadable_rows
 
 USER = "u-doors"
 # Each value disguised by one character a reader does not see, or sees as the plain one.
@@ -262,3 +262,36 @@ def test_a_change_of_a_memory_the_user_does_not_have_counts_nothing(door: Door, 
         assert service.usage(USER).lines == []
     finally:
         service.close()
+
+
+# ---- rows stored before the visible form ------------------------------------------------------
+
+
+def test_rows_stored_before_the_visible_form_are_rewritten_by_export_then_import(lambda_env: str) -> None:
+    """Rows are never rewritten behind their owner's back (a new form changes content hashes and
+    vectors); the documented upgrade (SECURITY.md) is the write path again: export the user,
+    forget them, import the export. Afterwards what is stored is what a reader sees, redacted,
+    and a metadata filter written as a reader sees the key finds the memory."""
+    from agent_memory.ingest.importing import ImportReport
+    from agent_memory.privacy import PiiPolicy
+
+    settings = Settings(database_url=lambda_env, embedding_provider="hash", pii=PiiPolicy.parse("redact"))
+    service = Memory(settings)
+    try:
+        service.add([NewMemory(content="Likes green tea")], user_id=USER)
+        with psycopg.connect(lambda_env, autocommit=True) as conn:  # as written before the visible form
+            conn.execute(
+                "UPDATE user_memories SET content = %s, metadata = %s::jsonb",
+                ["Likes green tea, mail ana.lima\u200b@example.com", '{"te\u200bam": "web"}'],
+            )
+        assert unreadable_rows(lambda_env, pii="redact")
+        assert service.list(user_id=USER, filters=MemoryFilters(metadata={"team": "web"})).memories == []
+        lines = service.export(user_id=USER).lines
+        service.forget_user(USER)
+        report = service.admin.import_jsonl(((1, line.model_dump_json()) for line in lines), ImportReport())
+        assert report.taken == 1
+        (memory,) = service.list(user_id=USER, filters=MemoryFilters(metadata={"team": "web"})).memories
+        assert memory.content == "Likes green tea, mail [EMAIL]"
+    finally:
+        service.close()
+    assert_store_readable(lambda_env, pii="redact")
