@@ -179,8 +179,7 @@ class ComprehendPiiDetector:
         if folded.origin is None:
             return findings
         return [
-            f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True)))
-            for f in findings
+            f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True))) for f in findings
         ]
 
     def detect_many(self, texts: Sequence[str]) -> list[list[Finding]]:
