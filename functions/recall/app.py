@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from agent_memory import __version__
 from agent_memory.http.body import base64_body, parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
-from agent_memory.http.identity import caller_user_id, requester
+from agent_memory.http.identity import caller_user_id, jwt_claims, requester
 from agent_memory.http.oauth import (
     AUTHORIZATION_SERVER_PATH,
     METADATA_PATHS,
@@ -78,8 +78,9 @@ MAX_FILTER_PARAM = 2048
 warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 
-def _claims() -> dict[str, Any]:
-    return app.current_event.request_context.authorizer.jwt_claim
+def _claims() -> dict[str, Any] | None:
+    """The JWT's claims; None when no JWT authorizer vouched for the request (an IAM caller)."""
+    return jwt_claims(app.current_event.raw_event)
 
 
 @app.post(
@@ -393,7 +394,9 @@ def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> schemas.Era
         raise InvalidInput("user_id is required to forget all memories", field="user_id")
     claims = _claims()
     owner = caller_user_id(claims, user_id)
-    iam_arn = app.current_event.request_context.authorizer.iam.user_arn
+    authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
+    iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
+    iam_arn = iam.get("userArn") if isinstance(iam, dict) else None
     return get_service().forget_user(owner, requested_by=requester(claims, iam_arn))
 
 
@@ -408,7 +411,7 @@ def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> schemas.Era
 def erasure(erasure_id: Annotated[uuid.UUID, Path()]) -> schemas.ErasureReceipt:
     claims = _claims()
     # A token reads only its own user's receipts (the same 404 otherwise); an IAM caller any.
-    own = caller_user_id(claims, None) if claims else None
+    own = caller_user_id(claims, None) if claims is not None else None
     return get_service().erasure(erasure_id, user_id=own)
 
 

@@ -109,6 +109,8 @@ class Call(Generic[T]):
     def url(self, api_url: str) -> str:
         url = api_url + self.path
         if self.params:
+            for key, value in self.params.items():
+                _encodable(str(value), key)
             # Encoded once, here: the URL that is signed is byte for byte the URL that is sent.
             url += "?" + urlencode(sorted((k, str(v)) for k, v in self.params.items()), quote_via=quote)
         return url
@@ -140,8 +142,18 @@ def _true(response: httpx.Response) -> bool:
     return True
 
 
-def _id(memory_id: uuid.UUID | str) -> str:
-    return quote(str(memory_id), safe="")
+def _encodable(value: str, field: str) -> str:
+    """``value`` if a URL can carry it; InvalidInput naming ``field`` for a lone surrogate (no
+    UTF-8, so no request, can hold one), before anything is sent."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{field} contains a lone surrogate, which is not text", field=field) from None
+    return value
+
+
+def _id(memory_id: uuid.UUID | str, field: str = "memory_id") -> str:
+    return quote(_encodable(str(memory_id), field), safe="")
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -269,7 +281,7 @@ def forget_user(user_id: str) -> Call[ErasureReceipt]:
 
 
 def erasure(erasure_id: uuid.UUID | str) -> Call[ErasureReceipt]:
-    return Call("GET", f"/erasures/{_id(erasure_id)}", parser(ErasureReceipt))
+    return Call("GET", f"/erasures/{_id(erasure_id, 'erasure_id')}", parser(ErasureReceipt))
 
 
 def usage(*, user_id: str | None, start: dt.date | None, end: dt.date | None) -> Call[UsageReport]:

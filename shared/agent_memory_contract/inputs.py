@@ -174,15 +174,27 @@ def as_stored(value: Any) -> Any:
     return value
 
 
-def visible_strings(value: Any) -> Any:
-    """``value`` with every string in it (not the keys) in its :func:`visible_text` form. Depth
-    must be checked first."""
+def visible_strings(value: Any, path: tuple[str | int, ...] = ()) -> Any:
+    """``value`` with every string in it, keys included, in its :func:`visible_text` form: a key
+    is read as a reader sees it ("te\u200bam" is "team"), so a filter, the redaction record and a
+    reader all name the same key. :class:`JsonValueError` (with the path) for a key that shows
+    nothing once its invisible characters are gone, or that becomes another key of the same
+    object (which of the two values to keep is not ours to guess). Depth must be checked first."""
     if isinstance(value, str):
         return visible_text(value)
     if isinstance(value, dict):
-        return {k: visible_strings(v) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for key, child in value.items():
+            seen = visible_text(key)
+            if seen != key:
+                if not has_visible(seen):
+                    raise JsonValueError("has a key with no visible character", path)
+                if seen in value or seen in out:
+                    raise JsonValueError(f"has two keys that read as {seen!r}", path)
+            out[seen] = visible_strings(child, (*path, seen))
+        return out
     if isinstance(value, list | tuple):
-        return [visible_strings(v) for v in value]
+        return [visible_strings(v, (*path, i)) for i, v in enumerate(value)]
     return value
 
 

@@ -134,8 +134,11 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
     if shape.keys > MAX_METADATA_KEYS:
         raise ValueError(f"has {shape.keys} keys; the limit is {MAX_METADATA_KEYS}")
-    # String values in the visible form, as content is (the detectors read them too).
-    value = visible_strings(as_stored(value))
+    # String values and keys in the visible form, as content is (the detectors read them too).
+    try:
+        value = visible_strings(as_stored(value))
+    except JsonValueError as exc:
+        raise ValueError(str(exc)) from None
     chars = metadata_chars(value)
     if chars > MAX_METADATA_CHARS:
         raise ValueError(f"is {chars} characters as JSON; the limit is {MAX_METADATA_CHARS}")
@@ -148,6 +151,9 @@ UserId = Annotated[
 ProjectId = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
 ]
+# Where a memory came from ("api", "cli", a conversation id, an import's label): shown with the
+# memory and its history, so printable like an id (no control, invisible or surrogate characters).
+Source = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul), AfterValidator(plain_id)]
 Content = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS),
@@ -237,7 +243,7 @@ class ImportLine(NewMemory):
     user_id: UserId
     id: uuid.UUID | None = None
     updated_at: AwareDatetime | None = None
-    source: Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul)] | None = None
+    source: Source | None = None
     superseded_at: AwareDatetime | None = None
     superseded_by: uuid.UUID | None = None
     write_id: WriteId = None

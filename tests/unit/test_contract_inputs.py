@@ -15,7 +15,16 @@ from pydantic import TypeAdapter
 from agent_memory.config import Settings
 from agent_memory.ingest.rows import check_lengths
 from agent_memory_contract.errors import InputTooLarge
-from agent_memory_contract.inputs import CUT, JsonValueError, cut_deep, has_visible, inspect_json, lone_surrogate
+from agent_memory_contract.inputs import (
+    CUT,
+    JsonValueError,
+    cut_deep,
+    has_visible,
+    inspect_json,
+    lone_surrogate,
+    visible_strings,
+    visible_text,
+)
 from agent_memory_contract.models import MAX_METADATA_DEPTH, NewMemory, RecalledMemory
 
 
@@ -144,3 +153,32 @@ def test_metadata_is_sized_as_it_reads_back_from_jsonb() -> None:
         check_lengths(
             Settings(embedding_provider="hash", max_metadata_chars=60), [NewMemory(content="x", metadata=near)], "m"
         )
+
+
+# ---- metadata keys in the visible form (issue 23) ------------------------------------------------
+
+KEY_CHARS = st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Zs", "Cf", "Mn"))
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.text(KEY_CHARS, max_size=8), st.integers(), max_size=6))
+def test_property_metadata_keys_read_as_a_reader_sees_them_or_are_refused(value: dict[str, int]) -> None:
+    """Every key comes out in its visible form, no two keys merge (which value would win is not
+    ours to guess: refused) and no key that showed something is emptied (refused)."""
+    try:
+        out = visible_strings(value)
+    except JsonValueError:
+        seen = [visible_text(k) for k in value]
+        assert len(set(seen)) < len(seen) or any(
+            s != k and not has_visible(s) for s, k in zip(seen, value, strict=True)
+        )
+        return
+    assert len(out) == len(value)
+    assert all(visible_text(k) == k for k in out)
+    assert sorted(out.values()) == sorted(value.values())
+
+
+def test_a_redaction_record_written_with_invisible_or_fullwidth_characters_is_dropped() -> None:
+    for key in ("pii\u200b_redacted", "\uff50\uff49\uff49_redacted", "pii_redacted\u2060"):
+        memory = NewMemory(content="Likes tea", metadata={key: {"email": 1}, "team": "web"})
+        assert memory.metadata == {"team": "web"}, key

@@ -100,8 +100,12 @@ def test_a_jwt_user_is_the_sub_claim_and_cannot_act_for_another() -> None:
 
 
 def test_without_claims_the_backend_must_name_the_user() -> None:
-    assert identity.caller_user_id({}, "bob") == "bob"
     assert identity.caller_user_id(None, "bob") == "bob"
+    # Empty claims are a JWT that names nobody, never a trusted backend free to name any user.
+    with pytest.raises(Forbidden):
+        identity.caller_user_id({}, "bob")
+    assert identity.jwt_claims({"requestContext": {"authorizer": {"jwt": {"claims": None}}}}) == {}
+    assert identity.jwt_claims({"requestContext": {"authorizer": {"iam": {"userArn": "arn"}}}}) is None
     with pytest.raises(InvalidInput) as missing:
         identity.caller_user_id(None, None)
     assert missing.value.field == "user_id"

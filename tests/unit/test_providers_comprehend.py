@@ -214,3 +214,14 @@ def test_each_request_is_counted_in_the_usage_with_its_characters(comprehend_stu
     # One billed request (the throttled attempt is not billed), its characters as sent.
     [row] = meter.rows()
     assert (row.kind, row.model, row.count.calls, row.count.characters) == ("pii", "comprehend", 1, 44)
+
+
+def test_a_lookalike_letter_does_not_hide_a_name_from_comprehend(comprehend_stub: tuple[Any, Stubber]) -> None:
+    """Comprehend reads the Latin form (a Cyrillic "а" in "Mаria" as "a"); accents of Latin letters
+    stay as written; the redaction replaces the characters the reader sees."""
+    client, stubber = comprehend_stub
+    text = "M\u0430ria Garc\u00eda likes tea"  # a Cyrillic a, a Latin i with an accent
+    seen = "Maria Garc\u00eda likes tea"
+    _respond(stubber, seen, [_entity(seen, "Maria Garc\u00eda", "NAME")])
+    result = redact(text, "redact", detectors=[ComprehendPiiDetector(client)])
+    assert result.text == "[NAME] likes tea"

@@ -31,7 +31,20 @@ def error_response(
 ) -> Response[Any]:
     from aws_lambda_powertools.event_handler import Response, content_types
 
-    body = ErrorBody(code=code, message=message, field=field, errors=errors, request_id=request_id)
+    # A message may quote the request (an unknown path, a field name from the body): a lone
+    # surrogate there would make the error itself fail to serialize, a 500 for a 404.
+    body = ErrorBody(
+        code=code,
+        message=_encodable(message),
+        field=None if field is None else _encodable(field),
+        errors=[
+            ErrorDetail(field=None if e.field is None else _encodable(e.field), message=_encodable(e.message))
+            for e in errors
+        ]
+        if errors
+        else errors,
+        request_id=request_id,
+    )
     all_headers = dict(headers or {})
     if status == HTTPStatus.SERVICE_UNAVAILABLE:
         all_headers.setdefault("Retry-After", str(RETRY_AFTER_S))
@@ -41,6 +54,11 @@ def error_response(
         body=body.model_dump_json(exclude_none=True),
         headers=all_headers,
     )
+
+
+def _encodable(text: str) -> str:
+    """``text`` with what UTF-8 cannot carry (lone surrogates) written as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def field_of(loc: Sequence[str | int]) -> str | None:

@@ -2,8 +2,10 @@
 
 API writes, edits, the SQS message's own memories, extracted facts and imported lines all pass
 here between validation and embedding (``AGENT_MEMORY_PII``), so neither the stored text, its
-metadata, its history nor its vector ever holds a removed value. The content and every string
-value of the metadata are redacted alike (the keys are names, not values: not scanned). A
+metadata, its history nor its vector ever holds a removed value. The content, every string
+value of the metadata and every key of it are redacted alike (a key is shown to every reader
+as much as a value is; a redacted key that meets another key of its object takes a number,
+"[EMAIL] 2", so no value is lost). A
 redacted memory keeps typed placeholders ("[EMAIL]") and records what was removed in its
 metadata under ``pii_redacted`` (counts by type, never values); in ``drop`` mode a memory
 holding such data is not stored at all.
@@ -112,19 +114,21 @@ class Redactor:
 
     def _redact(self, memories: Sequence[tuple[str | None, dict[str, Any] | None]]) -> list[RedactedFields]:
         texts: list[str] = []
-        owners: list[tuple[int, tuple[str | int, ...] | None]] = []  # (memory, metadata path; None: content)
+        # (memory, metadata path (None: the content), whether the text is the key at that path)
+        owners: list[tuple[int, tuple[str | int, ...] | None, bool]] = []
         for i, (content, metadata) in enumerate(memories):
             if content is not None:
                 texts.append(content)
-                owners.append((i, None))
-            for where, value in _strings(metadata or {}):
+                owners.append((i, None, False))
+            for where, value, is_key in _strings(metadata or {}):
                 if value.strip():
                     texts.append(value)
-                    owners.append((i, where))
+                    owners.append((i, where, is_key))
         results = redact_many(texts, self.policy, detectors=self.detectors) if texts else []
         outcomes = [RedactedFields(content, metadata) for content, metadata in memories]
         removed: list[Counter[str]] = [Counter() for _ in memories]
-        for (i, path), result in zip(owners, results, strict=True):
+        renames: list[list[tuple[tuple[str | int, ...], str]]] = [[] for _ in memories]
+        for (i, path, is_key), result in zip(owners, results, strict=True):
             outcome = outcomes[i]
             removed[i].update(result.removed)
             if result.dropped:
@@ -133,10 +137,16 @@ class Redactor:
             elif result.changed:
                 if path is None:
                     outcomes[i] = dataclasses.replace(outcome, content=result.text)
+                elif is_key:
+                    renames[i].append((path, result.text))
                 else:
                     outcomes[i] = dataclasses.replace(
                         outcome, metadata=_replaced(outcome.metadata or {}, path, result.text)
                     )
+        for i, memory_renames in enumerate(renames):
+            # Deepest first: renaming a key changes the paths below it, never those above.
+            for path, key in sorted(memory_renames, key=lambda r: -len(r[0])):
+                outcomes[i] = dataclasses.replace(outcomes[i], metadata=_renamed(outcomes[i].metadata or {}, path, key))
         return [dataclasses.replace(o, removed=dict(sorted(r.items()))) for o, r in zip(outcomes, removed, strict=True)]
 
 
@@ -157,17 +167,35 @@ def _own_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k != REDACTED_KEY}
 
 
-def _strings(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """Every string value inside ``value`` (keys are names, not values) with its path; the
-    models bound the depth."""
+def _strings(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
+    """Every string inside ``value`` with its path and whether it is a key (the key at that
+    path) or a value; the models bound the depth."""
     if isinstance(value, str):
-        yield path, value
+        yield path, value, False
     elif isinstance(value, dict):
         for key, child in value.items():
+            yield (*path, key), key, True
             yield from _strings(child, (*path, key))
     elif isinstance(value, list | tuple):
         for index, child in enumerate(value):
             yield from _strings(child, (*path, index))
+
+
+def _renamed(value: Any, path: tuple[str | int, ...], key: str) -> Any:
+    """A copy of ``value`` with the key at ``path`` renamed ``key`` (numbered when its object
+    already has that key), in the same place among its siblings."""
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        if rest:
+            return {**value, head: _renamed(value[head], rest, key)}
+        name, n = key, 1
+        while name in value and name != head:
+            n += 1
+            name = f"{key} {n}"
+        return {name if k == head else k: v for k, v in value.items()}
+    items = list(value)
+    items[head] = _renamed(items[head], rest, key)  # type: ignore[index]
+    return items
 
 
 def _replaced(value: Any, path: tuple[str | int, ...], text: str) -> Any:

@@ -78,7 +78,7 @@ def caller_identity(claims: Mapping[str, Any] | None, headers: Mapping[str, str]
     """
     requested = _header_id(headers, USER_HEADER, _user_id)
     project = _header_id(headers, PROJECT_HEADER, _project_id)
-    if claims:
+    if claims is not None:
         token_user_id(claims.get("sub"))  # a sub that breaks the user-id rules: 403 naming the claim
     try:
         user = caller_user_id(claims, requested)

@@ -105,8 +105,10 @@ class ToolRecallResult(RecallResult):
 M = TypeVar("M", bound=BaseModel)
 
 
-def defused(memory: MemoryRecord | RecalledMemory, model: type[M]) -> M:
-    """``memory`` as ``model`` with the block's defused text (one home: agent_memory.recall.block)."""
+def defused(memory: MemoryRecord | RecalledMemory | MemoryEvent, model: type[M]) -> M:
+    """``memory`` (or a recorded change of one) as ``model`` with the block's defused text (one
+    home: agent_memory.recall.block). Every tool result that carries memory text goes through
+    this: the model reads the whole result, not only the block."""
     text = defused_text(memory.content)
     values = {**dict(memory), "content": text, "content_defused": text != memory.content}
     return model.model_construct(**values)
@@ -117,9 +119,15 @@ class MemoryList(BaseModel):
     next_cursor: str | None = Field(description="Pass as cursor to get the next page; null on the last page.")
 
 
+class ToolMemoryEvent(MemoryEvent):
+    """A recorded change as a tool hands it to the model: the text it recorded, defused."""
+
+    content_defused: bool = Field(default=False, description=DEFUSED)
+
+
 class MemoryHistory(BaseModel):
     memory_id: uuid.UUID
-    events: list[MemoryEvent]
+    events: list[ToolMemoryEvent]
 
 
 class Forgotten(BaseModel):
@@ -450,7 +458,7 @@ class MemoryTools:
         ] = None,
         expires_at: Annotated[AwareDatetime | None, Field(description="A new ISO 8601 expiry date-time.")] = None,
         remove_expiry: Annotated[bool, Field(description="true: the memory no longer expires.")] = False,
-    ) -> MemoryRecord:
+    ) -> ToolMemory:
         who = self._who(ctx)
         given: dict[str, Any] = {
             k: v
@@ -477,7 +485,8 @@ class MemoryTools:
             changes = MemoryChanges(**given)
         except ValidationError as exc:
             raise invalid_arguments(exc) from exc
-        return await self._call(lambda s: s.update(memory_id, changes, user_id=who.user_id, source=MCP_SOURCE))
+        changed = await self._call(lambda s: s.update(memory_id, changes, user_id=who.user_id, source=MCP_SOURCE))
+        return defused(changed, ToolMemory)
 
     async def forget_memory(self, ctx: Context, memory_id: MemoryIdArg) -> Forgotten:
         who = self._who(ctx)
@@ -491,7 +500,7 @@ class MemoryTools:
         events = await self._call(lambda s: s.history(memory_id, user_id=who.user_id))
         if not events:
             raise tool_error(NotFound(f"no history for memory {memory_id} for this user"))
-        return MemoryHistory(memory_id=memory_id, events=events)
+        return MemoryHistory(memory_id=memory_id, events=[defused(e, ToolMemoryEvent) for e in events])
 
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)

@@ -17,10 +17,12 @@ with jitter, bounded attempts and budget), and every failure surfaces as a
 from __future__ import annotations
 
 import bisect
+import unicodedata
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from agent_memory.config import Settings
+from agent_memory.folding import Folded, fold_char
 from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding
 from agent_memory.providers.retry import Retryable, RetryPolicy
 from agent_memory.usage import record_usage
@@ -46,6 +48,22 @@ _RETRYABLE_CODES = frozenset(
         "ServiceUnavailableException",
     }
 )
+
+
+def latin_form(text: str) -> Folded:
+    """``text`` for a model of Latin-script languages (English, Spanish): every character that is
+    not ASCII nor a Latin letter in its detection form (:func:`agent_memory.folding.fold_char`:
+    Cyrillic or Greek lookalikes, digits of other scripts, invisible characters), Latin letters
+    with their accents kept ("Lucía" stays as written)."""
+    if text.isascii():
+        return Folded(text, len(text))
+    chars: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        kept = ch if ch.isascii() or (ch.isalpha() and "LATIN" in unicodedata.name(ch, "")) else fold_char(ch)
+        chars.append(kept)
+        origin.extend([i] * len(kept))
+    return Folded("".join(chars), len(text), tuple(origin))
 
 
 def _cut_point(text: str, start: int, end: int) -> int:
@@ -146,15 +164,23 @@ class ComprehendPiiDetector:
         return self._client
 
     def detect(self, text: str) -> list[Finding]:
+        """Findings in ``text``. Comprehend reads it with lookalike letters of other scripts folded
+        to the Latin ones they pass for (:func:`latin_form`: a Cyrillic "а" does not hide "Mаria"
+        from it), as the regex engine reads the detection form; the spans are of ``text`` as given."""
+        folded = latin_form(text)
         findings: list[Finding] = []
-        for offset, piece in chunks(text, self.max_text_bytes):
+        for offset, piece in chunks(folded.text, self.max_text_bytes):
             if not piece.strip():
                 continue
             for entity in self._call(piece):
                 finding = self._finding(entity, offset, len(piece))
                 if finding is not None:
                     findings.append(finding)
-        return findings
+        if folded.origin is None:
+            return findings
+        return [
+            f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True))) for f in findings
+        ]
 
     def detect_many(self, texts: Sequence[str]) -> list[list[Finding]]:
         """Findings per text, with the texts packed into as few requests as the size limit allows:

@@ -12,7 +12,7 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from agent_memory import __version__
 from agent_memory.config import Settings, get_settings
@@ -21,8 +21,8 @@ from agent_memory_contract.errors import (
     AgentMemoryError,
     InvalidInput,
 )
-from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, error_kind
-from agent_memory_contract.models import CATEGORIES, MemoryFilters, describe_errors
+from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_kind
+from agent_memory_contract.models import CATEGORIES, MemoryFilters, ProjectId, Source, UserId, describe_errors
 from agent_memory_contract.schemas import RecallRequest
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
@@ -270,10 +270,33 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+# The options that name a user, a project or a source, held to the rules the HTTP API holds
+# them to (a NUL, a control or invisible character, a lone surrogate from a command line that is
+# not UTF-8): exit 2 naming the option, never a database error.
+_ID_OPTIONS: dict[str, tuple[str, TypeAdapter[str]]] = {
+    "user": ("--user", TypeAdapter(UserId)),
+    "project": ("--project", TypeAdapter(ProjectId)),
+    "source": ("--source", TypeAdapter(Source)),
+    "by": ("--by", TypeAdapter(Source)),
+}
+
+
+def check_ids(args: argparse.Namespace) -> None:
+    """Each id option given, checked (and stripped) as the models check ids; InvalidInput naming it."""
+    for name, (option, adapter) in _ID_OPTIONS.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            try:
+                setattr(args, name, adapter.validate_python(value))
+            except ValidationError as exc:
+                raise InvalidInput(describe_errors(exc, option), field=option) from None
+
+
 def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
     try:
+        check_ids(args)
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)
         service = Memory(settings)
@@ -289,6 +312,9 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         return error_kind(exc).exit_code
     except BrokenPipeError:  # `agent-memory list | head`
         return EXIT_OK
+    except OSError as exc:  # a file named on the command line that cannot be read or written
+        print(f"agent-memory: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_USAGE
 
 
 def error_line(exc: AgentMemoryError) -> str:

@@ -22,6 +22,8 @@ from agent_memory_tools.cli.output import emit, parse_time
 def _json_arg(value: str, field: str) -> Any:
     try:
         return json.loads(value)
+    except RecursionError:
+        raise InvalidInput(f"--{field} is nested too deeply", field=field) from None
     except ValueError as exc:
         raise InvalidInput(f"--{field} is not JSON: {exc}", field=field) from exc
 
@@ -103,7 +105,9 @@ def cmd_export(service: Memory, args: argparse.Namespace) -> int:
 
 def _messages(path: str) -> list[tuple[int, str]]:
     """A file holding one JSON message (possibly over several lines), or JSON Lines of them."""
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    # Bytes that are not UTF-8 are kept as lone surrogates: the message holding them is refused
+    # alone (no text field takes one), not the whole file.
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8", errors="surrogateescape")
     stripped = text.strip()
     if stripped.startswith("{") and "\n" in stripped:
         try:

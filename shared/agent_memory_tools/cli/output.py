@@ -62,7 +62,9 @@ class Progress:
 
 def read_jsonl(path: str) -> Iterator[tuple[int, str]]:
     """(line number, text) of the non-blank lines of a file, or of stdin for '-'."""
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+    # Bytes that are not UTF-8 are kept as lone surrogates: the line holding them is refused alone
+    # (no text field takes one), and the lines around it are still read.
+    stream = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115
     try:
         for number, line in enumerate(stream, start=1):
             if line.strip():

@@ -216,7 +216,14 @@ def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 self._message(HTTPStatus.LENGTH_REQUIRED, "send a Content-Length (chunked bodies are not supported)")
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:  # what API Gateway answers a length that is not one
+                self.close_connection = True
+                self._message(HTTPStatus.BAD_REQUEST, "Content-Length is not a number of bytes")
+                return
             if length > MAX_BODY_BYTES:
                 self.close_connection = True
                 self._message(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Request Entity Too Large")
