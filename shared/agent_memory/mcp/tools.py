@@ -109,7 +109,8 @@ def defused(memory: MemoryRecord | RecalledMemory | MemoryEvent, model: type[M])
     """``memory`` (or a recorded change of one) as ``model`` with the block's defused text (one
     home: agent_memory.recall.block). Every tool result that carries memory text goes through
     this: the model reads the whole result, not only the block."""
-    text = defused_text(memory.content)
+    # A deleted memory's history keeps no text (None): nothing to defuse.
+    text = None if memory.content is None else defused_text(memory.content)
     values = {**dict(memory), "content": text, "content_defused": text != memory.content}
     return model.model_construct(**values)
 
