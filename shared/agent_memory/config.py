@@ -315,7 +315,19 @@ class Settings(BaseSettings):
         default=90.0, ge=0, description="`agent-memory purge` removes memories superseded longer ago than this."
     )
     near_duplicate_threshold: float = Field(
-        default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
+        default=0.95,
+        gt=0,
+        le=1.01,
+        description="Cosine above which a new memory that states the same fact (same values, names in the same "
+        "roles, same polarity) refreshes an existing one (>1 = off).",
+    )
+    same_attribute_threshold: float = Field(
+        default=0.5,
+        gt=0,
+        le=1.01,
+        description="Cosine above which a new memory that states an existing one's fact with another value in one "
+        "slot (an age, a date, a number, a place: 'is 31' -> 'is 32') supersedes it (>1 = off: kept as a second "
+        "memory).",
     )
 
     dense_min_memories: int = Field(

@@ -25,7 +25,7 @@ from agent_memory.embeddings import Embedder
 from agent_memory.extraction import ExtractedMemory, Extractor
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest.redaction import Redactor
-from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique
+from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique, fact_outcome
 from agent_memory.store import writes
 from agent_memory.store.rows import ExistingMemory, MemoryRow
 from agent_memory_contract.errors import InputTooLarge
@@ -116,7 +116,9 @@ def plan_conversation(
     updates = writes.Updates(project_id=message.project_id)
     if memories:
         vectors = embed_unique(embedder, [m.content for m in memories])
-        resolved = [FactUpdate()] * provided + resolve_updates(
+        # A client's memories may name what they replace (``supersedes``), as an extractor's "replaces".
+        given = [FactUpdate(replaces=tuple(m.supersedes)) for m in memories[:provided]]
+        resolved = given + resolve_updates(
             facts, vectors[provided:], list(shown), min_similarity=settings.supersede_min_similarity
         )
         rows, positions = build_rows(
@@ -142,6 +144,7 @@ def written_outcome(planned: ConversationWrite, written: writes.IngestWrite) -> 
     outcome.superseded = len(written.superseded)
     outcome.updates_ignored += len(written.stale)
     outcome.ids = [written.outcomes[p].id for p in planned.positions]
+    outcome.facts = [fact_outcome(written.outcomes[p]) for p in planned.positions]
     return outcome
 
 

@@ -20,17 +20,20 @@ from agent_memory_contract.errors import InvalidInput
 _RESTORE = """
 INSERT INTO user_memories AS m (id, user_id, project_id, content, content_hash, category, source, is_evergreen,
                                 embedding, created_at, updated_at, expires_at, superseded_at, superseded_by, metadata,
-                                injection)
+                                injection, valid_from, valid_until)
 SELECT t.id, t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen, t.embedding,
        COALESCE(t.created_at, now()), COALESCE(t.updated_at, t.created_at, now()), t.expires_at,
-       t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ',')
+       t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ','),
+       COALESCE(t.valid_from, t.created_at, now()), COALESCE(t.valid_until, t.superseded_at)
 FROM unnest(%(ids)s::uuid[], %(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[],
             %(hashes)s::bytea[], %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[],
             %(embeddings)b::vector[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
             %(expires)s::timestamptz[], %(superseded_at)s::timestamptz[], %(superseded_by)s::uuid[],
-            %(metadata)s::jsonb[], %(injection)s::text[])
+            %(metadata)s::jsonb[], %(injection)s::text[], %(valid_from)s::timestamptz[],
+            %(valid_until)s::timestamptz[])
      AS t(id, user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
-          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection)
+          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection, valid_from,
+          valid_until)
 ON CONFLICT DO NOTHING
 RETURNING m.id
 """
@@ -50,6 +53,7 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
         "updated": [r.updated_at for r in rows],
         "superseded_at": [r.superseded_at for r in rows],
         "superseded_by": [r.superseded_by for r in rows],
+        "valid_until": [r.valid_until for r in rows],
     }
 
 
