@@ -183,7 +183,12 @@ def export_memories(
 ) -> ExportPage:
     owner = caller_user_id(_claims(), user_id)
     return get_service().export(
-        user_id=owner, history=history, limit=limit, cursor=cursor, consistency=consistency, as_of=schemas.as_of_param(as_of)
+        user_id=owner,
+        history=history,
+        limit=limit,
+        cursor=cursor,
+        consistency=consistency,
+        as_of=schemas.as_of_param(as_of),
     )
 
 

@@ -22,48 +22,51 @@ import functools
 import re
 import unicodedata
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 _TOKEN = re.compile(r"\w+(?:[.,:/'’-]\w+)*")
 
 # Function words: they carry no role, value or polarity (negations are not among them).
-_STOPWORDS = frozenset(
+_STOPWORDS = _words(
     """a an the of to in on at by for from with about as into over under after before between and or but
     is are was were be been being am do does did has have had will would shall should can could may might must
     this that these those there here it its it's he she they them his her their hers theirs we us our i me my
     you your yours who whom whose which what when where why how than then so also very really just
-    user user's users""".split()
+    user user's users"""
 )
-_NEGATIONS = frozenset("not no never none nobody nothing nowhere neither nor cannot without n't".split())
-_NUMBER_WORDS = frozenset(
+_NEGATIONS = _words("not no never none nobody nothing nowhere neither nor cannot without n't")
+_NUMBER_WORDS = _words(
     """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
     seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million
     billion dozen half once twice thrice first second third fourth fifth sixth seventh eighth ninth tenth
-    eleventh twelfth twentieth both several few many""".split()
+    eleventh twelfth twentieth both several few many"""
 )
-_TIME_WORDS = frozenset(
+_TIME_WORDS = _words(
     """january february march april may june july august september october november december jan feb mar apr
     jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday today tomorrow
-    yesterday tonight morning afternoon evening night weekend spring summer autumn fall winter""".split()
+    yesterday tonight morning afternoon evening night weekend spring summer autumn fall winter"""
 )
-_UNIT_WORDS = frozenset(
+_UNIT_WORDS = _words(
     """year years month months week weeks day days hour hours minute minutes second seconds decade decades
     century percent euro euros dollar dollars pound pounds yen cent cents usd eur gbp km kilometre kilometres
     kilometer kilometers mile miles metre metres meter meters kg kilo kilos kilogram kilograms gram grams lb
-    lbs litre litres liter liters cm mm inch inches foot feet gb mb tb""".split()
+    lbs litre litres liter liters cm mm inch inches foot feet gb mb tb"""
 )
-_COLOUR_WORDS = frozenset(
-    "red orange yellow green blue purple violet pink brown black white grey gray silver gold beige".split()
-)
+_COLOUR_WORDS = _words("red orange yellow green blue purple violet pink brown black white grey gray silver gold beige")
 _VALUE_WORDS = _NUMBER_WORDS | _TIME_WORDS | _UNIT_WORDS | _COLOUR_WORDS
 _CURRENCY = re.compile(r"[$€£¥]")
 # Statements of something that happened: a second one with another value is another event,
 # not an update of the first.
-_EVENT_VERBS = frozenset(
+_EVENT_VERBS = _words(
     """went met saw bought ate took made got gave ran flew came left wrote read sent won lost built began
-    attended visited travelled traveled watched played adopted started finished joined bought sold""".split()
+    attended visited travelled traveled watched played adopted started finished joined bought sold"""
 )
 # Past participles that state a lasting attribute ("is married to", "is based in"), not an event.
-_STATE_PARTICIPLES = frozenset(
-    "married named called based located employed interested engaged allergic scheduled retired divorced".split()
+_STATE_PARTICIPLES = _words(
+    "married named called based located employed interested engaged allergic scheduled retired divorced"
 )
 
 

@@ -30,7 +30,9 @@ class Scope:
 def scope_filter(scope: Scope) -> sql.Composable:
     """The WHERE clause that limits a statement to the scope (parameters user_id, project_id, now,
     and the filters' f_*)."""
-    where = scope_sql(scope.project_id is not None, scope.include_inactive, scope.now is not None, scope.as_of is not None)
+    where = scope_sql(
+        scope.project_id is not None, scope.include_inactive, scope.now is not None, scope.as_of is not None
+    )
     return sql.SQL(where + filters_sql(filter_shape(scope.filters)))
 
 

@@ -334,9 +334,9 @@ def _supersede_updated(
     done = supersede_memories(conn, user_id, pairs)
     by_new: dict[uuid.UUID, list[uuid.UUID]] = {}
     closed_by: dict[uuid.UUID, uuid.UUID] = {}
-    for old, new in done:
-        by_new.setdefault(new, []).append(old)
-        closed_by[old] = new
+    for closed, by in done:
+        by_new.setdefault(by, []).append(closed)
+        closed_by[closed] = by
     for i in updates:
         outcome = outcomes[i]
         outcomes[i] = dataclasses.replace(
@@ -617,7 +617,9 @@ def _refresh_near_duplicates(
         if same:
             matches[i] = same[0].id
             continue
-        olds = [n for n in neighbours if update is not None and n.similarity >= update and updated_value(n.content, text)]
+        olds = [
+            n for n in neighbours if update is not None and n.similarity >= update and updated_value(n.content, text)
+        ]
         if olds:
             updates[i] = olds
     _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
