@@ -130,7 +130,10 @@ def plan_conversation(
             observed_at=message.ended_at or observed_at,
             user_wide=[u.user_wide for u in resolved],
         )
-        updates = _updates_by_row(resolved, positions, project_id=message.project_id)
+        judged = (
+            frozenset(positions[provided:]) if extractor is not None and extractor.updates_existing else frozenset()
+        )
+        updates = _updates_by_row(resolved, positions, project_id=message.project_id, judged=judged)
         outcome.updates_ignored = sum(u.ignored for u in resolved)
     return ConversationWrite(message_digest(message), rows, positions, updates, outcome)
 
@@ -149,7 +152,11 @@ def written_outcome(planned: ConversationWrite, written: writes.IngestWrite) -> 
 
 
 def _updates_by_row(
-    resolved: Sequence[FactUpdate], positions: Sequence[int], *, project_id: str | None
+    resolved: Sequence[FactUpdate],
+    positions: Sequence[int],
+    *,
+    project_id: str | None,
+    judged: frozenset[int] = frozenset(),
 ) -> writes.Updates:
     """Per-memory updates keyed by row (memories that folded into one row share it: first wins)."""
     restates: dict[int, uuid.UUID] = {}
@@ -160,4 +167,4 @@ def _updates_by_row(
         if update.replaces:
             targets = replaces.setdefault(row, [])
             targets.extend(t for t in update.replaces if t not in targets)
-    return writes.Updates(restates=restates, replaces=replaces, project_id=project_id)
+    return writes.Updates(restates=restates, replaces=replaces, project_id=project_id, judged=judged)

@@ -286,9 +286,11 @@ def _write_rows(
     exact_only: Collection[int],
     *,
     update_threshold: float | None = None,
+    judged: Collection[int] = (),
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
-    recording each row's outcome by index; the (old, new) supersessions of updated values."""
+    recording each row's outcome by index; the (old, new) supersessions of updated values
+    (never for the ``judged`` rows)."""
     to_insert = indexes
     updates: dict[int, list[_Neighbour]] = {}
     thresholds = [t for t in (near_duplicate_threshold, update_threshold) if t is not None and t <= 1.0]
@@ -298,6 +300,7 @@ def _write_rows(
             updates = _refresh_near_duplicates(
                 conn, user_id, rows, near, near_duplicate_threshold, outcomes, update_threshold=update_threshold
             )
+            updates = {i: olds for i, olds in updates.items() if i not in judged}
         to_insert = [i for i in indexes if i not in outcomes]
     if to_insert:
         batch = [rows[i] for i in to_insert]
@@ -426,6 +429,9 @@ class Updates:
     restates: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
     replaces: Mapping[int, Sequence[uuid.UUID]] = dataclasses.field(default_factory=dict)
     project_id: str | None = None
+    # Rows an LLM extractor already judged (restates, replaces or new): the same-attribute rule
+    # does not second-guess it.
+    judged: frozenset[int] = frozenset()
 
     @property
     def targets(self) -> set[uuid.UUID]:
@@ -501,7 +507,15 @@ def ingest_message(
         # A fact that replaces a memory must not fold into it as a near-duplicate.
         exact_only = {i for i in rest if replaces.get(i)}
         updated = _write_rows(
-            conn, user_id, rows, rest, outcomes, near_duplicate_threshold, exact_only, update_threshold=update_threshold
+            conn,
+            user_id,
+            rows,
+            rest,
+            outcomes,
+            near_duplicate_threshold,
+            exact_only,
+            update_threshold=update_threshold,
+            judged=updates.judged,
         )
         pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
         replaced = supersede_memories(conn, user_id, pairs)
