@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from mcp import Client
 
 from agent_memory.config import Settings
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from agent_memory.service import Memory, get_service
+from agent_memory.store.migrate import _apply, available_migrations
 from agent_memory_client import AsyncMemoryClient, MemoryClient
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ConversationEnded, NewMemory
@@ -195,6 +197,30 @@ def test_import_lines_keep_their_valid_time(service: Memory) -> None:
     assert back["The user is 32 years old"].valid_from == JUNE
     with pytest.raises(ValueError, match="cannot supersede"):
         type(lines[0]).model_validate({**lines[0].model_dump(), "supersedes": [str(uuid.uuid4())]})
+
+
+def test_migration_0011_dates_existing_memories_by_when_they_were_stated(blank_database_url: str) -> None:
+    settings = Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False)
+    service = Memory(settings)
+    vector = "[" + ",".join(["0.05"] * 384) + "]"
+    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+        before = [m for m in available_migrations() if m.version < 11]
+        _apply(conn, before, dimension=384, fingerprint=service.admin.embedder.fingerprint)
+        old, new = uuid.uuid4(), uuid.uuid4()
+        for memory_id, text, at, superseded in ((old, "a", MARCH, JUNE), (new, "b", JUNE, None)):
+            conn.execute(
+                "INSERT INTO user_memories (id, user_id, content, content_hash, embedding, created_at, superseded_at,"
+                " superseded_by) VALUES (%s, %s, %s, %s, %s::vector, %s, %s, %s)",
+                [memory_id, USER, text, text.encode(), vector, at, superseded, new if superseded else None],
+            )
+    try:
+        assert service.admin.migrate().applied == ["0011_valid_time"]
+        everything = {m.id: m for m in service.list(user_id=USER, include_inactive=True).memories}
+        assert (everything[old].valid_from, everything[old].valid_until) == (MARCH, JUNE)
+        assert (everything[new].valid_from, everything[new].valid_until) == (JUNE, None)
+        assert [m.id for m in service.list(user_id=USER, as_of=MARCH + dt.timedelta(days=1)).memories] == [old]
+    finally:
+        service.close()
 
 
 # ---- the queue ---------------------------------------------------------------------------------
