@@ -219,8 +219,19 @@ def add(
     supersedes: Sequence[uuid.UUID | str] = (),
     valid_from: dt.datetime | None = None,
 ) -> Call[StoredIds]:
+    # Given for the whole call, they apply to every memory that does not set its own.
     given = without_none(supersedes=[str(i) for i in supersedes] or None, valid_from=valid_from)
-    items = [{"content": m, **given} if isinstance(m, str) else m for m in memories]
+    items: list[Any] = []
+    for m in memories:
+        if isinstance(m, str):
+            item: Any = {"content": m}
+        elif isinstance(m, NewMemory):
+            item = m.model_dump(mode="json", exclude_unset=True) if given else m
+        else:
+            item = dict(m)
+        if given:
+            item = {**given, **item}
+        items.append(item)
     body = without_none(user_id=user_id, project_id=project_id, memories=items)
     return Call("POST", "/memories", parser(StoredIds), body=body)
 
