@@ -70,6 +70,15 @@ _STATE_PARTICIPLES = _words(
 )
 
 
+# A name or place is one value of the statement only with one of these around it: someone lives
+# in one place and works at one employer at a time, but may be the parent of, own, speak or visit
+# several (another name there is another fact).
+_SINGLE_VALUED = _words(
+    """lives live living located based currently works work working employer employed married name named
+    called birthday born hometown favourite favorite age deadline capital headquartered"""
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Token:
     word: str  # casefolded, apostrophes unified
@@ -130,7 +139,8 @@ def same_fact(a: str, b: str) -> bool:
 def updated_value(old: str, new: str) -> bool:
     """Whether ``new`` restates ``old`` with another value in one slot (an age, a date, a number, a
     place or name): the same words around it, one contiguous span changed, made of values or
-    names only. Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify."""
+    names only (a name only where the statement holds one at a time: "lives in", "works at").
+    Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify."""
     to, tn = _tokens(old), _tokens(new)
     wo, wn = [t.word for t in to], [t.word for t in tn]
     if wo == wn:
@@ -149,5 +159,8 @@ def updated_value(old: str, new: str) -> bool:
     if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
         return False
     if any(w in _NEGATIONS for w in frame):
+        return False
+    # ... and the name is what the statement says of its subject (after the cue), not the subject.
+    if any(w in names and not _is_value(w) for w in span) and not any(w in _SINGLE_VALUED for w in wo[:i1]):
         return False
     return not any(w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame)

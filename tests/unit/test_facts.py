@@ -140,6 +140,9 @@ def test_another_value_in_one_slot_is_an_update(old: str, new: str) -> None:
         ("The user lives in Paris", "The user's sister lives in Berlin"),  # two changes
         ("Paris", "Berlin"),  # nothing around the value
         ("The user likes tea", "The user likes coffee"),  # not a value or a name
+        ("Ulla is the parent of Adra", "Ulla is the parent of Okin"),  # several children: another fact
+        ("The user speaks Portuguese", "The user speaks Spanish"),
+        ("Lysa is married to Zane", "Adra is married to Zane"),  # another subject: another fact
     ],
 )
 def test_other_changes_are_not_updates(old: str, new: str) -> None:
