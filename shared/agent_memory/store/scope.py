@@ -48,8 +48,8 @@ def scope_sql(has_project: bool, include_inactive: bool, as_of: bool, valid_at: 
         parts.append("(valid_until IS NULL OR valid_until > %(valid_at)s)")
         parts.append("(expires_at IS NULL OR expires_at > %(valid_at)s)")
     elif not include_inactive:
-        # As of a time (``now``): what was current then, so also what was superseded later.
-        parts.append("(superseded_at IS NULL OR superseded_at > %(now)s)" if as_of else "superseded_at IS NULL")
+        # As of a time (``now``): also what a later correction superseded, while it was still true.
+        parts.append("(superseded_at IS NULL OR valid_until > %(now)s)" if as_of else "superseded_at IS NULL")
         parts.append(f"(expires_at IS NULL OR expires_at > {'%(now)s' if as_of else 'now()'})")
     if as_of:
         parts.append("created_at <= %(now)s")
