@@ -101,7 +101,7 @@ WHERE 1 - n.distance >= %(threshold)s
 ORDER BY i.ord, n.distance
 """
 # Neighbours read per new row: a handful is enough (the same fact or slot scores near the top).
-_NEIGHBOURS = 4
+_NEIGHBOURS = 8
 
 # A restatement (near duplicate, or what the LLM marked as one): fresher, and it may bring an
 # expiry (as the upsert's conflict branch does for exact duplicates).
