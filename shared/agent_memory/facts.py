@@ -79,6 +79,12 @@ _SINGLE_VALUED = _words(
 )
 
 
+# A statement says something of its subject through a verb; a bare label ("fact number 3") or a
+# number that names a thing ("ticket number 12", "room 4") is no value of an attribute.
+_VERBS = _words("is are was were am be has have had holds costs weighs measures")
+_LABELS = _words("number no id ticket order room item version issue step chapter page line level floor table")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Token:
     word: str  # casefolded, apostrophes unified
@@ -159,6 +165,10 @@ def updated_value(old: str, new: str) -> bool:
     if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
         return False
     if any(w in _NEGATIONS for w in frame):
+        return False
+    if i1 > 0 and wo[i1 - 1] in _LABELS:
+        return False
+    if not any(w in _VERBS or w in _SINGLE_VALUED or (w.endswith("s") and not _is_value(w)) for w in frame):
         return False
     # ... and the name is what the statement says of its subject (after the cue), not the subject.
     if any(w in names and not _is_value(w) for w in span) and not any(w in _SINGLE_VALUED for w in wo[:i1]):

@@ -143,6 +143,8 @@ def test_another_value_in_one_slot_is_an_update(old: str, new: str) -> None:
         ("Ulla is the parent of Adra", "Ulla is the parent of Okin"),  # several children: another fact
         ("The user speaks Portuguese", "The user speaks Spanish"),
         ("Lysa is married to Zane", "Adra is married to Zane"),  # another subject: another fact
+        ("Fact number 0", "Fact number 60"),  # a label, no statement
+        ("Ticket number 12 is open", "Ticket number 13 is open"),  # a number that names a thing
     ],
 )
 def test_other_changes_are_not_updates(old: str, new: str) -> None:
