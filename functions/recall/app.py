@@ -108,6 +108,7 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
         plan=plan,
         filters=request.filters,
         consistency=request.consistency,
+        as_of=request.as_of,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
@@ -162,6 +163,7 @@ def list_memories(
     created_after: Annotated[str | None, Query(max_length=64, description="Created at or after (ISO 8601).")] = None,
     created_before: Annotated[str | None, Query(max_length=64, description="Created before (ISO 8601).")] = None,
     consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
+    as_of: Annotated[str | None, Query(max_length=64, description=schemas.AS_OF_HELP)] = None,
 ) -> MemoryPage:
     owner = caller_user_id(_claims(), user_id)
     filters = schemas.list_filters(categories, metadata, created_after, created_before)
@@ -173,6 +175,7 @@ def list_memories(
         include_inactive=include_inactive,
         filters=filters,
         consistency=consistency,
+        as_of=schemas.as_of_param(as_of),
     )
 
 
@@ -187,9 +190,17 @@ def export_memories(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
+    as_of: Annotated[str | None, Query(max_length=64, description=schemas.AS_OF_HELP)] = None,
 ) -> ExportPage:
     owner = caller_user_id(_claims(), user_id)
-    return get_service().export(user_id=owner, history=history, limit=limit, cursor=cursor, consistency=consistency)
+    return get_service().export(
+        user_id=owner,
+        history=history,
+        limit=limit,
+        cursor=cursor,
+        consistency=consistency,
+        as_of=schemas.as_of_param(as_of),
+    )
 
 
 @app.get(

@@ -322,7 +322,21 @@ class Settings(BaseSettings):
         default=90.0, ge=0, description="`agent-memory purge` removes memories superseded longer ago than this."
     )
     near_duplicate_threshold: float = Field(
-        default=0.95, gt=0, le=1.01, description="Cosine above which a new memory refreshes an existing one (>1 = off)."
+        default=0.95,
+        gt=0,
+        le=1.01,
+        description="Cosine above which a new memory that states the same fact (same values, names in the same "
+        "roles, same polarity) refreshes an existing one (>1 = off).",
+    )
+    same_attribute_threshold: float = Field(
+        # Only bounds which neighbours the text check (agent_memory.facts.updated_value) reads:
+        # on all-MiniLM-L6-v2 "works at Umbrella" / "works at Wayne" score 0.41.
+        default=0.3,
+        gt=0,
+        le=1.01,
+        description="Cosine above which a new memory that states an existing one's fact with another value in one "
+        "slot (an age, a date, a number, a place: 'is 31' -> 'is 32') supersedes it (>1 = off: kept as a second "
+        "memory).",
     )
 
     dense_min_memories: int = Field(

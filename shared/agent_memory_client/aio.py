@@ -68,6 +68,7 @@ class AsyncMemoryClient:
         filters: Filters = None,
         consistency: Consistency | None = None,
         include_inactive: bool = False,
+        as_of: dt.datetime | None = None,
     ) -> RecallResult:
         return await self._run(
             calls.recall(
@@ -80,6 +81,7 @@ class AsyncMemoryClient:
                 filters=filters,
                 consistency=consistency,
                 include_inactive=include_inactive,
+                as_of=as_of,
             )
         )
 
@@ -89,8 +91,12 @@ class AsyncMemoryClient:
         *,
         user_id: str | None = None,
         project_id: str | None = None,
+        supersedes: Sequence[uuid.UUID | str] = (),
+        valid_from: dt.datetime | None = None,
     ) -> StoredIds:
-        return await self._run(calls.add(memories, user_id=user_id, project_id=project_id))
+        return await self._run(
+            calls.add(memories, user_id=user_id, project_id=project_id, supersedes=supersedes, valid_from=valid_from)
+        )
 
     async def add_messages(
         self,
@@ -123,6 +129,7 @@ class AsyncMemoryClient:
         include_inactive: bool = False,
         filters: Filters = None,
         consistency: Consistency | None = None,
+        as_of: dt.datetime | None = None,
     ) -> MemoryList:
         call = calls.list_memories(
             user_id=user_id,
@@ -132,6 +139,7 @@ class AsyncMemoryClient:
             include_inactive=include_inactive,
             filters=filters,
             consistency=consistency,
+            as_of=as_of,
         )
         page = await self._run(call)
         return MemoryList(page.memories, page.next_cursor)
@@ -189,12 +197,18 @@ class AsyncMemoryClient:
         history: bool = False,
         page_size: int | None = None,
         consistency: Consistency | None = None,
+        as_of: dt.datetime | None = None,
     ) -> AsyncIterator[ImportLine]:
         cursor: str | None = None
         while True:
             page = await self._run(
                 calls.export_page(
-                    user_id=user_id, history=history, cursor=cursor, limit=page_size, consistency=consistency
+                    user_id=user_id,
+                    history=history,
+                    cursor=cursor,
+                    limit=page_size,
+                    consistency=consistency,
+                    as_of=as_of,
                 )
             )
             for line in page.lines:

@@ -206,6 +206,7 @@ def recall(
     filters: MemoryFilters | Mapping[str, Any] | None,
     consistency: Consistency | None = None,
     include_inactive: bool = False,
+    as_of: dt.datetime | None = None,
 ) -> Call[RecallResult]:
     body = without_none(
         user_id=user_id,
@@ -217,14 +218,32 @@ def recall(
         filters=_filters(filters),
         consistency=consistency,
         include_inactive=True if include_inactive else None,
+        as_of=as_of,
     )
     return Call("POST", "/recall", parser(RecallResult), body=body)
 
 
 def add(
-    memories: Sequence[str | Mapping[str, Any] | NewMemory], *, user_id: str | None, project_id: str | None
+    memories: Sequence[str | Mapping[str, Any] | NewMemory],
+    *,
+    user_id: str | None,
+    project_id: str | None,
+    supersedes: Sequence[uuid.UUID | str] = (),
+    valid_from: dt.datetime | None = None,
 ) -> Call[StoredIds]:
-    items = [{"content": m} if isinstance(m, str) else m for m in memories]
+    # Given for the whole call, they apply to every memory that does not set its own.
+    given = without_none(supersedes=[str(i) for i in supersedes] or None, valid_from=valid_from)
+    items: list[Any] = []
+    for m in memories:
+        if isinstance(m, str):
+            item: Any = {"content": m}
+        elif isinstance(m, NewMemory):
+            item = m.model_dump(mode="json", exclude_unset=True) if given else m
+        else:
+            item = dict(m)
+        if given:
+            item = {**given, **item}
+        items.append(item)
     body = without_none(user_id=user_id, project_id=project_id, memories=items)
     return Call("POST", "/memories", parser(StoredIds), body=body)
 
@@ -238,6 +257,7 @@ def list_memories(
     include_inactive: bool,
     filters: MemoryFilters | Mapping[str, Any] | None,
     consistency: Consistency | None = None,
+    as_of: dt.datetime | None = None,
 ) -> Call[MemoryPage]:
     params = without_none(
         user_id=user_id,
@@ -246,6 +266,7 @@ def list_memories(
         cursor=cursor,
         include_inactive="true" if include_inactive else None,
         consistency=consistency,
+        as_of=as_of.isoformat() if as_of is not None else None,
     )
     return Call("GET", "/memories", parser(MemoryPage), params={**params, **_filter_params(filters)})
 
@@ -303,9 +324,15 @@ def export_page(
     cursor: str | None,
     limit: int | None,
     consistency: Consistency | None = None,
+    as_of: dt.datetime | None = None,
 ) -> Call[ExportPage]:
     params = without_none(
-        user_id=user_id, history="true" if history else None, cursor=cursor, limit=limit, consistency=consistency
+        user_id=user_id,
+        history="true" if history else None,
+        cursor=cursor,
+        limit=limit,
+        consistency=consistency,
+        as_of=as_of.isoformat() if as_of is not None else None,
     )
     return Call("GET", "/memories/export", parser(ExportPage), params=params)
 

@@ -107,6 +107,7 @@ class MemoryClient:
         filters: Filters = None,
         consistency: Consistency | None = None,
         include_inactive: bool = False,
+        as_of: dt.datetime | None = None,
     ) -> RecallResult:
         """The memories relevant to ``query`` (or to the latest user message of ``messages``),
         among those matching ``filters``, and the ``[RUSH_MEMORY]`` block for the system prompt.
@@ -124,6 +125,7 @@ class MemoryClient:
                 filters=filters,
                 consistency=consistency,
                 include_inactive=include_inactive,
+                as_of=as_of,
             )
         )
 
@@ -133,9 +135,15 @@ class MemoryClient:
         *,
         user_id: str | None = None,
         project_id: str | None = None,
+        supersedes: Sequence[uuid.UUID | str] = (),
+        valid_from: dt.datetime | None = None,
     ) -> StoredIds:
-        """Store facts now (no LLM); ids come back in input order. A plain string is a ``fact``."""
-        return self._run(calls.add(memories, user_id=user_id, project_id=project_id))
+        """Store facts now (no LLM); ids come back in input order, and per fact what happened
+        (created, refreshed into an existing memory, memories superseded). A plain string is a
+        ``fact``; ``supersedes`` and ``valid_from`` apply to the plain strings."""
+        return self._run(
+            calls.add(memories, user_id=user_id, project_id=project_id, supersedes=supersedes, valid_from=valid_from)
+        )
 
     def add_messages(
         self,
@@ -171,6 +179,7 @@ class MemoryClient:
         include_inactive: bool = False,
         filters: Filters = None,
         consistency: Consistency | None = None,
+        as_of: dt.datetime | None = None,
     ) -> MemoryList:
         """One page of the user's memories, newest first; iterate it. ``next_cursor`` fetches the next."""
         call = calls.list_memories(
@@ -181,6 +190,7 @@ class MemoryClient:
             include_inactive=include_inactive,
             filters=filters,
             consistency=consistency,
+            as_of=as_of,
         )
         page = self._run(call)
         return MemoryList(page.memories, page.next_cursor)
@@ -248,6 +258,7 @@ class MemoryClient:
         history: bool = False,
         page_size: int | None = None,
         consistency: Consistency | None = None,
+        as_of: dt.datetime | None = None,
     ) -> Iterator[ImportLine]:
         """Everything the user has, as import lines (``agent-memory import`` restores them), page
         after page; with ``history``, each with its memory's recorded changes."""
@@ -255,7 +266,12 @@ class MemoryClient:
         def fetch(cursor: str | None) -> tuple[list[ImportLine], str | None]:
             page = self._run(
                 calls.export_page(
-                    user_id=user_id, history=history, cursor=cursor, limit=page_size, consistency=consistency
+                    user_id=user_id,
+                    history=history,
+                    cursor=cursor,
+                    limit=page_size,
+                    consistency=consistency,
+                    as_of=as_of,
                 )
             )
             return page.lines, page.next_cursor

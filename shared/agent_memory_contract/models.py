@@ -51,6 +51,7 @@ MAX_PAGE = 500
 DEFAULT_PAGE = 100
 MAX_CURSOR_CHARS = 512
 MAX_HISTORY = 10_000
+MAX_SUPERSEDES = 100
 
 
 def describe_errors(exc: ValidationError, whole: str = "value") -> str:
@@ -228,6 +229,17 @@ class NewMemory(WireModel):
     metadata: WrittenMetadata = Field(default_factory=dict)
     created_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
+    valid_from: AwareDatetime | None = Field(
+        default=None,
+        description="When the fact became true (ISO 8601); default: when it was stated (created_at, else now). "
+        "Recall, list and export `as_of` read it.",
+    )
+    supersedes: list[uuid.UUID] = Field(
+        default_factory=list,
+        max_length=MAX_SUPERSEDES,
+        description="Ids of the user's memories this fact replaces (a correction): they leave current recall and "
+        "stay in history, valid until this fact's valid_from.",
+    )
 
 
 class ImportLine(NewMemory):
@@ -247,7 +259,16 @@ class ImportLine(NewMemory):
     superseded_at: AwareDatetime | None = None
     superseded_by: uuid.UUID | None = None
     write_id: WriteId = None
+    valid_until: AwareDatetime | None = None
     history: list[MemoryEvent] | None = None
+
+    @field_validator("supersedes")
+    @classmethod
+    def _no_supersedes(cls, value: list[uuid.UUID]) -> list[uuid.UUID]:
+        # An import restores memories as they were (superseded_by); replacing is a write's (POST /memories).
+        if value:
+            raise ValueError("an import line cannot supersede; restore superseded_by, or use POST /memories")
+        return value
 
 
 INJECTION_DESCRIPTION = (
@@ -275,6 +296,10 @@ class MemoryRecord(WireModel):
     metadata: StoredMetadata = Field(default_factory=dict)
     injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
     write_id: WriteId = None
+    valid_from: dt.datetime | None = Field(default=None, description="When the fact became true.")
+    valid_until: dt.datetime | None = Field(
+        default=None, description="When it stopped being true (superseded by superseded_by); null: still true."
+    )
 
 
 def _not_null(value: Any, info: ValidationInfo) -> Any:
@@ -388,10 +413,33 @@ class RecallQuery(WireModel):
     now: AwareDatetime | None = None
     limit: int | None = None
     filters: MemoryFilters | None = None
+    as_of: AwareDatetime | None = None
+
+
+class FactOutcome(WireModel):
+    """What a write did with one fact: stored as a new memory (``created``), or folded into the
+    existing memory ``id`` that states the same fact (``refreshed``); and the memories it superseded."""
+
+    id: uuid.UUID = Field(description="The memory holding the fact (refreshed: the existing one it went into).")
+    action: Literal["created", "refreshed"]
+    refreshed_as: Literal["exact_duplicate", "near_duplicate", "restated"] | None = Field(
+        default=None,
+        description="Why it was refreshed: the same text, the same fact worded otherwise, or an extractor's "
+        "'restates'.",
+    )
+    superseded: list[uuid.UUID] = Field(
+        default_factory=list, description="Memories this fact replaced: closed (valid_until) and kept in history."
+    )
+    superseded_by: uuid.UUID | None = Field(
+        default=None,
+        description="Set when the fact was true before a stored version of it (valid_from): it is kept as history, "
+        "superseded at once by that memory.",
+    )
 
 
 class StoredIds(WireModel):
-    """What a write returns: the ids in input order, and which of them were new rows.
+    """What a write returns: the ids in input order, and which of them were new rows; per fact
+    (``facts``, input order) what happened to it.
 
     With AGENT_MEMORY_PII, ``pii_dropped`` lists the input positions not stored because they held
     personal data in a category set to drop; ``ids`` then holds the stored ones, still in order.
@@ -403,6 +451,8 @@ class StoredIds(WireModel):
     pii_redacted: int = 0
     pii_dropped: list[int] = Field(default_factory=list)
     write_id: WriteId = None
+    superseded: int = 0
+    facts: list[FactOutcome] = Field(default_factory=list)
 
 
 class MemoryEvent(WireModel):
@@ -506,6 +556,7 @@ class IngestOutcome(WireModel):
     superseded: int = 0  # existing memories marked as replaced by this message's memories
     updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
     ids: list[uuid.UUID] = Field(default_factory=list)
+    facts: list[FactOutcome] = Field(default_factory=list)  # per stored memory (ids' order), what happened
     pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (AGENT_MEMORY_PII)
     pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
     write_id: WriteId = None
@@ -538,6 +589,9 @@ def export_line(memory: MemoryRecord, history: list[MemoryEvent] | None = None) 
         superseded_at=memory.superseded_at,
         superseded_by=memory.superseded_by,
         write_id=memory.write_id,
+        valid_from=memory.valid_from,
+        valid_until=memory.valid_until,
+        supersedes=[],
         history=history,
     )
 

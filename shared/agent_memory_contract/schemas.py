@@ -75,6 +75,12 @@ CONSISTENCY_HELP = (
 )
 
 
+AS_OF_HELP = (
+    "Valid time (ISO 8601): what was true at this time, superseded versions included while they held; "
+    "omit for what is true now."
+)
+
+
 class RecallRequest(WireModel):
     """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
 
@@ -98,6 +104,7 @@ class RecallRequest(WireModel):
         default=None, description="Recall among the memories that match these only (all conditions hold)."
     )
     consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+    as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
 
     def query_text(self) -> str:
         """The query to use; InvalidInput naming the field when there is none or two."""
@@ -128,6 +135,7 @@ class ListRequest(WireModel):
     include_inactive: bool = Field(default=False, description="Also superseded and expired memories.")
     filters: MemoryFilters | None = Field(default=None, description="Only the memories that match these.")
     consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+    as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
 
 
 class AddRequest(WireModel):
@@ -180,6 +188,20 @@ def list_filters(
     except ValidationError as exc:
         loc = exc.errors()[0]["loc"]
         raise InvalidInput(describe_errors(exc), field=str(loc[0]) if loc else None) from exc
+
+
+class _AsOf(WireModel):
+    as_of: AwareDatetime | None = None
+
+
+def as_of_param(value: str | None) -> dt.datetime | None:
+    """``as_of`` from a query parameter (ISO 8601); InvalidInput naming it otherwise."""
+    if value is None:
+        return None
+    try:
+        return _AsOf.model_validate({"as_of": value}).as_of
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc), field="as_of") from exc
 
 
 class MemoryHistory(WireModel):

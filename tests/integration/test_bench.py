@@ -304,3 +304,31 @@ def test_bench_quality_compares_a_configured_reranker_with_the_rest_off() -> Non
     assert not any(v.plan.rerank for v in with_reranker.values() if v.plan is not None and v.reranker is None)
     assert with_reranker[EQUAL_RERANK].reranker is not None
     assert "ours + rerank" not in {v.name for v in variants(base)}
+
+
+def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:
+    argv = ["bench", "truth", "--users", "2", "--embedder", "hash", "--server-url", pg_server]
+    last = summary(capsys, main(argv, settings=settings))
+    keys = [
+        "now_current",
+        "now_stale",
+        "at_valid",
+        "at_other",
+        "wrong_folds",
+        "superseded",
+        "dup_per_100",
+        "restated_refreshed",
+        "swaps_kept",
+        "echoes",
+        "echoes_added",
+        "fold_only_now_stale",
+        "fold_only_dup_per_100",
+    ]
+    match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
+    assert match, last
+    found = dict(zip(keys, (float(g) for g in match.groups()[::2]), strict=True))
+    # A correction never folds into the old value and "now" never recalls a stale one; without
+    # the supersession it does.
+    assert found["wrong_folds"] == 0 and found["now_stale"] == 0 and found["now_current"] == 1
+    assert found["fold_only_now_stale"] > 0
+    assert bench_databases(pg_server) == []

@@ -162,7 +162,8 @@ def test_delete_all_forgets_only_that_user(lambda_env: str) -> None:
 
 def test_history_of_a_memory_and_inactive_memories_on_request(lambda_env: str) -> None:
     (old,) = add(USER, "The user prefers JavaScript")
-    (new,) = add(USER, "The user prefers TypeScript")
+    # Not the same statement with another value (that one would supersede on its own): see test_truth.
+    (new,) = add(USER, "TypeScript is what the user prefers now")
     supersede(get_service(), USER, [uuid.UUID(old)], uuid.UUID(new), source="c-2")
     evt = event("http-memory-history.json")
     result = invoke(with_request(evt, "GET", f"/memories/{old}/history", query_of(evt)))
@@ -175,7 +176,7 @@ def test_history_of_a_memory_and_inactive_memories_on_request(lambda_env: str) -
     assert error(theirs, 404)["code"] == "not_found"
 
     active = invoke(with_body("http-recall-iam.json", recall_body(USER, query="prefers")))
-    assert [m["content"] for m in body_of(active)["memories"]] == ["The user prefers TypeScript"]
+    assert [m["content"] for m in body_of(active)["memories"]] == ["TypeScript is what the user prefers now"]
     everything = invoke(with_body("http-recall-iam.json", recall_body(USER, query="prefers", include_inactive=True)))
     assert len(body_of(everything)["memories"]) == 2
     assert [m["id"] for m in listed(USER)] == [new]

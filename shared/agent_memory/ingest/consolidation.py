@@ -1,7 +1,8 @@
 """Consolidation's decisions, without I/O: which of one user's memories are duplicates of which.
 
 The store hands over the user's live memories and the pairs whose vectors are close; a pair is
-merged only when :func:`agent_memory.ingest.sameness.same_fact` says it is the same fact. The
+merged only when :func:`agent_memory.facts.same_fact` says it is the same fact (the write path's
+fold asks the same question). The
 older memory is kept (the first statement), the newer one is merged into it. A memory is merged
 at most once per run, and never into one that is itself merged away: a chain (a ~ b ~ c where
 a and c differ) is never collapsed through its middle; the next run looks again.
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from agent_memory.ingest.sameness import normalized, same_fact
+from agent_memory.facts import same_fact, wording
 from agent_memory.store.consolidation import LiveMemory
 
 # Rows compared at once: a block of this many against the whole scope (40 MB at 10,000 memories).
@@ -76,14 +77,14 @@ def plan_merges(
     live: Sequence[LiveMemory], pairs: Sequence[NearPair], *, threshold: float
 ) -> tuple[int, list[tuple[uuid.UUID, uuid.UUID]]]:
     """How many of one user's memories duplicate another, and the (duplicate, kept) pairs to merge
-    now: equal after normalization in one scope, or close pairs that :func:`same_fact` accepts.
+    now: the same wording in one scope, or close pairs that :func:`same_fact` accepts.
     ``live`` is oldest first."""
     order = {m.id: i for i, m in enumerate(live)}
     by_id = {m.id: m for m in live}
     found: list[tuple[float, uuid.UUID, uuid.UUID]] = []  # (similarity, newer, older)
-    first_of: dict[tuple[str | None, str], uuid.UUID] = {}
+    first_of: dict[tuple[str | None, tuple[str, ...]], uuid.UUID] = {}
     for memory in live:
-        key = (memory.project_id, normalized(memory.content))
+        key = (memory.project_id, wording(memory.content))
         if key in first_of:
             found.append((2.0, memory.id, first_of[key]))  # equal texts before any close pair
         else:
@@ -92,7 +93,7 @@ def plan_merges(
         a, b = by_id.get(pair.first), by_id.get(pair.second)
         if a is None or b is None or a.project_id != b.project_id:
             continue
-        if not same_fact(a.content, b.content, pair.similarity, threshold=threshold):
+        if pair.similarity < threshold or not same_fact(a.content, b.content):
             continue
         older, newer = (a, b) if order[a.id] < order[b.id] else (b, a)
         found.append((pair.similarity, newer.id, older.id))

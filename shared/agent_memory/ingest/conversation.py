@@ -25,7 +25,7 @@ from agent_memory.embeddings import Embedder
 from agent_memory.extraction import ExtractedMemory, Extractor
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest.redaction import Redactor
-from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique
+from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique, fact_outcome
 from agent_memory.poison import strip_memory_blocks
 from agent_memory.store import writes
 from agent_memory.store.rows import ExistingMemory, MemoryRow
@@ -134,7 +134,9 @@ def plan_conversation(
     updates = writes.Updates(project_id=message.project_id)
     if memories:
         vectors = embed_unique(embedder, [m.content for m in memories])
-        resolved = [FactUpdate()] * provided + resolve_updates(
+        # A client's memories may name what they replace (``supersedes``), as an extractor's "replaces".
+        given = [FactUpdate(replaces=tuple(m.supersedes)) for m in memories[:provided]]
+        resolved = given + resolve_updates(
             facts, vectors[provided:], list(shown), min_similarity=settings.supersede_min_similarity
         )
         rows, positions = build_rows(
@@ -146,7 +148,10 @@ def plan_conversation(
             observed_at=message.ended_at or observed_at,
             user_wide=[u.user_wide for u in resolved],
         )
-        updates = _updates_by_row(resolved, positions, project_id=message.project_id)
+        judged = (
+            frozenset(positions[provided:]) if extractor is not None and extractor.updates_existing else frozenset()
+        )
+        updates = _updates_by_row(resolved, positions, project_id=message.project_id, judged=judged)
         outcome.updates_ignored = sum(u.ignored for u in resolved)
     return ConversationWrite(message_digest(message), rows, positions, updates, outcome)
 
@@ -160,11 +165,16 @@ def written_outcome(planned: ConversationWrite, written: writes.IngestWrite) -> 
     outcome.superseded = len(written.superseded)
     outcome.updates_ignored += len(written.stale)
     outcome.ids = [written.outcomes[p].id for p in planned.positions]
+    outcome.facts = [fact_outcome(written.outcomes[p]) for p in planned.positions]
     return outcome
 
 
 def _updates_by_row(
-    resolved: Sequence[FactUpdate], positions: Sequence[int], *, project_id: str | None
+    resolved: Sequence[FactUpdate],
+    positions: Sequence[int],
+    *,
+    project_id: str | None,
+    judged: frozenset[int] = frozenset(),
 ) -> writes.Updates:
     """Per-memory updates keyed by row (memories that folded into one row share it: first wins)."""
     restates: dict[int, uuid.UUID] = {}
@@ -175,4 +185,4 @@ def _updates_by_row(
         if update.replaces:
             targets = replaces.setdefault(row, [])
             targets.extend(t for t in update.replaces if t not in targets)
-    return writes.Updates(restates=restates, replaces=replaces, project_id=project_id)
+    return writes.Updates(restates=restates, replaces=replaces, project_id=project_id, judged=judged)

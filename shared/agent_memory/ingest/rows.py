@@ -14,9 +14,24 @@ from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
 from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.store.rows import MemoryRow
+from agent_memory.store.writes import WriteOutcome
 from agent_memory_contract.errors import InputTooLarge, InvalidInput
 from agent_memory_contract.inputs import JsonValueError, inspect_json
-from agent_memory_contract.models import NewMemory, content_hash, fact_key, metadata_chars
+from agent_memory_contract.models import FactOutcome, NewMemory, content_hash, fact_key, metadata_chars
+
+_REFRESHED_AS = {"refreshed": "exact_duplicate", "near_duplicate": "near_duplicate", "restated": "restated"}
+
+
+def fact_outcome(outcome: WriteOutcome) -> FactOutcome:
+    """What a write did with one fact, as every door answers it."""
+    created = outcome.action == "created"
+    return FactOutcome(
+        id=outcome.id,
+        action="created" if created else "refreshed",
+        refreshed_as=None if created else _REFRESHED_AS.get(outcome.action, "exact_duplicate"),  # type: ignore[arg-type]
+        superseded=list(outcome.superseded),
+        superseded_by=outcome.superseded_by,
+    )
 
 
 def check_new_memories(settings: Settings, memories: Sequence[NewMemory], field: str = "memories") -> None:
@@ -106,6 +121,7 @@ def build_rows(
                     is_evergreen=memory.is_evergreen,
                     created_at=memory.created_at,
                     observed_at=observed_at or memory.created_at,
+                    valid_from=memory.valid_from,
                     expires_at=memory.expires_at,
                     metadata=memory.metadata,
                     # Marked here, once, for every write path (add, ingest, import, extraction).

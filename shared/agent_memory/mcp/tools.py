@@ -327,12 +327,15 @@ class MemoryTools:
         metadata: MetadataArg = None,
         created_after: CreatedAfterArg = None,
         created_before: CreatedBeforeArg = None,
+        as_of: Annotated[AwareDatetime | None, param(RecallRequest, "as_of")] = None,
     ) -> ToolRecallResult:
         who = self._who(ctx)
         project = project_id or who.project_id
         filters = memory_filters(categories, metadata, created_after, created_before)
         result = await self._call(
-            lambda s: s.recall(query, user_id=who.user_id, project_id=project, limit=limit, filters=filters)
+            lambda s: s.recall(
+                query, user_id=who.user_id, project_id=project, limit=limit, filters=filters, as_of=as_of
+            )
         )
         return ToolRecallResult.model_construct(
             memories=[defused(m, ToolRecalledMemory) for m in result.memories],
@@ -369,6 +372,8 @@ class MemoryTools:
                 "omit for lasting facts."
             ),
         ] = None,
+        supersedes: Annotated[list[uuid.UUID] | None, param(NewMemory, "supersedes")] = None,
+        valid_from: Annotated[AwareDatetime | None, param(NewMemory, "valid_from")] = None,
     ) -> StoredIds:
         who = self._who(ctx)
         wide = category in ("identity", "preference") if user_wide is None else user_wide
@@ -376,7 +381,15 @@ class MemoryTools:
         memories = []
         for i, fact in enumerate(facts):
             try:
-                memories.append(NewMemory(content=fact, category=category, expires_at=expires_at))
+                memories.append(
+                    NewMemory(
+                        content=fact,
+                        category=category,
+                        expires_at=expires_at,
+                        supersedes=supersedes or [],
+                        valid_from=valid_from,
+                    )
+                )
             except ValidationError as exc:  # e.g. a fact that is only whitespace
                 raise invalid_arguments(exc, f"facts[{i}]", whole=True) from exc
         return await self._call(lambda s: s.add(memories, user_id=who.user_id, project_id=project, source=MCP_SOURCE))
@@ -423,6 +436,7 @@ class MemoryTools:
         metadata: MetadataArg = None,
         created_after: CreatedAfterArg = None,
         created_before: CreatedBeforeArg = None,
+        as_of: Annotated[AwareDatetime | None, param(ListRequest, "as_of")] = None,
     ) -> MemoryList:
         who = self._who(ctx)
         project = project_id or who.project_id
@@ -435,6 +449,7 @@ class MemoryTools:
                 cursor=cursor,
                 include_inactive=include_inactive,
                 filters=filters,
+                as_of=as_of,
             )
         )
         return MemoryList(memories=[defused(m, ToolMemory) for m in page.memories], next_cursor=page.next_cursor)

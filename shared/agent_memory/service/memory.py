@@ -140,9 +140,11 @@ class Memory:
         plan: RecallPlan | None = None,
         consistency: Consistency = "eventual",
         query_vector: np.ndarray | None = None,
+        as_of: dt.datetime | None = None,
     ) -> RecallResult:
         """The user's memories most relevant to ``query``, best first, and the prompt block.
-        ``query_vector``: the query already embedded by the configured embedder (a benchmark's)."""
+        ``query_vector``: the query already embedded by the configured embedder (a benchmark's).
+        ``as_of``: among the memories true then (valid time) instead of the current ones."""
         return self._engine.recall(
             user_id,
             query,
@@ -153,6 +155,7 @@ class Memory:
             plan=plan,
             consistency=consistency,
             query_vector=query_vector,
+            as_of=as_of,
         )
 
     def recall_batch(
@@ -175,8 +178,10 @@ class Memory:
         include_inactive: bool = False,
         filters: MemoryFilters | None = None,
         consistency: Consistency = "eventual",
+        as_of: dt.datetime | None = None,
     ) -> MemoryPage:
-        """A page of the user's memories, newest first, and the cursor of the next page."""
+        """A page of the user's memories, newest first, and the cursor of the next page; with
+        ``as_of``, those true then (valid time)."""
         return self._engine.list_memories(
             user_id,
             project_id=project_id,
@@ -185,6 +190,7 @@ class Memory:
             include_inactive=include_inactive,
             filters=filters,
             consistency=consistency,
+            as_of=as_of,
         )
 
     def history(
@@ -206,10 +212,12 @@ class Memory:
         limit: int = DEFAULT_PAGE,
         cursor: str | None = None,
         consistency: Consistency = "eventual",
+        as_of: dt.datetime | None = None,
     ) -> ExportPage:
-        """A page of everything the user has, as import lines (:meth:`import_` restores them)."""
+        """A page of everything the user has, as import lines (:meth:`import_` restores them);
+        with ``as_of``, only what was true then."""
         return self._engine.export_memories(
-            user_id, history=history, limit=limit, cursor=cursor, consistency=consistency
+            user_id, history=history, limit=limit, cursor=cursor, consistency=consistency, as_of=as_of
         )
 
     # ---- editing and forgetting --------------------------------------------------------

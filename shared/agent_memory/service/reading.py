@@ -43,6 +43,10 @@ from agent_memory_contract.models import (
 logger = logging.getLogger(__name__)
 
 
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
+
+
 class Reading(ServiceBase):
     """Reading memories back: recall, list, get, export, history (on the reader when configured)."""
 
@@ -81,6 +85,7 @@ class Reading(ServiceBase):
         filters: MemoryFilters | None = None,
         usage: Meter | None = None,
         consistency: Consistency = "eventual",
+        as_of: dt.datetime | None = None,
     ) -> RecallResult:
         """The memories most relevant to ``query`` for this user, best first, and the prompt block;
         with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
@@ -88,7 +93,8 @@ class Reading(ServiceBase):
         ``plan``: how to find and rank (default: the one built from the settings).
 
         ``usage``: what was already spent for this recall (a batch's share of its embedding call),
-        counted with it."""
+        counted with it. ``as_of``: among what was true then (valid time), superseded versions
+        included while they held; without it, the current memories only."""
         query, limit = self._check_query(query, limit)
         plan = plan or self.recall_plan
         if now is not None and now.tzinfo is None:
@@ -103,6 +109,7 @@ class Reading(ServiceBase):
             now=now,
             include_inactive=plan.include_inactive,
             filters=None if filters is None or filters.empty else filters,
+            as_of=_aware(as_of),
         )
         k = plan.candidates_per_leg(limit)
         timeout_ms = self.settings.recall_statement_timeout_ms
@@ -185,6 +192,7 @@ class Reading(ServiceBase):
                         project_id=query.project_id,
                         limit=query.limit or limit,
                         now=query.now,
+                        as_of=query.as_of,
                         query_vector=vector,
                         filters=query.filters,
                         usage=batch.share(len(text) / total),
@@ -204,14 +212,15 @@ class Reading(ServiceBase):
         include_inactive: bool = False,
         filters: MemoryFilters | None = None,
         consistency: Consistency = "eventual",
+        as_of: dt.datetime | None = None,
     ) -> MemoryPage:
         """A page of the user's memories (those matching ``filters``), newest first, and the cursor
-        of the next page."""
+        of the next page; with ``as_of``, those true then (valid time)."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
         after = pages.decode_cursor(cursor) if cursor else None
         narrowed = None if filters is None or filters.empty else filters
-        scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed)
+        scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed, as_of=_aware(as_of))
         found = self.reads.run(
             lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
         )
@@ -236,11 +245,20 @@ class Reading(ServiceBase):
         limit: int = DEFAULT_PAGE,
         cursor: str | None = None,
         consistency: Consistency = "eventual",
+        as_of: dt.datetime | None = None,
     ) -> ExportPage:
         """A page of everything the user has (superseded and expired memories too), newest first,
         as import lines (``agent-memory import`` restores them: same ids, timestamps and
-        recall); with ``history``, each line carries its memory's recorded changes."""
-        page = self.list_memories(user_id, limit=limit, cursor=cursor, include_inactive=True, consistency=consistency)
+        recall); with ``history``, each line carries its memory's recorded changes. With ``as_of``,
+        only the memories true then (valid time)."""
+        page = self.list_memories(
+            user_id,
+            limit=limit,
+            cursor=cursor,
+            include_inactive=as_of is None,
+            consistency=consistency,
+            as_of=as_of,
+        )
         events: dict[uuid.UUID, list[MemoryEvent]] = {}
         if history and page.memories:
             ids = [m.id for m in page.memories]

@@ -16,6 +16,7 @@ from agent_memory.ingest.rows import (
     check_lengths,
     check_new_memories,
     embed_unique,
+    fact_outcome,
 )
 from agent_memory.service.base import ServiceBase
 from agent_memory.store import restore, writes
@@ -59,6 +60,7 @@ def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> Memory
         updated_at=line.updated_at,
         superseded_at=line.superseded_at,
         superseded_by=line.superseded_by,
+        valid_until=line.valid_until,
         source=line.source if line.source is not None else source,
     )
 
@@ -75,9 +77,11 @@ class Writing(ServiceBase):
         source: str | None = None,
         observed_at: dt.datetime | None = None,
     ) -> StoredIds:
-        """Store facts for a user in one transaction: embedded in one batch, upserted,
-        exact and near duplicates folded into the existing rows. Ids come back in input order,
-        with the write's id (recorded with each memory it touched and each history event)."""
+        """Store facts for a user in one transaction: embedded in one batch, upserted, exact
+        duplicates and near duplicates that state the same fact folded into the existing rows, a
+        fact that gives another value to a stored one (or names it in ``supersedes``) superseding
+        it. Ids come back in input order, and per fact what happened to it, with the write's id
+        (recorded with each memory it touched and each history event)."""
         check_new_memories(self.settings, memories)
         write_id = uuid.uuid4()
         with metering() as meter:
@@ -90,9 +94,21 @@ class Writing(ServiceBase):
         meter.add("write", calls=1, items=len(rows))
         usage = {user_id: self._usage(meter)}
         threshold = self.settings.near_duplicate_threshold
+        update_threshold = self.settings.same_attribute_threshold
+        original = {kept_at: i for i, kept_at in enumerate(redacted.positions) if kept_at is not None}
+        named: dict[int, list[tuple[uuid.UUID, str]]] = {}
+        for k, memory in enumerate(kept):
+            for j, target in enumerate(memory.supersedes):
+                named.setdefault(positions[k], []).append((target, f"memories[{original[k]}].supersedes[{j}]"))
         outcomes = self.db.run(
             lambda conn: writes.upsert_memories(
-                conn, rows, near_duplicate_threshold=threshold, usage=usage, write_id=write_id
+                conn,
+                rows,
+                near_duplicate_threshold=threshold,
+                usage=usage,
+                update_threshold=update_threshold,
+                supersedes=named,
+                write_id=write_id,
             )
         )
         created = sum(1 for o in outcomes if o.action == "created")
@@ -115,6 +131,8 @@ class Writing(ServiceBase):
             pii_redacted=redacted.redacted,
             pii_dropped=redacted.dropped_positions,
             write_id=write_id,
+            superseded=sum(len(o.superseded) for o in outcomes),
+            facts=[fact_outcome(outcomes[p]) for p in positions],
         )
 
     def import_memories(
@@ -277,6 +295,7 @@ class Writing(ServiceBase):
                 planned.rows,
                 conversation_id=source,
                 near_duplicate_threshold=threshold,
+                update_threshold=self.settings.same_attribute_threshold,
                 updates=planned.updates,
                 usage=usage,
                 unflushed=unflushed,

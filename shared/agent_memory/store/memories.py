@@ -16,7 +16,7 @@ from agent_memory_contract.models import MemoryEvent, MemoryRecord
 
 MEMORY_COLUMNS = (
     "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
-    "expires_at, superseded_by, superseded_at, metadata, injection, write_id"
+    "expires_at, superseded_by, superseded_at, metadata, injection, write_id, valid_from, valid_until"
 )
 
 

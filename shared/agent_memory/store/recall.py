@@ -175,6 +175,7 @@ def _hybrid_sql(
         dated,
         dense,
         dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
+        scope.as_of is not None,
     )
 
 
@@ -190,12 +191,13 @@ def _hybrid_query(
     dated: bool = False,
     dense: bool = False,
     half_dimension: int = 0,
+    valid_at: bool = False,
 ) -> str:
     """The candidate query, composed once per shape (the recall hot path only binds values).
     The filters narrow the scope of every leg, so the exact fallback still gives a user
     min(k, their matching memories). ``half_dimension``: above 2,000, the dimension of the halfvec
     cast a dense user's HNSW index is on (0 otherwise)."""
-    where = sql.SQL(scope_sql(has_project, include_inactive, as_of) + filters_sql(filters))
+    where = sql.SQL(scope_sql(has_project, include_inactive, as_of, valid_at) + filters_sql(filters))
     vec = sql.Identifier(column)
     cfg = sql.SQL(TS_CONFIG)
     ann, ann_query = ann_expression(column, half_dimension)

@@ -20,17 +20,20 @@ from agent_memory_contract.errors import InvalidInput
 _RESTORE = """
 INSERT INTO user_memories AS m (id, user_id, project_id, content, content_hash, category, source, is_evergreen,
                                 embedding, created_at, updated_at, expires_at, superseded_at, superseded_by, metadata,
-                                injection, write_id)
+                                injection, write_id, valid_from, valid_until)
 SELECT t.id, t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen, t.embedding,
        COALESCE(t.created_at, now()), COALESCE(t.updated_at, t.created_at, now()), t.expires_at,
-       t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ','), t.write_id
+       t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ','), t.write_id,
+       COALESCE(t.valid_from, t.created_at, now()), COALESCE(t.valid_until, t.superseded_at)
 FROM unnest(%(ids)s::uuid[], %(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[],
             %(hashes)s::bytea[], %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[],
             %(embeddings)b::vector[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
             %(expires)s::timestamptz[], %(superseded_at)s::timestamptz[], %(superseded_by)s::uuid[],
-            %(metadata)s::jsonb[], %(injection)s::text[], %(write_ids)s::uuid[])
+            %(metadata)s::jsonb[], %(injection)s::text[], %(write_ids)s::uuid[], %(valid_from)s::timestamptz[],
+            %(valid_until)s::timestamptz[])
      AS t(id, user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
-          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection, write_id)
+          created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection, write_id,
+          valid_from, valid_until)
 ON CONFLICT DO NOTHING
 RETURNING m.id
 """
@@ -52,6 +55,7 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
         "superseded_by": [r.superseded_by for r in rows],
         # The write that made the exported memory (kept); none: the import's own (the trigger's).
         "write_ids": [r.write_id for r in rows],
+        "valid_until": [r.valid_until for r in rows],
     }
 
 

@@ -25,6 +25,7 @@ class MemoryRow:
     is_evergreen: bool = False
     created_at: dt.datetime | None = None
     observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
+    valid_from: dt.datetime | None = None  # when the fact became true (default: when it was stated)
     expires_at: dt.datetime | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
@@ -34,6 +35,12 @@ class MemoryRow:
     superseded_at: dt.datetime | None = None
     superseded_by: uuid.UUID | None = None
     write_id: uuid.UUID | None = None
+    valid_until: dt.datetime | None = None
+
+    @property
+    def true_from(self) -> dt.datetime | None:
+        """When the fact became true as the store will record it (None: now)."""
+        return self.valid_from or self.created_at or self.observed_at
 
 
 @dataclasses.dataclass(frozen=True)

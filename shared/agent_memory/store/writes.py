@@ -19,35 +19,42 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from agent_memory.facts import same_fact, updated_value
 from agent_memory.store.connection import Connection, vector_column, vector_schema_of
 from agent_memory.store.rows import ExistingMemory, MemoryRow
 from agent_memory.store.scope import Scope, scope_filter, scope_params
 from agent_memory.store.transactions import pipelined_transaction, read_as_user, user_transaction
 from agent_memory.store.usage import add_usage
 from agent_memory.usage import UsageRow
-from agent_memory_contract.errors import SchemaMismatch
+from agent_memory_contract.errors import InvalidInput, SchemaMismatch
 
 
 @dataclasses.dataclass(frozen=True)
 class WriteOutcome:
     id: uuid.UUID
     action: str  # "created" | "refreshed" | "near_duplicate" | "restated"
+    # The memories this one superseded (they stay, closed, in history); and, for a fact older
+    # than a stored version of it (valid_from), the memory that supersedes it at once.
+    superseded: tuple[uuid.UUID, ...] = ()
+    superseded_by: uuid.UUID | None = None
 
 
 # Arrays of vectors travel in binary (%(...)b): as text, ten 384-d vectors take ~6 ms to
 # format and parse (float by float), more than all the rest of writing them.
 _UPSERT = """
 INSERT INTO user_memories AS m (user_id, project_id, content, content_hash, category, source,
-                                is_evergreen, embedding, created_at, updated_at, expires_at, metadata, injection)
+                                is_evergreen, embedding, created_at, updated_at, expires_at, metadata, injection,
+                                valid_from)
 SELECT t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen,
        t.embedding, COALESCE(t.created_at, t.observed_at, now()), COALESCE(t.observed_at, t.created_at, now()),
-       t.expires_at, t.metadata, string_to_array(t.injection, ',')
+       t.expires_at, t.metadata, string_to_array(t.injection, ','),
+       COALESCE(t.valid_from, t.created_at, t.observed_at, now())
 FROM unnest(%(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[], %(hashes)s::bytea[],
             %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[], %(embeddings)b::vector[],
             %(created)s::timestamptz[], %(observed)s::timestamptz[], %(expires)s::timestamptz[],
-            %(metadata)s::jsonb[], %(injection)s::text[])
+            %(metadata)s::jsonb[], %(injection)s::text[], %(valid_from)s::timestamptz[])
      AS t(user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
-          created_at, observed_at, expires_at, metadata, injection)
+          created_at, observed_at, expires_at, metadata, injection, valid_from)
 ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
     -- The marks of the text as read now (the same text: the same marks, unless detection changed).
     injection     = EXCLUDED.injection,
@@ -59,32 +66,42 @@ ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
     -- new expiry; a live fact keeps its expiry unless the restatement brings one.
     expires_at    = CASE WHEN m.superseded_at IS NOT NULL OR m.expires_at <= now() THEN EXCLUDED.expires_at
                          ELSE COALESCE(EXCLUDED.expires_at, m.expires_at) END,
+    -- ... and is true again from the restatement's time.
+    valid_from    = CASE WHEN m.superseded_at IS NOT NULL THEN EXCLUDED.valid_from ELSE m.valid_from END,
+    valid_until   = NULL,
     superseded_at = NULL,
     superseded_by = NULL
 RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
 """
 
+# The few nearest live memories in the same scope, with their text: the pure checks of
+# agent_memory.facts decide which one (if any) the new row restates or updates.
 _NEAREST_EXISTING = """
-SELECT i.ord, n.id, 1 - n.distance AS similarity
+SELECT i.ord, n.id, n.content, n.valid_from, 1 - n.distance AS similarity
 FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea[])
      WITH ORDINALITY AS i(embedding, project_id, content_hash, ord)
 CROSS JOIN LATERAL (
-    SELECT m.id, m.embedding <=> i.embedding AS distance
+    SELECT m.id, m.content, m.valid_from, m.embedding <=> i.embedding AS distance
     FROM user_memories m
     WHERE m.user_id = %(user_id)s
       AND m.project_id IS NOT DISTINCT FROM i.project_id
       AND m.superseded_at IS NULL
+      AND m.content_hash <> i.content_hash
     ORDER BY m.embedding <=> i.embedding
-    LIMIT 1
+    LIMIT %(neighbours)s
 ) n
 WHERE 1 - n.distance >= %(threshold)s
-  -- Exact duplicates are the upsert's (it keeps its own bookkeeping).
+  -- A live exact duplicate is the upsert's (it keeps its own bookkeeping); a superseded one is
+  -- revived by the upsert, and may then supersede what replaced it.
   AND NOT EXISTS (
       SELECT 1 FROM user_memories e
       WHERE e.user_id = %(user_id)s AND e.content_hash = i.content_hash
-        AND e.project_id IS NOT DISTINCT FROM i.project_id
+        AND e.project_id IS NOT DISTINCT FROM i.project_id AND e.superseded_at IS NULL
   )
+ORDER BY i.ord, n.distance
 """
+# Neighbours read per new row: a handful is enough (the same fact or slot scores near the top).
+_NEIGHBOURS = 8
 
 # A restatement (near duplicate, or what the LLM marked as one): fresher, and it may bring an
 # expiry (as the upsert's conflict branch does for exact duplicates).
@@ -109,11 +126,22 @@ ORDER BY id
 FOR UPDATE
 """
 
+# The old version stops being true when the new one starts (never before it started itself).
 _SUPERSEDE = """
-UPDATE user_memories AS m SET superseded_at = now(), superseded_by = t.new_id
+UPDATE user_memories AS m SET superseded_at = now(), superseded_by = t.new_id,
+                              valid_until = GREATEST(m.valid_from, n.valid_from)
 FROM unnest(%(old)s::uuid[], %(new)s::uuid[]) AS t(old_id, new_id)
+JOIN user_memories n ON n.id = t.new_id AND n.user_id = %(user_id)s
 WHERE m.id = t.old_id AND m.user_id = %(user_id)s AND m.superseded_at IS NULL AND t.old_id <> t.new_id
 RETURNING m.id, t.new_id
+"""
+
+# The targets a caller names in ``supersedes`` (any state), locked until commit.
+_NAMED_TARGETS = """
+SELECT id, project_id, superseded_by FROM user_memories
+WHERE user_id = %(user_id)s AND id = ANY(%(ids)s)
+ORDER BY id
+FOR UPDATE
 """
 
 
@@ -134,6 +162,7 @@ def row_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
         "metadata": [Jsonb(r.metadata) for r in rows],
         # One string per row ("" = none): unnest cannot take an array of arrays of different lengths.
         "injection": [",".join(r.injection) for r in rows],
+        "valid_from": [r.valid_from for r in rows],
     }
 
 
@@ -145,6 +174,8 @@ def upsert_memories(
     exact_only: Collection[int] = (),
     usage: Mapping[str, Sequence[UsageRow]] | None = None,
     write_id: uuid.UUID | None = None,
+    update_threshold: float | None = None,
+    supersedes: Mapping[int, Sequence[tuple[uuid.UUID, str]]] | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
 
@@ -152,9 +183,14 @@ def upsert_memories(
     ``write_id``: the write, recorded with every row it creates or refreshes and every history event.
 
     Exact duplicates (same user, project and normalised content) refresh the existing row.
-    With a threshold, a row whose nearest live neighbour in the same scope is at least that
-    similar refreshes that neighbour instead, except the rows in ``exact_only`` (a fact that
-    replaces a memory must not fold into it). Callers pass rows already de-duplicated by hash.
+    With a threshold, a row whose live neighbour in the same scope is at least that similar and
+    states the same fact (:func:`agent_memory.facts.same_fact`) refreshes that neighbour instead,
+    except the rows in ``exact_only`` (a fact that replaces a memory must not fold into it). With
+    ``update_threshold``, a row that states a neighbour's fact with another value
+    (:func:`agent_memory.facts.updated_value`) supersedes it. ``supersedes``: per row index, the
+    memories the caller says it replaces, each with the request field that named it (InvalidInput
+    naming that field when the user has no such memory in the row's scope, or another memory
+    already replaced it). Callers pass rows already de-duplicated by hash.
     """
     if not rows:
         return []
@@ -168,8 +204,21 @@ def upsert_memories(
     for user_id, indexes in by_user.items():
         sources = {rows[i].source for i in indexes}
         source = sources.pop() if len(sources) == 1 else None
+        named = {i: list((supersedes or {}).get(i, ())) for i in indexes if (supersedes or {}).get(i)}
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True, write_id=write_id):
-            _write_rows(conn, user_id, rows, indexes, outcomes, near_duplicate_threshold, exact_only)
+            _check_named_targets(conn, user_id, rows, named)
+            _write_rows(
+                conn,
+                user_id,
+                rows,
+                indexes,
+                outcomes,
+                near_duplicate_threshold,
+                {*exact_only, *named},
+                update_threshold=update_threshold,
+            )
+            if named:
+                _supersede_named(conn, user_id, named, outcomes)
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
     return [outcomes[i] for i in range(len(rows))]
 
@@ -184,6 +233,51 @@ def _check_writable(conn: Connection) -> None:
         )
 
 
+def _check_named_targets(
+    conn: Connection, user_id: str, rows: Sequence[MemoryRow], named: Mapping[int, Sequence[tuple[uuid.UUID, str]]]
+) -> None:
+    """The memories a caller says rows supersede: the user's, visible from each row's scope."""
+    if not named:
+        return
+    ids = sorted({target for targets in named.values() for target, _ in targets})
+    found = {r[0]: r[1] for r in conn.execute(_NAMED_TARGETS, {"user_id": user_id, "ids": ids}).fetchall()}
+    for i, targets in named.items():
+        for target, field in targets:
+            if target not in found or found[target] not in (None, rows[i].project_id):
+                raise InvalidInput(f"no memory {target} for this user in this scope", field=field)
+
+
+def _supersede_named(
+    conn: Connection,
+    user_id: str,
+    named: Mapping[int, Sequence[tuple[uuid.UUID, str]]],
+    outcomes: dict[int, WriteOutcome],
+) -> None:
+    """Close the named targets with the rows' memories; InvalidInput when one was already replaced
+    by another memory (a retry of the same write, which replaced it already, is fine)."""
+    pairs = [(target, outcomes[i].id) for i, targets in named.items() for target, _ in targets]
+    done = set(supersede_memories(conn, user_id, pairs))
+    fields = {(target, outcomes[i].id): field for i, targets in named.items() for target, field in targets}
+    missed = [pair for pair in pairs if pair not in done and pair[0] != pair[1]]
+    if missed:
+        current = {
+            r[0]: r[1]
+            for r in conn.execute(
+                "SELECT id, superseded_by FROM user_memories WHERE user_id = %s AND id = ANY(%s)",
+                [user_id, [old for old, _ in missed]],
+            ).fetchall()
+        }
+        for old, new in missed:
+            if current.get(old) != new:
+                raise InvalidInput(
+                    f"memory {old} was already superseded by {current.get(old)}: name the current version",
+                    field=fields[(old, new)],
+                )
+    for i, targets in named.items():
+        ids = tuple(t for t, _ in targets if (t, outcomes[i].id) in done)
+        outcomes[i] = dataclasses.replace(outcomes[i], superseded=(*outcomes[i].superseded, *ids))
+
+
 def _write_rows(
     conn: Connection,
     user_id: str,
@@ -192,14 +286,23 @@ def _write_rows(
     outcomes: dict[int, WriteOutcome],
     near_duplicate_threshold: float | None,
     exact_only: Collection[int],
-) -> None:
+    *,
+    update_threshold: float | None = None,
+    judged: Collection[int] = (),
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
-    recording each row's outcome by index."""
+    recording each row's outcome by index; the (old, new) supersessions of updated values
+    (never for the ``judged`` rows)."""
     to_insert = indexes
-    if near_duplicate_threshold is not None and near_duplicate_threshold <= 1.0:
+    updates: dict[int, list[_Neighbour]] = {}
+    thresholds = [t for t in (near_duplicate_threshold, update_threshold) if t is not None and t <= 1.0]
+    if thresholds:
         near = [i for i in indexes if i not in exact_only]
         if near:
-            _refresh_near_duplicates(conn, user_id, rows, near, near_duplicate_threshold, outcomes)
+            updates = _refresh_near_duplicates(
+                conn, user_id, rows, near, near_duplicate_threshold, outcomes, update_threshold=update_threshold
+            )
+            updates = {i: olds for i, olds in updates.items() if i not in judged}
         to_insert = [i for i in indexes if i not in outcomes]
     if to_insert:
         batch = [rows[i] for i in to_insert]
@@ -207,6 +310,46 @@ def _write_rows(
         for rec in conn.execute(_UPSERT, row_params(batch)).fetchall():
             index = by_key[(rec[2], bytes(rec[3]))]
             outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+    return _supersede_updated(conn, user_id, rows, updates, outcomes)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Neighbour:
+    id: uuid.UUID
+    content: str
+    valid_from: dt.datetime
+    similarity: float
+
+
+def _supersede_updated(
+    conn: Connection,
+    user_id: str,
+    rows: Sequence[MemoryRow],
+    updates: Mapping[int, Sequence[_Neighbour]],
+    outcomes: dict[int, WriteOutcome],
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """A new value supersedes the old; a value that was true before the stored one (an older
+    statement arriving late) is stored already superseded by it, as history."""
+    pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
+    for i, olds in updates.items():
+        new_id, started = outcomes[i].id, rows[i].true_from
+        for old in olds:
+            late = started is not None and started < old.valid_from
+            pairs.append((new_id, old.id) if late else (old.id, new_id))
+    done = supersede_memories(conn, user_id, pairs)
+    by_new: dict[uuid.UUID, list[uuid.UUID]] = {}
+    closed_by: dict[uuid.UUID, uuid.UUID] = {}
+    for closed, by in done:
+        by_new.setdefault(by, []).append(closed)
+        closed_by[closed] = by
+    for i in updates:
+        outcome = outcomes[i]
+        outcomes[i] = dataclasses.replace(
+            outcome,
+            superseded=(*outcome.superseded, *by_new.get(outcome.id, ())),
+            superseded_by=closed_by.get(outcome.id),
+        )
+    return done
 
 
 def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
@@ -288,6 +431,9 @@ class Updates:
     restates: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
     replaces: Mapping[int, Sequence[uuid.UUID]] = dataclasses.field(default_factory=dict)
     project_id: str | None = None
+    # Rows an LLM extractor already judged (restates, replaces or new): the same-attribute rule
+    # does not second-guess it.
+    judged: frozenset[int] = frozenset()
 
     @property
     def targets(self) -> set[uuid.UUID]:
@@ -318,6 +464,7 @@ def ingest_message(
     usage: Sequence[UsageRow] = (),
     unflushed: UnflushedWrites | None = None,
     write_id: uuid.UUID | None = None,
+    update_threshold: float | None = None,
 ) -> IngestWrite | None:
     """Write one ingest message's memories, its updates (restatements refreshed, replaced
     memories superseded) and its receipt in one transaction: all of it or nothing.
@@ -365,9 +512,23 @@ def ingest_message(
         rest = [i for i in range(len(rows)) if i not in restated]
         # A fact that replaces a memory must not fold into it as a near-duplicate.
         exact_only = {i for i in rest if replaces.get(i)}
-        _write_rows(conn, user_id, rows, rest, outcomes, near_duplicate_threshold, exact_only)
+        updated = _write_rows(
+            conn,
+            user_id,
+            rows,
+            rest,
+            outcomes,
+            near_duplicate_threshold,
+            exact_only,
+            update_threshold=update_threshold,
+            judged=updates.judged,
+        )
         pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
-        superseded = supersede_memories(conn, user_id, pairs)
+        replaced = supersede_memories(conn, user_id, pairs)
+        for i in replaces:
+            ids = tuple(old for old, new in replaced if new == outcomes[i].id)
+            outcomes[i] = dataclasses.replace(outcomes[i], superseded=(*outcomes[i].superseded, *ids))
+        superseded = updated + replaced
         conn.execute(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
@@ -439,10 +600,18 @@ def _refresh_near_duplicates(
     user_id: str,
     rows: Sequence[MemoryRow],
     indexes: list[int],
-    threshold: float,
+    threshold: float | None,
     outcomes: dict[int, WriteOutcome],
-) -> list[int]:
-    """Refresh near-identical existing memories of the user; return the indexes still to insert."""
+    *,
+    update_threshold: float | None = None,
+) -> dict[int, list[_Neighbour]]:
+    """Refresh the existing memories that rows restate (near and the same fact); per row left to
+    insert, the memories whose value it updates (to supersede once it is stored)."""
+    fold = threshold if threshold is not None and threshold <= 1.0 else None
+    update = update_threshold if update_threshold is not None and update_threshold <= 1.0 else None
+    floor = min(t for t in (fold, update, 2.0) if t is not None)
+    if floor > 1.0:
+        return {}
     # Never prepared: a generic plan cannot use a dense user's partial HNSW index (WHERE user_id =
     # '...'), it would compare with every row of theirs; an unnamed statement is planned with its values.
     found = conn.execute(
@@ -452,15 +621,31 @@ def _refresh_near_duplicates(
             "project_ids": [rows[i].project_id for i in indexes],
             "hashes": [rows[i].content_hash for i in indexes],
             "user_id": user_id,
-            "threshold": threshold,
+            "threshold": floor,
+            "neighbours": _NEIGHBOURS,
         },
         prepare=False,
     ).fetchall()
-    matches = {indexes[int(ordinal) - 1]: memory_id for ordinal, memory_id, _similarity in found}
+    near: dict[int, list[_Neighbour]] = {}
+    for ordinal, memory_id, content, valid_from, similarity in found:
+        near.setdefault(indexes[int(ordinal) - 1], []).append(_Neighbour(memory_id, content, valid_from, similarity))
+    matches: dict[int, uuid.UUID] = {}
+    updates: dict[int, list[_Neighbour]] = {}
+    for i, neighbours in near.items():
+        text = rows[i].content
+        same = [n for n in neighbours if fold is not None and n.similarity >= fold and same_fact(n.content, text)]
+        if same:
+            matches[i] = same[0].id
+            continue
+        olds = [
+            n for n in neighbours if update is not None and n.similarity >= update and updated_value(n.content, text)
+        ]
+        if olds:
+            updates[i] = olds
     _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
     for i, memory_id in matches.items():
         outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
-    return [i for i in indexes if i not in matches]
+    return updates
 
 
 def _refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:

@@ -32,7 +32,14 @@ def cmd_migrate(service: Memory, args: argparse.Namespace) -> int:
 def cmd_add(service: Memory, args: argparse.Namespace) -> int:
     try:
         memories = [
-            NewMemory(content=text, category=args.category, is_evergreen=args.evergreen, expires_at=args.expires_at)
+            NewMemory(
+                content=text,
+                category=args.category,
+                is_evergreen=args.evergreen,
+                expires_at=args.expires_at,
+                valid_from=args.valid_from,
+                supersedes=args.supersedes,
+            )
             for text in args.text
         ]
     except ValidationError as exc:
@@ -73,6 +80,7 @@ def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
         now=args.now,
         plan=plan,
         filters=filters_of(args),
+        as_of=args.as_of,
     )
     if for_humans(args):
         write_recall(result, sys.stdout)
@@ -148,6 +156,7 @@ def _listed(service: Memory, args: argparse.Namespace) -> Iterator[MemoryRecord]
             cursor=cursor,
             include_inactive=args.include_inactive,
             filters=filters,
+            as_of=args.as_of,
         )
         yield from page.memories
         if remaining:

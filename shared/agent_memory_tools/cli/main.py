@@ -22,7 +22,15 @@ from agent_memory_contract.errors import (
     InvalidInput,
 )
 from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_kind
-from agent_memory_contract.models import CATEGORIES, MemoryFilters, ProjectId, Source, UserId, describe_errors
+from agent_memory_contract.models import (
+    CATEGORIES,
+    MemoryFilters,
+    NewMemory,
+    ProjectId,
+    Source,
+    UserId,
+    describe_errors,
+)
 from agent_memory_contract.schemas import RecallRequest
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
@@ -77,6 +85,14 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--category", default="fact", choices=CATEGORIES)
     p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
     p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
+    p.add_argument("--valid-from", type=parse_time, help=NewMemory.model_fields["valid_from"].description)
+    p.add_argument(
+        "--supersedes",
+        type=uuid.UUID,
+        action="append",
+        default=[],
+        help=f"{NewMemory.model_fields['supersedes'].description} (repeatable)",
+    )
     p.add_argument("--source", default="cli")
     p.add_argument("text", nargs="+", help="one memory per argument")
 
@@ -97,6 +113,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
     p.add_argument("--out", help="where --queries writes one result line per query")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
+    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
     add_filter_arguments(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("query", nargs="*")
@@ -106,6 +123,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--project")
     p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
+    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
     add_filter_arguments(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
@@ -130,6 +148,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add("export", cmd_export, "print everything a user has as import lines (JSON Lines), newest first")
     p.add_argument("--user", required=True)
     p.add_argument("--history", action="store_true", help="each line with its memory's recorded changes")
+    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
     p.add_argument("--out", help="file to write (default stdout)")
 
     p = add(

@@ -88,7 +88,7 @@ def cmd_export(service: Memory, args: argparse.Namespace) -> int:
     count, cursor = 0, None
     try:
         while True:
-            page = service.export(user_id=args.user, history=args.history, limit=500, cursor=cursor)
+            page = service.export(user_id=args.user, history=args.history, limit=500, cursor=cursor, as_of=args.as_of)
             for line in page.lines:
                 out.write(line.model_dump_json(exclude_none=True) + "\n")
             count += len(page.lines)

@@ -1,0 +1,182 @@
+"""Whether two statements are the same fact, and whether one updates the other's value: pure text
+checks (no I/O) that the write path runs on a new memory and its nearest stored neighbours.
+
+Embeddings say two texts are about the same thing, not that they say the same: "the user is 31
+years old" and "... 32 years old" score about 0.97, "A employs B" and "B employs A" 0.98. So a
+near neighbour is folded into (refreshed) only when :func:`same_fact` holds: the same values
+(numbers, dates, quantities and their units, colours), the same names in the same order, the
+words both share in the same order (who does what to whom), the same polarity. When instead
+:func:`updated_value` holds (one slot of the same statement holds another value: an age, a date,
+a number, a place), the new memory supersedes the old one. Anything else is a new memory.
+
+Both err on the side of keeping: a paraphrase that moves words around is stored as a second
+memory rather than folded, and an event ("visited Paris", "visited Rome") is never taken for an
+update of the same attribute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import re
+import unicodedata
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_TOKEN = re.compile(r"\w+(?:[.,:/'’-]\w+)*")
+
+# Function words: they carry no role, value or polarity (negations are not among them).
+_STOPWORDS = _words(
+    """a an the of to in on at by for from with about as into over under after before between and or but
+    is are was were be been being am do does did has have had will would shall should can could may might must
+    this that these those there here it its it's he she they them his her their hers theirs we us our i me my
+    you your yours who whom whose which what when where why how than then so also very really just
+    user user's users"""
+)
+_NEGATIONS = _words("not no never none nobody nothing nowhere neither nor cannot without n't")
+_NUMBER_WORDS = _words(
+    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
+    seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million
+    billion dozen half once twice thrice first second third fourth fifth sixth seventh eighth ninth tenth
+    eleventh twelfth twentieth both several few many"""
+)
+_TIME_WORDS = _words(
+    """january february march april may june july august september october november december jan feb mar apr
+    jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday today tomorrow
+    yesterday tonight morning afternoon evening night weekend spring summer autumn fall winter"""
+)
+_UNIT_WORDS = _words(
+    """year years month months week weeks day days hour hours minute minutes second seconds decade decades
+    century percent euro euros dollar dollars pound pounds yen cent cents usd eur gbp km kilometre kilometres
+    kilometer kilometers mile miles metre metres meter meters kg kilo kilos kilogram kilograms gram grams lb
+    lbs litre litres liter liters cm mm inch inches foot feet gb mb tb"""
+)
+_COLOUR_WORDS = _words("red orange yellow green blue purple violet pink brown black white grey gray silver gold beige")
+_VALUE_WORDS = _NUMBER_WORDS | _TIME_WORDS | _UNIT_WORDS | _COLOUR_WORDS
+_CURRENCY = re.compile(r"[$€£¥]")
+# Statements of something that happened: a second one with another value is another event,
+# not an update of the first.
+_EVENT_VERBS = _words(
+    """went met saw bought ate took made got gave ran flew came left wrote read sent won lost built began
+    attended visited travelled traveled watched played adopted started finished joined bought sold"""
+)
+# Past participles that state a lasting attribute ("is married to", "is based in"), not an event.
+_STATE_PARTICIPLES = _words(
+    "married named called based located employed interested engaged allergic scheduled retired divorced"
+)
+
+
+# A name or place is one value of the statement only with one of these around it: someone lives
+# in one place and works at one employer at a time, but may be the parent of, own, speak or visit
+# several (another name there is another fact).
+_SINGLE_VALUED = _words(
+    """lives live living located based currently works work working employer employed married name named
+    called birthday born hometown favourite favorite age deadline capital headquartered"""
+)
+
+
+# A statement says something of its subject through a verb; a bare label ("fact number 3") or a
+# number that names a thing ("ticket number 12", "room 4") is no value of an attribute.
+_VERBS = _words("is are was were am be has have had holds costs weighs measures")
+_LABELS = _words("number no id ticket order room item version issue step chapter page line level floor table")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Token:
+    word: str  # casefolded, apostrophes unified
+    capitalised: bool
+
+
+@functools.lru_cache(maxsize=4096)
+def _tokens(text: str) -> tuple[_Token, ...]:
+    text = unicodedata.normalize("NFKC", text).replace("’", "'")
+    out: list[_Token] = []
+    for match in _TOKEN.finditer(text):
+        raw = match.group(0).strip(".,:/'-")
+        if not raw:
+            continue
+        word = raw.casefold()
+        if word.endswith("n't"):  # "doesn't" -> "does" + "n't": the negation is its own token
+            out.append(_Token(word[:-3], False))
+            out.append(_Token("n't", False))
+            continue
+        if word.endswith("'s") and word not in _STOPWORDS:  # "alice's" -> "alice": the possessive is a role
+            word = word[:-2]
+        out.append(_Token(word, raw[:1].isupper() and word not in _STOPWORDS))
+    for symbol in _CURRENCY.findall(text):
+        out.append(_Token(symbol, False))
+    return tuple(out)
+
+
+def _is_value(word: str) -> bool:
+    return any(ch.isdigit() for ch in word) or word in _VALUE_WORDS or bool(_CURRENCY.fullmatch(word))
+
+
+def _names(tokens: tuple[_Token, ...]) -> set[str]:
+    return {t.word for t in tokens if t.capitalised and not _is_value(t.word)}
+
+
+def _content(tokens: tuple[_Token, ...]) -> list[str]:
+    return [t.word for t in tokens if t.word not in _STOPWORDS]
+
+
+def wording(text: str) -> tuple[str, ...]:
+    """The statement's words, case and punctuation aside: two texts with the same wording state
+    the same fact whatever their embeddings ("The user's editor is Vim." / "the user's editor is vim")."""
+    return tuple(t.word for t in _tokens(text))
+
+
+def same_fact(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` state the same fact (see the module's docstring): a near duplicate
+    may be folded into the other only then."""
+    ta, tb = _tokens(a), _tokens(b)
+    wa, wb = [t.word for t in ta], [t.word for t in tb]
+    if [w for w in wa if _is_value(w)] != [w for w in wb if _is_value(w)]:
+        return False
+    if sum(w in _NEGATIONS for w in wa) != sum(w in _NEGATIONS for w in wb):
+        return False
+    names = _names(ta) | _names(tb)
+    if [w for w in wa if w in names] != [w for w in wb if w in names]:
+        return False
+    # Who does what to whom: the content words both share, in the same order in both.
+    ca, cb = _content(ta), _content(tb)
+    shared = {w for w in ca if ca.count(w) == 1 and cb.count(w) == 1}
+    return [w for w in ca if w in shared] == [w for w in cb if w in shared]
+
+
+def updated_value(old: str, new: str) -> bool:
+    """Whether ``new`` restates ``old`` with another value in one slot (an age, a date, a number, a
+    place or name): the same words around it, one contiguous span changed, made of values or
+    names only (a name only where the statement holds one at a time: "lives in", "works at").
+    Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify."""
+    to, tn = _tokens(old), _tokens(new)
+    wo, wn = [t.word for t in to], [t.word for t in tn]
+    if wo == wn:
+        return False
+    names = _names(to) | _names(tn)
+    changes = [op for op in difflib.SequenceMatcher(a=wo, b=wn, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(changes) != 1:
+        return False
+    _tag, i1, i2, j1, j2 = changes[0]
+    span = wo[i1:i2] + wn[j1:j2]
+    if not wo[i1:i2] or not wn[j1:j2]:  # only added or only removed words: more or less said, not another value
+        return False
+    if not all(_is_value(w) or w in names for w in span):
+        return False
+    frame = wo[:i1] + wo[i2:]
+    if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
+        return False
+    if any(w in _NEGATIONS for w in frame):
+        return False
+    if i1 > 0 and wo[i1 - 1] in _LABELS:
+        return False
+    if not any(w in _VERBS or w in _SINGLE_VALUED or (w.endswith("s") and not _is_value(w)) for w in frame):
+        return False
+    # ... and the name is what the statement says of its subject (after the cue), not the subject.
+    if any(w in names and not _is_value(w) for w in span) and not any(w in _SINGLE_VALUED for w in wo[:i1]):
+        return False
+    return not any(w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame)

@@ -1,0 +1,151 @@
+"""agent_memory.facts: a near duplicate folds only into the same fact; one slot with another value
+is an update (supersession); anything else is a new memory."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from agent_memory.facts import same_fact, updated_value
+
+NAMES = ["Alice", "Bob", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hiro"]
+VERBS = ["employs", "owes", "pays", "emails", "visits", "trusts", "hired", "met"]
+UNITS = ["euros", "dollars", "hours", "days", "books"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August"]
+
+
+@st.composite
+def facts(draw: st.DrawFn) -> dict[str, object]:
+    a, b = draw(st.lists(st.sampled_from(NAMES), min_size=2, max_size=2, unique=True))
+    return {
+        "a": a,
+        "b": b,
+        "verb": draw(st.sampled_from(VERBS)),
+        "amount": draw(st.integers(min_value=1, max_value=9999)),
+        "unit": draw(st.sampled_from(UNITS)),
+        "month": draw(st.sampled_from(MONTHS)),
+        "day": draw(st.integers(min_value=1, max_value=28)),
+        "negated": draw(st.booleans()),
+    }
+
+
+def say(f: dict[str, object]) -> str:
+    verb = f"does not {str(f['verb']).removesuffix('s')}" if f["negated"] else f["verb"]
+    return f"{f['a']} {verb} {f['b']} {f['amount']} {f['unit']} on {f['month']} {f['day']}"
+
+
+@given(facts(), st.integers(min_value=1, max_value=9999))
+def test_another_number_is_never_the_same_fact(fact: dict[str, object], amount: int) -> None:
+    assume(amount != fact["amount"])
+    assert not same_fact(say(fact), say({**fact, "amount": amount}))
+
+
+@given(facts(), st.sampled_from(MONTHS), st.integers(min_value=1, max_value=28))
+def test_another_date_is_never_the_same_fact(fact: dict[str, object], month: str, day: int) -> None:
+    assume((month, day) != (fact["month"], fact["day"]))
+    assert not same_fact(say(fact), say({**fact, "month": month, "day": day}))
+
+
+@given(facts())
+def test_swapped_names_are_never_the_same_fact(fact: dict[str, object]) -> None:
+    assert not same_fact(say(fact), say({**fact, "a": fact["b"], "b": fact["a"]}))
+
+
+@given(facts())
+def test_the_opposite_polarity_is_never_the_same_fact(fact: dict[str, object]) -> None:
+    assert not same_fact(say(fact), say({**fact, "negated": not fact["negated"]}))
+
+
+@given(facts())
+def test_a_changed_fact_is_never_refreshed_in_either_direction(fact: dict[str, object]) -> None:
+    changed = [
+        {**fact, "amount": int(str(fact["amount"])) + 1},
+        {**fact, "a": fact["b"], "b": fact["a"]},
+        {**fact, "negated": not fact["negated"]},
+        {**fact, "day": int(str(fact["day"])) % 28 + 1},
+    ]
+    for other in changed:
+        assert not same_fact(say(other), say(fact))
+
+
+@given(facts())
+def test_the_same_fact_worded_with_another_case_or_stop_is_the_same(fact: dict[str, object]) -> None:
+    text = say(fact)
+    assert same_fact(text, text + ".")
+    assert same_fact(text, "  " + text.replace(" ", "  "))
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The user is 31 years old", "The user is 32 years old"),
+        ("The user was born on March 3, 1990", "The user was born on March 4, 1990"),
+        ("Alice employs Bob", "Bob employs Alice"),
+        ("Alice owes Bob 50 euros", "Bob owes Alice 50 euros"),
+        ("Alice owes Bob 50 euros", "Alice owes Bob 50 dollars"),
+        ("The user likes coffee", "The user does not like coffee"),
+        ("The user likes coffee", "The user doesn't like coffee"),
+        ("The user prefers TypeScript", "The user prefers TypeScript over JavaScript"),
+        ("The cat chased the dog", "The dog chased the cat"),
+        ("The user's favourite colour is blue", "The user's favourite colour is green"),
+        ("The meeting is on Monday", "The meeting is on Tuesday"),
+        ("The user has two cats", "The user has three cats"),
+    ],
+)
+def test_the_issues_pairs_are_different_facts(a: str, b: str) -> None:
+    assert not same_fact(a, b)
+    assert not same_fact(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The user likes Python", "The user likes Python."),
+        ("The user likes Python", "User likes python"),
+        ("The user is vegetarian", "The user is a vegetarian"),
+        ("The user's sister is named Maria", "The user's sister is called Maria"),
+    ],
+)
+def test_restatements_are_the_same_fact(a: str, b: str) -> None:
+    assert same_fact(a, b)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("The user is 31 years old", "The user is 32 years old"),
+        ("The user lives in Paris", "The user lives in Berlin"),
+        ("The user's birthday is on March 3", "The user's birthday is on April 5"),
+        ("The user has 2 cats", "The user has 3 cats"),
+        ("The project deadline is June 1", "The project deadline is June 15"),
+        ("The user works at Acme", "The user works at Globex"),
+        ("The user earns 3000 euros a month", "The user earns 3500 euros a month"),
+    ],
+)
+def test_another_value_in_one_slot_is_an_update(old: str, new: str) -> None:
+    assert updated_value(old, new)
+    assert not same_fact(old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice employs Bob", "Bob employs Alice"),  # a role swap: both may hold
+        ("The user visited Paris", "The user visited Rome"),  # events: both happened
+        ("The user went to Paris in 2023", "The user went to Paris in 2024"),
+        ("The user likes coffee", "The user does not like coffee"),  # polarity: not a value
+        ("The user likes Python", "The user likes Python and Rust"),  # more said, not another value
+        ("The user is 31 years old", "The user is 31 years old"),
+        ("The user lives in Paris", "The user's sister lives in Berlin"),  # two changes
+        ("Paris", "Berlin"),  # nothing around the value
+        ("The user likes tea", "The user likes coffee"),  # not a value or a name
+        ("Ulla is the parent of Adra", "Ulla is the parent of Okin"),  # several children: another fact
+        ("The user speaks Portuguese", "The user speaks Spanish"),
+        ("Lysa is married to Zane", "Adra is married to Zane"),  # another subject: another fact
+        ("Fact number 0", "Fact number 60"),  # a label, no statement
+        ("Ticket number 12 is open", "Ticket number 13 is open"),  # a number that names a thing
+    ],
+)
+def test_other_changes_are_not_updates(old: str, new: str) -> None:
+    assert not updated_value(old, new)
