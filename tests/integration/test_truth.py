@@ -214,7 +214,7 @@ def test_migration_0011_dates_existing_memories_by_when_they_were_stated(blank_d
                 [memory_id, USER, text, text.encode(), vector, at, superseded, new if superseded else None],
             )
     try:
-        assert service.admin.migrate().applied == ["0011_valid_time"]
+        assert service.admin.migrate().applied[0] == "0011_valid_time"
         everything = {m.id: m for m in service.list(user_id=USER, include_inactive=True).memories}
         assert (everything[old].valid_from, everything[old].valid_until) == (MARCH, JUNE)
         assert (everything[new].valid_from, everything[new].valid_until) == (JUNE, None)
