@@ -101,7 +101,9 @@ _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 # agent_memory_dense_text_leg (their GIN index, out of reach of the application's own query under
 # row-level security: migration 0005) with the user's words less the lexemes most of their
 # memories contain (NULL when every word is common).
-_DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s),"
+_DENSE_FLAG_CTE = (
+    " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s AND ready),"
+)
 _TEXT_LEG = """SELECT id FROM user_memories
     WHERE {scope} AND content_tsv @@ {tsq} AND NOT EXISTS (SELECT FROM dense)
     ORDER BY ts_rank_cd(content_tsv, {tsq}) DESC, updated_at DESC, content
@@ -115,7 +117,7 @@ _DENSE_TERMS_CTE = """ terms AS MATERIALIZED (
                SELECT '''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || ''''
                FROM unnest(tsvector_to_array(to_tsvector('{cfg}', %(text_query)s))) AS l
                WHERE l <> ALL (coalesce(d.common_lexemes, '{{}}'))), ' | '), '')::tsquery AS q
-    FROM (VALUES (1)) AS one (x) LEFT JOIN agent_memory_dense_users d ON d.user_id = %(user_id)s
+    FROM (VALUES (1)) AS one (x) LEFT JOIN agent_memory_dense_users d ON d.user_id = %(user_id)s AND d.ready
 ),"""
 _TEXT_LEG_DENSE = """SELECT id FROM agent_memory_dense_text_leg(
         (SELECT q FROM terms), %(k)s, %(project_id)s, {now}, {include_inactive},
@@ -135,12 +137,12 @@ _DATE_LEG = """, dated AS (
     LIMIT %(date_k)s
 )"""
 
-# ORDER BY distance LIMIT k straight on the table. For an ordinary user the planner reads their
-# rows through the scope b-tree and sorts them: exact (the table has no vector index). For a dense
-# user it takes their own HNSW index, approximate (the iterative scan goes on while the scope
-# filter drops rows); above 2,000 dimensions that index is on the halfvec cast, so the leg orders
-# by the same expression.
-_VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
+# ORDER BY distance LIMIT k. For an ordinary user, on user_memories: the planner reads their rows
+# through the scope b-tree and sorts them, exact (the table has no vector index). For a dense user,
+# on dense_memories, pruned by the user id to their own partition (migration 0013): its HNSW index,
+# approximate (the iterative scan goes on while the scope filter drops rows); above 2,000
+# dimensions that index is on the halfvec cast, so the leg orders by the same expression.
+_VECTOR_LEG_INDEXED = """SELECT id FROM {table} WHERE {scope}
     ORDER BY {ann} <=> {ann_query} LIMIT %(k)s"""
 # Exact: every live row of the user, fenced off from any HNSW index by MATERIALIZED.
 _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_memories WHERE {scope}),"
@@ -214,6 +216,9 @@ def _hybrid_query(
         dense_cte = sql.SQL(_DENSE_FLAG_CTE)
         text_leg = sql.SQL(_TEXT_LEG).format(scope=where, tsq=tsq)
         flag = sql.SQL("EXISTS (SELECT FROM dense)")
+    # The partition holds the current model's vectors only: a process still reading the previous
+    # model's column (a re-embedding's grace period) searches a dense user exactly.
+    partitioned = dense and column == "embedding"
     every = ["SELECT id FROM vec", "SELECT id FROM fts"]
     if dated:
         every.append("SELECT id FROM dated")
@@ -225,7 +230,12 @@ def _hybrid_query(
             dense_cte=dense_cte,
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT)
             if exact
-            else sql.SQL(_VECTOR_LEG_INDEXED).format(scope=where, ann=ann, ann_query=ann_query),
+            else sql.SQL(_VECTOR_LEG_INDEXED).format(
+                table=sql.Identifier("dense_memories" if partitioned else "user_memories"),
+                scope=where,
+                ann=ann,
+                ann_query=ann_query,
+            ),
             text_leg=text_leg,
             dense_flag=flag,
             vec=vec,
