@@ -184,6 +184,9 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(
     conn = service.admin.db.connection()
     # Force the failure mode: the index scan gives up after a few tuples.
     conn.execute("SET hnsw.max_scan_tuples = 20")
+    # The user's partition is small: left alone, the planner reads it exactly (a scan and a sort).
+    conn.execute("SET enable_seqscan = off")
+    conn.execute("SET enable_sort = off")
     scope = Scope("lonely")
     # A query like the ended notes (they fill the index scan's first batch), unlike the live ones.
     query = "zebra quantum harmonica"
