@@ -77,7 +77,7 @@ def text_query(text: str) -> str:
 
 
 _HYBRID = """
-WITH {usage_cte}{scoped_cte}{dense_cte} vec AS (
+WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
     {vector_leg}
 ), fts AS (
     {text_leg}
@@ -142,8 +142,17 @@ _DATE_LEG = """, dated AS (
 # on dense_memories, pruned by the user id to their own partition (migration 0013): its HNSW index,
 # approximate (the iterative scan goes on while the scope filter drops rows); above 2,000
 # dimensions that index is on the halfvec cast, so the leg orders by the same expression.
-_VECTOR_LEG_INDEXED = """SELECT id FROM {table} WHERE {scope}
+_VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
     ORDER BY {ann} <=> {ann_query} LIMIT %(k)s"""
+# The dense user's leg, and in the same statement its exact form, which runs only when the index
+# scan came back short (fewer rows in scope than k, or the scan gave up): one round trip either way.
+_ANN_CTE = """ ann AS (
+    SELECT id FROM dense_memories WHERE {scope} ORDER BY {ann} <=> {ann_query} LIMIT %(k)s
+),"""
+_VECTOR_LEG_PARTITION = """SELECT id FROM ann WHERE (SELECT count(*) FROM ann) >= %(k)s
+    UNION ALL
+    (SELECT id FROM user_memories WHERE {scope} AND (SELECT count(*) FROM ann) < %(k)s
+     ORDER BY {vec} <=> %(query_vector)s LIMIT %(k)s)"""
 # Exact: every live row of the user, fenced off from any HNSW index by MATERIALIZED.
 _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_memories WHERE {scope}),"
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
@@ -218,7 +227,7 @@ def _hybrid_query(
         flag = sql.SQL("EXISTS (SELECT FROM dense)")
     # The partition holds the current model's vectors only: a process still reading the previous
     # model's column (a re-embedding's grace period) searches a dense user exactly.
-    partitioned = dense and column == "embedding"
+    partitioned = dense and column == "embedding" and not exact
     every = ["SELECT id FROM vec", "SELECT id FROM fts"]
     if dated:
         every.append("SELECT id FROM dated")
@@ -228,14 +237,14 @@ def _hybrid_query(
             usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if usage else sql.SQL(""),
             scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
             dense_cte=dense_cte,
+            ann_cte=sql.SQL(_ANN_CTE).format(scope=where, ann=ann, ann_query=ann_query)
+            if partitioned
+            else sql.SQL(""),
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT)
             if exact
-            else sql.SQL(_VECTOR_LEG_INDEXED).format(
-                table=sql.Identifier("dense_memories" if partitioned else "user_memories"),
-                scope=where,
-                ann=ann,
-                ann_query=ann_query,
-            ),
+            else sql.SQL(_VECTOR_LEG_PARTITION).format(scope=where, vec=vec)
+            if partitioned
+            else sql.SQL(_VECTOR_LEG_INDEXED).format(scope=where, ann=ann, ann_query=ann_query),
             text_leg=text_leg,
             dense_flag=flag,
             vec=vec,
@@ -266,8 +275,8 @@ def hybrid_candidates(
     nearest first, in one statement.
 
     For most users the vector leg is exact (their rows through the scope b-tree). A dense user's
-    leg uses their own HNSW index, and an index scan under the scope filter can come back short:
-    then the leg is recomputed exactly over the user's rows. Either way a user gets min(k, their
+    leg uses the HNSW index of their partition, and an index scan under the scope filter can come
+    back short: then the same statement computes the leg exactly over the user's rows. Either way a user gets min(k, their
     memories) vector candidates, however many rows other users have. A dense user's text leg
     runs through their GIN index (the dense shape); the statement says whether the user is dense,
     and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that
@@ -301,16 +310,17 @@ def hybrid_candidates(
             # The user became dense (their text leg was skipped), or no longer is: ask again.
             dense = DENSE_USERS.note(scope.user_id, not dense)
             continue
-        # Short, and maybe approximate (a dense user's index; no row at all tells nothing): exactly.
-        if not exact and sum(1 for r in rows if r["in_vector"]) < k and (dense or not rows):
+        # No row at all tells nothing (a store whose dense users still have 0005's partial indexes):
+        # exactly. A dense user's statement recomputed a short leg exactly itself.
+        if not exact and not rows:
             exact = True
             continue
         break
     return [_candidate(r) for r in rows]
 
 
-# At most: the first shape, the other shape, the exact re-run, and one more flip should the
-# registry change between them.
+# At most: the first shape, the other shape, the exact re-run (a statement that found nothing), and
+# one more flip should the registry change between them.
 _MAX_STATEMENTS = 4
 
 
