@@ -290,7 +290,7 @@ def measure(
         server.drop_database(url)
 
 
-ORDINARY_USERS = 2_500  # users left ordinary in every --heavy database
+ORDINARY_USERS = 2_500  # users left ordinary in every --heavy database (--heavy-ordinary)
 PER_USER = 20  # memories of each user in a --heavy database (heavy users: one more)
 WRITES = 100  # timed writes per --heavy count
 
@@ -311,12 +311,19 @@ class HeavyRun:
 
 
 def measure_heavy(
-    server: ScratchServer, base: Settings, *, heavy: int, queries: int, limit: int = 10, seed: int = 7
+    server: ScratchServer,
+    base: Settings,
+    *,
+    heavy: int,
+    queries: int,
+    limit: int = 10,
+    ordinary: int = ORDINARY_USERS,
+    seed: int = 7,
 ) -> HeavyRun:
-    """A database of ``heavy`` + ORDINARY_USERS users with PER_USER memories each, the first ``heavy``
+    """A database of ``heavy`` + ``ordinary`` users with PER_USER memories each, the first ``heavy``
     of them given one more and made dense at a threshold of PER_USER + 1; time recall for ordinary
     and heavy users and single-memory writes. Every recall must return ``limit`` memories."""
-    users = heavy + ORDINARY_USERS
+    users = heavy + ordinary
     corpus = SyntheticCorpus(users * PER_USER + heavy, users, seed=seed)
     url = server.new_database(f"heavy_{heavy}")
     bench = open_service(base, url, provider="hash", dimension=384)
@@ -462,6 +469,8 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         raise InvalidInput("--users needs one count per --memories size (or a single one)", field="users")
     if args.heavy_user < 0:
         raise InvalidInput("--heavy-user must not be negative", field="heavy_user")
+    if args.heavy_ordinary < 1:
+        raise InvalidInput("--heavy-ordinary must be positive", field="heavy_ordinary")
     heavy_counts = _counts(args.heavy) if args.heavy else []
     results: list[LatencyRun] = []
     heavy_keys: list[str] = []
@@ -469,7 +478,14 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         database = server.describe()
         if heavy_counts:
             runs = [
-                measure_heavy(server, service.settings, heavy=n, queries=args.queries, limit=args.limit)
+                measure_heavy(
+                    server,
+                    service.settings,
+                    heavy=n,
+                    queries=args.queries,
+                    limit=args.limit,
+                    ordinary=args.heavy_ordinary,
+                )
                 for n in heavy_counts
             ]
             heavy_keys = _report_heavy(database, runs)
@@ -608,6 +624,13 @@ def register(sub: Any) -> None:
         metavar="COUNTS",
         help="first, for each count N (e.g. 0,1000,10000): a database of N + 2,500 users with 20 memories each, "
         "N of them made dense (their own partitions); ordinary and heavy users' recall p50/p95 and write p50",
+    )
+    p.add_argument(
+        "--heavy-ordinary",
+        type=int,
+        default=ORDINARY_USERS,
+        metavar="N",
+        help=f"users left ordinary in each --heavy database (default {ORDINARY_USERS})",
     )
     p.add_argument(
         "--load-order",
