@@ -191,6 +191,18 @@ def test_bench_latency_sweeps_heavy_user_counts_and_keeps_the_old_keys(
     assert bench_databases(pg_server) == []
 
 
+def test_bench_capacity_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:
+    argv = ["bench", "capacity", "--memories", "300", "--users", "10", "--recalls", "5", "--writes", "3"]
+    last = summary(capsys, main([*argv, "--server-url", pg_server], settings=settings))
+    assert re.fullmatch(
+        rf"capacity memories=300 db_cpu_ms_per_recall={NUMBER} recalls_per_s_per_vcpu=({NUMBER}|inf) "
+        rf"db_cpu_ms_per_memory_written={NUMBER} memories_written_per_s_per_vcpu=({NUMBER}|inf) "
+        rf"bytes_per_memory={NUMBER}",
+        last,
+    )
+    assert bench_databases(pg_server) == []
+
+
 def test_bench_latency_refuses_unpaired_sizes(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
     argv = ["bench", "latency", "--memories", "200,400,800", "--users", "10,20", "--no-end-to-end"]
     assert main(argv, settings=settings) == EXIT_USAGE

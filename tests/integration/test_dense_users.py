@@ -309,8 +309,14 @@ def locks_of_a_recall(service: Memory, user: str) -> int:
     scope = Scope(user)
     vector = service.admin.embedder.embed_query("memory")
     params = {**scope_params(scope), "query_vector": vector, "k": 10, "text_query": "memory"}
-    dense = owner_rows(service.settings.database_url.get_secret_value(),  # type: ignore[union-attr]
-                       "SELECT count(*) FROM agent_memory_dense_users WHERE user_id = %s AND ready", user)[0][0] > 0
+    dense = (
+        owner_rows(
+            service.settings.database_url.get_secret_value(),  # type: ignore[union-attr]
+            "SELECT count(*) FROM agent_memory_dense_users WHERE user_id = %s AND ready",
+            user,
+        )[0][0]
+        > 0
+    )
     query = candidates._hybrid_sql(scope, False, "embedding", dense=bool(dense), dimension=384)
     with conn.transaction():
         conn.execute("SELECT set_config('agent_memory.user_id', %s, true)", [user])
@@ -323,9 +329,7 @@ def locks_of_a_recall(service: Memory, user: str) -> int:
     return int(row[0])
 
 
-def test_what_a_recall_or_a_write_locks_does_not_grow_with_the_dense_users(
-    service: Memory, database_url: str
-) -> None:
+def test_what_a_recall_or_a_write_locks_does_not_grow_with_the_dense_users(service: Memory, database_url: str) -> None:
     """0005's partial indexes made every statement plan and lock every dense user's indexes; a dense
     user's partition is pruned away from anyone else's statements (migration 0013)."""
     crowd(service, database_url, dense=2, ordinary=3)
@@ -367,9 +371,7 @@ def test_every_user_gets_min_limit_and_their_memories_among_many_dense_users(
             assert all(m.content.endswith(f" of {user}") for m in found)
 
 
-def test_a_dense_users_writes_edits_and_deletes_reach_recall_at_once(
-    busy: Memory, database_url: str
-) -> None:
+def test_a_dense_users_writes_edits_and_deletes_reach_recall_at_once(busy: Memory, database_url: str) -> None:
     busy.admin.refresh_dense_users(min_memories=100)
     busy.recall("axolotl", user_id="busy")  # the process now knows busy is dense
     written = busy.add([NewMemory(content="the user adopted a capybara named Bruno")], user_id="busy")
@@ -382,8 +384,10 @@ def test_a_dense_users_writes_edits_and_deletes_reach_recall_at_once(
         assert conn.execute("SELECT count(*) FROM dense_memories WHERE id = %s", [memory_id]).fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (121,)
     # Another user's memories never come back from busy's partition, nor busy's from theirs.
-    assert all(m.content != "the other user also keeps an axolotl" for m in busy.recall(
-        "axolotl", user_id="busy", limit=50).memories)
+    assert all(
+        m.content != "the other user also keeps an axolotl"
+        for m in busy.recall("axolotl", user_id="busy", limit=50).memories
+    )
     assert [m.content for m in busy.recall("axolotl", user_id="other", limit=50).memories] == [
         "the other user also keeps an axolotl"
     ]

@@ -101,9 +101,7 @@ _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 # agent_memory_dense_text_leg (their GIN index, out of reach of the application's own query under
 # row-level security: migration 0005) with the user's words less the lexemes most of their
 # memories contain (NULL when every word is common).
-_DENSE_FLAG_CTE = (
-    " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s AND ready),"
-)
+_DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s AND ready),"
 _TEXT_LEG = """SELECT id FROM user_memories
     WHERE {scope} AND content_tsv @@ {tsq} AND NOT EXISTS (SELECT FROM dense)
     ORDER BY ts_rank_cd(content_tsv, {tsq}) DESC, updated_at DESC, content
@@ -237,9 +235,7 @@ def _hybrid_query(
             usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if usage else sql.SQL(""),
             scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
             dense_cte=dense_cte,
-            ann_cte=sql.SQL(_ANN_CTE).format(scope=where, ann=ann, ann_query=ann_query)
-            if partitioned
-            else sql.SQL(""),
+            ann_cte=sql.SQL(_ANN_CTE).format(scope=where, ann=ann, ann_query=ann_query) if partitioned else sql.SQL(""),
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT)
             if exact
             else sql.SQL(_VECTOR_LEG_PARTITION).format(scope=where, vec=vec)
@@ -276,8 +272,8 @@ def hybrid_candidates(
 
     For most users the vector leg is exact (their rows through the scope b-tree). A dense user's
     leg uses the HNSW index of their partition, and an index scan under the scope filter can come
-    back short: then the same statement computes the leg exactly over the user's rows. Either way a user gets min(k, their
-    memories) vector candidates, however many rows other users have. A dense user's text leg
+    back short: then the same statement computes the leg exactly over the user's rows. Either way
+    a user gets min(k, their memories) vector candidates, however many rows other users have. A dense user's text leg
     runs through their GIN index (the dense shape); the statement says whether the user is dense,
     and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that
     shape: one statement. ``usage`` (the recall's own counts) is added to the user's usage by the

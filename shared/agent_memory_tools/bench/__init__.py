@@ -2,7 +2,7 @@
 
 Each subcommand prints a table and ends with exactly one summary line
 (``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``embed ...``,
-``load ...``, ``coldstart ...``, ``peers ...``). They run
+``load ...``, ``coldstart ...``, ``peers ...``, ``capacity ...``). They run
 on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
 own data. Heavy imports (matplotlib) happen only inside the commands, and the CLI imports the
 benchmark modules only to run one (:func:`register`).
@@ -12,12 +12,23 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers"
+HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers, capacity"
 
 
 def register(sub: Any) -> None:
     """Add the `bench` command group to the CLI's subparsers."""
-    from agent_memory_tools.bench import coldstart, embed, ingest, latency, load, peers, plot, quality, tokens
+    from agent_memory_tools.bench import (
+        capacity,
+        coldstart,
+        embed,
+        ingest,
+        latency,
+        load,
+        peers,
+        plot,
+        quality,
+        tokens,
+    )
 
     parser = sub.add_parser(
         "bench",
@@ -34,3 +45,4 @@ def register(sub: Any) -> None:
     load.register(benches)
     coldstart.register(benches)
     peers.register(benches)
+    capacity.register(benches)
