@@ -189,7 +189,7 @@ def time_recall(
 
 
 def time_heavy(bench: Memory, queries: Sequence[tuple[str, str]], vectors: np.ndarray, *, limit: int) -> Stopwatch:
-    """Recall for the heavy user (their own HNSW and GIN indexes), after a few untimed runs; each
+    """Recall for the heavy user (their partition's HNSW and GIN indexes), after a few untimed runs; each
     must return ``limit`` memories."""
     watch = Stopwatch()
     pairs = list(zip(queries, vectors, strict=True))
@@ -558,7 +558,7 @@ def _report(database: str, result: LatencyRun, args: argparse.Namespace, *, extr
                 len(result.heavy.samples),
                 _ms(result.heavy.p50),
                 _ms(result.heavy.p95),
-                "the user's own HNSW and GIN indexes (agent-memory dense-users)",
+                "the user's own partition, HNSW and GIN (agent-memory dense-users)",
             ]
         )
     rows.append(
