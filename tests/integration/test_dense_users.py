@@ -438,3 +438,24 @@ def test_a_store_with_0005s_partial_indexes_moves_to_partitions(blank_database_u
         assert len(found) == 31 and found[0].content == "the user keeps a pet axolotl called Quetzal"
     finally:
         service.close()
+
+
+def test_a_partition_left_while_its_user_was_unlisted_is_built_anew(busy: Memory, database_url: str) -> None:
+    """What a re-embedding's switch leaves: every user unlisted, the partitions holding the previous
+    model's vectors, which the triggers no longer follow."""
+    busy.admin.refresh_dense_users(min_memories=100)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM agent_memory_dense_users")
+        conn.execute(
+            "UPDATE user_memories SET embedding = (SELECT array_agg(cos(g))::vector(384) FROM generate_series(1, 384) g) "
+            "WHERE user_id = 'busy'"
+        )
+    report = busy.admin.refresh_dense_users(min_memories=100)
+    assert (report.indexed, report.orphans_dropped) == (1, 1)
+    with psycopg.connect(database_url) as conn:
+        stale = conn.execute(
+            "SELECT count(*) FROM dense_memories d JOIN user_memories m USING (user_id, id) "
+            "WHERE d.embedding IS DISTINCT FROM m.embedding"
+        ).fetchone()
+        copied = conn.execute("SELECT count(*) FROM dense_memories").fetchone()
+    assert (stale, copied) == ((0,), (121,))

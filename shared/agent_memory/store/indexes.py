@@ -145,9 +145,11 @@ def _refresh(
     for user_id in sorted(listed.keys() - dense.keys()):
         _unlist(conn, user_id)
         report.unlisted += 1
-    # 0005's partial indexes on user_memories, and partitions nobody is listed for.
+    # 0005's partial indexes on user_memories, and partitions nobody is listed for: the triggers
+    # keep a partition in step only while its user is listed (a re-embedding's switch unlists
+    # everyone: their partitions hold the previous model's vectors), so it is built anew.
     _drop_indexes(conn, _old_partial_indexes(conn), concurrently=concurrently)
-    kept = {partition_name(user_id) for user_id in dense}
+    kept = {partition_name(user_id) for user_id in dense if user_id in listed}
     strays = [name for name in _partitions(conn) if name not in kept]
     for name in strays:
         _drop_partition(conn, name, concurrently=concurrently)
