@@ -447,8 +447,8 @@ def test_a_partition_left_while_its_user_was_unlisted_is_built_anew(busy: Memory
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("DELETE FROM agent_memory_dense_users")
         conn.execute(
-            "UPDATE user_memories SET embedding = (SELECT array_agg(cos(g))::vector(384) FROM generate_series(1, 384) g) "
-            "WHERE user_id = 'busy'"
+            "UPDATE user_memories SET embedding = "
+            "(SELECT array_agg(cos(g))::vector(384) FROM generate_series(1, 384) g) WHERE user_id = 'busy'"
         )
     report = busy.admin.refresh_dense_users(min_memories=100)
     assert (report.indexed, report.orphans_dropped) == (1, 1)
