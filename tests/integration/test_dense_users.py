@@ -459,3 +459,20 @@ def test_a_partition_left_while_its_user_was_unlisted_is_built_anew(busy: Memory
         ).fetchone()
         copied = conn.execute("SELECT count(*) FROM dense_memories").fetchone()
     assert (stale, copied) == ((0,), (121,))
+
+
+def test_a_row_whose_memory_is_gone_leaves_the_copy_on_the_next_run(busy: Memory, database_url: str) -> None:
+    """A delete that committed while its user was being listed saw no listing: the copy keeps the
+    memory's words until the next run removes them."""
+    busy.admin.refresh_dense_users(min_memories=100)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE user_memories DISABLE TRIGGER user_memories_dense_delete")
+        conn.execute("DELETE FROM user_memories WHERE user_id = 'busy' AND content LIKE '%axolotl%'")
+        conn.execute("ALTER TABLE user_memories ENABLE TRIGGER user_memories_dense_delete")
+        assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (121,)
+    busy.admin.refresh_dense_users(min_memories=100)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (120,)
+        assert conn.execute(
+            "SELECT count(*) FROM dense_memories WHERE content_tsv @@ to_tsquery('english', 'axolotl')"
+        ).fetchone() == (0,)

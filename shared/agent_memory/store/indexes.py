@@ -162,7 +162,9 @@ def _refresh(
             if deadline is not None and time.monotonic() >= deadline:
                 report.done = False
                 break
-            changed = _ensure_partition(conn, user_id, dimension, concurrently=concurrently)
+            changed = _ensure_partition(
+                conn, user_id, dimension, ready=listed.get(user_id, False), concurrently=concurrently
+            )
             _mark_ready(conn, user_id, dense[user_id], max_text_matches)
             if user_id not in listed:
                 report.indexed += 1
@@ -219,9 +221,10 @@ def _match_dimension(conn: Connection, dimension: int) -> None:
         )
 
 
-def _ensure_partition(conn: Connection, user_id: str, dimension: int, *, concurrently: bool) -> bool:
+def _ensure_partition(conn: Connection, user_id: str, dimension: int, *, ready: bool, concurrently: bool) -> bool:
     """Give the user a filled, indexed partition; True when something had to be done. Each step is
-    idempotent, so a run interrupted anywhere is finished by the next."""
+    idempotent, so a run interrupted anywhere is finished by the next. A ready partition is not
+    filled again (the triggers keep it), only rid of rows deleted during its fill."""
     name = partition_name(user_id)
     table = sql.Identifier(name)
     changed = False
@@ -245,16 +248,19 @@ def _ensure_partition(conn: Connection, user_id: str, dimension: int, *, concurr
             "INSERT INTO agent_memory_dense_users (user_id, memories) VALUES (%s, 0) ON CONFLICT (user_id) DO NOTHING",
             [user_id],
         )
+    filled = 0
     with maintenance_transaction(conn, source="dense-users"):
-        filled = conn.execute(
-            "INSERT INTO dense_memories (user_id, id, project_id, category, metadata, created_at, updated_at, "
-            "expires_at, superseded_at, embedding, content_tsv) "
-            "SELECT user_id, id, project_id, category, metadata, created_at, updated_at, expires_at, superseded_at, "
-            "embedding, content_tsv FROM user_memories WHERE user_id = %(u)s "
-            "ON CONFLICT (user_id, id) DO NOTHING",
-            {"u": user_id},
-        ).rowcount
-        # Rows a delete removed between an earlier listing and its fill (the delete saw no listing).
+        if not ready:
+            filled = conn.execute(
+                "INSERT INTO dense_memories (user_id, id, project_id, category, metadata, created_at, updated_at, "
+                "expires_at, superseded_at, embedding, content_tsv) "
+                "SELECT user_id, id, project_id, category, metadata, created_at, updated_at, expires_at, "
+                "superseded_at, embedding, content_tsv FROM user_memories WHERE user_id = %(u)s "
+                "ON CONFLICT (user_id, id) DO NOTHING",
+                {"u": user_id},
+            ).rowcount
+        # Rows a delete removed while the user was being listed (it saw no listing yet): their
+        # words must not outlive the memory.
         ghosts = conn.execute(
             "DELETE FROM dense_memories d WHERE d.user_id = %(u)s "
             "AND NOT EXISTS (SELECT FROM user_memories m WHERE m.user_id = %(u)s AND m.id = d.id)",
