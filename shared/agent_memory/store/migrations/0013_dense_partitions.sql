@@ -52,7 +52,16 @@ CREATE POLICY dense_memories_maintenance ON dense_memories TO agent_memory_maint
 -- ready: the user's partition is filled and indexed; recall and the near-duplicate check use it.
 -- A listed user that is not ready yet is copied by the triggers (so the fill misses nothing).
 ALTER TABLE agent_memory_dense_users ADD COLUMN IF NOT EXISTS ready boolean NOT NULL DEFAULT false;
-DELETE FROM agent_memory_dense_users;
+-- As the maintenance role: FORCE ROW LEVEL SECURITY (0005) hides every row from an owner that is
+-- not a superuser (the RDS master user is not), and a listed user without a partition would make
+-- the triggers below fail their writes.
+DO $$
+BEGIN
+    SET LOCAL ROLE agent_memory_maintenance;
+    DELETE FROM agent_memory_dense_users;
+    RESET ROLE;
+END
+$$;
 
 -- The copy follows user_memories. INSERT and UPDATE go through the parent (tuple routing opens
 -- only the user's partition); an upsert, because UPDATE ... FROM a transition table could not
