@@ -342,8 +342,9 @@ class Settings(BaseSettings):
     dense_min_memories: int = Field(
         default=1000,
         ge=2,
-        description="`agent-memory dense-users` gives a user with at least this many memories their own HNSW "
-        "and GIN indexes (recall then stays flat for them); below half of it they go back to exact search.",
+        description="`agent-memory dense-users` gives a user with at least this many memories a partition of their "
+        "own with HNSW and GIN indexes (migration 0013; recall then stays flat for them); below half of it they go "
+        "back to exact search.",
     )
     dense_max_text_matches: int = Field(
         default=500,

@@ -167,6 +167,38 @@ def test_bench_latency_compares_sizes_and_times_a_heavy_user(
     assert bench_databases(pg_server) == []
 
 
+def test_bench_latency_sweeps_heavy_user_counts_and_keeps_the_old_keys(
+    capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str
+) -> None:
+    argv = ["bench", "latency", "--memories", "200", "--users", "10", "--queries", "12", "--no-end-to-end"]
+    argv += ["--heavy", "0,3", "--heavy-ordinary", "15", "--seed-queries", "2"]
+    code = main([*argv, "--server-url", pg_server], settings=settings)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    heavy = rf"heavy3_ordinary_p50_ms={NUMBER} heavy3_ordinary_p95_ms={NUMBER} heavy3_write_p50_ms={NUMBER} "
+    heavy += rf"heavy3_heavy_p50_ms={NUMBER} heavy3_heavy_p95_ms={NUMBER} heavy3_heavy_write_p50_ms={NUMBER}"
+    assert re.fullmatch(
+        rf"latency memories=200 users=10 ours_p50_ms={NUMBER} ours_p95_ms={NUMBER} "
+        rf"seed_p95_ms={NUMBER} speedup_p95={NUMBER} "
+        rf"heavy0_ordinary_p50_ms={NUMBER} heavy0_ordinary_p95_ms={NUMBER} heavy0_write_p50_ms={NUMBER} {heavy} "
+        rf"heavy_ordinary_p50_ratio={NUMBER} heavy_write_p50_ratio={NUMBER}",
+        out.strip().splitlines()[-1],
+    )
+    assert bench_databases(pg_server) == []
+
+
+def test_bench_capacity_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:
+    argv = ["bench", "capacity", "--memories", "300", "--users", "10", "--recalls", "5", "--writes", "3"]
+    last = summary(capsys, main([*argv, "--server-url", pg_server], settings=settings))
+    assert re.fullmatch(
+        rf"capacity memories=300 db_cpu_ms_per_recall={NUMBER} recalls_per_s_per_vcpu=({NUMBER}|inf) "
+        rf"db_cpu_ms_per_memory_written={NUMBER} memories_written_per_s_per_vcpu=({NUMBER}|inf) "
+        rf"bytes_per_memory={NUMBER}",
+        last,
+    )
+    assert bench_databases(pg_server) == []
+
+
 def test_bench_latency_refuses_unpaired_sizes(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
     argv = ["bench", "latency", "--memories", "200,400,800", "--users", "10,20", "--no-end-to-end"]
     assert main(argv, settings=settings) == EXIT_USAGE

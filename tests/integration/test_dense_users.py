@@ -1,7 +1,7 @@
 """Recall whose cost follows the user's data, not the table's: no table-wide vector index (any
-dimension migrates), and users with many memories get their own HNSW and GIN indexes from
-`agent-memory dense-users`, which recall detects in the same statement (migration 0005,
-agent_memory.store.indexes)."""
+dimension migrates), and users with many memories get their own partition of dense_memories with
+an HNSW and a GIN index from `agent-memory dense-users`, which recall detects in the same statement
+(migrations 0005 and 0013, agent_memory.store.indexes)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 from agent_memory.config import Settings
 from agent_memory.service import Memory
 from agent_memory.store import recall as candidates
-from agent_memory.store.dense import dense_index_names
+from agent_memory.store.dense import dense_index_names, partition_name
 from agent_memory.store.migrate import _apply, available_migrations
+from agent_memory.store.scope import Scope, scope_params
 from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory_tools.cli.main import main
@@ -52,10 +54,11 @@ def owner_rows(database_url: str, query: str, *params: object) -> list[tuple[Any
 
 
 def dense_indexes(database_url: str) -> set[str]:
+    """The HNSW and GIN indexes of dense users' partitions (and any partial index left on user_memories)."""
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'user_memories' "
-            "AND indexname LIKE 'user_memories_dense_%'"
+            "SELECT indexname FROM pg_indexes WHERE (tablename LIKE 'dense\\_memories\\_%' "
+            "AND indexname NOT LIKE '%\\_pkey') OR indexname LIKE 'user_memories\\_dense\\_%'"
         ).fetchall()
     return {r[0] for r in rows}
 
@@ -109,13 +112,13 @@ def test_a_database_migrated_before_0005_gets_it_on_the_next_migrate(blank_datab
     settings = Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False)
     service = Memory(settings)
     with psycopg.connect(blank_database_url, autocommit=True) as conn:
-        older = [m for m in available_migrations() if m.version != 5]
+        older = [m for m in available_migrations() if m.version != 5 and m.version < 13]
         _apply(conn, older, dimension=384, fingerprint=service.admin.embedder.fingerprint)
         conn.execute(
             "CREATE INDEX user_memories_embedding_idx ON user_memories USING hnsw (embedding vector_cosine_ops)"
         )
     try:
-        assert service.admin.migrate().applied == ["0005_dense_users"]
+        assert service.admin.migrate().applied == ["0005_dense_users", "0013_dense_partitions"]
         assert service.admin.migrate().applied == []
         with psycopg.connect(blank_database_url) as conn:
             assert conn.execute("SELECT to_regclass('user_memories_embedding_idx')").fetchone() == (None,)
@@ -166,8 +169,9 @@ def test_the_dense_text_leg_sees_nothing_without_a_user_scope(busy: Memory, app_
         rows = conn.execute(TEXT_LEG).fetchall()
         assert rows == []
         conn.execute("SELECT set_config('agent_memory.user_id', 'other', false)")
-        rows = conn.execute(TEXT_LEG).fetchall()
-        assert len(rows) == 1  # the other user's own memory, never busy's
+        assert conn.execute(TEXT_LEG).fetchall() == []  # never busy's memory
+        conn.execute("SELECT set_config('agent_memory.user_id', 'busy', false)")
+        assert len(conn.execute(TEXT_LEG).fetchall()) == 1
 
 
 def test_a_dense_recall_counts_its_usage_once_and_takes_the_extra_legs(busy: Memory, tmp_path: Path) -> None:
@@ -236,31 +240,39 @@ def test_an_erased_dense_user_leaves_no_registry_row_and_the_next_run_drops_thei
     busy.admin.refresh_dense_users(min_memories=100)
     busy.forget_user("busy")
     assert owner_rows(database_url, "SELECT user_id FROM agent_memory_dense_users") == []
-    assert busy.admin.refresh_dense_users(min_memories=100).orphans_dropped == 2
+    with psycopg.connect(database_url) as conn:  # nothing of theirs is left in the copy either
+        assert conn.execute("SELECT count(*) FROM dense_memories WHERE user_id = 'busy'").fetchone() == (0,)
+    assert busy.admin.refresh_dense_users(min_memories=100).orphans_dropped == 1
     assert dense_indexes(database_url) == set()
 
 
-def test_an_interrupted_build_and_an_index_on_the_previous_column_are_built_again(
-    busy: Memory, database_url: str
-) -> None:
+def test_an_interrupted_build_is_finished_by_the_next_run(busy: Memory, database_url: str) -> None:
     busy.admin.refresh_dense_users(min_memories=100)
     vec, tsv = dense_index_names("busy")
     with psycopg.connect(database_url, autocommit=True) as conn:
-        # What a re-embedding switch leaves: the user's HNSW index on the renamed column.
-        conn.execute("ALTER TABLE user_memories ADD COLUMN embedding_prev vector(384)")
-        conn.execute(f"DROP INDEX {vec}")
-        conn.execute(
-            f"CREATE INDEX {vec} ON user_memories USING hnsw (embedding_prev vector_cosine_ops) WHERE user_id = 'busy'"
-        )
-        # What an interrupted CREATE INDEX CONCURRENTLY leaves: an invalid index.
+        # What an interrupted CREATE INDEX CONCURRENTLY leaves: an invalid index; an interrupted
+        # fill: a listed user who is not ready, with rows missing from the copy.
         conn.execute(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{tsv}'::regclass")
+        conn.execute(f"DROP INDEX {vec}")
+        conn.execute("UPDATE agent_memory_dense_users SET ready = false")
+        conn.execute(
+            "DELETE FROM dense_memories WHERE user_id = 'busy' AND id IN "
+            "(SELECT id FROM user_memories WHERE content LIKE '%axolotl%')"
+        )
+    # Not ready: searched exactly, and still right.
+    assert busy.recall("axolotl", user_id="busy", limit=3).memories[0].content == (
+        "the user keeps a pet axolotl called Quetzal"
+    )
     report = busy.admin.refresh_dense_users(min_memories=100)
     assert (report.rebuilt, report.indexed) == (1, 0)
     with psycopg.connect(database_url) as conn:
-        definition = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [vec]).fetchone()
-        valid = conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = %s::regclass", [tsv]).fetchone()
-    assert definition is not None and "(embedding vector_cosine_ops)" in definition[0]
-    assert valid == (True,)
+        valid = conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = ANY(ARRAY[%s::regclass, %s::regclass])", [vec, tsv]
+        ).fetchall()
+        copied = conn.execute("SELECT count(*) FROM dense_memories WHERE user_id = 'busy'").fetchone()
+    assert valid == [(True,), (True,)]
+    assert copied == (121,)
+    assert owner_rows(database_url, "SELECT ready FROM agent_memory_dense_users") == [(True,)]
 
 
 def test_the_near_duplicate_check_of_a_dense_user_is_planned_with_its_values(busy: Memory) -> None:
@@ -273,3 +285,215 @@ def test_the_near_duplicate_check_of_a_dense_user_is_planned_with_its_values(bus
     with user_transaction(conn, "busy"):
         count = conn.execute("SELECT count(*) FROM user_memories WHERE content LIKE '%axolotl%'").fetchone()
     assert count == (1,)  # folded into the existing memory each time
+
+
+def crowd(service: Memory, database_url: str, *, dense: int, ordinary: int, each: int = 12) -> None:
+    """``dense`` users with ``each`` + 1 memories (dense at a threshold of ``each`` + 1) and
+    ``ordinary`` users with ``each``; user d<i> and o<i>, their memories name them."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
+            "SELECT u, 'memory ' || n || ' of ' || u, sha256(convert_to(u || n, 'UTF8')), "
+            "(SELECT array_agg(sin(n * 7 + g + length(u)))::vector(384) FROM generate_series(1, 384) g) "
+            "FROM (SELECT 'd' || i AS u, %(each)s + 1 AS k FROM generate_series(1, %(dense)s) i "
+            "      UNION ALL SELECT 'o' || i, %(each)s FROM generate_series(1, %(ordinary)s) i) users, "
+            "LATERAL generate_series(1, k) n",
+            {"dense": dense, "ordinary": ordinary, "each": each},
+        )
+    assert service.admin.refresh_dense_users(min_memories=each + 1).indexed == dense
+
+
+def locks_of_a_recall(service: Memory, user: str) -> int:
+    """Relation locks one recall statement of ``user`` takes (held until its transaction ends)."""
+    conn = service.admin.db.connection()
+    scope = Scope(user)
+    vector = service.admin.embedder.embed_query("memory")
+    params = {**scope_params(scope), "query_vector": vector, "k": 10, "text_query": "memory"}
+    dense = (
+        owner_rows(
+            service.settings.database_url.get_secret_value(),  # type: ignore[union-attr]
+            "SELECT count(*) FROM agent_memory_dense_users WHERE user_id = %s AND ready",
+            user,
+        )[0][0]
+        > 0
+    )
+    query = candidates._hybrid_sql(scope, False, "embedding", dense=bool(dense), dimension=384)
+    with conn.transaction():
+        conn.execute("SELECT set_config('agent_memory.user_id', %s, true)", [user])
+        conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        conn.execute(query, params).fetchall()
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_what_a_recall_or_a_write_locks_does_not_grow_with_the_dense_users(service: Memory, database_url: str) -> None:
+    """0005's partial indexes made every statement plan and lock every dense user's indexes; a dense
+    user's partition is pruned away from anyone else's statements (migration 0013)."""
+    crowd(service, database_url, dense=2, ordinary=3)
+    few = (locks_of_a_recall(service, "o1"), locks_of_a_recall(service, "d1"))
+    for batch in range(3):
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
+                "SELECT 'e' || %(b)s || '-' || i, 'extra ' || n, sha256(convert_to(i || '-' || n || %(b)s, 'UTF8')), "
+                "(SELECT array_agg(cos(n + g + i))::vector(384) FROM generate_series(1, 384) g) "
+                "FROM generate_series(1, 10) i, generate_series(1, 13) n",
+                {"b": batch},
+            )
+    assert service.admin.refresh_dense_users(min_memories=13).indexed == 30
+    assert (locks_of_a_recall(service, "o1"), locks_of_a_recall(service, "d1")) == few
+    # A write of an ordinary user locks what it locked before too.
+    conn = service.admin.db.connection()
+    with user_transaction(conn, "o2", lock=True):
+        service_rows = conn.execute(
+            "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
+            "SELECT 'o2', 'a new one', sha256('a new one'::bytea), embedding FROM user_memories WHERE user_id = 'o2' "
+            "LIMIT 1 RETURNING id"
+        ).fetchall()
+        locks = conn.execute(
+            "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = pg_backend_pid() AND starts_with(c.relname, 'dense_memories_')"
+        ).fetchall()
+    assert len(service_rows) == 1 and locks == []
+
+
+def test_every_user_gets_min_limit_and_their_memories_among_many_dense_users(
+    service: Memory, database_url: str
+) -> None:
+    crowd(service, database_url, dense=20, ordinary=5)
+    for user, n in (("d3", 13), ("o4", 12)):
+        for limit in (5, 12, 13, 40):
+            found = service.recall("memory of", user_id=user, limit=limit).memories
+            assert len(found) == min(limit, n)
+            assert all(m.content.endswith(f" of {user}") for m in found)
+
+
+def test_a_dense_users_writes_edits_and_deletes_reach_recall_at_once(busy: Memory, database_url: str) -> None:
+    busy.admin.refresh_dense_users(min_memories=100)
+    busy.recall("axolotl", user_id="busy")  # the process now knows busy is dense
+    written = busy.add([NewMemory(content="the user adopted a capybara named Bruno")], user_id="busy")
+    memory_id = written.ids[0]
+    found = busy.recall("capybara Bruno", user_id="busy", limit=3).memories
+    assert found[0].content == "the user adopted a capybara named Bruno"
+    busy.delete(memory_id, user_id="busy")
+    assert all("capybara" not in m.content for m in busy.recall("capybara Bruno", user_id="busy", limit=5).memories)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM dense_memories WHERE id = %s", [memory_id]).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (121,)
+    # Another user's memories never come back from busy's partition, nor busy's from theirs.
+    assert all(
+        m.content != "the other user also keeps an axolotl"
+        for m in busy.recall("axolotl", user_id="busy", limit=50).memories
+    )
+    assert [m.content for m in busy.recall("axolotl", user_id="other", limit=50).memories] == [
+        "the other user also keeps an axolotl"
+    ]
+
+
+def test_the_copy_is_out_of_reach_of_another_user(busy: Memory, app_login_url: str) -> None:
+    busy.admin.refresh_dense_users(min_memories=100)
+    with psycopg.connect(app_login_url) as conn:
+        assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (0,)
+        conn.execute("SELECT set_config('agent_memory.user_id', 'other', false)")
+        assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT count(*) FROM {partition_name('busy')}")
+
+
+def test_a_store_with_0005s_partial_indexes_moves_to_partitions(blank_database_url: str) -> None:
+    """A running stack migrated to 0010 with a dense user: 0013 unlists them (exact search, still
+    right), and the next dense-users run builds their partition and drops the partial indexes."""
+    settings = Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False)
+    service = Memory(settings)
+    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+        older = [m for m in available_migrations() if m.version < 13]
+        _apply(conn, older, dimension=384, fingerprint=service.admin.embedder.fingerprint)
+    texts = [*(f"the user wrote memo number {i}" for i in range(30)), "the user keeps a pet axolotl called Quetzal"]
+    vectors = service.admin.embedder.embed(texts)
+    try:
+        with psycopg.connect(blank_database_url, autocommit=True) as conn:
+            register_vector(conn)
+            for text, vector in zip(texts, vectors, strict=True):  # written by the code before 0013
+                conn.execute(
+                    "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
+                    "VALUES ('busy', %s, sha256(convert_to(%s, 'UTF8')), %s)",
+                    [text, text, vector],
+                )
+            old = "user_memories_dense_0123456789abcdef0123"
+            conn.execute(
+                f"CREATE INDEX {old}_vec ON user_memories USING hnsw (embedding vector_cosine_ops) "
+                "WHERE user_id = 'busy'"
+            )
+            conn.execute("SET ROLE agent_memory_maintenance")
+            conn.execute("INSERT INTO agent_memory_dense_users (user_id, memories) VALUES ('busy', 31)")
+        assert service.admin.migrate().applied == ["0013_dense_partitions"]
+        assert owner_rows(blank_database_url, "SELECT user_id FROM agent_memory_dense_users") == []
+        assert len(service.recall("axolotl", user_id="busy", limit=40).memories) == 31
+        assert service.admin.refresh_dense_users(min_memories=20).indexed == 1
+        assert dense_indexes(blank_database_url) == set(dense_index_names("busy"))
+        found = service.recall("axolotl", user_id="busy", limit=40).memories
+        assert len(found) == 31 and found[0].content == "the user keeps a pet axolotl called Quetzal"
+    finally:
+        service.close()
+
+
+def test_a_partition_left_while_its_user_was_unlisted_is_built_anew(busy: Memory, database_url: str) -> None:
+    """What a re-embedding's switch leaves: every user unlisted, the partitions holding the previous
+    model's vectors, which the triggers no longer follow."""
+    busy.admin.refresh_dense_users(min_memories=100)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM agent_memory_dense_users")
+        conn.execute(
+            "UPDATE user_memories SET embedding = "
+            "(SELECT array_agg(cos(g))::vector(384) FROM generate_series(1, 384) g) WHERE user_id = 'busy'"
+        )
+    report = busy.admin.refresh_dense_users(min_memories=100)
+    assert (report.indexed, report.orphans_dropped) == (1, 1)
+    with psycopg.connect(database_url) as conn:
+        stale = conn.execute(
+            "SELECT count(*) FROM dense_memories d JOIN user_memories m USING (user_id, id) "
+            "WHERE d.embedding IS DISTINCT FROM m.embedding"
+        ).fetchone()
+        copied = conn.execute("SELECT count(*) FROM dense_memories").fetchone()
+    assert (stale, copied) == ((0,), (121,))
+
+
+def test_a_row_whose_memory_is_gone_leaves_the_copy_on_the_next_run(busy: Memory, database_url: str) -> None:
+    """A delete that committed while its user was being listed saw no listing: the copy keeps the
+    memory's words until the next run removes them."""
+    busy.admin.refresh_dense_users(min_memories=100)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE user_memories DISABLE TRIGGER user_memories_dense_delete")
+        conn.execute("DELETE FROM user_memories WHERE user_id = 'busy' AND content LIKE '%axolotl%'")
+        conn.execute("ALTER TABLE user_memories ENABLE TRIGGER user_memories_dense_delete")
+        assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (121,)
+    busy.admin.refresh_dense_users(min_memories=100)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM dense_memories").fetchone() == (120,)
+        assert conn.execute(
+            "SELECT count(*) FROM dense_memories WHERE content_tsv @@ to_tsquery('english', 'axolotl')"
+        ).fetchone() == (0,)
+
+
+def test_a_dense_user_recalls_what_was_true_then_and_what_is_true_now(busy: Memory) -> None:
+    """``as_of`` and ``now`` read the validity a dense user's partition does not copy: such a recall
+    goes to user_memories, and a dense user gets the version valid at that time, as anyone does."""
+    march = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    june = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+    busy.add([NewMemory(content="The user's axolotl is 3 years old", valid_from=march)], user_id="busy")
+    busy.add([NewMemory(content="The user's axolotl is 4 years old", valid_from=june)], user_id="busy")
+    assert busy.admin.refresh_dense_users(min_memories=100).indexed == 1
+    busy.recall("axolotl", user_id="busy")  # the process now takes 'busy' for dense
+    assert candidates.DENSE_USERS.seen("busy")
+
+    def ages(**when: dt.datetime) -> list[str]:
+        found = busy.recall("how old is the axolotl?", user_id="busy", limit=10, **when).memories
+        return [m.content for m in found if "years old" in m.content]
+
+    assert ages() == ["The user's axolotl is 4 years old"]
+    assert ages(as_of=march + dt.timedelta(days=30)) == ["The user's axolotl is 3 years old"]
+    # ``now``: as if asked at that moment (memories stated by then, valid then).
+    assert ages(now=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)) == ["The user's axolotl is 4 years old"]

@@ -97,3 +97,22 @@ def test_the_application_role_cannot_reembed(old: Memory, app_login_url: str) ->
         as_app.admin.reembed()
     assert "owner" in str(err.value)
     assert len(old.recall("topic", user_id="u1").memories) == 10  # nothing half-changed
+
+
+def test_dense_users_search_exactly_after_the_switch_until_their_partition_is_rebuilt(
+    old: Memory, database_url: str
+) -> None:
+    """Their partition held the previous model's vectors (migration 0013): the switch unlists them,
+    and the next dense-users run builds the partition from the new vectors (another dimension here)."""
+    owner = Memory(settings_for(database_url, 384))
+    assert owner.admin.refresh_dense_users(min_memories=20).indexed == 1
+    new = Memory(settings_for(database_url, 256))
+    assert new.admin.reembed(batch_size=100).switched is True
+    fresh = Memory(settings_for(database_url, 256, db_role="agent_memory_app"))
+    assert len(fresh.recall("topic 3", user_id="u1", limit=30).memories) == len(FACTS)
+    report = new.admin.refresh_dense_users(min_memories=20)
+    assert (report.indexed, report.orphans_dropped) == (1, 1)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT DISTINCT vector_dims(embedding) FROM dense_memories").fetchall() == [(256,)]
+    found = fresh.recall("fact number 3 about topic 3", user_id="u1", limit=30).memories
+    assert len(found) == len(FACTS) and found[0].content == "fact number 3 about topic 3"

@@ -54,8 +54,10 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
         ).fetchone()
         if key_row is None or key_row[0] is None:
             raise ConfigurationError("the store has no erasure key: run `agent-memory migrate` (migration 0009)")
-        # The dense-user registry holds the user's common words (migration 0005); their partial
-        # indexes, now empty, go with the next `agent-memory dense-users` run.
+        # The dense-user registry holds the user's common words (migration 0005), their partition
+        # the copy of their vectors and words (0013): emptied now, dropped by the next
+        # `agent-memory dense-users` run.
+        conn.execute("DELETE FROM dense_memories WHERE user_id = %s", [user_id])
         conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
         with conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(

@@ -1,22 +1,25 @@
-"""Dense users: an approximate index only where one user's memories are many.
+"""Dense users: an approximate index only where one user's memories are many, on a table of its own.
 
 Recall searches a user's rows exactly (the scope b-tree, then a sort): ~5 µs a row for both legs,
 so a few milliseconds at 1,000 memories and growing with the user. A user with at least
-``min_memories`` (AGENT_MEMORY_DENSE_MIN_MEMORIES) gets an HNSW and a GIN index of their own:
-partial indexes, ``WHERE user_id = <that user>``, which only the plans of that user's queries can
-use (recall plans each query with its values). They are listed in ``agent_memory_dense_users``
-with the lexemes most of their memories contain, which recall leaves out of their text leg
-(migration 0005 says why, and how that leg reaches the GIN index under row-level security).
+``min_memories`` (AGENT_MEMORY_DENSE_MIN_MEMORIES) gets a partition of ``dense_memories`` of their
+own (migration 0013): a copy of their searchable columns, kept in step by triggers on
+user_memories, with an HNSW and a GIN index. A statement names its user by value, so the planner
+prunes ``dense_memories`` to that user's partition: no statement plans or locks another user's
+indexes, however many users are dense. Users are listed in ``agent_memory_dense_users`` with the
+lexemes most of their memories contain, which recall leaves out of their text leg (migration 0005
+says why, and how that leg reaches the GIN index under row-level security).
 
-:func:`refresh_dense_users` brings the indexes in line with the data; run it on a schedule
+:func:`refresh_dense_users` brings the partitions in line with the data; run it on a schedule
 (``agent-memory dense-users``; in the stack, MigrateFunction hourly). As the table's owner, on an
-autocommit connection: ``CREATE INDEX CONCURRENTLY`` lets reads and writes go on, but scans the
-whole table twice per index. Safe to interrupt and run again: an index an interrupted build left
-invalid is built again; a user is listed only once their indexes are valid and unlisted before
-they are dropped; indexes nobody is listed for (an erased user's) are dropped.
-
-Every partial index is considered by the planner for every query on the table (~8 µs each per
-plan, measured): this fits a few dozen dense users per database, not thousands.
+autocommit connection. Per new dense user: an empty table, attached (SHARE UPDATE EXCLUSIVE on
+``dense_memories``: reads and writes go on), listed (the triggers copy the user's writes from then
+on; taken under the user's write lock, so no write is missed), filled from user_memories, indexed
+(``CONCURRENTLY`` by default: the user's writes go on), and only then marked ready for recall. Safe
+to interrupt and run again: each step is idempotent and a user is read from their partition only
+once it is ready. Users below half the threshold are unlisted, then their partition is detached
+(``CONCURRENTLY``) and dropped; so are partitions nobody is listed for (an erased user's), and
+0005's partial indexes on user_memories.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from agent_memory.store.dense import (
     HNSW_HALFVEC_MAX_DIM,
     HNSW_VECTOR_MAX_DIM,
     INDEX_PREFIX,
+    PARTITION_PREFIX,
     ann_expression,
     dense_index_names,
+    partition_name,
 )
 from agent_memory.store.migrate import read_meta, register_types
 from agent_memory.store.transactions import maintenance_transaction
@@ -133,43 +138,47 @@ def _refresh(
                 "SELECT user_id, count(*) FROM user_memories GROUP BY user_id HAVING count(*) >= %s", [keep_from]
             ).fetchall()
         )
-        listed = {row[0] for row in conn.execute("SELECT user_id FROM agent_memory_dense_users").fetchall()}
+        listed: dict[str, bool] = dict(
+            conn.execute("SELECT user_id, ready FROM agent_memory_dense_users").fetchall()  # type: ignore[arg-type]
+        )
     dense = {u: n for u, n in counts.items() if n >= min_memories or u in listed}
-    for user_id in sorted(listed - dense.keys()):
-        with maintenance_transaction(conn, source="dense-users"):
-            conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
-        _drop(conn, dense_index_names(user_id), concurrently=concurrently)
+    for user_id in sorted(listed.keys() - dense.keys()):
+        _unlist(conn, user_id)
         report.unlisted += 1
-    kept = {name for user_id in dense for name in dense_index_names(user_id)}
-    strays = [name for name in _dense_indexes(conn) if name not in kept]
-    _drop(conn, strays, concurrently=concurrently)
+    # 0005's partial indexes on user_memories, and partitions nobody is listed for: the triggers
+    # keep a partition in step only while its user is listed (a re-embedding's switch unlists
+    # everyone: their partitions hold the previous model's vectors), so it is built anew.
+    _drop_indexes(conn, _old_partial_indexes(conn), concurrently=concurrently)
+    kept = {partition_name(user_id) for user_id in dense if user_id in listed}
+    strays = [name for name in _partitions(conn) if name not in kept]
+    for name in strays:
+        _drop_partition(conn, name, concurrently=concurrently)
     report.orphans_dropped = len(strays)
+    _match_dimension(conn, dimension)
     conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
-    built = False
     try:
-        # Listed users first (their indexes may need building again), then the largest new ones.
+        # Listed users first (their partitions may need finishing), then the largest new ones.
         for user_id in sorted(dense, key=lambda u: (u not in listed, -dense[u], u)):
             if deadline is not None and time.monotonic() >= deadline:
                 report.done = False
                 break
-            changed = _ensure_indexes(conn, user_id, dimension, concurrently=concurrently)
-            built = built or changed
-            _list(conn, user_id, dense[user_id], max_text_matches)
+            changed = _ensure_partition(
+                conn, user_id, dimension, ready=listed.get(user_id, False), concurrently=concurrently
+            )
+            _mark_ready(conn, user_id, dense[user_id], max_text_matches)
             if user_id not in listed:
                 report.indexed += 1
-            elif changed:
+            elif changed or not listed[user_id]:
                 report.rebuilt += 1
             else:
                 report.refreshed += 1
     finally:
         conn.execute("RESET maintenance_work_mem")
-    if built:
-        conn.execute("ANALYZE user_memories")  # the planner's idea of each user's rows
     logger.info("dense users refreshed", extra={"report": report.model_dump()})
     return report
 
 
-def _dense_indexes(conn: Connection) -> list[str]:
+def _old_partial_indexes(conn: Connection) -> list[str]:
     rows = conn.execute(
         "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
         "WHERE i.indrelid = 'user_memories'::regclass AND starts_with(c.relname, %s) ORDER BY c.relname",
@@ -178,62 +187,154 @@ def _dense_indexes(conn: Connection) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _ensure_indexes(conn: Connection, user_id: str, dimension: int, *, concurrently: bool) -> bool:
-    """Build what the user's indexes lack; True when something was built. A vector index on another
-    column than ``embedding`` (the previous model's, after a re-embedding switch) is built again.
+def _partitions(conn: Connection) -> list[str]:
+    """Every table named like a dense user's partition: attached, or left detached by an interrupted run."""
+    rows = conn.execute(
+        "SELECT relname FROM pg_class WHERE relkind = 'r' AND starts_with(relname, %s) "
+        "AND relnamespace = current_schema()::regnamespace ORDER BY relname",
+        [PARTITION_PREFIX],
+    ).fetchall()
+    return [r[0] for r in rows]
 
-    CREATE INDEX takes no parameters: the user id goes in as a quoted literal (sql.Literal)."""
+
+def _attached(conn: Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT FROM pg_inherits WHERE inhrelid = to_regclass(%s) "
+        "AND inhparent = 'dense_memories'::regclass)",
+        [name],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _match_dimension(conn: Connection, dimension: int) -> None:
+    """After a re-embedding to another dimension (which unlists every user), the copy's column takes
+    the new one; by then no partition is left, so nothing is rewritten."""
+    row = conn.execute(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'dense_memories'::regclass AND attname = 'embedding'"
+    ).fetchone()
+    if row is not None and row[0] != dimension:
+        _owner_ddl(
+            conn,
+            sql.SQL("ALTER TABLE dense_memories ALTER COLUMN embedding TYPE vector({})").format(
+                sql.Literal(int(dimension))
+            ),
+        )
+
+
+def _ensure_partition(conn: Connection, user_id: str, dimension: int, *, ready: bool, concurrently: bool) -> bool:
+    """Give the user a filled, indexed partition; True when something had to be done. Each step is
+    idempotent, so a run interrupted anywhere is finished by the next. A ready partition is not
+    filled again (the triggers keep it), only rid of rows deleted during its fill."""
+    name = partition_name(user_id)
+    table = sql.Identifier(name)
+    changed = False
+    if conn.execute("SELECT to_regclass(%s)", [name]).fetchone() == (None,):
+        _owner_ddl(conn, sql.SQL("CREATE TABLE {} (LIKE dense_memories INCLUDING DEFAULTS)").format(table))
+        changed = True
+    if not _attached(conn, name):
+        # Scans the (empty) table to check its rows belong; SHARE UPDATE EXCLUSIVE on the parent.
+        _owner_ddl(
+            conn,
+            sql.SQL("ALTER TABLE dense_memories ATTACH PARTITION {} FOR VALUES IN ({})").format(
+                table, sql.Literal(user_id)
+            ),
+        )
+        changed = True
+    # Listed under the user's write lock (the one writers take): a write that began before sees no
+    # listing and commits before the fill's snapshot; every later one is copied by the triggers.
+    with maintenance_transaction(conn, source="dense-users"):
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [user_id])
+        conn.execute(
+            "INSERT INTO agent_memory_dense_users (user_id, memories) VALUES (%s, 0) ON CONFLICT (user_id) DO NOTHING",
+            [user_id],
+        )
+    filled = 0
+    with maintenance_transaction(conn, source="dense-users"):
+        if not ready:
+            filled = conn.execute(
+                "INSERT INTO dense_memories (user_id, id, project_id, category, metadata, created_at, updated_at, "
+                "expires_at, superseded_at, embedding, content_tsv) "
+                "SELECT user_id, id, project_id, category, metadata, created_at, updated_at, expires_at, "
+                "superseded_at, embedding, content_tsv FROM user_memories WHERE user_id = %(u)s "
+                "ON CONFLICT (user_id, id) DO NOTHING",
+                {"u": user_id},
+            ).rowcount
+        # Rows a delete removed while the user was being listed (it saw no listing yet): their
+        # words must not outlive the memory.
+        ghosts = conn.execute(
+            "DELETE FROM dense_memories d WHERE d.user_id = %(u)s "
+            "AND NOT EXISTS (SELECT FROM user_memories m WHERE m.user_id = %(u)s AND m.id = d.id)",
+            {"u": user_id},
+        ).rowcount
+    changed = changed or filled > 0 or ghosts > 0
     vec_name, tsv_name = dense_index_names(user_id)
-    where = sql.SQL("user_id = {}").format(sql.Literal(user_id))
-    wanted: list[tuple[str, sql.Composable]] = [
-        (tsv_name, sql.SQL("USING gin (content_tsv) WHERE {}").format(where)),
-    ]
+    wanted: list[tuple[str, sql.Composable]] = [(tsv_name, sql.SQL("USING gin (content_tsv)"))]
     if dimension <= HNSW_HALFVEC_MAX_DIM:
         ann, _query = ann_expression("embedding", dimension)
         opclass = sql.SQL("vector_cosine_ops" if dimension <= HNSW_VECTOR_MAX_DIM else "halfvec_cosine_ops")
-        wanted.insert(0, (vec_name, sql.SQL("USING hnsw ({} {}) WHERE {}").format(ann, opclass, where)))
-    built = False
-    for name, body in wanted:
-        state = conn.execute(
-            "SELECT i.indisvalid, EXISTS (SELECT FROM pg_depend d JOIN pg_attribute a "
-            "  ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid "
-            "  WHERE d.classid = 'pg_class'::regclass AND d.objid = i.indexrelid AND a.attname = 'embedding') "
-            "FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
-            [name],
-        ).fetchone()
-        if state is not None:
-            valid, on_embedding = state
-            if valid and (on_embedding or name == tsv_name):
-                continue
-            _drop(conn, [name], concurrently=concurrently)
+        wanted.insert(0, (vec_name, sql.SQL("USING hnsw ({} {})").format(ann, opclass)))
+    for index, body in wanted:
+        state = conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [index]).fetchone()
+        if state is not None and state[0]:
+            continue
+        if state is not None:  # left invalid by an interrupted concurrent build
+            _drop_indexes(conn, [index], concurrently=concurrently)
         _owner_ddl(
             conn,
-            sql.SQL("CREATE INDEX {} {} ON user_memories {}").format(
-                sql.SQL("CONCURRENTLY" if concurrently else ""), sql.Identifier(name), body
+            sql.SQL("CREATE INDEX {} {} ON {} {}").format(
+                sql.SQL("CONCURRENTLY" if concurrently else ""), sql.Identifier(index), table, body
             ),
         )
-        built = True
-    return built
+        changed = True
+    if changed:
+        conn.execute(sql.SQL("ANALYZE {}").format(table))
+    return changed
 
 
-def _list(conn: Connection, user_id: str, memories: int, max_text_matches: int) -> None:
-    """List the user (their indexes are valid) with the lexemes more than ``max_text_matches`` of
-    their memories contain."""
+def _mark_ready(conn: Connection, user_id: str, memories: int, max_text_matches: int) -> None:
+    """Ready for recall, with the lexemes more than ``max_text_matches`` of the user's memories contain."""
     with maintenance_transaction(conn, source="dense-users"):
         common = conn.execute(
             "SELECT coalesce(array_agg(word ORDER BY word), '{}') FROM ts_stat("
-            "format('SELECT content_tsv FROM user_memories WHERE user_id = %%L', %s::text)) WHERE ndoc > %s",
+            "format('SELECT content_tsv FROM dense_memories WHERE user_id = %%L', %s::text)) WHERE ndoc > %s",
             [user_id, max_text_matches],
         ).fetchone()
         conn.execute(
-            "INSERT INTO agent_memory_dense_users (user_id, memories, common_lexemes) VALUES (%s, %s, %s) "
-            "ON CONFLICT (user_id) DO UPDATE SET memories = EXCLUDED.memories, "
-            "common_lexemes = EXCLUDED.common_lexemes, checked_at = now()",
-            [user_id, memories, common[0] if common else []],
+            "UPDATE agent_memory_dense_users SET memories = %s, common_lexemes = %s, ready = true, checked_at = now() "
+            "WHERE user_id = %s",
+            [memories, common[0] if common else [], user_id],
         )
 
 
-def _drop(conn: Connection, names: Iterable[str], *, concurrently: bool) -> None:
+def _unlist(conn: Connection, user_id: str) -> None:
+    """Recall goes back to exact search for the user; their partition is dropped."""
+    with maintenance_transaction(conn, source="dense-users"):
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [user_id])
+        conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
+    _drop_partition(conn, partition_name(user_id), concurrently=True)
+
+
+def _drop_partition(conn: Connection, name: str, *, concurrently: bool) -> None:
+    """Detach (CONCURRENTLY: reads and writes of other users go on) and drop a partition nobody is
+    listed for; its rows are a copy."""
+    table = sql.Identifier(name)
+    if _attached(conn, name):
+        pending = conn.execute(
+            "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regclass(%s)", [name]
+        ).fetchone()
+        if pending and pending[0]:
+            _owner_ddl(conn, sql.SQL("ALTER TABLE dense_memories DETACH PARTITION {} FINALIZE").format(table))
+        else:
+            _owner_ddl(
+                conn,
+                sql.SQL("ALTER TABLE dense_memories DETACH PARTITION {} {}").format(
+                    table, sql.SQL("CONCURRENTLY" if concurrently else "")
+                ),
+            )
+    _owner_ddl(conn, sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+
+
+def _drop_indexes(conn: Connection, names: Iterable[str], *, concurrently: bool) -> None:
     for name in names:
         _owner_ddl(
             conn,
@@ -247,7 +348,7 @@ def _owner_ddl(conn: Connection, statement: sql.Composed) -> None:
     try:
         conn.execute(statement)
     except psycopg.errors.InsufficientPrivilege as exc:
-        raise ConfigurationError("dense users' indexes change the table: run it as the table's owner") from exc
+        raise ConfigurationError("dense users' partitions change the schema: run it as the table's owner") from exc
 
 
 def refresh(

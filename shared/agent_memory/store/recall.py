@@ -77,7 +77,7 @@ def text_query(text: str) -> str:
 
 
 _HYBRID = """
-WITH {usage_cte}{scoped_cte}{dense_cte} vec AS (
+WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
     {vector_leg}
 ), fts AS (
     {text_leg}
@@ -101,12 +101,20 @@ _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 # agent_memory_dense_text_leg (their GIN index, out of reach of the application's own query under
 # row-level security: migration 0005) with the user's words less the lexemes most of their
 # memories contain (NULL when every word is common).
-_DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s),"
+_DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s AND ready),"
 _TEXT_LEG = """SELECT id FROM user_memories
     WHERE {scope} AND content_tsv @@ {tsq} AND NOT EXISTS (SELECT FROM dense)
     ORDER BY ts_rank_cd(content_tsv, {tsq}) DESC, updated_at DESC, content
     LIMIT %(k)s"""
 _TSQ_WORDS = "websearch_to_tsquery('{cfg}', %(text_query)s)"
+# A recall at another time (``now`` or ``as_of``) reads user_memories for everyone, a dense user
+# too: the validity it asks about (valid_from, valid_until) is not in their partition's copy, nor
+# in the dense text leg's function. Correct for every user; for a dense user as slow as an exact
+# scan of their rows (a rare, historical question).
+_TEXT_LEG_AT = """SELECT id FROM user_memories
+    WHERE {scope} AND content_tsv @@ {tsq}
+    ORDER BY ts_rank_cd(content_tsv, {tsq}) DESC, updated_at DESC, content
+    LIMIT %(k)s"""
 
 _DENSE_TERMS_CTE = """ terms AS MATERIALIZED (
     SELECT d.user_id IS NOT NULL AS dense,
@@ -115,7 +123,7 @@ _DENSE_TERMS_CTE = """ terms AS MATERIALIZED (
                SELECT '''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || ''''
                FROM unnest(tsvector_to_array(to_tsvector('{cfg}', %(text_query)s))) AS l
                WHERE l <> ALL (coalesce(d.common_lexemes, '{{}}'))), ' | '), '')::tsquery AS q
-    FROM (VALUES (1)) AS one (x) LEFT JOIN agent_memory_dense_users d ON d.user_id = %(user_id)s
+    FROM (VALUES (1)) AS one (x) LEFT JOIN agent_memory_dense_users d ON d.user_id = %(user_id)s AND d.ready
 ),"""
 _TEXT_LEG_DENSE = """SELECT id FROM agent_memory_dense_text_leg(
         (SELECT q FROM terms), %(k)s, %(project_id)s, {now}, {include_inactive},
@@ -135,13 +143,22 @@ _DATE_LEG = """, dated AS (
     LIMIT %(date_k)s
 )"""
 
-# ORDER BY distance LIMIT k straight on the table. For an ordinary user the planner reads their
-# rows through the scope b-tree and sorts them: exact (the table has no vector index). For a dense
-# user it takes their own HNSW index, approximate (the iterative scan goes on while the scope
-# filter drops rows); above 2,000 dimensions that index is on the halfvec cast, so the leg orders
-# by the same expression.
+# ORDER BY distance LIMIT k. For an ordinary user, on user_memories: the planner reads their rows
+# through the scope b-tree and sorts them, exact (the table has no vector index). For a dense user,
+# on dense_memories, pruned by the user id to their own partition (migration 0013): its HNSW index,
+# approximate (the iterative scan goes on while the scope filter drops rows); above 2,000
+# dimensions that index is on the halfvec cast, so the leg orders by the same expression.
 _VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
     ORDER BY {ann} <=> {ann_query} LIMIT %(k)s"""
+# The dense user's leg, and in the same statement its exact form, which runs only when the index
+# scan came back short (fewer rows in scope than k, or the scan gave up): one round trip either way.
+_ANN_CTE = """ ann AS (
+    SELECT id FROM dense_memories WHERE {scope} ORDER BY {ann} <=> {ann_query} LIMIT %(k)s
+),"""
+_VECTOR_LEG_PARTITION = """SELECT id FROM ann WHERE (SELECT count(*) FROM ann) >= %(k)s
+    UNION ALL
+    (SELECT id FROM user_memories WHERE {scope} AND (SELECT count(*) FROM ann) < %(k)s
+     ORDER BY {vec} <=> %(query_vector)s LIMIT %(k)s)"""
 # Exact: every live row of the user, fenced off from any HNSW index by MATERIALIZED.
 _SCOPED_CTE = "scoped AS MATERIALIZED (SELECT id, {vec} AS embedding FROM user_memories WHERE {scope}),"
 _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector)s LIMIT %(k)s"
@@ -214,8 +231,11 @@ def _hybrid_query(
     else:
         tsq = sql.SQL(_TSQ_WORDS).format(cfg=cfg)
         dense_cte = sql.SQL(_DENSE_FLAG_CTE)
-        text_leg = sql.SQL(_TEXT_LEG).format(scope=where, tsq=tsq)
+        text_leg = sql.SQL(_TEXT_LEG_AT if as_of or valid_at else _TEXT_LEG).format(scope=where, tsq=tsq)
         flag = sql.SQL("EXISTS (SELECT FROM dense)")
+    # The partition holds the current model's vectors only: a process still reading the previous
+    # model's column (a re-embedding's grace period) searches a dense user exactly.
+    partitioned = dense and column == "embedding" and not exact and not (as_of or valid_at)
     every = ["SELECT id FROM vec", "SELECT id FROM fts"]
     if dated:
         every.append("SELECT id FROM dated")
@@ -225,8 +245,11 @@ def _hybrid_query(
             usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if usage else sql.SQL(""),
             scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
             dense_cte=dense_cte,
+            ann_cte=sql.SQL(_ANN_CTE).format(scope=where, ann=ann, ann_query=ann_query) if partitioned else sql.SQL(""),
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT)
             if exact
+            else sql.SQL(_VECTOR_LEG_PARTITION).format(scope=where, vec=vec)
+            if partitioned
             else sql.SQL(_VECTOR_LEG_INDEXED).format(scope=where, ann=ann, ann_query=ann_query),
             text_leg=text_leg,
             dense_flag=flag,
@@ -258,9 +281,9 @@ def hybrid_candidates(
     nearest first, in one statement.
 
     For most users the vector leg is exact (their rows through the scope b-tree). A dense user's
-    leg uses their own HNSW index, and an index scan under the scope filter can come back short:
-    then the leg is recomputed exactly over the user's rows. Either way a user gets min(k, their
-    memories) vector candidates, however many rows other users have. A dense user's text leg
+    leg uses the HNSW index of their partition, and an index scan under the scope filter can come
+    back short: then the same statement computes the leg exactly over the user's rows. Either way
+    a user gets min(k, their memories) vector candidates, however many rows other users have. A dense user's text leg
     runs through their GIN index (the dense shape); the statement says whether the user is dense,
     and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that
     shape: one statement. ``usage`` (the recall's own counts) is added to the user's usage by the
@@ -283,26 +306,29 @@ def hybrid_candidates(
         )
     column = vector_column(conn)
     dimension = len(query_vector)
-    dense, exact, count_usage = DENSE_USERS.seen(scope.user_id), False, bool(usage)
+    # At another time than now, every user is read from user_memories (see _TEXT_LEG_AT).
+    timed = scope.now is not None or scope.as_of is not None
+    dense, exact, count_usage = DENSE_USERS.seen(scope.user_id) and not timed, False, bool(usage)
     for _attempt in range(_MAX_STATEMENTS):
         query = _hybrid_sql(scope, exact, column, count_usage, dated, dense=dense, dimension=dimension)
         values = {**params, **usage_params(scope.user_id, usage)} if count_usage else params
         rows = _run_hybrid(conn, query, values, k, statement_timeout_ms)
         count_usage = False  # counted once, by the first statement
-        if rows and bool(rows[0]["dense_user"]) != dense:
+        if rows and not timed and bool(rows[0]["dense_user"]) != dense:
             # The user became dense (their text leg was skipped), or no longer is: ask again.
             dense = DENSE_USERS.note(scope.user_id, not dense)
             continue
-        # Short, and maybe approximate (a dense user's index; no row at all tells nothing): exactly.
-        if not exact and sum(1 for r in rows if r["in_vector"]) < k and (dense or not rows):
+        # No row at all tells nothing (a store whose dense users still have 0005's partial indexes):
+        # exactly. A dense user's statement recomputed a short leg exactly itself.
+        if not exact and not rows:
             exact = True
             continue
         break
     return [_candidate(r) for r in rows]
 
 
-# At most: the first shape, the other shape, the exact re-run, and one more flip should the
-# registry change between them.
+# At most: the first shape, the other shape, the exact re-run (a statement that found nothing), and
+# one more flip should the registry change between them.
 _MAX_STATEMENTS = 4
 
 

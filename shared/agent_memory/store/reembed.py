@@ -5,9 +5,9 @@ where it stopped), then one short transaction switches the columns. Processes st
 model keep reading the previous vectors (``embedding_prev``) until they are redeployed;
 :func:`drop_previous_vectors` ends that grace period. Needs the table's owner.
 
-The table has no vector index of its own (migration 0005); dense users' HNSW indexes stay on the
-column they were built on (the previous one after the switch) until `agent-memory dense-users`
-builds them again on the new one.
+The table has no vector index of its own (migration 0005); the switch unlists dense users (their
+partitions of dense_memories hold the previous model's vectors, migration 0013), who are searched
+exactly until `agent-memory dense-users` builds their partitions again from the new ones.
 
 Every step is idempotent (a batch fills the rows still without a new vector; the switch is one
 transaction), so a lost connection (a database restart, a failover) is waited out and the step
@@ -143,6 +143,9 @@ def switch_reembed(
         late = conn.execute("SELECT id, content FROM user_memories WHERE embedding_next IS NULL").fetchall()
         if late:
             _fill_next(conn, [r[0] for r in late], embed([r[1] for r in late]))
+        # Dense users' partitions hold the previous model's vectors: unlisted (searched exactly)
+        # until `agent-memory dense-users` builds them again from the new ones.
+        conn.execute("DELETE FROM agent_memory_dense_users")
         conn.execute("RESET ROLE")
         for statement in (
             "ALTER TABLE user_memories DROP COLUMN IF EXISTS embedding_prev",

@@ -81,13 +81,29 @@ SELECT i.ord, n.id, n.content, n.valid_from, 1 - n.distance AS similarity
 FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea[])
      WITH ORDINALITY AS i(embedding, project_id, content_hash, ord)
 CROSS JOIN LATERAL (
-    SELECT m.id, m.content, m.valid_from, m.embedding <=> i.embedding AS distance
-    FROM user_memories m
-    WHERE m.user_id = %(user_id)s
-      AND m.project_id IS NOT DISTINCT FROM i.project_id
-      AND m.superseded_at IS NULL
-      AND m.content_hash <> i.content_hash
-    ORDER BY m.embedding <=> i.embedding
+    -- A dense user's nearest through their partition's HNSW index (migration 0013), anyone
+    -- else's exactly; the other branch is skipped by its one-time filter. One more than wanted:
+    -- the live exact duplicate, if near, is left out below.
+    SELECT c.id, u.content, u.valid_from, c.distance FROM (
+        (SELECT m.id, m.embedding <=> i.embedding AS distance
+         FROM dense_memories m
+         WHERE m.user_id = %(user_id)s AND m.project_id IS NOT DISTINCT FROM i.project_id
+           AND m.superseded_at IS NULL
+           AND EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = %(user_id)s AND d.ready)
+         ORDER BY m.embedding <=> i.embedding
+         LIMIT %(neighbours)s + 1)
+        UNION ALL
+        (SELECT m.id, m.embedding <=> i.embedding AS distance
+         FROM user_memories m
+         WHERE m.user_id = %(user_id)s AND m.project_id IS NOT DISTINCT FROM i.project_id
+           AND m.superseded_at IS NULL
+           AND NOT EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = %(user_id)s AND d.ready)
+         ORDER BY m.embedding <=> i.embedding
+         LIMIT %(neighbours)s + 1)
+    ) c
+    JOIN user_memories u ON u.user_id = %(user_id)s AND u.id = c.id
+    WHERE u.content_hash <> i.content_hash
+    ORDER BY c.distance
     LIMIT %(neighbours)s
 ) n
 WHERE 1 - n.distance >= %(threshold)s
@@ -612,8 +628,8 @@ def _refresh_near_duplicates(
     floor = min(t for t in (fold, update, 2.0) if t is not None)
     if floor > 1.0:
         return {}
-    # Never prepared: a generic plan cannot use a dense user's partial HNSW index (WHERE user_id =
-    # '...'), it would compare with every row of theirs; an unnamed statement is planned with its values.
+    # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
+    # plan and lock every dense user's); an unnamed statement is planned with its values.
     found = conn.execute(
         _NEAREST_EXISTING,
         {

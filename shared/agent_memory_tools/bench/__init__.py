@@ -2,7 +2,7 @@
 
 Each subcommand prints a table and ends with exactly one summary line
 (``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``embed ...``,
-``load ...``, ``coldstart ...``, ``peers ...``, ``truth ...``, ``gmp ...``). They run
+``load ...``, ``coldstart ...``, ``peers ...``, ``truth ...``, ``gmp ...``, ``capacity ...``). They run
 on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
 own data. Heavy imports (matplotlib) happen only inside the commands, and the CLI imports the
 benchmark modules only to run one (:func:`register`).
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers, truth, gmp"
+HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers, truth, gmp, capacity"
 
 
 def register(sub: Any) -> None:
     """Add the `bench` command group to the CLI's subparsers."""
     from agent_memory_tools.bench import (
+        capacity,
         coldstart,
         embed,
         gmp,
@@ -48,3 +49,4 @@ def register(sub: Any) -> None:
     peers.register(benches)
     truth.register(benches)
     gmp.register(benches)
+    capacity.register(benches)

@@ -17,6 +17,11 @@ over smallest). ``--heavy-user N`` adds one user with N memories to each databas
 recall for them too; ``--load-order conversations`` loads ten facts of a user at a time, as the
 write path stores a conversation (the default, one fact of each user in turn, spreads a user's
 rows over as many pages as possible).
+
+``--heavy 0,1000,10000`` first measures how recall and writes depend on how many users are heavy:
+for each count N, a database of N + 2,500 users with 20 memories each, the first N given one more
+and made dense (their own partitions, as `agent-memory dense-users` builds them at a threshold of
+21); then ordinary users' and heavy users' recall p50/p95 and an ordinary user's write p50.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from agent_memory.service import Memory
 from agent_memory.store.connection import Connection, Database
 from agent_memory.store.indexes import refresh_dense_users
 from agent_memory_contract.errors import InvalidInput
+from agent_memory_contract.models import NewMemory
 from agent_memory_tools.bench import sql as bench_sql
 from agent_memory_tools.bench.common import (
     ScratchServer,
@@ -183,7 +189,7 @@ def time_recall(
 
 
 def time_heavy(bench: Memory, queries: Sequence[tuple[str, str]], vectors: np.ndarray, *, limit: int) -> Stopwatch:
-    """Recall for the heavy user (their own HNSW and GIN indexes), after a few untimed runs; each
+    """Recall for the heavy user (their partition's HNSW and GIN indexes), after a few untimed runs; each
     must return ``limit`` memories."""
     watch = Stopwatch()
     pairs = list(zip(queries, vectors, strict=True))
@@ -284,6 +290,163 @@ def measure(
         server.drop_database(url)
 
 
+ORDINARY_USERS = 2_500  # users left ordinary in every --heavy database (--heavy-ordinary)
+PER_USER = 20  # memories of each user in a --heavy database (heavy users: one more)
+WRITES = 100  # timed writes per --heavy count
+
+
+@dataclasses.dataclass
+class HeavyRun:
+    """One --heavy count: recall of ordinary and of heavy users, and writes, on the same database."""
+
+    heavy: int
+    users: int
+    ordinary: Stopwatch
+    write: Stopwatch
+    dense_s: float
+    heavy_recall: Stopwatch | None = None
+    heavy_write: Stopwatch | None = None
+    load_before: str = ""
+    load_after: str = ""
+
+
+def measure_heavy(
+    server: ScratchServer,
+    base: Settings,
+    *,
+    heavy: int,
+    queries: int,
+    limit: int = 10,
+    ordinary: int = ORDINARY_USERS,
+    seed: int = 7,
+) -> HeavyRun:
+    """A database of ``heavy`` + ``ordinary`` users with PER_USER memories each, the first ``heavy``
+    of them given one more and made dense at a threshold of PER_USER + 1; time recall for ordinary
+    and heavy users and single-memory writes. Every recall must return ``limit`` memories."""
+    users = heavy + ordinary
+    corpus = SyntheticCorpus(users * PER_USER + heavy, users, seed=seed)
+    url = server.new_database(f"heavy_{heavy}")
+    bench = open_service(base, url, provider="hash", dimension=384)
+    owner = owner_database(bench)
+    try:
+        say(f"heavy users: {heavy} of {users} users, {corpus.memories} memories")
+        load_corpus(owner, bench.admin.embedder, corpus, vectors="hash")
+        started = time.perf_counter()
+        if heavy:
+            say("  making the heavy users dense")
+            report = refresh_dense_users(
+                owner.connection(),
+                min_memories=PER_USER + 1,
+                max_text_matches=bench.settings.dense_max_text_matches,
+                maintenance_work_mem="256MB",
+                concurrently=False,
+            )
+            say(f"  {report.summary()}")
+        dense_s = time.perf_counter() - started
+        embedder = bench.admin.embedder
+        asked = corpus.queries(queries * 4)
+        ordinary_asked = [q for q in asked if int(q[0].rsplit("-", 1)[1]) >= heavy][:queries]
+        heavy_asked = [q for q in asked if int(q[0].rsplit("-", 1)[1]) < heavy][:queries]
+        load_before = load_average()
+        run = HeavyRun(heavy, users, _time_users(bench, ordinary_asked, embedder, limit), Stopwatch(), dense_s)
+        say(f"  ordinary users' recall: p50 {run.ordinary.p50:.2f} ms, p95 {run.ordinary.p95:.2f} ms")
+        if heavy_asked:
+            run.heavy_recall = _time_users(bench, heavy_asked, embedder, limit)
+            say(f"  heavy users' recall: p50 {run.heavy_recall.p50:.2f} ms, p95 {run.heavy_recall.p95:.2f} ms")
+        run.write = _time_writes(bench, [u for u, _ in ordinary_asked], "ordinary")
+        say(f"  ordinary users' writes: p50 {run.write.p50:.2f} ms")
+        if heavy_asked:
+            run.heavy_write = _time_writes(bench, [u for u, _ in heavy_asked], "heavy")
+            say(f"  heavy users' writes: p50 {run.heavy_write.p50:.2f} ms")
+        run.load_before, run.load_after = load_before, load_average()
+        return run
+    finally:
+        bench.close()
+        owner.close()
+        server.drop_database(url)
+
+
+def _time_users(bench: Memory, asked: Sequence[tuple[str, str]], embedder: Embedder, limit: int) -> Stopwatch:
+    """Recall for each (user, question), after a few untimed runs; each user has more than
+    ``limit`` memories, so each recall must return ``limit``."""
+    vectors = embedder.embed([text for _user, text in asked])
+    watch = Stopwatch()
+    pairs = list(zip(asked, vectors, strict=True))
+    for (user, text), vector in pairs[:WARM_UP]:
+        bench.recall(text, user_id=user, limit=limit, query_vector=vector)
+    for (user, text), vector in pairs:
+        with watch.time():
+            found = bench.recall(text, user_id=user, limit=limit, query_vector=vector)
+        if len(found.memories) < limit:
+            raise AssertionError(f"{user} got {len(found.memories)} memories, not {limit}")
+    return watch
+
+
+def _time_writes(bench: Memory, users: Sequence[str], kind: str) -> Stopwatch:
+    """One new memory per write (embedding included: the hash embedder, microseconds)."""
+    watch = Stopwatch()
+    for i, user in enumerate(itertools.islice(itertools.cycle(users), WRITES + WARM_UP)):
+        memory = [NewMemory(content=f"The {kind} user noted bench write number {i} about kettle {i * 7919}")]
+        if i < WARM_UP:
+            bench.add(memory, user_id=user)
+            continue
+        with watch.time():
+            bench.add(memory, user_id=user)
+    return watch
+
+
+def _report_heavy(database: str, runs: Sequence[HeavyRun]) -> list[str]:
+    """The --heavy table; returns the summary keys it adds to the last line."""
+    print(f"database: {database}")
+    rows: list[list[Any]] = []
+    keys: list[str] = []
+    for r in runs:
+        rows.append(
+            [
+                r.heavy,
+                r.users,
+                f"{_ms(r.ordinary.p50)} / {_ms(r.ordinary.p95)}",
+                "-" if r.heavy_recall is None else f"{_ms(r.heavy_recall.p50)} / {_ms(r.heavy_recall.p95)}",
+                _ms(r.write.p50),
+                "-" if r.heavy_write is None else _ms(r.heavy_write.p50),
+                f"{r.dense_s:.0f}",
+                f"{r.load_before} / {r.load_after}",
+            ]
+        )
+        keys += [
+            f"heavy{r.heavy}_ordinary_p50_ms={r.ordinary.p50:.2f}",
+            f"heavy{r.heavy}_ordinary_p95_ms={r.ordinary.p95:.2f}",
+            f"heavy{r.heavy}_write_p50_ms={r.write.p50:.2f}",
+        ]
+        if r.heavy_recall is not None and r.heavy_write is not None:
+            keys += [
+                f"heavy{r.heavy}_heavy_p50_ms={r.heavy_recall.p50:.2f}",
+                f"heavy{r.heavy}_heavy_p95_ms={r.heavy_recall.p95:.2f}",
+                f"heavy{r.heavy}_heavy_write_p50_ms={r.heavy_write.p50:.2f}",
+            ]
+    print_table(
+        [
+            "heavy users",
+            "users",
+            "ordinary recall p50 / p95 ms",
+            "heavy recall p50 / p95 ms",
+            "ordinary write p50 ms",
+            "heavy write p50 ms",
+            "dense-users s",
+            "load avg before / after",
+        ],
+        rows,
+    )
+    base = min(runs, key=lambda r: r.heavy)
+    top = max(runs, key=lambda r: r.heavy)
+    if top.heavy > base.heavy and base.ordinary.p50 > 0 and base.write.p50 > 0:
+        keys += [
+            f"heavy_ordinary_p50_ratio={top.ordinary.p50 / base.ordinary.p50:.2f}",
+            f"heavy_write_p50_ratio={top.write.p50 / base.write.p50:.2f}",
+        ]
+    return keys
+
+
 def _ms(value: float) -> str:
     return f"{value:.2f}" if value < 100 else f"{value:.0f}"
 
@@ -306,10 +469,28 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         raise InvalidInput("--users needs one count per --memories size (or a single one)", field="users")
     if args.heavy_user < 0:
         raise InvalidInput("--heavy-user must not be negative", field="heavy_user")
+    if args.heavy_ordinary < 1:
+        raise InvalidInput("--heavy-ordinary must be positive", field="heavy_ordinary")
+    heavy_counts = _counts(args.heavy) if args.heavy else []
     results: list[LatencyRun] = []
+    heavy_keys: list[str] = []
     with ScratchServer.from_args(args) as server:
         database = server.describe()
-        for memories, user_count in zip(sizes, users, strict=True):
+        if heavy_counts:
+            runs = [
+                measure_heavy(
+                    server,
+                    service.settings,
+                    heavy=n,
+                    queries=args.queries,
+                    limit=args.limit,
+                    ordinary=args.heavy_ordinary,
+                )
+                for n in heavy_counts
+            ]
+            heavy_keys = _report_heavy(database, runs)
+        for i, (memories, user_count) in enumerate(zip(sizes, users, strict=True)):
+            last_line = i == len(sizes) - 1 and not (len(sizes) > 1 or args.heavy_user)
             result = measure(
                 server,
                 service.settings,
@@ -325,7 +506,7 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                 order=args.load_order,
                 heavy_user=args.heavy_user,
             )
-            _report(database, result, args)
+            _report(database, result, args, extra=heavy_keys if last_line else [])
             results.append(result)
     if len(results) > 1 or args.heavy_user:
         # One line comparing the sizes (each size's own line above keeps the single-size keys).
@@ -338,11 +519,21 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         heavy = [r.heavy for r in results if r.heavy is not None]
         if heavy:
             keys.append(f"heavy_user_p95_ms={max(h.p95 for h in heavy):.2f}")
-        print("latency-sizes " + " ".join(keys))
+        print("latency-sizes " + " ".join(keys + heavy_keys))
     return 0
 
 
-def _report(database: str, result: LatencyRun, args: argparse.Namespace) -> None:
+def _counts(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise InvalidInput(f"--heavy takes integers separated by commas, got {text!r}", field="heavy") from exc
+    if not values or any(v < 0 for v in values):
+        raise InvalidInput("--heavy counts must not be negative", field="heavy")
+    return values
+
+
+def _report(database: str, result: LatencyRun, args: argparse.Namespace, *, extra: Sequence[str] = ()) -> None:
     print(f"database: {database}")
     print(f"machine: {result.load_before} before timing, {result.load_after} after")
     heavy = f" plus {HEAVY_USER} with {result.heavy_memories}" if result.heavy_memories else ""
@@ -367,7 +558,7 @@ def _report(database: str, result: LatencyRun, args: argparse.Namespace) -> None
                 len(result.heavy.samples),
                 _ms(result.heavy.p50),
                 _ms(result.heavy.p95),
-                "the user's own HNSW and GIN indexes (agent-memory dense-users)",
+                "the user's own partition, HNSW and GIN (agent-memory dense-users)",
             ]
         )
     rows.append(
@@ -395,7 +586,8 @@ def _report(database: str, result: LatencyRun, args: argparse.Namespace) -> None
     heavy_key = f" heavy_user_p95_ms={result.heavy.p95:.2f}" if result.heavy is not None else ""
     print(
         f"latency memories={result.memories} users={result.users} ours_p50_ms={result.ours.p50:.2f} "
-        f"ours_p95_ms={result.ours.p95:.2f} seed_p95_ms={result.seed.p95:.2f} speedup_p95={speedup:.1f}{heavy_key}",
+        f"ours_p95_ms={result.ours.p95:.2f} seed_p95_ms={result.seed.p95:.2f} speedup_p95={speedup:.1f}{heavy_key}"
+        + "".join(f" {key}" for key in extra),
         flush=True,
     )
 
@@ -426,6 +618,19 @@ def register(sub: Any) -> None:
         metavar="N",
         help="add one user with N memories (their own indexes, as `agent-memory dense-users` builds from "
         "AGENT_MEMORY_DENSE_MIN_MEMORIES on) and time recall for them too",
+    )
+    p.add_argument(
+        "--heavy",
+        metavar="COUNTS",
+        help="first, for each count N (e.g. 0,1000,10000): a database of N + 2,500 users with 20 memories each, "
+        "N of them made dense (their own partitions); ordinary and heavy users' recall p50/p95 and write p50",
+    )
+    p.add_argument(
+        "--heavy-ordinary",
+        type=int,
+        default=ORDINARY_USERS,
+        metavar="N",
+        help=f"users left ordinary in each --heavy database (default {ORDINARY_USERS})",
     )
     p.add_argument(
         "--load-order",

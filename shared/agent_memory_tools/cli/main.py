@@ -188,8 +188,8 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add(
         "dense-users",
         cmd_dense_users,
-        "give users with many memories their own HNSW and GIN indexes (recall stays fast for them), drop "
-        "those of users who no longer have many; as the owner, hourly (the stack's MigrateFunction does)",
+        "give users with many memories their own partition with HNSW and GIN indexes (recall stays fast for "
+        "them), drop those of users who no longer have many; as the owner, hourly (the stack's MigrateFunction does)",
     )
     p.add_argument("--min-memories", type=int, default=None, help="default AGENT_MEMORY_DENSE_MIN_MEMORIES")
     p.add_argument(
