@@ -489,8 +489,8 @@ def test_a_dense_user_recalls_what_was_true_then_and_what_is_true_now(busy: Memo
     busy.recall("axolotl", user_id="busy")  # the process now takes 'busy' for dense
     assert candidates.DENSE_USERS.seen("busy")
 
-    def ages(**when: dt.datetime) -> list[str]:
-        found = busy.recall("how old is the axolotl?", user_id="busy", limit=10, **when).memories
+    def ages(as_of: dt.datetime | None = None, now: dt.datetime | None = None) -> list[str]:
+        found = busy.recall("how old is the axolotl?", user_id="busy", limit=10, as_of=as_of, now=now).memories
         return [m.content for m in found if "years old" in m.content]
 
     assert ages() == ["The user's axolotl is 4 years old"]
