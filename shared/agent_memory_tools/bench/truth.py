@@ -7,13 +7,16 @@ there and no stale one) and "what was X at T" (``as_of``) for a time inside each
 Each user has a handful of attributes (an age, a city, a birthday, counts, an employer, a deadline),
 each stated, then corrected one to three times, with restatements of the current value (worded the
 same, or with another case and punctuation) in between; two role-swapped pairs ("Ana employs Ben",
-"Ben employs Ana") that must stay two memories; and echoes: the current facts stated again, as an
-agent that hands back a conversation holding the recalled block would. Without a recall-loop guard
-on the write path (there is none on this branch), an echo is a restatement: it must refresh, never
-add a memory.
+"Ben employs Ana") that must stay two memories; and echoes: the current facts stated again through
+POST /memories (a restatement: it must refresh, never add a memory). Then block echoes: each user
+hands over a conversation whose user message pastes the recalled ``[RUSH_MEMORY]`` block (the
+recall-loop of mem0#4573); the write path's guard must keep every one of its facts out.
 
-Two variants on separate databases: ours (the same-fact fold and same-attribute supersession) and
-the fold alone (``same_attribute_threshold`` off: a correction is kept beside the old value).
+Three variants on separate databases: ours (the same-fact fold and same-attribute supersession),
+the fold alone (``same_attribute_threshold`` off: a correction is kept beside the old value), and
+an import of the same stream with each restatement also stated as a near duplicate (a word more:
+an import keeps near duplicates), where true duplicates per 100 writes are counted before and after
+``agent-memory consolidate``.
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_memory.service import Memory
-from agent_memory_contract.models import NewMemory
+from agent_memory_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
 from agent_memory_tools.bench.common import ScratchServer, add_database_arguments, open_service, print_table, say
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+# Consolidation's similarity floor here: "X" and "X, as stated before" score ~0.85-0.95 on MiniLM;
+# below the floor nothing is even compared, above it the same-fact check decides.
+CONSOLIDATE_THRESHOLD = 0.8
 STEP = dt.timedelta(days=3)
 NAMES = ["Ana", "Ben", "Chloe", "Dmitri", "Elif", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kemal", "Lena"]
 CITIES = ["Paris", "Berlin", "Lisbon", "Madrid", "Vienna", "Oslo", "Prague", "Dublin", "Zurich", "Athens"]
@@ -165,6 +171,9 @@ class Result:
     at_valid: int = 0
     at_other: int = 0
     live_conflicts: int = 0  # live memories beyond one per attribute
+    live_duplicates: int = 0  # live memories stating a value another live one states
+    block_echoes: int = 0  # facts in the recalled blocks handed back in a conversation
+    block_echoes_added: int = 0  # memories those conversations created
 
 
 def ingest(service: Memory, stream: Stream, result: Result) -> None:
@@ -198,7 +207,9 @@ def check(service: Memory, stream: Stream, result: Result, *, k: int) -> None:
     texts: dict[tuple[str, str], dict[str, str]] = {}
     for write in stream.writes:
         if write.attribute is not None and write.value is not None:
-            texts.setdefault((write.user_id, write.attribute), {})[write.content.casefold().rstrip(".")] = write.value
+            known = texts.setdefault((write.user_id, write.attribute), {})
+            for text in (write.content, near_duplicate(write.content)):
+                known[text.casefold().rstrip(".")] = write.value
     questions = {a.name: a.question for a in ATTRIBUTES}
     for (user, name), periods in stream.timeline.items():
         values = texts[(user, name)]
@@ -209,7 +220,9 @@ def check(service: Memory, stream: Stream, result: Result, *, k: int) -> None:
         result.now_current += current in seen
         result.now_stale += bool(seen - {current})
         listed = service.list(user_id=user, limit=500)
-        result.live_conflicts += max(0, sum(_value_of(m.content, values) is not None for m in listed.memories) - 1)
+        live = [v for m in listed.memories if (v := _value_of(m.content, values)) is not None]
+        result.live_conflicts += max(0, len(live) - 1)
+        result.live_duplicates += len(live) - len(set(live))
         for value, since, until in periods:
             middle = since + ((until or stream.end) - since) / 2
             found = service.recall(questions[name], user_id=user, limit=k, now=stream.end, as_of=middle)
@@ -221,6 +234,45 @@ def check(service: Memory, stream: Stream, result: Result, *, k: int) -> None:
         contents = {m.content for m in service.list(user_id=user, limit=500).memories}
         result.swaps += 1
         result.swaps_kept += statement in contents and swapped in contents
+
+
+def echo_blocks(service: Memory, stream: Stream, result: Result) -> None:
+    """Each user hands over a conversation whose user message pastes their recalled block."""
+    for user in sorted({w.user_id for w in stream.writes}):
+        recalled = service.recall("What do you know about the user?", user_id=user, limit=10, now=stream.end)
+        before = len(service.list(user_id=user, limit=500).memories)
+        service.ingest_conversation(
+            ConversationEnded(
+                user_id=user,
+                conversation_id=f"echo-{user}",
+                ended_at=stream.end,
+                messages=[
+                    ChatMessage(role="user", content=f"Here is what you told me:\n{recalled.prompt_block}"),
+                    ChatMessage(role="assistant", content="Thanks, noted."),
+                ],
+            )
+        )
+        result.block_echoes += len(recalled.memories)
+        result.block_echoes_added += len(service.list(user_id=user, limit=500).memories) - before
+
+
+def near_duplicate(text: str) -> str:
+    """The same fact with a word more: not the same text, so an import keeps both."""
+    return text.rstrip(".") + ", as stated before"
+
+
+def import_and_consolidate(service: Memory, stream: Stream, before: Result, after: Result) -> None:
+    lines = [
+        ImportLine(user_id=w.user_id, content=text, created_at=w.at)
+        for w in stream.writes
+        for text in ((w.content, near_duplicate(w.content)) if w.kind == "restatement" else (w.content,))
+    ]
+    service.import_(lines)
+    before.writes = after.writes = len(lines)
+    check(service, stream, before, k=1)
+    report = service.admin.consolidate(threshold=CONSOLIDATE_THRESHOLD)
+    say(report.summary())
+    check(service, stream, after, k=1)
 
 
 def _share(part: int, whole: int) -> float:
@@ -248,9 +300,21 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                 ingest(bench, stream, result)
                 say(f"{name}: recalling")
                 check(bench, stream, result, k=args.k)
+                if index == 0:
+                    say(f"{name}: block echoes")
+                    echo_blocks(bench, stream, result)
                 results.append(result)
             finally:
                 bench.close()
+    with ScratchServer.from_args(args) as server:
+        url = server.new_database("truth-import")
+        bench = open_service(service.settings, url, provider=args.embedder)
+        imported, consolidated = Result("import, before consolidation"), Result("import, after consolidation")
+        try:
+            say("import: importing, then consolidating")
+            import_and_consolidate(bench, stream, imported, consolidated)
+        finally:
+            bench.close()
     headers = [
         "variant",
         "writes",
@@ -288,8 +352,17 @@ def run(service: Memory, args: argparse.Namespace) -> int:
     ]
     print(f"{len(stream.timeline)} attributes over {args.users} users; recall limit {args.k}")
     print_table(headers, rows)
-    print("echoes: written back as restatements; this branch has no recall-loop guard (they must only refresh)")
     ours, fold = results
+    print(
+        f"echoes: {ours.echoes} written back through POST /memories (must only refresh), "
+        f"{ours.echoes_added} added; block echoes: {ours.block_echoes} recalled facts pasted back in a "
+        f"conversation, {ours.block_echoes_added} memories added"
+    )
+    print(
+        f"import with near duplicates: {imported.writes} lines; true duplicates per 100 writes "
+        f"{100 * _share(imported.live_duplicates, imported.writes):.2f} before consolidation, "
+        f"{100 * _share(consolidated.live_duplicates, consolidated.writes):.2f} after"
+    )
     print(
         f"truth users={args.users} writes={ours.writes} now_current={_share(ours.now_current, ours.now_queries):.3f} "
         f"now_stale={_share(ours.now_stale, ours.now_queries):.3f} "
@@ -299,7 +372,10 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"restated_refreshed={_share(ours.restatements_refreshed, ours.restatements):.3f} "
         f"swaps_kept={_share(ours.swaps_kept, ours.swaps):.3f} echoes={ours.echoes} echoes_added={ours.echoes_added} "
         f"fold_only_now_stale={_share(fold.now_stale, fold.now_queries):.3f} "
-        f"fold_only_dup_per_100={100 * _share(fold.live_conflicts, fold.writes):.2f}"
+        f"fold_only_dup_per_100={100 * _share(fold.live_conflicts, fold.writes):.2f} "
+        f"block_echoes={ours.block_echoes} block_echoes_added={ours.block_echoes_added} "
+        f"import_dup_per_100={100 * _share(imported.live_duplicates, imported.writes):.2f} "
+        f"consolidated_dup_per_100={100 * _share(consolidated.live_duplicates, consolidated.writes):.2f}"
     )
     return 0
 
