@@ -355,6 +355,10 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "echoes_added",
         "fold_only_now_stale",
         "fold_only_dup_per_100",
+        "block_echoes",
+        "block_echoes_added",
+        "import_dup_per_100",
+        "consolidated_dup_per_100",
     ]
     match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
     assert match, last
@@ -363,4 +367,7 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     # the supersession it does.
     assert found["wrong_folds"] == 0 and found["now_stale"] == 0 and found["now_current"] == 1
     assert found["fold_only_now_stale"] > 0
+    # A recalled block handed back in a conversation adds nothing; consolidation merges duplicates.
+    assert found["block_echoes"] > 0 and found["block_echoes_added"] == 0
+    assert found["consolidated_dup_per_100"] < found["import_dup_per_100"]
     assert bench_databases(pg_server) == []
