@@ -54,7 +54,10 @@ def test_true_duplicates_are_merged_into_the_oldest_and_lookalike_facts_are_not(
     assert (report.users, report.duplicates_found, report.merged, report.done) == (2, 3, 3, True)
     live = {m.id for m in service.list(user_id="u1").memories}
     assert {keep, kept_close} <= live and same not in live and close not in live
-    assert all(set(ids) <= live for ids in different) and set(elsewhere) <= live
+    # Different facts are never merged: a role swap stays two memories; an age and its update are
+    # no duplicates either (the older is superseded by the newer, see the test below).
+    assert set(different[1]) <= live and set(elsewhere) <= live
+    assert all(e.event != "merged" for ids in different for i in ids for e in service.history(i, user_id="u1"))
     assert {m.id for m in service.list(user_id="u2").memories} == {other_user[0]}
     # The merge is in the history, under the run's write id, and points at the kept memory.
     merged = service.history(same, user_id="u1")[-1]
@@ -96,3 +99,27 @@ def test_the_cli_and_the_scheduled_task_consolidate(
     answer = lambda_local.invoke(TEMPLATE, "MigrateFunction", {"task": "consolidate"})
     assert isinstance(answer, dict)
     assert (answer["users"], answer["merged"], answer["done"]) == (2, 1, True)
+
+
+def test_a_stale_fact_beside_its_update_is_superseded_and_other_facts_are_not(service: Memory) -> None:
+    """An import keeps both "31" and "32" current: consolidation supersedes the older by the newer
+    with the write path's same-attribute rule (valid time closed, in the history under the run's
+    write id); events, role swaps and many-valued relations stay."""
+    age31, age32, age33 = load(service, "u1", "The user is 31 years old", "The user is 32 years old",
+                               "The user is 33 years old")  # fmt: skip
+    kept = load(service, "u1", "The user visited Paris", "The user visited Rome", "Anna employs Ben",
+                "Ben employs Anna", "Zane is the parent of Enzo", "Zane is the parent of Mia")  # fmt: skip
+
+    report = service.admin.consolidate(restart=True)
+    assert (report.superseded, report.merged) == (2, 0)
+    live = {m.id for m in service.list(user_id="u1").memories}
+    assert age33 in live and age31 not in live and age32 not in live and set(kept) <= live
+    # A chain: 31 -> 32 -> 33, each closed when the next became true.
+    old, middle = service.get(age31, user_id="u1"), service.get(age32, user_id="u1")
+    assert (old.superseded_by, middle.superseded_by) == (age32, age33)
+    assert old.valid_until == middle.valid_from == T0 + dt.timedelta(days=1)
+    event = service.history(age31, user_id="u1")[-1]
+    assert (event.event, event.related_id, event.write_id) == ("superseded", age32, report.write_id)
+    then = service.recall("How old is the user?", user_id="u1", as_of=T0 + dt.timedelta(hours=12))
+    assert "The user is 31 years old" in [m.content for m in then.memories]
+    assert service.admin.consolidate(restart=True).superseded == 0

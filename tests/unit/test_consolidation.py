@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import pytest
 
-from agent_memory.ingest.consolidation import NearPair, near_pairs, plan_merges
+from agent_memory.ingest.consolidation import NearPair, near_pairs, plan_merges, plan_supersessions
 from agent_memory.store.consolidation import LiveMemory
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -55,3 +55,19 @@ def test_near_pairs_are_found_per_scope_each_once() -> None:
     pairs = near_pairs([a, b, c, d], threshold=0.99)
     assert [(p.first, p.second) for p in pairs] == [(a.id, b.id)]
     assert pairs[0].similarity == pytest.approx(float(unit(1, 0) @ unit(1, 0.1)))
+
+
+def test_a_chain_of_updates_supersedes_each_by_the_next_and_merged_memories_take_no_part() -> None:
+    a, b, c, d = memories("The user is 31 years old", "The user is 32 years old", "The user is 33 years old",
+                          "The user is 34 years old")  # fmt: skip
+    pairs = [NearPair(x.id, y.id, 0.97) for i, x in enumerate((a, b, c, d)) for y in (a, b, c, d)[i + 1 :]]
+    assert plan_supersessions([a, b, c, d], pairs) == [(a.id, b.id), (b.id, c.id), (c.id, d.id)]
+    assert plan_supersessions([a, b, c, d], pairs, merged=[b.id]) == [(a.id, c.id), (c.id, d.id)]
+
+
+def test_events_swaps_and_other_scopes_are_never_superseded() -> None:
+    paris, rome = memories("The user visited Paris", "The user visited Rome")
+    anna, ben = memories("Anna employs Ben", "Ben employs Anna")
+    home, web = [*memories("The user is 31 years old"), *memories("The user is 32 years old", project_id="web")]
+    pairs = [NearPair(paris.id, rome.id, 0.9), NearPair(anna.id, ben.id, 0.98), NearPair(home.id, web.id, 0.97)]
+    assert plan_supersessions([paris, rome, anna, ben, home, web], pairs) == []

@@ -6,6 +6,11 @@ fold asks the same question). The
 older memory is kept (the first statement), the newer one is merged into it. A memory is merged
 at most once per run, and never into one that is itself merged away: a chain (a ~ b ~ c where
 a and c differ) is never collapsed through its middle; the next run looks again.
+
+Stale facts that slipped in beside their update (an import, two writers, a correction written while
+the rule's threshold was off) are superseded: when a newer memory states an older one's fact with
+another value in one slot (:func:`agent_memory.facts.updated_value`, the write path's rule), the
+older is superseded by the oldest such newer one, so a chain of corrections stays a chain.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from agent_memory.facts import same_fact, wording
+from agent_memory.facts import same_fact, updated_value, wording
 from agent_memory.store.consolidation import LiveMemory
 
 # Rows compared at once: a block of this many against the whole scope (40 MB at 10,000 memories).
@@ -34,9 +39,10 @@ class NearPair:
     similarity: float
 
 
-def near_pairs(live: Sequence[LiveMemory], *, threshold: float) -> list[NearPair]:
+def near_pairs(live: Sequence[LiveMemory], *, threshold: float, neighbours: int | None = None) -> list[NearPair]:
     """Every pair of ``live`` memories in one scope at least ``threshold`` alike (cosine on their
-    unit-length embeddings), each pair once."""
+    unit-length embeddings), each pair once; with ``neighbours``, only each memory's that many
+    nearest (a low threshold would otherwise pair most of a large scope)."""
     scopes: dict[str | None, list[LiveMemory]] = {}
     for memory in live:
         if memory.embedding is not None:
@@ -48,6 +54,10 @@ def near_pairs(live: Sequence[LiveMemory], *, threshold: float) -> list[NearPair
         matrix = np.stack([m.embedding for m in members if m.embedding is not None]).astype(np.float32)
         for start in range(0, len(members), BLOCK):
             similar = matrix[start : start + BLOCK] @ matrix.T
+            if neighbours is not None and neighbours + 1 < len(members):
+                # Keep each row's nearest (itself included) above the threshold, the rest below it.
+                cut = np.partition(similar, -(neighbours + 1), axis=1)[:, -(neighbours + 1)][:, None]
+                similar = np.where(similar >= cut, similar, -1.0)
             rows, cols = np.nonzero(similar >= threshold)
             for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
                 i = start + r
@@ -64,13 +74,17 @@ class ConsolidationReport(BaseModel):
     users: int = 0
     duplicates_found: int = 0
     merged: int = 0
+    superseded: int = 0
     done: bool = True
     cursor: str | None = None
     write_id: uuid.UUID | None = None
 
     def summary(self) -> str:
         state = "" if self.done else " (not finished: run it again to go on)"
-        return f"consolidate: {self.users} users, {self.duplicates_found} duplicates found, {self.merged} merged{state}"
+        return (
+            f"consolidate: {self.users} users, {self.duplicates_found} duplicates found, {self.merged} merged, "
+            f"{self.superseded} stale facts superseded{state}"
+        )
 
 
 def plan_merges(
@@ -105,3 +119,26 @@ def plan_merges(
         merges[duplicate] = keep
         kept.add(keep)
     return len({f[1] for f in found}), list(merges.items())
+
+
+def plan_supersessions(
+    live: Sequence[LiveMemory], pairs: Sequence[NearPair], *, merged: Sequence[uuid.UUID] = ()
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(stale, newer) pairs among one user's close ``pairs``: the newer memory gives the older one's
+    fact another value in one slot. Each stale memory once, by the oldest such newer memory (a
+    chain of corrections stays a chain); memories merged away this run take no part. ``live`` is
+    oldest first."""
+    order = {m.id: i for i, m in enumerate(live)}
+    by_id = {m.id: m for m in live}
+    gone = set(merged)
+    best: dict[uuid.UUID, uuid.UUID] = {}
+    for pair in pairs:
+        a, b = by_id.get(pair.first), by_id.get(pair.second)
+        if a is None or b is None or a.project_id != b.project_id or a.id in gone or b.id in gone:
+            continue
+        older, newer = (a, b) if order[a.id] < order[b.id] else (b, a)
+        if not updated_value(older.content, newer.content):
+            continue
+        if older.id not in best or order[newer.id] < order[best[older.id]]:
+            best[older.id] = newer.id
+    return sorted(best.items(), key=lambda p: order[p[0]])

@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 
-from agent_memory.ingest.consolidation import ConsolidationReport, near_pairs, plan_merges
+from agent_memory.ingest.consolidation import ConsolidationReport, near_pairs, plan_merges, plan_supersessions
 from agent_memory.service.base import ServiceBase, utcnow
 from agent_memory.store import consolidation
 from agent_memory.store import indexes as dense_users
@@ -23,6 +23,9 @@ from agent_memory_contract.models import (
 )
 
 logger = logging.getLogger(__name__)
+
+# Per memory, the nearest memories consolidation reads for a same-attribute update (as the write path).
+UPDATE_NEIGHBOURS = 8
 
 
 class Operating(ServiceBase):
@@ -93,10 +96,11 @@ class Operating(ServiceBase):
                     report.done, report.cursor = False, after
                     logger.info("consolidated", extra={"report": report.model_dump(mode="json")})
                     return report
-                found, merged = self._consolidate_user(user_id, limit, write_id)
+                found, merged, superseded = self._consolidate_user(user_id, limit, write_id)
                 report.users += 1
                 report.duplicates_found += found
                 report.merged += merged
+                report.superseded += superseded
                 after = user_id
                 self.db.run(partial(consolidation.write_checkpoint, after=after))
             if len(users) < users_per_batch:
@@ -106,13 +110,19 @@ class Operating(ServiceBase):
         self._publish_changes(None)
         return report
 
-    def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int]:
+    def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int, int]:
         live = self.db.run(lambda conn: consolidation.live_memories(conn, user_id))
         found, merges = plan_merges(live, near_pairs(live, threshold=threshold), threshold=threshold)
-        if not merges:
-            return found, 0
-        done = self.db.run(lambda conn: consolidation.merge(conn, user_id, merges, write_id=write_id))
-        return found, len(done)
+        done = self.db.run(lambda conn: consolidation.merge(conn, user_id, merges, write_id=write_id)) if merges else []
+        stale: list[tuple[uuid.UUID, uuid.UUID]] = []
+        update = self.settings.same_attribute_threshold
+        if update <= 1.0:
+            close = near_pairs(live, threshold=update, neighbours=UPDATE_NEIGHBOURS)
+            stale = plan_supersessions(live, close, merged=[dup for dup, _ in merges])
+        superseded = (
+            self.db.run(lambda conn: consolidation.supersede(conn, user_id, stale, write_id=write_id)) if stale else []
+        )
+        return found, len(done), len(superseded)
 
     def drop_previous_vectors(self) -> bool:
         """After every process runs the new model: drop the previous model's vectors."""

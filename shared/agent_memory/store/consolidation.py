@@ -19,6 +19,7 @@ from psycopg import sql
 
 from agent_memory.store.connection import Connection, vector_column
 from agent_memory.store.transactions import maintenance_transaction, user_transaction
+from agent_memory.store.writes import supersede_memories
 
 # Where the last run stopped (the last user done; '' when a run went round): agent_memory_meta.
 CHECKPOINT_KEY = "consolidate_after"
@@ -96,8 +97,19 @@ def merge(
     return merged
 
 
+def supersede(
+    conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, write_id: uuid.UUID
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Supersede each stale memory by its update, both still live, in one transaction of the user
+    (the write path's statement: valid-until set to when the update became true); the pairs done.
+    Recorded in the history ('superseded') under ``write_id``."""
+    with user_transaction(conn, user_id, source="consolidate", lock=True, write_id=write_id):
+        return supersede_memories(conn, user_id, pairs)
+
+
 _MERGE_SIMPLE = """
-UPDATE user_memories d SET superseded_at = now(), superseded_by = t.keep
+UPDATE user_memories d SET superseded_at = now(), superseded_by = t.keep,
+                           valid_until = GREATEST(d.valid_from, now())
 FROM unnest(%(dups)s::uuid[], %(keeps)s::uuid[]) AS t(dup, keep)
 WHERE d.id = t.dup AND d.user_id = %(user_id)s AND d.superseded_at IS NULL AND t.dup <> t.keep
   AND EXISTS (SELECT 1 FROM user_memories k WHERE k.id = t.keep AND k.user_id = %(user_id)s
