@@ -23,8 +23,6 @@ logger = logging.getLogger(__name__)
 
 
 class Editing(Reading):
-    """Editing and forgetting memories, and the receipts of erasures."""
-
     def update(
         self, memory_id: uuid.UUID, changes: MemoryChanges, *, user_id: str, source: str | None = None
     ) -> MemoryRecord:

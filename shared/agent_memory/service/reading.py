@@ -1,4 +1,5 @@
-"""Reads: recall (one query or a batch), pages of memories, one memory, export, history."""
+"""Reads: recall (one query or a batch), pages of memories, one memory, export, history; on the
+reader endpoint when one is configured (see :mod:`agent_memory.store.readers`)."""
 
 from __future__ import annotations
 
@@ -49,8 +50,6 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
 
 
 class Reading(ServiceBase):
-    """Reading memories back (on the reader endpoint when one is configured)."""
-
     # ---- recall ----------------------------------------------------------------------
 
     def _check_query(self, query: str, limit: int | None) -> tuple[str, int]:

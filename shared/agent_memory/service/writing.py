@@ -66,8 +66,6 @@ def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> Memory
 
 
 class Writing(ServiceBase):
-    """Storing memories: add, import, ingest a conversation, flush a batch's writes."""
-
     def add(
         self,
         memories: str | NewMemory | Sequence[str | NewMemory],
@@ -326,11 +324,11 @@ class Writing(ServiceBase):
 
 
 class BatchNotDurable(DatabaseUnavailable):
-    """A queue batch's writes could not be made durable (see :meth:`Writing.ingest_batch`)."""
+    """A queue batch's writes could not be made durable (see :meth:`Memory.ingest_batch`)."""
 
 
 class IngestBatch:
-    """One queue batch's ingests (see :meth:`Writing.ingest_batch`); safe to use from several threads."""
+    """One queue batch's ingests (see :meth:`Memory.ingest_batch`); safe to use from several threads."""
 
     def __init__(self, service: Writing) -> None:
         self._service = service
@@ -339,7 +337,7 @@ class IngestBatch:
     def ingest_conversation(
         self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
     ) -> IngestOutcome:
-        """As :meth:`Writing.ingest_conversation`, durable once the batch's block is left."""
+        """As :meth:`Memory.ingest_conversation`, durable once the batch's block is left."""
         return self._service._ingest(message, observed_at=observed_at, unflushed=self.unflushed)
 
     @property
