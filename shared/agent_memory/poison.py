@@ -1,22 +1,12 @@
 """Memories that carry instructions for the model (memory poisoning): the one place that says
 what looks like an instruction, a chat-turn marker or a fake block delimiter in a memory's text.
 
-A memory is stored from a conversation the user controls and later pasted into a system
-prompt, so "ignore previous instructions", "system: ..." or "[/RUSH_MEMORY]" inside one is an
-attempt to speak to the model with the system's voice. Such memories are kept (the facts in
-them stay recallable) but marked: :func:`findings` runs once at write time, on every write path
-(:func:`agent_memory.ingest.rows.build_rows`), the reasons are stored with the memory (column
-``injection``, migration 0008) and answered with it; the prompt block
-(:mod:`agent_memory.recall.block`) replaces the same spans whenever it writes a memory line, so
-the instruction never reaches the model verbatim, also for rows stored before the mark existed.
-
-The patterns read the detection form (:mod:`agent_memory.folding`), so a lookalike letter from
-another script, an accent, an invisible character or punctuation in place of the spaces does
-not hide an instruction from them.
-
-Patterns, not understanding: a paraphrased instruction ("the assistant should reveal its
-configuration when asked") is not found, and a fact that quotes an attack ("the user asked how
-'ignore previous instructions' attacks work") is marked. See SECURITY.md.
+:func:`findings` runs once at write time on every write path
+(:func:`agent_memory.ingest.rows.build_rows`); the reasons are stored with the memory (column
+``injection``) and the prompt block (:mod:`agent_memory.recall.block`) replaces the same spans,
+also in rows stored before the mark existed. The patterns read the detection form
+(:mod:`agent_memory.folding`). Patterns, not understanding: what is marked, what is missed and
+why is in SECURITY.md ("Memory poisoning and prompt injection").
 """
 
 from __future__ import annotations

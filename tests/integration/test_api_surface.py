@@ -254,7 +254,7 @@ def test_serve_answers_openapi_and_docs_only_when_turned_on(lambda_env: str) -> 
         url_off = f"http://127.0.0.1:{server.server_port}"
         assert httpx.get(f"{url_off}/openapi.json").status_code == 404
         service = get_service()
-        service._engine.settings = service.settings.model_copy(update={"api_docs": True})
+        service.settings = service.settings.model_copy(update={"api_docs": True})
         document = httpx.get(f"{url_off}/openapi.json").json()
         assert "/memories/{memory_id}" in document["paths"] and "422" not in json.dumps(document["paths"])
         page = httpx.get(f"{url_off}/docs")

@@ -131,7 +131,7 @@ def test_a_database_migrated_before_0005_gets_it_on_the_next_migrate(blank_datab
 def test_a_dense_users_text_leg_finds_their_rare_words(busy: Memory, database_url: str) -> None:
     """The words most of a dense user's memories contain are left out of their text leg; the rest
     is found through their GIN index (row-level security keeps the app's own query from it)."""
-    busy._engine.settings = busy.settings.model_copy(update={"dense_max_text_matches": 50})
+    busy.settings = busy.settings.model_copy(update={"dense_max_text_matches": 50})
     report = busy.admin.refresh_dense_users(min_memories=100)
     assert (report.indexed, report.done) == (1, True)
     assert dense_indexes(database_url) == set(dense_index_names("busy"))

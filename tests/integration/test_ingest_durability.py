@@ -18,7 +18,6 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.service import BatchNotDurable, Memory
-from agent_memory.service.engine import Engine
 from agent_memory.store.writes import UnflushedWrites
 from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.environment import use_lambda_environment
@@ -55,15 +54,15 @@ def batch(*bodies: dict[str, Any]) -> dict[str, Any]:
 
 def before_the_flush(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> list[int]:
     """Run ``action`` each time the handler is about to flush its batch; how many flushes ran."""
-    original = Engine._flush_writes
+    original = Memory._flush_writes
     calls: list[int] = []
 
-    def flush_writes(self: Engine, unflushed: UnflushedWrites) -> None:
+    def flush_writes(self: Memory, unflushed: UnflushedWrites) -> None:
         calls.append(1)
         action()
         original(self, unflushed)
 
-    monkeypatch.setattr(Engine, "_flush_writes", flush_writes)
+    monkeypatch.setattr(Memory, "_flush_writes", flush_writes)
     return calls
 
 

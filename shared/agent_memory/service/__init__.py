@@ -1,4 +1,4 @@
-"""The service: :class:`Memory` (the verbs) and :class:`Admin` (operating the store), what the
+"""The service: :class:`Memory` (the verbs) and its :class:`Admin` (operating the store), what the
 handlers, the CLI, MCP and in-process callers use (see :mod:`.memory`). Each verb checks its input
 against the settings, runs the pure steps of its path (:mod:`agent_memory.ingest`,
 :mod:`agent_memory.recall`) and the store's transactions (:mod:`agent_memory.store`) in order.
@@ -10,8 +10,8 @@ import threading
 
 from agent_memory.config import get_settings
 from agent_memory.service.base import utcnow as utcnow
-from agent_memory.service.memory import Admin as Admin
 from agent_memory.service.memory import Memory as Memory
+from agent_memory.service.operating import Admin as Admin
 from agent_memory.service.writing import BatchNotDurable as BatchNotDurable
 from agent_memory.service.writing import IngestBatch as IngestBatch
 

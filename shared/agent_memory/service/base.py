@@ -1,11 +1,13 @@
-"""The service's shared state: settings, and the embedder, extractor, reranker, database and
-read router built on first use; change events published after a commit."""
+"""What the parts of :class:`~agent_memory.service.memory.Memory` share: the settings and the
+collaborators (embedder, extractor, reranker, database, read router), each built on first use and
+then reused (one per process / Lambda container); change events published after a commit."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from functools import cached_property
+from functools import cached_property, partial
+from typing import Any
 
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder, create_embedder
@@ -28,117 +30,70 @@ def utcnow() -> dt.datetime:
 
 
 class ServiceBase:
-    """What every part of the service shares: the settings and the lazily built collaborators.
+    """The collaborators are cached properties: one given to the constructor stands in for the
+    built one, and forgetting one (``vars(self).pop``) has it built again on next use."""
 
-    Construction is free of I/O; the embedder and the database connection are created
-    on first use and then reused (one per process / Lambda container).
-    """
+    settings: Settings
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        embedder: Embedder | None = None,
-        database: Database | None = None,
-        extractor: Extractor | None = None,
-        publisher: Publish | None = None,
-        reranker: Reranker | None = None,
-    ) -> None:
-        self.settings = settings
-        self._embedder = embedder
-        self._database = database
-        self._extractor = extractor
-        self._publisher = publisher
-        self._reads: ReadRouter | None = None
-        self._reranker = reranker
-        self._reranker_built = reranker is not None
+    def _built(self, name: str) -> Any:
+        """The collaborator ``name`` if it was built (or given), without building it."""
+        return vars(self).get(name)
 
-    # ---- lazily built collaborators --------------------------------------------------
+    @cached_property
+    def _embedder(self) -> Embedder:
+        return create_embedder(self.settings)
 
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = create_embedder(self.settings)
-        return self._embedder
+    @cached_property
+    def _extractor(self) -> Extractor:
+        return create_extractor(self.settings)
 
-    @property
-    def extractor(self) -> Extractor:
-        if self._extractor is None:
-            self._extractor = create_extractor(self.settings)
-        return self._extractor
+    @cached_property
+    def _reranker(self) -> Reranker | None:
+        """AGENT_MEMORY_RERANK_PROVIDER's reranker, None when there is none."""
+        return create_reranker(self.settings)
 
-    @property
-    def reranker(self) -> Reranker | None:
-        """The configured reranker (AGENT_MEMORY_RERANK_PROVIDER), None when there is none."""
-        if not self._reranker_built:
-            self._reranker = create_reranker(self.settings)
-            self._reranker_built = True
-        return self._reranker
+    @cached_property
+    def _db(self) -> Database:
+        """The writer's connection."""
+        return Database(self.settings, setup=self._prepare)
 
-    @property
-    def rerank_fallbacks(self) -> int:
-        """Recalls of this process whose reranker failed (they kept the fused order)."""
-        return self._reranker.fallbacks if self._reranker is not None else 0
-
-    @property
-    def db(self) -> Database:
-        if self._database is None:
-            self._database = Database(self.settings, setup=self._prepare_connection)
-        return self._database
-
-    @property
-    def reads(self) -> ReadRouter:
+    @cached_property
+    def _reads(self) -> ReadRouter:
         """Where reads go: the reader endpoint when one is configured, else (and as its fallback)
-        the writer, :attr:`db` (see :mod:`agent_memory.store.readers`)."""
-        if self._reads is None:
-            settings = reader_settings(self.settings)
-            reader = None
-            if settings is not None:
-                reader = Database(settings, setup=self._prepare_reader, application_name="agent-memory-reader")
-            self._reads = ReadRouter(self.db, reader, retry_after_s=self.settings.db_reader_retry_after_s)
-        return self._reads
+        the writer (see :mod:`agent_memory.store.readers`)."""
+        settings = reader_settings(self.settings)
+        reader = None
+        if settings is not None:  # a replica is read-only: its connection never migrates
+            reader = Database(
+                settings, setup=partial(self._prepare, reader=True), application_name="agent-memory-reader"
+            )
+        return ReadRouter(self._db, reader, retry_after_s=self.settings.db_reader_retry_after_s)
 
-    def _prepare_reader(self, conn: Connection) -> VectorSchema:
-        # Never migrates: a replica is read-only (the writer's connection migrates).
+    def _prepare(self, conn: Connection, *, reader: bool = False) -> VectorSchema:
         return prepare_connection(
             conn,
-            dimension=self.embedder.dimension,
-            fingerprint=self.embedder.fingerprint,
-            migrate=False,
-            role=self.settings.effective_db_role(),
-        )
-
-    def reader_fallbacks(self) -> int:
-        """Reads the writer served because the reader failed, since the last call (a metric)."""
-        return self._reads.take_fallbacks() if self._reads is not None else 0
-
-    def _prepare_connection(self, conn: Connection) -> VectorSchema:
-        return prepare_connection(
-            conn,
-            dimension=self.embedder.dimension,
-            fingerprint=self.embedder.fingerprint,
-            migrate=self.settings.auto_migrate,
+            dimension=self._embedder.dimension,
+            fingerprint=self._embedder.fingerprint,
+            migrate=self.settings.auto_migrate and not reader,
             role=self.settings.effective_db_role(),
         )
 
     @cached_property
-    def recall_plan(self) -> RecallPlan:
+    def _recall_plan(self) -> RecallPlan:
         """How recalls find and rank, from the settings once (the benchmarks pass their own)."""
         return RecallPlan.from_settings(self.settings)
 
     @cached_property
-    def redactor(self) -> Redactor:
+    def _redactor(self) -> Redactor:
         """The write path's personal-data step (AGENT_MEMORY_PII; off by default)."""
         return Redactor.from_settings(self.settings)
 
-    @property
-    def publisher(self) -> Publish:
-        """Puts change events on AGENT_MEMORY_EVENT_BUS (built on first use)."""
-        if self._publisher is None:
-            from agent_memory.providers.eventbridge import EventBridgePublisher
+    @cached_property
+    def _publisher(self) -> Publish:
+        """Puts change events on AGENT_MEMORY_EVENT_BUS."""
+        from agent_memory.providers.eventbridge import EventBridgePublisher
 
-            self._publisher = EventBridgePublisher.from_settings(self.settings).publish
-        return self._publisher
+        return EventBridgePublisher.from_settings(self.settings).publish
 
     def _usage(self, meter: Meter) -> list[UsageRow]:
         return meter.rows() if self.settings.usage_metering else []
@@ -149,23 +104,22 @@ class ServiceBase:
         if not self.settings.event_bus:
             return
         try:
-            drain_outbox(self.db, self.publisher, user_id=user_id, max_batches=1 if user_id is not None else 5)
+            drain_outbox(self._db, self._publisher, user_id=user_id, max_batches=1 if user_id is not None else 5)
         except Exception:
             logger.warning("change events not published after commit; the outbox keeps them", exc_info=True)
 
     def close(self) -> None:
-        if self._database is not None:
-            self._database.close()
-        if self._reads is not None:
-            self._reads.close()
+        """Close the database connections (they are opened again on next use)."""
+        for name in ("_db", "_reads"):
+            if (built := self._built(name)) is not None:
+                built.close()
 
-    def release_secrets(self) -> None:
+    def _release_secrets(self) -> None:
         """Close the database connections (each logged in with a password or an IAM token), forget
-        cached secrets and the providers built with an API key; all are rebuilt on first use.
-        Before a SnapStart snapshot (see :mod:`agent_memory.lifecycle`)."""
+        cached secrets and the providers built with an API key; all are rebuilt on first use."""
         self.close()
         clear_secret_cache()
         if self.settings.embedding_provider == "openai":
-            self._embedder = None
+            vars(self).pop("_embedder", None)
         if self.settings.llm_provider == "openai":
-            self._extractor = None
+            vars(self).pop("_extractor", None)

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from agent_memory.store import outbox
-from agent_memory.store.connection import Connection, Database
+from agent_memory.store.connection import Database
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def drain_outbox(
             errors = [f"{type(exc).__name__}: {exc}"] * len(claimed)
         done = [event.id for event, error in zip(claimed, errors, strict=True) if error is None]
         refused = [(event.id, error) for event, error in zip(claimed, errors, strict=True) if error is not None]
-        db.run(functools.partial(_settle, user_id=user_id, published=done, failed=refused))
+        db.run(functools.partial(outbox.settle, user_id=user_id, published=done, failed=refused))
         published += len(done)
         failed += len(refused)
         if refused:
@@ -73,10 +73,6 @@ def drain_outbox(
         if len(claimed) < batch:
             break
     return DrainResult(published, failed, last_error)
-
-
-def _settle(conn: Connection, *, user_id: str | None, published: list[int], failed: list[tuple[int, str]]) -> None:
-    outbox.settle(conn, user_id=user_id, published=published, failed=failed)
 
 
 def outbox_status(db: Database, *, user_id: str | None = None) -> OutboxStatus:

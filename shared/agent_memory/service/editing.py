@@ -23,19 +23,17 @@ logger = logging.getLogger(__name__)
 
 
 class Editing(Reading):
-    """Editing and forgetting memories, and the receipts of erasures."""
-
-    def update_memory(
-        self, user_id: str, memory_id: uuid.UUID, changes: MemoryChanges, *, source: str | None = None
+    def update(
+        self, memory_id: uuid.UUID, changes: MemoryChanges, *, user_id: str, source: str | None = None
     ) -> MemoryRecord:
         """Change one memory in place and return it as it now is (its ``write_id`` names this edit);
         the history records an 'updated' event with ``source``, the write id and the previous
         values. A new content is re-embedded and re-hashed; Conflict (409, field ``content``) when
-        another memory of the same scope already states it; NotFound as :meth:`get_memory`. No
+        another memory of the same scope already states it; NotFound as :meth:`get`. No
         change given: the memory as it is."""
         values = changes.changed()
         if not values:
-            return self.get_memory(user_id, memory_id, consistency="strong")  # as an update would answer
+            return self.get(memory_id, user_id=user_id, consistency="strong")  # as an update would answer
         vector = None
         used: list[UsageRow] = []
         if "content" in values:
@@ -47,7 +45,7 @@ class Editing(Reading):
                 )
             with metering() as meter:
                 self._redact_change(user_id, memory_id, values)
-                vector = self.embedder.embed([values["content"]])[0]
+                vector = self._embedder.embed([values["content"]])[0]
             meter.add("write", calls=1, items=1)
             used = self._usage(meter)
         elif values.get("metadata"):
@@ -55,7 +53,7 @@ class Editing(Reading):
         if values.get("metadata"):
             check_metadata(self.settings, values["metadata"], "metadata")
         write_id = uuid.uuid4()
-        updated: MemoryRecord | None = self.db.run(
+        updated: MemoryRecord | None = self._db.run(
             lambda conn: edits.update_memory(
                 conn, user_id, memory_id, values, embedding=vector, source=source, usage=used, write_id=write_id
             )
@@ -69,10 +67,10 @@ class Editing(Reading):
         """A new content or metadata passes the write path's redaction (AGENT_MEMORY_PII) like any
         other write: placeholders in the text and the metadata's string values, what was removed
         in the metadata's record; refused, naming the field, in drop mode."""
-        if not self.redactor.enabled:
+        if not self._redactor.enabled:
             return
         given = values.get("metadata") if "metadata" in values else None
-        outcome = self.redactor.redact_change(values.get("content"), given)
+        outcome = self._redactor.redact_change(values.get("content"), given)
         if outcome.dropped:
             raise InvalidInput(
                 f"{outcome.dropped_field} holds personal data this deployment does not store (AGENT_MEMORY_PII)",
@@ -83,12 +81,12 @@ class Editing(Reading):
         if outcome.metadata is not None:
             values["metadata"] = outcome.metadata
         if outcome.removed:
-            base = values["metadata"] if "metadata" in values else self.get_memory(user_id, memory_id).metadata
+            base = values["metadata"] if "metadata" in values else self.get(memory_id, user_id=user_id).metadata
             values["metadata"] = {**(base or {}), REDACTED_KEY: outcome.removed}
 
-    def forget_memory(self, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
+    def delete(self, memory_id: uuid.UUID, *, user_id: str, source: str | None = None) -> bool:
         """Delete one memory of the user; False when the user has no memory with that id."""
-        deleted = bool(self.db.run(lambda conn: queries.delete_memory(conn, user_id, memory_id, source=source)))
+        deleted = bool(self._db.run(lambda conn: queries.delete_memory(conn, user_id, memory_id, source=source)))
         logger.info("forgot", extra={"user_id": user_id, "deleted": int(deleted), "one": True})
         if deleted:
             self._publish_changes(user_id)
@@ -99,7 +97,7 @@ class Editing(Reading):
         and return the erasure receipt stored with the deletion, in one transaction
         (see :mod:`agent_memory.erasure`). ``requested_by``: who asked, for the receipt; never
         the user's own id."""
-        receipt: ErasureReceipt = self.db.run(
+        receipt: ErasureReceipt = self._db.run(
             lambda conn: erasing.erase_user(conn, user_id, requested_by=requested_by), retry=False
         )
         # The receipt's id, not the user's: logs outlive the erasure.
@@ -109,12 +107,12 @@ class Editing(Reading):
 
     def erasure(self, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt:
         """A stored erasure receipt; with ``user_id`` (a JWT caller), only that user's own."""
-        found: ErasureReceipt | None = self.db.run(lambda conn: erasing.get_receipt(conn, receipt_id, user_id=user_id))
+        found: ErasureReceipt | None = self._db.run(lambda conn: erasing.get_receipt(conn, receipt_id, user_id=user_id))
         if found is None:
             raise NotFound("no erasure receipt with this id")
         return found
 
-    def erasures_of(self, user_id: str) -> list[ErasureReceipt]:
+    def erasures(self, user_id: str) -> list[ErasureReceipt]:
         """Every erasure receipt of this user id, oldest first (matched by the keyed hash)."""
-        found: list[ErasureReceipt] = self.db.run(lambda conn: erasing.receipts_for(conn, user_id))
+        found: list[ErasureReceipt] = self._db.run(lambda conn: erasing.receipts_for(conn, user_id))
         return found

@@ -1,4 +1,4 @@
-"""Administration: migrations, re-embedding, purge, similarity checks."""
+"""Operating the store behind a :class:`~agent_memory.service.memory.Memory`: :class:`Admin`."""
 
 from __future__ import annotations
 
@@ -6,21 +6,37 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from agent_memory.config import Settings
+from agent_memory.embeddings import Embedder
+from agent_memory.extraction import Extractor
+from agent_memory.ingest import importing
 from agent_memory.ingest.consolidation import ConsolidationReport, near_pairs, plan_merges, plan_supersessions
-from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.ingest.rows import check_lengths
+from agent_memory.recall.plan import RecallPlan
+from agent_memory.rerank import Reranker
+from agent_memory.service.accounting import row_cost, usage_period
+from agent_memory.service.base import utcnow
+from agent_memory.service.drain import DrainResult, OutboxStatus, drain_outbox, outbox_status
 from agent_memory.store import consolidation
 from agent_memory.store import indexes as dense_users
 from agent_memory.store import memories as queries
 from agent_memory.store import reembed as reembedding
+from agent_memory.store import usage_reports as usage_queries
+from agent_memory.store.connection import Database
+from agent_memory.store.readers import ReadRouter
 from agent_memory.store.setup import MigrateResult, migrate
-from agent_memory_contract.models import (
-    normalize_content,
-)
+from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.models import normalize_content
+from agent_memory_contract.schemas import TenantUsage
+
+if TYPE_CHECKING:
+    from agent_memory.service.memory import Memory
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +44,63 @@ logger = logging.getLogger(__name__)
 UPDATE_NEIGHBOURS = 8
 
 
-class Operating(ServiceBase):
-    """Operating the store: migrate, re-embed, purge."""
+class Admin:
+    """``memory.admin``: migrations, re-embedding, dense users' indexes, consolidation, purge, bulk
+    import, every tenant's usage, the change-event outbox, and the memory's collaborators themselves
+    (for warm-ups, health checks, benchmarks and tests)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    # ---- the collaborators (built on first use) ---------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self._memory.settings
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._memory._embedder
+
+    @property
+    def extractor(self) -> Extractor:
+        return self._memory._extractor
+
+    @property
+    def reranker(self) -> Reranker | None:
+        return self._memory._reranker
+
+    @property
+    def db(self) -> Database:
+        """The writer's connection."""
+        return self._memory._db
+
+    @property
+    def reads(self) -> ReadRouter:
+        """Where reads go (the reader endpoint when configured, else the writer)."""
+        return self._memory._reads
+
+    @property
+    def recall_plan(self) -> RecallPlan:
+        return self._memory._recall_plan
+
+    def reader_fallbacks(self) -> int:
+        """Reads the writer served because the reader failed, since the last call (a metric)."""
+        reads: ReadRouter | None = self._memory._built("_reads")
+        return reads.take_fallbacks() if reads is not None else 0
+
+    @property
+    def rerank_fallbacks(self) -> int:
+        """Recalls of this process whose reranker failed (they kept the fused order)."""
+        reranker: Reranker | None = self._memory._built("_reranker")
+        return reranker.fallbacks if reranker is not None else 0
+
+    def release_secrets(self) -> None:
+        """Close connections, forget cached secrets and API-keyed providers: before a SnapStart
+        snapshot (see :mod:`agent_memory.lifecycle`)."""
+        self._memory._release_secrets()
+
+    # ---- operations -----------------------------------------------------------------------
 
     def migrate(self) -> MigrateResult:
         """Apply pending migrations (idempotent), then set up the application's database roles."""
@@ -56,8 +127,12 @@ class Operating(ServiceBase):
             reconnect_s=reconnect_s,
         )
         if result.switched:
-            self.close()  # reconnect: this process now uses the new column
+            self._memory.close()  # reconnect: this process now uses the new column
         return result
+
+    def drop_previous_vectors(self) -> bool:
+        """After every process runs the new model: drop the previous model's vectors."""
+        return reembedding.drop_previous_model(self.settings)
 
     def refresh_dense_users(
         self, *, min_memories: int | None = None, max_seconds: float | None = None, concurrently: bool = True
@@ -107,7 +182,7 @@ class Operating(ServiceBase):
                 break
         self.db.run(partial(consolidation.write_checkpoint, after=""))
         logger.info("consolidated", extra={"report": report.model_dump(mode="json")})
-        self._publish_changes(None)
+        self._memory._publish_changes(None)
         return report
 
     def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int, int]:
@@ -124,10 +199,6 @@ class Operating(ServiceBase):
         )
         return found, len(done), len(superseded)
 
-    def drop_previous_vectors(self) -> bool:
-        """After every process runs the new model: drop the previous model's vectors."""
-        return reembedding.drop_previous_model(self.settings)
-
     def purge(self, *, now: dt.datetime | None = None, superseded_days: float | None = None) -> dict[str, int]:
         """Remove expired memories and those superseded longer ago than the retention."""
         now = now or utcnow()
@@ -136,11 +207,62 @@ class Operating(ServiceBase):
             lambda conn: queries.purge(conn, now=now, superseded_before=now - dt.timedelta(days=days))
         )
         logger.info("purged", extra={"expired": expired, "superseded": superseded})
-        self._publish_changes(None)
+        self._memory._publish_changes(None)
         return {"expired": expired, "superseded": superseded}
+
+    def import_jsonl(
+        self,
+        lines: Iterable[tuple[int, str]],
+        report: importing.ImportReport,
+        *,
+        source: str | None = "import",
+        progress: Callable[[int], None] | None = None,
+    ) -> importing.ImportReport:
+        """Import numbered JSON lines in chunks; lines that are invalid (alone) are skipped and
+        recorded in ``report``, which stays true if a later chunk fails. The whole import is one
+        write id (``report.write_id``), whatever its chunks."""
+        if report.write_id is None:
+            report.write_id = uuid.uuid4()
+        write_id = report.write_id
+        return importing.import_lines(
+            lines,
+            lambda chunk: self._memory.import_(chunk, source=source, write_id=write_id),
+            report,
+            progress=progress,
+            check=lambda line: check_lengths(self.settings, [line], "lines"),
+        )
 
     def similarities(self, text: str, others: Sequence[str]) -> list[float]:
         """Cosine similarity of ``text`` to each of ``others`` with the configured embedder (no
         database): how update on write's guard (supersede_min_similarity) sees a pair."""
         vectors = self.embedder.embed([normalize_content(t) for t in (text, *others)])
         return [float(np.dot(vectors[0], v)) for v in vectors[1:]]
+
+    # ---- accounting and change events -----------------------------------------------------
+
+    def usage_by_user(self, *, start: dt.date | None = None, end: dt.date | None = None) -> list[TenantUsage]:
+        """Every user's totals over the period, most expensive first (maintenance role: the owner's
+        credentials, like purge)."""
+        start, end = usage_period(start, end)
+        found = self.db.run(lambda conn: usage_queries.all_usage(conn, start, end))
+        tenants: dict[str, TenantUsage] = {}
+        for row in found:
+            user = row.pop("user_id")
+            tenant = tenants.setdefault(
+                user, TenantUsage(user_id=user, calls={}, input_tokens=0, output_tokens=0, estimated_usd=0.0)
+            )
+            tenant.calls[row["kind"]] = tenant.calls.get(row["kind"], 0) + int(row["calls"])
+            tenant.input_tokens += int(row["input_tokens"])
+            tenant.output_tokens += int(row["output_tokens"])
+            tenant.estimated_usd = round(tenant.estimated_usd + row_cost(row), 6)
+        return sorted(tenants.values(), key=lambda t: (-t.estimated_usd, t.user_id))
+
+    def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:
+        """Publish the change events waiting in the outbox (everyone's by default): the scheduled drain."""
+        if not self.settings.event_bus:
+            raise ConfigurationError("no change events: AGENT_MEMORY_EVENT_BUS is not set")
+        return drain_outbox(self.db, self._memory._publisher, user_id=user_id, max_batches=max_batches)
+
+    def events_status(self, *, user_id: str | None = None) -> OutboxStatus:
+        """How many change events wait in the outbox, since when, and the latest publish error."""
+        return outbox_status(self.db, user_id=user_id)

@@ -1,7 +1,9 @@
-"""Reads: recall (one query or a batch), pages of memories, one memory, export, history."""
+"""Reads: recall (one query or a batch), pages of memories, one memory, export, history; on the
+reader endpoint when one is configured (see :mod:`agent_memory.store.readers`)."""
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import logging
 import uuid
@@ -48,8 +50,6 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
 
 
 class Reading(ServiceBase):
-    """Reading memories back: recall, list, get, export, history (on the reader when configured)."""
-
     # ---- recall ----------------------------------------------------------------------
 
     def _check_query(self, query: str, limit: int | None) -> tuple[str, int]:
@@ -74,9 +74,9 @@ class Reading(ServiceBase):
 
     def recall(
         self,
-        user_id: str,
         query: str,
         *,
+        user_id: str,
         project_id: str | None = None,
         limit: int | None = None,
         now: dt.datetime | None = None,
@@ -87,20 +87,18 @@ class Reading(ServiceBase):
         consistency: Consistency = "eventual",
         as_of: dt.datetime | None = None,
     ) -> RecallResult:
-        """The memories most relevant to ``query`` for this user, best first, and the prompt block;
-        with ``filters``, among the memories that match them only. ``consistency="strong"`` reads
-        the writer when a reader endpoint is configured (see :mod:`agent_memory.store.readers`).
-        ``plan``: how to find and rank (default: the one built from the settings).
-
-        ``usage``: what was already spent for this recall (a batch's share of its embedding call),
-        counted with it. ``as_of``: among what was true then (valid time), superseded versions
-        included while they held; without it, the current memories only."""
+        """The user's memories most relevant to ``query`` (among those matching ``filters``), best
+        first, and the prompt block. ``consistency="strong"`` reads the writer when a reader
+        endpoint is configured. ``plan``: how to find and rank (default: from the settings).
+        ``query_vector``: the query already embedded by the configured embedder, and ``usage`` what
+        that cost (a batch's share), counted with the recall. ``as_of``: among what was true then
+        (valid time), superseded versions included while they held."""
         query, limit = self._check_query(query, limit)
-        plan = plan or self.recall_plan
+        plan = plan or self._recall_plan
         if now is not None and now.tzinfo is None:
             now = now.replace(tzinfo=dt.UTC)
         with metering(usage) as meter:
-            vector = self.embedder.embed_query(query) if query_vector is None else query_vector
+            vector = self._embedder.embed_query(query) if query_vector is None else query_vector
         meter.add("recall", calls=1, characters=len(query))
         used = self._usage(meter)
         scope = Scope(
@@ -115,11 +113,11 @@ class Reading(ServiceBase):
         timeout_ms = self.settings.recall_statement_timeout_ms
         as_of = now or utcnow()
         windows = plan.windows(query, as_of)
-        on_reader = self.reads.reader is not None and consistency == "eventual"
+        on_reader = self._reads.reader is not None and consistency == "eventual"
         # The recall's usage count is written by its query itself (one statement), which a
         # reader cannot run: there the count goes to the writer on its own (one more round trip).
         try:
-            candidates = self.reads.run(
+            candidates = self._reads.run(
                 lambda conn: hybrid_candidates(
                     conn,
                     scope,
@@ -139,8 +137,8 @@ class Reading(ServiceBase):
             logger.warning("recall answered without memories: the database is resuming")
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
-            self.db.run(lambda conn: record_usage(conn, user_id, used))
-        reranker = self.reranker
+            self._db.run(lambda conn: record_usage(conn, user_id, used))
+        reranker = self._reranker
         chosen = rank_candidates(
             candidates,
             plan,
@@ -173,22 +171,22 @@ class Reading(ServiceBase):
 
     def recall_batch(
         self, queries: Sequence[RecallQuery], *, limit: int | None = None
-    ) -> list[RecallResult | InvalidInput]:
+    ) -> builtins.list[RecallResult | InvalidInput]:
         """Recall for many queries, their texts embedded in one batch; per query its result, or
         the InvalidInput that refused it (the others still run)."""
         if not queries:
             return []
         texts = [normalize_content(q.query) or " " for q in queries]
         with metering() as batch:
-            vectors = self.embedder.embed(texts)
+            vectors = self._embedder.embed(texts)
         total = sum(len(t) for t in texts)
         results: list[RecallResult | InvalidInput] = []
         for query, text, vector in zip(queries, texts, vectors, strict=True):
             try:
                 results.append(
                     self.recall(
-                        query.user_id,
                         query.query,
+                        user_id=query.user_id,
                         project_id=query.project_id,
                         limit=query.limit or limit,
                         now=query.now,
@@ -202,10 +200,10 @@ class Reading(ServiceBase):
                 results.append(exc)
         return results
 
-    def list_memories(
+    def list(
         self,
-        user_id: str,
         *,
+        user_id: str,
         project_id: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
@@ -221,26 +219,26 @@ class Reading(ServiceBase):
         after = pages.decode_cursor(cursor) if cursor else None
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed, as_of=_aware(as_of))
-        found = self.reads.run(
+        found = self._reads.run(
             lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
         )
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
 
-    def get_memory(self, user_id: str, memory_id: uuid.UUID, *, consistency: Consistency = "eventual") -> MemoryRecord:
+    def get(self, memory_id: uuid.UUID, *, user_id: str, consistency: Consistency = "eventual") -> MemoryRecord:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
-        found: MemoryRecord | None = self.reads.run(
+        found: MemoryRecord | None = self._reads.run(
             lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
         )
         if found is None:
             raise NotFound("no memory with this id for this user")
         return found
 
-    def export_memories(
+    def export(
         self,
-        user_id: str,
         *,
+        user_id: str,
         history: bool = False,
         limit: int = DEFAULT_PAGE,
         cursor: str | None = None,
@@ -248,11 +246,11 @@ class Reading(ServiceBase):
         as_of: dt.datetime | None = None,
     ) -> ExportPage:
         """A page of everything the user has (superseded and expired memories too), newest first,
-        as import lines (``agent-memory import`` restores them: same ids, timestamps and
-        recall); with ``history``, each line carries its memory's recorded changes. With ``as_of``,
-        only the memories true then (valid time)."""
-        page = self.list_memories(
-            user_id,
+        as import lines (:meth:`import_` restores them: same ids, timestamps and recall); with
+        ``history``, each line carries its memory's recorded changes. With ``as_of``, only the
+        memories true then (valid time)."""
+        page = self.list(
+            user_id=user_id,
             limit=limit,
             cursor=cursor,
             include_inactive=as_of is None,
@@ -262,7 +260,7 @@ class Reading(ServiceBase):
         events: dict[uuid.UUID, list[MemoryEvent]] = {}
         if history and page.memories:
             ids = [m.id for m in page.memories]
-            found: list[MemoryEvent] = self.reads.run(
+            found: list[MemoryEvent] = self._reads.run(
                 lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
             )
             for event in found:
@@ -272,16 +270,16 @@ class Reading(ServiceBase):
 
     def history(
         self,
-        user_id: str,
         memory_id: uuid.UUID | None = None,
         *,
+        user_id: str,
         limit: int = 1000,
         consistency: Consistency = "eventual",
-    ) -> list[MemoryEvent]:
+    ) -> builtins.list[MemoryEvent]:
         """Every recorded change of one memory (or of all the user's), oldest first."""
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
-        events: list[MemoryEvent] = self.reads.run(
+        events: list[MemoryEvent] = self._reads.run(
             lambda conn: queries.history(conn, user_id, memory_id, limit=limit), consistency=consistency
         )
         return events

@@ -7,10 +7,10 @@ import dataclasses
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 
-from agent_memory.ingest import conversation, importing
+from agent_memory.ingest import conversation
 from agent_memory.ingest.rows import (
     build_rows,
     check_lengths,
@@ -66,28 +66,28 @@ def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> Memory
 
 
 class Writing(ServiceBase):
-    """Storing memories: remember, import, ingest a conversation, flush a batch's writes."""
-
-    def remember(
+    def add(
         self,
-        user_id: str,
-        memories: Sequence[NewMemory],
+        memories: str | NewMemory | Sequence[str | NewMemory],
         *,
+        user_id: str,
         project_id: str | None = None,
         source: str | None = None,
         observed_at: dt.datetime | None = None,
     ) -> StoredIds:
-        """Store facts for a user in one transaction: embedded in one batch, upserted, exact
-        duplicates and near duplicates that state the same fact folded into the existing rows, a
-        fact that gives another value to a stored one (or names it in ``supersedes``) superseding
-        it. Ids come back in input order, and per fact what happened to it, with the write's id
+        """Store one fact or several for the user, in one transaction. The same fact twice is one
+        memory: exact duplicates and near duplicates that state the same fact fold into the stored
+        row; a fact that gives another value to a stored one (or names it in ``supersedes``)
+        supersedes it. Ids in input order, and per fact what happened to it, with the write's id
         (recorded with each memory it touched and each history event)."""
-        check_new_memories(self.settings, memories)
+        items = [memories] if isinstance(memories, str | NewMemory) else memories
+        new = [NewMemory(content=m) if isinstance(m, str) else m for m in items]
+        check_new_memories(self.settings, new)
         write_id = uuid.uuid4()
         with metering() as meter:
-            redacted = self.redactor.apply(memories)
+            redacted = self._redactor.apply(new)
             kept = redacted.memories
-            vectors = embed_unique(self.embedder, [m.content for m in kept])
+            vectors = embed_unique(self._embedder, [m.content for m in kept])
         rows, positions = build_rows(
             [user_id] * len(kept), kept, vectors, project_id=project_id, source=source, observed_at=observed_at
         )
@@ -100,7 +100,7 @@ class Writing(ServiceBase):
         for k, memory in enumerate(kept):
             for j, target in enumerate(memory.supersedes):
                 named.setdefault(positions[k], []).append((target, f"memories[{original[k]}].supersedes[{j}]"))
-        outcomes = self.db.run(
+        outcomes = self._db.run(
             lambda conn: writes.upsert_memories(
                 conn,
                 rows,
@@ -135,22 +135,20 @@ class Writing(ServiceBase):
             facts=[fact_outcome(outcomes[p]) for p in positions],
         )
 
-    def import_memories(
+    def import_(
         self, lines: Sequence[ImportLine], *, source: str | None = "import", write_id: uuid.UUID | None = None
     ) -> StoredIds:
-        """Bulk load (many users at once): one embedding pass and one upsert statement per user.
-
-        Lines are taken as given: exact duplicates fold, near duplicates are kept. ``write_id``
-        names the import (a new one when not given); an exported line keeps its own write id.
-        """
+        """Load import lines of any users (one embedding pass, one upsert statement per user), taken
+        as given: exact duplicates fold, near duplicates are kept. An export's lines are restored
+        with their ids and write ids; ``write_id`` names the others' import (a new one by default)."""
         write_id = write_id or uuid.uuid4()
         if not lines:
             return StoredIds(ids=[], created=0, refreshed=0, write_id=write_id)
         check_lengths(self.settings, lines, "lines")
         with metering() as meter:
-            redacted = self.redactor.apply(lines)
+            redacted = self._redactor.apply(lines)
             kept = redacted.memories
-            vectors = embed_unique(self.embedder, [line.content for line in kept])
+            vectors = embed_unique(self._embedder, [line.content for line in kept])
         # Lines with an id (an export) are restored as they were; the others are upserted.
         built: list[tuple[list[int], bool, list[MemoryRow], list[int]]] = []
         for restoring in (False, True):
@@ -176,7 +174,7 @@ class Writing(ServiceBase):
         created = refreshed = 0
         for indexes, restoring, rows, positions in built:
             usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
-            outcomes = self.db.run(
+            outcomes = self._db.run(
                 partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage, write_id=write_id)
             )
             for i, p in zip(indexes, positions, strict=True):
@@ -210,28 +208,6 @@ class Writing(ServiceBase):
             shares[user_id] = part.rows()
         return shares
 
-    def import_jsonl(
-        self,
-        lines: Iterable[tuple[int, str]],
-        report: importing.ImportReport,
-        *,
-        source: str | None = "import",
-        progress: Callable[[int], None] | None = None,
-    ) -> importing.ImportReport:
-        """Import numbered JSON lines in chunks; lines that are invalid (alone) are skipped and
-        recorded in ``report``, which stays true if a later chunk fails. The whole import is one
-        write id (``report.write_id``), whatever its chunks."""
-        if report.write_id is None:
-            report.write_id = uuid.uuid4()
-        write_id = report.write_id
-        return importing.import_lines(
-            lines,
-            lambda chunk: self.import_memories(chunk, source=source, write_id=write_id),
-            report,
-            progress=progress,
-            check=lambda line: check_lengths(self.settings, [line], "lines"),
-        )
-
     def ingest_conversation(
         self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
     ) -> IngestOutcome:
@@ -264,30 +240,30 @@ class Writing(ServiceBase):
         user_id, source = message.user_id, message.conversation_id
         write_id = uuid.uuid4()
         digest = conversation.message_digest(message)
-        receipt: writes.Receipt = self.db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
+        receipt: writes.Receipt = self._db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
         if receipt.found:
             if unflushed is not None:  # an earlier delivery may have written it without a flush
                 unflushed.add(receipt.server_started)
             logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
             return IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
         with metering() as meter:
-            extractor = self.extractor if message.messages else None
+            extractor = self._extractor if message.messages else None
             shown: list[ExistingMemory] = []
             if extractor is not None and extractor.updates_existing:
                 shown = self._related_memories(message, window=extractor.window)
             planned = conversation.plan_conversation(
                 message,
                 settings=self.settings,
-                embedder=self.embedder,
+                embedder=self._embedder,
                 extractor=extractor,
                 shown=shown,
                 observed_at=observed_at,
-                redactor=self.redactor,
+                redactor=self._redactor,
             )
             meter.add("conversation", calls=1, items=len(planned.rows))
             usage = self._usage(meter)
         threshold = self.settings.near_duplicate_threshold
-        written = self.db.run(
+        written = self._db.run(
             lambda conn: writes.ingest_message(
                 conn,
                 user_id,
@@ -321,9 +297,9 @@ class Writing(ServiceBase):
         turns = conversation.related_turns(message, window=window)
         if limit <= 0 or not turns:
             return []
-        vectors = list(self.embedder.embed(turns))
+        vectors = list(self._embedder.embed(turns))
         scope = Scope(message.user_id, message.project_id)
-        found: list[ExistingMemory] = self.db.run(
+        found: list[ExistingMemory] = self._db.run(
             lambda conn: writes.related_memories(conn, scope, vectors, limit=limit)
         )
         return found
@@ -335,7 +311,7 @@ class Writing(ServiceBase):
         pending = unflushed.take()
         if not pending:
             return
-        started: dt.datetime = self.db.run(writes.flush_writes)
+        started: dt.datetime = self._db.run(writes.flush_writes)
         if pending != {started}:
             logger.warning(
                 "the database restarted between a batch's writes and their flush",
@@ -348,11 +324,11 @@ class Writing(ServiceBase):
 
 
 class BatchNotDurable(DatabaseUnavailable):
-    """A queue batch's writes could not be made durable (see :meth:`Writing.ingest_batch`)."""
+    """A queue batch's writes could not be made durable (see :meth:`Memory.ingest_batch`)."""
 
 
 class IngestBatch:
-    """One queue batch's ingests (see :meth:`Writing.ingest_batch`); safe to use from several threads."""
+    """One queue batch's ingests (see :meth:`Memory.ingest_batch`); safe to use from several threads."""
 
     def __init__(self, service: Writing) -> None:
         self._service = service
@@ -361,7 +337,7 @@ class IngestBatch:
     def ingest_conversation(
         self, message: ConversationEnded, *, observed_at: dt.datetime | None = None
     ) -> IngestOutcome:
-        """As :meth:`Writing.ingest_conversation`, durable once the batch's block is left."""
+        """As :meth:`Memory.ingest_conversation`, durable once the batch's block is left."""
         return self._service._ingest(message, observed_at=observed_at, unflushed=self.unflushed)
 
     @property

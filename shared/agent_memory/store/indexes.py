@@ -1,25 +1,15 @@
-"""Dense users: an approximate index only where one user's memories are many, on a table of its own.
+"""Dense users: a user with at least ``min_memories`` (AGENT_MEMORY_DENSE_MIN_MEMORIES) memories
+gets a partition of ``dense_memories`` of their own, with an HNSW and a GIN index, so that no
+statement plans or locks another user's indexes (docs/how-it-works.md, "Indexes: what recall costs", says how the
+copy is kept in step and why; migrations 0005 and 0013 hold the schema). Users are listed in
+``agent_memory_dense_users`` with the lexemes most of their memories contain, which recall leaves
+out of their text leg (migration 0005 says why).
 
-Recall searches a user's rows exactly (the scope b-tree, then a sort): ~5 µs a row for both legs,
-so a few milliseconds at 1,000 memories and growing with the user. A user with at least
-``min_memories`` (AGENT_MEMORY_DENSE_MIN_MEMORIES) gets a partition of ``dense_memories`` of their
-own (migration 0013): a copy of their searchable columns, kept in step by triggers on
-user_memories, with an HNSW and a GIN index. A statement names its user by value, so the planner
-prunes ``dense_memories`` to that user's partition: no statement plans or locks another user's
-indexes, however many users are dense. Users are listed in ``agent_memory_dense_users`` with the
-lexemes most of their memories contain, which recall leaves out of their text leg (migration 0005
-says why, and how that leg reaches the GIN index under row-level security).
-
-:func:`refresh_dense_users` brings the partitions in line with the data; run it on a schedule
-(``agent-memory dense-users``; in the stack, MigrateFunction hourly). As the table's owner, on an
-autocommit connection. Per new dense user: an empty table, attached (SHARE UPDATE EXCLUSIVE on
-``dense_memories``: reads and writes go on), listed (the triggers copy the user's writes from then
-on; taken under the user's write lock, so no write is missed), filled from user_memories, indexed
-(``CONCURRENTLY`` by default: the user's writes go on), and only then marked ready for recall. Safe
-to interrupt and run again: each step is idempotent and a user is read from their partition only
-once it is ready. Users below half the threshold are unlisted, then their partition is detached
-(``CONCURRENTLY``) and dropped; so are partitions nobody is listed for (an erased user's), and
-0005's partial indexes on user_memories.
+:func:`refresh_dense_users` brings the partitions in line with the data, on a schedule
+(``agent-memory dense-users``; in the stack, MigrateFunction hourly), as the table's owner on an
+autocommit connection. Safe to interrupt and run again: each step is idempotent, and a user is
+read from their partition only once it is marked ready. Partitions nobody is listed for (an erased
+user's) are dropped too, and so are 0005's partial indexes on user_memories.
 """
 
 from __future__ import annotations

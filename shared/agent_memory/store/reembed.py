@@ -1,18 +1,11 @@
-"""Moving the store to another embedding model while reads go on.
+"""Moving the store to another embedding model while reads go on (docs/how-it-works.md,
+"Lifecycle", gives the steps): a shadow column filled in batches, then one short transaction that
+switches the columns and unlists dense users (their partitions hold the previous model's vectors).
+Needs the table's owner.
 
-A shadow column is filled in batches (each its own transaction, so an interrupted run resumes
-where it stopped), then one short transaction switches the columns. Processes still on the old
-model keep reading the previous vectors (``embedding_prev``) until they are redeployed;
-:func:`drop_previous_vectors` ends that grace period. Needs the table's owner.
-
-The table has no vector index of its own (migration 0005); the switch unlists dense users (their
-partitions of dense_memories hold the previous model's vectors, migration 0013), who are searched
-exactly until `agent-memory dense-users` builds their partitions again from the new ones.
-
-Every step is idempotent (a batch fills the rows still without a new vector; the switch is one
-transaction), so a lost connection (a database restart, a failover) is waited out and the step
-run again; when the database stays away longer than ``reconnect_s``, the run stops with
-DatabaseUnavailable and the next run resumes.
+Every step is idempotent (a batch fills the rows still without a new vector), so a lost connection
+(a database restart, a failover) is waited out and the step run again; when the database stays
+away longer than ``reconnect_s``, the run stops with DatabaseUnavailable and the next run resumes.
 """
 
 from __future__ import annotations
