@@ -109,6 +109,19 @@ def test_a_message_that_carries_its_memories_is_written_in_two_round_trips(servi
     assert len(service.list(user_id="u1", limit=100).memories) == 20
 
 
+def test_a_message_whose_fact_updates_a_stored_value_waits_once_more(service: Memory, tmp_path: Path) -> None:
+    # The new memory's id is read before COMMIT, to supersede the old value with it.
+    service.add([NewMemory(content="The user is 41 years old.")], user_id="u1")
+    message = ConversationEnded.model_validate(
+        {"user_id": "u1", "conversation_id": "c3", "memories": [{"content": "The user is 42 years old."}]}
+    )
+    outcome: list[Any] = []
+    trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(message)), tmp_path)
+    assert (outcome[0].created, outcome[0].superseded) == (1, 1)
+    assert trips == 3
+    assert [m.content for m in service.list(user_id="u1").memories] == ["The user is 42 years old."]
+
+
 def test_with_pipelining_off_the_same_work_waits_for_every_statement(settings: Settings, tmp_path: Path) -> None:
     # AGENT_MEMORY_DB_PIPELINE=false, for a proxy that mishandles pipelined requests.
     service = Memory(settings.model_copy(update={"db_pipeline": False}))

@@ -358,13 +358,29 @@ def _supersede_updated(
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """A new value supersedes the old; a value that was true before the stored one (an older
     statement arriving late) is stored already superseded by it, as history."""
+    done = _superseded(_send_supersede(conn, user_id, _updated_pairs(rows, updates, outcomes)))
+    _record_updated(done, updates, outcomes)
+    return done
+
+
+def _updated_pairs(
+    rows: Sequence[MemoryRow], updates: Mapping[int, Sequence[_Neighbour]], outcomes: Mapping[int, WriteOutcome]
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """The (old, new) pairs of :func:`_supersede_updated`, the late ones reversed."""
     pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
     for i, olds in updates.items():
         new_id, started = outcomes[i].id, rows[i].true_from
         for old in olds:
             late = started is not None and started < old.valid_from
             pairs.append((new_id, old.id) if late else (old.id, new_id))
-    done = supersede_memories(conn, user_id, pairs)
+    return pairs
+
+
+def _record_updated(
+    done: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    updates: Mapping[int, Sequence[_Neighbour]],
+    outcomes: dict[int, WriteOutcome],
+) -> None:
     by_new: dict[uuid.UUID, list[uuid.UUID]] = {}
     closed_by: dict[uuid.UUID, uuid.UUID] = {}
     for closed, by in done:
@@ -377,7 +393,6 @@ def _supersede_updated(
             superseded=(*outcome.superseded, *by_new.get(outcome.id, ())),
             superseded_by=closed_by.get(outcome.id),
         )
-    return done
 
 
 def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
@@ -551,19 +566,22 @@ def ingest_message(
         near = {i for i in rest if i not in exact_only}
         newer = _fold_nearest(conn, user_id, rows, nearest, near, outcomes, judged=updates.judged)
         upsert = _send_upsert(conn, rows, [i for i in rest if i not in outcomes])
-        pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
-        updated: list[tuple[uuid.UUID, uuid.UUID]] = []
+        sent_updated = sent_replaced = None
         if newer or any(replaces.values()):
-            upsert.take(outcomes)
-            updated = _supersede_updated(conn, user_id, rows, newer, outcomes)
-            pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
-        replaced = supersede_memories(conn, user_id, pairs)
+            upsert.take(outcomes)  # the new memories' ids, to supersede with (one more round trip)
+            sent_updated = _send_supersede(conn, user_id, _updated_pairs(rows, newer, outcomes))
+            sent_replaced = _send_supersede(
+                conn, user_id, [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
+            )
         conn.execute(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
         )
         add_usage(conn, user_id, usage)
+    # What the last statements returned, read after COMMIT (they travelled with it).
     upsert.take(outcomes)
+    updated, replaced = _superseded(sent_updated), _superseded(sent_replaced)
+    _record_updated(updated, newer, outcomes)
     for i in replaces:
         ids = tuple(old for old, new in replaced if new == outcomes[i].id)
         outcomes[i] = dataclasses.replace(outcomes[i], superseded=(*outcomes[i].superseded, *ids))
@@ -575,12 +593,18 @@ def supersede_memories(
     conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Mark live memories (old) as replaced by new ones; the (old, new) pairs actually marked."""
+    return _superseded(_send_supersede(conn, user_id, pairs))
+
+
+def _send_supersede(conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Any:
+    """The supersession of ``pairs``, sent (its RETURNING read by :func:`_superseded`); None for none."""
     if not pairs:
-        return []
-    found = conn.execute(
-        _SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id}
-    ).fetchall()
-    return [(r[0], r[1]) for r in found]
+        return None
+    return conn.execute(_SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id})
+
+
+def _superseded(cursor: Any) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    return [] if cursor is None else [(r[0], r[1]) for r in cursor.fetchall()]
 
 
 def related_memories(
