@@ -158,6 +158,11 @@ def updated_value(old: str, new: str) -> bool:
     if wo == wn:
         return False
     names = _names(to) | _names(tn)
+    # One contiguous change (required below) puts every word that only one text has in the
+    # changed span, which may hold values and names only: checked first, as it turns most
+    # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).
+    if any(not _is_value(w) and w not in names for w in set(wo).symmetric_difference(wn)):
+        return False
     changes = [op for op in difflib.SequenceMatcher(a=wo, b=wn, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(changes) != 1:
         return False

@@ -31,13 +31,19 @@ from tests.ingest_support import failures, sqs_event, sqs_record, start_ingest_p
 
 BLOCKED_USER = "u-blocked"
 BLOCKED_FACT = "The user keeps a locked fact."
+# Stored before the batch too; message 15 gives it another value, so its write reads the new
+# memory's id before it sends COMMIT (to supersede this one): the crash comes inside the transaction.
+# (A message with nothing to supersede sends its upsert and COMMIT together: killed while it waits
+# there, it still commits whole, receipt included, and its redelivery is a no-op.)
+BLOCKED_AGE = "The user is 41 years old."
 
 
 def conversation_message(i: int) -> dict[str, Any]:
     """Conversation i: two facts of its own, one its user states every time; number 15 belongs to
-    the user whose existing memory the test locks, and restates it last."""
+    the user whose existing memories the test locks, updates one and restates the other last."""
     if i == 15:
-        memories = [{"content": "Fact 15 alpha."}, {"content": "Fact 15 beta."}, {"content": BLOCKED_FACT}]
+        memories = [{"content": "Fact 15 alpha."}, {"content": "Fact 15 beta."},
+                    {"content": "The user is 42 years old."}, {"content": BLOCKED_FACT}]  # fmt: skip
         return {"user_id": BLOCKED_USER, "conversation_id": "c-15", "ended_at": "2026-11-29T10:15:00Z",
                 "memories": memories}  # fmt: skip
     return {
@@ -53,7 +59,7 @@ def conversation_message(i: int) -> dict[str, Any]:
 
 
 def facts_of(indexes: Sequence[int]) -> set[tuple[str, str]]:
-    out = {(BLOCKED_USER, BLOCKED_FACT)}  # stored before the batch
+    out = {(BLOCKED_USER, BLOCKED_FACT), (BLOCKED_USER, BLOCKED_AGE)}  # stored before the batch
     for i in indexes:
         message = conversation_message(i)
         out.update((message["user_id"], m["content"]) for m in message["memories"])
@@ -110,7 +116,7 @@ def assert_history_consistent(url: str) -> None:
 
 def test_an_ingest_process_killed_inside_a_batch_then_the_batch_again(database_url: str, tmp_path: Path) -> None:
     service = Memory(Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app"))
-    service.add([NewMemory(content=BLOCKED_FACT)], user_id=BLOCKED_USER)
+    service.add([NewMemory(content=BLOCKED_FACT), NewMemory(content=BLOCKED_AGE)], user_id=BLOCKED_USER)
     service.close()
     records = [sqs_record(conversation_message(i)) for i in range(30)]
     event = tmp_path / "batch.json"

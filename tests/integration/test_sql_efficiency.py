@@ -69,11 +69,11 @@ def test_a_recall_is_one_round_trip_to_the_database(service: Memory, tmp_path: P
     assert len(result[0].memories) == 10
 
 
-def test_a_conversation_is_written_in_sixround_trips(service: Memory, tmp_path: Path) -> None:
+def test_a_conversation_is_written_in_three_round_trips(service: Memory, tmp_path: Path) -> None:
     # Was 15: BEGIN, COMMIT, a savepoint and the exact-duplicate check each waited on their
-    # own. Now: the redelivery pre-check (1, its BEGIN and COMMIT included), BEGIN with the
-    # scope and lock (1), the receipt check (1), the near-duplicate check (1), the upsert (1),
-    # the receipt with COMMIT (1).
+    # own; then 6. Now: the redelivery pre-check before extraction (1, its BEGIN and COMMIT
+    # included), BEGIN with the scope, lock, receipt check and near-duplicate read (1), the
+    # upsert with the receipt and COMMIT (1, the upsert's ids read after COMMIT).
     service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(10)], user_id="u1")
     conversation = ConversationEnded.model_validate(
         {
@@ -88,7 +88,38 @@ def test_a_conversation_is_written_in_sixround_trips(service: Memory, tmp_path: 
     outcome: list[Any] = []
     trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
     assert outcome[0].created == 2
-    assert trips == 6
+    assert trips == 3
+
+
+def test_a_message_that_carries_its_memories_is_written_in_two_round_trips(service: Memory, tmp_path: Path) -> None:
+    # The IngestFunction's common case (was 5): no extraction to save, so no pre-check; the
+    # receipt is checked under the lock, in the same round trip as the near-duplicate read.
+    service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(10)], user_id="u1")
+    facts = [{"content": f"Prefers tool number {i} for diagrams"} for i in range(10)]
+    facts.append({"content": "Fact 3 about the SVG editor!"})  # a restatement: folds into the stored fact
+    message = ConversationEnded.model_validate({"user_id": "u1", "conversation_id": "c2", "memories": facts})
+    outcome: list[Any] = []
+    trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(message)), tmp_path)
+    assert (outcome[0].status, outcome[0].created, outcome[0].refreshed) == ("stored", 10, 1)
+    assert trips == 2
+    # A redelivery is still a no-op, found under the lock: the same two round trips, nothing written.
+    again: list[Any] = []
+    assert round_trips(service, lambda: again.append(service.ingest_conversation(message)), tmp_path) == 2
+    assert again[0].status == "duplicate"
+    assert len(service.list(user_id="u1", limit=100).memories) == 20
+
+
+def test_a_message_whose_fact_updates_a_stored_value_waits_once_more(service: Memory, tmp_path: Path) -> None:
+    # The new memory's id is read before COMMIT, to supersede the old value with it.
+    service.add([NewMemory(content="The user is 41 years old.")], user_id="u1")
+    message = ConversationEnded.model_validate(
+        {"user_id": "u1", "conversation_id": "c3", "memories": [{"content": "The user is 42 years old."}]}
+    )
+    outcome: list[Any] = []
+    trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(message)), tmp_path)
+    assert (outcome[0].created, outcome[0].superseded) == (1, 1)
+    assert trips == 3
+    assert [m.content for m in service.list(user_id="u1").memories] == ["The user is 42 years old."]
 
 
 def test_with_pipelining_off_the_same_work_waits_for_every_statement(settings: Settings, tmp_path: Path) -> None:

@@ -233,19 +233,24 @@ class Writing(ServiceBase):
     def _ingest(
         self, message: ConversationEnded, *, observed_at: dt.datetime | None, unflushed: UnflushedWrites | None
     ) -> IngestOutcome:
-        """The write path of one message: the receipt checked, the related memories read, the
-        extraction and embedding done outside any transaction, then one write transaction.
+        """The write path of one message: the receipt checked (when there is an extraction to
+        save), the related memories read, the extraction and embedding done outside any
+        transaction, then one write transaction (which checks the receipt again, under the lock).
         With ``unflushed``, that commit does not wait for the disk (see :class:`UnflushedWrites`)."""
         conversation.check_conversation(self.settings, message)
         user_id, source = message.user_id, message.conversation_id
         write_id = uuid.uuid4()
         digest = conversation.message_digest(message)
-        receipt: writes.Receipt = self._db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
-        if receipt.found:
-            if unflushed is not None:  # an earlier delivery may have written it without a flush
-                unflushed.add(receipt.server_started)
-            logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
-            return IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
+        # Checked before extraction only when there is an extraction to save: a message that carries
+        # its memories goes straight to its write, whose receipt check under the lock makes a
+        # redelivery a no-op (one round trip less per message).
+        if message.messages:
+            receipt: writes.Receipt = self._db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
+            if receipt.found:
+                if unflushed is not None:  # an earlier delivery may have written it without a flush
+                    unflushed.add(receipt.server_started)
+                logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
+                return IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
         with metering() as meter:
             extractor = self._extractor if message.messages else None
             shown: list[ExistingMemory] = []
@@ -278,7 +283,8 @@ class Writing(ServiceBase):
                 write_id=write_id,
             )
         )
-        if written is None:  # a concurrent delivery of the same message won the race
+        if written is None:  # written before: a redelivery, or a concurrent delivery that won the race
+            logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
             return planned.outcome.model_copy(update={"status": "duplicate"})
         if written.stale:
             logger.warning(

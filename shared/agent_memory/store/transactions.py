@@ -11,8 +11,8 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 # Held shared by every transaction that reads or writes vectors, exclusively by the re-embedding
 # switch: a query never runs against a column that changed model under it.
 VECTOR_SCHEMA_LOCK_KEY = 0x616D5F766563  # "am_vec"
+
+T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=64)
@@ -68,6 +70,38 @@ def user_transaction(
     a statement is sent, and its rowcount known, only when a result is fetched or the block
     ends; use RETURNING and fetch when the block needs to know what a statement did.
     """
+    with user_transaction_with(
+        conn,
+        user_id,
+        lambda c: c,
+        source=source,
+        reason=reason,
+        lock=lock,
+        settings=settings,
+        vectors=vectors,
+        write_id=write_id,
+    ) as same:
+        yield same
+
+
+@contextlib.contextmanager
+def user_transaction_with(
+    conn: Connection,
+    user_id: str,
+    send: Callable[[Connection], T],
+    *,
+    source: str | None = None,
+    reason: str | None = None,
+    lock: bool = False,
+    settings: dict[str, str] | None = None,
+    vectors: bool = False,
+    write_id: uuid.UUID | None = None,
+) -> Iterator[T]:
+    """As :func:`user_transaction`, with the statements ``send`` issues (without fetching) in
+    the same round trip as BEGIN, its scope, lock and schema check: the block gets what ``send``
+    returned (its cursors, whose results are there). The statements run after the lock is
+    taken, and the block runs only once the schema check passed; a statement that failed
+    because the store changed model raises SchemaChanged, as the check would have."""
     schema = vector_schema_of(conn) if vectors else None
     if write_id is not None:
         settings = {**(settings or {}), "agent_memory.write_id": str(write_id)}
@@ -77,8 +111,17 @@ def user_transaction(
         settings = {**(settings or {}), "agent_memory.outbox": events}
     query, values = _begin(user_id, source=source, reason=reason, lock=lock, settings=settings, schema=schema)
     with pipelined_transaction(conn):
-        _check_schema(conn.execute(query, values).fetchone(), schema)
-        yield conn
+        begin = conn.execute(query, values)
+        try:
+            sent = send(conn)
+            # In pipeline mode this one fetch waits for every statement sent so far.
+            row = begin.fetchone()
+        except psycopg.Error:
+            if begin.pgresult is not None and begin.rowcount == 1:
+                _check_schema(begin.fetchone(), schema)
+            raise
+        _check_schema(row, schema)
+        yield sent
 
 
 @contextlib.contextmanager

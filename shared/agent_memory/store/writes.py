@@ -23,7 +23,12 @@ from agent_memory.facts import same_fact, updated_value
 from agent_memory.store.connection import Connection, vector_column, vector_schema_of
 from agent_memory.store.rows import ExistingMemory, MemoryRow
 from agent_memory.store.scope import Scope, scope_filter, scope_params
-from agent_memory.store.transactions import pipelined_transaction, read_as_user, user_transaction
+from agent_memory.store.transactions import (
+    pipelined_transaction,
+    read_as_user,
+    user_transaction,
+    user_transaction_with,
+)
 from agent_memory.store.usage import add_usage
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import InvalidInput, SchemaMismatch
@@ -304,29 +309,36 @@ def _write_rows(
     exact_only: Collection[int],
     *,
     update_threshold: float | None = None,
-    judged: Collection[int] = (),
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
-    recording each row's outcome by index; the (old, new) supersessions of updated values
-    (never for the ``judged`` rows)."""
-    to_insert = indexes
-    updates: dict[int, list[_Neighbour]] = {}
-    thresholds = [t for t in (near_duplicate_threshold, update_threshold) if t is not None and t <= 1.0]
-    if thresholds:
-        near = [i for i in indexes if i not in exact_only]
-        if near:
-            updates = _refresh_near_duplicates(
-                conn, user_id, rows, near, near_duplicate_threshold, outcomes, update_threshold=update_threshold
-            )
-            updates = {i: olds for i, olds in updates.items() if i not in judged}
-        to_insert = [i for i in indexes if i not in outcomes]
-    if to_insert:
-        batch = [rows[i] for i in to_insert]
-        by_key = {(r.project_id, r.content_hash): i for i, r in zip(to_insert, batch, strict=True)}
-        for rec in conn.execute(_UPSERT, row_params(batch)).fetchall():
-            index = by_key[(rec[2], bytes(rec[3]))]
-            outcomes[index] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+    recording each row's outcome by index; the (old, new) supersessions of updated values."""
+    near = [i for i in indexes if i not in exact_only]
+    nearest = _send_nearest(conn, user_id, rows, near, near_duplicate_threshold, update_threshold)
+    updates = _fold_nearest(conn, user_id, rows, nearest, near, outcomes)
+    _send_upsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
     return _supersede_updated(conn, user_id, rows, updates, outcomes)
+
+
+class _PendingUpsert:
+    """The upsert of a user's rows, sent; its RETURNING read when the ids are needed (in
+    pipeline mode that may be after COMMIT, which then travels in the same round trip)."""
+
+    def __init__(self, conn: Connection, rows: Sequence[MemoryRow], indexes: list[int]) -> None:
+        batch = [rows[i] for i in indexes]
+        self._by_key = {(r.project_id, r.content_hash): i for i, r in zip(indexes, batch, strict=True)}
+        self._cursor = conn.execute(_UPSERT, row_params(batch)) if batch else None
+
+    def take(self, outcomes: dict[int, WriteOutcome]) -> None:
+        """Record each row's outcome by index (once)."""
+        if self._cursor is None:
+            return
+        for rec in self._cursor.fetchall():
+            outcomes[self._by_key[(rec[2], bytes(rec[3]))]] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
+        self._cursor = None
+
+
+def _send_upsert(conn: Connection, rows: Sequence[MemoryRow], indexes: list[int]) -> _PendingUpsert:
+    return _PendingUpsert(conn, rows, indexes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,13 +358,29 @@ def _supersede_updated(
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """A new value supersedes the old; a value that was true before the stored one (an older
     statement arriving late) is stored already superseded by it, as history."""
+    done = _superseded(_send_supersede(conn, user_id, _updated_pairs(rows, updates, outcomes)))
+    _record_updated(done, updates, outcomes)
+    return done
+
+
+def _updated_pairs(
+    rows: Sequence[MemoryRow], updates: Mapping[int, Sequence[_Neighbour]], outcomes: Mapping[int, WriteOutcome]
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """The (old, new) pairs of :func:`_supersede_updated`, the late ones reversed."""
     pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
     for i, olds in updates.items():
         new_id, started = outcomes[i].id, rows[i].true_from
         for old in olds:
             late = started is not None and started < old.valid_from
             pairs.append((new_id, old.id) if late else (old.id, new_id))
-    done = supersede_memories(conn, user_id, pairs)
+    return pairs
+
+
+def _record_updated(
+    done: Sequence[tuple[uuid.UUID, uuid.UUID]],
+    updates: Mapping[int, Sequence[_Neighbour]],
+    outcomes: dict[int, WriteOutcome],
+) -> None:
     by_new: dict[uuid.UUID, list[uuid.UUID]] = {}
     closed_by: dict[uuid.UUID, uuid.UUID] = {}
     for closed, by in done:
@@ -365,7 +393,6 @@ def _supersede_updated(
             superseded=(*outcome.superseded, *by_new.get(outcome.id, ())),
             superseded_by=closed_by.get(outcome.id),
         )
-    return done
 
 
 def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
@@ -499,13 +526,27 @@ def ingest_message(
         raise ValueError("an ingest message writes the memories of its own user only")
     updates = updates or Updates()
     _check_writable(conn)
-    # The transaction is pipelined: the refreshes, the receipt and COMMIT travel with the next
-    # statement whose result is needed.
+    targets = updates.targets
+
+    # One round trip with BEGIN, its lock and schema check: the receipt, the update targets still
+    # live, and every row's nearest memories (those of rows the targets settle are then ignored).
+    def send(c: Connection) -> tuple[Any, Any, _Nearest | None]:
+        receipt = c.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash})
+        found = (
+            c.execute(_LIVE_TARGETS, {"user_id": user_id, "ids": sorted(targets), "project_id": updates.project_id})
+            if targets
+            else None
+        )
+        nearest = _send_nearest(c, user_id, rows, list(range(len(rows))), near_duplicate_threshold, update_threshold)
+        return receipt, found, nearest
+
+    # The rest is pipelined too: the refreshes, the upsert, the receipt and COMMIT go out together,
+    # and the upsert's ids are read after COMMIT unless a supersession needs them first.
     deferred = None if unflushed is None else {"synchronous_commit": "off"}
-    with user_transaction(
-        conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id
-    ):
-        receipt = conn.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash}).fetchone()
+    with user_transaction_with(
+        conn, user_id, send, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id
+    ) as (receipt_cursor, found, nearest):
+        receipt = receipt_cursor.fetchone()
         assert receipt is not None
         written_before, server_started = receipt
         if unflushed is not None:
@@ -513,13 +554,7 @@ def ingest_message(
         if written_before:
             add_usage(conn, user_id, [u for u in usage if u.kind != "conversation"])
             return None
-        targets = updates.targets
-        live: set[uuid.UUID] = set()
-        if targets:
-            found = conn.execute(
-                _LIVE_TARGETS, {"user_id": user_id, "ids": sorted(targets), "project_id": updates.project_id}
-            ).fetchall()
-            live = {r[0] for r in found}
+        live: set[uuid.UUID] = {r[0] for r in found.fetchall()} if found is not None else set()
         outcomes: dict[int, WriteOutcome] = {}
         restated = {i: t for i, t in updates.restates.items() if t in live}
         _refresh(conn, user_id, [(t, rows[i]) for i, t in restated.items()])
@@ -528,28 +563,29 @@ def ingest_message(
         rest = [i for i in range(len(rows)) if i not in restated]
         # A fact that replaces a memory must not fold into it as a near-duplicate.
         exact_only = {i for i in rest if replaces.get(i)}
-        updated = _write_rows(
-            conn,
-            user_id,
-            rows,
-            rest,
-            outcomes,
-            near_duplicate_threshold,
-            exact_only,
-            update_threshold=update_threshold,
-            judged=updates.judged,
-        )
-        pairs = [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
-        replaced = supersede_memories(conn, user_id, pairs)
-        for i in replaces:
-            ids = tuple(old for old, new in replaced if new == outcomes[i].id)
-            outcomes[i] = dataclasses.replace(outcomes[i], superseded=(*outcomes[i].superseded, *ids))
-        superseded = updated + replaced
+        near = {i for i in rest if i not in exact_only}
+        newer = _fold_nearest(conn, user_id, rows, nearest, near, outcomes, judged=updates.judged)
+        upsert = _send_upsert(conn, rows, [i for i in rest if i not in outcomes])
+        sent_updated = sent_replaced = None
+        if newer or any(replaces.values()):
+            upsert.take(outcomes)  # the new memories' ids, to supersede with (one more round trip)
+            sent_updated = _send_supersede(conn, user_id, _updated_pairs(rows, newer, outcomes))
+            sent_replaced = _send_supersede(
+                conn, user_id, [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
+            )
         conn.execute(
             "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
             [user_id, message_hash, conversation_id, len(rows)],
         )
         add_usage(conn, user_id, usage)
+    # What the last statements returned, read after COMMIT (they travelled with it).
+    upsert.take(outcomes)
+    updated, replaced = _superseded(sent_updated), _superseded(sent_replaced)
+    _record_updated(updated, newer, outcomes)
+    for i in replaces:
+        ids = tuple(old for old, new in replaced if new == outcomes[i].id)
+        outcomes[i] = dataclasses.replace(outcomes[i], superseded=(*outcomes[i].superseded, *ids))
+    superseded = updated + replaced
     return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live), server_started)
 
 
@@ -557,12 +593,18 @@ def supersede_memories(
     conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Mark live memories (old) as replaced by new ones; the (old, new) pairs actually marked."""
+    return _superseded(_send_supersede(conn, user_id, pairs))
+
+
+def _send_supersede(conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Any:
+    """The supersession of ``pairs``, sent (its RETURNING read by :func:`_superseded`); None for none."""
     if not pairs:
-        return []
-    found = conn.execute(
-        _SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id}
-    ).fetchall()
-    return [(r[0], r[1]) for r in found]
+        return None
+    return conn.execute(_SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id})
+
+
+def _superseded(cursor: Any) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    return [] if cursor is None else [(r[0], r[1]) for r in cursor.fetchall()]
 
 
 def related_memories(
@@ -611,26 +653,35 @@ ORDER BY b.similarity DESC, s.id
 """
 
 
-def _refresh_near_duplicates(
+@dataclasses.dataclass(frozen=True)
+class _Nearest:
+    """The near-duplicate read, sent: its cursor, the rows it asked about, the thresholds."""
+
+    cursor: Any
+    indexes: list[int]
+    fold: float | None
+    update: float | None
+
+
+def _send_nearest(
     conn: Connection,
     user_id: str,
     rows: Sequence[MemoryRow],
     indexes: list[int],
     threshold: float | None,
-    outcomes: dict[int, WriteOutcome],
-    *,
-    update_threshold: float | None = None,
-) -> dict[int, list[_Neighbour]]:
-    """Refresh the existing memories that rows restate (near and the same fact); per row left to
-    insert, the memories whose value it updates (to supersede once it is stored)."""
+    update_threshold: float | None,
+) -> _Nearest | None:
+    """Send the read of each row's nearest live memories in its scope (nothing fetched: in
+    pipeline mode it travels with the next statement whose result is needed); None when no
+    threshold applies or there are no rows."""
     fold = threshold if threshold is not None and threshold <= 1.0 else None
     update = update_threshold if update_threshold is not None and update_threshold <= 1.0 else None
     floor = min(t for t in (fold, update, 2.0) if t is not None)
-    if floor > 1.0:
-        return {}
+    if floor > 1.0 or not indexes:
+        return None
     # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
     # plan and lock every dense user's); an unnamed statement is planned with its values.
-    found = conn.execute(
+    cursor = conn.execute(
         _NEAREST_EXISTING,
         {
             "embeddings": [rows[i].embedding for i in indexes],
@@ -641,10 +692,31 @@ def _refresh_near_duplicates(
             "neighbours": _NEIGHBOURS,
         },
         prepare=False,
-    ).fetchall()
+    )
+    return _Nearest(cursor, list(indexes), fold, update)
+
+
+def _fold_nearest(
+    conn: Connection,
+    user_id: str,
+    rows: Sequence[MemoryRow],
+    nearest: _Nearest | None,
+    only: Collection[int],
+    outcomes: dict[int, WriteOutcome],
+    *,
+    judged: Collection[int] = (),
+) -> dict[int, list[_Neighbour]]:
+    """Refresh the existing memories that rows restate (near and the same fact); per row left to
+    insert, the memories whose value it updates (to supersede once it is stored; never for the
+    ``judged`` rows). Only the rows in ``only`` are considered (the read may have asked about more)."""
+    if nearest is None:
+        return {}
+    fold, update = nearest.fold, nearest.update
     near: dict[int, list[_Neighbour]] = {}
-    for ordinal, memory_id, content, valid_from, similarity in found:
-        near.setdefault(indexes[int(ordinal) - 1], []).append(_Neighbour(memory_id, content, valid_from, similarity))
+    for ordinal, memory_id, content, valid_from, similarity in nearest.cursor.fetchall():
+        i = nearest.indexes[int(ordinal) - 1]
+        if i in only:
+            near.setdefault(i, []).append(_Neighbour(memory_id, content, valid_from, similarity))
     matches: dict[int, uuid.UUID] = {}
     updates: dict[int, list[_Neighbour]] = {}
     for i, neighbours in near.items():
@@ -656,7 +728,7 @@ def _refresh_near_duplicates(
         olds = [
             n for n in neighbours if update is not None and n.similarity >= update and updated_value(n.content, text)
         ]
-        if olds:
+        if olds and i not in judged:
             updates[i] = olds
     _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
     for i, memory_id in matches.items():
