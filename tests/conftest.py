@@ -34,7 +34,13 @@ from tests.environment import use_lambda_environment
 
 # replica_pair, replica_database: a streaming standby; data_api, data_api_settings: the RDS Data API stand-in;
 # served: `agent-memory serve` on a free port; own_pg: a private server to stop and restart.
-pytest_plugins = ("tests.replica", "tests.data_api", "tests.integration.recall_support", "tests.faults")
+pytest_plugins = (
+    "tests.replica",
+    "tests.data_api",
+    "tests.integration.recall_support",
+    "tests.faults",
+    "tests.oauth_issuer",
+)
 
 TEMPLATE_DB = "agent_memory_template"
 

@@ -8,10 +8,12 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
+import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
@@ -108,3 +110,11 @@ class LocalIssuer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture
+def issuer() -> Iterator[LocalIssuer]:
+    """A local OIDC issuer on 127.0.0.1 signing real tokens, stopped after the test."""
+    local = LocalIssuer()
+    yield local
+    local.close()

@@ -5,29 +5,15 @@ through ``as_of``, HARD_DELETE (history included) and PROVENANCE (a write id on 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-
 import pytest
 
 from agent_memory_tools.bench import gmp
-from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import TEMPLATE
 
 pytest.importorskip("aml", reason="GRAFOMEM (the dev extra) is not installed")
 
 
-@pytest.fixture
-def api_url(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
-
-
-def test_every_declared_capability_passes_the_suite(api_url: str) -> None:
-    profile = gmp.run(api_url, seeds=1)
+def test_every_declared_capability_passes_the_suite(served: str) -> None:
+    profile = gmp.run(served, seeds=1)
 
     failed = {
         r.capability.value: [(d.name, round(d.point, 3)) for d in r.directions if not d.passed]

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +21,7 @@ from agent_memory.service import Memory
 from agent_memory_client import AsyncMemoryClient, MemoryClient
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
 from agent_memory_tools.cli import main
-from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import TEMPLATE, body_of, invoke, with_body, with_request
+from tests.integration.recall_support import body_of, invoke, with_body, with_request
 
 USER = "user-123"
 SECRET = "The user's locker code is 4417"
@@ -185,15 +182,6 @@ def test_write_ids_and_tombstones_through_the_handler(lambda_env: str, database_
         )
     )
     assert body_of(conversation)["write_id"]
-
-
-@pytest.fixture
-def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
 
 
 def test_the_clients_read_write_ids_and_tombstones(served: str) -> None:

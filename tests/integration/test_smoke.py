@@ -36,13 +36,6 @@ def served(lambda_env: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def issuer() -> Iterator[LocalIssuer]:
-    local = LocalIssuer()
-    yield local
-    local.close()
-
-
-@pytest.fixture
 def served_with_tokens(lambda_env: str, issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("AGENT_MEMORY_OAUTH_ISSUER", issuer.url)
     get_settings.cache_clear()

@@ -40,13 +40,6 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 
 
 @pytest.fixture
-def issuer() -> Iterator[LocalIssuer]:
-    local = LocalIssuer()
-    yield local
-    local.close()
-
-
-@pytest.fixture
 def served(lambda_env: str, issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """serve as `agent-memory serve --jwt-issuer ISSUER --jwt-audience AUDIENCE` runs it."""
     monkeypatch.setenv("AGENT_MEMORY_OAUTH_ISSUER", issuer.url)
