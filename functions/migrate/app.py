@@ -35,6 +35,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,31 +127,12 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
 
 
 DENSE_USERS_TASK = "dense-users"
-
-
-def refresh_dense_users(context: Any) -> dict[str, Any]:
-    """The scheduled maintenance run: no new index build starts after the invocation's time is
-    nearly up (an index cut off by the timeout is built again by the next run)."""
-    check_layer()
-    from agent_memory.config import Settings
-    from agent_memory.service import Memory
-
-    remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
-    service = Memory(Settings())
-    try:
-        report = service.admin.refresh_dense_users(max_seconds=max(1.0, remaining_s / 2))
-    finally:
-        service.close()
-    logger.info("%s", report.summary())
-    return report.model_dump()
-
-
 CONSOLIDATE_TASK = "consolidate"
 
 
-def consolidate(context: Any) -> dict[str, Any]:
-    """The scheduled consolidation: no user is started after half the invocation's time (the next
-    run goes on from the checkpoint)."""
+def _scheduled(context: Any, run: Callable[[Any, float], Any]) -> Any:
+    """A scheduled maintenance run on a fresh service, given half the invocation's remaining time:
+    what it leaves undone (an index build cut off, a user not started) the next run takes up."""
     check_layer()
     from agent_memory.config import Settings
     from agent_memory.service import Memory
@@ -158,11 +140,24 @@ def consolidate(context: Any) -> dict[str, Any]:
     remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
     service = Memory(Settings())
     try:
-        report = service.admin.consolidate(max_seconds=max(1.0, remaining_s / 2))
+        report = run(service.admin, max(1.0, remaining_s / 2))
     finally:
         service.close()
     logger.info("%s", report.summary())
-    return report.model_dump(mode="json")
+    return report
+
+
+def refresh_dense_users(context: Any) -> dict[str, Any]:
+    """The scheduled dense-users run: no new index build starts after its time is up."""
+    report = _scheduled(context, lambda admin, seconds: admin.refresh_dense_users(max_seconds=seconds))
+    return report.model_dump()  # type: ignore[no-any-return]
+
+
+def consolidate(context: Any) -> dict[str, Any]:
+    """The scheduled consolidation: no user is started after its time is up (the checkpoint keeps
+    the place)."""
+    report = _scheduled(context, lambda admin, seconds: admin.consolidate(max_seconds=seconds))
+    return report.model_dump(mode="json")  # type: ignore[no-any-return]
 
 
 class Responder:

@@ -191,15 +191,7 @@ def time_recall(
 def time_heavy(bench: Memory, queries: Sequence[tuple[str, str]], vectors: np.ndarray, *, limit: int) -> Stopwatch:
     """Recall for the heavy user (their partition's HNSW and GIN indexes), after a few untimed runs; each
     must return ``limit`` memories."""
-    watch = Stopwatch()
-    pairs = list(zip(queries, vectors, strict=True))
-    for (user, text), vector in pairs[:WARM_UP]:
-        bench.recall(text, user_id=user, limit=limit, query_vector=vector)
-    for (user, text), vector in pairs:
-        with watch.time():
-            found = bench.recall(text, user_id=user, limit=limit, query_vector=vector)
-        if len(found.memories) < limit:
-            raise AssertionError(f"the heavy user got {len(found.memories)} memories, not {limit}")
+    watch = _timed_recalls(bench, list(zip(queries, vectors, strict=True)), limit=limit, who="the heavy user")
     say(f"  heavy user: p50 {watch.p50:.2f} ms, p95 {watch.p95:.2f} ms")
     return watch
 
@@ -370,15 +362,22 @@ def _time_users(bench: Memory, asked: Sequence[tuple[str, str]], embedder: Embed
     """Recall for each (user, question), after a few untimed runs; each user has more than
     ``limit`` memories, so each recall must return ``limit``."""
     vectors = embedder.embed([text for _user, text in asked])
+    return _timed_recalls(bench, list(zip(asked, vectors, strict=True)), limit=limit)
+
+
+def _timed_recalls(
+    bench: Memory, pairs: Sequence[tuple[tuple[str, str], np.ndarray]], *, limit: int, who: str | None = None
+) -> Stopwatch:
+    """Each ((user, question), query vector) recalled and timed after WARM_UP untimed ones; a recall
+    with fewer than ``limit`` memories fails the bench."""
     watch = Stopwatch()
-    pairs = list(zip(asked, vectors, strict=True))
     for (user, text), vector in pairs[:WARM_UP]:
         bench.recall(text, user_id=user, limit=limit, query_vector=vector)
     for (user, text), vector in pairs:
         with watch.time():
             found = bench.recall(text, user_id=user, limit=limit, query_vector=vector)
         if len(found.memories) < limit:
-            raise AssertionError(f"{user} got {len(found.memories)} memories, not {limit}")
+            raise AssertionError(f"{who or user} got {len(found.memories)} memories, not {limit}")
     return watch
 
 
