@@ -696,15 +696,17 @@ def test_the_sample_event_with_the_rules_provider_keeps_both_statements(
 
 
 def test_the_cli_can_give_a_memory_an_expiry(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
-    args = ["add", "--user", USER, "--expires-at", "2026-12-05T00:00:00Z", "The user is on vacation until Friday."]
+    # Relative to the run: the memory is created now, so "before" must lie between now and the expiry.
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(days=2)).replace(microsecond=0)
+    args = ["add", "--user", USER, "--expires-at", expires.isoformat(), "The user is on vacation until Friday."]
     assert main(args, settings=settings) == 0
     capsys.readouterr()
     service = Memory(settings)
     try:
         (memory,) = service.list(user_id=USER, include_inactive=True).memories
-        assert memory.expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
-        before = service.recall("vacation", user_id=USER, now=dt.datetime(2026, 12, 4, tzinfo=dt.UTC))
+        assert memory.expires_at == expires
+        before = service.recall("vacation", user_id=USER, now=expires - dt.timedelta(days=1))
         assert len(before.memories) == 1
-        assert service.recall("vacation", user_id=USER, now=dt.datetime(2026, 12, 6, tzinfo=dt.UTC)).memories == []
+        assert service.recall("vacation", user_id=USER, now=expires + dt.timedelta(days=1)).memories == []
     finally:
         service.close()
