@@ -116,10 +116,9 @@ class ServiceBase:
 
     def _release_secrets(self) -> None:
         """Close the database connections (each logged in with a password or an IAM token), forget
-        cached secrets and the providers built with an API key; all are rebuilt on first use."""
+        cached secrets and the providers that hold one (their ``api_key_setting``); all are rebuilt on first use."""
         self.close()
         clear_secret_cache()
-        if self.settings.embedding_provider == "openai":
-            vars(self).pop("_embedder", None)
-        if self.settings.llm_provider == "openai":
-            vars(self).pop("_extractor", None)
+        for name in ("_embedder", "_extractor", "_reranker"):
+            if getattr(self._built(name), "api_key_setting", None):
+                vars(self).pop(name)
