@@ -2,8 +2,8 @@
 
 A provider is a factory ``(Settings) -> provider`` named by an entry point (``module:attribute``), one
 group per kind: ``agent_memory.embedders``, ``agent_memory.extractors``, ``agent_memory.rerankers``.
-Building one imports its module and nothing else, so a Lambda that uses Bedrock never imports httpx's
-providers, and a laptop never needs boto3 credentials.
+Building one imports its module and nothing else, so a Lambda that uses Bedrock never imports a model
+and a laptop never needs boto3 credentials.
 
 The runtime's own providers are entry points of those groups written here rather than in
 pyproject.toml: the Lambda layer copies the package without any distribution metadata
@@ -44,14 +44,10 @@ class ProviderKind:
     # The value that asks for no provider at all.
     off: str | None = None
 
-    @property
-    def variable(self) -> str:
-        return f"AGENT_MEMORY_{self.setting.upper()}"
-
     def check(self, name: str) -> str:
         """``name``, if the setting may hold it (the settings' validator); else a ValueError listing
         what is installed. Reads the distributions' metadata only for a name the runtime does not know."""
-        if name == self.off or name in self.built_in or name in self.elsewhere or self._registered(name):
+        if name == self.off or name in self.built_in or name in self.elsewhere or self._entry_points(name):
             return name
         raise ValueError(f"{name!r} is not an installed {self.label}: {self.installed()}")
 
@@ -73,10 +69,9 @@ class ProviderKind:
             install = self.elsewhere.get(name, f"a package registering it in the entry point group {self.group!r}")
             raise ConfigurationError(
                 f"{self.label} {name!r} is not installed here: {install}; "
-                f"or set {self.variable} to one built in ({', '.join(self.built_in)})"
+                f"or set AGENT_MEMORY_{self.setting.upper()} to one built in ({', '.join(self.built_in)})"
             )
-        built: object = entry_point.load()(settings)
-        return built
+        return entry_point.load()(settings)
 
     def built_wrong(self, name: str, built: object, expected: str) -> ConfigurationError:
         """The error for a factory that built something else than the kind's interface (``expected``)."""
@@ -90,9 +85,6 @@ class ProviderKind:
             return metadata.EntryPoint(name, self.built_in[name], self.group)
         registered = sorted(self._entry_points(name), key=lambda ep: ep.value)
         return registered[0] if registered else None
-
-    def _registered(self, name: str) -> bool:
-        return bool(self._entry_points(name))
 
     def _entry_points(self, name: str | None = None) -> list[EntryPoint]:
         # importlib.metadata's entry_points looked up at call time, so tests can stand in for what is installed.
