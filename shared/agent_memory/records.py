@@ -164,16 +164,12 @@ class NearMatches:
 class NeighbourRule(Protocol):
     """The ingest step's rule for new rows and their stored neighbours
     (:class:`agent_memory.ingest.neighbours.SameFactRule`): the store reads each row's neighbours at
-    least ``floor`` similar, inside the write's transaction, and carries out what ``judge`` says."""
+    least ``floor`` similar (None: reads none) inside the write's transaction, and carries out what
+    ``judge`` says of them (nearest first)."""
 
     @property
-    def floor(self) -> float | None:
-        """The least similarity at which a neighbour can matter; None: none can (nothing is read)."""
-        ...
+    def floor(self) -> float | None: ...
 
     def judge(
         self, rows: Sequence[MemoryRow], near: Mapping[int, Sequence[Neighbour]], *, judged: Collection[int] = ()
-    ) -> NearMatches:
-        """Per row, given its neighbours (nearest first), what it is to them; the ``judged`` rows
-        (an LLM extractor already said what they update) update nothing here."""
-        ...
+    ) -> NearMatches: ...

@@ -17,13 +17,13 @@ from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.transactions import pipelined_transaction, read_as_user, user_transaction_with
 from agent_memory.store.memories.writes import (
     Nearest,
+    PendingUpsert,
     apply_nearest,
     check_writable,
     record_updated,
     refresh,
     send_nearest,
     send_supersede,
-    send_upsert,
     superseded_pairs,
     updated_pairs,
 )
@@ -177,7 +177,7 @@ def ingest_message(
         exact_only = {i for i in rest if replaces.get(i)}
         near = {i for i in rest if i not in exact_only}
         newer = apply_nearest(conn, user_id, rows, nearest, near, outcomes, judged=updates.judged)
-        upsert = send_upsert(conn, rows, [i for i in rest if i not in outcomes])
+        upsert = PendingUpsert(conn, rows, [i for i in rest if i not in outcomes])
         sent_updated = sent_replaced = None
         if newer or any(replaces.values()):
             upsert.take(outcomes)  # the new memories' ids, to supersede with (one more round trip)

@@ -278,11 +278,11 @@ def _write_rows(
     near = [i for i in indexes if i not in exact_only]
     nearest = send_nearest(conn, user_id, rows, near, neighbours)
     updates = apply_nearest(conn, user_id, rows, nearest, near, outcomes)
-    send_upsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
+    PendingUpsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
     return _supersede_updated(conn, user_id, rows, updates, outcomes)
 
 
-class _PendingUpsert:
+class PendingUpsert:
     """The upsert of a user's rows, sent; its RETURNING read when the ids are needed (in
     pipeline mode that may be after COMMIT, which then travels in the same round trip)."""
 
@@ -298,10 +298,6 @@ class _PendingUpsert:
         for rec in self._cursor.fetchall():
             outcomes[self._by_key[(rec[2], bytes(rec[3]))]] = WriteOutcome(rec[0], "created" if rec[4] else "refreshed")
         self._cursor = None
-
-
-def send_upsert(conn: Connection, rows: Sequence[MemoryRow], indexes: list[int]) -> _PendingUpsert:
-    return _PendingUpsert(conn, rows, indexes)
 
 
 def _supersede_updated(
