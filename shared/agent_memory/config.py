@@ -337,7 +337,7 @@ class Settings(BaseSettings):
         "roles, same polarity) refreshes an existing one (>1 = off).",
     )
     same_attribute_threshold: float = Field(
-        # Only bounds which neighbours the text check (agent_memory.facts.updated_value) reads:
+        # Only bounds which neighbours the text check (agent_memory.ingest.facts.updated_value) reads:
         # on all-MiniLM-L6-v2 "works at Umbrella" / "works at Wayne" score 0.41.
         default=0.3,
         gt=0,

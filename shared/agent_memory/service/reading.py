@@ -16,7 +16,7 @@ from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
 from agent_memory.service import pages
 from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store.accounts.usage import record_usage
+from agent_memory.store.accounts.usage import commit_usage
 from agent_memory.store.memories import catalog, edits
 from agent_memory.store.memories.recall import hybrid_candidates
 from agent_memory.store.memories.scope import Scope
@@ -136,7 +136,7 @@ class Reading(ServiceBase):
             logger.warning("recall answered without memories: the database is resuming")
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
-            self._db.run(lambda conn: record_usage(conn, user_id, used))
+            self._db.run(lambda conn: commit_usage(conn, user_id, used))
         reranker = self._reranker
         chosen = rank_candidates(
             candidates,
