@@ -1,5 +1,6 @@
 // The memory API over HTTP: every operation of the API (docs/api.md), with the Python client's
 // semantics (agent_memory_client): the same auth rules, error kinds and retry policy.
+import { checkConversation } from "./checks.js";
 import { AgentMemoryError, ConfigurationError, InvalidInput, NotFound, ServiceUnavailable, errorFromAnswer } from "./errors.js";
 import { CLIENT_BASE_DELAY_S, CLIENT_MAX_DELAY_S, CLIENT_RETRIES, backoff, isRetryableStatus, parseRetryAfter } from "./retry.js";
 import { type AwsCredentials, type CredentialsProvider, SigV4Signer } from "./sigv4.js";
@@ -167,9 +168,8 @@ export class MemoryClient {
   /** Hand a finished conversation to the write path now (POST /conversations): the server extracts
    * and stores what is worth keeping. The same conversation twice is a `duplicate`. */
   async addMessages(messages: readonly ChatMessage[], options: ConversationOptions = {}): Promise<IngestOutcome> {
-    if (!messages.length && !options.memories?.length) {
-      throw new InvalidInput("the message needs 'messages' or 'memories' (both are empty or missing)", "messages");
-    }
+    // The same checks as the queue's message (the user may come from a token here).
+    checkConversation({ ...options, messages: [...messages] }, { userRequired: false });
     return this.run({ method: "POST", path: "/conversations", body: { ...options, messages } });
   }
 

@@ -18,4 +18,4 @@ export {
   type QueueTarget,
 } from "./ai-sdk.js";
 export type * from "./types.js";
-export type { components, operations, paths } from "./openapi.js";
+export { WIRE_LIMITS, type components, type operations, type paths } from "./openapi.js";

@@ -2075,3 +2075,21 @@ export interface operations {
         };
     };
 }
+
+/** The write path's limits, from the OpenAPI document. */
+export const WIRE_LIMITS = {
+    "userIdMaxChars": 256,
+    "conversationIdMaxChars": 256,
+    "maxMessages": 1000,
+    "maxMemories": 1000,
+    "messageMaxChars": 20000,
+    "roles": [
+        "user",
+        "assistant",
+        "system",
+        "developer",
+        "tool",
+        "function"
+    ],
+    "memoryMaxChars": 20000
+} as const;

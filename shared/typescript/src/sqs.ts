@@ -1,6 +1,7 @@
 // The write path from an agent backend: the "conversation ended" message (the body of
 // POST /conversations) sent to the ingest queue. @aws-sdk/client-sqs is an optional peer, loaded here only.
 import { createHash } from "node:crypto";
+import { checkConversation } from "./checks.js";
 import { ConfigurationError, InvalidInput, ServiceUnavailable } from "./errors.js";
 import type { ConversationRequest } from "./types.js";
 
@@ -35,32 +36,10 @@ const CONFIGURATION = new Set([
   "CredentialsProviderError",
 ]);
 
-/** The checks the queue's model makes first, so that a message the consumer would dead-letter is
- * refused here (InvalidInput naming the field, nothing sent); the service applies its limits too. */
-function check(message: ConversationEnded): void {
-  if (typeof message.user_id !== "string" || !message.user_id.trim()) {
-    throw new InvalidInput("user_id is required on the queue (a non-empty string)", "user_id");
-  }
-  const messages = message.messages ?? [];
-  const memories = message.memories ?? [];
-  if (!messages.length && !memories.length) {
-    throw new InvalidInput("the message needs 'messages' or 'memories' (both are empty or missing)", "messages");
-  }
-  messages.forEach((m, i) => {
-    if (typeof m?.role !== "string") throw new InvalidInput(`messages[${i}].role is required`, `messages.${i}.role`);
-    if (typeof m.content !== "string") throw new InvalidInput(`messages[${i}].content must be a string`, `messages.${i}.content`);
-  });
-  memories.forEach((m, i) => {
-    if (typeof m?.content !== "string" || !m.content.trim()) {
-      throw new InvalidInput(`memories[${i}].content must be a non-empty string`, `memories.${i}.content`);
-    }
-  });
-}
-
 /** Send the write-path message to the ingest queue; the SQS MessageId. A FIFO queue gets the user as
  * message group and the conversation (or the body's hash) as deduplication id, as the Python client. */
 export async function publishConversationEnded(queueUrl: string, message: ConversationEnded, options: PublishOptions = {}): Promise<string> {
-  check(message);
+  checkConversation(message, { userRequired: true });
   const body = JSON.stringify(Object.fromEntries(Object.entries(message).filter(([, v]) => v !== undefined && v !== null)));
   if (!body.isWellFormed()) throw new InvalidInput("the message contains a lone surrogate, which is not text");
   let sqs: typeof import("@aws-sdk/client-sqs");

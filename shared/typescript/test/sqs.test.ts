@@ -7,7 +7,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { SQSClient } from "@aws-sdk/client-sqs";
-import { ConfigurationError, InvalidInput, MemoryClient, ServiceUnavailable, publishConversationEnded, rememberConversation } from "rushmem";
+import { ConfigurationError, InvalidInput, MemoryClient, ServiceUnavailable, WIRE_LIMITS, publishConversationEnded, rememberConversation } from "rushmem";
 import { startServe, type Serve } from "./support.js";
 
 interface Sent {
@@ -101,7 +101,20 @@ test("a message the consumer would refuse is refused here, and nothing is sent",
   const queueUrl = `${endpoint}/123456789012/q`;
   await assert.rejects(publishConversationEnded(queueUrl, { user_id: "u", messages: [] }, { sqs: sqs() }), (e: unknown) => e instanceof InvalidInput && e.field === "messages");
   await assert.rejects(publishConversationEnded(queueUrl, { user_id: "", messages: [{ role: "user", content: "x" }] }, { sqs: sqs() }), (e: unknown) => e instanceof InvalidInput && e.field === "user_id");
+  const long = "x".repeat(WIRE_LIMITS.messageMaxChars) + "é";
+  await assert.rejects(publishConversationEnded(queueUrl, { user_id: "u", messages: [{ role: "user", content: long }] }, { sqs: sqs() }), (e: unknown) => e instanceof InvalidInput && e.field === "messages[0].content");
+  await assert.rejects(publishConversationEnded(queueUrl, { user_id: "u", messages: [{ role: "robot" as never, content: "x" }] }, { sqs: sqs() }), (e: unknown) => e instanceof InvalidInput && e.field === "messages[0].role");
+  await assert.rejects(publishConversationEnded(queueUrl, { user_id: "u", memories: [{ content: " " }] }, { sqs: sqs() }), (e: unknown) => e instanceof InvalidInput && e.field === "memories[0].content");
   assert.equal(sent.length, 0);
+  // The limit is the service's: serve refuses the same message.
+  const fits = new MemoryClient(serve.url);
+  await assert.rejects(fits.addMessages([{ role: "user", content: long }], { user_id: "u" }), InvalidInput);
+  const answer = await fetch(`${serve.url}/conversations`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ user_id: "u", messages: [{ role: "user", content: long }] }),
+  });
+  assert.ok([400, 413].includes(answer.status), `serve refuses it too (${answer.status})`);
 });
 
 test("SQS errors come back as the service's kinds", async () => {
