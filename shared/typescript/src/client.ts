@@ -105,6 +105,11 @@ function filterParams(filters: MemoryFilters | null | undefined): QueryParams {
   };
 }
 
+/** An environment variable where there is a process (Node), else nothing (a browser, an edge runtime). */
+function environment(name: string): string | undefined {
+  return (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name] || undefined;
+}
+
 function sleep(seconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 }
@@ -145,7 +150,7 @@ export class MemoryClient {
     this.fetch = options.fetch ?? globalThis.fetch;
     if (this.auth === "iam") {
       const region =
-        options.region ?? EXECUTE_API_HOST.exec(url.hostname.toLowerCase())?.[1] ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
+        options.region ?? EXECUTE_API_HOST.exec(url.hostname.toLowerCase())?.[1] ?? environment("AWS_REGION") ?? environment("AWS_DEFAULT_REGION");
       if (!region) throw new ConfigurationError("auth 'iam' needs region (not in the API URL nor AWS_REGION)");
       this.signer = new SigV4Signer(region, options.credentials);
     }

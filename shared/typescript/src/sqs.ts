@@ -1,6 +1,5 @@
 // The write path from an agent backend: the "conversation ended" message (the body of
 // POST /conversations) sent to the ingest queue. @aws-sdk/client-sqs is an optional peer, loaded here only.
-import { createHash } from "node:crypto";
 import { checkConversation } from "./checks.js";
 import { ConfigurationError, InvalidInput, ServiceUnavailable } from "./errors.js";
 import type { ConversationRequest } from "./types.js";
@@ -18,6 +17,12 @@ export interface PublishOptions {
   region?: string;
   /** An SQSClient of your own (endpoint, credentials, retries); default a new one. */
   sqs?: SqsSender;
+}
+
+// Web Crypto, not node:crypto: the package imports nothing of Node's own modules (edge runtimes).
+async function sha256Hex(text: string): Promise<string> {
+  const digest = await globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 const SQS_HOST = /^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$/;
@@ -55,7 +60,7 @@ export async function publishConversationEnded(queueUrl: string, message: Conver
     ...(fifo
       ? {
           MessageGroupId: message.user_id,
-          MessageDeduplicationId: createHash("sha256").update(message.conversation_id || body).digest("hex"),
+          MessageDeduplicationId: await sha256Hex(message.conversation_id || body),
         }
       : {}),
   });
