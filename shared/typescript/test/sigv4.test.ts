@@ -41,7 +41,7 @@ after(async () => {
 });
 
 test("every kind of request, signed from the default credential chain, passes the verifier", async () => {
-  const client = new MemoryClient(gatewayUrl, { auth: "iam", region: "eu-west-1" });
+  const client = new MemoryClient(gatewayUrl, { auth: "iam", region: "eu-west-1", timeoutMs: 30_000 });
   assert.equal(client.auth, "iam");
   const { ids } = await client.add(
     [{ content: "The user prefers TypeScript, strict mode & ESM", category: "preference", metadata: { team: "web/ui", "a b": "ç" } }],

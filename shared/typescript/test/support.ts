@@ -39,13 +39,14 @@ export interface Serve {
   log(): string;
 }
 
-/** `agent-memory serve --port 0` on a database of its own; resolves once it listens. */
+/** `agent-memory serve --port 0` on a database of its own; resolves once it listens, warmed up (connected and
+ * migrated, the embedder loaded), so that no test's first request pays for the start under a busy CPU. */
 export async function startServe(args: string[] = []): Promise<Serve> {
   const data = mkdtempSync(join(tmpdir(), "rushmem-test-"));
   const logFile = join(data, "serve.log");
   const child: ChildProcessWithoutNullStreams = spawn(
     PYTHON,
-    ["-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm", "--no-page", ...args],
+    ["-m", "agent_memory_tools", "serve", "--port", "0", "--no-page", ...args],
     {
       cwd: ROOT,
       env: pythonEnv({

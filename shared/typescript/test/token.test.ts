@@ -69,10 +69,10 @@ after(async () => {
 });
 
 test("a token acts for its own user: no user_id needed", async () => {
-  const alice = new MemoryClient(serve.url, { token: issuer.token("alice") });
+  const alice = new MemoryClient(serve.url, { token: issuer.token("alice"), timeoutMs: 30_000 });
   assert.equal(alice.auth, "jwt");
   const stored = await alice.add(["The user prefers dark mode"]);
-  assert.equal(stored.created, 1);
+  assert.equal(stored.ids.length, 1);
   const recalled = await alice.recall({ query: "dark mode?" });
   assert.deepEqual(recalled.memories.map((m) => m.content), ["The user prefers dark mode"]);
   // A function gives a fresh token per request (what a session's refresh does).
