@@ -29,9 +29,7 @@ from tests.db_support import round_trips
 EARLIER = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
 
 
-TEXT_LEG = (
-    "SELECT * FROM agent_memory_dense_text_leg('axolotl'::tsquery, 10, NULL, NULL, false, NULL, NULL, NULL, NULL)"
-)
+TEXT_LEG = "SELECT * FROM agent_memory_dense_text_leg('axolotl'::tsquery, 10, NULL, NULL, false, '[]'::jsonb)"
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +116,11 @@ def test_a_database_migrated_before_0005_gets_it_on_the_next_migrate(blank_datab
             "CREATE INDEX user_memories_embedding_idx ON user_memories USING hnsw (embedding vector_cosine_ops)"
         )
     try:
-        assert service.admin.migrate().applied == ["0005_dense_users", "0013_dense_partitions"]
+        assert service.admin.migrate().applied == [
+            "0005_dense_users",
+            "0013_dense_partitions",
+            "0014_dense_filters_as_data",
+        ]
         assert service.admin.migrate().applied == []
         with psycopg.connect(blank_database_url) as conn:
             assert conn.execute("SELECT to_regclass('user_memories_embedding_idx')").fetchone() == (None,)
@@ -317,7 +319,7 @@ def locks_of_a_recall(service: Memory, user: str) -> int:
         )[0][0]
         > 0
     )
-    query = candidates._hybrid_sql(scope, False, "embedding", dense=bool(dense), dimension=384)
+    query = candidates.hybrid_sql(candidates.HybridShape(scope.shape(), "embedding", dense=bool(dense)))
     with conn.transaction():
         conn.execute("SELECT set_config('agent_memory.user_id', %s, true)", [user])
         conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
@@ -429,7 +431,7 @@ def test_a_store_with_0005s_partial_indexes_moves_to_partitions(blank_database_u
             )
             conn.execute("SET ROLE agent_memory_maintenance")
             conn.execute("INSERT INTO agent_memory_dense_users (user_id, memories) VALUES ('busy', 31)")
-        assert service.admin.migrate().applied == ["0013_dense_partitions"]
+        assert service.admin.migrate().applied == ["0013_dense_partitions", "0014_dense_filters_as_data"]
         assert owner_rows(blank_database_url, "SELECT user_id FROM agent_memory_dense_users") == []
         assert len(service.recall("axolotl", user_id="busy", limit=40).memories) == 31
         assert service.admin.refresh_dense_users(min_memories=20).indexed == 1
