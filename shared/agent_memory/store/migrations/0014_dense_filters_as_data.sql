@@ -1,5 +1,5 @@
 -- The dense text leg takes its filters as data: one jsonb array, a row per filter
--- (agent_memory.store.filters.FILTERS), so a new filter needs no migration.
+-- (agent_memory.store.memories.filters.FILTERS), so a new filter needs no migration.
 --
 -- 0005/0013's function named each filter as a parameter (categories, metadata, creation window).
 -- This one takes p_filters: [{"condition": "category = ANY({})", "type": "text[]", "value": "{a,b}"}, ...],

@@ -9,7 +9,7 @@ from typing import Any
 
 from psycopg import sql
 
-from agent_memory.store.filters import NO_FILTERS, FilterShape, filter_params, filter_shape, filters_sql
+from agent_memory.store.memories.filters import NO_FILTERS, FilterShape, filter_params, filter_shape, filters_sql
 from agent_memory_contract.models import MemoryFilters
 
 
@@ -42,7 +42,7 @@ class Scope:
     # Evaluation time: hides memories created later and those expired or superseded by then.
     now: dt.datetime | None = None
     include_inactive: bool = False  # superseded and expired memories too (debugging)
-    filters: MemoryFilters | None = None  # narrows the scope (agent_memory.store.filters)
+    filters: MemoryFilters | None = None  # narrows the scope (agent_memory.store.memories.filters)
     # Valid time: the memories true at this time (superseded versions included while they held),
     # instead of the current ones.
     as_of: dt.datetime | None = None
