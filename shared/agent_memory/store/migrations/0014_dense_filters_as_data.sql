@@ -32,7 +32,8 @@ BEGIN
                 RETURN;
             END IF;
             FOR f IN SELECT * FROM jsonb_array_elements(coalesce(p_filters, '[]'::jsonb)) LOOP
-                value_type := to_regtype(f->>'type');
+                -- A type name only (to_regtype raises on anything else), then one that exists.
+                value_type := CASE WHEN f->>'type' ~ '^[a-z][a-z0-9_ ]*(\[\])?$' THEN to_regtype(f->>'type') END;
                 IF value_type IS NULL OR coalesce(f->>'condition', '')
                         !~ '^[a-z_]+ (=|<>|<|<=|>|>=|@>|<@|&&) (\{\}|(ANY|ALL)\(\{\}\))$' THEN
                     RAISE EXCEPTION 'not a filter of the dense text leg: %%', f
