@@ -46,26 +46,21 @@ FILTERS: tuple[Filter, ...] = (
     Filter("created_before", "timestamptz", "created_at < {}"),
 )
 
-# Which filters a statement has (their names, in FILTERS' order): the shape it is composed for.
-FilterShape = tuple[str, ...]
+# Which filters a statement has (in FILTERS' order): the shape it is composed for.
+FilterShape = tuple[Filter, ...]
 NO_FILTERS: FilterShape = ()
 
 
 def filter_shape(filters: MemoryFilters | None) -> FilterShape:
     if filters is None:
         return NO_FILTERS
-    return tuple(f.name for f in FILTERS if getattr(filters, f.name) is not None)
-
-
-@functools.lru_cache(maxsize=32)
-def _rows(shape: FilterShape) -> tuple[Filter, ...]:
-    return tuple(f for f in FILTERS if f.name in shape)
+    return tuple(f for f in FILTERS if getattr(filters, f.name) is not None)
 
 
 @functools.lru_cache(maxsize=32)
 def filters_sql(shape: FilterShape) -> str:
     """`` AND ...`` for each filter of the shape (empty without filters)."""
-    return "".join(f" AND {f.sql()}" for f in _rows(shape))
+    return "".join(f" AND {f.sql()}" for f in shape)
 
 
 def _literal(text: str) -> str:
@@ -82,7 +77,7 @@ def dense_filters_sql(shape: FilterShape) -> str:
     rows = ", ".join(
         f"jsonb_build_object('condition', {_literal(f.condition)}, 'type', {_literal(f.type)}, "
         f"'value', %({f.param})s::{f.type}::text)"
-        for f in _rows(shape)
+        for f in shape
     )
     return f"jsonb_build_array({rows})"
 
