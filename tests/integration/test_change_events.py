@@ -205,7 +205,7 @@ def test_a_users_transaction_sees_only_their_own_pending_events(settings: Settin
 
 def test_the_events_function_drains_on_schedule(lambda_env: str, bus: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent_memory_tools.local import runtime
-    from tests.integration.recall_support import TEMPLATE
+    from tests.support.recall import TEMPLATE
 
     monkeypatch.setenv("AGENT_MEMORY_EVENT_BUS", BUS)
     with psycopg.connect(lambda_env, autocommit=True) as owner:

@@ -24,7 +24,7 @@ from agent_memory.store.scope import Scope, scope_params
 from agent_memory.store.transactions import user_transaction
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory_tools.cli.main import main
-from tests.db_support import round_trips
+from tests.support.db import round_trips
 
 EARLIER = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
 

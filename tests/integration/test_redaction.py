@@ -253,7 +253,7 @@ def _nothing_stored_a_reader_could_read(database_url: str) -> None:
 def test_a_disguised_value_in_content_or_metadata_is_redacted_through_the_http_api(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
-    from tests.integration.recall_support import body_of, invoke, with_body, with_request
+    from tests.support.recall import body_of, invoke, with_body, with_request
 
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
     memories = [
@@ -281,7 +281,7 @@ def test_the_sqs_message_redacts_disguised_values_in_content_and_metadata(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
     from agent_memory_tools.local import runtime
-    from tests.ingest_support import TEMPLATE, failures, sqs_event, sqs_record
+    from tests.support.ingest import TEMPLATE, failures, sqs_event, sqs_record
 
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
     body = {

@@ -20,7 +20,7 @@ from agent_memory.providers.aws import get_secret_value
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.local import runtime as lambda_local
-from tests.integration.recall_support import TEMPLATE
+from tests.support.recall import TEMPLATE
 
 
 @pytest.fixture
