@@ -88,7 +88,7 @@ def list_memories(  # noqa: PLR0913 -- the query parameters of GET /memories, ea
     summary="Everything the caller has, as import lines (a page; follow next_cursor)",
     responses={**schemas.COMMON_ERRORS, 200: schemas.documented("A page of import lines", ExportPage)},
 )
-def export_memories(  # noqa: PLR0913 -- the query parameters of GET /memories/export, each documented
+def export_memories(
     user_id: Annotated[UserId | None, Query()] = None,
     history: Annotated[bool, Query(description="Each line with its memory's recorded changes.")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
