@@ -71,7 +71,7 @@ class Reading(ServiceBase):
             raise InvalidInput(f"limit must be between 1 and {MAX_RECALL_LIMIT}, got {limit}", field="limit")
         return query, limit
 
-    def recall(
+    def recall(  # noqa: PLR0913 -- the public verb: the operation's fields, and a caller's plan, vector, meter
         self,
         query: str,
         *,

@@ -165,7 +165,7 @@ def _hybrid_sql(
 
 
 @functools.lru_cache(maxsize=256)
-def _hybrid_query(
+def _hybrid_query(  # noqa: PLR0913 -- the candidate statement's shape, one flag per variant (cached by them)
     has_project: bool,
     include_inactive: bool,
     as_of: bool,
