@@ -187,7 +187,7 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
         },
         expected_params={"Text": joined, "LanguageCode": "en"},
     )
-    redacting._redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
+    redacting._parts.redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
     stored = redacting.add([NewMemory(content=f) for f in facts], user_id="u1")
     assert stored.pii_redacted == 1
     contents = sorted(m.content for m in redacting.list(user_id="u1").memories)
