@@ -18,7 +18,6 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 PACKAGES = ("agent_memory", "agent_memory_contract", "agent_memory_client", "agent_memory_tools")
 
 
-
 def cycle_breakers(graph: grimp.ImportGraph) -> dict[str, set[tuple[str, str]]]:
     found: dict[str, set[tuple[str, str]]] = {}
     for package in sorted(m for m in graph.modules if graph.find_children(m)):
