@@ -27,6 +27,7 @@ from agent_memory import __version__
 from agent_memory.http.body import base64_body, parse_json_body
 from agent_memory.http.handlers import error_response, install_error_handlers
 from agent_memory.http.identity import caller_user_id, jwt_claims, requester
+from agent_memory.http.media import json_bodies_only
 from agent_memory.http.oauth import (
     AUTHORIZATION_SERVER_PATH,
     METADATA_PATHS,
@@ -70,6 +71,8 @@ app.configure_openapi(
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
+# POST, PUT, PATCH and any body only as declared JSON (415): what a cross-site page cannot send.
+app.use(middlewares=[json_bodies_only])
 # With SnapStart, every route's request validation is built before the snapshot, not on a first request.
 register_snapstart_hooks(warm=app.get_openapi_schema)
 # Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.

@@ -91,14 +91,6 @@ def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> list[Erro
     return details
 
 
-def is_json_content_type(value: str | None) -> bool:
-    """What the API accepts: JSON, or no Content-Type at all."""
-    if not value:
-        return True
-    media = value.split(";", 1)[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
-
-
 def allowed_methods(app: APIGatewayHttpResolver, path: str) -> list[str]:
     """Methods that have a route for ``path`` (for 405 and its Allow header)."""
     # The resolver keeps its routes privately; it has no 405 of its own.
@@ -128,14 +120,14 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
         return error_response(kind.status, kind.code, kind.message(exc), field=field, request_id=request_id())
 
     def invalid(exc: RequestValidationError | RequestUnsupportedContentType) -> Response[Any]:
-        content_type = app.current_event.headers.get("content-type")
-        if isinstance(exc, RequestUnsupportedContentType) or not is_json_content_type(content_type):
-            return error_response(
-                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                f"the body must be JSON with Content-Type: application/json (got {content_type!r})",
-                request_id=request_id(),
-            )
+        from agent_memory.http import media
+
+        event = app.current_event
+        found = media.content_type(event.headers)
+        if isinstance(exc, RequestUnsupportedContentType) or (
+            media.needs_json(event.http_method, event.body) and not media.is_json_content_type(found)
+        ):
+            return media.unsupported(found, request_id())
         details = describe_validation_errors(exc.errors())
         first = details[0] if details else ErrorDetail(field=None, message="invalid request")
         log.info("request invalid", extra={"errors": [d.model_dump() for d in details]})
