@@ -40,6 +40,7 @@ from urllib.parse import parse_qsl, urlsplit
 from agent_memory.http import openapi as http_openapi
 from agent_memory.http.oauth import MCP_PATH, PUBLIC_PATHS, bearer_challenge
 from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.retry import RETRY_AFTER_S
 from agent_memory_tools.local import runtime
 
 if TYPE_CHECKING:
@@ -344,10 +345,16 @@ def _handler_class(api: LocalApi, guard: BrowserGuard) -> type[BaseHTTPRequestHa
                 return
             claims = None
             if api.verifier is not None and urlsplit(self.path).path not in PUBLIC_PATHS:
-                from agent_memory_tools.local.tokens import TokenRefused
+                from agent_memory_tools.local.tokens import IssuerUnavailable, TokenRefused
 
                 try:
                     claims = event_claims(api.verifier.claims(self.headers.get("Authorization")))
+                except IssuerUnavailable as exc:
+                    # Neither accepted nor refused: the keys to check the token with cannot be read now.
+                    headers = [("Content-Type", "application/json"), ("Retry-After", str(RETRY_AFTER_S))]
+                    self._send(HTTPStatus.SERVICE_UNAVAILABLE, headers, b'{"message":"Service Unavailable"}')
+                    self.log_message('"%s %s" 503 (%s)', self.command, self.path, exc)
+                    return
                 except TokenRefused as refused:
                     base = f"http://{self.headers.get('Host') or 'localhost'}"
                     challenge = bearer_challenge(base, error=refused.error, description=refused.description)
