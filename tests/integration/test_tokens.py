@@ -342,8 +342,11 @@ def _flood(url: str, issuer: LocalIssuer, count: int) -> list[tuple[int, float]]
     return results
 
 
-# A valid token's answer while the key set hangs: the bound these tests hold (measured: tens of ms).
-VALID_BOUND_S = 2.0
+# A valid token's answer while the key set hangs: the bound these tests hold (measured here: 40-190 ms
+# beside 30 waiting requests; before issue 33 a valid token waited for the whole fetch).
+VALID_BOUND_S = 1.0
+# Thirty refusals at once, all answered: the bound for the last of them.
+FLOOD_BOUND_S = 2.0
 # The interval between two fetches of the key set in these tests (serve's: 30 s).
 INTERVAL_S = 4.0
 
@@ -369,13 +372,15 @@ def test_a_slow_key_set_holds_no_valid_token_and_unknown_kids_fetch_it_once(
         valid = [_timed(url, token) for token in tokens]
         waiting.join()
         assert {status for status, _ in valid} == {200}
+        print(f"valid tokens while the key set takes {delay} s: max {max(t for _, t in valid) * 1000:.0f} ms")
         assert max(t for _, t in valid) < VALID_BOUND_S, valid
         # The unknown kids waited for the one fetch, at most KEY_WAIT_S.
         assert {status for status, _ in flood} == {unknown}, flood
-        assert max(t for _, t in flood) < verifier.key_wait_s + VALID_BOUND_S, flood
+        print(f"unknown kids: max {max(t for _, t in flood) * 1000:.0f} ms")
+        assert max(t for _, t in flood) < verifier.key_wait_s + FLOOD_BOUND_S, flood
         again = _flood(url, issuer, 30)  # within the interval: the last outcome stands, promptly
         assert {status for status, _ in again} == {unknown}
-        assert max(t for _, t in again) < VALID_BOUND_S
+        assert max(t for _, t in again) < FLOOD_BOUND_S
         assert issuer.jwks_requests - before == 1
 
 
@@ -391,7 +396,7 @@ def test_a_key_set_that_is_down_or_not_json_is_503_fetched_once_per_interval(
         first = _flood(url, issuer, 1)
         flood = _flood(url, issuer, 40)
         assert {status for status, _ in first + flood} == {503}, (first, flood)
-        assert max(t for _, t in first + flood) < verifier.key_wait_s + VALID_BOUND_S
+        assert max(t for _, t in first + flood) < verifier.key_wait_s + FLOOD_BOUND_S
         assert issuer.jwks_requests - before == 1  # one fetch in the interval, however many kids
         # Tokens under the keys already read still verify, promptly.
         status, took = _timed(url, issuer.token("still-here"))
