@@ -1015,3 +1015,62 @@ def test_serve_answers_the_hosts_and_origins_it_is_told_to(hostile_env: str) -> 
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---- text that its visible form (NFKC) makes longer than a limit (issue 33) -------------------------------
+
+# U+FDFA is one character that NFKC writes as 18: 1,510 of them are 27,180 characters, past the
+# 20,000 a chat message may hold; 1,200 are 21,600, past a memory's.
+LONG_MESSAGE = "\ufdfa" * 1510
+LONG_MEMORY = "\ufdfa" * 1200
+
+
+def test_text_that_nfkc_lengthens_past_a_limit_is_a_4xx_naming_the_field(hostile_env: str) -> None:
+    C = "http-conversation.json"
+    mcp = "http-mcp-recall.json"
+
+    def tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        return with_body(mcp, body)
+
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "conversation-message": (
+            with_body(C, {"user_id": U, "messages": [{"role": "user", "content": LONG_MESSAGE}]}),
+            "messages[0].content",
+        ),
+        "conversation-parts": (
+            with_body(
+                C, {"user_id": U, "messages": [{"role": "user", "content": [{"type": "text", "text": LONG_MESSAGE}]}]}
+            ),
+            "messages[0].content",
+        ),
+        "conversation-memory": (
+            with_body(C, {"user_id": U, "memories": [{"content": LONG_MEMORY}]}),
+            "memories[0].content",
+        ),
+        "add": (
+            with_body("http-memories-add.json", {"user_id": U, "memories": [{"content": LONG_MEMORY}]}),
+            "memories[0].content",
+        ),
+        "recall": (with_body("http-recall-iam.json", {"user_id": U, "query": "\ufdfa" * 300}), "query"),
+    }
+    broken: list[Any] = []
+    for name, (evt, field) in cases.items():
+        answer = invoke(evt)
+        body = json.loads(answer.get("body") or "{}")
+        if not 400 <= answer["statusCode"] < 500 or body.get("field") != field:
+            broken.append((name, answer["statusCode"], str(body)[:200]))
+    for name, evt in {
+        "mcp-conversation": tool("remember_conversation", {"messages": [{"role": "user", "content": LONG_MESSAGE}]}),
+        "mcp-remember": tool("remember", {"facts": [LONG_MEMORY]}),
+    }.items():
+        answer = invoke(evt)
+        text = answer.get("body") or ""
+        if answer["statusCode"] >= 500 or "-32603" in text or "internal" in text.lower() or "limit" not in text:
+            broken.append((name, answer["statusCode"], text[:200]))
+    record = sqs_record({"user_id": U, "messages": [{"role": "user", "content": LONG_MESSAGE}]})
+    out = runtime.invoke(TEMPLATE, "IngestFunction", sqs_event(record))
+    if out != {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}:
+        broken.append(("queue", out))
+    assert broken == [], broken
+    assert unreadable_rows(hostile_env, pii="redact") == []
