@@ -80,8 +80,8 @@ class KeySet:
     dictionary, which a fetch replaces whole. A fetch runs on its own thread, one at a time
     (single flight), and a new one starts only ``interval_s`` after the last one ended (however many
     unknown kids arrive, and also when the issuer is down); a request whose ``kid`` is unknown waits
-    for the fetch in flight at most ``wait_s``. Keys stay in use when a later fetch fails: a token the issuer signed before its key
-    set became unreachable still verifies until it expires.
+    for the fetch in flight at most ``wait_s``. Keys stay in use when a later fetch fails: a token
+    the issuer signed before its key set became unreachable still verifies until it expires.
     """
 
     def __init__(
