@@ -1074,3 +1074,76 @@ def test_text_that_nfkc_lengthens_past_a_limit_is_a_4xx_naming_the_field(hostile
         broken.append(("queue", out))
     assert broken == [], broken
     assert unreadable_rows(hostile_env, pii="redact") == []
+
+
+# ---- import: a line it would have to alter is refused, with its number and reason (issue 33) --------------
+
+
+def test_import_refuses_every_line_it_would_alter_and_reports_each(
+    settings: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import uuid
+
+    s = settings.model_copy(update={"pii": PiiPolicy.parse("redact")})
+    main(["add", "--user", "u-other", "The other user's fact"], settings=s)
+    others = json.loads(capsys.readouterr().out)["ids"][0]
+    ids = [str(uuid.uuid4()) for _ in range(8)]
+    lines = [
+        # 1: superseded by a memory later in the file (a consolidation keeps the older one): taken
+        {
+            "user_id": "u-imp",
+            "id": ids[0],
+            "content": "Lives in Porto",
+            "created_at": "2025-01-02T00:00:00+00:00",
+            "superseded_by": ids[1],
+            "superseded_at": "2026-01-02T00:00:00+00:00",
+        },
+        # 2: points nowhere
+        {"user_id": "u-imp", "id": ids[2], "content": "Drinks coffee", "superseded_by": str(uuid.uuid4())},
+        # 3: points at another user's memory
+        {"user_id": "u-imp", "id": ids[3], "content": "Drives a bike", "superseded_by": others},
+        # 4: points at itself
+        {"user_id": "u-imp", "id": ids[4], "content": "Plays chess", "superseded_by": ids[4]},
+        # 5: valid until before valid from
+        {
+            "user_id": "u-imp",
+            "id": ids[5],
+            "content": "Works at Acme",
+            "valid_from": "2025-06-01T00:00:00+00:00",
+            "valid_until": "2025-01-01T00:00:00+00:00",
+        },
+        # 6: valid until before created (no valid_from: it starts when stated)
+        {
+            "user_id": "u-imp",
+            "content": "Studies Go",
+            "created_at": "2025-06-01T00:00:00+00:00",
+            "valid_until": "2024-01-01T00:00:00+00:00",
+        },
+        # 7: superseded_by on a line with no id (it would be stored as current)
+        {"user_id": "u-imp", "content": "Reads Dune", "superseded_by": ids[1]},
+        # 8: the memory line 1 names
+        {"user_id": "u-imp", "id": ids[1], "content": "Lives in Lisbon"},
+        # 9: an ordinary line
+        {"user_id": "u-imp", "content": "Likes tea"},
+    ]
+    path = tmp_path / "import.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    code = main(["import", str(path)], settings=s)
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert code == 2
+    reasons = {skipped["line"]: skipped["reason"] for skipped in summary["skipped_lines"]}
+    assert sorted(reasons) == [2, 3, 4, 5, 6, 7], summary
+    assert "superseded_by" in reasons[2] and "superseded_by" in reasons[3]
+    assert others not in reasons[3] or "no memory of this user" in reasons[3]
+    assert "itself" in reasons[4] and "valid_until" in reasons[5] and "created_at" in reasons[6]
+    assert "id" in reasons[7]
+    assert summary["taken"] == 3 and summary["skipped"] == 6
+    # What is stored is what the lines say: line 1 superseded by line 8, nothing of the refused lines.
+    out = tmp_path / "export.jsonl"
+    assert main(["export", "--user", "u-imp", "--out", str(out)], settings=s) == 0
+    exported = {m["content"]: m for m in map(json.loads, out.read_text().splitlines())}
+    assert sorted(exported) == ["Likes tea", "Lives in Lisbon", "Lives in Porto"]
+    assert exported["Lives in Porto"]["superseded_by"] == ids[1]
+    assert "superseded_by" not in exported["Lives in Lisbon"]
+    assert settings.database_url is not None
+    assert unreadable_rows(settings.database_url.get_secret_value(), pii="redact") == []

@@ -37,6 +37,29 @@ def _reason(exc: InvalidInput) -> str:
     return f"{field}: {exc}" if field else str(exc)
 
 
+def check_restorable(line: ImportLine) -> None:
+    """InvalidInput naming the field when storing ``line`` would store another memory than it states:
+    current instead of superseded (``superseded_by`` on a line without the id a restore keeps),
+    superseded by itself, or true for no time (``valid_until``, or ``superseded_at`` standing for it,
+    before ``valid_from``, or ``created_at`` standing for that). A line is refused, never altered.
+    Checked on import only: an export writes what is stored, as it is."""
+    if line.superseded_by is not None:
+        if line.id is None:
+            raise InvalidInput(
+                "superseded_by needs the line's id (an exported memory carries both)", field="superseded_by"
+            )
+        if line.superseded_by == line.id:
+            raise InvalidInput(
+                "superseded_by names the line's own memory: a memory cannot replace itself", field="superseded_by"
+            )
+    end, end_name = (line.valid_until, "valid_until") if line.valid_until else (line.superseded_at, "superseded_at")
+    start, start_name = (line.valid_from, "valid_from") if line.valid_from else (line.created_at, "created_at")
+    if end is not None and start is not None and end < start:
+        raise InvalidInput(
+            f"{end_name} ({end.isoformat()}) precedes {start_name} ({start.isoformat()})", field=end_name
+        )
+
+
 def import_lines(
     lines: Iterable[tuple[int, str]],
     store: Callable[[Sequence[ImportLine]], StoredIds],
@@ -47,14 +70,19 @@ def import_lines(
     check: Callable[[ImportLine], None] | None = None,
 ) -> ImportReport:
     """Store numbered JSON lines with ``store``, ``chunk_size`` lines per call; lines that do not
-    validate, that ``check`` refuses (the configured limits) or that ``store`` refuses on their
-    own are recorded in ``report`` and skipped.
+    validate, that :func:`check_restorable` or ``check`` refuses (the configured limits) or that
+    ``store`` refuses on their own are recorded in ``report`` and skipped. A line whose
+    ``superseded_by`` names no stored memory waits for the end of the file (its memory may come
+    later) and is refused only if it still names none.
 
     Lines ``check`` refuses leave the chunk before it is stored, so the rest is still stored in
     one call, as if they had never been there: the same fact on two lines folds the same way
     (the first statement wins) whatever else the chunk held."""
     chunk: list[ImportLine] = []
     numbers: list[int] = []
+    # Lines whose superseded_by names a memory not stored yet: it may come later in the file (a
+    # consolidation keeps the older memory, which an export lists after the newer one).
+    waiting: list[tuple[int, ImportLine, InvalidInput]] = []
 
     def skip(number: int, reason: str) -> None:
         report.skipped += 1
@@ -62,17 +90,18 @@ def import_lines(
         logger.warning("line %d skipped: %s", number, reason)
 
     def flush() -> None:
-        if check is not None:
-            kept = []
-            for number, line in zip(numbers, chunk, strict=True):
-                try:
+        kept = []
+        for number, line in zip(numbers, chunk, strict=True):
+            try:
+                check_restorable(line)
+                if check is not None:
                     check(line)
-                except InvalidInput as exc:
-                    skip(number, _reason(exc))
-                else:
-                    kept.append((number, line))
-            numbers[:] = [n for n, _ in kept]
-            chunk[:] = [line for _, line in kept]
+            except InvalidInput as exc:
+                skip(number, _reason(exc))
+            else:
+                kept.append((number, line))
+        numbers[:] = [n for n, _ in kept]
+        chunk[:] = [line for _, line in kept]
         if not chunk:
             return
         try:
@@ -83,7 +112,10 @@ def import_lines(
                 try:
                     single = store([line])
                 except InvalidInput as inner:
-                    skip(number, _reason(inner))
+                    if _successor_missing(inner):
+                        waiting.append((number, line, inner))
+                    else:
+                        skip(number, _reason(inner))
                 else:
                     report.taken += 1
                     report.created += single.created
@@ -105,4 +137,28 @@ def import_lines(
         if len(chunk) >= chunk_size:
             flush()
     flush()
+    # The waiting lines once the whole file is in, again while one of them gets stored (a chain of
+    # supersessions in any order); what still names nothing is refused, line by line.
+    while waiting:
+        again, waiting[:] = list(waiting), []
+        for number, line, _ in again:
+            try:
+                single = store([line])
+            except InvalidInput as inner:
+                if _successor_missing(inner):
+                    waiting.append((number, line, inner))
+                else:
+                    skip(number, _reason(inner))
+            else:
+                report.taken += 1
+                report.created += single.created
+        if len(waiting) == len(again):
+            break
+    for number, _, refused in sorted(waiting, key=lambda item: item[0]):
+        skip(number, _reason(refused))
+    report.skipped_lines.sort(key=lambda skipped: skipped.line)
     return report
+
+
+def _successor_missing(exc: InvalidInput) -> bool:
+    return (exc.field or "").endswith("superseded_by")
