@@ -25,9 +25,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agent_memory import __version__
 from agent_memory.http.body import base64_body, parse_json_body
-from agent_memory.http.handlers import error_response, install_error_handlers
+from agent_memory.http.handlers import error_response, install_error_handlers, json_bodies_only
 from agent_memory.http.identity import caller_user_id, jwt_claims, requester
-from agent_memory.http.media import json_bodies_only
 from agent_memory.http.oauth import (
     AUTHORIZATION_SERVER_PATH,
     METADATA_PATHS,

@@ -7,19 +7,12 @@ application/json`` cross-site only after a CORS preflight, which this API never 
 POST, PUT and PATCH, and any request that carries a body, are taken only with a JSON content
 type (415 otherwise): every client of the API (the Python client, MCP clients, the memory page,
 API Gateway's own test events) sends one. The rule holds in AWS and in ``agent-memory serve``
-alike (both run this handler)."""
+alike (both run this handler: :func:`agent_memory.http.handlers.json_bodies_only`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
-
-from agent_memory.http.handlers import error_response
-
-if TYPE_CHECKING:
-    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-    from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from typing import Any
 
 # Methods that always carry a body in this API (a GET or DELETE carries none).
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -41,21 +34,3 @@ def needs_json(method: str, body: str | None) -> bool:
 def content_type(headers: Mapping[str, Any] | None) -> str | None:
     value = next((v for k, v in (headers or {}).items() if str(k).lower() == "content-type"), None)
     return value if isinstance(value, str) else None
-
-
-def unsupported(found: str | None, request_id: str | None) -> Response[Any]:
-    return error_response(
-        HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-        "unsupported_media_type",
-        f"the body must be JSON with Content-Type: application/json (got {found!r})",
-        request_id=request_id,
-    )
-
-
-def json_bodies_only(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """Powertools middleware (every route): 415 for a request that must be JSON and does not say so."""
-    event = app.current_event
-    found = content_type(event.headers)
-    if needs_json(event.http_method, event.body) and not is_json_content_type(found):
-        return unsupported(found, event.request_context.request_id)
-    return next_middleware(app)
