@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import httpx
@@ -456,7 +457,7 @@ def test_every_malformed_token_is_a_prompt_401(served: str, issuer: LocalIssuer)
         "huge": f"{head}.{'A' * 20_000}.{signature}",
         "dots": "..",
     }
-    broken = []
+    broken: list[Any] = []
     for name, token in tokens.items():
         started = time.perf_counter()
         try:
