@@ -28,7 +28,7 @@ from agent_memory_contract.errors import AgentMemoryError
 from agent_memory_contract.kinds import error_kind
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime
-from tests.doors_support import ClientDoor, served, stdio_server
+from tests.doors_support import CliDoor, ClientDoor, served, stdio_server
 from tests.ingest_support import TEMPLATE, sqs_event, sqs_record
 from tests.integration import recall_support as rs
 from tests.integration.recall_support import as_iam, as_jwt, invoke, with_body
@@ -1068,6 +1068,20 @@ def test_text_that_nfkc_lengthens_past_a_limit_is_a_4xx_naming_the_field(hostile
         text = answer.get("body") or ""
         if answer["statusCode"] >= 500 or "-32603" in text or "internal" in text.lower() or "limit" not in text:
             broken.append((name, answer["statusCode"], text[:200]))
+    # The CLI and the client (against serve) refuse the memory naming its content, before storing it.
+    for door in (CliDoor(), None):
+        if door is None:
+            with served() as url:
+                client = ClientDoor(url, auth="none")
+                try:
+                    outcome = client.add(U, [LONG_MEMORY])
+                finally:
+                    client.close()
+            name = "client"
+        else:
+            outcome, name = door.add(U, [LONG_MEMORY]), "cli"
+        if not outcome.refused or outcome.status is None or outcome.status >= 500 or not outcome.field:
+            broken.append((name, outcome))
     record = sqs_record({"user_id": U, "messages": [{"role": "user", "content": LONG_MESSAGE}]})
     out = runtime.invoke(TEMPLATE, "IngestFunction", sqs_event(record))
     if out != {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}:
