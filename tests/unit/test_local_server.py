@@ -94,8 +94,9 @@ def test_the_bound_address_and_allowed_names_are_answered() -> None:
     assert _refusal(guard, {"Host": "memory.lan"}) is None
     assert _refusal(guard, {"Host": "[fe80:0::1]:80"}) is None
     assert _refusal(guard, {"Host": "other.lan"}) == HTTPStatus.MISDIRECTED_REQUEST
-    # 0.0.0.0 names no host: only loopback names (and the allowed ones) then.
-    assert _refusal(BrowserGuard.for_bind("0.0.0.0"), {"Host": "0.0.0.0"}) == HTTPStatus.MISDIRECTED_REQUEST
+    # Bound to every interface: the printed URL (0.0.0.0) works, a LAN name or address needs --allow-host.
+    assert _refusal(BrowserGuard.for_bind("0.0.0.0"), {"Host": "0.0.0.0:8080"}) is None
+    assert _refusal(BrowserGuard.for_bind("0.0.0.0"), {"Host": "192.168.1.5"}) == HTTPStatus.MISDIRECTED_REQUEST
     assert _refusal(BrowserGuard.for_bind("0.0.0.0", hosts=["*"]), {"Host": "anything"}) is None
 
 

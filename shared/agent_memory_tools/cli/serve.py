@@ -79,7 +79,9 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     if not is_loopback(args.host) and verifier is None:
         logger.warning(
             "serving on %s: this server checks no signature or token; anyone who can reach it can read "
-            "and delete every user's memories (--jwt-issuer makes every request show a verified token)",
+            "and delete every user's memories (--jwt-issuer makes every request show a verified token); it answers "
+            "only loopback names and %s as Host (--allow-host adds the names others use to reach it)",
+            args.host,
             args.host,
         )
     if "*" in allowed_hosts:

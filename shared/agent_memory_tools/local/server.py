@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import datetime as dt
 import ipaddress
@@ -242,11 +243,12 @@ class BrowserGuard:
     @classmethod
     def for_bind(cls, bind: str, hosts: Iterable[str] = (), origins: Iterable[str] = ()) -> BrowserGuard:
         names = {h.strip().lower().rstrip(".").strip("[]") for h in hosts if h.strip()}
-        try:
-            if not ipaddress.ip_address(bind).is_unspecified:  # 0.0.0.0 names no host
-                names.add(str(ipaddress.ip_address(bind)))
-        except ValueError:
-            pass
+        # The bound address (or name) is what the printed URL names: 0.0.0.0 too, which reaches this machine.
+        bound = bind.strip().lower().strip("[]").rstrip(".")
+        with contextlib.suppress(ValueError):  # a host name is kept as given
+            bound = str(ipaddress.ip_address(bound))
+        if bound:
+            names.add(bound)
         return cls(frozenset(names), frozenset(o.strip().lower().rstrip("/") for o in origins if o.strip()))
 
     def host_allowed(self, host: str | None) -> bool:
