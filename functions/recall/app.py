@@ -100,17 +100,16 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
     started = time.perf_counter()
     service = get_service()
     rerank_fallbacks = service.admin.rerank_fallbacks
-    plan = service.admin.recall_plan.but(include_inactive=True) if request.include_inactive else None
     result = service.recall(
         query,
         user_id=user_id,
         project_id=request.project_id,
         limit=request.limit,
         now=request.now,
-        plan=plan,
         filters=request.filters,
         consistency=request.consistency,
         as_of=request.as_of,
+        include_inactive=request.include_inactive,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)

@@ -383,7 +383,7 @@ class MemoryFilters(WireModel):
 
     @property
     def empty(self) -> bool:
-        return self.categories is None and self.metadata is None and not self.created_after and not self.created_before
+        return all(getattr(self, name) is None for name in type(self).model_fields)
 
 
 class MemoryPage(WireModel):

@@ -197,17 +197,20 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
     assert [(line.calls, line.characters) for line in pii] == [(1, len(joined))]
 
 
+def redactor_for(settings: Settings) -> Redactor:
+    """The write path's redactor as the service builds it (nothing connects until a write)."""
+    return Memory(settings)._redactor
+
+
 def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) -> None:
-    plain = Redactor.from_settings(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
+    plain = redactor_for(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
     assert [type(d).__name__ for d in plain.detectors] == ["RegexDetector"]
-    with_names = Redactor.from_settings(
-        settings.model_copy(update={"pii": PiiPolicy.parse("redact"), "pii_comprehend": True})
-    )
+    with_names = redactor_for(settings.model_copy(update={"pii": PiiPolicy.parse("redact"), "pii_comprehend": True}))
     assert [type(d).__name__ for d in with_names.detectors] == ["RegexDetector", "ComprehendPiiDetector"]
     # The default policy acts on credentials only, which the regex engine finds: no Comprehend bill.
-    default = Redactor.from_settings(settings.model_copy(update={"pii_comprehend": True}))
+    default = redactor_for(settings.model_copy(update={"pii_comprehend": True}))
     assert default.enabled and [type(d).__name__ for d in default.detectors] == ["RegexDetector"]
-    off = Redactor.from_settings(settings.model_copy(update={"pii": PiiPolicy(), "pii_comprehend": True}))
+    off = redactor_for(settings.model_copy(update={"pii": PiiPolicy(), "pii_comprehend": True}))
     assert not off.enabled and [type(d).__name__ for d in off.detectors] == ["RegexDetector"]
 
 

@@ -180,8 +180,7 @@ def test_a_conversation_that_changes_a_preference_ends_with_one_active_memory_an
     assert old.superseded_by == now.id and old.superseded_at is not None
     recalled = service.recall("Which programming language does the user prefer?", user_id=USER)
     assert [m.content for m in recalled.memories] == [TS["content"]]
-    inactive_too = service.admin.recall_plan.but(include_inactive=True)
-    debug = service.recall("Which programming language does the user prefer?", user_id=USER, plan=inactive_too)
+    debug = service.recall("Which programming language does the user prefer?", user_id=USER, include_inactive=True)
     assert {m.content for m in debug.memories} == {TS["content"], JS["content"]}
 
     events = service.history(old.id, user_id=USER)

@@ -35,6 +35,7 @@ def default_model(base_url: str) -> str:
 
 class OpenAIChatExtractor(LLMExtractor):
     provider = "openai"
+    api_key_setting = "llm_api_key"
 
     def __init__(
         self, client: OpenAICompatClient, model: str, *, json_mode: bool = True, **options: Unpack[LLMOptions]

@@ -17,8 +17,9 @@ from agent_memory.providers.aws import clear_secret_cache
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker, create_reranker
 from agent_memory.service.drain import Publish, drain_outbox
-from agent_memory.store.engine.connection import Connection, Database, VectorSchema
+from agent_memory.store.engine.connection import Connection, Database
 from agent_memory.store.engine.readers import ReadRouter, reader_settings
+from agent_memory.store.engine.vector_schema import VectorSchema
 from agent_memory.store.schema.migrate import prepare_connection
 from agent_memory.usage import Meter, UsageRow
 
@@ -86,7 +87,9 @@ class ServiceBase:
     @cached_property
     def _redactor(self) -> Redactor:
         """The write path's personal-data step (AGENT_MEMORY_PII; off by default)."""
-        return Redactor.from_settings(self.settings)
+        from agent_memory.providers.comprehend import pii_detectors
+
+        return Redactor(self.settings.pii, pii_detectors(self.settings))
 
     @cached_property
     def _publisher(self) -> Publish:
@@ -116,10 +119,9 @@ class ServiceBase:
 
     def _release_secrets(self) -> None:
         """Close the database connections (each logged in with a password or an IAM token), forget
-        cached secrets and the providers built with an API key; all are rebuilt on first use."""
+        cached secrets and the providers that hold one (their ``api_key_setting``); all are rebuilt on first use."""
         self.close()
         clear_secret_cache()
-        if self.settings.embedding_provider == "openai":
-            vars(self).pop("_embedder", None)
-        if self.settings.llm_provider == "openai":
-            vars(self).pop("_extractor", None)
+        for name in ("_embedder", "_extractor", "_reranker"):
+            if getattr(self._built(name), "api_key_setting", None):
+                vars(self).pop(name)

@@ -94,7 +94,7 @@ class Editing(Reading):
     def forget_user(self, user_id: str, *, requested_by: str = "service") -> ErasureReceipt:
         """Delete everything stored about the user (memories, history, message receipts, usage)
         and return the erasure receipt stored with the deletion, in one transaction
-        (see :mod:`agent_memory.erasure`). ``requested_by``: who asked, for the receipt; never
+        (see :mod:`agent_memory.store.accounts.erasures`). ``requested_by``: who asked, for the receipt; never
         the user's own id."""
         receipt: ErasureReceipt = self._db.run(
             lambda conn: erasures.erase_user(conn, user_id, requested_by=requested_by), retry=False

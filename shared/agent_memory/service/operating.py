@@ -20,10 +20,10 @@ from agent_memory.ingest.consolidation import ConsolidationReport, near_pairs, p
 from agent_memory.ingest.rows import check_lengths
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker
-from agent_memory.service.accounting import row_cost, usage_period
+from agent_memory.service.accounting import tenant_totals, usage_period
 from agent_memory.service.base import utcnow
 from agent_memory.service.drain import DrainResult, OutboxStatus, drain_outbox, outbox_status
-from agent_memory.store.accounts import usage_reports
+from agent_memory.store.accounts.usage import all_usage
 from agent_memory.store.engine.connection import Database
 from agent_memory.store.engine.readers import ReadRouter
 from agent_memory.store.indexes import partitions
@@ -243,18 +243,7 @@ class Admin:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's
         credentials, like purge)."""
         start, end = usage_period(start, end)
-        found = self.db.run(lambda conn: usage_reports.all_usage(conn, start, end))
-        tenants: dict[str, TenantUsage] = {}
-        for row in found:
-            user = row.pop("user_id")
-            tenant = tenants.setdefault(
-                user, TenantUsage(user_id=user, calls={}, input_tokens=0, output_tokens=0, estimated_usd=0.0)
-            )
-            tenant.calls[row["kind"]] = tenant.calls.get(row["kind"], 0) + int(row["calls"])
-            tenant.input_tokens += int(row["input_tokens"])
-            tenant.output_tokens += int(row["output_tokens"])
-            tenant.estimated_usd = round(tenant.estimated_usd + row_cost(row), 6)
-        return sorted(tenants.values(), key=lambda t: (-t.estimated_usd, t.user_id))
+        return tenant_totals(self.db.run(lambda conn: all_usage(conn, start, end)))
 
     def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:
         """Publish the change events waiting in the outbox (everyone's by default): the scheduled drain."""

@@ -16,7 +16,7 @@ from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
 from agent_memory.service import pages
 from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store.accounts.usage import record_usage
+from agent_memory.store.accounts.usage import commit_usage
 from agent_memory.store.memories import catalog, edits
 from agent_memory.store.memories.recall import hybrid_candidates
 from agent_memory.store.memories.scope import Scope
@@ -85,17 +85,19 @@ class Reading(ServiceBase):
         usage: Meter | None = None,
         consistency: Consistency = "eventual",
         as_of: dt.datetime | None = None,
+        include_inactive: bool = False,
     ) -> RecallResult:
         """The user's memories most relevant to ``query`` (among those matching ``filters``), best
         first, and the prompt block. ``consistency="strong"`` reads the writer when a reader
         endpoint is configured. ``plan``: how to find and rank (default: from the settings).
         ``query_vector``: the query already embedded by the configured embedder, and ``usage`` what
-        that cost (a batch's share), counted with the recall. ``as_of``: among what was true then
-        (valid time), superseded versions included while they held."""
+        that cost (a batch's share), counted with the recall. The two clocks (see
+        :class:`~agent_memory.store.memories.scope.Scope`): ``now``, when the recall is evaluated (what the
+        store held then, the decay's and the date words' reference; default: the present);
+        ``as_of``, valid time: among what was true then, superseded versions included while they
+        held. ``include_inactive``: superseded and expired memories too (debugging)."""
         query, limit = self._check_query(query, limit)
         plan = plan or self._recall_plan
-        if now is not None and now.tzinfo is None:
-            now = now.replace(tzinfo=dt.UTC)
         with metering(usage) as meter:
             vector = self._embedder.embed_query(query) if query_vector is None else query_vector
         meter.add("recall", calls=1, characters=len(query))
@@ -103,15 +105,16 @@ class Reading(ServiceBase):
         scope = Scope(
             user_id,
             project_id,
-            now=now,
-            include_inactive=plan.include_inactive,
+            now=_aware(now),
+            include_inactive=include_inactive,
             filters=None if filters is None or filters.empty else filters,
             as_of=_aware(as_of),
         )
         k = plan.candidates_per_leg(limit)
         timeout_ms = self.settings.recall_statement_timeout_ms
-        as_of = now or utcnow()
-        windows = plan.windows(query, as_of)
+        # The present is read once, so the date windows and the decay measure from the same instant.
+        evaluated_at = scope.now or utcnow()
+        windows = plan.windows(query, evaluated_at)
         on_reader = self._reads.reader is not None and consistency == "eventual"
         # The recall's usage count is written by its query itself (one statement), which a
         # reader cannot run: there the count goes to the writer on its own (one more round trip).
@@ -136,13 +139,13 @@ class Reading(ServiceBase):
             logger.warning("recall answered without memories: the database is resuming")
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
-            self._db.run(lambda conn: record_usage(conn, user_id, used))
+            self._db.run(lambda conn: commit_usage(conn, user_id, used))
         reranker = self._reranker
         chosen = rank_candidates(
             candidates,
             plan,
             limit=limit,
-            now=as_of,
+            now=evaluated_at,
             query=query,
             windows=windows,
             rerank=reranker.scores if reranker is not None else None,

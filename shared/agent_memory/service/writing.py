@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from functools import partial
 
 from agent_memory.ingest import conversation
+from agent_memory.ingest.neighbours import SameFactRule
 from agent_memory.ingest.rows import (
     build_rows,
     check_lengths,
@@ -93,8 +94,6 @@ class Writing(ServiceBase):
         )
         meter.add("write", calls=1, items=len(rows))
         usage = {user_id: self._usage(meter)}
-        threshold = self.settings.near_duplicate_threshold
-        update_threshold = self.settings.same_attribute_threshold
         original = {kept_at: i for i, kept_at in enumerate(redacted.positions) if kept_at is not None}
         named: dict[int, list[tuple[uuid.UUID, str]]] = {}
         for k, memory in enumerate(kept):
@@ -104,9 +103,8 @@ class Writing(ServiceBase):
             lambda conn: writes.upsert_memories(
                 conn,
                 rows,
-                near_duplicate_threshold=threshold,
+                neighbours=SameFactRule.from_settings(self.settings),
                 usage=usage,
-                update_threshold=update_threshold,
                 supersedes=named,
                 write_id=write_id,
             )
@@ -267,7 +265,6 @@ class Writing(ServiceBase):
             )
             meter.add("conversation", calls=1, items=len(planned.rows))
             usage = self._usage(meter)
-        threshold = self.settings.near_duplicate_threshold
         written = self._db.run(
             lambda conn: messages.ingest_message(
                 conn,
@@ -275,8 +272,7 @@ class Writing(ServiceBase):
                 planned.digest,
                 planned.rows,
                 conversation_id=source,
-                near_duplicate_threshold=threshold,
-                update_threshold=self.settings.same_attribute_threshold,
+                neighbours=SameFactRule.from_settings(self.settings),
                 updates=planned.updates,
                 usage=usage,
                 unflushed=unflushed,

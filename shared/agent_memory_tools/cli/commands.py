@@ -71,16 +71,15 @@ def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
         return _recall_file(service, args)
     if not args.user or not args.query:
         raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
-    plan = service.admin.recall_plan.but(include_inactive=True) if args.include_inactive else None
     result = service.recall(
         " ".join(args.query),
         user_id=args.user,
         project_id=args.project,
         limit=args.limit,
         now=args.now,
-        plan=plan,
         filters=filters_of(args),
         as_of=args.as_of,
+        include_inactive=args.include_inactive,
     )
     if for_humans(args):
         write_recall(result, sys.stdout)

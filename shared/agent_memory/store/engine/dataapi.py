@@ -28,7 +28,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -39,10 +39,8 @@ from psycopg.rows import RowFactory
 from psycopg.types.json import Json, Jsonb
 
 from agent_memory.providers.rdsdata import DataApi, StatementFailed
+from agent_memory.store.engine.vector_schema import VectorSchema
 from agent_memory_contract.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from agent_memory.store.engine.connection import VectorSchema
 
 # psycopg's placeholders (the same grammar as psycopg's own parser): %s, %b, %t, %(name)s, %%.
 _PLACEHOLDER = re.compile(r"%(?:\(([^)]+)\))?(.)")
