@@ -169,9 +169,9 @@ test: lint typecheck install-check sam-validate sam-build client-check wheel-che
 
 # The suite again with the clock moved ahead: a test that depends on the day it runs fails here, not
 # on the day the calendar reaches its date. pytest only (lint, types and the builds read no clock);
-# after `make test`, whose builds and downloads it reuses. CI runs both (.ci/run).
+# after `make test` it reuses its builds (sam build is cached) and downloads. CI runs both (.ci/run).
 LATER ?= 800 days
-test-later: datefudge layer-wheels chromium
+test-later: datefudge sam-build layer-wheels chromium
 	$(call run_pytest,datefudge "$(LATER)")
 
 clean:
