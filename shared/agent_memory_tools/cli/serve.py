@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -70,11 +71,21 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt, verifier=verifier)
     api.load()
-    if not args.no_warm:
-        _warm_up(service)
     allowed_hosts = _listed(args.allow_host)
     allowed_origins = _listed(args.allow_origin)
-    server = make_server(api, args.host, args.port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    # Bound before the warm-up: a port in use is said at once, not after the model has loaded.
+    try:
+        server = make_server(api, args.host, args.port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise InvalidInput(
+            f"port {args.port} on {args.host} is already in use (another agent-memory serve?): "
+            "stop that server, choose another --port, or --port 0 for any free port",
+            field="--port",
+        ) from None
+    if not args.no_warm:
+        _warm_up(service)
     host, port = args.host, server.server_port
     if not is_loopback(args.host) and verifier is None:
         logger.warning(
