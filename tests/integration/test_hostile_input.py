@@ -189,6 +189,7 @@ def test_a_deep_memory_stored_before_the_limit_still_lets_its_user_recall_and_li
 def test_patch_holds_metadata_to_the_same_bounds(lambda_env: str) -> None:
     (memory_id,) = body_of(add({"user_id": USER, "memories": [{"content": "Prefers tea"}]}))["ids"]
     evt = with_request("http-memory-get.json", "PATCH", f"/memories/{memory_id}", {"user_id": USER})
+    evt["headers"]["content-type"] = "application/json"  # as a client sends it (the GET event has none)
     cases = ((nested(9), "metadata", 413), (nested(40), "metadata", 400), ({"n": float("nan")}, "metadata.n", 400))
     for metadata, field, status in cases:
         refused(invoke(with_body(evt, json.dumps({"metadata": metadata}))), field, status)

@@ -46,6 +46,10 @@ def with_body(evt: dict[str, Any] | str, body: Any) -> dict[str, Any]:
     out = copy.deepcopy(event(evt) if isinstance(evt, str) else evt)
     out["body"] = body if isinstance(body, str) else json.dumps(body)
     out["isBase64Encoded"] = False
+    headers = out.setdefault("headers", {})
+    if not isinstance(body, str) and not any(k.lower() == "content-type" for k in headers):
+        # A JSON body as every client sends it (a GET event made into a PATCH has no content type).
+        headers["content-type"] = "application/json"
     return out
 
 
