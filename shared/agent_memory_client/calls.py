@@ -47,7 +47,7 @@ from agent_memory_contract.models import (
     describe_errors,
 )
 from agent_memory_contract.retry import Retryable
-from agent_memory_contract.schemas import ErasureReceipt, MemoryHistory, UsageReport
+from agent_memory_contract.schemas import ErasureReceipt, MemoryHistory, UsageReport, filter_query
 
 Auth = Literal["iam", "jwt", "none"]
 T = TypeVar("T")
@@ -176,20 +176,9 @@ def _filters(filters: MemoryFilters | Mapping[str, Any] | None) -> MemoryFilters
 
 
 def _filter_params(filters: MemoryFilters | Mapping[str, Any] | None) -> dict[str, str]:
-    """GET /memories' filter parameters: categories comma-separated, metadata as JSON."""
+    """GET /memories' filter parameters (the contract's encoding: lists comma-separated, objects JSON)."""
     f = _filters(filters)
-    if f is None:
-        return {}
-    params: dict[str, str] = {}
-    if f.categories:
-        params["categories"] = ",".join(f.categories)
-    if f.metadata is not None:
-        params["metadata"] = json.dumps(f.metadata, separators=(",", ":"), ensure_ascii=False)
-    if f.created_after:
-        params["created_after"] = f.created_after.isoformat()
-    if f.created_before:
-        params["created_before"] = f.created_before.isoformat()
-    return params
+    return {} if f is None else filter_query(f)
 
 
 # ---- the operations: one builder each, used by both clients ------------------------------

@@ -6,9 +6,13 @@ parameters against the models, so a door cannot drift.
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _BOUNDS = ("gt", "ge", "lt", "le", "min_length", "max_length")
 
@@ -34,3 +38,22 @@ def param(model: type[BaseModel], name: str, description: str | None = None) -> 
 def default(model: type[BaseModel], name: str) -> Any:
     """The default of ``model``'s field ``name``."""
     return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def spread(model: type[BaseModel], annotation: Callable[[str], Any]) -> Callable[[F], F]:
+    """A door that takes ``model``'s fields as separate parameters (GET /memories' query, an MCP
+    tool's arguments): the decorated function's ``**kwargs`` is shown to the framework that reads
+    its signature as one keyword parameter per field, ``annotation(name)`` each, default None, so
+    a new field reaches the door with nothing written there."""
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        fields = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation(name))
+            for name in model.model_fields
+        ]
+        fn.__signature__ = signature.replace(parameters=[*own, *fields])  # type: ignore[attr-defined]
+        return fn
+
+    return decorate

@@ -8,8 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -169,23 +169,58 @@ class ConversationRequest(ConversationEnded):
         return ConversationEnded.model_validate({**self.model_dump(exclude_unset=True), "user_id": user_id})
 
 
-def list_filters(
-    categories: str | None, metadata: str | None, created_after: str | None, created_before: str | None
-) -> MemoryFilters | None:
-    """The filters of GET /memories from its query parameters: categories comma-separated,
-    metadata a JSON object; InvalidInput naming the parameter otherwise."""
+FilterKind = Literal["list", "object", "time", "text"]
+
+
+def filter_kind(name: str) -> FilterKind:
+    """How the filter ``name`` travels as one string (a query parameter, a flag): a list
+    comma-separated, an object as JSON, a date-time in ISO 8601, anything else as itself."""
+    annotation = MemoryFilters.model_fields[name].annotation
+    value = next(a for a in get_args(annotation) if a is not type(None))
+    base = get_origin(value) or value
+    if base is Annotated:
+        base = get_origin(get_args(value)[0]) or get_args(value)[0]
+    if base is list:
+        return "list"
+    if base is dict:
+        return "object"
+    return "time" if base is dt.datetime else "text"
+
+
+def filter_query(filters: MemoryFilters) -> dict[str, str]:
+    """The filters given, as GET /memories' query parameters (read back by :func:`list_filters`)."""
+    params: dict[str, str] = {}
+    for name in MemoryFilters.model_fields:
+        value = getattr(filters, name)
+        if value is None:
+            continue
+        kind = filter_kind(name)
+        if kind == "list":
+            params[name] = ",".join(value)
+        elif kind == "object":
+            params[name] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        else:
+            params[name] = value.isoformat() if kind == "time" else str(value)
+    return params
+
+
+def list_filters(query: Mapping[str, str | None]) -> MemoryFilters | None:
+    """The filters of GET /memories from its query parameters (lists comma-separated, objects
+    JSON); InvalidInput naming the parameter otherwise."""
     raw: dict[str, object] = {}
-    if categories is not None:
-        raw["categories"] = [c.strip() for c in categories.split(",") if c.strip()]
-    if metadata is not None:
-        try:
-            raw["metadata"] = json.loads(metadata)
-        except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
-            raise InvalidInput('metadata must be a JSON object, e.g. {"team": "web"}', field="metadata") from None
-    if created_after is not None:
-        raw["created_after"] = created_after
-    if created_before is not None:
-        raw["created_before"] = created_before
+    for name, text in query.items():
+        if text is None:
+            continue
+        kind = filter_kind(name)
+        if kind == "list":
+            raw[name] = [c.strip() for c in text.split(",") if c.strip()]
+        elif kind == "object":
+            try:
+                raw[name] = json.loads(text)
+            except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
+                raise InvalidInput(f'{name} must be a JSON object, e.g. {{"team": "web"}}', field=name) from None
+        else:
+            raw[name] = text
     if not raw:
         return None
     try:

@@ -86,14 +86,14 @@ def test_property_any_cursor_decodes_or_is_refused_naming_the_cursor(cursor: str
 @pytest.mark.parametrize("raw", ["[" * 1500 + "]" * 1500, '{"a": ' * 1200 + "1" + "}" * 1200, '{"a": NaN}', "[1, 2]"])
 def test_deeply_nested_or_odd_metadata_in_the_query_is_refused_naming_it(raw: str) -> None:
     with pytest.raises(InvalidInput) as refused:
-        schemas.list_filters(None, raw, None, None)
+        schemas.list_filters({"metadata": raw})
     assert refused.value.field == "metadata"
 
 
 @given(st.text(max_size=60) | JSON.map(json.dumps), st.none() | st.text(max_size=20))
 def test_property_any_filter_parameters_parse_or_are_refused_naming_one(metadata: str, categories: str | None) -> None:
     try:
-        schemas.list_filters(categories, metadata, None, None)
+        schemas.list_filters({"categories": categories, "metadata": metadata})
     except InvalidInput as exc:
         field = exc.field
     else:

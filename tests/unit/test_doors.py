@@ -4,6 +4,7 @@ client, the MCP tool and the CLI take the same parameters with the same limits a
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 from typing import Any
 
@@ -106,3 +107,20 @@ def test_the_cli_recall_takes_the_request_models_parameters_and_limits() -> None
     assert {"categories", "metadata_filter", "created_after", "created_before"} <= dests
     # Out of range is the service's InvalidInput (exit code 2), against the same bound.
     assert next(a for a in recall._actions if a.dest == "limit").help == RecallRequest.model_fields["limit"].description
+
+
+def test_every_filter_reaches_the_cli_and_round_trips_through_the_query() -> None:
+    """The doors derive the filters from MemoryFilters: each field is a flag of recall and list, and
+    what the clients put in GET /memories' query reads back as the same filters."""
+    from agent_memory_contract.schemas import filter_query, list_filters
+    from agent_memory_tools.cli.memories import filter_flag
+
+    for command in ("recall", "list"):
+        dests = {a.dest for a in subcommand(command)._actions}
+        assert {filter_flag(name)[1] for name in FILTERS} <= dests
+    full = MemoryFilters(
+        categories=["fact", "decision"], metadata={"team": "web", "tags": ["a,b"]},
+        created_after=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), created_before=dt.datetime(2026, 2, 1, tzinfo=dt.UTC),
+    )  # fmt: skip
+    assert set(filter_query(full)) == FILTERS
+    assert list_filters(filter_query(full)) == full

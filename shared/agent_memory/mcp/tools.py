@@ -13,7 +13,6 @@ else is a crash whose details stay in the server's log.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 import threading
 import uuid
@@ -29,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 from agent_memory import __version__
 from agent_memory.recall.block import defused_text
 from agent_memory.service import Memory
+from agent_memory_contract import schemas
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput, NotFound
 from agent_memory_contract.kinds import error_kind
 from agent_memory_contract.models import (
@@ -50,7 +50,7 @@ from agent_memory_contract.models import (
     StoredIds,
     error_field,
 )
-from agent_memory_contract.params import default, param
+from agent_memory_contract.params import default, param, spread
 from agent_memory_contract.schemas import AddRequest, ListRequest, RecallRequest
 
 logger = logging.getLogger("agent_memory.mcp")
@@ -213,10 +213,6 @@ updated, superseded by a newer fact, revived, expiry changed, deleted, expired):
 explain where a memory came from or why it changed."""
 
 # Each argument's bounds and description are its request model's (agent_memory_contract.schemas).
-CategoriesArg = Annotated[list[Category] | None, param(MemoryFilters, "categories")]
-MetadataArg = Annotated[dict[str, Any] | None, param(MemoryFilters, "metadata")]
-CreatedAfterArg = Annotated[AwareDatetime | None, param(MemoryFilters, "created_after")]
-CreatedBeforeArg = Annotated[AwareDatetime | None, param(MemoryFilters, "created_before")]
 MemoryIdArg = Annotated[uuid.UUID, Field(description="The memory's id (from recall_memories or list_memories).")]
 ProjectArg = Annotated[
     ProjectId | None,
@@ -227,17 +223,22 @@ ProjectArg = Annotated[
 # ---- the tools ----------------------------------------------------------------------
 
 
-def memory_filters(
-    categories: list[Category] | None,
-    metadata: dict[str, Any] | None,
-    created_after: dt.datetime | None,
-    created_before: dt.datetime | None,
-) -> MemoryFilters | None:
+def filter_argument(name: str) -> Any:
+    """The tool argument of the filter ``name``: the field's type, bounds and description (an
+    object's checks run once, on the filters, so that a refusal names the argument)."""
+    kind = schemas.filter_kind(name)
+    annotation = dict[str, Any] | None if kind == "object" else MemoryFilters.model_fields[name].annotation
+    return Annotated[annotation, param(MemoryFilters, name)]
+
+
+# The filters as separate arguments of recall_memories and list_memories.
+filter_arguments = spread(MemoryFilters, filter_argument)
+
+
+def memory_filters(given: dict[str, Any]) -> MemoryFilters | None:
     """The filters given, or None; a bad combination is a tool error naming the field."""
     try:
-        filters = MemoryFilters(
-            categories=categories, metadata=metadata, created_after=created_after, created_before=created_before
-        )
+        filters = MemoryFilters(**given)
     except ValidationError as exc:
         raise invalid_arguments(exc) from exc
     return None if filters.empty else filters
@@ -309,6 +310,7 @@ class MemoryTools:
         except AgentMemoryError as exc:
             raise tool_error(exc) from exc
 
+    @filter_arguments
     async def recall_memories(
         self,
         ctx: Context,
@@ -323,15 +325,12 @@ class MemoryTools:
         ],
         project_id: ProjectArg = None,
         limit: Annotated[int | None, param(RecallRequest, "limit")] = None,
-        categories: CategoriesArg = None,
-        metadata: MetadataArg = None,
-        created_after: CreatedAfterArg = None,
-        created_before: CreatedBeforeArg = None,
         as_of: Annotated[AwareDatetime | None, param(RecallRequest, "as_of")] = None,
+        **filter_values: Any,
     ) -> ToolRecallResult:
         who = self._who(ctx)
         project = project_id or who.project_id
-        filters = memory_filters(categories, metadata, created_after, created_before)
+        filters = memory_filters(filter_values)
         result = await self._call(
             lambda s: s.recall(
                 query, user_id=who.user_id, project_id=project, limit=limit, filters=filters, as_of=as_of
@@ -425,22 +424,20 @@ class MemoryTools:
             raise invalid_arguments(exc) from exc
         return await self._call(lambda s: s.ingest_conversation(message))
 
-    async def list_memories(  # noqa: PLR0913 -- the tool's documented fields (ListRequest's)
+    @filter_arguments
+    async def list_memories(
         self,
         ctx: Context,
         project_id: ProjectArg = None,
         limit: Annotated[int, param(ListRequest, "limit")] = default(ListRequest, "limit"),
         cursor: Annotated[str | None, param(ListRequest, "cursor")] = None,
         include_inactive: Annotated[bool, param(ListRequest, "include_inactive")] = False,
-        categories: CategoriesArg = None,
-        metadata: MetadataArg = None,
-        created_after: CreatedAfterArg = None,
-        created_before: CreatedBeforeArg = None,
         as_of: Annotated[AwareDatetime | None, param(ListRequest, "as_of")] = None,
+        **filter_values: Any,
     ) -> MemoryList:
         who = self._who(ctx)
         project = project_id or who.project_id
-        filters = memory_filters(categories, metadata, created_after, created_before)
+        filters = memory_filters(filter_values)
         page = await self._call(
             lambda s: s.list(
                 user_id=who.user_id,

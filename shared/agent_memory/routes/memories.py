@@ -4,7 +4,7 @@ memories, and forget everything about a user (with the erasure receipt)."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -21,17 +21,28 @@ from agent_memory_contract.models import (
     Consistency,
     ExportPage,
     MemoryChanges,
+    MemoryFilters,
     MemoryPage,
     MemoryRecord,
     ProjectId,
     StoredIds,
     UserId,
 )
+from agent_memory_contract.params import spread
 
 router = Router()
 
-# A metadata filter travels in the URL: kept well under URL limits (a longer one fits POST /recall).
-MAX_FILTER_PARAM = 2048
+# A filter travels in the URL as text: kept well under URL limits (a longer one fits POST /recall).
+MAX_FILTER_PARAM = {"list": 512, "object": 2048, "time": 64, "text": 512}
+
+
+def filter_parameter(name: str) -> Any:
+    """GET /memories' query parameter for the filter ``name``, described as the model describes it."""
+    kind = schemas.filter_kind(name)
+    description = MemoryFilters.model_fields[name].description or ""
+    if kind == "list":
+        description += " Comma-separated."
+    return Annotated[str | None, Query(max_length=MAX_FILTER_PARAM[kind], description=description)]
 
 
 @router.post(
@@ -54,23 +65,19 @@ def add_memories(request: schemas.AddRequest) -> StoredIds:
     summary="A page of the caller's memories, newest first",
     responses={**schemas.COMMON_ERRORS, 200: schemas.documented("A page and the next cursor", MemoryPage)},
 )
-def list_memories(  # noqa: PLR0913 -- the query parameters of GET /memories, each documented in the OpenAPI
+@spread(MemoryFilters, filter_parameter)
+def list_memories(
     user_id: Annotated[UserId | None, Query()] = None,
     project_id: Annotated[ProjectId | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     include_inactive: Annotated[bool, Query(description="Also superseded and expired memories.")] = False,
-    categories: Annotated[str | None, Query(max_length=512, description="Any of these, comma-separated.")] = None,
-    metadata: Annotated[
-        str | None, Query(max_length=MAX_FILTER_PARAM, description='Containing this JSON object: {"team":"web"}')
-    ] = None,
-    created_after: Annotated[str | None, Query(max_length=64, description="Created at or after (ISO 8601).")] = None,
-    created_before: Annotated[str | None, Query(max_length=64, description="Created before (ISO 8601).")] = None,
     consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
     as_of: Annotated[str | None, Query(max_length=64, description=schemas.AS_OF_HELP)] = None,
+    **filter_values: str | None,
 ) -> MemoryPage:
     owner = caller_user_id(claims(router), user_id)
-    filters = schemas.list_filters(categories, metadata, created_after, created_before)
+    filters = schemas.list_filters(filter_values)
     return get_service().list(
         user_id=owner,
         project_id=project_id,

@@ -24,7 +24,6 @@ from agent_memory_contract.errors import (
 from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_kind
 from agent_memory_contract.models import (
     CATEGORIES,
-    MemoryFilters,
     NewMemory,
     ProjectId,
     Source,
@@ -53,7 +52,7 @@ from agent_memory_tools.cli.commands import (
     cmd_reembed,
     cmd_similarity,
 )
-from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_update
+from agent_memory_tools.cli.memories import add_filter_arguments, cmd_export, cmd_get, cmd_ingest, cmd_update
 from agent_memory_tools.cli.output import parse_time
 from agent_memory_tools.local.stack import TEMPLATE_HELP
 
@@ -249,21 +248,6 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     else:  # listed in --help all the same
         sub.add_parser("bench", help=BENCH_HELP)
     return parser
-
-
-def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
-    """The filters of recall and list (the API's filters, described as the model describes them)."""
-    describe = MemoryFilters.model_fields
-    parser.add_argument(
-        "--category",
-        dest="categories",
-        action="append",
-        choices=CATEGORIES,
-        help=f"{describe['categories'].description} (repeatable)",
-    )
-    parser.add_argument("--metadata", dest="metadata_filter", help=describe["metadata"].description)
-    parser.add_argument("--created-after", type=parse_time, help=describe["created_after"].description)
-    parser.add_argument("--created-before", type=parse_time, help=describe["created_before"].description)
 
 
 def command_of(argv: Sequence[str]) -> str | None:

@@ -8,7 +8,7 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
@@ -16,6 +16,7 @@ from agent_memory.service import Memory
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.kinds import EXIT_ERROR, EXIT_OK
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, MemoryFilters, describe_errors
+from agent_memory_contract.schemas import filter_kind
 from agent_memory_tools.cli.output import emit, parse_time
 
 
@@ -28,17 +29,41 @@ def _json_arg(value: str, field: str) -> Any:
         raise InvalidInput(f"--{field} is not JSON: {exc}", field=field) from exc
 
 
+# The filters whose flag is not the field's name: a category is given once per flag, and
+# `--metadata` sets the memory's own metadata in `add`, hence the filter's other destination.
+_FLAGS = {"categories": ("--category", "categories"), "metadata": ("--metadata", "metadata_filter")}
+
+
+def filter_flag(name: str) -> tuple[str, str]:
+    """The flag of the filter ``name`` and where argparse puts its value."""
+    return _FLAGS.get(name, ("--" + name.replace("_", "-"), name))
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """The filters of recall and list: one flag per field of MemoryFilters, described as the
+    model describes it (a list's flag repeated, a date-time in ISO 8601, an object as JSON)."""
+    for name, field in MemoryFilters.model_fields.items():
+        flag, dest = filter_flag(name)
+        kind = filter_kind(name)
+        if kind == "list":
+            (item,) = get_args(next(a for a in get_args(field.annotation) if a is not type(None)))
+            choices = get_args(item) if get_origin(item) is Literal else None
+            parser.add_argument(
+                flag, dest=dest, action="append", choices=choices, help=f"{field.description} (repeatable)"
+            )
+        else:
+            parser.add_argument(flag, dest=dest, type=parse_time if kind == "time" else str, help=field.description)
+
+
 def filters_of(args: argparse.Namespace) -> MemoryFilters | None:
-    """The filters of `recall` and `list` (--category, --metadata, --created-after/before)."""
+    """The filters of `recall` and `list`, from the flags :func:`add_filter_arguments` adds."""
     raw: dict[str, Any] = {}
-    if getattr(args, "categories", None):
-        raw["categories"] = args.categories
-    if getattr(args, "metadata_filter", None) is not None:
-        raw["metadata"] = _json_arg(args.metadata_filter, "metadata")
-    if getattr(args, "created_after", None) is not None:
-        raw["created_after"] = args.created_after
-    if getattr(args, "created_before", None) is not None:
-        raw["created_before"] = args.created_before
+    for name in MemoryFilters.model_fields:
+        flag, dest = filter_flag(name)
+        value = getattr(args, dest, None)
+        if value is None or value == []:
+            continue
+        raw[name] = _json_arg(value, flag.removeprefix("--")) if filter_kind(name) == "object" else value
     if not raw:
         return None
     try:

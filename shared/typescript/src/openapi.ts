@@ -1116,19 +1116,19 @@ export interface operations {
             query?: {
                 /** @description Valid time (ISO 8601): what was true at this time, superseded versions included while they held; omit for what is true now. */
                 as_of?: string | null;
-                /** @description Any of these, comma-separated. */
+                /** @description Only memories of these categories (identity, preference, project, decision, fact, other). Comma-separated. */
                 categories?: string | null;
                 /** @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database. */
                 consistency?: "eventual" | "strong";
-                /** @description Created at or after (ISO 8601). */
+                /** @description Only memories created at or after this ISO 8601 date-time. */
                 created_after?: string | null;
-                /** @description Created before (ISO 8601). */
+                /** @description Only memories created before this ISO 8601 date-time. */
                 created_before?: string | null;
                 cursor?: string | null;
                 /** @description Also superseded and expired memories. */
                 include_inactive?: boolean;
                 limit?: number;
-                /** @description Containing this JSON object: {"team":"web"} */
+                /** @description Only memories whose metadata contains this JSON object, e.g. {"team": "web"}. */
                 metadata?: string | null;
                 project_id?: string | null;
                 user_id?: string | null;
