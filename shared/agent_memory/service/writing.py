@@ -9,6 +9,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from functools import partial
+from typing import Any
 
 from agent_memory.config import Settings
 from agent_memory.ingest import conversation
@@ -22,6 +23,7 @@ from agent_memory.ingest.rows import (
 )
 from agent_memory.records import ExistingMemory, MemoryRow, WriteOutcome
 from agent_memory.service.base import Collaborators
+from agent_memory.service.instructing import effective_instructions
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.memories import messages, related, restore, writes
 from agent_memory.store.memories.messages import UnflushedWrites
@@ -234,7 +236,12 @@ class Writing:
             ) from exc
 
     def _ingest(
-        self, message: ConversationEnded, *, observed_at: dt.datetime | None, unflushed: UnflushedWrites | None
+        self,
+        message: ConversationEnded,
+        *,
+        observed_at: dt.datetime | None,
+        unflushed: UnflushedWrites | None,
+        metadata: dict[str, Any] | None = None,
     ) -> IngestOutcome:
         """The write path of one message: the receipt checked (when there is an extraction to
         save), the related memories read, the extraction and embedding done outside any
@@ -258,6 +265,9 @@ class Writing:
                 return IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
         with metering() as meter:
             extractor = self._parts.extractor if message.messages else None
+            instructions = (
+                effective_instructions(self._parts, user_id, message.project_id) if extractor is not None else None
+            )
             shown: list[ExistingMemory] = []
             if extractor is not None and extractor.updates_existing:
                 shown = self._related_memories(message, window=extractor.window)
@@ -269,6 +279,8 @@ class Writing:
                 shown=shown,
                 observed_at=observed_at,
                 redactor=self._parts.redactor,
+                instructions=instructions,
+                metadata=metadata,
             )
             meter.add("conversation", calls=1, items=len(planned.rows))
             usage = self._parts.usage(meter)
