@@ -15,6 +15,7 @@ from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import ConversationEnded, MemoryFilters
 from agent_memory_tools.local import runtime as lambda_local
 from tests.support.environment import use_lambda_environment
+from tests.support.recall import body_of, invoke, with_body, with_request
 from tests.support.ingest import (
     TEMPLATE,
     ChatServer,
@@ -152,3 +153,48 @@ def test_the_llm_extractor_is_prompted_with_the_projects_instructions_on_the_que
     # Without instructions (another project), the prompt has no project section.
     ingest(conversation("u-42", project_id="garden", conversation_id="c-2", messages=CHAT))
     assert "This project's own instructions" not in llm.requests[1].json["messages"][0]["content"]
+
+
+# ---- the HTTP API, through the handler -------------------------------------------------------
+
+
+def http(method: str, path: str, query: dict[str, str], body: Any = None) -> dict[str, Any]:
+    evt = with_request("http-memory-update.json" if body is not None else "http-memory-get.json", method, path, query)
+    if body is not None:
+        evt = with_body(evt, body)
+    return invoke(evt)
+
+
+def test_the_http_api_sets_reads_and_versions_instructions_and_post_conversations_applies_them(
+    lambda_env: str,
+) -> None:
+    empty = http("GET", "/instructions", {"user_id": "u-9", "project_id": "web"})
+    assert empty["statusCode"] == 200 and body_of(empty)["version"] == 0
+    body = {"user_id": "u-9", "project_id": "web", **DIET.model_dump(mode="json", exclude_defaults=True)}
+    put = http("PUT", "/instructions", {}, body)
+    assert put["statusCode"] == 200 and body_of(put)["version"] == 1, put
+    got = body_of(http("GET", "/instructions", {"user_id": "u-9", "project_id": "web"}))
+    assert got["instructions"]["ignore"] == ["football"] and got["source"] == "api"
+    for bad, field in (
+        ({"ignore": ["x" * 201]}, "ignore[0]"),
+        ({"colour": "red"}, "colour"),
+        ({"categories": [{"name": "Not A Name!"}]}, "categories[0].name"),
+        ({"categories": [{"name": "diet", "kind": "food"}]}, "categories[0]"),
+        ({"instructions": "use the key AKIAIOSFODNN7EXAMPLE to log in"}, "instructions"),
+    ):
+        refused = http("PUT", "/instructions", {}, {"user_id": "u-9", "project_id": "web", **bad})
+        assert refused["statusCode"] == 400 and body_of(refused)["field"] == field, refused
+    versions = body_of(http("GET", "/instructions/history", {"user_id": "u-9", "project_id": "web"}))["versions"]
+    assert [v["version"] for v in versions] == [1]
+    posted = invoke(
+        with_request(
+            with_body("http-memory-update.json", {"user_id": "u-9", "project_id": "web", "messages": CHAT}),
+            "POST",
+            "/conversations",
+            {},
+        )
+    )
+    assert posted["statusCode"] == 200, posted
+    listed = http("GET", "/memories", {"user_id": "u-9", "project_id": "web"})
+    kept = {m["content"] for m in body_of(listed)["memories"]}
+    assert kept == {"The user prefers TypeScript.", "The user is vegan."}
