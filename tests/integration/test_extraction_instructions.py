@@ -4,17 +4,22 @@ the rules extractor (ignore phrases, categories), refused with a 4xx naming the 
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from agent_memory.service import Memory
+from agent_memory_client import AsyncMemoryClient, MemoryClient
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import ConversationEnded, MemoryFilters
 from agent_memory_tools.local import runtime as lambda_local
+from agent_memory_tools.local.server import LocalApi, make_server
 from tests.support.environment import use_lambda_environment
+from tests.support.recall import TEMPLATE as RECALL_TEMPLATE
 from tests.support.recall import body_of, invoke, with_body, with_request
 from tests.support.ingest import (
     TEMPLATE,
@@ -198,3 +203,33 @@ def test_the_http_api_sets_reads_and_versions_instructions_and_post_conversation
     listed = http("GET", "/memories", {"user_id": "u-9", "project_id": "web"})
     kept = {m["content"] for m in body_of(listed)["memories"]}
     assert kept == {"The user prefers TypeScript.", "The user is vegan."}
+
+
+# ---- the Python clients, against agent-memory serve -------------------------------------------
+
+
+@pytest.fixture
+def served(lambda_env: str) -> Iterator[str]:
+    server = make_server(LocalApi(RECALL_TEMPLATE), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_both_clients_set_read_and_list_versions_and_get_the_field_of_a_refusal(served: str) -> None:
+    client = MemoryClient(served)
+    assert client.instructions(user_id="u1", project_id="web").version == 0
+    stored = client.set_instructions(DIET, user_id="u1", project_id="web")
+    assert stored.version == 1 and stored.instructions == DIET
+    with pytest.raises(InvalidInput) as refused:
+        client.set_instructions({"ignore": ["ok", "AKIAIOSFODNN7EXAMPLE"]}, user_id="u1", project_id="web")
+    assert refused.value.field == "ignore[1]"
+
+    async def run() -> list[int]:
+        async with AsyncMemoryClient(served) as aclient:
+            await aclient.set_instructions({"keep": ["recipes"]}, user_id="u1", project_id="web")
+            assert (await aclient.instructions(user_id="u1", project_id="web")).instructions.keep == ["recipes"]
+            return [v.version for v in await aclient.instructions_history(user_id="u1", project_id="web")]
+
+    assert asyncio.run(run()) == [1, 2]
