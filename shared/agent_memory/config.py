@@ -204,9 +204,9 @@ class Settings(BaseSettings):
     )
     extraction_instructions: ExtractionInstructions | None = Field(
         default=None,
-        description="The deployment's extraction instructions, as JSON (`instructions`, `keep`, `ignore`, `categories`; "
-        "see docs/api.md, Extraction instructions): used for every conversation whose project (or user, without a "
-        "project) has none stored through PUT /instructions.",
+        description="The deployment's extraction instructions, as JSON (`instructions`, `keep`, `ignore`, "
+        "`categories`; see docs/api.md, Extraction instructions): used for every conversation whose project (or "
+        "user, without a project) has none stored through PUT /instructions.",
     )
     related_memories_shown: int = Field(
         default=8,

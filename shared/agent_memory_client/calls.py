@@ -326,9 +326,16 @@ def get_instructions(*, user_id: str | None, project_id: str | None) -> Call[Sto
 def set_instructions(
     instructions: ExtractionInstructions | Mapping[str, Any], *, user_id: str | None, project_id: str | None
 ) -> Call[StoredInstructions]:
-    given = instructions.model_dump(exclude_unset=True) if isinstance(instructions, ExtractionInstructions) else instructions
+    given = (
+        instructions.model_dump(exclude_unset=True)
+        if isinstance(instructions, ExtractionInstructions)
+        else instructions
+    )
     wanted = checked(ExtractionInstructions, dict(given))
-    body = {**without_none(user_id=user_id, project_id=project_id), **wanted.model_dump(mode="json", exclude_unset=True)}
+    body = {
+        **without_none(user_id=user_id, project_id=project_id),
+        **wanted.model_dump(mode="json", exclude_unset=True),
+    }
     return Call("PUT", "/instructions", parser(StoredInstructions), body=body)
 
 

@@ -19,8 +19,6 @@ from agent_memory_contract.models import ConversationEnded, MemoryFilters
 from agent_memory_tools.local import runtime as lambda_local
 from agent_memory_tools.local.server import LocalApi, make_server
 from tests.support.environment import use_lambda_environment
-from tests.support.recall import TEMPLATE as RECALL_TEMPLATE
-from tests.support.recall import body_of, invoke, with_body, with_request
 from tests.support.ingest import (
     TEMPLATE,
     ChatServer,
@@ -31,6 +29,8 @@ from tests.support.ingest import (
     sqs_event,
     sqs_record,
 )
+from tests.support.recall import TEMPLATE as RECALL_TEMPLATE
+from tests.support.recall import body_of, invoke, with_body, with_request
 
 CHAT = [
     {"role": "user", "content": "I love football. I prefer TypeScript. I am vegan."},
@@ -102,7 +102,9 @@ def test_the_deployments_instructions_apply_where_a_project_has_none(database_ur
         extraction_instructions={"ignore": ["football"]},
     ) as service:
         assert service.instructions(user_id="u", project_id="p").deployment_default
-        service.ingest_conversation(ConversationEnded.model_validate({"user_id": "u", "project_id": "p", "messages": CHAT}))
+        service.ingest_conversation(
+            ConversationEnded.model_validate({"user_id": "u", "project_id": "p", "messages": CHAT})
+        )
         assert "The user loves football." not in contents(service, "u", "p")
 
 
@@ -113,7 +115,9 @@ def test_the_deployments_instructions_apply_where_a_project_has_none(database_ur
         ({"keep": ["ok", "token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"]}, "keep[1]"),
     ],
 )
-def test_a_secret_in_instructions_is_refused_naming_the_field(service: Memory, body: dict[str, Any], field: str) -> None:
+def test_a_secret_in_instructions_is_refused_naming_the_field(
+    service: Memory, body: dict[str, Any], field: str
+) -> None:
     with pytest.raises(InvalidInput) as refused:
         service.set_instructions(ExtractionInstructions.model_validate(body), user_id="u")
     assert refused.value.field == field

@@ -30,6 +30,7 @@ from agent_memory import __version__
 from agent_memory.recall.block import defused_text
 from agent_memory.service import Memory
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput, NotFound
+from agent_memory_contract.instructions import ExtractionInstructions, ProjectCategory, StoredInstructions
 from agent_memory_contract.kinds import error_kind
 from agent_memory_contract.models import (
     MAX_CONTENT_CHARS,
@@ -50,7 +51,6 @@ from agent_memory_contract.models import (
     StoredIds,
     error_field,
 )
-from agent_memory_contract.instructions import ExtractionInstructions, ProjectCategory, StoredInstructions
 from agent_memory_contract.params import default, param
 from agent_memory_contract.schemas import AddRequest, ListRequest, RecallRequest
 
@@ -535,7 +535,7 @@ class MemoryTools:
         project = project_id or who.project_id
         return await self._call(lambda s: s.instructions(user_id=who.user_id, project_id=project))
 
-    async def set_instructions(  # noqa: PLR0913 -- the tool's documented fields (ExtractionInstructions')
+    async def set_instructions(
         self,
         ctx: Context,
         instructions: Annotated[str | None, param(ExtractionInstructions, "instructions")] = None,

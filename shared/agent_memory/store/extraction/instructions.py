@@ -59,7 +59,9 @@ def latest_instructions(conn: Connection, user_id: str, project_id: str | None) 
     return _stored(rows[0]) if rows else None
 
 
-def instruction_versions(conn: Connection, user_id: str, project_id: str | None, *, limit: int) -> list[StoredInstructions]:
+def instruction_versions(
+    conn: Connection, user_id: str, project_id: str | None, *, limit: int
+) -> list[StoredInstructions]:
     """The project's last ``limit`` versions, oldest first."""
     params = {"user_id": user_id, "project_key": project_key(project_id), "limit": limit}
     rows = read_as_user(conn, user_id, _ALL, params)
@@ -83,8 +85,10 @@ def set_instructions(
         "source": source,
         "write_id": write_id,
     }
-    with user_transaction(conn, user_id, source=source, reason="instructions", lock=True, write_id=write_id):
-        with conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(_INSERT, params).fetchone()
+    with (
+        user_transaction(conn, user_id, source=source, reason="instructions", lock=True, write_id=write_id),
+        conn.cursor(row_factory=dict_row) as cur,
+    ):
+        row = cur.execute(_INSERT, params).fetchone()
     assert row is not None
     return _stored(row)
