@@ -115,8 +115,11 @@ class ExtractedMemory(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _keep_named_category(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("category"), str) and "named_category" not in data:
-            return {**data, "named_category": data["category"].strip().lower()[:80]}
+        # Both are the service's: an extractor's answer never sets them directly.
+        if isinstance(data, dict):
+            named = data.get("category")
+            data = {k: v for k, v in data.items() if k not in ("named_category", "label")}
+            data["named_category"] = named.strip().lower()[:80] if isinstance(named, str) else None
         return data
 
     def to_new_memory(self, extracted_by: str, metadata: dict[str, Any] | None = None) -> NewMemory:
