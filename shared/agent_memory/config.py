@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent_memory.privacy import SAFE_DEFAULT_POLICY, PiiPolicySetting
 from agent_memory.registry import KINDS
+from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -200,6 +201,12 @@ class Settings(BaseSettings):
     extraction_window: int = Field(default=10, ge=1, le=200, description="Last N messages given to extraction.")
     max_extracted_memories: int = Field(
         default=20, ge=1, le=100, description="Memories kept from one conversation's extraction (the rest dropped)."
+    )
+    extraction_instructions: ExtractionInstructions | None = Field(
+        default=None,
+        description="The deployment's extraction instructions, as JSON (`instructions`, `keep`, `ignore`, "
+        "`categories`; see docs/api.md, Extraction instructions): used for every conversation whose project (or "
+        "user, without a project) has none stored through PUT /instructions.",
     )
     related_memories_shown: int = Field(
         default=8,

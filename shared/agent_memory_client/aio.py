@@ -15,6 +15,7 @@ from agent_memory_client import calls
 from agent_memory_client.calls import Auth, Call
 from agent_memory_client.http import Filters, MemoryList, check_url
 from agent_memory_contract.errors import NotFound
+from agent_memory_contract.instructions import ExtractionInstructions, StoredInstructions
 from agent_memory_contract.models import (
     MAX_PAGE,
     ChatMessage,
@@ -189,6 +190,23 @@ class AsyncMemoryClient:
 
     async def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         return await self._run(calls.history(memory_id, user_id=user_id))
+
+    async def instructions(self, *, user_id: str | None = None, project_id: str | None = None) -> StoredInstructions:
+        return await self._run(calls.get_instructions(user_id=user_id, project_id=project_id))
+
+    async def set_instructions(
+        self,
+        instructions: ExtractionInstructions | Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        project_id: str | None = None,
+    ) -> StoredInstructions:
+        return await self._run(calls.set_instructions(instructions, user_id=user_id, project_id=project_id))
+
+    async def instructions_history(
+        self, *, user_id: str | None = None, project_id: str | None = None
+    ) -> list[StoredInstructions]:
+        return await self._run(calls.instructions_history(user_id=user_id, project_id=project_id))
 
     async def export_memories(
         self,

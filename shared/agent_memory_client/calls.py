@@ -29,6 +29,7 @@ from agent_memory_contract.errors import (
     NotFound,
     ServiceUnavailable,
 )
+from agent_memory_contract.instructions import ExtractionInstructions, InstructionsHistory, StoredInstructions
 from agent_memory_contract.models import (
     ChatMessage,
     Consistency,
@@ -304,6 +305,33 @@ def history(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[list[Mem
     parse_history = parser(MemoryHistory)
     path = f"/memories/{_id(memory_id)}/history"
     return Call("GET", path, lambda r: list(parse_history(r).events), params=without_none(user_id=user_id))
+
+
+def get_instructions(*, user_id: str | None, project_id: str | None) -> Call[StoredInstructions]:
+    params = without_none(user_id=user_id, project_id=project_id)
+    return Call("GET", "/instructions", parser(StoredInstructions), params=params)
+
+
+def set_instructions(
+    instructions: ExtractionInstructions | Mapping[str, Any], *, user_id: str | None, project_id: str | None
+) -> Call[StoredInstructions]:
+    given = (
+        instructions.model_dump(exclude_unset=True)
+        if isinstance(instructions, ExtractionInstructions)
+        else instructions
+    )
+    wanted = checked(ExtractionInstructions, dict(given))
+    body = {
+        **without_none(user_id=user_id, project_id=project_id),
+        **wanted.model_dump(mode="json", exclude_unset=True),
+    }
+    return Call("PUT", "/instructions", parser(StoredInstructions), body=body)
+
+
+def instructions_history(*, user_id: str | None, project_id: str | None) -> Call[list[StoredInstructions]]:
+    parse_versions = parser(InstructionsHistory)
+    params = without_none(user_id=user_id, project_id=project_id)
+    return Call("GET", "/instructions/history", lambda r: list(parse_versions(r).versions), params=params)
 
 
 def export_page(

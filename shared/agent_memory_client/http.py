@@ -19,6 +19,7 @@ from tenacity import Retrying
 from agent_memory_client import calls
 from agent_memory_client.calls import Auth, Call
 from agent_memory_contract.errors import ConfigurationError, NotFound
+from agent_memory_contract.instructions import ExtractionInstructions, StoredInstructions
 from agent_memory_contract.models import (
     MAX_PAGE,
     ChatMessage,
@@ -250,6 +251,26 @@ class MemoryClient:
     def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""
         return self._run(calls.history(memory_id, user_id=user_id))
+
+    def instructions(self, *, user_id: str | None = None, project_id: str | None = None) -> StoredInstructions:
+        """The extraction instructions the project's conversations are extracted with (version 0: none stored)."""
+        return self._run(calls.get_instructions(user_id=user_id, project_id=project_id))
+
+    def set_instructions(
+        self,
+        instructions: ExtractionInstructions | Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        project_id: str | None = None,
+    ) -> StoredInstructions:
+        """Replace the project's extraction instructions (a new version; InvalidInput names a bad field)."""
+        return self._run(calls.set_instructions(instructions, user_id=user_id, project_id=project_id))
+
+    def instructions_history(
+        self, *, user_id: str | None = None, project_id: str | None = None
+    ) -> list[StoredInstructions]:
+        """Every stored version of the project's extraction instructions, oldest first."""
+        return self._run(calls.instructions_history(user_id=user_id, project_id=project_id))
 
     def export_memories(
         self,

@@ -152,3 +152,19 @@ def test_several_processes_share_one_embedded_data_dir(embedded_dir: Path) -> No
     while (data_dir / "postmaster.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not (data_dir / "postmaster.pid").exists()  # stopped when the last process exited
+
+
+def test_instructions_are_set_shown_and_versioned_and_a_bad_file_names_the_field(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    code, (shown,), _ = run(capsys, settings, "instructions", "--user", "u1", "--project", "web")
+    assert code == 0 and shown["version"] == 0
+    path = tmp_path / "instructions.json"
+    path.write_text(json.dumps({"ignore": ["football"], "categories": [{"name": "diet", "keywords": ["vegan"]}]}))
+    code, (stored,), _ = run(capsys, settings, "instructions", "--user", "u1", "--project", "web", "--set", str(path))
+    assert code == 0 and stored["version"] == 1 and stored["source"] == "cli"
+    code, versions, _ = run(capsys, settings, "instructions", "--user", "u1", "--project", "web", "--history")
+    assert [v["instructions"]["ignore"] for v in versions] == [["football"]]
+    path.write_text(json.dumps({"ignore": ["x" * 201]}))
+    code, out, err = run(capsys, settings, "instructions", "--user", "u1", "--project", "web", "--set", str(path))
+    assert code == 2 and out == [] and "ignore" in err

@@ -39,6 +39,8 @@ TOOLS = {
     "update_memory",
     "forget_memory",
     "memory_history",
+    "get_instructions",
+    "set_instructions",
 }
 LANGUAGE = "which language for systems programming"
 
@@ -178,6 +180,16 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
     assert "no memory" in error_text(await client.call_tool("forget_memory", {"memory_id": rust_id}))
     after = structured(await client.call_tool("recall_memories", {"query": LANGUAGE}))
     assert rust_id not in [m["id"] for m in after["memories"]]
+
+    # The project's extraction instructions: set (a version), read back, a secret refused naming the field.
+    assert structured(await client.call_tool("get_instructions", {}))["version"] == 0
+    put = structured(await client.call_tool("set_instructions", {"ignore": ["football"], "keep": ["recipes"]}))
+    assert put["version"] == 1 and put["source"] == "mcp"
+    got = structured(await client.call_tool("get_instructions", {}))
+    assert got["instructions"]["ignore"] == ["football"] and got["version"] == 1
+    assert "keep[0]" in error_text(
+        await client.call_tool("set_instructions", {"keep": ["ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"]})
+    )
 
     # Bad arguments come back as a tool error the model can read, naming the field.
     assert "limit" in error_text(await client.call_tool("recall_memories", {"query": "x", "limit": 500}))

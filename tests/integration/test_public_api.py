@@ -14,7 +14,7 @@ import pytest
 
 import agent_memory
 from agent_memory import Admin, Memory
-from agent_memory_contract.errors import NotFound
+from agent_memory_contract.errors import InvalidInput, NotFound
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, MemoryRecord
 
 # Each public member is a decision: a new one must be added here on purpose.
@@ -37,6 +37,9 @@ MEMORY_MEMBERS = {
     "erasure",
     "erasures",
     "usage",
+    "set_instructions",
+    "instructions",
+    "instructions_history",
     "close",
 }
 ADMIN_MEMBERS = {
@@ -155,3 +158,41 @@ def test_the_four_lines_with_the_default_local_model(monkeypatch: pytest.MonkeyP
         found = m.recall("Which programming language should I use?", user_id="u-42", limit=1)
     assert [r.content for r in found.memories] == ["The user prefers TypeScript"]
     assert uuid.UUID(str(found.memories[0].id))
+
+
+def test_a_mem0_user_s_calls_work(service: Memory) -> None:
+    """mem0's add(messages, user_id=, metadata=, infer=) and update(id, content=, user_id=), issue 35."""
+    chat = [
+        {"role": "user", "content": "Hi! I'm vegan. My stack is TypeScript."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    extracted = service.add(chat, user_id="a", metadata={"app": "chat"})
+    stored = {m.content: m for m in service.list(user_id="a").memories}
+    assert set(stored) == {"The user is vegan.", "The user's stack is TypeScript."}
+    assert set(extracted.ids) == {m.id for m in stored.values()} and extracted.created == 2
+    assert all(
+        m.metadata["app"] == "chat" and m.metadata["extracted_by"] == "rules:heuristic-v1" for m in stored.values()
+    )
+    assert service.add(chat, user_id="a").ids == []  # the same conversation again: nothing new
+    assert service.add({"role": "user", "content": "hi"}, user_id="a").created == 0  # one message, nothing to keep
+
+    raw = service.add(chat, user_id="b", infer=False, metadata={"app": "chat"})
+    assert [service.get(i, user_id="b").content for i in raw.ids] == [m["content"] for m in chat]
+    assert service.get(raw.ids[1], user_id="b").metadata == {"app": "chat", "role": "assistant"}
+    inferred = service.add("I always use tabs, never spaces.", user_id="c", infer=True)
+    assert [service.get(i, user_id="c").content for i in inferred.ids] == ["The user always uses tabs, never spaces."]
+
+    fact = service.add("Prefers tea", user_id="a", metadata={"team": "web"}).ids[0]
+    assert service.get(fact, user_id="a").metadata == {"team": "web"}
+    updated = service.update(fact, content="Prefers green tea", user_id="a")
+    assert updated.content == "Prefers green tea" and updated.metadata == {"team": "web"}
+    assert service.update(str(fact), metadata=None, user_id="a").metadata == {}
+    with pytest.raises(InvalidInput) as refused:
+        service.update(fact, category="colour", user_id="a")
+    assert refused.value.field == "category"
+    with pytest.raises(InvalidInput) as mixed:
+        service.add(["a fact", {"role": "user", "content": "hi"}], user_id="a")
+    assert mixed.value.field == "memories[1]"
+    with pytest.raises(InvalidInput) as bad_role:
+        service.add([{"role": "robot", "content": "hi"}], user_id="a")
+    assert bad_role.value.field == "memories[0].role"

@@ -11,6 +11,7 @@ from agent_memory.config import Settings
 from agent_memory.service import Memory
 from agent_memory.store.engine.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import NewMemory
 
 # The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
@@ -85,3 +86,19 @@ def test_the_embedded_default_runs_as_the_application_role(embedded_dir: Path) -
     assert conn.execute("SELECT count(*) FROM user_memories").fetchone() == (0,)
     assert service.admin.purge() == {"expired": 0, "superseded": 0}  # maintenance still possible
     service.close()
+
+
+def test_extraction_instructions_are_behind_the_same_wall(service: Memory) -> None:
+    service.set_instructions(ExtractionInstructions(ignore=["football"]), user_id="alice", project_id="web")
+    service.set_instructions(ExtractionInstructions(ignore=["golf"]), user_id="bob", project_id="web")
+    assert service.instructions(user_id="alice", project_id="web").instructions.ignore == ["football"]
+    conn = service.admin.db.connection()
+    with conn.transaction():  # no user set for this transaction
+        assert conn.execute("SELECT count(*) FROM extraction_instructions").fetchone() == (0,)
+    with user_transaction(conn, "alice"):
+        assert conn.execute("SELECT count(*) FROM extraction_instructions").fetchone() == (1,)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), user_transaction(conn, "alice"):
+        conn.execute(
+            "INSERT INTO extraction_instructions (user_id, project_key, version, instructions) "
+            "VALUES ('bob', 'web', 2, '{}')"
+        )

@@ -144,6 +144,7 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
         ("DELETE", "/memories"), ("DELETE", "/memories/{memory_id}"), ("GET", "/memories/{memory_id}/history"),
         ("GET", "/memories/{memory_id}"), ("PATCH", "/memories/{memory_id}"), ("GET", "/memories/export"),
         ("POST", "/conversations"),
+        ("GET", "/instructions"), ("PUT", "/instructions"), ("GET", "/instructions/history"),
         ("GET", "/usage"), ("GET", "/erasures/{erasure_id}"),
     }  # fmt: skip
     assert "422" not in {code for ops in document["paths"].values() for op in ops.values() for code in op["responses"]}

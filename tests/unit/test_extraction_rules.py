@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.extraction.records import ExtractedMemory
 from agent_memory.extraction.rules import RulesExtractor, to_third_person
+from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import ChatMessage, ConversationEnded
 
 REPO = Path(__file__).resolve().parents[2]
@@ -159,3 +161,22 @@ def test_nothing_to_read_gives_nothing() -> None:
 )
 def test_third_person_rewriting(first_person: str, third_person: str) -> None:
     assert to_third_person(first_person) == third_person
+
+
+def test_a_projects_ignore_phrases_and_categories_shape_what_the_rules_keep() -> None:
+    chat = [ChatMessage(role="user", content="I love football. I prefer TypeScript. I am vegan.")]
+    plain = {m.content: m for m in RulesExtractor().extract(chat).memories}
+    assert "The user loves football." in plain and plain["The user is vegan."].label is None
+    told = ExtractionInstructions.model_validate(
+        {"ignore": ["FOOTBALL"], "categories": [{"name": "diet", "keywords": ["vegan"], "kind": "preference"}]}
+    )
+    kept = {m.content: m for m in RulesExtractor().extract(chat, instructions=told).memories}
+    assert set(kept) == {"The user prefers TypeScript.", "The user is vegan."}
+    vegan = kept["The user is vegan."]
+    assert (vegan.category, vegan.label) == ("preference", "diet")
+    assert vegan.to_new_memory("rules:heuristic-v1").metadata["categories"] == ["diet"]
+
+
+def test_an_answer_cannot_set_the_label_itself() -> None:
+    memory = ExtractedMemory.model_validate({"content": "The user is vegan.", "label": "admin", "category": "diet"})
+    assert memory.label is None and memory.category == "other" and memory.named_category == "diet"

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from agent_memory.http.openapi import REQUEST_EXAMPLES, TAGS, openapi_document
 from agent_memory_contract import schemas
+from agent_memory_contract.instructions import InstructionsRequest
 from agent_memory_contract.models import MemoryChanges
 from agent_memory_tools.local import runtime
 
@@ -21,6 +22,7 @@ BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("post", "/memories"): schemas.AddRequest,
     ("patch", "/memories/{memory_id}"): MemoryChanges,
     ("post", "/conversations"): schemas.ConversationRequest,
+    ("put", "/instructions"): InstructionsRequest,
 }
 
 

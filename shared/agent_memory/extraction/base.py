@@ -6,8 +6,10 @@ import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from agent_memory.extraction.instructions import apply_categories
 from agent_memory.extraction.records import Extraction, bound_expiry
 from agent_memory.records import ExistingMemory
+from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import ChatMessage
 
 
@@ -41,18 +43,36 @@ class Extractor(ABC):
         *,
         ended_at: dt.datetime | None = None,
         existing: Sequence[ExistingMemory] = (),
+        instructions: ExtractionInstructions | None = None,
     ) -> Extraction:
         """Memories worth keeping from the last ``window`` messages (none if they are all empty).
 
         ``existing``: related stored memories to show (only extractors with ``updates_existing``
-        use them). Expiries are checked against ``ended_at`` (else now).
+        use them). Expiries are checked against ``ended_at`` (else now). ``instructions``: the
+        project's (see :mod:`agent_memory_contract.instructions`); an extractor that cannot read
+        them (one that only implements :meth:`_extract`) still gets the project's categories mapped.
         """
         recent = list(messages)[-self.window :]
         if not any(m.content.strip() for m in recent):
             return Extraction()
-        extraction = self._extract(recent, ended_at, existing if self.updates_existing else ())
+        shown = existing if self.updates_existing else ()
+        if instructions is not None and instructions.empty:
+            instructions = None
+        extraction = self._extract_with(recent, ended_at, shown, instructions)
+        extraction = apply_categories(extraction, instructions)
         bound_expiry(extraction, ended_at or dt.datetime.now(dt.UTC))
         return extraction
+
+    def _extract_with(
+        self,
+        messages: list[ChatMessage],
+        ended_at: dt.datetime | None,
+        existing: Sequence[ExistingMemory],
+        instructions: ExtractionInstructions | None,
+    ) -> Extraction:
+        """As :meth:`_extract`, with the project's instructions; the built-in extractors override this
+        (a provider registered before instructions existed keeps working through :meth:`_extract`)."""
+        return self._extract(messages, ended_at, existing)
 
     @abstractmethod
     def _extract(

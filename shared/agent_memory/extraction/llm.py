@@ -15,6 +15,7 @@ from agent_memory.extraction.prompt import build_prompt
 from agent_memory.extraction.records import Extraction
 from agent_memory.records import ExistingMemory
 from agent_memory_contract.errors import ProviderError
+from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import ChatMessage
 
 
@@ -62,7 +63,18 @@ class LLMExtractor(Extractor):
     def _extract(
         self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
     ) -> Extraction:
-        system, user = build_prompt(messages, max_items=self.max_items, ended_at=ended_at, existing=existing)
+        return self._extract_with(messages, ended_at, existing, None)
+
+    def _extract_with(
+        self,
+        messages: list[ChatMessage],
+        ended_at: dt.datetime | None,
+        existing: Sequence[ExistingMemory],
+        instructions: ExtractionInstructions | None,
+    ) -> Extraction:
+        system, user = build_prompt(
+            messages, max_items=self.max_items, ended_at=ended_at, existing=existing, instructions=instructions
+        )
         answer = self._complete(system, user)
         try:
             return parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from agent_memory_contract.models import CATEGORIES, Category, Content, NewMemory
 
@@ -107,14 +107,31 @@ class ExtractedMemory(BaseModel):
     replaces: Annotated[list[str], BeforeValidator(_references)] = Field(
         default_factory=list, validation_alias=AliasChoices("replaces", "supersedes")
     )
+    # The category as the extractor named it, before it became a built-in one: a project's own
+    # category (see agent_memory_contract.instructions) is matched on it, then kept in ``label``.
+    named_category: str | None = Field(default=None, exclude=True)
+    label: str | None = None
 
-    def to_new_memory(self, extracted_by: str) -> NewMemory:
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_named_category(cls, data: Any) -> Any:
+        # Both are the service's: an extractor's answer never sets them directly.
+        if isinstance(data, dict):
+            named = data.get("category")
+            data = {k: v for k, v in data.items() if k not in ("named_category", "label")}
+            data["named_category"] = named.strip().lower()[:80] if isinstance(named, str) else None
+        return data
+
+    def to_new_memory(self, extracted_by: str, metadata: dict[str, Any] | None = None) -> NewMemory:
+        extra: dict[str, Any] = {**(metadata or {}), "extracted_by": extracted_by}
+        if self.label is not None:
+            extra["categories"] = [self.label]
         return NewMemory(
             content=self.content,
             category=self.category,
             is_evergreen=self.is_evergreen,
             expires_at=self.expires_at,
-            metadata={"extracted_by": extracted_by},
+            metadata=extra,
         )
 
 

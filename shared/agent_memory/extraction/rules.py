@@ -26,9 +26,11 @@ from typing import Any
 
 from agent_memory.config import Settings
 from agent_memory.extraction.base import Extractor
+from agent_memory.extraction.instructions import category_for, mentions
 from agent_memory.extraction.parsing import validate_items
 from agent_memory.extraction.records import Extraction
 from agent_memory.records import ExistingMemory
+from agent_memory_contract.instructions import ExtractionInstructions
 from agent_memory_contract.models import ChatMessage
 
 MAX_SENTENCE_CHARS = 300
@@ -286,17 +288,35 @@ class RulesExtractor(Extractor):
     def _extract(
         self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
     ) -> Extraction:
+        return self._extract_with(messages, ended_at, existing, None)
+
+    def _extract_with(
+        self,
+        messages: list[ChatMessage],
+        ended_at: dt.datetime | None,
+        existing: Sequence[ExistingMemory],
+        instructions: ExtractionInstructions | None,
+    ) -> Extraction:
         # Never shown existing memories (updates_existing is False): heuristics cannot tell a
         # change of mind from a new fact, so the rules provider never supersedes anything.
+        # Of a project's instructions it applies what needs no reading of prose: the ignore
+        # phrases (a sentence naming one is dropped) and the categories' names and keywords.
+        ignore = instructions.ignore if instructions is not None else []
         items: list[dict[str, Any]] = []
         for message in messages:
             if message.role != "user":
                 continue  # the assistant's chatter, system prompts and tool output are never the user's facts
             for sentence in _SENTENCES.split(message.content):
+                if ignore and mentions(sentence, ignore):
+                    continue
                 memory = _statement(sentence)
                 if memory is None:
                     continue
                 category = _category(sentence, memory)
                 evergreen = category != "fact" and not _TEMPORARY.search(sentence)
-                items.append({"content": memory, "category": category, "is_evergreen": evergreen})
+                item: dict[str, Any] = {"content": memory, "category": category, "is_evergreen": evergreen}
+                own = category_for(sentence, instructions) if instructions is not None else None
+                if own is not None:
+                    item["category"] = own.name  # mapped to its kind, and kept as the label, by apply_categories
+                items.append(item)
         return validate_items(items, max_items=self.max_items, max_chars=self.max_chars)

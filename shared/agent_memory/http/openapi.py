@@ -18,6 +18,7 @@ TAGS: tuple[tuple[str, str], ...] = (
     ("recall", "Memories relevant to a query, and the [RUSH_MEMORY] block for the system prompt"),
     ("memories", "Store, list, read, change, export and forget a user's memories"),
     ("conversations", "Hand a finished conversation to the write path"),
+    ("instructions", "What a project's extractor keeps and ignores, and its own categories (versioned)"),
     ("erasures", "Receipts of forgetting a user"),
     ("usage", "A user's usage per day and its cost"),
 )
@@ -63,6 +64,15 @@ REQUEST_EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "messages": [
             {"role": "user", "content": "My stack is TypeScript with React."},
             {"role": "assistant", "content": "Noted: TypeScript and React."},
+        ],
+    },
+    ("put", "/instructions"): {
+        "user_id": "u-42",
+        "project_id": "svg-editor",
+        "instructions": "Keep the user's coding conventions and the editor's requirements.",
+        "ignore": ["football"],
+        "categories": [
+            {"name": "conventions", "description": "How the user wants code written", "keywords": ["lint", "style"]}
         ],
     },
 }

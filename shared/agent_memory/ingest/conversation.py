@@ -19,6 +19,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
@@ -30,6 +31,7 @@ from agent_memory.ingest.rows import build_rows, check_new_memories, embed_uniqu
 from agent_memory.poison import strip_memory_blocks
 from agent_memory.records import ExistingMemory, IngestWrite, MemoryRow, Updates
 from agent_memory_contract.errors import InputTooLarge
+from agent_memory_contract.instructions import StoredInstructions
 from agent_memory_contract.models import ChatMessage, ConversationEnded, IngestOutcome
 
 # A user turn's head is enough to find the memories it relates to (embedders truncate anyway).
@@ -99,6 +101,8 @@ def plan_conversation(
     shown: Sequence[ExistingMemory] = (),
     observed_at: dt.datetime | None = None,
     redactor: Redactor | None = None,
+    instructions: StoredInstructions | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> ConversationWrite:
     """Turn one message into what to write (see the module's docstring); no database.
 
@@ -107,7 +111,9 @@ def plan_conversation(
     SentTimestamp: stable across redeliveries), else now. Extracted expiries are checked
     against that time. ``extractor`` runs on the chat messages without their recalled-memory
     blocks (None when there are none);
-    ``shown``: the user's related memories it may restate or replace.
+    ``shown``: the user's related memories it may restate or replace. ``instructions``: the
+    project's extraction instructions (their version is recorded in each extracted memory's
+    metadata, ``instructions_version``); ``metadata``: added to each extracted memory's.
     """
     user_id, source = message.user_id, message.conversation_id
     outcome = IngestOutcome(user_id=user_id, conversation_id=source, status="nothing_to_store")
@@ -115,12 +121,20 @@ def plan_conversation(
     fingerprint = ""
     chats = without_recalled_blocks(message.messages)
     if chats and extractor is not None:
-        extraction = extractor.extract(chats, ended_at=message.ended_at or observed_at, existing=shown)
+        extraction = extractor.extract(
+            chats,
+            ended_at=message.ended_at or observed_at,
+            existing=shown,
+            instructions=instructions.instructions if instructions is not None else None,
+        )
         room = settings.max_memories_per_request - len(message.memories)
         outcome.dropped = len(extraction.dropped) + max(0, len(extraction.memories) - room)
         facts = extraction.memories[: max(0, room)]
         fingerprint = extractor.fingerprint
-    memories = [*message.memories, *(f.to_new_memory(fingerprint) for f in facts)]
+    extra = dict(metadata or {})
+    if instructions is not None and instructions.version:
+        extra["instructions_version"] = instructions.version
+    memories = [*message.memories, *(f.to_new_memory(fingerprint, extra) for f in facts)]
     outcome.provided, outcome.extracted = len(message.memories), len(facts)
     provided = len(message.memories)
     if redactor is not None and redactor.enabled:

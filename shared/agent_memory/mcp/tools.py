@@ -30,6 +30,7 @@ from agent_memory.recall.block import defused_text
 from agent_memory.service import Memory
 from agent_memory_contract import schemas
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput, NotFound
+from agent_memory_contract.instructions import ExtractionInstructions, ProjectCategory, StoredInstructions
 from agent_memory_contract.kinds import error_kind
 from agent_memory_contract.models import (
     MAX_CONTENT_CHARS,
@@ -211,6 +212,17 @@ HISTORY = """\
 The recorded changes of one memory, oldest first (created, refreshed by a restatement, \
 updated, superseded by a newer fact, revived, expiry changed, deleted, expired): use it to \
 explain where a memory came from or why it changed."""
+
+GET_INSTRUCTIONS = """\
+The extraction instructions of the user's project: what remember_conversation (and the service's \
+write path) keeps and ignores in this project's conversations, and the project's own categories. \
+Version 0 means none are stored for the project."""
+
+SET_INSTRUCTIONS = """\
+Replace the extraction instructions of the user's project (a new version; the older ones stay in \
+the history). Call it only when the user asks to change what is remembered from their \
+conversations ("don't remember anything about my health", "keep track of my recipes as a \
+category"). Never put secrets in them."""
 
 # Each argument's bounds and description are its request model's (agent_memory_contract.schemas).
 MemoryIdArg = Annotated[uuid.UUID, Field(description="The memory's id (from recall_memories or list_memories).")]
@@ -515,6 +527,31 @@ class MemoryTools:
             raise tool_error(NotFound(f"no history for memory {memory_id} for this user"))
         return MemoryHistory(memory_id=memory_id, events=[defused(e, ToolMemoryEvent) for e in events])
 
+    async def get_instructions(self, ctx: Context, project_id: ProjectArg = None) -> StoredInstructions:
+        who = self._who(ctx)
+        project = project_id or who.project_id
+        return await self._call(lambda s: s.instructions(user_id=who.user_id, project_id=project))
+
+    async def set_instructions(
+        self,
+        ctx: Context,
+        instructions: Annotated[str | None, param(ExtractionInstructions, "instructions")] = None,
+        keep: Annotated[list[str] | None, param(ExtractionInstructions, "keep")] = None,
+        ignore: Annotated[list[str] | None, param(ExtractionInstructions, "ignore")] = None,
+        categories: Annotated[list[ProjectCategory] | None, param(ExtractionInstructions, "categories")] = None,
+        project_id: ProjectArg = None,
+    ) -> StoredInstructions:
+        who = self._who(ctx)
+        project = project_id or who.project_id
+        given = {"instructions": instructions, "keep": keep, "ignore": ignore, "categories": categories}
+        try:
+            wanted = ExtractionInstructions.model_validate({k: v for k, v in given.items() if v is not None})
+        except ValidationError as exc:
+            raise invalid_arguments(exc) from exc
+        return await self._call(
+            lambda s: s.set_instructions(wanted, user_id=who.user_id, project_id=project, source=MCP_SOURCE)
+        )
+
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
@@ -560,4 +597,13 @@ def build_server(tools: MemoryTools) -> MCPServer[Any]:
     server.add_tool(tools.update_memory, title="Update a memory", description=UPDATE, annotations=CHANGES)
     server.add_tool(tools.forget_memory, title="Forget a memory", description=FORGET, annotations=CHANGES)
     server.add_tool(tools.memory_history, title="Memory history", description=HISTORY, annotations=READ_ONLY)
+    server.add_tool(
+        tools.get_instructions, title="Extraction instructions", description=GET_INSTRUCTIONS, annotations=READ_ONLY
+    )
+    server.add_tool(
+        tools.set_instructions,
+        title="Set extraction instructions",
+        description=SET_INSTRUCTIONS,
+        annotations=CHANGES,
+    )
     return server

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
+
+from pydantic import ValidationError
 
 from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.ingest.rows import (
@@ -15,22 +19,71 @@ from agent_memory.store.accounts import erasures
 from agent_memory.store.memories import catalog, edits
 from agent_memory.usage import UsageRow, metering
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
-from agent_memory_contract.models import MemoryChanges, MemoryRecord
+from agent_memory_contract.models import MemoryChanges, MemoryRecord, describe_errors, error_field
 from agent_memory_contract.schemas import ErasureReceipt
 
 logger = logging.getLogger(__name__)
 
 
+def _memory_id(value: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise InvalidInput(f"memory_id is not a uuid: {str(value)[:60]!r}", field="memory_id") from exc
+
+
+class _Unset:
+    """A keyword of :meth:`Editing.update` left out (None means: clear it)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+def _changes(changes: MemoryChanges | Mapping[str, Any] | None, fields: dict[str, Any]) -> MemoryChanges:
+    """The changes object, and the keyword fields given (they win); InvalidInput naming a bad one."""
+    given = changes.model_dump(exclude_unset=True) if isinstance(changes, MemoryChanges) else dict(changes or {})
+    given.update({k: v for k, v in fields.items() if v is not UNSET})
+    try:
+        return MemoryChanges.model_validate(given)
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc, "changes"), field=error_field(exc)) from exc
+
+
 class Editing(Reading):
     def update(
-        self, memory_id: uuid.UUID, changes: MemoryChanges, *, user_id: str, source: str | None = None
+        self,
+        memory_id: uuid.UUID | str,
+        changes: MemoryChanges | Mapping[str, Any] | None = None,
+        *,
+        user_id: str,
+        source: str | None = None,
+        content: str = UNSET,
+        category: str = UNSET,
+        metadata: Mapping[str, Any] | None = UNSET,
+        expires_at: dt.datetime | None = UNSET,
+        is_evergreen: bool = UNSET,
     ) -> MemoryRecord:
         """Change one memory in place and return it as it now is (its ``write_id`` names this edit);
         the history records an 'updated' event with ``source``, the write id and the previous
-        values. A new content is re-embedded and re-hashed; Conflict (409, field ``content``) when
-        another memory of the same scope already states it; NotFound as :meth:`get`. No
-        change given: the memory as it is."""
-        values = changes.changed()
+        values. The changes come as a :class:`MemoryChanges` (or a mapping of its fields) and/or as
+        keywords (``update(id, content="...", user_id=...)``, as mem0's); a keyword left out stays,
+        None clears what can be cleared (``metadata``, ``expires_at``). A new content is re-embedded
+        and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
+        already states it; NotFound as :meth:`get`. No change given: the memory as it is."""
+        memory_id = _memory_id(memory_id)
+        fields = {
+            "content": content,
+            "category": category,
+            "metadata": metadata,
+            "expires_at": expires_at,
+            "is_evergreen": is_evergreen,
+        }
+        values = _changes(changes, fields).changed()
         if not values:
             return self.get(memory_id, user_id=user_id, consistency="strong")  # as an update would answer
         vector = None

@@ -21,13 +21,14 @@ from agent_memory.service.accounting import Accounting
 from agent_memory.service.base import Collaborators
 from agent_memory.service.drain import Publish
 from agent_memory.service.editing import Editing
+from agent_memory.service.instructing import Instructing
 from agent_memory.service.operating import Admin
 from agent_memory.service.reading import Reading
 from agent_memory.service.writing import Writing
 from agent_memory.store.engine.connection import Database
 
 
-class Memory(Writing, Editing, Reading, Accounting):
+class Memory(Writing, Editing, Reading, Accounting, Instructing):
     """Long-term memory for AI agents: add facts, recall them, read, edit and forget them.
 
     ``Memory()`` takes its settings from the environment (AGENT_MEMORY_*; by default an embedded

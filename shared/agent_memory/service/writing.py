@@ -7,8 +7,11 @@ import dataclasses
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
+from typing import Any
+
+from pydantic import ValidationError
 
 from agent_memory.config import Settings
 from agent_memory.ingest import conversation
@@ -22,18 +25,23 @@ from agent_memory.ingest.rows import (
 )
 from agent_memory.records import ExistingMemory, MemoryRow, WriteOutcome
 from agent_memory.service.base import Collaborators
+from agent_memory.service.instructing import effective_instructions
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.memories import messages, related, restore, writes
 from agent_memory.store.memories.messages import UnflushedWrites
 from agent_memory.store.memories.scope import Scope
 from agent_memory.usage import Meter, UsageRow, metering
-from agent_memory_contract.errors import DatabaseUnavailable
+from agent_memory_contract.errors import DatabaseUnavailable, InvalidInput
+from agent_memory_contract.inputs import field_path
 from agent_memory_contract.models import (
+    ChatMessage,
     ConversationEnded,
     ImportLine,
     IngestOutcome,
     NewMemory,
     StoredIds,
+    describe_errors,
+    error_field,
 )
 
 logger = logging.getLogger(__name__)
@@ -67,6 +75,81 @@ def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> Memory
     )
 
 
+# A chat message as mem0's add takes it: {"role": ..., "content": ...} (or the model itself).
+ChatInput = ChatMessage | Mapping[str, Any]
+
+
+def _is_sequence(value: object) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _chat_messages(items: list[Any]) -> list[ChatMessage] | None:
+    """The items as chat messages when they are chat messages (a mapping with a ``role``, or a
+    ChatMessage), None when they are facts; InvalidInput for a mix, or a message that is not one."""
+    is_chat = [isinstance(m, ChatMessage) or (isinstance(m, Mapping) and "role" in m) for m in items]
+    if not any(is_chat):
+        for i, m in enumerate(items):
+            if not isinstance(m, str | NewMemory):
+                raise InvalidInput(
+                    f"memories[{i}] is neither a fact (a string or NewMemory) nor a chat message "
+                    '({"role": ..., "content": ...})',
+                    field=f"memories[{i}]",
+                )
+        return None
+    if not all(is_chat):
+        raise InvalidInput(
+            "give either chat messages or facts (strings, NewMemory), not both",
+            field=f"memories[{is_chat.index(not is_chat[0])}]",  # the first item unlike the first
+        )
+    messages: list[ChatMessage] = []
+    for i, m in enumerate(items):
+        try:
+            messages.append(m if isinstance(m, ChatMessage) else ChatMessage.model_validate(dict(m)))
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"memories[{i}]: {describe_errors(exc, 'message')}",
+                field=field_path(["memories", i, *[p for p in exc.errors()[0]["loc"] if isinstance(p, str | int)]]),
+            ) from exc
+    return messages
+
+
+def _messages_as_facts(chat: list[ChatMessage]) -> list[NewMemory]:
+    """``infer=False``: each user and assistant message's text, with its role (mem0 stores them so)."""
+    facts: list[NewMemory] = []
+    for i, m in enumerate(chat):
+        if m.role not in ("user", "assistant") or not m.content.strip():
+            continue
+        try:
+            facts.append(NewMemory(content=m.content, metadata={"role": m.role}))
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"memories[{i}].content: {describe_errors(exc)}", field=f"memories[{i}].content"
+            ) from exc
+    return facts
+
+
+def _as_user_messages(items: list[Any]) -> list[ChatMessage]:
+    """Facts read as what the user said (``infer=True``)."""
+    return [ChatMessage(role="user", content=m if isinstance(m, str) else m.content) for m in items]
+
+
+def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if metadata is None:
+        return None
+    try:
+        return NewMemory(content="x", metadata=dict(metadata)).metadata
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc, "metadata"), field="metadata") from exc
+
+
+def _with_metadata(memories: list[NewMemory], metadata: Mapping[str, Any] | None) -> list[NewMemory]:
+    """Each memory with ``metadata`` added (its own keys win)."""
+    extra = _checked_metadata(metadata)
+    if not extra:
+        return memories
+    return [m.model_copy(update={"metadata": {**extra, **m.metadata}}) for m in memories]
+
+
 class Writing:
     # Memory sets both: its settings, and the collaborators its verbs and its admin share.
     settings: Settings
@@ -74,20 +157,42 @@ class Writing:
 
     def add(
         self,
-        memories: str | NewMemory | Sequence[str | NewMemory],
+        memories: str | NewMemory | ChatInput | Sequence[str | NewMemory | ChatInput],
         *,
         user_id: str,
         project_id: str | None = None,
         source: str | None = None,
         observed_at: dt.datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        infer: bool | None = None,
     ) -> StoredIds:
         """Store one fact or several for the user, in one transaction. The same fact twice is one
         memory: exact duplicates and near duplicates that state the same fact fold into the stored
         row; a fact that gives another value to a stored one (or names it in ``supersedes``)
         supersedes it. Ids in input order, and per fact what happened to it, with the write's id
-        (recorded with each memory it touched and each history event)."""
-        items = [memories] if isinstance(memories, str | NewMemory) else memories
-        new = [NewMemory(content=m) if isinstance(m, str) else m for m in items]
+        (recorded with each memory it touched and each history event).
+
+        Chat messages (``[{"role": "user", "content": ...}, ...]``, as mem0's ``add`` takes them) go
+        through extraction, as a finished conversation does (:meth:`ingest_conversation`, with
+        ``source`` as its conversation id): the ids are those of the facts kept (none for a
+        conversation already added). ``infer=False`` stores each user and assistant message's text
+        as is instead (its role in the metadata); ``infer=True`` extracts from strings too (each a
+        user message). ``metadata`` is added to every memory stored (a fact's own keys win)."""
+        items: list[Any] = list(memories) if _is_sequence(memories) else [memories]  # type: ignore[arg-type]
+        chat = _chat_messages(items)
+        if infer or (chat is not None and infer is None):
+            messages = chat if chat is not None else _as_user_messages(items)
+            return self._add_conversation(
+                messages,
+                user_id=user_id,
+                project_id=project_id,
+                source=source,
+                observed_at=observed_at,
+                metadata=metadata,
+            )
+        if chat is not None:  # infer=False: each message's text, as it is
+            items = _messages_as_facts(chat)
+        new = _with_metadata([NewMemory(content=m) if isinstance(m, str) else m for m in items], metadata)
         check_new_memories(self.settings, new)
         write_id = uuid.uuid4()
         with metering() as meter:
@@ -136,6 +241,35 @@ class Writing:
             write_id=write_id,
             superseded=sum(len(o.superseded) for o in outcomes),
             facts=[fact_outcome(outcomes[p]) for p in positions],
+        )
+
+    def _add_conversation(
+        self,
+        messages: list[ChatMessage],
+        *,
+        user_id: str,
+        project_id: str | None,
+        source: str | None,
+        observed_at: dt.datetime | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> StoredIds:
+        """:meth:`add` with chat messages: the write path of a conversation, its outcome as ids."""
+        try:
+            message = ConversationEnded(
+                user_id=user_id, project_id=project_id, conversation_id=source, messages=messages
+            )
+        except ValidationError as exc:
+            raise InvalidInput(describe_errors(exc, "memories"), field=error_field(exc)) from exc
+        extra = _checked_metadata(metadata)
+        outcome = self._ingest(message, observed_at=observed_at, unflushed=None, metadata=extra)
+        return StoredIds(
+            ids=outcome.ids,
+            created=outcome.created,
+            refreshed=outcome.refreshed,
+            pii_redacted=outcome.pii_redacted,
+            write_id=outcome.write_id,
+            superseded=outcome.superseded,
+            facts=outcome.facts,
         )
 
     def import_(
@@ -234,7 +368,12 @@ class Writing:
             ) from exc
 
     def _ingest(
-        self, message: ConversationEnded, *, observed_at: dt.datetime | None, unflushed: UnflushedWrites | None
+        self,
+        message: ConversationEnded,
+        *,
+        observed_at: dt.datetime | None,
+        unflushed: UnflushedWrites | None,
+        metadata: dict[str, Any] | None = None,
     ) -> IngestOutcome:
         """The write path of one message: the receipt checked (when there is an extraction to
         save), the related memories read, the extraction and embedding done outside any
@@ -258,6 +397,9 @@ class Writing:
                 return IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
         with metering() as meter:
             extractor = self._parts.extractor if message.messages else None
+            instructions = (
+                effective_instructions(self._parts, user_id, message.project_id) if extractor is not None else None
+            )
             shown: list[ExistingMemory] = []
             if extractor is not None and extractor.updates_existing:
                 shown = self._related_memories(message, window=extractor.window)
@@ -269,6 +411,8 @@ class Writing:
                 shown=shown,
                 observed_at=observed_at,
                 redactor=self._parts.redactor,
+                instructions=instructions,
+                metadata=metadata,
             )
             meter.add("conversation", calls=1, items=len(planned.rows))
             usage = self._parts.usage(meter)

@@ -33,6 +33,7 @@ from agent_memory_contract.models import (
 from agent_memory_contract.schemas import RecallRequest
 from agent_memory_tools.bench import HELP as BENCH_HELP
 from agent_memory_tools.bench import register as register_bench
+from agent_memory_tools.cli import instructions as instructions_command
 from agent_memory_tools.cli import mcp as mcp_command
 from agent_memory_tools.cli import serve, smoke, tenant
 from agent_memory_tools.cli.commands import (
@@ -242,6 +243,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     smoke.register(add)
     mcp_command.register(add)
     tenant.register(add)
+    instructions_command.register(add)
 
     if command == "bench":
         register_bench(sub)

@@ -15,6 +15,9 @@ import type {
   HistoryQuery,
   ImportLine,
   IngestOutcome,
+  InstructionsHistoryQuery,
+  InstructionsQuery,
+  InstructionsRequest,
   ListQuery,
   MemoryChanges,
   MemoryEvent,
@@ -25,6 +28,7 @@ import type {
   RecallRequest,
   RecallResult,
   StoredIds,
+  StoredInstructions,
   UsageQuery,
   UsageReport,
   UserQuery,
@@ -58,7 +62,7 @@ type QueryValue = string | number | boolean | null | undefined;
 type QueryParams = Record<string, QueryValue>;
 
 interface Call<T> {
-  method: "GET" | "POST" | "PATCH" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   path: string;
   query?: QueryParams;
   body?: unknown;
@@ -228,6 +232,22 @@ export class MemoryClient {
   /** The user's usage per UTC day from `from` to `to` (YYYY-MM-DD, both included; default the last 30 days). */
   async usage(query: UsageQuery = {}): Promise<UsageReport> {
     return this.run({ method: "GET", path: "/usage", query });
+  }
+
+  /** The extraction instructions a project's conversations are extracted with (version 0: none stored). */
+  async instructions(query: InstructionsQuery = {}): Promise<StoredInstructions> {
+    return this.run({ method: "GET", path: "/instructions", query });
+  }
+
+  /** Replace a project's extraction instructions (a new version); InvalidInput names a bad field. */
+  async setInstructions(request: InstructionsRequest): Promise<StoredInstructions> {
+    return this.run({ method: "PUT", path: "/instructions", body: request });
+  }
+
+  /** Every stored version of a project's extraction instructions, oldest first. */
+  async instructionsHistory(query: InstructionsHistoryQuery = {}): Promise<StoredInstructions[]> {
+    const answer = await this.run<{ versions: StoredInstructions[] }>({ method: "GET", path: "/instructions/history", query });
+    return answer.versions;
   }
 
   /** Every recorded change of one of the user's memories, oldest first (NotFound if none). */

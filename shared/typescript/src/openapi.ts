@@ -36,6 +36,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/instructions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The extraction instructions a project's conversations are extracted with */
+        get: operations["get_instructions_instructions_get"];
+        /** Replace a project's extraction instructions (the previous version stays in the history) */
+        put: operations["put_instructions_instructions_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/instructions/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every stored version of a project's extraction instructions, oldest first */
+        get: operations["instructions_history_instructions_history_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/memories": {
         parameters: {
             query?: never;
@@ -301,6 +336,29 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * ExtractionInstructions
+         * @description What the extractor keeps and ignores in a project's conversations, and its own categories.
+         */
+        ExtractionInstructions: {
+            /** Categories */
+            categories?: components["schemas"]["ProjectCategory"][];
+            /**
+             * Ignore
+             * @description Topics never to keep: the LLM extractors are told; the rules extractor drops a sentence that contains one of these phrases (case-insensitive, whole words).
+             */
+            ignore?: string[];
+            /**
+             * Instructions
+             * @description Free text for the LLM extractors' prompt: what this project's memories are for, what to keep.
+             */
+            instructions?: string | null;
+            /**
+             * Keep
+             * @description Topics worth keeping (shown to the LLM extractors).
+             */
+            keep?: string[];
+        };
+        /**
          * FactOutcome
          * @description What a write did with one fact: stored as a new memory (``created``), or folded into the
          *     existing memory ``id`` that states the same fact (``refreshed``); and the memories it superseded.
@@ -467,6 +525,42 @@ export interface components {
              * @description The write that created or last touched this (a uuid every write returns: POST /memories, an import, an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each.
              */
             write_id?: string | null;
+        };
+        /**
+         * InstructionsHistory
+         * @description Every stored version, oldest first.
+         */
+        InstructionsHistory: {
+            /** Versions */
+            versions: components["schemas"]["StoredInstructions"][];
+        };
+        /**
+         * InstructionsRequest
+         * @description ``PUT /instructions``: the instructions of one user's project (none: the user's conversations
+         *     without a project), replacing the previous version (kept in the history).
+         */
+        InstructionsRequest: {
+            /** Categories */
+            categories?: components["schemas"]["ProjectCategory"][];
+            /**
+             * Ignore
+             * @description Topics never to keep: the LLM extractors are told; the rules extractor drops a sentence that contains one of these phrases (case-insensitive, whole words).
+             */
+            ignore?: string[];
+            /**
+             * Instructions
+             * @description Free text for the LLM extractors' prompt: what this project's memories are for, what to keep.
+             */
+            instructions?: string | null;
+            /**
+             * Keep
+             * @description Topics worth keeping (shown to the LLM extractors).
+             */
+            keep?: string[];
+            /** Project Id */
+            project_id?: string | null;
+            /** User Id */
+            user_id?: string | null;
         };
         /**
          * MemoryChanges
@@ -679,6 +773,29 @@ export interface components {
             valid_from?: string | null;
         };
         /**
+         * ProjectCategory
+         * @description One of a project's own categories. An extracted memory of this category is stored with
+         *     ``metadata.categories: [name]`` (filter with ``metadata={"categories": [name]}``) and, as its
+         *     ``category``, ``kind`` (one of the built-in categories).
+         */
+        ProjectCategory: {
+            /** Description */
+            description?: string | null;
+            /**
+             * Keywords
+             * @description Words or phrases that put a memory in this category (the rules extractor matches them; the LLM extractors read them with the description).
+             */
+            keywords?: string[];
+            /**
+             * Kind
+             * @description The built-in category stored: one of identity, preference, project, decision, fact, other.
+             * @default other
+             */
+            kind?: string;
+            /** Name */
+            name: string;
+        };
+        /**
          * RecalledMemory
          * @description The public shape of one recalled memory (CLI and API alike).
          */
@@ -822,6 +939,38 @@ export interface components {
              * @default 0
              */
             superseded?: number;
+            /**
+             * Write Id
+             * @description The write that created or last touched this (a uuid every write returns: POST /memories, an import, an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each.
+             */
+            write_id?: string | null;
+        };
+        /**
+         * StoredInstructions
+         * @description One version of a project's extraction instructions (version 0: none stored; the deployment's
+         *     ``AGENT_MEMORY_EXTRACTION_INSTRUCTIONS`` apply, shown here).
+         */
+        StoredInstructions: {
+            /** Created At */
+            created_at?: string | null;
+            /**
+             * Deployment Default
+             * @description True when these are the deployment's instructions (nothing stored for the project).
+             * @default false
+             */
+            deployment_default?: boolean;
+            instructions: components["schemas"]["ExtractionInstructions"];
+            /** Project Id */
+            project_id?: string | null;
+            /** Source */
+            source?: string | null;
+            /** User Id */
+            user_id: string;
+            /**
+             * Version
+             * @default 0
+             */
+            version?: number;
             /**
              * Write Id
              * @description The write that created or last touched this (a uuid every write returns: POST /memories, an import, an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each.
@@ -1044,6 +1193,287 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErasureReceipt"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_instructions_instructions_get: {
+        parameters: {
+            query?: {
+                /** @description The project (none: conversations without one). */
+                project_id?: string | null;
+                user_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The current version (version 0: none stored; the deployment's, if any, are shown) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredInstructions"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_instructions_instructions_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "user_id": "u-42",
+                 *       "project_id": "svg-editor",
+                 *       "instructions": "Keep the user's coding conventions and the editor's requirements.",
+                 *       "ignore": [
+                 *         "football"
+                 *       ],
+                 *       "categories": [
+                 *         {
+                 *           "name": "conventions",
+                 *           "description": "How the user wants code written",
+                 *           "keywords": [
+                 *             "lint",
+                 *             "style"
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["InstructionsRequest"];
+            };
+        };
+        responses: {
+            /** @description The stored version */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredInstructions"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    instructions_history_instructions_history_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                project_id?: string | null;
+                user_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The versions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstructionsHistory"];
                 };
             };
             /** @description Invalid request: the message names the problem and the field */

@@ -74,6 +74,8 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
         # `agent-memory dense-users` run.
         conn.execute("DELETE FROM dense_memories WHERE user_id = %s", [user_id])
         conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
+        # The user's projects' extraction instructions (migration 0015) are theirs too.
+        conn.execute("DELETE FROM extraction_instructions WHERE user_id = %s", [user_id])
         with conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(
                 _ERASE,

@@ -1,0 +1,1 @@
+"""What the store keeps about extraction itself: each project's extraction instructions (:mod:`.instructions`)."""
