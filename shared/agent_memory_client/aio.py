@@ -69,6 +69,8 @@ class AsyncMemoryClient:
         consistency: Consistency | None = None,
         include_inactive: bool = False,
         as_of: dt.datetime | None = None,
+        explain: bool = False,
+        explain_ids: Sequence[uuid.UUID | str] | None = None,
     ) -> RecallResult:
         return await self._run(
             calls.recall(
@@ -82,6 +84,8 @@ class AsyncMemoryClient:
                 consistency=consistency,
                 include_inactive=include_inactive,
                 as_of=as_of,
+                explain=explain,
+                explain_ids=explain_ids,
             )
         )
 

@@ -207,6 +207,8 @@ def recall(  # noqa: PLR0913 -- RecallRequest's documented fields, for both clie
     consistency: Consistency | None = None,
     include_inactive: bool = False,
     as_of: dt.datetime | None = None,
+    explain: bool = False,
+    explain_ids: Sequence[uuid.UUID | str] | None = None,
 ) -> Call[RecallResult]:
     body = without_none(
         user_id=user_id,
@@ -219,6 +221,8 @@ def recall(  # noqa: PLR0913 -- RecallRequest's documented fields, for both clie
         consistency=consistency,
         include_inactive=True if include_inactive else None,
         as_of=as_of,
+        explain=True if explain else None,
+        explain_ids=[str(i) for i in explain_ids] if explain_ids else None,
     )
     return Call("POST", "/recall", parser(RecallResult), body=body)
 

@@ -108,12 +108,16 @@ class MemoryClient:
         consistency: Consistency | None = None,
         include_inactive: bool = False,
         as_of: dt.datetime | None = None,
+        explain: bool = False,
+        explain_ids: Sequence[uuid.UUID | str] | None = None,
     ) -> RecallResult:
         """The memories relevant to ``query`` (or to the latest user message of ``messages``),
         among those matching ``filters``, and the ``[RUSH_MEMORY]`` block for the system prompt.
         ``consistency="strong"`` (here and on the other reads) reads the writer where the stack has
         a reader endpoint: for a read that must see a write made moments ago. ``include_inactive``:
-        superseded and expired memories too (debugging)."""
+        superseded and expired memories too (debugging). ``explain``: also why
+        (``result.explanation``: every candidate's signals and outcome); ``explain_ids``: memories to
+        account for (why each was not a candidate)."""
         return self._run(
             calls.recall(
                 query,
@@ -126,6 +130,8 @@ class MemoryClient:
                 consistency=consistency,
                 include_inactive=include_inactive,
                 as_of=as_of,
+                explain=explain,
+                explain_ids=explain_ids,
             )
         )
 

@@ -390,10 +390,90 @@ class RecalledMemory(WireModel):
     injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
 
 
+# Why a candidate of an explained recall is in the answer or not.
+CandidateOutcome = Literal["kept", "below_min_score", "mmr", "past_limit", "leg_off"]
+# Why a memory the caller named (explain_ids) was, or was not, a candidate.
+NamedOutcome = Literal[
+    "candidate",
+    "not_found",
+    "another_scope",
+    "superseded",
+    "expired",
+    "not_yet_valid",
+    "filtered_out",
+    "pending_review",
+    "not_near_enough",
+]
+MAX_EXPLAIN_IDS = 50
+
+
+class RecallSignals(WireModel):
+    """What ranking saw of one candidate, step by step (see docs/how-it-works.md, recall)."""
+
+    vector_similarity: float = Field(description="Cosine similarity to the query (1 - distance).")
+    vector_position: int | None = Field(description="Its place in the vector leg, 1 = nearest; null: not in it.")
+    text_rank: float = Field(description="Full-text rank (ts_rank_cd) over the best candidate's, 0..1.")
+    text_position: int | None = Field(description="Its place in the full-text leg; null: not in it.")
+    date_window: bool = Field(description="Stated inside a date window the query names (boosted, no decay).")
+    hop_bonus: float = Field(description="Added for being stated together with one of the most relevant.")
+    reranker_score: float | None = Field(description="The reranker's own score; null: not reranked.")
+    relevance: float = Field(description="Fused (and reranked) relevance, before decay and the date boost.")
+    decay: float = Field(description="The time-decay factor applied (1: none: evergreen, or in a date window).")
+    mmr_penalty: float | None = Field(
+        description="What MMR took off for likeness to a memory chosen before it; null without MMR."
+    )
+
+
+class ExplainedCandidate(WireModel):
+    """One candidate of an explained recall: its signals, its final score and its outcome."""
+
+    id: uuid.UUID
+    content: str
+    category: str
+    project_id: str | None
+    created_at: dt.datetime
+    signals: RecallSignals
+    score: float = Field(description="The final score (the one a kept memory is returned with).")
+    position: int | None = Field(description="Its place in the answer (1 = first); null: dropped.")
+    outcome: CandidateOutcome
+    why: str
+
+
+class ExplainedName(WireModel):
+    """A memory the caller named (explain_ids): whether it was a candidate and, if not, why."""
+
+    id: uuid.UUID
+    outcome: NamedOutcome
+    why: str
+    vector_similarity: float | None = None
+    vector_position: int | None = Field(
+        default=None, description="Its place by similarity among the memories in scope (the leg takes the first k)."
+    )
+    text_match: bool | None = None
+
+
+class RecallExplanation(WireModel):
+    """Why an explained recall (``explain``) answered what it did."""
+
+    now: dt.datetime = Field(description="The instant the recall was evaluated at (decay and date words).")
+    as_of: dt.datetime | None = None
+    limit: int
+    candidates_per_leg: int
+    min_score: float
+    weights: dict[str, float] = Field(description="The plan's weights: vector, text, date_boost, hop, rerank, mmr.")
+    date_windows: list[tuple[dt.datetime, dt.datetime]] = Field(default_factory=list)
+    reranked: bool = False
+    candidates: list[ExplainedCandidate]
+    named: list[ExplainedName] = Field(default_factory=list)
+
+
 class RecallResult(WireModel):
     memories: list[RecalledMemory]
     prompt_block: str
     query: str
+    explanation: RecallExplanation | None = Field(
+        default=None, description="With explain: every candidate's signals and outcome, and the named memories'."
+    )
     unavailable: Literal["database_resuming"] | None = Field(
         default=None,
         description="Set when no memory could be read, so memories and prompt_block are empty and the agent "

@@ -309,7 +309,7 @@ class MemoryTools:
         except AgentMemoryError as exc:
             raise tool_error(exc) from exc
 
-    async def recall_memories(
+    async def recall_memories(  # noqa: PLR0913 -- the tool's documented fields (RecallRequest's)
         self,
         ctx: Context,
         query: Annotated[
@@ -328,19 +328,35 @@ class MemoryTools:
         created_after: CreatedAfterArg = None,
         created_before: CreatedBeforeArg = None,
         as_of: Annotated[AwareDatetime | None, param(RecallRequest, "as_of")] = None,
+        explain: Annotated[bool, param(RecallRequest, "explain")] = False,
+        explain_ids: Annotated[list[uuid.UUID] | None, param(RecallRequest, "explain_ids")] = None,
     ) -> ToolRecallResult:
         who = self._who(ctx)
         project = project_id or who.project_id
         filters = memory_filters(categories, metadata, created_after, created_before)
         result = await self._call(
             lambda s: s.recall(
-                query, user_id=who.user_id, project_id=project, limit=limit, filters=filters, as_of=as_of
+                query,
+                user_id=who.user_id,
+                project_id=project,
+                limit=limit,
+                filters=filters,
+                as_of=as_of,
+                explain=explain,
+                explain_ids=explain_ids,
             )
         )
+        explanation = result.explanation
+        if explanation is not None:  # its candidates' text, defused as every memory text a tool returns
+            defused_candidates = [
+                c.model_copy(update={"content": defused_text(c.content)}) for c in explanation.candidates
+            ]
+            explanation = explanation.model_copy(update={"candidates": defused_candidates})
         return ToolRecallResult.model_construct(
             memories=[defused(m, ToolRecalledMemory) for m in result.memories],
             prompt_block=result.prompt_block,
             query=result.query,
+            explanation=explanation,
         )
 
     async def remember(

@@ -114,6 +114,15 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--out", help="where --queries writes one result line per query")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
     p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
+    p.add_argument("--explain", action="store_true", help=RecallRequest.model_fields["explain"].description)
+    p.add_argument(
+        "--explain-id",
+        dest="explain_ids",
+        action="append",
+        type=uuid.UUID,
+        metavar="ID",
+        help=f"{RecallRequest.model_fields['explain_ids'].description} Repeat for several.",
+    )
     add_filter_arguments(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("query", nargs="*")

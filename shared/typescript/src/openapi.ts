@@ -290,6 +290,73 @@ export interface components {
             message: string;
         };
         /**
+         * ExplainedCandidate
+         * @description One candidate of an explained recall: its signals, its final score and its outcome.
+         */
+        ExplainedCandidate: {
+            /** Category */
+            category: string;
+            /** Content */
+            content: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "kept" | "below_min_score" | "mmr" | "past_limit" | "leg_off";
+            /**
+             * Position
+             * @description Its place in the answer (1 = first); null: dropped.
+             */
+            position: number | null;
+            /** Project Id */
+            project_id: string | null;
+            /**
+             * Score
+             * @description The final score (the one a kept memory is returned with).
+             */
+            score: number;
+            signals: components["schemas"]["RecallSignals"];
+            /** Why */
+            why: string;
+        };
+        /**
+         * ExplainedName
+         * @description A memory the caller named (explain_ids): whether it was a candidate and, if not, why.
+         */
+        ExplainedName: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "candidate" | "not_found" | "another_scope" | "superseded" | "expired" | "not_yet_valid" | "filtered_out" | "pending_review" | "not_near_enough";
+            /** Text Match */
+            text_match?: boolean | null;
+            /**
+             * Vector Position
+             * @description Its place by similarity among the memories in scope (the leg takes the first k).
+             */
+            vector_position?: number | null;
+            /** Vector Similarity */
+            vector_similarity?: number | null;
+            /** Why */
+            why: string;
+        };
+        /**
          * ExportPage
          * @description A page of a user's export (GET /memories/export): import lines, newest first; pass
          *     ``next_cursor`` for the next page (None: the last).
@@ -714,6 +781,47 @@ export interface components {
             score: number;
         };
         /**
+         * RecallExplanation
+         * @description Why an explained recall (``explain``) answered what it did.
+         */
+        RecallExplanation: {
+            /** As Of */
+            as_of?: string | null;
+            /** Candidates */
+            candidates: components["schemas"]["ExplainedCandidate"][];
+            /** Candidates Per Leg */
+            candidates_per_leg: number;
+            /** Date Windows */
+            date_windows?: [
+                string,
+                string
+            ][];
+            /** Limit */
+            limit: number;
+            /** Min Score */
+            min_score: number;
+            /** Named */
+            named?: components["schemas"]["ExplainedName"][];
+            /**
+             * Now
+             * Format: date-time
+             * @description The instant the recall was evaluated at (decay and date words).
+             */
+            now: string;
+            /**
+             * Reranked
+             * @default false
+             */
+            reranked?: boolean;
+            /**
+             * Weights
+             * @description The plan's weights: vector, text, date_boost, hop, rerank, mmr.
+             */
+            weights: {
+                [key: string]: number;
+            };
+        };
+        /**
          * RecallMessage
          * @description A chat message as agent frameworks pass them around: any role, text or parts.
          */
@@ -740,6 +848,17 @@ export interface components {
              * @enum {string}
              */
             consistency?: "eventual" | "strong";
+            /**
+             * Explain
+             * @description Also answer why: every candidate the search considered with its signals (vector similarity, text rank, date window, decay, MMR penalty, reranker score), its final score and why it was kept or dropped.
+             * @default false
+             */
+            explain?: boolean;
+            /**
+             * Explain Ids
+             * @description Memory ids to account for (implies explain, at most 50): for each, whether it was a candidate and, if not, why (another scope, superseded, expired, not yet valid, filtered out, pending review, not near enough, not found).
+             */
+            explain_ids?: string[] | null;
             /** @description Recall among the memories that match these only (all conditions hold). */
             filters?: components["schemas"]["MemoryFilters"] | null;
             /**
@@ -760,7 +879,7 @@ export interface components {
             messages?: components["schemas"]["RecallMessage"][] | null;
             /**
              * Now
-             * @description Recall as of this time (reproducible decay).
+             * @description Evaluation time (ISO 8601): recall among the memories stored by then and current then, with decay and date words measured from it (reproducible runs); omit for the present.
              */
             now?: string | null;
             /**
@@ -781,6 +900,8 @@ export interface components {
         };
         /** RecallResult */
         RecallResult: {
+            /** @description With explain: every candidate's signals and outcome, and the named memories'. */
+            explanation?: components["schemas"]["RecallExplanation"] | null;
             /** Memories */
             memories: components["schemas"]["RecalledMemory"][];
             /** Prompt Block */
@@ -792,6 +913,62 @@ export interface components {
              * @description Set when no memory could be read, so memories and prompt_block are empty and the agent should proceed without them: database_resuming, the database is waking from auto-pause (about 15 s).
              */
             unavailable?: "database_resuming" | null;
+        };
+        /**
+         * RecallSignals
+         * @description What ranking saw of one candidate, step by step (see docs/how-it-works.md, recall).
+         */
+        RecallSignals: {
+            /**
+             * Date Window
+             * @description Stated inside a date window the query names (boosted, no decay).
+             */
+            date_window: boolean;
+            /**
+             * Decay
+             * @description The time-decay factor applied (1: none: evergreen, or in a date window).
+             */
+            decay: number;
+            /**
+             * Hop Bonus
+             * @description Added for being stated together with one of the most relevant.
+             */
+            hop_bonus: number;
+            /**
+             * Mmr Penalty
+             * @description What MMR took off for likeness to a memory chosen before it; null without MMR.
+             */
+            mmr_penalty: number | null;
+            /**
+             * Relevance
+             * @description Fused (and reranked) relevance, before decay and the date boost.
+             */
+            relevance: number;
+            /**
+             * Reranker Score
+             * @description The reranker's own score; null: not reranked.
+             */
+            reranker_score: number | null;
+            /**
+             * Text Position
+             * @description Its place in the full-text leg; null: not in it.
+             */
+            text_position: number | null;
+            /**
+             * Text Rank
+             * @description Full-text rank (ts_rank_cd) over the best candidate's, 0..1.
+             */
+            text_rank: number;
+            /**
+             * Vector Position
+             * @description Its place in the vector leg, 1 = nearest; null: not in it.
+             */
+            vector_position: number | null;
+            /**
+             * Vector Similarity
+             * @description Cosine similarity to the query (1 - distance).
+             */
+            vector_similarity: number;
         };
         /**
          * StoredIds

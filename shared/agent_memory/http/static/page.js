@@ -88,6 +88,9 @@
     const body = { query: $("query").value, limit: Number($("limit").value) || 5 };
     if (userId()) body.user_id = userId();
     if (projectId()) body.project_id = projectId();
+    const named = $("explain-ids").value.split(/[\s,]+/).filter(Boolean);
+    if ($("explain").checked || named.length) body.explain = true;
+    if (named.length) body.explain_ids = named;
     const result = await api("POST", "recall", null, body);
     $("prompt-block").textContent = result.prompt_block || "(empty: no memory matched)";
     const list = $("recalled");
@@ -99,8 +102,55 @@
       item.append(" ", el("span", `score ${memory.score.toFixed(3)}`, "score"), " ", openButton(memory.id));
       list.append(item);
     }
+    renderExplanation(result.explanation);
     $("recall-result").hidden = false;
     say(result.unavailable ? `No memories: ${result.unavailable}` : `Recalled ${result.memories.length} memories.`);
+  }
+
+  const num = (value, digits) => (value === null || value === undefined ? "" : Number(value).toFixed(digits));
+
+  function renderExplanation(explanation) {
+    $("explanation").hidden = !explanation;
+    if (!explanation) return;
+    const w = explanation.weights;
+    $("explanation-summary").textContent =
+      `Evaluated at ${when(explanation.now)}${explanation.as_of ? `, as of ${when(explanation.as_of)}` : ""}; ` +
+      `${explanation.candidates.length} candidates (up to ${explanation.candidates_per_leg} per leg), ` +
+      `limit ${explanation.limit}, weights vector ${w.vector} / text ${w.text}, MMR λ ${w.mmr_lambda}` +
+      (explanation.min_score ? `, minimum score ${explanation.min_score}` : "") +
+      (explanation.reranked ? ", reranked" : "");
+    const body = $("candidates").tBodies[0];
+    body.replaceChildren();
+    for (const c of explanation.candidates) {
+      const s = c.signals;
+      const row = el("tr", null, c.outcome === "kept" ? "" : "dropped");
+      row.dataset.id = c.id;
+      const memory = el("td", null, "content");
+      memory.append(el("span", c.content, "text"), " ", openButton(c.id));
+      const outcome = el("td");
+      outcome.append(el("span", c.position ? `kept #${c.position}` : c.outcome.replaceAll("_", " "), "outcome"), el("div", c.outcome === "kept" ? "" : c.why, "hint why"));
+      row.append(
+        memory,
+        outcome,
+        el("td", num(c.score, 3), "score"),
+        el("td", `${num(s.vector_similarity, 3)}${s.vector_position ? ` (#${s.vector_position})` : ""}`, "score"),
+        el("td", `${num(s.text_rank, 2)}${s.text_position ? ` (#${s.text_position})` : ""}`, "score"),
+        el("td", s.date_window ? "in window" : ""),
+        el("td", num(s.decay, 3), "score"),
+        el("td", num(s.mmr_penalty, 3), "score"),
+        el("td", num(s.reranker_score, 3), "score"),
+      );
+      body.append(row);
+    }
+    const list = $("named");
+    list.replaceChildren();
+    for (const n of explanation.named || []) {
+      const item = el("li");
+      item.dataset.id = n.id;
+      item.append(el("code", n.id), " ", el("span", n.outcome.replaceAll("_", " "), "outcome"), ": ", el("span", n.why, "why"));
+      list.append(item);
+    }
+    $("named-title").hidden = !(explanation.named || []).length;
   }
 
   // ---- list --------------------------------------------------------------------------
