@@ -22,7 +22,7 @@ from agent_memory.http.body import parse_json_body
 from agent_memory.http.errors import install_error_handlers
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.observability import logger, metrics, tracer
-from agent_memory.routes import conversations, docs, erasures, mcp, memories, oauth, page, recall, usage
+from agent_memory.routes import conversations, docs, erasures, mcp, memories, oauth, page, recall, review, usage
 
 # The body reader refuses lone surrogates, NaN and runaway nesting with a 400 (json.loads takes them).
 app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=parse_json_body)
@@ -35,7 +35,7 @@ app.configure_openapi(
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
-for routes in (recall, memories, conversations, erasures, usage, docs, page, oauth, mcp):
+for routes in (recall, memories, review, conversations, erasures, usage, docs, page, oauth, mcp):
     app.include_router(routes.router)
 # With SnapStart, every route's request validation is built before the snapshot, not on a first request.
 register_snapstart_hooks(warm=app.get_openapi_schema)

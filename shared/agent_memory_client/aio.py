@@ -25,7 +25,10 @@ from agent_memory_contract.models import (
     MemoryEvent,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
     RecallResult,
+    ReviewDecision,
+    ReviewOutcome,
     StoredIds,
 )
 from agent_memory_contract.retry import Retryable
@@ -193,6 +196,16 @@ class AsyncMemoryClient:
 
     async def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         return await self._run(calls.history(memory_id, user_id=user_id))
+
+    async def pending(
+        self, *, user_id: str | None = None, project_id: str | None = None, limit: int | None = None
+    ) -> list[PendingMemory]:
+        return await self._run(calls.pending(user_id=user_id, project_id=project_id, limit=limit))
+
+    async def review(
+        self, pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None = None
+    ) -> ReviewOutcome:
+        return await self._run(calls.review(pending_id, decision, user_id=user_id))
 
     async def export_memories(
         self,

@@ -42,7 +42,11 @@ from agent_memory_contract.models import (
     MemoryPage,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
+    PendingPage,
     RecallResult,
+    ReviewDecision,
+    ReviewOutcome,
     StoredIds,
     describe_errors,
 )
@@ -319,6 +323,17 @@ def history(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[list[Mem
     parse_history = parser(MemoryHistory)
     path = f"/memories/{_id(memory_id)}/history"
     return Call("GET", path, lambda r: list(parse_history(r).events), params=without_none(user_id=user_id))
+
+
+def pending(*, user_id: str | None, project_id: str | None, limit: int | None) -> Call[list[PendingMemory]]:
+    parse = parser(PendingPage)
+    params = without_none(user_id=user_id, project_id=project_id, limit=limit)
+    return Call("GET", "/memories/pending", lambda r: list(parse(r).memories), params=params)
+
+
+def review(pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None) -> Call[ReviewOutcome]:
+    body = without_none(user_id=user_id, decision=decision)
+    return Call("POST", f"/memories/{_id(pending_id)}/review", parser(ReviewOutcome), body=body)
 
 
 def export_page(

@@ -30,7 +30,10 @@ from agent_memory_contract.models import (
     MemoryFilters,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
     RecallResult,
+    ReviewDecision,
+    ReviewOutcome,
     StoredIds,
 )
 from agent_memory_contract.retry import Retryable
@@ -256,6 +259,19 @@ class MemoryClient:
     def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
         """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""
         return self._run(calls.history(memory_id, user_id=user_id))
+
+    def pending(
+        self, *, user_id: str | None = None, project_id: str | None = None, limit: int | None = None
+    ) -> list[PendingMemory]:
+        """The user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first: never
+        recalled until approved."""
+        return self._run(calls.pending(user_id=user_id, project_id=project_id, limit=limit))
+
+    def review(
+        self, pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None = None
+    ) -> ReviewOutcome:
+        """Approve (written as any write, recalled from now on) or reject a write held for review."""
+        return self._run(calls.review(pending_id, decision, user_id=user_id))
 
     def export_memories(
         self,

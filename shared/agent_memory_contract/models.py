@@ -533,6 +533,47 @@ class StoredIds(WireModel):
     write_id: WriteId = None
     superseded: int = 0
     facts: list[FactOutcome] = Field(default_factory=list)
+    pending: list[uuid.UUID] = Field(
+        default_factory=list,
+        description="With AGENT_MEMORY_REVIEW_WRITES, the facts held for review (never recalled until approved): "
+        "their pending ids, in input order; ids and facts then hold the stored ones.",
+    )
+
+
+ReviewReason = Annotated[str, Field(description="injection:<mark>, pii:<type> or untrusted_source")]
+
+
+class PendingMemory(WireModel):
+    """A write waiting for review: never recalled until a person approves it."""
+
+    id: uuid.UUID
+    user_id: str
+    project_id: str | None
+    content: str
+    category: str
+    source: str | None = None
+    reasons: list[ReviewReason]
+    created_at: dt.datetime
+    write_id: WriteId = None
+
+
+class PendingPage(WireModel):
+    """The writes waiting for review, oldest first."""
+
+    memories: list[PendingMemory]
+
+
+ReviewDecision = Literal["approve", "reject"]
+
+
+class ReviewOutcome(WireModel):
+    """What a review decision did: approved, the memory the write became (a new one, or the stored
+    memory that already states the fact); rejected, nothing is stored and its text leaves the history."""
+
+    id: uuid.UUID
+    decision: ReviewDecision
+    memory_id: uuid.UUID | None = None
+    write_id: WriteId = None
 
 
 class MemoryEvent(WireModel):
@@ -551,6 +592,9 @@ class MemoryEvent(WireModel):
         "deleted",
         "expired",
         "purged",
+        "pending",
+        "approved",
+        "rejected",
     ]
     at: dt.datetime
     source: str | None = None
@@ -640,6 +684,8 @@ class IngestOutcome(WireModel):
     pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (AGENT_MEMORY_PII)
     pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
     write_id: WriteId = None
+    # With AGENT_MEMORY_REVIEW_WRITES: the facts held for review (their pending ids), not stored yet.
+    pending: list[uuid.UUID] = Field(default_factory=list)
 
 
 class ExportPage(WireModel):

@@ -28,6 +28,7 @@ from agent_memory_contract.models import (
     MemoryFilters,
     NewMemory,
     ProjectId,
+    ReviewDecision,
     UserId,
     WireModel,
     describe_errors,
@@ -168,6 +169,17 @@ class AddRequest(WireModel):
         max_length=MAX_MESSAGES,
         description="The facts, one short self-contained sentence each (AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST "
         "at most).",
+    )
+
+
+class ReviewRequest(WireModel):
+    """POST /memories/{id}/review: a person's decision on a write held for review."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    decision: ReviewDecision = Field(
+        description="approve: written as any write (and recalled from now on); reject: nothing is stored."
     )
 
 

@@ -27,6 +27,8 @@ ROUTES = {
     ("GET", "/memories/{id}"),
     ("PATCH", "/memories/{id}"),
     ("GET", "/memories/export"),
+    ("GET", "/memories/pending"),
+    ("POST", "/memories/{id}/review"),
     ("POST", "/conversations"),
     ("POST", "/mcp"),
     ("GET", "/usage"),

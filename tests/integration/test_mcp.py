@@ -39,6 +39,7 @@ TOOLS = {
     "update_memory",
     "forget_memory",
     "memory_history",
+    "pending_memories",
 }
 LANGUAGE = "which language for systems programming"
 

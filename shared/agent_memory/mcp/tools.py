@@ -44,6 +44,7 @@ from agent_memory_contract.models import (
     MemoryFilters,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
     ProjectId,
     RecalledMemory,
     RecallResult,
@@ -94,6 +95,14 @@ class ToolMemory(MemoryRecord):
     content_defused: bool = Field(default=False, description=DEFUSED)
 
 
+class ToolPendingMemory(PendingMemory):
+    content_defused: bool = Field(default=False, description=DEFUSED)
+
+
+class PendingList(BaseModel):
+    memories: list[ToolPendingMemory]
+
+
 class ToolRecalledMemory(RecalledMemory):
     content_defused: bool = Field(default=False, description=DEFUSED)
 
@@ -105,7 +114,7 @@ class ToolRecallResult(RecallResult):
 M = TypeVar("M", bound=BaseModel)
 
 
-def defused(memory: MemoryRecord | RecalledMemory | MemoryEvent, model: type[M]) -> M:
+def defused(memory: MemoryRecord | RecalledMemory | MemoryEvent | PendingMemory, model: type[M]) -> M:
     """``memory`` (or a recorded change of one) as ``model`` with the block's defused text (one
     home: agent_memory.recall.block). Every tool result that carries memory text goes through
     this: the model reads the whole result, not only the block."""
@@ -211,6 +220,12 @@ HISTORY = """\
 The recorded changes of one memory, oldest first (created, refreshed by a restatement, \
 updated, superseded by a newer fact, revived, expiry changed, deleted, expired): use it to \
 explain where a memory came from or why it changed."""
+
+PENDING = """\
+The facts held for a person's review before they can be recalled (the deployment reviews writes \
+that look like instructions, hold personal data or come from an untrusted source): use it to tell \
+the user that something they asked you to remember waits for their approval on the memory page. \
+You cannot approve them."""
 
 # Each argument's bounds and description are its request model's (agent_memory_contract.schemas).
 CategoriesArg = Annotated[list[Category] | None, param(MemoryFilters, "categories")]
@@ -527,6 +542,13 @@ class MemoryTools:
             raise tool_error(NotFound(f"no memory {memory_id} for this user (already forgotten, or a wrong id)"))
         return Forgotten(memory_id=memory_id, forgotten=True)
 
+    async def pending_memories(self, ctx: Context, project_id: ProjectArg = None) -> PendingList:
+        # Listing only: approving is a person's decision (the page, the API, the CLI), never the
+        # model's, which may be reading the very text that waits.
+        who = self._who(ctx)
+        held = await self._call(lambda s: s.pending(user_id=who.user_id, project_id=project_id or who.project_id))
+        return PendingList(memories=[defused(p, ToolPendingMemory) for p in held])
+
     async def memory_history(self, ctx: Context, memory_id: MemoryIdArg) -> MemoryHistory:
         who = self._who(ctx)
         events = await self._call(lambda s: s.history(memory_id, user_id=who.user_id))
@@ -579,4 +601,5 @@ def build_server(tools: MemoryTools) -> MCPServer[Any]:
     server.add_tool(tools.update_memory, title="Update a memory", description=UPDATE, annotations=CHANGES)
     server.add_tool(tools.forget_memory, title="Forget a memory", description=FORGET, annotations=CHANGES)
     server.add_tool(tools.memory_history, title="Memory history", description=HISTORY, annotations=READ_ONLY)
+    server.add_tool(tools.pending_memories, title="Pending memories", description=PENDING, annotations=READ_ONLY)
     return server

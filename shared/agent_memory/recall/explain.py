@@ -1,13 +1,12 @@
 """An explained recall (``explain``): what ranking saw of every candidate and why each is in the
 answer or not, and, for memories the caller names, why one was not a candidate at all.
 
-Ranking fills a :class:`RankTrace` only when it is given one, so a recall that asks for no
+Ranking fills a :class:`~.ranking.RankTrace` only when it is given one, so a recall that asks for no
 explanation does no extra work; everything else here runs after ranking, from that record. No I/O.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
@@ -16,29 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agent_memory.recall import scoring
+from agent_memory.recall.ranking import RankTrace
 from agent_memory.records import NamedRow
 from agent_memory_contract.models import ExplainedCandidate, ExplainedName, RecallSignals
 
 if TYPE_CHECKING:
     from agent_memory.recall.plan import RecallPlan
-    from agent_memory.recall.ranking import LegPositions
-
-
-@dataclasses.dataclass
-class RankTrace:
-    """Each ranking step's values, indexed like the candidates it ranked (``ranked``: their
-    indexes into ``legs.candidates``; the others were left out by a one-leg plan)."""
-
-    legs: LegPositions | None = None
-    ranked: list[int] = dataclasses.field(default_factory=list)
-    similarity: list[float] = dataclasses.field(default_factory=list)
-    fused: scoring.Floats | None = None
-    hop: scoring.Floats | None = None
-    rerank_scores: dict[int, float] = dataclasses.field(default_factory=dict)
-    relevance: scoring.Floats | None = None  # before decay and the date boost
-    dated: list[bool] = dataclasses.field(default_factory=list)
-    final: scoring.Floats | None = None
-    order: list[int] = dataclasses.field(default_factory=list)  # MMR's picks (or the top), best first
 
 
 def plan_weights(plan: RecallPlan) -> dict[str, float]:

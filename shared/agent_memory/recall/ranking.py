@@ -6,6 +6,7 @@ is in :mod:`.scoring`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent_memory.recall import dates, scoring
-from agent_memory.recall.explain import RankTrace
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.records import Candidate, Window
 
@@ -29,6 +29,23 @@ class LegPositions:
     candidates: list[Candidate]
     vector_rank: list[int | None]
     text_position: list[int | None]
+
+
+@dataclasses.dataclass
+class RankTrace:
+    """Each ranking step's values, indexed like the candidates it ranked (``ranked``: their
+    indexes into ``legs.candidates``; the others were left out by a one-leg plan)."""
+
+    legs: LegPositions | None = None
+    ranked: list[int] = dataclasses.field(default_factory=list)
+    similarity: list[float] = dataclasses.field(default_factory=list)
+    fused: scoring.Floats | None = None
+    hop: scoring.Floats | None = None
+    rerank_scores: dict[int, float] = dataclasses.field(default_factory=dict)
+    relevance: scoring.Floats | None = None  # before decay and the date boost
+    dated: list[bool] = dataclasses.field(default_factory=list)
+    final: scoring.Floats | None = None
+    order: list[int] = dataclasses.field(default_factory=list)  # MMR's picks (or the top), best first
 
 
 def leg_positions(candidates: Sequence[Candidate]) -> LegPositions:

@@ -13,9 +13,9 @@ import numpy as np
 
 from agent_memory.config import Settings
 from agent_memory.recall.block import build_memory_block
-from agent_memory.recall.explain import RankTrace, explain_candidates, named_explanations, plan_weights
+from agent_memory.recall.explain import explain_candidates, named_explanations, plan_weights
 from agent_memory.recall.plan import RecallPlan
-from agent_memory.recall.ranking import rank_candidates
+from agent_memory.recall.ranking import RankTrace, rank_candidates
 from agent_memory.records import Candidate
 from agent_memory.service import pages
 from agent_memory.service.base import Collaborators, utcnow

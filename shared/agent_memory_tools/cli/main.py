@@ -11,6 +11,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from typing import get_args
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -27,6 +28,7 @@ from agent_memory_contract.models import (
     MemoryFilters,
     NewMemory,
     ProjectId,
+    ReviewDecision,
     Source,
     UserId,
     describe_errors,
@@ -53,7 +55,7 @@ from agent_memory_tools.cli.commands import (
     cmd_reembed,
     cmd_similarity,
 )
-from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_update
+from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_pending, cmd_review, cmd_update
 from agent_memory_tools.cli.output import parse_time
 from agent_memory_tools.local.stack import TEMPLATE_HELP
 
@@ -172,6 +174,16 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
     p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
+
+    p = add("pending", cmd_pending, "a user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+
+    p = add("review", cmd_review, "approve or reject a write held for review (approved: written and recalled)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True, help="the pending id (`pending` lists them)")
+    p.add_argument("--source", default="cli")
+    p.add_argument("decision", choices=get_args(ReviewDecision))
 
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)

@@ -91,6 +91,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/memories/{pending_id}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Approve or reject one of the caller's writes held for review */
+        post: operations["review_memory_memories__pending_id__review_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/memories/export": {
         parameters: {
             query?: never;
@@ -100,6 +117,23 @@ export interface paths {
         };
         /** Everything the caller has, as import lines (a page; follow next_cursor) */
         get: operations["export_memories_memories_export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memories/pending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's writes waiting for review (never recalled until approved), oldest first */
+        get: operations["pending_memories_memories_pending_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -492,6 +526,8 @@ export interface components {
             facts?: components["schemas"]["FactOutcome"][];
             /** Ids */
             ids?: string[];
+            /** Pending */
+            pending?: string[];
             /**
              * Pii Dropped
              * @default 0
@@ -577,7 +613,7 @@ export interface components {
              * Event
              * @enum {string}
              */
-            event: "created" | "refreshed" | "superseded" | "merged" | "revived" | "expiry_changed" | "updated" | "deleted" | "expired" | "purged";
+            event: "created" | "refreshed" | "superseded" | "merged" | "revived" | "expiry_changed" | "updated" | "deleted" | "expired" | "purged" | "pending" | "approved" | "rejected";
             /**
              * Memory Id
              * Format: uuid
@@ -744,6 +780,47 @@ export interface components {
              * @description When the fact became true (ISO 8601); default: when it was stated (created_at, else now). Recall, list and export `as_of` read it.
              */
             valid_from?: string | null;
+        };
+        /**
+         * PendingMemory
+         * @description A write waiting for review: never recalled until a person approves it.
+         */
+        PendingMemory: {
+            /** Category */
+            category: string;
+            /** Content */
+            content: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Project Id */
+            project_id: string | null;
+            /** Reasons */
+            reasons: string[];
+            /** Source */
+            source?: string | null;
+            /** User Id */
+            user_id: string;
+            /**
+             * Write Id
+             * @description The write that created or last touched this (a uuid every write returns: POST /memories, an import, an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each.
+             */
+            write_id?: string | null;
+        };
+        /**
+         * PendingPage
+         * @description The writes waiting for review, oldest first.
+         */
+        PendingPage: {
+            /** Memories */
+            memories: components["schemas"]["PendingMemory"][];
         };
         /**
          * RecalledMemory
@@ -971,6 +1048,47 @@ export interface components {
             vector_similarity: number;
         };
         /**
+         * ReviewOutcome
+         * @description What a review decision did: approved, the memory the write became (a new one, or the stored
+         *     memory that already states the fact); rejected, nothing is stored and its text leaves the history.
+         */
+        ReviewOutcome: {
+            /**
+             * Decision
+             * @enum {string}
+             */
+            decision: "approve" | "reject";
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Memory Id */
+            memory_id?: string | null;
+            /**
+             * Write Id
+             * @description The write that created or last touched this (a uuid every write returns: POST /memories, an import, an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each.
+             */
+            write_id?: string | null;
+        };
+        /**
+         * ReviewRequest
+         * @description POST /memories/{id}/review: a person's decision on a write held for review.
+         */
+        ReviewRequest: {
+            /**
+             * Decision
+             * @description approve: written as any write (and recalled from now on); reject: nothing is stored.
+             * @enum {string}
+             */
+            decision: "approve" | "reject";
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             */
+            user_id?: string | null;
+        };
+        /**
          * StoredIds
          * @description What a write returns: the ids in input order, and which of them were new rows; per fact
          *     (``facts``, input order) what happened to it.
@@ -985,6 +1103,11 @@ export interface components {
             facts?: components["schemas"]["FactOutcome"][];
             /** Ids */
             ids: string[];
+            /**
+             * Pending
+             * @description With AGENT_MEMORY_REVIEW_WRITES, the facts held for review (never recalled until approved): their pending ids, in input order; ids and facts then hold the stored ones.
+             */
+            pending?: string[];
             /** Pii Dropped */
             pii_dropped?: number[];
             /**
@@ -1965,6 +2088,95 @@ export interface operations {
             };
         };
     };
+    review_memory_memories__pending_id__review_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                pending_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewRequest"];
+            };
+        };
+        responses: {
+            /** @description What the decision did (approved: the memory it became) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewOutcome"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     export_memories_memories_export_get: {
         parameters: {
             query?: {
@@ -1991,6 +2203,93 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ExportPage"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    pending_memories_memories_pending_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                project_id?: string | null;
+                user_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pending writes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingPage"];
                 };
             };
             /** @description Invalid request: the message names the problem and the field */

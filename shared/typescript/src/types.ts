@@ -27,6 +27,10 @@ export type ErasureReceipt = Schemas["ErasureReceipt"];
 export type UsageReport = Schemas["UsageReport"];
 export type UsageLine = Schemas["UsageLine"];
 export type ErrorBody = Schemas["ErrorBody"];
+export type PendingMemory = Schemas["PendingMemory"];
+export type ReviewOutcome = Schemas["ReviewOutcome"];
+export type ReviewDecision = Schemas["ReviewRequest"]["decision"];
+export type RecallExplanation = Schemas["RecallExplanation"];
 export type Category = NewMemory["category"] & string;
 export type Consistency = NonNullable<RecallRequest["consistency"]>;
 
@@ -40,6 +44,7 @@ export type HistoryQuery = Query<"memory_history_memories__memory_id__history_ge
 /** GET /memories/export's query but the cursor (the export follows it) and the page size. */
 export type ExportQuery = Omit<Query<"export_memories_memories_export_get">, "cursor" | "limit"> & { page_size?: number };
 export type UsageQuery = Query<"usage_usage_get">;
+export type PendingQuery = Query<"pending_memories_memories_pending_get">;
 /** POST /memories' body but the memories, which may also be plain strings (each a fact). */
 export type AddOptions = Omit<AddRequest, "memories">;
 /** POST /conversations' body but the messages. */
