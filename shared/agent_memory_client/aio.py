@@ -30,6 +30,7 @@ from agent_memory_contract.models import (
     ReviewDecision,
     ReviewOutcome,
     StoredIds,
+    UserCount,
 )
 from agent_memory_contract.retry import Retryable
 from agent_memory_contract.schemas import ErasureReceipt, UsageReport
@@ -206,6 +207,9 @@ class AsyncMemoryClient:
         self, pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None = None
     ) -> ReviewOutcome:
         return await self._run(calls.review(pending_id, decision, user_id=user_id))
+
+    async def users(self, *, limit: int | None = None) -> list[UserCount]:
+        return await self._run(calls.users(limit=limit))
 
     async def export_memories(
         self,

@@ -48,6 +48,8 @@ from agent_memory_contract.models import (
     ReviewDecision,
     ReviewOutcome,
     StoredIds,
+    UserCount,
+    UserList,
     describe_errors,
 )
 from agent_memory_contract.retry import Retryable
@@ -334,6 +336,11 @@ def pending(*, user_id: str | None, project_id: str | None, limit: int | None) -
 def review(pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None) -> Call[ReviewOutcome]:
     body = without_none(user_id=user_id, decision=decision)
     return Call("POST", f"/memories/{_id(pending_id)}/review", parser(ReviewOutcome), body=body)
+
+
+def users(*, limit: int | None) -> Call[list[UserCount]]:
+    parse = parser(UserList)
+    return Call("GET", "/users", lambda r: list(parse(r).users), params=without_none(limit=limit))
 
 
 def export_page(

@@ -35,6 +35,7 @@ from agent_memory_contract.models import (
     ReviewDecision,
     ReviewOutcome,
     StoredIds,
+    UserCount,
 )
 from agent_memory_contract.retry import Retryable
 from agent_memory_contract.schemas import ErasureReceipt, UsageReport
@@ -272,6 +273,11 @@ class MemoryClient:
     ) -> ReviewOutcome:
         """Approve (written as any write, recalled from now on) or reject a write held for review."""
         return self._run(calls.review(pending_id, decision, user_id=user_id))
+
+    def users(self, *, limit: int | None = None) -> list[UserCount]:
+        """Every user with their counts of memories, by id: for an IAM caller or the local server
+        (Forbidden with a JWT)."""
+        return self._run(calls.users(limit=limit))
 
     def export_memories(
         self,

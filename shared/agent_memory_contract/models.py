@@ -593,6 +593,19 @@ class ReviewOutcome(WireModel):
     write_id: WriteId = None
 
 
+class UserCount(WireModel):
+    """One user and how many memories they have (``GET /users``: the page's user picker)."""
+
+    user_id: str
+    memories: int = Field(description="Current memories (neither superseded nor expired).")
+    stored: int = Field(description="Every stored memory, superseded and expired ones too.")
+    pending: int = Field(description="Writes waiting for review.")
+
+
+class UserList(WireModel):
+    users: list[UserCount]
+
+
 class MemoryEvent(WireModel):
     """One recorded change of a memory (its history). ``content`` is None once the memory was
     deleted: its history keeps when, by whom and by which write, not what."""

@@ -29,6 +29,7 @@ ROUTES = {
     ("GET", "/memories/export"),
     ("GET", "/memories/pending"),
     ("POST", "/memories/{id}/review"),
+    ("GET", "/users"),
     ("POST", "/conversations"),
     ("POST", "/mcp"),
     ("GET", "/usage"),

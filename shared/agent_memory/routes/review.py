@@ -1,5 +1,6 @@
 """``/memories/pending`` and ``/memories/{id}/review``: the writes held for review
-(AGENT_MEMORY_REVIEW_WRITES), and a person's decision on one."""
+(AGENT_MEMORY_REVIEW_WRITES), and a person's decision on one; ``/users``: whose memories a
+reviewer (the page's user picker) may open."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from agent_memory.http.identity import caller_user_id
 from agent_memory.lifecycle import get_service
 from agent_memory.routes.request import claims
 from agent_memory_contract import schemas
-from agent_memory_contract.models import MAX_PAGE, PendingPage, ProjectId, ReviewOutcome, UserId
+from agent_memory_contract.errors import Forbidden
+from agent_memory_contract.models import MAX_PAGE, PendingPage, ProjectId, ReviewOutcome, UserId, UserList
 
 router = Router()
 
@@ -43,3 +45,19 @@ def pending_memories(
 def review_memory(pending_id: Annotated[uuid.UUID, Path()], request: schemas.ReviewRequest) -> ReviewOutcome:
     owner = caller_user_id(claims(router), request.user_id)
     return get_service().review(pending_id, request.decision, user_id=owner, source="api")
+
+
+@router.get(
+    "/users",
+    summary="Every user with their counts of memories (an IAM caller or the local server; not a JWT user)",
+    responses={
+        **schemas.COMMON_ERRORS,
+        200: schemas.documented("The users, by id", UserList),
+        403: schemas.documented("A JWT user may see only their own memories", schemas.ErrorBody),
+    },
+)
+def users(limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE) -> UserList:
+    if claims(router) is not None:
+        # A token speaks for one user: it may not learn who else has memories.
+        raise Forbidden("a JWT caller may not list users (an IAM caller or the local server may)")
+    return UserList(users=get_service().admin.users(limit=limit))

@@ -25,6 +25,7 @@ from agent_memory_contract.errors import (
 from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_kind
 from agent_memory_contract.models import (
     CATEGORIES,
+    MAX_PAGE,
     MemoryFilters,
     NewMemory,
     ProjectId,
@@ -55,7 +56,15 @@ from agent_memory_tools.cli.commands import (
     cmd_reembed,
     cmd_similarity,
 )
-from agent_memory_tools.cli.memories import cmd_export, cmd_get, cmd_ingest, cmd_pending, cmd_review, cmd_update
+from agent_memory_tools.cli.memories import (
+    cmd_export,
+    cmd_get,
+    cmd_ingest,
+    cmd_pending,
+    cmd_review,
+    cmd_update,
+    cmd_users,
+)
 from agent_memory_tools.cli.output import parse_time
 from agent_memory_tools.local.stack import TEMPLATE_HELP
 
@@ -184,6 +193,9 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--id", type=uuid.UUID, required=True, help="the pending id (`pending` lists them)")
     p.add_argument("--source", default="cli")
     p.add_argument("decision", choices=get_args(ReviewDecision))
+
+    p = add("users", cmd_users, "every user with their counts of memories and pending writes, by id")
+    p.add_argument("--limit", type=int, default=MAX_PAGE)
 
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)

@@ -67,6 +67,12 @@ def cmd_pending(service: Memory, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_users(service: Memory, args: argparse.Namespace) -> int:
+    for user in service.admin.users(limit=args.limit):
+        emit(user)
+    return EXIT_OK
+
+
 def cmd_review(service: Memory, args: argparse.Namespace) -> int:
     emit(service.review(args.id, args.decision, user_id=args.user, source=args.source))
     return EXIT_OK

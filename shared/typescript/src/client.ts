@@ -29,6 +29,8 @@ import type {
   ReviewDecision,
   ReviewOutcome,
   StoredIds,
+  UserCount,
+  UsersQuery,
   UsageQuery,
   UsageReport,
   UserQuery,
@@ -244,6 +246,12 @@ export class MemoryClient {
   async pending(query: PendingQuery = {}): Promise<PendingMemory[]> {
     const answer = await this.run<{ memories: PendingMemory[] }>({ method: "GET", path: "/memories/pending", query });
     return answer.memories;
+  }
+
+  /** Every user with their counts of memories: for an IAM caller or the local server (a JWT caller gets Forbidden). */
+  async users(query: UsersQuery = {}): Promise<UserCount[]> {
+    const answer = await this.run<{ users: UserCount[] }>({ method: "GET", path: "/users", query });
+    return answer.users;
   }
 
   /** Approve (written as any write, recalled from now on) or reject a write held for review. */

@@ -176,6 +176,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every user with their counts of memories (an IAM caller or the local server; not a JWT user) */
+        get: operations["users_users_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1194,6 +1211,34 @@ export interface components {
             };
             /** User Id */
             user_id: string;
+        };
+        /**
+         * UserCount
+         * @description One user and how many memories they have (``GET /users``: the page's user picker).
+         */
+        UserCount: {
+            /**
+             * Memories
+             * @description Current memories (neither superseded nor expired).
+             */
+            memories: number;
+            /**
+             * Pending
+             * @description Writes waiting for review.
+             */
+            pending: number;
+            /**
+             * Stored
+             * @description Every stored memory, superseded and expired ones too.
+             */
+            stored: number;
+            /** User Id */
+            user_id: string;
+        };
+        /** UserList */
+        UserList: {
+            /** Users */
+            users: components["schemas"]["UserCount"][];
         };
     };
     responses: never;
@@ -2495,6 +2540,91 @@ export interface operations {
                 };
             };
             /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    users_users_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The users, by id */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A JWT user may see only their own memories */
             403: {
                 headers: {
                     [name: string]: unknown;

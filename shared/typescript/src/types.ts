@@ -45,6 +45,8 @@ export type HistoryQuery = Query<"memory_history_memories__memory_id__history_ge
 export type ExportQuery = Omit<Query<"export_memories_memories_export_get">, "cursor" | "limit"> & { page_size?: number };
 export type UsageQuery = Query<"usage_usage_get">;
 export type PendingQuery = Query<"pending_memories_memories_pending_get">;
+export type UsersQuery = Query<"users_users_get">;
+export type UserCount = Schemas["UserCount"];
 /** POST /memories' body but the memories, which may also be plain strings (each a fact). */
 export type AddOptions = Omit<AddRequest, "memories">;
 /** POST /conversations' body but the messages. */
