@@ -48,6 +48,7 @@ class Reranker:
         return [float(len(d)) for d in documents]
 
 
+@pytest.mark.both_backends
 def test_an_explanation_names_each_signal_and_why_each_candidate_was_dropped(settings: Settings) -> None:
     with Memory(settings, reranker=Reranker()) as service:  # type: ignore[arg-type]
         service.add([NewMemory(content=c) for c in TYPESCRIPT], user_id="u1")
@@ -92,6 +93,7 @@ def test_a_score_under_the_minimum_is_named_as_the_reason(settings: Settings) ->
     assert {c.id for c in result.explanation.candidates if c.outcome == "kept"} == {m.id for m in result.memories}
 
 
+@pytest.mark.both_backends
 def test_a_named_memory_that_was_not_a_candidate_says_why(service: Memory) -> None:
     past = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     filler = [f"The garden has {n} apple trees and a greenhouse for tomatoes" for n in range(2, 14)]

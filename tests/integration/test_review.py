@@ -43,6 +43,7 @@ def recalled(service: Memory, user: str = "u1") -> set[str]:
     return {m.content for m in service.recall(QUERY, user_id=user, limit=20).memories}
 
 
+@pytest.mark.both_backends
 def test_a_flagged_write_waits_and_is_never_recalled_until_approved(settings: Settings, database_url: str) -> None:
     with Memory(settings, review_writes=True, event_bus="bus", publisher=refusing) as service:
         stored = service.add(["Likes green tea", INJECTION, PII], user_id="u1", source="api")
@@ -93,6 +94,7 @@ def test_a_flagged_write_waits_and_is_never_recalled_until_approved(settings: Se
     assert all(c is None for *_, c in events)  # ids mode: no text in events
 
 
+@pytest.mark.both_backends
 def test_untrusted_sources_wait_and_the_rest_is_written_as_before(settings: Settings) -> None:
     with reviewing(settings, untrusted_sources="mcp") as service:
         from_mcp = service.add(["Prefers pnpm"], user_id="u1", source="mcp")
@@ -143,6 +145,7 @@ def test_the_cli_lists_approves_and_rejects(
     assert [e["event"] for e in run("history", "--user", "u1", "--id", listed[0]["id"])[1]] == ["pending", "approved"]
 
 
+@pytest.mark.both_backends
 def test_an_approval_is_written_as_any_write(settings: Settings) -> None:
     with reviewing(settings, untrusted_sources="mcp") as service:
         (old,) = service.add(["The office is in Lisbon"], user_id="u1", source="api").ids
