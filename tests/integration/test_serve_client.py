@@ -145,6 +145,7 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
         ("GET", "/memories/{memory_id}"), ("PATCH", "/memories/{memory_id}"), ("GET", "/memories/export"),
         ("POST", "/conversations"),
         ("GET", "/usage"), ("GET", "/erasures/{erasure_id}"),
+        ("GET", "/memories/pending"), ("POST", "/memories/{pending_id}/review"), ("GET", "/users"),
     }  # fmt: skip
     assert "422" not in {code for ops in document["paths"].values() for op in ops.values() for code in op["responses"]}
     assert "201" in document["paths"]["/memories"]["post"]["responses"]
