@@ -106,8 +106,8 @@ class NamedRow:
     superseded_at: dt.datetime | None
     valid_from: dt.datetime
     valid_until: dt.datetime | None
-    distance: float
-    text_match: bool
+    distance: float | None  # None: a write waiting for review (no memory yet)
+    text_match: bool | None
     in_filters: bool
     in_scope: bool
     vector_position: int | None

@@ -59,7 +59,7 @@ def test_a_flagged_write_waits_and_is_never_recalled_until_approved(settings: Se
         }
         explained = service.recall(QUERY, user_id="u1", explain_ids=stored.pending)
         assert explained.explanation is not None
-        assert {n.outcome for n in explained.explanation.named} == {"not_found"}  # no memory under a pending id
+        assert {n.outcome for n in explained.explanation.named} == {"pending_review"}
 
         approved = service.review(stored.pending[0], "approve", user_id="u1", source="page")
         assert approved.memory_id is not None

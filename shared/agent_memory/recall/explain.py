@@ -236,7 +236,9 @@ def named_explanations(
                 id=memory_id,
                 outcome=outcome,  # type: ignore[arg-type]
                 why=why,
-                vector_similarity=round(1.0 - row.distance, 6) if row is not None else None,
+                vector_similarity=round(1.0 - row.distance, 6)
+                if row is not None and row.distance is not None
+                else None,
                 vector_position=row.vector_position if row is not None else None,
                 text_match=row.text_match if row is not None else None,
             )

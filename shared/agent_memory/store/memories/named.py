@@ -1,6 +1,7 @@
 """What an explained recall reads of the memories its caller names (``explain_ids``): each one's
 lifecycle, whether the recall's scope and filters let it in, its similarity to the query and its
-place by similarity among the memories in scope. One statement, only when asked for."""
+place by similarity among the memories in scope, or that it is a write still waiting for review.
+One statement, only when asked for."""
 
 from __future__ import annotations
 
@@ -31,8 +32,12 @@ WITH named AS (
 )
 SELECT named.*, CASE WHEN in_scope THEN (
     SELECT count(*) + 1 FROM user_memories WHERE {scope} AND {vec} <=> %(query_vector)s < named.distance
-) END AS vector_position
+) END AS vector_position, false AS pending
 FROM named
+UNION ALL
+-- A write held for review (0015) is no memory yet: named by its pending id, it says so.
+SELECT id, project_id, created_at, NULL, NULL, created_at, NULL, NULL, NULL, false, false, NULL, true
+FROM pending_memories WHERE user_id = %(user_id)s AND id = ANY(%(ids)s)
 """
 
 
