@@ -17,7 +17,7 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.service import Memory
 from agent_memory_client import MemoryClient
-from agent_memory_contract.errors import NotFound
+from agent_memory_contract.errors import ConfigurationError, Forbidden, NotFound
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.cli import main
 from agent_memory_tools.local.server import LocalApi, make_server
@@ -239,3 +239,21 @@ def test_users_are_listed_with_their_counts_for_an_operator_never_for_a_token(
     assert refused["statusCode"] == 403 and "JWT" in body_of(refused)["message"]
     assert main(["users"], settings=Memory().settings) == 0
     assert [json.loads(line)["user_id"] for line in capsys.readouterr().out.splitlines()] == ["u1", "u2"]
+
+
+
+class NoMaintenanceRole:
+    """A connection as the stack's function has: the maintenance role is refused, as
+    maintenance_transaction reports it."""
+
+    def run(self, work: Any) -> Any:
+        raise ConfigurationError("this maintenance task needs a database user that is a member of ...")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_connection_without_the_maintenance_role_may_not_list_users(settings: Settings) -> None:
+    service = Memory(settings, database=NoMaintenanceRole())  # type: ignore[arg-type]
+    with pytest.raises(Forbidden, match="agent_memory_maintenance"):
+        service.admin.users()

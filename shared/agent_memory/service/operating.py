@@ -31,7 +31,7 @@ from agent_memory.store.indexes import partitions
 from agent_memory.store.memories import catalog, consolidation
 from agent_memory.store.schema import reembed
 from agent_memory.store.schema.setup import MigrateResult, migrate
-from agent_memory_contract.errors import ConfigurationError, InvalidInput
+from agent_memory_contract.errors import ConfigurationError, Forbidden, InvalidInput
 from agent_memory_contract.models import MAX_PAGE, ImportLine, StoredIds, UserCount, normalize_content
 from agent_memory_contract.schemas import TenantUsage
 
@@ -251,7 +251,14 @@ class Admin:
         operators (the page's user picker under `agent-memory serve` or for an IAM caller)."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
-        found: list[UserCount] = self._parts.db.run(lambda conn: catalog.user_counts(conn, limit=limit))
+        try:
+            found: list[UserCount] = self._parts.db.run(lambda conn: catalog.user_counts(conn, limit=limit))
+        except ConfigurationError as exc:
+            # The stack's function connects as agent_memory_app, one user at a time: no listing there.
+            raise Forbidden(
+                "listing users needs a database connection in agent_memory_maintenance (the owner's, as "
+                "`agent-memory serve` and `agent-memory users` have); this deployment's has not"
+            ) from exc
         return found
 
     def usage_by_user(self, *, start: dt.date | None = None, end: dt.date | None = None) -> list[TenantUsage]:
