@@ -31,7 +31,7 @@ WITH memories AS (DELETE FROM user_memories WHERE user_id = %(user_id)s RETURNIN
      history AS (DELETE FROM memory_events WHERE user_id = %(user_id)s RETURNING 1),
      receipts AS (DELETE FROM ingested_messages WHERE user_id = %(user_id)s RETURNING 1),
      usage AS (DELETE FROM usage_daily WHERE user_id = %(user_id)s RETURNING 1),
-     -- writes waiting for review (0015) are memories too, not yet stored
+     -- writes waiting for review (0016) are memories too, not yet stored
      held AS (DELETE FROM pending_memories WHERE user_id = %(user_id)s RETURNING 1)
 INSERT INTO erasure_receipts (id, subject_hash, requested_by, deleted)
 SELECT %(id)s, %(subject)s, %(requested_by)s,

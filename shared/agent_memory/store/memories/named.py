@@ -35,7 +35,7 @@ SELECT named.*, CASE WHEN in_scope THEN (
 ) END AS vector_position, false AS pending
 FROM named
 UNION ALL
--- A write held for review (0015) is no memory yet: named by its pending id, it says so.
+-- A write held for review (0016) is no memory yet: named by its pending id, it says so.
 SELECT id, project_id, created_at, NULL, NULL, created_at, NULL, NULL, NULL, false, false, NULL, true
 FROM pending_memories WHERE user_id = %(user_id)s AND id = ANY(%(ids)s)
 """

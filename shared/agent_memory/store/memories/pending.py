@@ -1,4 +1,4 @@
-"""The SQL of writes that wait for review (migration 0015): hold them, list them, take one for a
+"""The SQL of writes that wait for review (migration 0016): hold them, list them, take one for a
 decision and close it. pending_memories is a table of its own, so no recall statement reads it;
 its trigger records each step in the history and the change events."""
 
