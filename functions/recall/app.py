@@ -32,6 +32,7 @@ from agent_memory.routes import (
     oauth,
     page,
     recall,
+    review,
     usage,
 )
 
@@ -48,7 +49,7 @@ app.configure_openapi(
 install_error_handlers(app, logger)
 # POST, PUT, PATCH and any body only as declared JSON (415): what a cross-site page cannot send.
 app.use(middlewares=[json_bodies_only])
-for routes in (recall, memories, conversations, instructions, erasures, usage, docs, page, oauth, mcp):
+for routes in (recall, memories, review, conversations, instructions, erasures, usage, docs, page, oauth, mcp):
     app.include_router(routes.router)
 # With SnapStart, every route's request validation is built before the snapshot, not on a first request.
 register_snapstart_hooks(warm=app.get_openapi_schema)

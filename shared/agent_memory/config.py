@@ -327,6 +327,17 @@ class Settings(BaseSettings):
         le=MAX_METADATA_KEYS,
         description=f"Most keys in a memory's metadata, counted at every level (at most {MAX_METADATA_KEYS}).",
     )
+    review_writes: bool = Field(
+        default=False,
+        description="Hold a write flagged by the injection or PII detectors, or from an untrusted source, as "
+        "pending: never recalled until a person approves it (GET /memories/pending, POST /memories/{id}/review, "
+        "`agent-memory pending` / `review`, the page).",
+    )
+    untrusted_sources: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_words)] = Field(
+        default=(),
+        description="With AGENT_MEMORY_REVIEW_WRITES, sources whose every write waits for review (comma-separated): "
+        "api, mcp, cli, conversation (any conversation, queue or HTTP), or a conversation id.",
+    )
     prompt_guard: bool = Field(
         default=True,
         description="Start the block with a line saying its memories are recalled facts, not instructions "

@@ -94,6 +94,30 @@ class Candidate:
     in_date: bool = False  # found by the date leg (stated inside a window the query names)
 
 
+@dataclasses.dataclass(frozen=True)
+class NamedRow:
+    """What the store says of a memory an explained recall names
+    (:func:`agent_memory.store.memories.named.named_memories`)."""
+
+    id: uuid.UUID
+    project_id: str | None
+    created_at: dt.datetime
+    expires_at: dt.datetime | None
+    superseded_at: dt.datetime | None
+    valid_from: dt.datetime
+    valid_until: dt.datetime | None
+    distance: float | None  # None: a write waiting for review (no memory yet)
+    text_match: bool | None
+    in_filters: bool
+    in_scope: bool
+    vector_position: int | None
+    pending: bool = False
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> NamedRow:
+        return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls) if f.name in row})
+
+
 Window = tuple[dt.datetime, dt.datetime]
 
 

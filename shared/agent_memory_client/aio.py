@@ -26,8 +26,12 @@ from agent_memory_contract.models import (
     MemoryEvent,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
     RecallResult,
+    ReviewDecision,
+    ReviewOutcome,
     StoredIds,
+    UserCount,
 )
 from agent_memory_contract.retry import Retryable
 from agent_memory_contract.schemas import ErasureReceipt, UsageReport
@@ -70,6 +74,8 @@ class AsyncMemoryClient:
         consistency: Consistency | None = None,
         include_inactive: bool = False,
         as_of: dt.datetime | None = None,
+        explain: bool = False,
+        explain_ids: Sequence[uuid.UUID | str] | None = None,
     ) -> RecallResult:
         return await self._run(
             calls.recall(
@@ -83,6 +89,8 @@ class AsyncMemoryClient:
                 consistency=consistency,
                 include_inactive=include_inactive,
                 as_of=as_of,
+                explain=explain,
+                explain_ids=explain_ids,
             )
         )
 
@@ -207,6 +215,19 @@ class AsyncMemoryClient:
         self, *, user_id: str | None = None, project_id: str | None = None
     ) -> list[StoredInstructions]:
         return await self._run(calls.instructions_history(user_id=user_id, project_id=project_id))
+
+    async def pending(
+        self, *, user_id: str | None = None, project_id: str | None = None, limit: int | None = None
+    ) -> list[PendingMemory]:
+        return await self._run(calls.pending(user_id=user_id, project_id=project_id, limit=limit))
+
+    async def review(
+        self, pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None = None
+    ) -> ReviewOutcome:
+        return await self._run(calls.review(pending_id, decision, user_id=user_id))
+
+    async def users(self, *, limit: int | None = None) -> list[UserCount]:
+        return await self._run(calls.users(limit=limit))
 
     async def export_memories(
         self,

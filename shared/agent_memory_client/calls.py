@@ -43,8 +43,14 @@ from agent_memory_contract.models import (
     MemoryPage,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
+    PendingPage,
     RecallResult,
+    ReviewDecision,
+    ReviewOutcome,
     StoredIds,
+    UserCount,
+    UserList,
     describe_errors,
 )
 from agent_memory_contract.retry import Retryable
@@ -197,6 +203,8 @@ def recall(  # noqa: PLR0913 -- RecallRequest's documented fields, for both clie
     consistency: Consistency | None = None,
     include_inactive: bool = False,
     as_of: dt.datetime | None = None,
+    explain: bool = False,
+    explain_ids: Sequence[uuid.UUID | str] | None = None,
 ) -> Call[RecallResult]:
     body = without_none(
         user_id=user_id,
@@ -209,6 +217,8 @@ def recall(  # noqa: PLR0913 -- RecallRequest's documented fields, for both clie
         consistency=consistency,
         include_inactive=True if include_inactive else None,
         as_of=as_of,
+        explain=True if explain else None,
+        explain_ids=[str(i) for i in explain_ids] if explain_ids else None,
     )
     return Call("POST", "/recall", parser(RecallResult), body=body)
 
@@ -332,6 +342,22 @@ def instructions_history(*, user_id: str | None, project_id: str | None) -> Call
     parse_versions = parser(InstructionsHistory)
     params = without_none(user_id=user_id, project_id=project_id)
     return Call("GET", "/instructions/history", lambda r: list(parse_versions(r).versions), params=params)
+
+
+def pending(*, user_id: str | None, project_id: str | None, limit: int | None) -> Call[list[PendingMemory]]:
+    parse = parser(PendingPage)
+    params = without_none(user_id=user_id, project_id=project_id, limit=limit)
+    return Call("GET", "/memories/pending", lambda r: list(parse(r).memories), params=params)
+
+
+def review(pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None) -> Call[ReviewOutcome]:
+    body = without_none(user_id=user_id, decision=decision)
+    return Call("POST", f"/memories/{_id(pending_id)}/review", parser(ReviewOutcome), body=body)
+
+
+def users(*, limit: int | None) -> Call[list[UserCount]]:
+    parse = parser(UserList)
+    return Call("GET", "/users", lambda r: list(parse(r).users), params=without_none(limit=limit))
 
 
 def export_page(

@@ -31,8 +31,12 @@ from agent_memory_contract.models import (
     MemoryFilters,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
     RecallResult,
+    ReviewDecision,
+    ReviewOutcome,
     StoredIds,
+    UserCount,
 )
 from agent_memory_contract.retry import Retryable
 from agent_memory_contract.schemas import ErasureReceipt, UsageReport
@@ -109,12 +113,16 @@ class MemoryClient:
         consistency: Consistency | None = None,
         include_inactive: bool = False,
         as_of: dt.datetime | None = None,
+        explain: bool = False,
+        explain_ids: Sequence[uuid.UUID | str] | None = None,
     ) -> RecallResult:
         """The memories relevant to ``query`` (or to the latest user message of ``messages``),
         among those matching ``filters``, and the ``[RUSH_MEMORY]`` block for the system prompt.
         ``consistency="strong"`` (here and on the other reads) reads the writer where the stack has
         a reader endpoint: for a read that must see a write made moments ago. ``include_inactive``:
-        superseded and expired memories too (debugging)."""
+        superseded and expired memories too (debugging). ``explain``: also why
+        (``result.explanation``: every candidate's signals and outcome); ``explain_ids``: memories to
+        account for (why each was not a candidate)."""
         return self._run(
             calls.recall(
                 query,
@@ -127,6 +135,8 @@ class MemoryClient:
                 consistency=consistency,
                 include_inactive=include_inactive,
                 as_of=as_of,
+                explain=explain,
+                explain_ids=explain_ids,
             )
         )
 
@@ -271,6 +281,24 @@ class MemoryClient:
     ) -> list[StoredInstructions]:
         """Every stored version of the project's extraction instructions, oldest first."""
         return self._run(calls.instructions_history(user_id=user_id, project_id=project_id))
+
+    def pending(
+        self, *, user_id: str | None = None, project_id: str | None = None, limit: int | None = None
+    ) -> list[PendingMemory]:
+        """The user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first: never
+        recalled until approved."""
+        return self._run(calls.pending(user_id=user_id, project_id=project_id, limit=limit))
+
+    def review(
+        self, pending_id: uuid.UUID | str, decision: ReviewDecision, *, user_id: str | None = None
+    ) -> ReviewOutcome:
+        """Approve (written as any write, recalled from now on) or reject a write held for review."""
+        return self._run(calls.review(pending_id, decision, user_id=user_id))
+
+    def users(self, *, limit: int | None = None) -> list[UserCount]:
+        """Every user with their counts of memories, by id: for an IAM caller or the local server
+        (Forbidden with a JWT)."""
+        return self._run(calls.users(limit=limit))
 
     def export_memories(
         self,

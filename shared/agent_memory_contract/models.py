@@ -407,10 +407,90 @@ class RecalledMemory(WireModel):
     injection: list[str] = Field(default_factory=list, description=INJECTION_DESCRIPTION)
 
 
+# Why a candidate of an explained recall is in the answer or not.
+CandidateOutcome = Literal["kept", "below_min_score", "mmr", "past_limit", "leg_off"]
+# Why a memory the caller named (explain_ids) was, or was not, a candidate.
+NamedOutcome = Literal[
+    "candidate",
+    "not_found",
+    "another_scope",
+    "superseded",
+    "expired",
+    "not_yet_valid",
+    "filtered_out",
+    "pending_review",
+    "not_near_enough",
+]
+MAX_EXPLAIN_IDS = 50
+
+
+class RecallSignals(WireModel):
+    """What ranking saw of one candidate, step by step (see docs/how-it-works.md, recall)."""
+
+    vector_similarity: float = Field(description="Cosine similarity to the query (1 - distance).")
+    vector_position: int | None = Field(description="Its place in the vector leg, 1 = nearest; null: not in it.")
+    text_rank: float = Field(description="Full-text rank (ts_rank_cd) over the best candidate's, 0..1.")
+    text_position: int | None = Field(description="Its place in the full-text leg; null: not in it.")
+    date_window: bool = Field(description="Stated inside a date window the query names (boosted, no decay).")
+    hop_bonus: float = Field(description="Added for being stated together with one of the most relevant.")
+    reranker_score: float | None = Field(description="The reranker's own score; null: not reranked.")
+    relevance: float = Field(description="Fused (and reranked) relevance, before decay and the date boost.")
+    decay: float = Field(description="The time-decay factor applied (1: none: evergreen, or in a date window).")
+    mmr_penalty: float | None = Field(
+        description="What MMR took off for likeness to a memory chosen before it; null without MMR."
+    )
+
+
+class ExplainedCandidate(WireModel):
+    """One candidate of an explained recall: its signals, its final score and its outcome."""
+
+    id: uuid.UUID
+    content: str
+    category: str
+    project_id: str | None
+    created_at: dt.datetime
+    signals: RecallSignals
+    score: float = Field(description="The final score (the one a kept memory is returned with).")
+    position: int | None = Field(description="Its place in the answer (1 = first); null: dropped.")
+    outcome: CandidateOutcome
+    why: str
+
+
+class ExplainedName(WireModel):
+    """A memory the caller named (explain_ids): whether it was a candidate and, if not, why."""
+
+    id: uuid.UUID
+    outcome: NamedOutcome
+    why: str
+    vector_similarity: float | None = None
+    vector_position: int | None = Field(
+        default=None, description="Its place by similarity among the memories in scope (the leg takes the first k)."
+    )
+    text_match: bool | None = None
+
+
+class RecallExplanation(WireModel):
+    """Why an explained recall (``explain``) answered what it did."""
+
+    now: dt.datetime = Field(description="The instant the recall was evaluated at (decay and date words).")
+    as_of: dt.datetime | None = None
+    limit: int
+    candidates_per_leg: int
+    min_score: float
+    weights: dict[str, float] = Field(description="The plan's weights: vector, text, date_boost, hop, rerank, mmr.")
+    date_windows: list[tuple[dt.datetime, dt.datetime]] = Field(default_factory=list)
+    reranked: bool = False
+    candidates: list[ExplainedCandidate]
+    named: list[ExplainedName] = Field(default_factory=list)
+
+
 class RecallResult(WireModel):
     memories: list[RecalledMemory]
     prompt_block: str
     query: str
+    explanation: RecallExplanation | None = Field(
+        default=None, description="With explain: every candidate's signals and outcome, and the named memories'."
+    )
     unavailable: Literal["database_resuming"] | None = Field(
         default=None,
         description="Set when no memory could be read, so memories and prompt_block are empty and the agent "
@@ -470,6 +550,60 @@ class StoredIds(WireModel):
     write_id: WriteId = None
     superseded: int = 0
     facts: list[FactOutcome] = Field(default_factory=list)
+    pending: list[uuid.UUID] = Field(
+        default_factory=list,
+        description="With AGENT_MEMORY_REVIEW_WRITES, the facts held for review (never recalled until approved): "
+        "their pending ids, in input order; ids and facts then hold the stored ones.",
+    )
+
+
+ReviewReason = Annotated[str, Field(description="injection:<mark>, pii:<type> or untrusted_source")]
+
+
+class PendingMemory(WireModel):
+    """A write waiting for review: never recalled until a person approves it."""
+
+    id: uuid.UUID
+    user_id: str
+    project_id: str | None
+    content: str
+    category: str
+    source: str | None = None
+    reasons: list[ReviewReason]
+    created_at: dt.datetime
+    write_id: WriteId = None
+
+
+class PendingPage(WireModel):
+    """The writes waiting for review, oldest first."""
+
+    memories: list[PendingMemory]
+
+
+ReviewDecision = Literal["approve", "reject"]
+
+
+class ReviewOutcome(WireModel):
+    """What a review decision did: approved, the memory the write became (a new one, or the stored
+    memory that already states the fact); rejected, nothing is stored and its text leaves the history."""
+
+    id: uuid.UUID
+    decision: ReviewDecision
+    memory_id: uuid.UUID | None = None
+    write_id: WriteId = None
+
+
+class UserCount(WireModel):
+    """One user and how many memories they have (``GET /users``: the page's user picker)."""
+
+    user_id: str
+    memories: int = Field(description="Current memories (neither superseded nor expired).")
+    stored: int = Field(description="Every stored memory, superseded and expired ones too.")
+    pending: int = Field(description="Writes waiting for review.")
+
+
+class UserList(WireModel):
+    users: list[UserCount]
 
 
 class MemoryEvent(WireModel):
@@ -488,6 +622,9 @@ class MemoryEvent(WireModel):
         "deleted",
         "expired",
         "purged",
+        "pending",
+        "approved",
+        "rejected",
     ]
     at: dt.datetime
     source: str | None = None
@@ -578,6 +715,8 @@ class IngestOutcome(WireModel):
     pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (AGENT_MEMORY_PII)
     pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
     write_id: WriteId = None
+    # With AGENT_MEMORY_REVIEW_WRITES: the facts held for review (their pending ids), not stored yet.
+    pending: list[uuid.UUID] = Field(default_factory=list)
 
 
 class ExportPage(WireModel):

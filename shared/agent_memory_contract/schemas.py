@@ -17,6 +17,7 @@ from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import (
     DEFAULT_PAGE,
     MAX_CURSOR_CHARS,
+    MAX_EXPLAIN_IDS,
     MAX_MESSAGES,
     MAX_PAGE,
     MAX_RECALL_LIMIT,
@@ -27,6 +28,7 @@ from agent_memory_contract.models import (
     MemoryFilters,
     NewMemory,
     ProjectId,
+    ReviewDecision,
     UserId,
     WireModel,
     describe_errors,
@@ -85,6 +87,16 @@ AS_OF_HELP = (
     "omit for what is true now."
 )
 
+EXPLAIN_HELP = (
+    "Also answer why: every candidate the search considered with its signals (vector similarity, text rank, "
+    "date window, decay, MMR penalty, reranker score), its final score and why it was kept or dropped."
+)
+EXPLAIN_IDS_HELP = (
+    f"Memory ids to account for (implies explain, at most {MAX_EXPLAIN_IDS}): for each, whether it was a "
+    "candidate and, if not, why (another scope, superseded, expired, not yet valid, filtered out, pending review, "
+    "not near enough, not found)."
+)
+
 
 class RecallRequest(WireModel):
     """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
@@ -110,6 +122,8 @@ class RecallRequest(WireModel):
     )
     consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
     as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
+    explain: bool = Field(default=False, description=EXPLAIN_HELP)
+    explain_ids: list[uuid.UUID] | None = Field(default=None, max_length=MAX_EXPLAIN_IDS, description=EXPLAIN_IDS_HELP)
 
     def query_text(self) -> str:
         """The query to use; InvalidInput naming the field when there is none or two."""
@@ -155,6 +169,17 @@ class AddRequest(WireModel):
         max_length=MAX_MESSAGES,
         description="The facts, one short self-contained sentence each (AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST "
         "at most).",
+    )
+
+
+class ReviewRequest(WireModel):
+    """POST /memories/{id}/review: a person's decision on a write held for review."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    decision: ReviewDecision = Field(
+        description="approve: written as any write (and recalled from now on); reject: nothing is stored."
     )
 
 

@@ -41,6 +41,7 @@ TOOLS = {
     "memory_history",
     "get_instructions",
     "set_instructions",
+    "pending_memories",
 }
 LANGUAGE = "which language for systems programming"
 

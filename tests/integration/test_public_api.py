@@ -22,6 +22,8 @@ MEMORY_MEMBERS = {
     "settings",
     "admin",
     "add",
+    "pending",
+    "review",
     "ingest_conversation",
     "ingest_batch",
     "import_",
@@ -44,6 +46,7 @@ MEMORY_MEMBERS = {
 }
 ADMIN_MEMBERS = {
     "settings",
+    "users",
     "embedder",
     "extractor",
     "reranker",

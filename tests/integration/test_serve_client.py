@@ -146,6 +146,7 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
         ("POST", "/conversations"),
         ("GET", "/instructions"), ("PUT", "/instructions"), ("GET", "/instructions/history"),
         ("GET", "/usage"), ("GET", "/erasures/{erasure_id}"),
+        ("GET", "/memories/pending"), ("POST", "/memories/{pending_id}/review"), ("GET", "/users"),
     }  # fmt: skip
     assert "422" not in {code for ops in document["paths"].values() for op in ops.values() for code in op["responses"]}
     assert "201" in document["paths"]["/memories"]["post"]["responses"]

@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,13 +21,15 @@ MISSING = "Debian's chromium and chromium-driver are needed (`make test` install
 
 
 @contextmanager
-def serving(data_dir: Path) -> Iterator[str]:
-    """``agent-memory serve`` on 127.0.0.1, any free port, on a fresh database under ``data_dir``; its URL."""
+def serving(data_dir: Path, settings: Mapping[str, str] | None = None) -> Iterator[str]:
+    """``agent-memory serve`` on 127.0.0.1, any free port, on a fresh database under ``data_dir``
+    (with ``settings``: AGENT_MEMORY_* variables); its URL."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")},
         "AGENT_MEMORY_DATA_DIR": str(data_dir),
         "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
         "PYTHONUNBUFFERED": "1",
+        **(settings or {}),
     }
     log = (data_dir.parent / "serve.log").open("w")
     serve = subprocess.Popen(

@@ -16,11 +16,12 @@ _cache: dict[int, str] = {}
 # (tag, what it groups), in the order the page shows them; a path's tag is its first segment's.
 TAGS: tuple[tuple[str, str], ...] = (
     ("recall", "Memories relevant to a query, and the [RUSH_MEMORY] block for the system prompt"),
-    ("memories", "Store, list, read, change, export and forget a user's memories"),
+    ("memories", "Store, list, read, change, export and forget a user's memories; review the writes held for it"),
     ("conversations", "Hand a finished conversation to the write path"),
     ("instructions", "What a project's extractor keeps and ignores, and its own categories (versioned)"),
     ("erasures", "Receipts of forgetting a user"),
     ("usage", "A user's usage per day and its cost"),
+    ("users", "Every user with their counts of memories (operators: IAM callers, the local server)"),
 )
 
 SECURITY_SCHEMES: dict[str, dict[str, Any]] = {

@@ -18,7 +18,7 @@ import datetime as dt
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_memory.config import Settings
@@ -32,7 +32,7 @@ from agent_memory.poison import strip_memory_blocks
 from agent_memory.records import ExistingMemory, IngestWrite, MemoryRow, Updates
 from agent_memory_contract.errors import InputTooLarge
 from agent_memory_contract.instructions import StoredInstructions
-from agent_memory_contract.models import ChatMessage, ConversationEnded, IngestOutcome
+from agent_memory_contract.models import ChatMessage, ConversationEnded, IngestOutcome, NewMemory
 
 # A user turn's head is enough to find the memories it relates to (embedders truncate anyway).
 MAX_TURN_CHARS = 2000
@@ -69,6 +69,8 @@ class ConversationWrite:
     positions: list[int]
     updates: Updates
     outcome: IngestOutcome
+    # Facts held for review (AGENT_MEMORY_REVIEW_WRITES), each with why: not among the rows.
+    held: list[tuple[NewMemory, list[str]]] = dataclasses.field(default_factory=list)
 
 
 def without_recalled_blocks(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -92,7 +94,7 @@ def related_turns(message: ConversationEnded, *, window: int) -> list[str]:
     return [t for t in turns if t]
 
 
-def plan_conversation(
+def plan_conversation(  # noqa: PLR0913 -- the message, its collaborators, and the project's rules for it
     message: ConversationEnded,
     *,
     settings: Settings,
@@ -103,6 +105,7 @@ def plan_conversation(
     redactor: Redactor | None = None,
     instructions: StoredInstructions | None = None,
     metadata: dict[str, Any] | None = None,
+    review: Callable[[NewMemory], list[str]] | None = None,
 ) -> ConversationWrite:
     """Turn one message into what to write (see the module's docstring); no database.
 
@@ -114,6 +117,8 @@ def plan_conversation(
     ``shown``: the user's related memories it may restate or replace. ``instructions``: the
     project's extraction instructions (their version is recorded in each extracted memory's
     metadata, ``instructions_version``); ``metadata``: added to each extracted memory's.
+    ``review``: why a fact must wait for review (empty: it need not); the facts that must are
+    held, not written.
     """
     user_id, source = message.user_id, message.conversation_id
     outcome = IngestOutcome(user_id=user_id, conversation_id=source, status="nothing_to_store")
@@ -143,6 +148,13 @@ def plan_conversation(
         provided = sum(1 for p in redacted.positions[:provided] if p is not None)
         memories = redacted.memories
         outcome.pii_redacted, outcome.pii_dropped = redacted.redacted, redacted.dropped
+    held: list[tuple[NewMemory, list[str]]] = []
+    if review is not None and memories:
+        reasons = [review(m) for m in memories]
+        held = [(m, why) for m, why in zip(memories, reasons, strict=True) if why]
+        facts = [f for j, f in enumerate(facts) if not reasons[provided + j]]
+        provided = sum(1 for why in reasons[:provided] if not why)
+        memories = [m for m, why in zip(memories, reasons, strict=True) if not why]
     rows: list[MemoryRow] = []
     positions: list[int] = []
     updates = Updates(project_id=message.project_id)
@@ -167,13 +179,13 @@ def plan_conversation(
         )
         updates = _updates_by_row(resolved, positions, project_id=message.project_id, judged=judged)
         outcome.updates_ignored = sum(u.ignored for u in resolved)
-    return ConversationWrite(message_digest(message), rows, positions, updates, outcome)
+    return ConversationWrite(message_digest(message), rows, positions, updates, outcome, held)
 
 
 def written_outcome(planned: ConversationWrite, written: IngestWrite) -> IngestOutcome:
     """The message's outcome once its write committed."""
     outcome = planned.outcome.model_copy()
-    outcome.status = "stored" if planned.rows else "nothing_to_store"
+    outcome.status = "stored" if planned.rows or planned.held else "nothing_to_store"
     outcome.created = sum(1 for o in written.outcomes if o.action == "created")
     outcome.refreshed = len(written.outcomes) - outcome.created
     outcome.superseded = len(written.superseded)

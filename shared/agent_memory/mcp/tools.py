@@ -45,6 +45,7 @@ from agent_memory_contract.models import (
     MemoryFilters,
     MemoryRecord,
     NewMemory,
+    PendingMemory,
     ProjectId,
     RecalledMemory,
     RecallResult,
@@ -95,6 +96,14 @@ class ToolMemory(MemoryRecord):
     content_defused: bool = Field(default=False, description=DEFUSED)
 
 
+class ToolPendingMemory(PendingMemory):
+    content_defused: bool = Field(default=False, description=DEFUSED)
+
+
+class PendingList(BaseModel):
+    memories: list[ToolPendingMemory]
+
+
 class ToolRecalledMemory(RecalledMemory):
     content_defused: bool = Field(default=False, description=DEFUSED)
 
@@ -106,7 +115,7 @@ class ToolRecallResult(RecallResult):
 M = TypeVar("M", bound=BaseModel)
 
 
-def defused(memory: MemoryRecord | RecalledMemory | MemoryEvent, model: type[M]) -> M:
+def defused(memory: MemoryRecord | RecalledMemory | MemoryEvent | PendingMemory, model: type[M]) -> M:
     """``memory`` (or a recorded change of one) as ``model`` with the block's defused text (one
     home: agent_memory.recall.block). Every tool result that carries memory text goes through
     this: the model reads the whole result, not only the block."""
@@ -223,6 +232,11 @@ Replace the extraction instructions of the user's project (a new version; the ol
 the history). Call it only when the user asks to change what is remembered from their \
 conversations ("don't remember anything about my health", "keep track of my recipes as a \
 category"). Never put secrets in them."""
+PENDING = """\
+The facts held for a person's review before they can be recalled (the deployment reviews writes \
+that look like instructions, hold personal data or come from an untrusted source): use it to tell \
+the user that something they asked you to remember waits for their approval on the memory page. \
+You cannot approve them."""
 
 # Each argument's bounds and description are its request model's (agent_memory_contract.schemas).
 MemoryIdArg = Annotated[uuid.UUID, Field(description="The memory's id (from recall_memories or list_memories).")]
@@ -338,6 +352,8 @@ class MemoryTools:
         project_id: ProjectArg = None,
         limit: Annotated[int | None, param(RecallRequest, "limit")] = None,
         as_of: Annotated[AwareDatetime | None, param(RecallRequest, "as_of")] = None,
+        explain: Annotated[bool, param(RecallRequest, "explain")] = False,
+        explain_ids: Annotated[list[uuid.UUID] | None, param(RecallRequest, "explain_ids")] = None,
         **filter_values: Any,
     ) -> ToolRecallResult:
         who = self._who(ctx)
@@ -345,13 +361,27 @@ class MemoryTools:
         filters = memory_filters(filter_values)
         result = await self._call(
             lambda s: s.recall(
-                query, user_id=who.user_id, project_id=project, limit=limit, filters=filters, as_of=as_of
+                query,
+                user_id=who.user_id,
+                project_id=project,
+                limit=limit,
+                filters=filters,
+                as_of=as_of,
+                explain=explain,
+                explain_ids=explain_ids,
             )
         )
+        explanation = result.explanation
+        if explanation is not None:  # its candidates' text, defused as every memory text a tool returns
+            defused_candidates = [
+                c.model_copy(update={"content": defused_text(c.content)}) for c in explanation.candidates
+            ]
+            explanation = explanation.model_copy(update={"candidates": defused_candidates})
         return ToolRecallResult.model_construct(
             memories=[defused(m, ToolRecalledMemory) for m in result.memories],
             prompt_block=result.prompt_block,
             query=result.query,
+            explanation=explanation,
         )
 
     async def remember(
@@ -520,6 +550,13 @@ class MemoryTools:
             raise tool_error(NotFound(f"no memory {memory_id} for this user (already forgotten, or a wrong id)"))
         return Forgotten(memory_id=memory_id, forgotten=True)
 
+    async def pending_memories(self, ctx: Context, project_id: ProjectArg = None) -> PendingList:
+        # Listing only: approving is a person's decision (the page, the API, the CLI), never the
+        # model's, which may be reading the very text that waits.
+        who = self._who(ctx)
+        held = await self._call(lambda s: s.pending(user_id=who.user_id, project_id=project_id or who.project_id))
+        return PendingList(memories=[defused(p, ToolPendingMemory) for p in held])
+
     async def memory_history(self, ctx: Context, memory_id: MemoryIdArg) -> MemoryHistory:
         who = self._who(ctx)
         events = await self._call(lambda s: s.history(memory_id, user_id=who.user_id))
@@ -606,4 +643,5 @@ def build_server(tools: MemoryTools) -> MCPServer[Any]:
         description=SET_INSTRUCTIONS,
         annotations=CHANGES,
     )
+    server.add_tool(tools.pending_memories, title="Pending memories", description=PENDING, annotations=READ_ONLY)
     return server

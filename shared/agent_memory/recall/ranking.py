@@ -6,6 +6,7 @@ is in :mod:`.scoring`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,23 @@ class LegPositions:
     candidates: list[Candidate]
     vector_rank: list[int | None]
     text_position: list[int | None]
+
+
+@dataclasses.dataclass
+class RankTrace:
+    """Each ranking step's values, indexed like the candidates it ranked (``ranked``: their
+    indexes into ``legs.candidates``; the others were left out by a one-leg plan)."""
+
+    legs: LegPositions | None = None
+    ranked: list[int] = dataclasses.field(default_factory=list)
+    similarity: list[float] = dataclasses.field(default_factory=list)
+    fused: scoring.Floats | None = None
+    hop: scoring.Floats | None = None
+    rerank_scores: dict[int, float] = dataclasses.field(default_factory=dict)
+    relevance: scoring.Floats | None = None  # before decay and the date boost
+    dated: list[bool] = dataclasses.field(default_factory=list)
+    final: scoring.Floats | None = None
+    order: list[int] = dataclasses.field(default_factory=list)  # MMR's picks (or the top), best first
 
 
 def leg_positions(candidates: Sequence[Candidate]) -> LegPositions:
@@ -54,10 +72,12 @@ def rank_candidates(
     query: str = "",
     windows: Sequence[Window] | None = None,
     rerank: Rerank | None = None,
+    trace: RankTrace | None = None,
 ) -> list[tuple[Candidate, float]]:
     """Fuse the legs, lift the best candidates' neighbours, rerank the best (with ``rerank``),
     decay by age, boost what the query dates, diversify with MMR; (candidate, final score) best
-    first. ``windows``: the query's time windows when the caller already read them."""
+    first. ``windows``: the query's time windows when the caller already read them. ``trace``
+    (an explained recall only: nothing is recorded otherwise) receives each step's values."""
     legs = leg_positions(candidates)
     keep = list(range(len(legs.candidates)))
     if plan.legs == "vector":
@@ -65,30 +85,20 @@ def rank_candidates(
     elif plan.legs == "text":
         keep = [i for i in keep if legs.text_position[i] is not None]
     if not keep:
+        if trace is not None:
+            trace.legs = legs
         return []
     chosen = [legs.candidates[i] for i in keep]
     similarity = [1.0 - c.distance for c in chosen]
-    text_rank = [c.text_rank for c in chosen]
-    if plan.legs == "vector":
-        relevance = scoring.fuse_weighted(similarity, text_rank, vector_weight=1.0, text_weight=0.0)
-    elif plan.legs == "text":
-        relevance = scoring.fuse_weighted(similarity, text_rank, vector_weight=0.0, text_weight=1.0)
-    else:
-        relevance = scoring.fuse_weighted(
-            similarity, text_rank, vector_weight=plan.vector_weight, text_weight=plan.text_weight
-        )
+    fused = _fused(similarity, [c.text_rank for c in chosen], plan)
+    relevance, hop = fused, None
     if plan.hop_boost > 0 and plan.hop_seeds > 0:
-        relevance = relevance + plan.hop_boost * scoring.hop_bonus(
-            relevance, [c.created_at for c in chosen], seeds=plan.hop_seeds
-        )
+        hop = plan.hop_boost * scoring.hop_bonus(fused, [c.created_at for c in chosen], seeds=plan.hop_seeds)
+        relevance = fused + hop
     if rerank is not None and plan.rerank and query:
-        relevance = _reranked(chosen, relevance, rerank, query, plan)
-    dated = [False] * len(chosen)
-    if plan.date_boost > 0 and query:
-        if windows is None:
-            windows = plan.windows(query, now)
-        if windows:
-            dated = dates.in_any_window([c.created_at for c in chosen], windows)
+        relevance = _reranked(chosen, relevance, rerank, query, plan, trace)
+    before_decay = relevance
+    dated = _dated(chosen, plan, query, windows, now)
     if plan.decay:
         relevance = scoring.apply_time_decay(
             relevance,
@@ -107,11 +117,40 @@ def rank_candidates(
         )
     else:
         order = [int(i) for i in np.argsort(-relevance, kind="stable")[:limit]]
+    if trace is not None:
+        trace.legs, trace.ranked, trace.similarity, trace.fused, trace.hop = legs, keep, similarity, fused, hop
+        trace.relevance, trace.dated, trace.final, trace.order = before_decay, dated, relevance, order
     return [(chosen[i], float(relevance[i])) for i in order]
 
 
+def _fused(similarity: Sequence[float], text_rank: Sequence[float], plan: RecallPlan) -> scoring.Floats:
+    """Both legs weighted, or one alone (the benchmarks' one-leg baselines)."""
+    if plan.legs == "vector":
+        return scoring.fuse_weighted(similarity, text_rank, vector_weight=1.0, text_weight=0.0)
+    if plan.legs == "text":
+        return scoring.fuse_weighted(similarity, text_rank, vector_weight=0.0, text_weight=1.0)
+    return scoring.fuse_weighted(similarity, text_rank, vector_weight=plan.vector_weight, text_weight=plan.text_weight)
+
+
+def _dated(
+    chosen: Sequence[Candidate], plan: RecallPlan, query: str, windows: Sequence[Window] | None, now: dt.datetime
+) -> list[bool]:
+    """Per candidate, whether it was stated inside a window the query names."""
+    if plan.date_boost > 0 and query:
+        if windows is None:
+            windows = plan.windows(query, now)
+        if windows:
+            return dates.in_any_window([c.created_at for c in chosen], windows)
+    return [False] * len(chosen)
+
+
 def _reranked(
-    chosen: Sequence[Candidate], relevance: scoring.Floats, rerank: Rerank, query: str, plan: RecallPlan
+    chosen: Sequence[Candidate],
+    relevance: scoring.Floats,
+    rerank: Rerank,
+    query: str,
+    plan: RecallPlan,
+    trace: RankTrace | None = None,
 ) -> scoring.Floats:
     """The relevance with the reranker's scores blended in (:func:`.scoring.blend_rerank`).
 
@@ -125,6 +164,8 @@ def _reranked(
     scores = rerank(query, [chosen[i].content for i in top])
     if scores is None or len(scores) != len(top):
         return relevance
+    if trace is not None:
+        trace.rerank_scores = dict(zip(top, (float(s) for s in scores), strict=True))
     blended = relevance.copy()
     blended[top] = scoring.blend_rerank(relevance[top], scores, weight=plan.rerank_weight)
     return blended

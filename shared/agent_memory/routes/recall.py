@@ -43,6 +43,8 @@ def recall(request: schemas.RecallRequest) -> RecallResult:
         consistency=request.consistency,
         as_of=request.as_of,
         include_inactive=request.include_inactive,
+        explain=request.explain,
+        explain_ids=request.explain_ids,
     )
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)

@@ -1,7 +1,7 @@
 """The public API: :class:`Memory`, the verbs every door calls (the HTTP API, the queue consumer,
 MCP, the CLI) and in-process Python code too; its :attr:`~Memory.admin` operates the store.
 
-Memory's verbs are defined in a module per kind of work (:mod:`.writing`, :mod:`.reading`,
+Memory's verbs are defined in a module per kind of work (:mod:`.writing` and :mod:`.reviewing`, :mod:`.reading`,
 :mod:`.editing`, :mod:`.accounting`), its base classes, so each verb's parameters are written once.
 What they work with is one object they share, composed rather than inherited: the settings and the
 collaborators, built on first use (:class:`.base.Collaborators`); :class:`.operating.Admin` works on
@@ -24,11 +24,11 @@ from agent_memory.service.editing import Editing
 from agent_memory.service.instructing import Instructing
 from agent_memory.service.operating import Admin
 from agent_memory.service.reading import Reading
-from agent_memory.service.writing import Writing
+from agent_memory.service.reviewing import Reviewing
 from agent_memory.store.engine.connection import Database
 
 
-class Memory(Writing, Editing, Reading, Accounting, Instructing):
+class Memory(Reviewing, Editing, Reading, Accounting, Instructing):
     """Long-term memory for AI agents: add facts, recall them, read, edit and forget them.
 
     ``Memory()`` takes its settings from the environment (AGENT_MEMORY_*; by default an embedded

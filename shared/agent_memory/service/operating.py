@@ -31,8 +31,8 @@ from agent_memory.store.indexes import partitions
 from agent_memory.store.memories import catalog, consolidation
 from agent_memory.store.schema import reembed
 from agent_memory.store.schema.setup import MigrateResult, migrate
-from agent_memory_contract.errors import ConfigurationError
-from agent_memory_contract.models import ImportLine, StoredIds, normalize_content
+from agent_memory_contract.errors import ConfigurationError, Forbidden, InvalidInput
+from agent_memory_contract.models import MAX_PAGE, ImportLine, StoredIds, UserCount, normalize_content
 from agent_memory_contract.schemas import TenantUsage
 
 logger = logging.getLogger(__name__)
@@ -245,6 +245,21 @@ class Admin:
         return [float(np.dot(vectors[0], v)) for v in vectors[1:]]
 
     # ---- accounting and change events -----------------------------------------------------
+
+    def users(self, *, limit: int = MAX_PAGE) -> list[UserCount]:
+        """Every user (by id, up to ``limit``) with their counts of memories and pending writes; for
+        operators (the page's user picker under `agent-memory serve` or for an IAM caller)."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
+        try:
+            found: list[UserCount] = self._parts.db.run(lambda conn: catalog.user_counts(conn, limit=limit))
+        except ConfigurationError as exc:
+            # The stack's function connects as agent_memory_app, one user at a time: no listing there.
+            raise Forbidden(
+                "listing users needs a database connection in agent_memory_maintenance (the owner's, as "
+                "`agent-memory serve` and `agent-memory users` have); this deployment's has not"
+            ) from exc
+        return found
 
     def usage_by_user(self, *, start: dt.date | None = None, end: dt.date | None = None) -> list[TenantUsage]:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's

@@ -13,12 +13,15 @@ import numpy as np
 
 from agent_memory.config import Settings
 from agent_memory.recall.block import build_memory_block
+from agent_memory.recall.explain import explain_candidates, named_explanations, plan_weights
 from agent_memory.recall.plan import RecallPlan
-from agent_memory.recall.ranking import rank_candidates
+from agent_memory.recall.ranking import RankTrace, rank_candidates
+from agent_memory.records import Candidate
 from agent_memory.service import pages
 from agent_memory.service.base import Collaborators, utcnow
 from agent_memory.store.accounts.usage import commit_usage
 from agent_memory.store.memories import catalog, edits
+from agent_memory.store.memories.named import named_memories
 from agent_memory.store.memories.recall import hybrid_candidates
 from agent_memory.store.memories.scope import Scope
 from agent_memory.usage import Meter, metering
@@ -26,16 +29,19 @@ from agent_memory_contract.errors import DatabaseResuming, InputTooLarge, Invali
 from agent_memory_contract.inputs import has_visible, lone_surrogate
 from agent_memory_contract.models import (
     DEFAULT_PAGE,
+    MAX_EXPLAIN_IDS,
     MAX_HISTORY,
     MAX_PAGE,
     MAX_RECALL_LIMIT,
     Consistency,
+    ExplainedName,
     ExportPage,
     MemoryEvent,
     MemoryFilters,
     MemoryPage,
     MemoryRecord,
     RecalledMemory,
+    RecallExplanation,
     RecallQuery,
     RecallResult,
     export_line,
@@ -91,6 +97,8 @@ class Reading:
         consistency: Consistency = "eventual",
         as_of: dt.datetime | None = None,
         include_inactive: bool = False,
+        explain: bool = False,
+        explain_ids: Sequence[uuid.UUID] | None = None,
     ) -> RecallResult:
         """The user's memories most relevant to ``query`` (among those matching ``filters``), best
         first, and the prompt block. ``consistency="strong"`` reads the writer when a reader
@@ -100,8 +108,13 @@ class Reading:
         :class:`~agent_memory.store.memories.scope.Scope`): ``now``, when the recall is evaluated (what the
         store held then, the decay's and the date words' reference; default: the present);
         ``as_of``, valid time: among what was true then, superseded versions included while they
-        held. ``include_inactive``: superseded and expired memories too (debugging)."""
+        held. ``include_inactive``: superseded and expired memories too (debugging). ``explain``
+        (or ``explain_ids``, memories to account for): also why (:attr:`RecallResult.explanation`);
+        without it, ranking records nothing and no statement is added."""
         query, limit = self._check_query(query, limit)
+        if explain_ids is not None and len(explain_ids) > MAX_EXPLAIN_IDS:
+            raise InvalidInput(f"explain_ids holds at most {MAX_EXPLAIN_IDS} ids", field="explain_ids")
+        explain = explain or bool(explain_ids)
         plan = plan or self._parts.recall_plan
         with metering(usage) as meter:
             vector = self._parts.embedder.embed_query(query) if query_vector is None else query_vector
@@ -146,6 +159,7 @@ class Reading:
         if on_reader and used:
             self._parts.db.run(lambda conn: commit_usage(conn, user_id, used))
         reranker = self._parts.reranker
+        trace = RankTrace() if explain else None
         chosen = rank_candidates(
             candidates,
             plan,
@@ -154,6 +168,7 @@ class Reading:
             query=query,
             windows=windows,
             rerank=reranker.scores if reranker is not None else None,
+            trace=trace,
         )
         if self.settings.min_score > 0:
             chosen = [(c, score) for c, score in chosen if score >= self.settings.min_score]
@@ -174,7 +189,50 @@ class Reading:
         block = build_memory_block(
             (m.content for m in memories), max_chars=self.settings.max_block_chars, guard=self.settings.prompt_guard
         )
-        return RecallResult(memories=memories, prompt_block=block, query=query)
+        explanation = None
+        if trace is not None:
+            explanation = RecallExplanation(
+                now=evaluated_at,
+                as_of=scope.as_of,
+                limit=limit,
+                candidates_per_leg=k,
+                min_score=self.settings.min_score,
+                weights=plan_weights(plan),
+                date_windows=list(windows),
+                reranked=bool(trace.rerank_scores),
+                candidates=explain_candidates(
+                    trace, plan, limit=limit, min_score=self.settings.min_score, now=evaluated_at
+                ),
+                named=self._explain_named(scope, explain_ids or (), candidates, vector, query, evaluated_at, k),
+            )
+        return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)
+
+    def _explain_named(
+        self,
+        scope: Scope,
+        ids: Sequence[uuid.UUID],
+        candidates: Sequence[Candidate],
+        vector: np.ndarray,
+        query: str,
+        evaluated_at: dt.datetime,
+        k: int,
+    ) -> builtins.list[ExplainedName]:
+        """Why each named memory was (not) a candidate: one more statement, only when ids are named.
+        On the writer: a memory written a moment ago is named because the caller knows it."""
+        if not ids:
+            return []
+        rows = self._parts.reads.run(lambda conn: named_memories(conn, scope, ids, vector, query), consistency="strong")
+        return named_explanations(
+            ids,
+            rows,
+            {c.id for c in candidates},
+            project_id=scope.project_id,
+            now=scope.now,
+            evaluated_at=evaluated_at,
+            as_of=scope.as_of,
+            include_inactive=scope.include_inactive,
+            k=k,
+        )
 
     def recall_batch(
         self, queries: Sequence[RecallQuery], *, limit: int | None = None

@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from agent_memory.config import Settings
 from agent_memory.ingest import conversation
 from agent_memory.ingest.neighbours import SameFactRule
+from agent_memory.ingest.review import review_reasons
 from agent_memory.ingest.rows import (
     build_rows,
     check_lengths,
@@ -28,6 +29,7 @@ from agent_memory.service.base import Collaborators
 from agent_memory.service.instructing import effective_instructions
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.memories import messages, related, restore, writes
+from agent_memory.store.memories import pending as held_writes
 from agent_memory.store.memories.messages import UnflushedWrites
 from agent_memory.store.memories.scope import Scope
 from agent_memory.usage import Meter, UsageRow, metering
@@ -165,6 +167,7 @@ class Writing:
         observed_at: dt.datetime | None = None,
         metadata: Mapping[str, Any] | None = None,
         infer: bool | None = None,
+        reviewed: bool = False,
     ) -> StoredIds:
         """Store one fact or several for the user, in one transaction. The same fact twice is one
         memory: exact duplicates and near duplicates that state the same fact fold into the stored
@@ -177,7 +180,9 @@ class Writing:
         ``source`` as its conversation id): the ids are those of the facts kept (none for a
         conversation already added). ``infer=False`` stores each user and assistant message's text
         as is instead (its role in the metadata); ``infer=True`` extracts from strings too (each a
-        user message). ``metadata`` is added to every memory stored (a fact's own keys win)."""
+        user message). ``metadata`` is added to every memory stored (a fact's own keys win). With
+        AGENT_MEMORY_REVIEW_WRITES, a flagged fact is held for review instead (``pending``), unless
+        ``reviewed`` (a person approved it)."""
         items: list[Any] = list(memories) if _is_sequence(memories) else [memories]  # type: ignore[arg-type]
         chat = _chat_messages(items)
         if infer or (chat is not None and infer is None):
@@ -197,14 +202,29 @@ class Writing:
         write_id = uuid.uuid4()
         with metering() as meter:
             redacted = self._parts.redactor.apply(new)
-            kept = redacted.memories
-            vectors = embed_unique(self._parts.embedder, [m.content for m in kept])
+            now, pending = self._held_for_review(
+                redacted.memories,
+                user_id=user_id,
+                project_id=project_id,
+                source=source,
+                write_id=write_id,
+                skip=reviewed,
+            )
+            kept = [redacted.memories[i] for i in now]
+            vectors = embed_unique(self._parts.embedder, [m.content for m in kept]) if kept else []
+        # Each stored fact's position in the caller's input (for the supersedes fields' paths).
+        given = {kept_at: i for i, kept_at in enumerate(redacted.positions) if kept_at is not None}
+        original = {k: given[i] for k, i in enumerate(now)}
+        if not kept:
+            return StoredIds(
+                ids=[], created=0, refreshed=0, pii_redacted=redacted.redacted,
+                pii_dropped=redacted.dropped_positions, write_id=write_id, pending=pending,
+            )  # fmt: skip
         rows, positions = build_rows(
             [user_id] * len(kept), kept, vectors, project_id=project_id, source=source, observed_at=observed_at
         )
         meter.add("write", calls=1, items=len(rows))
         usage = {user_id: self._parts.usage(meter)}
-        original = {kept_at: i for i, kept_at in enumerate(redacted.positions) if kept_at is not None}
         named: dict[int, list[tuple[uuid.UUID, str]]] = {}
         for k, memory in enumerate(kept):
             for j, target in enumerate(memory.supersedes):
@@ -241,7 +261,47 @@ class Writing:
             write_id=write_id,
             superseded=sum(len(o.superseded) for o in outcomes),
             facts=[fact_outcome(outcomes[p]) for p in positions],
+            pending=pending,
         )
+
+    def _review_rule(self, source: str | None, *, conversation: bool) -> Callable[[NewMemory], list[str]] | None:
+        """Why a fact from ``source`` must wait for review, with AGENT_MEMORY_REVIEW_WRITES on."""
+        if not self.settings.review_writes:
+            return None
+        return partial(
+            review_reasons,
+            source=source,
+            untrusted=self.settings.untrusted_sources,
+            detectors=self._parts.redactor.detectors,
+            conversation=conversation,
+        )
+
+    def _held_for_review(
+        self,
+        memories: Sequence[NewMemory],
+        *,
+        user_id: str,
+        project_id: str | None,
+        source: str | None,
+        write_id: uuid.UUID,
+        skip: bool = False,
+    ) -> tuple[list[int], list[uuid.UUID]]:
+        """With AGENT_MEMORY_REVIEW_WRITES, holds the flagged facts for review (one transaction): the
+        indexes of the others, to store now, and the held facts' pending ids."""
+        everything = list(range(len(memories)))
+        review = None if skip else self._review_rule(source, conversation=False)
+        if review is None or not memories:
+            return everything, []
+        flagged = {i: why for i, m in enumerate(memories) if (why := review(m))}
+        if not flagged:
+            return everything, []
+        held = [(memories[i], why) for i, why in flagged.items()]
+        pending = self._parts.db.run(
+            lambda conn: held_writes.hold(conn, user_id, held, project_id=project_id, source=source, write_id=write_id)
+        )
+        logger.info("held for review", extra={"user_id": user_id, "memories": len(held), "write_id": str(write_id)})
+        self._parts.publish_changes(user_id)
+        return [i for i in everything if i not in flagged], pending
 
     def _add_conversation(
         self,
@@ -413,9 +473,19 @@ class Writing:
                 redactor=self._parts.redactor,
                 instructions=instructions,
                 metadata=metadata,
+                review=self._review_rule(source, conversation=True),
             )
             meter.add("conversation", calls=1, items=len(planned.rows))
             usage = self._parts.usage(meter)
+        pending: list[uuid.UUID] = []
+        if planned.held:
+            # Held first, in a transaction of its own: a redelivery holds the same facts again, which
+            # is one row each (pending_memories' unique fact), so nothing is lost or doubled.
+            pending = self._parts.db.run(
+                lambda conn: held_writes.hold(
+                    conn, user_id, planned.held, project_id=message.project_id, source=source, write_id=write_id
+                )
+            )
         written = self._parts.db.run(
             lambda conn: messages.ingest_message(
                 conn,
@@ -438,7 +508,9 @@ class Writing:
                 "update targets ended or left the scope before the write; their facts were kept as new",
                 extra={"user_id": user_id, "source": source, "stale": [str(t) for t in written.stale]},
             )
-        outcome = conversation.written_outcome(planned, written).model_copy(update={"write_id": write_id})
+        outcome = conversation.written_outcome(planned, written).model_copy(
+            update={"write_id": write_id, "pending": pending}
+        )
         logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
         self._parts.publish_changes(user_id)
         return outcome

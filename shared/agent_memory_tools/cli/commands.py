@@ -79,7 +79,13 @@ def skipped_statement(report: ImportReport, shown: int = 10) -> str:
 
 
 def _recall_payload(result: RecallResult) -> dict[str, object]:
-    return {"memories": [m.model_dump(mode="json") for m in result.memories], "prompt_block": result.prompt_block}
+    payload: dict[str, object] = {
+        "memories": [m.model_dump(mode="json") for m in result.memories],
+        "prompt_block": result.prompt_block,
+    }
+    if result.explanation is not None:
+        payload["explanation"] = result.explanation.model_dump(mode="json")
+    return payload
 
 
 def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
@@ -96,6 +102,8 @@ def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
         filters=filters_of(args),
         as_of=args.as_of,
         include_inactive=args.include_inactive,
+        explain=args.explain,
+        explain_ids=args.explain_ids,
     )
     if for_humans(args):
         write_recall(result, sys.stdout)

@@ -11,6 +11,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from typing import get_args
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -24,8 +25,10 @@ from agent_memory_contract.errors import (
 from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_kind
 from agent_memory_contract.models import (
     CATEGORIES,
+    MAX_PAGE,
     NewMemory,
     ProjectId,
+    ReviewDecision,
     Source,
     UserId,
     describe_errors,
@@ -53,7 +56,16 @@ from agent_memory_tools.cli.commands import (
     cmd_reembed,
     cmd_similarity,
 )
-from agent_memory_tools.cli.memories import add_filter_arguments, cmd_export, cmd_get, cmd_ingest, cmd_update
+from agent_memory_tools.cli.memories import (
+    add_filter_arguments,
+    cmd_export,
+    cmd_get,
+    cmd_ingest,
+    cmd_pending,
+    cmd_review,
+    cmd_update,
+    cmd_users,
+)
 from agent_memory_tools.cli.output import parse_time
 from agent_memory_tools.local.stack import TEMPLATE_HELP
 
@@ -114,6 +126,15 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--out", help="where --queries writes one result line per query")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
     p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
+    p.add_argument("--explain", action="store_true", help=RecallRequest.model_fields["explain"].description)
+    p.add_argument(
+        "--explain-id",
+        dest="explain_ids",
+        action="append",
+        type=uuid.UUID,
+        metavar="ID",
+        help=f"{RecallRequest.model_fields['explain_ids'].description} Repeat for several.",
+    )
     add_filter_arguments(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("query", nargs="*")
@@ -163,6 +184,19 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
     p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
+
+    p = add("pending", cmd_pending, "a user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+
+    p = add("review", cmd_review, "approve or reject a write held for review (approved: written and recalled)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True, help="the pending id (`pending` lists them)")
+    p.add_argument("--source", default="cli")
+    p.add_argument("decision", choices=get_args(ReviewDecision))
+
+    p = add("users", cmd_users, "every user with their counts of memories and pending writes, by id")
+    p.add_argument("--limit", type=int, default=MAX_PAGE)
 
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)

@@ -86,6 +86,23 @@ def cmd_get(service: Memory, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_pending(service: Memory, args: argparse.Namespace) -> int:
+    for held in service.pending(user_id=args.user, project_id=args.project):
+        emit(held)
+    return EXIT_OK
+
+
+def cmd_users(service: Memory, args: argparse.Namespace) -> int:
+    for user in service.admin.users(limit=args.limit):
+        emit(user)
+    return EXIT_OK
+
+
+def cmd_review(service: Memory, args: argparse.Namespace) -> int:
+    emit(service.review(args.id, args.decision, user_id=args.user, source=args.source))
+    return EXIT_OK
+
+
 def cmd_update(service: Memory, args: argparse.Namespace) -> int:
     raw: dict[str, Any] = {}
     if args.content is not None:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import IO
 
-from agent_memory_contract.models import MemoryRecord, RecallResult
+from agent_memory_contract.models import MemoryRecord, RecallExplanation, RecallResult
 
 
 def for_humans(args: argparse.Namespace, out: IO[str] | None = None) -> bool:
@@ -41,14 +41,36 @@ def write_memories(memories: Iterable[MemoryRecord], out: IO[str], user_id: str)
 
 
 def write_recall(result: RecallResult, out: IO[str]) -> None:
-    """The memories with their scores, then the block an agent puts in its system prompt."""
+    """The memories with their scores, then the block an agent puts in its system prompt; with an
+    explanation, every candidate's signals and outcome after them."""
     if not result.memories:
         out.write("nothing recalled\n")
-        return
-    out.write(f"{'score':>6}  {'category':<10}  memory\n")
-    for memory in result.memories:
-        out.write(f"{memory.score:6.3f}  {memory.category:<10}  {_one_line(memory.content)}\n")
-    out.write("\n" + result.prompt_block + "\n")
+    else:
+        out.write(f"{'score':>6}  {'category':<10}  memory\n")
+        for memory in result.memories:
+            out.write(f"{memory.score:6.3f}  {memory.category:<10}  {_one_line(memory.content)}\n")
+        out.write("\n" + result.prompt_block + "\n")
+    if result.explanation is not None:
+        _write_explanation(result.explanation, out)
+
+
+def _write_explanation(explanation: RecallExplanation, out: IO[str]) -> None:
+    out.write(f"\nwhy (evaluated at {explanation.now.isoformat()}")
+    out.write(f", as of {explanation.as_of.isoformat()})\n" if explanation.as_of else ")\n")
+    out.write(
+        f"{'score':>6}  {'vector':>6}  {'text':>5}  {'decay':>5}  {'mmr':>5}  {'rerank':>6}  outcome          memory\n"
+    )
+    for c in explanation.candidates:
+        s = c.signals
+        mmr = "" if s.mmr_penalty is None else f"{s.mmr_penalty:.3f}"
+        rerank = "" if s.reranker_score is None else f"{s.reranker_score:.3f}"
+        date = " [date]" if s.date_window else ""
+        out.write(
+            f"{c.score:6.3f}  {s.vector_similarity:6.3f}  {s.text_rank:5.2f}  {s.decay:5.3f}  {mmr:>5}  {rerank:>6}  "
+            f"{c.outcome:<15}  {_one_line(c.content)}{date}\n"
+        )
+    for n in explanation.named:
+        out.write(f"{n.id}  {n.outcome}: {n.why}\n")
 
 
 def write_settings(values: Mapping[str, object], defaults: Mapping[str, object], out: IO[str]) -> None:

@@ -25,10 +25,16 @@ import type {
   MemoryPage,
   MemoryRecord,
   NewMemory,
+  PendingMemory,
+  PendingQuery,
   RecallRequest,
   RecallResult,
+  ReviewDecision,
+  ReviewOutcome,
   StoredIds,
   StoredInstructions,
+  UserCount,
+  UsersQuery,
   UsageQuery,
   UsageReport,
   UserQuery,
@@ -254,6 +260,24 @@ export class MemoryClient {
   async history(memoryId: string, query: HistoryQuery = {}): Promise<MemoryEvent[]> {
     const answer = await this.run<{ events: MemoryEvent[] }>({ method: "GET", path: `/memories/${idPath(memoryId)}/history`, query });
     return answer.events;
+  }
+
+  /** The user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first: never recalled until approved. */
+  async pending(query: PendingQuery = {}): Promise<PendingMemory[]> {
+    const answer = await this.run<{ memories: PendingMemory[] }>({ method: "GET", path: "/memories/pending", query });
+    return answer.memories;
+  }
+
+  /** Every user with their counts of memories: for an IAM caller or the local server (a JWT caller gets Forbidden). */
+  async users(query: UsersQuery = {}): Promise<UserCount[]> {
+    const answer = await this.run<{ users: UserCount[] }>({ method: "GET", path: "/users", query });
+    return answer.users;
+  }
+
+  /** Approve (written as any write, recalled from now on) or reject a write held for review. */
+  async review(pendingId: string, decision: ReviewDecision, query: UserQuery = {}): Promise<ReviewOutcome> {
+    const body = { decision, ...(query.user_id ? { user_id: query.user_id } : {}) };
+    return this.run({ method: "POST", path: `/memories/${idPath(pendingId)}/review`, body });
   }
 
   /** Everything the user has, as import lines (`agent-memory import` restores them), page after page. */

@@ -126,6 +126,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/memories/{pending_id}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Approve or reject one of the caller's writes held for review */
+        post: operations["review_memory_memories__pending_id__review_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/memories/export": {
         parameters: {
             query?: never;
@@ -135,6 +152,23 @@ export interface paths {
         };
         /** Everything the caller has, as import lines (a page; follow next_cursor) */
         get: operations["export_memories_memories_export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memories/pending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's writes waiting for review (never recalled until approved), oldest first */
+        get: operations["pending_memories_memories_pending_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -169,6 +203,23 @@ export interface paths {
         };
         /** A user's usage per day (recalls, conversations, writes, LLM and embedding calls, tokens) and its cost */
         get: operations["usage_usage_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every user with their counts of memories (an IAM caller or the local server; not a JWT user) */
+        get: operations["users_users_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -323,6 +374,73 @@ export interface components {
             field?: string | null;
             /** Message */
             message: string;
+        };
+        /**
+         * ExplainedCandidate
+         * @description One candidate of an explained recall: its signals, its final score and its outcome.
+         */
+        ExplainedCandidate: {
+            /** Category */
+            category: string;
+            /** Content */
+            content: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "kept" | "below_min_score" | "mmr" | "past_limit" | "leg_off";
+            /**
+             * Position
+             * @description Its place in the answer (1 = first); null: dropped.
+             */
+            position: number | null;
+            /** Project Id */
+            project_id: string | null;
+            /**
+             * Score
+             * @description The final score (the one a kept memory is returned with).
+             */
+            score: number;
+            signals: components["schemas"]["RecallSignals"];
+            /** Why */
+            why: string;
+        };
+        /**
+         * ExplainedName
+         * @description A memory the caller named (explain_ids): whether it was a candidate and, if not, why.
+         */
+        ExplainedName: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "candidate" | "not_found" | "another_scope" | "superseded" | "expired" | "not_yet_valid" | "filtered_out" | "pending_review" | "not_near_enough";
+            /** Text Match */
+            text_match?: boolean | null;
+            /**
+             * Vector Position
+             * @description Its place by similarity among the memories in scope (the leg takes the first k).
+             */
+            vector_position?: number | null;
+            /** Vector Similarity */
+            vector_similarity?: number | null;
+            /** Why */
+            why: string;
         };
         /**
          * ExportPage
@@ -483,6 +601,8 @@ export interface components {
             facts?: components["schemas"]["FactOutcome"][];
             /** Ids */
             ids?: string[];
+            /** Pending */
+            pending?: string[];
             /**
              * Pii Dropped
              * @default 0
@@ -604,7 +724,7 @@ export interface components {
              * Event
              * @enum {string}
              */
-            event: "created" | "refreshed" | "superseded" | "merged" | "revived" | "expiry_changed" | "updated" | "deleted" | "expired" | "purged";
+            event: "created" | "refreshed" | "superseded" | "merged" | "revived" | "expiry_changed" | "updated" | "deleted" | "expired" | "purged" | "pending" | "approved" | "rejected";
             /**
              * Memory Id
              * Format: uuid
@@ -773,6 +893,47 @@ export interface components {
             valid_from?: string | null;
         };
         /**
+         * PendingMemory
+         * @description A write waiting for review: never recalled until a person approves it.
+         */
+        PendingMemory: {
+            /** Category */
+            category: string;
+            /** Content */
+            content: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Project Id */
+            project_id: string | null;
+            /** Reasons */
+            reasons: string[];
+            /** Source */
+            source?: string | null;
+            /** User Id */
+            user_id: string;
+            /**
+             * Write Id
+             * @description The write that created or last touched this (a uuid every write returns: POST /memories, an import, an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each.
+             */
+            write_id?: string | null;
+        };
+        /**
+         * PendingPage
+         * @description The writes waiting for review, oldest first.
+         */
+        PendingPage: {
+            /** Memories */
+            memories: components["schemas"]["PendingMemory"][];
+        };
+        /**
          * ProjectCategory
          * @description One of a project's own categories. An extracted memory of this category is stored with
          *     ``metadata.categories: [name]`` (filter with ``metadata={"categories": [name]}``) and, as its
@@ -831,6 +992,47 @@ export interface components {
             score: number;
         };
         /**
+         * RecallExplanation
+         * @description Why an explained recall (``explain``) answered what it did.
+         */
+        RecallExplanation: {
+            /** As Of */
+            as_of?: string | null;
+            /** Candidates */
+            candidates: components["schemas"]["ExplainedCandidate"][];
+            /** Candidates Per Leg */
+            candidates_per_leg: number;
+            /** Date Windows */
+            date_windows?: [
+                string,
+                string
+            ][];
+            /** Limit */
+            limit: number;
+            /** Min Score */
+            min_score: number;
+            /** Named */
+            named?: components["schemas"]["ExplainedName"][];
+            /**
+             * Now
+             * Format: date-time
+             * @description The instant the recall was evaluated at (decay and date words).
+             */
+            now: string;
+            /**
+             * Reranked
+             * @default false
+             */
+            reranked?: boolean;
+            /**
+             * Weights
+             * @description The plan's weights: vector, text, date_boost, hop, rerank, mmr.
+             */
+            weights: {
+                [key: string]: number;
+            };
+        };
+        /**
          * RecallMessage
          * @description A chat message as agent frameworks pass them around: any role, text or parts.
          */
@@ -857,6 +1059,17 @@ export interface components {
              * @enum {string}
              */
             consistency?: "eventual" | "strong";
+            /**
+             * Explain
+             * @description Also answer why: every candidate the search considered with its signals (vector similarity, text rank, date window, decay, MMR penalty, reranker score), its final score and why it was kept or dropped.
+             * @default false
+             */
+            explain?: boolean;
+            /**
+             * Explain Ids
+             * @description Memory ids to account for (implies explain, at most 50): for each, whether it was a candidate and, if not, why (another scope, superseded, expired, not yet valid, filtered out, pending review, not near enough, not found).
+             */
+            explain_ids?: string[] | null;
             /** @description Recall among the memories that match these only (all conditions hold). */
             filters?: components["schemas"]["MemoryFilters"] | null;
             /**
@@ -898,6 +1111,8 @@ export interface components {
         };
         /** RecallResult */
         RecallResult: {
+            /** @description With explain: every candidate's signals and outcome, and the named memories'. */
+            explanation?: components["schemas"]["RecallExplanation"] | null;
             /** Memories */
             memories: components["schemas"]["RecalledMemory"][];
             /** Prompt Block */
@@ -909,6 +1124,103 @@ export interface components {
              * @description Set when no memory could be read, so memories and prompt_block are empty and the agent should proceed without them: database_resuming, the database is waking from auto-pause (about 15 s).
              */
             unavailable?: "database_resuming" | null;
+        };
+        /**
+         * RecallSignals
+         * @description What ranking saw of one candidate, step by step (see docs/how-it-works.md, recall).
+         */
+        RecallSignals: {
+            /**
+             * Date Window
+             * @description Stated inside a date window the query names (boosted, no decay).
+             */
+            date_window: boolean;
+            /**
+             * Decay
+             * @description The time-decay factor applied (1: none: evergreen, or in a date window).
+             */
+            decay: number;
+            /**
+             * Hop Bonus
+             * @description Added for being stated together with one of the most relevant.
+             */
+            hop_bonus: number;
+            /**
+             * Mmr Penalty
+             * @description What MMR took off for likeness to a memory chosen before it; null without MMR.
+             */
+            mmr_penalty: number | null;
+            /**
+             * Relevance
+             * @description Fused (and reranked) relevance, before decay and the date boost.
+             */
+            relevance: number;
+            /**
+             * Reranker Score
+             * @description The reranker's own score; null: not reranked.
+             */
+            reranker_score: number | null;
+            /**
+             * Text Position
+             * @description Its place in the full-text leg; null: not in it.
+             */
+            text_position: number | null;
+            /**
+             * Text Rank
+             * @description Full-text rank (ts_rank_cd) over the best candidate's, 0..1.
+             */
+            text_rank: number;
+            /**
+             * Vector Position
+             * @description Its place in the vector leg, 1 = nearest; null: not in it.
+             */
+            vector_position: number | null;
+            /**
+             * Vector Similarity
+             * @description Cosine similarity to the query (1 - distance).
+             */
+            vector_similarity: number;
+        };
+        /**
+         * ReviewOutcome
+         * @description What a review decision did: approved, the memory the write became (a new one, or the stored
+         *     memory that already states the fact); rejected, nothing is stored and its text leaves the history.
+         */
+        ReviewOutcome: {
+            /**
+             * Decision
+             * @enum {string}
+             */
+            decision: "approve" | "reject";
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Memory Id */
+            memory_id?: string | null;
+            /**
+             * Write Id
+             * @description The write that created or last touched this (a uuid every write returns: POST /memories, an import, an ingested conversation, a PATCH, a consolidation run); its history events carry the write that caused each.
+             */
+            write_id?: string | null;
+        };
+        /**
+         * ReviewRequest
+         * @description POST /memories/{id}/review: a person's decision on a write held for review.
+         */
+        ReviewRequest: {
+            /**
+             * Decision
+             * @description approve: written as any write (and recalled from now on); reject: nothing is stored.
+             * @enum {string}
+             */
+            decision: "approve" | "reject";
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             */
+            user_id?: string | null;
         };
         /**
          * StoredIds
@@ -925,6 +1237,11 @@ export interface components {
             facts?: components["schemas"]["FactOutcome"][];
             /** Ids */
             ids: string[];
+            /**
+             * Pending
+             * @description With AGENT_MEMORY_REVIEW_WRITES, the facts held for review (never recalled until approved): their pending ids, in input order; ids and facts then hold the stored ones.
+             */
+            pending?: string[];
             /** Pii Dropped */
             pii_dropped?: number[];
             /**
@@ -1043,6 +1360,34 @@ export interface components {
             };
             /** User Id */
             user_id: string;
+        };
+        /**
+         * UserCount
+         * @description One user and how many memories they have (``GET /users``: the page's user picker).
+         */
+        UserCount: {
+            /**
+             * Memories
+             * @description Current memories (neither superseded nor expired).
+             */
+            memories: number;
+            /**
+             * Pending
+             * @description Writes waiting for review.
+             */
+            pending: number;
+            /**
+             * Stored
+             * @description Every stored memory, superseded and expired ones too.
+             */
+            stored: number;
+            /** User Id */
+            user_id: string;
+        };
+        /** UserList */
+        UserList: {
+            /** Users */
+            users: components["schemas"]["UserCount"][];
         };
     };
     responses: never;
@@ -2218,6 +2563,95 @@ export interface operations {
             };
         };
     };
+    review_memory_memories__pending_id__review_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                pending_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewRequest"];
+            };
+        };
+        responses: {
+            /** @description What the decision did (approved: the memory it became) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewOutcome"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     export_memories_memories_export_get: {
         parameters: {
             query?: {
@@ -2244,6 +2678,93 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ExportPage"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    pending_memories_memories_pending_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                project_id?: string | null;
+                user_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pending writes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingPage"];
                 };
             };
             /** @description Invalid request: the message names the problem and the field */
@@ -2449,6 +2970,91 @@ export interface operations {
                 };
             };
             /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    users_users_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The users, by id */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A JWT user may see only their own memories */
             403: {
                 headers: {
                     [name: string]: unknown;

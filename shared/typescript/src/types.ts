@@ -30,6 +30,10 @@ export type ErrorBody = Schemas["ErrorBody"];
 export type ExtractionInstructions = Schemas["ExtractionInstructions"];
 export type InstructionsRequest = Schemas["InstructionsRequest"];
 export type StoredInstructions = Schemas["StoredInstructions"];
+export type PendingMemory = Schemas["PendingMemory"];
+export type ReviewOutcome = Schemas["ReviewOutcome"];
+export type ReviewDecision = Schemas["ReviewRequest"]["decision"];
+export type RecallExplanation = Schemas["RecallExplanation"];
 export type Category = NewMemory["category"] & string;
 export type Consistency = NonNullable<RecallRequest["consistency"]>;
 
@@ -45,6 +49,9 @@ export type ExportQuery = Omit<Query<"export_memories_memories_export_get">, "cu
 export type UsageQuery = Query<"usage_usage_get">;
 export type InstructionsQuery = Query<"get_instructions_instructions_get">;
 export type InstructionsHistoryQuery = Query<"instructions_history_instructions_history_get">;
+export type PendingQuery = Query<"pending_memories_memories_pending_get">;
+export type UsersQuery = Query<"users_users_get">;
+export type UserCount = Schemas["UserCount"];
 /** POST /memories' body but the memories, which may also be plain strings (each a fact). */
 export type AddOptions = Omit<AddRequest, "memories">;
 /** POST /conversations' body but the messages. */

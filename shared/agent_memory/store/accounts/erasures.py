@@ -30,10 +30,13 @@ _ERASE = """
 WITH memories AS (DELETE FROM user_memories WHERE user_id = %(user_id)s RETURNING 1),
      history AS (DELETE FROM memory_events WHERE user_id = %(user_id)s RETURNING 1),
      receipts AS (DELETE FROM ingested_messages WHERE user_id = %(user_id)s RETURNING 1),
-     usage AS (DELETE FROM usage_daily WHERE user_id = %(user_id)s RETURNING 1)
+     usage AS (DELETE FROM usage_daily WHERE user_id = %(user_id)s RETURNING 1),
+     -- writes waiting for review (0016) are memories too, not yet stored
+     held AS (DELETE FROM pending_memories WHERE user_id = %(user_id)s RETURNING 1)
 INSERT INTO erasure_receipts (id, subject_hash, requested_by, deleted)
 SELECT %(id)s, %(subject)s, %(requested_by)s,
-       jsonb_build_object('memories', (SELECT count(*) FROM memories), 'history', (SELECT count(*) FROM history),
+       jsonb_build_object('memories', (SELECT count(*) FROM memories) + (SELECT count(*) FROM held),
+                          'history', (SELECT count(*) FROM history),
                           'ingest_receipts', (SELECT count(*) FROM receipts),
                           'usage_rows', (SELECT count(*) FROM usage))
 RETURNING id, subject_hash, requested_by, erased_at, deleted

@@ -30,6 +30,9 @@ EventType = Literal[
     "memory.expired",
     "memory.purged",
     "memory.forgotten",
+    "memory.pending",
+    "memory.approved",
+    "memory.rejected",
     "user.erased",
 ]
 

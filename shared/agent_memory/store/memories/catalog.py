@@ -12,7 +12,7 @@ from psycopg.rows import class_row
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.transactions import maintenance_transaction, user_transaction
 from agent_memory.store.memories.scope import Scope, scope_filter, scope_params
-from agent_memory_contract.models import MemoryEvent, MemoryRecord
+from agent_memory_contract.models import MemoryEvent, MemoryRecord, UserCount
 
 MEMORY_COLUMNS = (
     "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
@@ -58,6 +58,29 @@ def history(
     )
     with user_transaction(conn, user_id), conn.cursor(row_factory=class_row(MemoryEvent)) as cur:
         return cur.execute(query, {"user_id": user_id, "memory_id": memory_id, "limit": limit}).fetchall()
+
+
+_USER_COUNTS = """
+WITH stored AS (
+    SELECT user_id,
+           count(*) FILTER (WHERE superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS memories,
+           count(*) AS stored
+    FROM user_memories GROUP BY user_id
+), held AS (
+    SELECT user_id, count(*) AS pending FROM pending_memories GROUP BY user_id
+)
+SELECT coalesce(s.user_id, h.user_id) AS user_id, coalesce(s.memories, 0) AS memories,
+       coalesce(s.stored, 0) AS stored, coalesce(h.pending, 0) AS pending
+FROM stored s FULL JOIN held h ON h.user_id = s.user_id
+ORDER BY 1 LIMIT %(limit)s
+"""
+
+
+def user_counts(conn: Connection, *, limit: int) -> list[UserCount]:
+    """Every user (up to ``limit``, by id) with their memory counts: across users, so as the
+    maintenance role (an operator's connection, as `agent-memory serve` has)."""
+    with maintenance_transaction(conn, source="users"), conn.cursor(row_factory=class_row(UserCount)) as cur:
+        return cur.execute(_USER_COUNTS, {"limit": limit}).fetchall()
 
 
 def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime) -> tuple[int, int]:
