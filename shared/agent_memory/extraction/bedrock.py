@@ -1,4 +1,6 @@
-"""Extraction with the Bedrock Converse API (any Converse chat model; Claude 3 Haiku by default).
+"""Extraction with the Bedrock Converse API (any Converse chat model; Claude Haiku 5.5
+through the US cross-Region inference profile by default: Claude 4+ models on Bedrock are invoked
+through inference profiles, and Claude 3 Haiku reached its end of life on 2026-09-10).
 
 Converse has no JSON output mode common to all models, so the answer is parsed tolerantly
 (see parsing). Throttling, 5xx and timeouts are retried under the shared policy
@@ -19,7 +21,7 @@ from agent_memory_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+DEFAULT_MODEL = "us.anthropic.claude-haiku-5-5"  # = providers.lifecycle.DEFAULT_EXTRACTION_MODEL
 PROVIDER = "bedrock converse"
 
 
