@@ -1,8 +1,11 @@
 """``agent-memory smoke --url URL``: is a deployed stack (or ``agent-memory serve``) working, end to end?
 
 Against the API at URL, as the user a caller would be (IAM-signed with ``--user``, or the ``sub``
-of ``--token``): remember two facts, recall them, list them, call the MCP endpoint's tools, forget
-them and check they are gone. Each check prints PASS or FAIL with the reason; the last line is the
+of ``--token``): with ``--stack``, first check that the stack's Bedrock models are still offered;
+remember two facts, recall them, list them, call the MCP endpoint's tools, hand over a conversation
+(POST /conversations: extracted by the LLM, embedded, stored) and recall what it yielded within
+``WRITE_PATH_WAIT_S`` (a FAIL names the stage: extract, store or recall), forget everything the
+run stored and check it is gone. Each check prints PASS or FAIL with the reason; the last line is the
 verdict, and the exit code says it too (0 PASS, 1 FAIL). Everything lives in a project of its own
 (``smoke-<random>``) and only what the run created is deleted, so it is safe on a stack in use.
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.service import Memory
-from agent_memory_contract.errors import AgentMemoryError, DatabaseResuming, NotFound
+from agent_memory_contract.errors import AgentMemoryError, DatabaseResuming, NotFound, ProviderError
 from agent_memory_contract.kinds import EXIT_OK
 from agent_memory_tools.cli.output import emit
 
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
 EXIT_FAILED = 1
 MCP_TOOL = "recall_memories"
 RESUME_POLL_S = 5.0
+# A conversation handed over must be recallable within this (POST /conversations stores before it
+# answers; the wait covers a reader's lag).
+WRITE_PATH_WAIT_S = 30.0
+WRITE_PATH_POLL_S = 1.0
 STDIN = "-"
 
 
@@ -79,6 +86,10 @@ def run_smoke(
     user_id: str | None = None,
     region: str | None = None,
     mcp: bool = True,
+    write_path: bool = True,
+    write_path_wait_s: float = WRITE_PATH_WAIT_S,
+    bedrock_settings: Any = None,
+    bedrock: Any = None,
     timeout: float = 30.0,
     resume_wait_s: float = 60.0,
     report: Callable[[dict[str, Any]], None] | None = None,
@@ -142,11 +153,47 @@ def run_smoke(
 
         return anyio.run(_mcp_recall, url, mode, token, user, project, region, timeout, marker)
 
+    def conversation() -> str:
+        # The write path as a chat app uses it: a finished conversation is extracted (the LLM),
+        # embedded and stored, then recallable. The stage that fails is named.
+        messages = [
+            {"role": "user", "content": f"For project {marker}: I always use Helix as my editor."},
+            {"role": "assistant", "content": "Noted, Helix it is."},
+            {"role": "user", "content": f"And I prefer Fish as my shell for {marker}."},
+        ]
+        try:
+            outcome = client.add_messages(messages, user_id=user, project_id=project, conversation_id=f"smoke-{marker}")
+        except ProviderError as exc:
+            raise AssertionError(f"stage extract: the extraction model failed ({exc})") from exc
+        new = [str(f.id) for f in outcome.facts if f.action == "created"] or [str(i) for i in outcome.ids]
+        for memory_id in new:
+            if memory_id not in created:
+                created.append(memory_id)
+                stored.append(memory_id)
+        assert outcome.extracted > 0, f"stage extract: the model kept no fact from the conversation ({outcome.status})"
+        assert outcome.ids, f"stage store: {outcome.extracted} extracted, none stored ({outcome.status})"
+        waited, started = 0.0, time.perf_counter()
+        while True:
+            result = client.recall(
+                f"which editor for project {marker}", user_id=user, project_id=project, consistency="strong"
+            )
+            if {str(m.id) for m in result.memories} & {str(i) for i in outcome.ids}:
+                break
+            waited = time.perf_counter() - started
+            assert waited < write_path_wait_s, (
+                f"stage recall: {len(outcome.ids)} stored, none recalled after {write_path_wait_s:.0f} s"
+            )
+            time.sleep(WRITE_PATH_POLL_S)
+        return (
+            f"{outcome.extracted} extracted, {len(outcome.ids)} stored, recalled after {waited:.1f} s "
+            f"(limit {write_path_wait_s:.0f} s)"
+        )
+
     def forget() -> str:
         for memory_id in list(stored):
             assert client.forget_memory(memory_id, user_id=user), f"{memory_id} was not there to forget"
             stored.remove(memory_id)
-        return "2 forgotten"
+        return f"{len(created)} forgotten"
 
     def gone() -> str:
         # The project's list also holds the user's memories of no project: only this run's must be gone.
@@ -160,11 +207,15 @@ def run_smoke(
         raise AssertionError("a forgotten memory can still be read")
 
     try:
+        if bedrock_settings is not None and not step("models", lambda: models_check(bedrock_settings, bedrock)):
+            return run
         if step("remember", remember):
             step("recall", recall)
             step("list", listed)
             if mcp:
                 step("mcp", mcp_tools)
+            if write_path:
+                step("conversation", conversation)
             if step("forget", forget):
                 step("gone", gone)
     finally:
@@ -204,6 +255,43 @@ async def _mcp_recall(
     return f"{len(tools)} tools, {MCP_TOOL} returned the memory"
 
 
+STACK_SETTINGS = {
+    "LlmProvider": "llm_provider",
+    "LlmModel": "llm_model",
+    "EmbeddingProvider": "embedding_provider",
+    "EmbeddingModel": "embedding_model",
+    "RerankProvider": "rerank_provider",
+    "RerankModel": "rerank_model",
+    "BedrockRegion": "bedrock_region",
+}
+
+
+def stack_settings(cloudformation: Any, stack: str) -> Any:
+    """The model settings a deployed stack runs with, from its parameters (DescribeStacks)."""
+    from agent_memory.config import Settings
+
+    described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+    values = {p["ParameterKey"]: p.get("ResolvedValue", p.get("ParameterValue", "")) for p in described["Parameters"]}
+    overrides = {field: values[key] for key, field in STACK_SETTINGS.items() if str(values.get(key) or "").strip()}
+    region = str(described["StackId"]).split(":")[3]
+    overrides.setdefault("bedrock_region", region)
+    return Settings(**overrides)
+
+
+def models_check(settings: Any, bedrock: Any = None) -> str:
+    """Each Bedrock model the stack calls is ACTIVE (or LEGACY, with a warning naming its end of life);
+    one past its end of life or missing fails, naming it and what to set instead."""
+    from agent_memory.providers import lifecycle
+
+    models = lifecycle.configured_models(settings)
+    if not models:
+        return "no Bedrock model configured"
+    checks = lifecycle.check_models(bedrock or lifecycle.bedrock_control_client(settings), models)
+    failed = [c.message() for c in checks if not c.ok]
+    assert not failed, "; ".join(failed)
+    return "; ".join(("WARNING " if c.warning else "") + c.message() for c in checks)
+
+
 def cmd_smoke(service: Memory, args: argparse.Namespace) -> int:
     del service  # the stack under test is at --url; nothing local is touched
     token: str | None = args.token
@@ -213,10 +301,17 @@ def cmd_smoke(service: Memory, args: argparse.Namespace) -> int:
     def line(check: dict[str, Any]) -> None:
         if not args.json:
             status = "PASS" if check["ok"] else "FAIL"
-            print(f"{status}  {check['check']:<9} {check['detail']} ({check['ms']} ms)", flush=True)
+            print(f"{status}  {check['check']:<12} {check['detail']} ({check['ms']} ms)", flush=True)
 
+    settings = None
+    if args.stack:
+        import boto3
+
+        settings = stack_settings(boto3.client("cloudformation", region_name=args.region), args.stack)
     run = run_smoke(
         args.url,
+        bedrock_settings=settings,
+        write_path=not args.no_write_path,
         token=token or None,
         auth=args.auth,
         user_id=args.user,
@@ -258,5 +353,15 @@ def register(add: AddCommand) -> None:
     p.add_argument("--user", help="the user to act as without a token (default: a new agent-memory-smoke-* user)")
     p.add_argument("--region", help="the API's region for SigV4 (default: from the URL)")
     p.add_argument("--no-mcp", action="store_true", help="skip the MCP check")
+    p.add_argument(
+        "--stack",
+        help="the stack's name: first check that each Bedrock model it is configured with is still offered "
+        "(GetFoundationModel's lifecycle; LEGACY warns, past its end of life fails)",
+    )
+    p.add_argument(
+        "--no-write-path",
+        action="store_true",
+        help="skip the conversation check (POST /conversations: extracted by the LLM, embedded, recallable)",
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
