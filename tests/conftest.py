@@ -29,7 +29,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings, get_settings
 from agent_memory.service import Memory, set_service
-from agent_memory.store.embedded import start_embedded_server
+from agent_memory.store.engine.embedded import start_embedded_server
 from tests.environment import use_lambda_environment
 
 # replica_pair, replica_database: a streaming standby; data_api, data_api_settings: the RDS Data API stand-in;

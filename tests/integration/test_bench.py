@@ -15,9 +15,9 @@ from pgvector.psycopg import register_vector
 
 from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
+from agent_memory.records import MemoryRow
 from agent_memory.service import Memory
-from agent_memory.store.rows import MemoryRow
-from agent_memory.store.scope import Scope
+from agent_memory.store.memories.scope import Scope
 from agent_memory_contract.kinds import EXIT_USAGE
 from agent_memory_contract.models import content_hash
 from agent_memory_tools.bench import sql as bench_sql

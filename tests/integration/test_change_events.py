@@ -111,8 +111,8 @@ def test_supersession_expiry_and_purge(publishing: Memory, bus: Any) -> None:
 
 
 def _supersede(conn: Any, user_id: str, old: Any, new: Any) -> None:
-    from agent_memory.store.transactions import user_transaction
-    from agent_memory.store.writes import supersede_memories
+    from agent_memory.store.engine.transactions import user_transaction
+    from agent_memory.store.memories.writes import supersede_memories
 
     with user_transaction(conn, user_id):
         supersede_memories(conn, user_id, [(old, new)])
@@ -191,7 +191,7 @@ def test_a_users_transaction_sees_only_their_own_pending_events(settings: Settin
         service.add([NewMemory(content="Bob likes coffee")], user_id="bob")
         assert service.admin.events_status(user_id="alice").pending == 1
         conn = service.admin.db.connection()
-        from agent_memory.store.transactions import user_transaction
+        from agent_memory.store.engine.transactions import user_transaction
 
         with user_transaction(conn, "alice"):
             seen = conn.execute("SELECT user_id FROM change_outbox").fetchall()

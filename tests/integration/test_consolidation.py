@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.service import Memory
-from agent_memory.store.consolidation import CHECKPOINT_KEY
+from agent_memory.store.memories.consolidation import CHECKPOINT_KEY
 from agent_memory_contract.models import ImportLine
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local

@@ -24,8 +24,8 @@ from psycopg.types.json import Jsonb
 from agent_memory.config import Settings
 from agent_memory.providers.rdsdata import DataApi, DataApiTarget
 from agent_memory.service import Memory
-from agent_memory.store.connection import Connection
-from agent_memory.store.dataapi import DataApiConnection
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.dataapi import DataApiConnection
 from agent_memory_contract.errors import DatabaseResuming, DatabaseUnavailable
 from agent_memory_contract.models import NewMemory
 from tests.data_api import CLUSTER_ARN, DataApiStandIn

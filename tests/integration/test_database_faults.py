@@ -13,7 +13,7 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.service import Memory
-from agent_memory.store.transactions import read_as_user, user_transaction
+from agent_memory.store.engine.transactions import read_as_user, user_transaction
 from agent_memory_contract.errors import DatabaseUnavailable, StatementTimeout
 from agent_memory_contract.models import NewMemory
 from tests.faults import RestartablePostgres
@@ -68,7 +68,7 @@ def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePos
 
 def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable(database_url: str) -> None:
     """A restart between connect() and the setup queries raised a raw psycopg error (a flaky 500)."""
-    from agent_memory.store.connection import Database
+    from agent_memory.store.engine.connection import Database
 
     def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
@@ -81,7 +81,7 @@ def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable
 
 def test_a_statement_failing_while_setting_a_connection_up_is_reported_as_itself(database_url: str) -> None:
     """ProgramLimitExceeded is an OperationalError too; it was reported as a lost connection."""
-    from agent_memory.store.connection import Database
+    from agent_memory.store.engine.connection import Database
 
     def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         conn.execute("CREATE TEMP TABLE wide (v vector(3000))")

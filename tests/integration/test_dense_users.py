@@ -1,7 +1,7 @@
 """Recall whose cost follows the user's data, not the table's: no table-wide vector index (any
 dimension migrates), and users with many memories get their own partition of dense_memories with
 an HNSW and a GIN index from `agent-memory dense-users`, which recall detects in the same statement
-(migrations 0005 and 0013, agent_memory.store.indexes)."""
+(migrations 0005 and 0013, agent_memory.store.indexes.partitions)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from pgvector.psycopg import register_vector
 
 from agent_memory.config import Settings
 from agent_memory.service import Memory
-from agent_memory.store import recall as candidates
-from agent_memory.store.dense import dense_index_names, partition_name
-from agent_memory.store.migrate import _apply, available_migrations
-from agent_memory.store.scope import Scope, scope_params
-from agent_memory.store.transactions import user_transaction
+from agent_memory.store.engine.transactions import user_transaction
+from agent_memory.store.indexes.dense import dense_index_names, partition_name
+from agent_memory.store.memories import recall
+from agent_memory.store.memories.scope import Scope, scope_params
+from agent_memory.store.schema.migrate import _apply, available_migrations
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory_tools.cli.main import main
 from tests.db_support import round_trips
@@ -37,9 +37,9 @@ TEXT_LEG = (
 @pytest.fixture(autouse=True)
 def _forget_dense_users() -> Iterator[None]:
     """What the process remembers about dense users must not leak from one database to the next."""
-    candidates.DENSE_USERS.clear()
+    recall.DENSE_USERS.clear()
     yield
-    candidates.DENSE_USERS.clear()
+    recall.DENSE_USERS.clear()
 
 
 def remember(service: Memory, user: str, *texts: str) -> None:
@@ -139,7 +139,7 @@ def test_a_dense_users_text_leg_finds_their_rare_words(busy: Memory, database_ur
     assert {"user", "memo"} <= set(common[0]) and "axolotl" not in common[0]
     found = busy.recall("does the user have an axolotl?", user_id="busy", limit=3)
     assert found.memories[0].content == "the user keeps a pet axolotl called Quetzal"
-    assert candidates.DENSE_USERS.seen("busy")  # the next recall starts with the dense shape
+    assert recall.DENSE_USERS.seen("busy")  # the next recall starts with the dense shape
     assert all(m.content != "the other user also keeps an axolotl" for m in found.memories)
     # Quotes and backslashes in the words reach the reduced tsquery escaped, not as syntax.
     odd = busy.recall("O'Brien's axolotl at C:\\pets\\quetzal", user_id="busy", limit=3)
@@ -231,7 +231,7 @@ def test_users_below_half_the_threshold_go_back_to_exact_search(
         busy.recall("axolotl", user_id="busy", limit=3).memories[0].content
         == "the user keeps a pet axolotl called Quetzal"
     )
-    assert not candidates.DENSE_USERS.seen("busy")
+    assert not recall.DENSE_USERS.seen("busy")
 
 
 def test_an_erased_dense_user_leaves_no_registry_row_and_the_next_run_drops_their_indexes(
@@ -317,7 +317,7 @@ def locks_of_a_recall(service: Memory, user: str) -> int:
         )[0][0]
         > 0
     )
-    query = candidates._hybrid_sql(scope, False, "embedding", dense=bool(dense), dimension=384)
+    query = recall._hybrid_sql(scope, False, "embedding", dense=bool(dense), dimension=384)
     with conn.transaction():
         conn.execute("SELECT set_config('agent_memory.user_id', %s, true)", [user])
         conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
@@ -487,7 +487,7 @@ def test_a_dense_user_recalls_what_was_true_then_and_what_is_true_now(busy: Memo
     busy.add([NewMemory(content="The user's axolotl is 4 years old", valid_from=june)], user_id="busy")
     assert busy.admin.refresh_dense_users(min_memories=100).indexed == 1
     busy.recall("axolotl", user_id="busy")  # the process now takes 'busy' for dense
-    assert candidates.DENSE_USERS.seen("busy")
+    assert recall.DENSE_USERS.seen("busy")
 
     def ages(as_of: dt.datetime | None = None, now: dt.datetime | None = None) -> list[str]:
         found = busy.recall("how old is the axolotl?", user_id="busy", limit=10, as_of=as_of, now=now).memories

@@ -20,8 +20,8 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.extraction import Extraction, Extractor
 from agent_memory.extraction.records import ExtractedMemory
+from agent_memory.records import ExistingMemory
 from agent_memory.service import Memory
-from agent_memory.store.rows import ExistingMemory
 from agent_memory_contract.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory_tools.local import runtime as lambda_local
 from tests.db_support import rows

@@ -18,7 +18,7 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.service import BatchNotDurable, Memory
-from agent_memory.store.writes import UnflushedWrites
+from agent_memory.store.memories.messages import UnflushedWrites
 from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.environment import use_lambda_environment
 from tests.faults import RestartablePostgres
@@ -138,7 +138,7 @@ def test_a_flush_that_fails_raises_a_typed_error_on_leaving_the_batch(
     def refuse(conn: Any) -> Any:
         raise OSError("the disk is gone")
 
-    monkeypatch.setattr("agent_memory.store.writes.flush_writes", refuse)
+    monkeypatch.setattr("agent_memory.store.memories.messages.flush_writes", refuse)
     with pytest.raises(BatchNotDurable), service.ingest_batch() as batch:
         batch.ingest_conversation(message)
 

@@ -14,10 +14,10 @@ from agent_memory.config import Settings
 from agent_memory.recall.block import BLOCK_GUARD
 from agent_memory.recall.ranking import leg_positions
 from agent_memory.service import Memory
-from agent_memory.store import recall as candidates
-from agent_memory.store.dense import dense_index_names
-from agent_memory.store.migrate import available_migrations
-from agent_memory.store.scope import Scope, scope_params
+from agent_memory.store.indexes.dense import dense_index_names
+from agent_memory.store.memories import recall
+from agent_memory.store.memories.scope import Scope, scope_params
+from agent_memory.store.schema.migrate import available_migrations
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
 from agent_memory_contract.models import NewMemory
 
@@ -191,8 +191,8 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(
     # A query like the ended notes (they fill the index scan's first batch), unlike the live ones.
     query = "zebra quantum harmonica"
     vector = service.admin.embedder.embed_query(query)
-    params = {**scope_params(scope), "query_vector": vector, "k": 30, "text_query": candidates.text_query(query)}
-    dense_shape = candidates._hybrid_sql(scope, False, "embedding", dense=True, dimension=384)
+    params = {**scope_params(scope), "query_vector": vector, "k": 30, "text_query": recall.text_query(query)}
+    dense_shape = recall._hybrid_sql(scope, False, "embedding", dense=True, dimension=384)
     with conn.transaction():
         conn.execute("SELECT set_config('agent_memory.user_id', 'lonely', true)")
         conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
@@ -214,7 +214,7 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(
             owner.execute(sql.SQL("REINDEX INDEX {}").format(sql.Identifier(dense_index_names("lonely")[0])))
     assert found < 30
     # The statement makes up for it itself: the exact leg, in the same round trip.
-    indexed = candidates._run_hybrid(conn, dense_shape, params, 30, 0)
+    indexed = recall._run_hybrid(conn, dense_shape, params, 30, 0)
     assert sum(r["in_vector"] for r in indexed) == 30
 
     for limit, expected in ((10, 10), (50, 40)):
@@ -329,9 +329,7 @@ def test_the_text_leg_keeps_the_most_recent_of_equal_matches(service: Memory) ->
     recent = NewMemory(content="Recent note: the user keeps apples in a bowl", created_at=now - dt.timedelta(days=1))
     service.add([*old, recent], user_id="u1")
     vector = service.admin.embedder.embed_query("apples")
-    found = service.admin.db.run(
-        lambda conn: candidates.hybrid_candidates(conn, Scope("u1", None), vector, "apples", 30)
-    )
+    found = service.admin.db.run(lambda conn: recall.hybrid_candidates(conn, Scope("u1", None), vector, "apples", 30))
     text_leg = {c.content for c in found if c.in_text}
     assert len(text_leg) == 30 and recent.content in text_leg
     # In the text leg's order, the tie goes to the recent note.

@@ -14,7 +14,7 @@ import pytest
 from agent_memory.config import Settings
 from agent_memory.ingest.importing import ImportReport
 from agent_memory.service import Memory
-from agent_memory.store.migrate import available_migrations
+from agent_memory.store.schema.migrate import available_migrations
 from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.environment import use_lambda_environment
 from tests.ingest_support import TEMPLATE, ChatServer, Reply, failures, memories_answer, sqs_event, sqs_record

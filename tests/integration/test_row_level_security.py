@@ -9,7 +9,7 @@ import pytest
 
 from agent_memory.config import Settings
 from agent_memory.service import Memory
-from agent_memory.store.transactions import user_transaction
+from agent_memory.store.engine.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import NewMemory
 

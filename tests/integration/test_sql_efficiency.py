@@ -13,7 +13,7 @@ from psycopg.types import TypeInfo
 
 from agent_memory.config import Settings
 from agent_memory.service import Memory
-from agent_memory.store.transactions import read_as_user
+from agent_memory.store.engine.transactions import read_as_user
 from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.db_support import round_trips
 

@@ -21,7 +21,7 @@ from mcp import Client
 from agent_memory.config import Settings
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from agent_memory.service import Memory, get_service
-from agent_memory.store.migrate import _apply, available_migrations
+from agent_memory.store.schema.migrate import _apply, available_migrations
 from agent_memory_client import AsyncMemoryClient, MemoryClient
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ConversationEnded, NewMemory

@@ -23,8 +23,8 @@ from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.extraction import create_extractor
 from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
 from agent_memory.extraction.prompt import build_prompt
+from agent_memory.records import ExistingMemory
 from agent_memory.service import Memory
-from agent_memory.store.rows import ExistingMemory
 from agent_memory_contract.models import ConversationEnded, IngestOutcome, NewMemory
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local

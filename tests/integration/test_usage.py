@@ -14,8 +14,8 @@ import pytest
 from agent_memory import prices
 from agent_memory.config import Settings
 from agent_memory.service import Memory
-from agent_memory.store import writes
-from agent_memory.store.usage import add_usage
+from agent_memory.store.accounts.usage import add_usage
+from agent_memory.store.memories import writes
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ConversationEnded, NewMemory, RecallQuery
 from agent_memory_tools import costs

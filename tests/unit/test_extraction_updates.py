@@ -19,7 +19,7 @@ from agent_memory.extraction.parsing import parse_memories
 from agent_memory.extraction.prompt import build_prompt
 from agent_memory.extraction.records import MAX_EXPIRY, ExtractedMemory, Extraction, bound_expiry
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
-from agent_memory.store.rows import ExistingMemory
+from agent_memory.records import ExistingMemory
 from agent_memory_contract.models import ChatMessage
 
 ENDED = dt.datetime(2026, 11, 29, 10, 15, tzinfo=dt.UTC)

@@ -129,7 +129,8 @@ def test_in_lambda_with_tracing_on_the_handler_uses_the_xray_sdk() -> None:
 def test_the_package_and_an_ordinary_command_load_no_model_server_benchmark_or_mcp_sdk() -> None:
     code = (
         "import json, sys\n"
-        "import agent_memory.service, agent_memory.embeddings, agent_memory.store.recall, agent_memory.store.writes\n"
+        "import agent_memory.service, agent_memory.embeddings\n"
+        "import agent_memory.store.memories.recall, agent_memory.store.memories.writes\n"
         "from agent_memory_tools.cli.main import main\n"
         "assert main(['config']) == 0\n"
         "print(json.dumps(sorted(sys.modules)))\n"

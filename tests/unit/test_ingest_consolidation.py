@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from agent_memory.ingest.consolidation import NearPair, near_pairs, plan_merges, plan_supersessions
-from agent_memory.store.consolidation import LiveMemory
+from agent_memory.records import LiveMemory
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -14,7 +14,7 @@ from agent_memory.recall import dates
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
 from agent_memory.recall.scoring import blend_rerank
-from agent_memory.store.recall import Candidate
+from agent_memory.records import Candidate
 
 NOW = dt.datetime(2023, 9, 1, tzinfo=dt.UTC)
 QUERY = "What did Caroline do on 25 May, 2023?"

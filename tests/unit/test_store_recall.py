@@ -1,10 +1,10 @@
-"""The recall query's pure parts (agent_memory.store.recall)."""
+"""The recall query's pure parts (agent_memory.store.memories.recall)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent_memory.store.recall import text_query
+from agent_memory.store.memories.recall import text_query
 
 
 @pytest.mark.parametrize(

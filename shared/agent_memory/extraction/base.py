@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from agent_memory.extraction.records import Extraction, bound_expiry
-from agent_memory.store.rows import ExistingMemory
+from agent_memory.records import ExistingMemory
 from agent_memory_contract.models import ChatMessage
 
 

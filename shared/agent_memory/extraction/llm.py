@@ -13,7 +13,7 @@ from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.parsing import UnparseableOutput, parse_memories
 from agent_memory.extraction.prompt import build_prompt
 from agent_memory.extraction.records import Extraction
-from agent_memory.store.rows import ExistingMemory
+from agent_memory.records import ExistingMemory
 from agent_memory_contract.errors import ProviderError
 from agent_memory_contract.models import ChatMessage
 

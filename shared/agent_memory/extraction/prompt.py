@@ -15,7 +15,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 
-from agent_memory.store.rows import ExistingMemory
+from agent_memory.records import ExistingMemory
 from agent_memory_contract.models import CATEGORIES, ChatMessage
 
 # Long turns (pasted code, logs) carry little worth remembering; their head is kept.

@@ -27,7 +27,7 @@ from typing import Any
 from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.parsing import validate_items
 from agent_memory.extraction.records import Extraction
-from agent_memory.store.rows import ExistingMemory
+from agent_memory.records import ExistingMemory
 from agent_memory_contract.models import ChatMessage
 
 MAX_SENTENCE_CHARS = 300

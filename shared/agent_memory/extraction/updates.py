@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from agent_memory.extraction.records import ExtractedMemory
-from agent_memory.store.rows import ExistingMemory
+from agent_memory.records import ExistingMemory
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from agent_memory.facts import same_fact, updated_value, wording
-from agent_memory.store.consolidation import LiveMemory
+from agent_memory.records import LiveMemory
 
 # Rows compared at once: a block of this many against the whole scope (40 MB at 10,000 memories).
 BLOCK = 1024

@@ -27,8 +27,7 @@ from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique, fact_outcome
 from agent_memory.poison import strip_memory_blocks
-from agent_memory.store import writes
-from agent_memory.store.rows import ExistingMemory, MemoryRow
+from agent_memory.records import ExistingMemory, IngestWrite, MemoryRow, Updates
 from agent_memory_contract.errors import InputTooLarge
 from agent_memory_contract.models import ChatMessage, ConversationEnded, IngestOutcome
 
@@ -65,7 +64,7 @@ class ConversationWrite:
     digest: bytes
     rows: list[MemoryRow]
     positions: list[int]
-    updates: writes.Updates
+    updates: Updates
     outcome: IngestOutcome
 
 
@@ -131,7 +130,7 @@ def plan_conversation(
         outcome.pii_redacted, outcome.pii_dropped = redacted.redacted, redacted.dropped
     rows: list[MemoryRow] = []
     positions: list[int] = []
-    updates = writes.Updates(project_id=message.project_id)
+    updates = Updates(project_id=message.project_id)
     if memories:
         vectors = embed_unique(embedder, [m.content for m in memories])
         # A client's memories may name what they replace (``supersedes``), as an extractor's "replaces".
@@ -156,7 +155,7 @@ def plan_conversation(
     return ConversationWrite(message_digest(message), rows, positions, updates, outcome)
 
 
-def written_outcome(planned: ConversationWrite, written: writes.IngestWrite) -> IngestOutcome:
+def written_outcome(planned: ConversationWrite, written: IngestWrite) -> IngestOutcome:
     """The message's outcome once its write committed."""
     outcome = planned.outcome.model_copy()
     outcome.status = "stored" if planned.rows else "nothing_to_store"
@@ -175,7 +174,7 @@ def _updates_by_row(
     *,
     project_id: str | None,
     judged: frozenset[int] = frozenset(),
-) -> writes.Updates:
+) -> Updates:
     """Per-memory updates keyed by row (memories that folded into one row share it: first wins)."""
     restates: dict[int, uuid.UUID] = {}
     replaces: dict[int, list[uuid.UUID]] = {}
@@ -185,4 +184,4 @@ def _updates_by_row(
         if update.replaces:
             targets = replaces.setdefault(row, [])
             targets.extend(t for t in update.replaces if t not in targets)
-    return writes.Updates(restates=restates, replaces=replaces, project_id=project_id, judged=judged)
+    return Updates(restates=restates, replaces=replaces, project_id=project_id, judged=judged)

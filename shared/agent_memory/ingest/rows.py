@@ -13,8 +13,7 @@ from agent_memory import poison
 from agent_memory.config import Settings
 from agent_memory.embeddings import Embedder
 from agent_memory.ingest.redaction import REDACTED_KEY
-from agent_memory.store.rows import MemoryRow
-from agent_memory.store.writes import WriteOutcome
+from agent_memory.records import MemoryRow, WriteOutcome
 from agent_memory_contract.errors import InputTooLarge, InvalidInput
 from agent_memory_contract.inputs import JsonValueError, inspect_json
 from agent_memory_contract.models import FactOutcome, NewMemory, content_hash, fact_key, metadata_chars

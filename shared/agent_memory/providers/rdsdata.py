@@ -1,6 +1,6 @@
 """The RDS Data API (``rds-data``): SQL over HTTPS with IAM, for an Aurora cluster reached without
 a connection (AGENT_MEMORY_DB_CLUSTER_ARN). Only the calls and their errors live here; what the
-statements say and how values travel is the store's (:mod:`agent_memory.store.dataapi`).
+statements say and how values travel is the store's (:mod:`agent_memory.store.engine.dataapi`).
 
 botocore retries nothing here: a retried ExecuteStatement could run a statement twice. The one
 retry is for a cluster resuming from auto-pause (DatabaseResumingException: nothing ran), and

@@ -14,7 +14,7 @@ import numpy as np
 
 from agent_memory.recall import dates, scoring
 from agent_memory.recall.plan import RecallPlan
-from agent_memory.store.recall import Candidate, Window
+from agent_memory.records import Candidate, Window
 
 # Scores of the documents (one each, same order) for the query, or None when the reranker failed
 # (the fused order then stands): see agent_memory.rerank.

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent_memory import prices
 from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store import usage_reports as usage_queries
+from agent_memory.store.accounts import usage_reports
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.schemas import UsageLine, UsageReport, usage_totals
 
@@ -52,7 +52,7 @@ class Accounting(ServiceBase):
         """The user's usage per day, kind and model over the period (see :func:`usage_period`),
         with its cost at the price table's prices."""
         start, end = usage_period(start, end)
-        found = self._db.run(lambda conn: usage_queries.user_usage(conn, user_id, start, end))
+        found = self._db.run(lambda conn: usage_reports.user_usage(conn, user_id, start, end))
         lines = [UsageLine(**row, estimated_usd=row_cost(row)) for row in found]
         return UsageReport(
             user_id=user_id,

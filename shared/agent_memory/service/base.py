@@ -17,9 +17,9 @@ from agent_memory.providers.aws import clear_secret_cache
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker, create_reranker
 from agent_memory.service.drain import Publish, drain_outbox
-from agent_memory.store.connection import Connection, Database, VectorSchema
-from agent_memory.store.migrate import prepare_connection
-from agent_memory.store.readers import ReadRouter, reader_settings
+from agent_memory.store.engine.connection import Connection, Database, VectorSchema
+from agent_memory.store.engine.readers import ReadRouter, reader_settings
+from agent_memory.store.schema.migrate import prepare_connection
 from agent_memory.usage import Meter, UsageRow
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class ServiceBase:
     @cached_property
     def _reads(self) -> ReadRouter:
         """Where reads go: the reader endpoint when one is configured, else (and as its fallback)
-        the writer (see :mod:`agent_memory.store.readers`)."""
+        the writer (see :mod:`agent_memory.store.engine.readers`)."""
         settings = reader_settings(self.settings)
         reader = None
         if settings is not None:  # a replica is read-only: its connection never migrates

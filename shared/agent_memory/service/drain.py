@@ -13,8 +13,8 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 
-from agent_memory.store import outbox
-from agent_memory.store.connection import Database
+from agent_memory.store.engine.connection import Database
+from agent_memory.store.events import outbox
 
 logger = logging.getLogger(__name__)
 

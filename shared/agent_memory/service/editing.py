@@ -11,9 +11,8 @@ from agent_memory.ingest.rows import (
     check_metadata,
 )
 from agent_memory.service.reading import Reading
-from agent_memory.store import edits
-from agent_memory.store import erasures as erasing
-from agent_memory.store import memories as queries
+from agent_memory.store.accounts import erasures
+from agent_memory.store.memories import catalog, edits
 from agent_memory.usage import UsageRow, metering
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.models import MemoryChanges, MemoryRecord
@@ -86,7 +85,7 @@ class Editing(Reading):
 
     def delete(self, memory_id: uuid.UUID, *, user_id: str, source: str | None = None) -> bool:
         """Delete one memory of the user; False when the user has no memory with that id."""
-        deleted = bool(self._db.run(lambda conn: queries.delete_memory(conn, user_id, memory_id, source=source)))
+        deleted = bool(self._db.run(lambda conn: catalog.delete_memory(conn, user_id, memory_id, source=source)))
         logger.info("forgot", extra={"user_id": user_id, "deleted": int(deleted), "one": True})
         if deleted:
             self._publish_changes(user_id)
@@ -98,7 +97,7 @@ class Editing(Reading):
         (see :mod:`agent_memory.erasure`). ``requested_by``: who asked, for the receipt; never
         the user's own id."""
         receipt: ErasureReceipt = self._db.run(
-            lambda conn: erasing.erase_user(conn, user_id, requested_by=requested_by), retry=False
+            lambda conn: erasures.erase_user(conn, user_id, requested_by=requested_by), retry=False
         )
         # The receipt's id, not the user's: logs outlive the erasure.
         logger.info("erased", extra={"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()})
@@ -107,12 +106,14 @@ class Editing(Reading):
 
     def erasure(self, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt:
         """A stored erasure receipt; with ``user_id`` (a JWT caller), only that user's own."""
-        found: ErasureReceipt | None = self._db.run(lambda conn: erasing.get_receipt(conn, receipt_id, user_id=user_id))
+        found: ErasureReceipt | None = self._db.run(
+            lambda conn: erasures.get_receipt(conn, receipt_id, user_id=user_id)
+        )
         if found is None:
             raise NotFound("no erasure receipt with this id")
         return found
 
     def erasures(self, user_id: str) -> list[ErasureReceipt]:
         """Every erasure receipt of this user id, oldest first (matched by the keyed hash)."""
-        found: list[ErasureReceipt] = self._db.run(lambda conn: erasing.receipts_for(conn, user_id))
+        found: list[ErasureReceipt] = self._db.run(lambda conn: erasures.receipts_for(conn, user_id))
         return found

@@ -21,7 +21,7 @@ from agent_memory.service.editing import Editing
 from agent_memory.service.operating import Admin
 from agent_memory.service.reading import Reading
 from agent_memory.service.writing import Writing
-from agent_memory.store.connection import Database
+from agent_memory.store.engine.connection import Database
 
 
 class Memory(Writing, Editing, Reading, Accounting):

@@ -23,14 +23,13 @@ from agent_memory.rerank import Reranker
 from agent_memory.service.accounting import row_cost, usage_period
 from agent_memory.service.base import utcnow
 from agent_memory.service.drain import DrainResult, OutboxStatus, drain_outbox, outbox_status
-from agent_memory.store import consolidation
-from agent_memory.store import indexes as dense_users
-from agent_memory.store import memories as queries
-from agent_memory.store import reembed as reembedding
-from agent_memory.store import usage_reports as usage_queries
-from agent_memory.store.connection import Database
-from agent_memory.store.readers import ReadRouter
-from agent_memory.store.setup import MigrateResult, migrate
+from agent_memory.store.accounts import usage_reports
+from agent_memory.store.engine.connection import Database
+from agent_memory.store.engine.readers import ReadRouter
+from agent_memory.store.indexes import partitions
+from agent_memory.store.memories import catalog, consolidation
+from agent_memory.store.schema import reembed
+from agent_memory.store.schema.setup import MigrateResult, migrate
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import normalize_content
 from agent_memory_contract.schemas import TenantUsage
@@ -113,11 +112,11 @@ class Admin:
         restart: bool = False,
         max_batches: int | None = None,
         progress: Callable[[int], None] | None = None,
-        reconnect_s: float = reembedding.RECONNECT_S,
-    ) -> reembedding.ReembedResult:
+        reconnect_s: float = reembed.RECONNECT_S,
+    ) -> reembed.ReembedResult:
         """Move the store to the configured embedder without taking reads down
-        (see :mod:`agent_memory.store.reembed`)."""
-        result = reembedding.reembed(
+        (see :mod:`agent_memory.store.schema.reembed`)."""
+        result = reembed.reembed(
             self.settings,
             self.embedder,
             batch_size=batch_size,
@@ -132,14 +131,14 @@ class Admin:
 
     def drop_previous_vectors(self) -> bool:
         """After every process runs the new model: drop the previous model's vectors."""
-        return reembedding.drop_previous_model(self.settings)
+        return reembed.drop_previous_model(self.settings)
 
     def refresh_dense_users(
         self, *, min_memories: int | None = None, max_seconds: float | None = None, concurrently: bool = True
-    ) -> dense_users.DenseUsersReport:
+    ) -> partitions.DenseUsersReport:
         """Give users with many memories their own indexes, and take them from those who no longer
-        have many (see :mod:`agent_memory.store.indexes`). Needs the owner's credentials."""
-        return dense_users.refresh(
+        have many (see :mod:`agent_memory.store.indexes.partitions`). Needs the owner's credentials."""
+        return partitions.refresh(
             self.settings, min_memories=min_memories, max_seconds=max_seconds, concurrently=concurrently
         )
 
@@ -204,7 +203,7 @@ class Admin:
         now = now or utcnow()
         days = self.settings.superseded_retention_days if superseded_days is None else superseded_days
         expired, superseded = self.db.run(
-            lambda conn: queries.purge(conn, now=now, superseded_before=now - dt.timedelta(days=days))
+            lambda conn: catalog.purge(conn, now=now, superseded_before=now - dt.timedelta(days=days))
         )
         logger.info("purged", extra={"expired": expired, "superseded": superseded})
         self._memory._publish_changes(None)
@@ -244,7 +243,7 @@ class Admin:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's
         credentials, like purge)."""
         start, end = usage_period(start, end)
-        found = self.db.run(lambda conn: usage_queries.all_usage(conn, start, end))
+        found = self.db.run(lambda conn: usage_reports.all_usage(conn, start, end))
         tenants: dict[str, TenantUsage] = {}
         for row in found:
             user = row.pop("user_id")

@@ -1,5 +1,5 @@
 """Reads: recall (one query or a batch), pages of memories, one memory, export, history; on the
-reader endpoint when one is configured (see :mod:`agent_memory.store.readers`)."""
+reader endpoint when one is configured (see :mod:`agent_memory.store.engine.readers`)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
 from agent_memory.service import pages
 from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store import edits
-from agent_memory.store import memories as queries
-from agent_memory.store.recall import hybrid_candidates
-from agent_memory.store.scope import Scope
-from agent_memory.store.usage import record_usage
+from agent_memory.store.accounts.usage import record_usage
+from agent_memory.store.memories import catalog, edits
+from agent_memory.store.memories.recall import hybrid_candidates
+from agent_memory.store.memories.scope import Scope
 from agent_memory.usage import Meter, metering
 from agent_memory_contract.errors import DatabaseResuming, InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.inputs import has_visible, lone_surrogate
@@ -220,7 +219,7 @@ class Reading(ServiceBase):
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed, as_of=_aware(as_of))
         found = self._reads.run(
-            lambda conn: queries.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
+            lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
         )
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
@@ -280,6 +279,6 @@ class Reading(ServiceBase):
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
         events: list[MemoryEvent] = self._reads.run(
-            lambda conn: queries.history(conn, user_id, memory_id, limit=limit), consistency=consistency
+            lambda conn: catalog.history(conn, user_id, memory_id, limit=limit), consistency=consistency
         )
         return events

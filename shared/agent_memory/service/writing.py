@@ -18,12 +18,12 @@ from agent_memory.ingest.rows import (
     embed_unique,
     fact_outcome,
 )
+from agent_memory.records import ExistingMemory, MemoryRow, WriteOutcome
 from agent_memory.service.base import ServiceBase
-from agent_memory.store import restore, writes
-from agent_memory.store.connection import Connection
-from agent_memory.store.rows import ExistingMemory, MemoryRow
-from agent_memory.store.scope import Scope
-from agent_memory.store.writes import UnflushedWrites
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.memories import messages, related, restore, writes
+from agent_memory.store.memories.messages import UnflushedWrites
+from agent_memory.store.memories.scope import Scope
 from agent_memory.usage import Meter, UsageRow, metering
 from agent_memory_contract.errors import DatabaseUnavailable
 from agent_memory_contract.models import (
@@ -45,7 +45,7 @@ def _store_rows(
     source: str | None,
     usage: dict[str, list[UsageRow]],
     write_id: uuid.UUID,
-) -> list[writes.WriteOutcome]:
+) -> list[WriteOutcome]:
     if restoring:
         return restore.restore_memories(conn, rows, source=source, usage=usage, write_id=write_id)
     return writes.upsert_memories(conn, rows, usage=usage, write_id=write_id)
@@ -245,7 +245,7 @@ class Writing(ServiceBase):
         # its memories goes straight to its write, whose receipt check under the lock makes a
         # redelivery a no-op (one round trip less per message).
         if message.messages:
-            receipt: writes.Receipt = self._db.run(lambda conn: writes.message_ingested(conn, user_id, digest))
+            receipt: messages.Receipt = self._db.run(lambda conn: messages.message_ingested(conn, user_id, digest))
             if receipt.found:
                 if unflushed is not None:  # an earlier delivery may have written it without a flush
                     unflushed.add(receipt.server_started)
@@ -269,7 +269,7 @@ class Writing(ServiceBase):
             usage = self._usage(meter)
         threshold = self.settings.near_duplicate_threshold
         written = self._db.run(
-            lambda conn: writes.ingest_message(
+            lambda conn: messages.ingest_message(
                 conn,
                 user_id,
                 planned.digest,
@@ -306,7 +306,7 @@ class Writing(ServiceBase):
         vectors = list(self._embedder.embed(turns))
         scope = Scope(message.user_id, message.project_id)
         found: list[ExistingMemory] = self._db.run(
-            lambda conn: writes.related_memories(conn, scope, vectors, limit=limit)
+            lambda conn: related.related_memories(conn, scope, vectors, limit=limit)
         )
         return found
 
@@ -317,7 +317,7 @@ class Writing(ServiceBase):
         pending = unflushed.take()
         if not pending:
             return
-        started: dt.datetime = self._db.run(writes.flush_writes)
+        started: dt.datetime = self._db.run(messages.flush_writes)
         if pending != {started}:
             logger.warning(
                 "the database restarted between a batch's writes and their flush",

@@ -1,12 +1,9 @@
 """The store: every SQL statement of the service, and the only importer of psycopg and pgvector.
 
-A module per table or concern: where the database is and staying connected (:mod:`.connection`,
-:mod:`.embedded`, :mod:`.readers`), whose rows a statement sees (:mod:`.scope`, :mod:`.filters`),
-transactions and pipelining (:mod:`.transactions`), the recall query (:mod:`.recall`), writes and
-their receipts (:mod:`.writes`), one memory read and edited (:mod:`.edits`), listing, history and
-purge (:mod:`.memories`), erasures (:mod:`.erasures`), usage (:mod:`.usage`,
-:mod:`.usage_reports`), the change outbox (:mod:`.outbox`), entities (:mod:`.entities`,
-:mod:`.entity_links`), dense users' indexes (:mod:`.dense`, :mod:`.indexes`), the schema
-(:mod:`.migrate`, ``migrations/``, :mod:`.roles`, :mod:`.setup`) and re-embedding (:mod:`.reembed`).
-The service runs the transactions; nothing here decides what to write.
+A folder per concern: reaching the database and its transactions (:mod:`.engine`), the memories
+table (:mod:`.memories`: scope and filters, the recall query, writes and their receipts, edits,
+listing and purge, consolidation), dense users' indexes (:mod:`.indexes`), the change outbox
+(:mod:`.events`), usage and erasures (:mod:`.accounts`), and the schema (:mod:`.schema`, with
+``migrations/``; roles, setup and re-embedding). The records the store shares with the steps are
+:mod:`agent_memory.records`. The service runs the transactions; nothing here decides what to write.
 """

@@ -22,9 +22,9 @@ from pydantic import SecretStr
 
 from agent_memory.config import EmbeddingProvider, Settings
 from agent_memory.service import Memory
-from agent_memory.store.connection import Database
-from agent_memory.store.embedded import start_embedded_server
-from agent_memory.store.migrate import register_types
+from agent_memory.store.engine.connection import Database
+from agent_memory.store.engine.embedded import start_embedded_server
+from agent_memory.store.schema.migrate import register_types
 from agent_memory_contract.errors import DatabaseUnavailable
 
 # PostgreSQL's 128MB default is a development setting; RDS gives shared_buffers ~25% of RAM.

@@ -39,8 +39,8 @@ import numpy as np
 from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 from agent_memory.service import Memory
-from agent_memory.store.connection import Connection, Database
-from agent_memory.store.indexes import refresh_dense_users
+from agent_memory.store.engine.connection import Connection, Database
+from agent_memory.store.indexes.partitions import refresh_dense_users
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.bench import sql as bench_sql

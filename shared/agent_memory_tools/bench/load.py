@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_memory.store.connection import Database
-from agent_memory.store.migrate import register_types
+from agent_memory.store.engine.connection import Database
+from agent_memory.store.schema.migrate import register_types
 from agent_memory_contract.errors import ConfigurationError, InvalidInput
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.bench import sql as bench_sql

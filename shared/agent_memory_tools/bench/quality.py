@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker
 from agent_memory.service import Memory
-from agent_memory.store.scope import Scope
+from agent_memory.store.memories.scope import Scope
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import AwareDatetime, ImportLine, UserId
 from agent_memory_tools.bench import scoring

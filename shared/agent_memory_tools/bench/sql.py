@@ -16,12 +16,12 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from agent_memory.store.connection import Connection
-from agent_memory.store.memories import MEMORY_COLUMNS
-from agent_memory.store.recall import TS_CONFIG
-from agent_memory.store.rows import MemoryRow
-from agent_memory.store.scope import Scope, scope_filter, scope_params
-from agent_memory.store.transactions import user_transaction
+from agent_memory.records import MemoryRow
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import user_transaction
+from agent_memory.store.memories.catalog import MEMORY_COLUMNS
+from agent_memory.store.memories.recall import TS_CONFIG
+from agent_memory.store.memories.scope import Scope, scope_filter, scope_params
 from agent_memory_contract.errors import ConfigurationError
 
 # The same definition as migration 0001; building it once after a bulk load is far faster than

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from agent_memory.embeddings.base import Embedder, Vectors, normalize_rows
-from agent_memory.store.rows import MemoryRow
+from agent_memory.records import MemoryRow
 from agent_memory_contract.models import content_hash
 
 _CONSONANTS = "bdfgklmnprstvz"

@@ -8,7 +8,7 @@
 -- carries that user's HNSW and GIN indexes. A statement names the user by value, so the planner
 -- prunes to that one partition (or to none for an ordinary user): what a statement plans and
 -- locks no longer depends on how many users are dense. agent-memory dense-users creates, fills,
--- indexes, attaches and drops the partitions (agent_memory.store.indexes).
+-- indexes, attaches and drops the partitions (agent_memory.store.indexes.partitions).
 --
 -- The copy is kept in step by statement-level triggers on user_memories, in the writing
 -- transaction (durable and atomic with the write), for users listed in agent_memory_dense_users

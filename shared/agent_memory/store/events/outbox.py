@@ -19,8 +19,8 @@ from typing import Any, Literal
 from psycopg.rows import class_row
 from pydantic import BaseModel
 
-from agent_memory.store.connection import Connection
-from agent_memory.store.transactions import pipelined_transaction, user_transaction
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import pipelined_transaction, user_transaction
 
 EventType = Literal[
     "memory.created",

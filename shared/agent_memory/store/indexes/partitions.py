@@ -23,9 +23,10 @@ from psycopg import sql
 from pydantic import BaseModel
 
 from agent_memory.config import Settings
-from agent_memory.store.connection import Connection, Database
-from agent_memory.store.dataapi import DataApiConnection
-from agent_memory.store.dense import (
+from agent_memory.store.engine.connection import Connection, Database
+from agent_memory.store.engine.dataapi import DataApiConnection
+from agent_memory.store.engine.transactions import maintenance_transaction
+from agent_memory.store.indexes.dense import (
     HNSW_HALFVEC_MAX_DIM,
     HNSW_VECTOR_MAX_DIM,
     INDEX_PREFIX,
@@ -34,8 +35,7 @@ from agent_memory.store.dense import (
     dense_index_names,
     partition_name,
 )
-from agent_memory.store.migrate import read_meta, register_types
-from agent_memory.store.transactions import maintenance_transaction
+from agent_memory.store.schema.migrate import read_meta, register_types
 from agent_memory_contract.errors import ConfigurationError, InvalidInput, SchemaMismatch
 
 logger = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from agent_memory.store.connection import Connection
-from agent_memory.store.transactions import maintenance_transaction, user_transaction
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import maintenance_transaction, user_transaction
 
 _COUNTS = "calls, input_tokens, output_tokens, characters, items"
 

@@ -23,9 +23,9 @@ from psycopg import sql
 from pydantic import BaseModel
 
 from agent_memory.config import Settings
-from agent_memory.store.connection import Connection, Database
-from agent_memory.store.migrate import read_meta, register_types
-from agent_memory.store.transactions import VECTOR_SCHEMA_LOCK_KEY, maintenance_transaction
+from agent_memory.store.engine.connection import Connection, Database
+from agent_memory.store.engine.transactions import VECTOR_SCHEMA_LOCK_KEY, maintenance_transaction
+from agent_memory.store.schema.migrate import read_meta, register_types
 from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, InvalidInput, StatementTimeout
 
 if TYPE_CHECKING:  # the service hands it in; the store only calls it

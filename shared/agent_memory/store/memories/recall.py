@@ -9,60 +9,28 @@ read together they show what the single round trip does.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 import functools
 import re
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
-from agent_memory.store.connection import Connection, vector_column
-from agent_memory.store.dense import HNSW_VECTOR_MAX_DIM, ann_expression
-from agent_memory.store.filters import FilterShape, filter_shape, filters_sql
-from agent_memory.store.scope import Scope, scope_params, scope_sql
-from agent_memory.store.transactions import read_as_user
-from agent_memory.store.usage import UPSERT_USAGE, usage_params
+from agent_memory.records import Candidate, Window
+from agent_memory.store.accounts.usage import UPSERT_USAGE, usage_params
+from agent_memory.store.engine.connection import Connection, vector_column
+from agent_memory.store.engine.transactions import read_as_user
+from agent_memory.store.indexes.dense import HNSW_VECTOR_MAX_DIM, ann_expression
+from agent_memory.store.memories.filters import FilterShape, filter_shape, filters_sql
+from agent_memory.store.memories.scope import Scope, scope_params, scope_sql
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import StatementTimeout
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Candidate:
-    """A live memory of the user that one leg or both found, with what ranking needs."""
-
-    id: uuid.UUID
-    user_id: str
-    project_id: str | None
-    content: str
-    category: str
-    source: str | None
-    is_evergreen: bool
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    expires_at: dt.datetime | None
-    superseded_by: uuid.UUID | None
-    superseded_at: dt.datetime | None
-    metadata: dict[str, Any]
-    embedding: npt.NDArray[np.float32]  # unit length
-    distance: float  # cosine distance to the query, 0 = same direction
-    text_rank: float  # ts_rank_cd, 0 when the text does not match
-    in_vector: bool  # among the vector leg's k nearest
-    in_text: bool  # among the full-text leg's k best
-    injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
-    in_date: bool = False  # found by the date leg (stated inside a window the query names)
-
-
-Window = tuple[dt.datetime, dt.datetime]
 
 
 def text_query(text: str) -> str:
@@ -94,7 +62,7 @@ WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
 _DISTANCE = "m.{vec} <=> %(query_vector)s"
 _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 
-# Two shapes, by whether the user is dense (agent_memory_dense_users, agent_memory.store.indexes).
+# Two shapes, by whether the user is dense (agent_memory_dense_users, agent_memory.store.indexes.partitions).
 # The ordinary shape probes the registry (one primary-key lookup) only to skip a dense user's text
 # leg, which over their rows would rank tens of thousands of them, and to say so (dense_user): the
 # caller then asks again with the dense shape. That one runs the text leg through

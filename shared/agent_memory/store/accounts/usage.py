@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent_memory.store.connection import Connection
-from agent_memory.store.transactions import user_transaction
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import user_transaction
 from agent_memory.usage import UsageRow
 
 UPSERT_USAGE = """

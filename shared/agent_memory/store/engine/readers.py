@@ -20,7 +20,7 @@ from typing import Any, Literal
 import psycopg
 
 from agent_memory.config import Settings
-from agent_memory.store.connection import Connection, Database
+from agent_memory.store.engine.connection import Connection, Database
 from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
 from agent_memory_contract.models import Consistency
 

@@ -8,9 +8,9 @@ import logging
 
 from agent_memory.config import Settings
 from agent_memory.providers.aws import app_db_credentials
-from agent_memory.store.connection import Connection, Database
-from agent_memory.store.migrate import apply_migrations, prepare_connection
-from agent_memory.store.roles import AppLogin, ensure_app_login, ensure_can_set_role
+from agent_memory.store.engine.connection import Connection, Database
+from agent_memory.store.schema.migrate import apply_migrations, prepare_connection
+from agent_memory.store.schema.roles import AppLogin, ensure_app_login, ensure_can_set_role
 from agent_memory_contract.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any
 
 from psycopg import sql
 
-from agent_memory.store.filters import filter_params, filter_shape, filters_sql
+from agent_memory.store.memories.filters import filter_params, filter_shape, filters_sql
 from agent_memory_contract.models import MemoryFilters
 
 

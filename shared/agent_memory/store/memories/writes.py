@@ -1,7 +1,7 @@
-"""The write path's SQL: upserts with duplicate folding, near-duplicate refreshes, supersession,
-the memories an extractor is shown, and the receipts that make a redelivered message a no-op.
+"""The write path's SQL: upserts with duplicate folding, near-duplicate refreshes and supersession
+(one ingest message's write, with its receipt, is :mod:`agent_memory.store.memories.messages`).
 
-Every write runs in the user's locked transaction (:func:`agent_memory.store.transactions.user_transaction`):
+Every write runs in the user's locked transaction (:func:`agent_memory.store.engine.transactions.user_transaction`):
 the near-duplicate check reads before it writes, so one user's writers take turns.
 """
 
@@ -9,40 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import threading
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-from psycopg import sql
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agent_memory.facts import same_fact, updated_value
-from agent_memory.store.connection import Connection, vector_column, vector_schema_of
-from agent_memory.store.rows import ExistingMemory, MemoryRow
-from agent_memory.store.scope import Scope, scope_filter, scope_params
-from agent_memory.store.transactions import (
-    pipelined_transaction,
-    read_as_user,
+from agent_memory.records import MemoryRow, WriteOutcome
+from agent_memory.store.accounts.usage import add_usage
+from agent_memory.store.engine.connection import Connection, vector_schema_of
+from agent_memory.store.engine.transactions import (
     user_transaction,
-    user_transaction_with,
 )
-from agent_memory.store.usage import add_usage
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import InvalidInput, SchemaMismatch
-
-
-@dataclasses.dataclass(frozen=True)
-class WriteOutcome:
-    id: uuid.UUID
-    action: str  # "created" | "refreshed" | "near_duplicate" | "restated"
-    # The memories this one superseded (they stay, closed, in history); and, for a fact older
-    # than a stored version of it (valid_from), the memory that supersedes it at once.
-    superseded: tuple[uuid.UUID, ...] = ()
-    superseded_by: uuid.UUID | None = None
-
 
 # Arrays of vectors travel in binary (%(...)b): as text, ten 384-d vectors take ~6 ms to
 # format and parse (float by float), more than all the rest of writing them.
@@ -136,17 +117,6 @@ FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[],
 WHERE m.id = t.id AND m.user_id = %(user_id)s
 """
 
-# The targets of an ingest message's updates that are still live and visible from its scope
-# (its project and the user-wide memories; every project without one), locked until commit.
-_LIVE_TARGETS = """
-SELECT id FROM user_memories
-WHERE user_id = %(user_id)s AND id = ANY(%(ids)s) AND superseded_at IS NULL
-  AND (expires_at IS NULL OR expires_at > now())
-  AND (%(project_id)s::text IS NULL OR project_id IS NULL OR project_id = %(project_id)s)
-ORDER BY id
-FOR UPDATE
-"""
-
 # The old version stops being true when the new one starts (never before it started itself).
 _SUPERSEDE = """
 UPDATE user_memories AS m SET superseded_at = now(), superseded_by = t.new_id,
@@ -215,7 +185,7 @@ def upsert_memories(
     """
     if not rows:
         return []
-    _check_writable(conn)
+    check_writable(conn)
     outcomes: dict[int, WriteOutcome] = {}
     by_user: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
@@ -244,7 +214,7 @@ def upsert_memories(
     return [outcomes[i] for i in range(len(rows))]
 
 
-def _check_writable(conn: Connection) -> None:
+def check_writable(conn: Connection) -> None:
     schema = vector_schema_of(conn)
     if schema is not None and not schema.writable:
         raise SchemaMismatch(
@@ -313,9 +283,9 @@ def _write_rows(
     """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
     recording each row's outcome by index; the (old, new) supersessions of updated values."""
     near = [i for i in indexes if i not in exact_only]
-    nearest = _send_nearest(conn, user_id, rows, near, near_duplicate_threshold, update_threshold)
-    updates = _fold_nearest(conn, user_id, rows, nearest, near, outcomes)
-    _send_upsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
+    nearest = send_nearest(conn, user_id, rows, near, near_duplicate_threshold, update_threshold)
+    updates = fold_nearest(conn, user_id, rows, nearest, near, outcomes)
+    send_upsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
     return _supersede_updated(conn, user_id, rows, updates, outcomes)
 
 
@@ -337,7 +307,7 @@ class _PendingUpsert:
         self._cursor = None
 
 
-def _send_upsert(conn: Connection, rows: Sequence[MemoryRow], indexes: list[int]) -> _PendingUpsert:
+def send_upsert(conn: Connection, rows: Sequence[MemoryRow], indexes: list[int]) -> _PendingUpsert:
     return _PendingUpsert(conn, rows, indexes)
 
 
@@ -358,12 +328,12 @@ def _supersede_updated(
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """A new value supersedes the old; a value that was true before the stored one (an older
     statement arriving late) is stored already superseded by it, as history."""
-    done = _superseded(_send_supersede(conn, user_id, _updated_pairs(rows, updates, outcomes)))
-    _record_updated(done, updates, outcomes)
+    done = superseded_pairs(send_supersede(conn, user_id, updated_pairs(rows, updates, outcomes)))
+    record_updated(done, updates, outcomes)
     return done
 
 
-def _updated_pairs(
+def updated_pairs(
     rows: Sequence[MemoryRow], updates: Mapping[int, Sequence[_Neighbour]], outcomes: Mapping[int, WriteOutcome]
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """The (old, new) pairs of :func:`_supersede_updated`, the late ones reversed."""
@@ -376,7 +346,7 @@ def _updated_pairs(
     return pairs
 
 
-def _record_updated(
+def record_updated(
     done: Sequence[tuple[uuid.UUID, uuid.UUID]],
     updates: Mapping[int, Sequence[_Neighbour]],
     outcomes: dict[int, WriteOutcome],
@@ -395,266 +365,26 @@ def _record_updated(
         )
 
 
-def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
-    """Whether this exact ingest message was already written (a redelivery); one round trip."""
-    found = read_as_user(conn, user_id, _RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash})
-    return Receipt(bool(found[0]["found"]), found[0]["server_started"])
-
-
-_RECEIPT = "SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s"
-# The receipt, and which run of the server answers (see UnflushedWrites): the same round trip.
-_RECEIPT_AND_SERVER = f"SELECT EXISTS ({_RECEIPT}) AS found, pg_postmaster_start_time() AS server_started"
-
-
-@dataclasses.dataclass(frozen=True)
-class Receipt:
-    found: bool
-    server_started: dt.datetime
-
-
-class UnflushedWrites:
-    """Ingest writes committed without waiting for the WAL to reach the disk, by the run of the
-    server (its start time) that took them; :func:`flush_writes` makes them durable.
-
-    A queue consumer keeps one per batch: each message commits with ``synchronous_commit = off``
-    and the batch waits for the disk once, before it is acknowledged (one WAL flush per batch
-    instead of one per message: the commit's flush is the write path's largest cost after the
-    vector index). A message found already written counts too: its receipt may come from an
-    earlier delivery that committed the same way and died before its flush.
-    """
-
-    def __init__(self) -> None:
-        self._server_starts: set[dt.datetime] = set()
-        self._lock = threading.Lock()
-
-    def add(self, server_started: dt.datetime) -> None:
-        with self._lock:
-            self._server_starts.add(server_started)
-
-    def take(self) -> set[dt.datetime]:
-        """The start times recorded so far, forgetting them (a flush covers them all)."""
-        with self._lock:
-            taken, self._server_starts = self._server_starts, set()
-        return taken
-
-    def __bool__(self) -> bool:
-        return bool(self._server_starts)
-
-
-def flush_writes(conn: Connection) -> dt.datetime:
-    """Wait until every transaction committed so far, by any session, is on disk; returns when
-    the server started, to compare with the start times the writes saw.
-
-    A transaction that wrote WAL and commits with ``synchronous_commit = on`` waits until the WAL
-    is on disk up to its commit record, and so past every earlier commit, those made with
-    ``synchronous_commit = off`` included. It must write WAL: PostgreSQL commits a transaction
-    that only took a transaction id without waiting for the disk. A transactional logical
-    decoding message is the smallest such write any role may make (it touches no table and
-    means nothing to a database without logical decoding). One round trip.
-    """
-    with pipelined_transaction(conn):
-        conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
-        cur = conn.execute("SELECT pg_logical_emit_message(true, 'agent-memory', 'flush'), pg_postmaster_start_time()")
-    row = cur.fetchone()
-    assert row is not None
-    started: dt.datetime = row[1]
-    return started
-
-
-@dataclasses.dataclass(frozen=True)
-class Updates:
-    """What an ingest message's facts say about existing memories, by row index.
-
-    ``restates``: the row says the same as that memory, which is refreshed instead of storing
-    the row. ``replaces``: those memories are superseded by the row's memory. Targets must be
-    live and visible from ``project_id`` (the message's scope) when the write runs; the others
-    are skipped, and their rows stored as new.
-    """
-
-    restates: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
-    replaces: Mapping[int, Sequence[uuid.UUID]] = dataclasses.field(default_factory=dict)
-    project_id: str | None = None
-    # Rows an LLM extractor already judged (restates, replaces or new): the same-attribute rule
-    # does not second-guess it.
-    judged: frozenset[int] = frozenset()
-
-    @property
-    def targets(self) -> set[uuid.UUID]:
-        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids)}
-
-
-@dataclasses.dataclass(frozen=True)
-class IngestWrite:
-    """What one ingest message wrote: outcomes in row order, (old, new) supersessions, and
-    the update targets skipped because they had ended or left the scope meanwhile."""
-
-    outcomes: list[WriteOutcome]
-    superseded: list[tuple[uuid.UUID, uuid.UUID]]
-    stale: list[uuid.UUID]
-    # The run of the server that took the write (see UnflushedWrites).
-    server_started: dt.datetime | None = None
-
-
-def ingest_message(
-    conn: Connection,
-    user_id: str,
-    message_hash: bytes,
-    rows: Sequence[MemoryRow],
-    *,
-    conversation_id: str | None = None,
-    near_duplicate_threshold: float | None = None,
-    updates: Updates | None = None,
-    usage: Sequence[UsageRow] = (),
-    unflushed: UnflushedWrites | None = None,
-    write_id: uuid.UUID | None = None,
-    update_threshold: float | None = None,
-) -> IngestWrite | None:
-    """Write one ingest message's memories, its updates (restatements refreshed, replaced
-    memories superseded) and its receipt in one transaction: all of it or nothing.
-
-    None (and no change) when the message was already written: concurrent deliveries of the
-    same message serialise on the user's lock, and the second finds the first's receipt.
-    ``usage`` (what the message's extraction and embedding used) is counted either way: a
-    concurrent delivery that lost the race still made its provider calls.
-
-    With ``unflushed``, the commit does not wait for the WAL flush (``synchronous_commit = off``,
-    this transaction only): the write is visible at once, and durable once :func:`flush_writes`
-    has returned the server start time recorded in ``unflushed``. ``write_id``: the write, recorded
-    with every memory it creates, refreshes or supersedes and every history event it causes.
-    """
-    if any(r.user_id != user_id for r in rows):
-        raise ValueError("an ingest message writes the memories of its own user only")
-    updates = updates or Updates()
-    _check_writable(conn)
-    targets = updates.targets
-
-    # One round trip with BEGIN, its lock and schema check: the receipt, the update targets still
-    # live, and every row's nearest memories (those of rows the targets settle are then ignored).
-    def send(c: Connection) -> tuple[Any, Any, _Nearest | None]:
-        receipt = c.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash})
-        found = (
-            c.execute(_LIVE_TARGETS, {"user_id": user_id, "ids": sorted(targets), "project_id": updates.project_id})
-            if targets
-            else None
-        )
-        nearest = _send_nearest(c, user_id, rows, list(range(len(rows))), near_duplicate_threshold, update_threshold)
-        return receipt, found, nearest
-
-    # The rest is pipelined too: the refreshes, the upsert, the receipt and COMMIT go out together,
-    # and the upsert's ids are read after COMMIT unless a supersession needs them first.
-    deferred = None if unflushed is None else {"synchronous_commit": "off"}
-    with user_transaction_with(
-        conn, user_id, send, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id
-    ) as (receipt_cursor, found, nearest):
-        receipt = receipt_cursor.fetchone()
-        assert receipt is not None
-        written_before, server_started = receipt
-        if unflushed is not None:
-            unflushed.add(server_started)
-        if written_before:
-            add_usage(conn, user_id, [u for u in usage if u.kind != "conversation"])
-            return None
-        live: set[uuid.UUID] = {r[0] for r in found.fetchall()} if found is not None else set()
-        outcomes: dict[int, WriteOutcome] = {}
-        restated = {i: t for i, t in updates.restates.items() if t in live}
-        _refresh(conn, user_id, [(t, rows[i]) for i, t in restated.items()])
-        outcomes.update((i, WriteOutcome(t, "restated")) for i, t in restated.items())
-        replaces = {i: [t for t in ids if t in live] for i, ids in updates.replaces.items()}
-        rest = [i for i in range(len(rows)) if i not in restated]
-        # A fact that replaces a memory must not fold into it as a near-duplicate.
-        exact_only = {i for i in rest if replaces.get(i)}
-        near = {i for i in rest if i not in exact_only}
-        newer = _fold_nearest(conn, user_id, rows, nearest, near, outcomes, judged=updates.judged)
-        upsert = _send_upsert(conn, rows, [i for i in rest if i not in outcomes])
-        sent_updated = sent_replaced = None
-        if newer or any(replaces.values()):
-            upsert.take(outcomes)  # the new memories' ids, to supersede with (one more round trip)
-            sent_updated = _send_supersede(conn, user_id, _updated_pairs(rows, newer, outcomes))
-            sent_replaced = _send_supersede(
-                conn, user_id, [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
-            )
-        conn.execute(
-            "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
-            [user_id, message_hash, conversation_id, len(rows)],
-        )
-        add_usage(conn, user_id, usage)
-    # What the last statements returned, read after COMMIT (they travelled with it).
-    upsert.take(outcomes)
-    updated, replaced = _superseded(sent_updated), _superseded(sent_replaced)
-    _record_updated(updated, newer, outcomes)
-    for i in replaces:
-        ids = tuple(old for old, new in replaced if new == outcomes[i].id)
-        outcomes[i] = dataclasses.replace(outcomes[i], superseded=(*outcomes[i].superseded, *ids))
-    superseded = updated + replaced
-    return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live), server_started)
-
-
 def supersede_memories(
     conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Mark live memories (old) as replaced by new ones; the (old, new) pairs actually marked."""
-    return _superseded(_send_supersede(conn, user_id, pairs))
+    return superseded_pairs(send_supersede(conn, user_id, pairs))
 
 
-def _send_supersede(conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Any:
-    """The supersession of ``pairs``, sent (its RETURNING read by :func:`_superseded`); None for none."""
+def send_supersede(conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Any:
+    """The supersession of ``pairs``, sent (its RETURNING read by :func:`superseded`); None for none."""
     if not pairs:
         return None
     return conn.execute(_SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id})
 
 
-def _superseded(cursor: Any) -> list[tuple[uuid.UUID, uuid.UUID]]:
+def superseded_pairs(cursor: Any) -> list[tuple[uuid.UUID, uuid.UUID]]:
     return [] if cursor is None else [(r[0], r[1]) for r in cursor.fetchall()]
 
 
-def related_memories(
-    conn: Connection, scope: Scope, vectors: Sequence[np.ndarray], *, limit: int
-) -> list[ExistingMemory]:
-    """The user's live memories in scope most similar to any of ``vectors`` (best first, under
-    handles m1, m2, ...), with their embeddings: what an LLM extractor is shown.
-
-    Exact, over the user's rows only: an index scan filtered to one user can come back short.
-    """
-    if not vectors or limit <= 0:
-        return []
-    query = sql.SQL(_RELATED).format(scope=scope_filter(scope), vec=sql.Identifier(vector_column(conn)))
-    params: dict[str, Any] = {**scope_params(scope), "vectors": list(vectors), "limit": limit}
-    with (
-        user_transaction(conn, scope.user_id, vectors=True),
-        conn.cursor(row_factory=dict_row, binary=True) as cur,
-    ):
-        rows = cur.execute(query, params).fetchall()
-    return [
-        ExistingMemory(
-            handle=f"m{i}",
-            id=row["id"],
-            content=row["content"],
-            category=row["category"],
-            project_id=row["project_id"],
-            embedding=np.asarray(row["embedding"].to_numpy(), dtype=np.float32),
-        )
-        for i, row in enumerate(rows, start=1)
-    ]
-
-
-_RELATED = """
-WITH scoped AS MATERIALIZED (
-    SELECT id, project_id, content, category, {vec} AS embedding FROM user_memories WHERE {scope}
-), best AS (
-    SELECT s.id, max(1 - (s.embedding <=> q.v)) AS similarity
-    FROM scoped s CROSS JOIN unnest(%(vectors)s::vector[]) AS q(v)
-    GROUP BY s.id
-    ORDER BY similarity DESC, s.id
-    LIMIT %(limit)s
-)
-SELECT s.id, s.project_id, s.content, s.category, s.embedding, b.similarity
-FROM best b JOIN scoped s USING (id)
-ORDER BY b.similarity DESC, s.id
-"""
-
-
 @dataclasses.dataclass(frozen=True)
-class _Nearest:
+class Nearest:
     """The near-duplicate read, sent: its cursor, the rows it asked about, the thresholds."""
 
     cursor: Any
@@ -663,14 +393,14 @@ class _Nearest:
     update: float | None
 
 
-def _send_nearest(
+def send_nearest(
     conn: Connection,
     user_id: str,
     rows: Sequence[MemoryRow],
     indexes: list[int],
     threshold: float | None,
     update_threshold: float | None,
-) -> _Nearest | None:
+) -> Nearest | None:
     """Send the read of each row's nearest live memories in its scope (nothing fetched: in
     pipeline mode it travels with the next statement whose result is needed); None when no
     threshold applies or there are no rows."""
@@ -693,14 +423,14 @@ def _send_nearest(
         },
         prepare=False,
     )
-    return _Nearest(cursor, list(indexes), fold, update)
+    return Nearest(cursor, list(indexes), fold, update)
 
 
-def _fold_nearest(
+def fold_nearest(
     conn: Connection,
     user_id: str,
     rows: Sequence[MemoryRow],
-    nearest: _Nearest | None,
+    nearest: Nearest | None,
     only: Collection[int],
     outcomes: dict[int, WriteOutcome],
     *,
@@ -730,13 +460,13 @@ def _fold_nearest(
         ]
         if olds and i not in judged:
             updates[i] = olds
-    _refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
+    refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
     for i, memory_id in matches.items():
         outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
     return updates
 
 
-def _refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:
+def refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:
     """Refresh existing memories (id) with what a restating row brings: its time, metadata, expiry."""
     if not restated:
         return

@@ -42,7 +42,7 @@ from agent_memory.providers.rdsdata import DataApi, StatementFailed
 from agent_memory_contract.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from agent_memory.store.connection import VectorSchema
+    from agent_memory.store.engine.connection import VectorSchema
 
 # psycopg's placeholders (the same grammar as psycopg's own parser): %s, %b, %t, %(name)s, %%.
 _PLACEHOLDER = re.compile(r"%(?:\(([^)]+)\))?(.)")

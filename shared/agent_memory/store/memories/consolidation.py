@@ -9,29 +9,19 @@ the duplicate stays readable with its history until the retention purge, like an
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 import uuid
 from collections.abc import Sequence
 
 import numpy as np
 from psycopg import sql
 
-from agent_memory.store.connection import Connection, vector_column
-from agent_memory.store.transactions import maintenance_transaction, user_transaction
-from agent_memory.store.writes import supersede_memories
+from agent_memory.records import LiveMemory
+from agent_memory.store.engine.connection import Connection, vector_column
+from agent_memory.store.engine.transactions import maintenance_transaction, user_transaction
+from agent_memory.store.memories.writes import supersede_memories
 
 # Where the last run stopped (the last user done; '' when a run went round): agent_memory_meta.
 CHECKPOINT_KEY = "consolidate_after"
-
-
-@dataclasses.dataclass(frozen=True)
-class LiveMemory:
-    id: uuid.UUID
-    project_id: str | None
-    content: str
-    created_at: dt.datetime
-    embedding: np.ndarray | None = None  # unit length: cosine similarity is a dot product
 
 
 def users_after(conn: Connection, *, after: str, limit: int) -> list[str]:

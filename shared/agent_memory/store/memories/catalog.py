@@ -1,5 +1,5 @@
 """The SQL behind what users and operators do with stored memories: list, history, forget, purge
-(forgetting a whole user, with its receipt, is :mod:`.erasure`)."""
+(forgetting a whole user, with its receipt, is :mod:`agent_memory.store.accounts.erasures`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import uuid
 from psycopg import sql
 from psycopg.rows import class_row
 
-from agent_memory.store.connection import Connection
-from agent_memory.store.scope import Scope, scope_filter, scope_params
-from agent_memory.store.transactions import maintenance_transaction, user_transaction
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import maintenance_transaction, user_transaction
+from agent_memory.store.memories.scope import Scope, scope_filter, scope_params
 from agent_memory_contract.models import MemoryEvent, MemoryRecord
 
 MEMORY_COLUMNS = (

@@ -16,9 +16,9 @@ import unicodedata
 import psycopg
 from psycopg import sql
 
-from agent_memory.store.connection import Connection
-from agent_memory.store.dataapi import DataApiConnection
-from agent_memory.store.migrate import MIGRATION_LOCK_KEY
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.dataapi import DataApiConnection
+from agent_memory.store.schema.migrate import MIGRATION_LOCK_KEY
 from agent_memory_contract.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)

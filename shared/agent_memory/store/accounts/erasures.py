@@ -14,8 +14,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agent_memory.erasure import ERASURE_KEY, subject_hash
-from agent_memory.store.connection import Connection
-from agent_memory.store.transactions import user_transaction
+from agent_memory.store.engine.connection import Connection
+from agent_memory.store.engine.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.schemas import ErasureCounts, ErasureReceipt
 

@@ -1,0 +1,141 @@
+"""The records the steps and the store share besides the wire models: a memory ready to store, a
+stored memory as an extractor or consolidation is shown it, a recall candidate, what a write did
+and the updates an ingest message makes. Plain dataclasses: the steps build and read them, the store
+runs and returns them; neither side's code is needed to use them."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRow:
+    """A memory ready to store: normalised, hashed and embedded."""
+
+    user_id: str
+    project_id: str | None
+    content: str
+    content_hash: bytes
+    category: str
+    embedding: np.ndarray
+    source: str | None = None
+    is_evergreen: bool = False
+    created_at: dt.datetime | None = None
+    observed_at: dt.datetime | None = None  # when the fact was (re)stated; drives updated_at
+    valid_from: dt.datetime | None = None  # when the fact became true (default: when it was stated)
+    expires_at: dt.datetime | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
+    # What a restored (exported) memory keeps: see agent_memory.store.memories.restore.
+    id: uuid.UUID | None = None
+    updated_at: dt.datetime | None = None
+    superseded_at: dt.datetime | None = None
+    superseded_by: uuid.UUID | None = None
+    write_id: uuid.UUID | None = None
+    valid_until: dt.datetime | None = None
+
+    @property
+    def true_from(self) -> dt.datetime | None:
+        """When the fact became true as the store will record it (None: now)."""
+        return self.valid_from or self.created_at or self.observed_at
+
+
+@dataclasses.dataclass(frozen=True)
+class ExistingMemory:
+    """A stored memory shown to an LLM extractor under a short handle ("m1"), never its id."""
+
+    handle: str
+    id: uuid.UUID
+    content: str
+    category: str
+    project_id: str | None
+    embedding: np.ndarray  # unit length: cosine similarity is a dot product
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveMemory:
+    id: uuid.UUID
+    project_id: str | None
+    content: str
+    created_at: dt.datetime
+    embedding: np.ndarray | None = None  # unit length: cosine similarity is a dot product
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate:
+    """A live memory of the user that one leg or both found, with what ranking needs."""
+
+    id: uuid.UUID
+    user_id: str
+    project_id: str | None
+    content: str
+    category: str
+    source: str | None
+    is_evergreen: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    expires_at: dt.datetime | None
+    superseded_by: uuid.UUID | None
+    superseded_at: dt.datetime | None
+    metadata: dict[str, Any]
+    embedding: npt.NDArray[np.float32]  # unit length
+    distance: float  # cosine distance to the query, 0 = same direction
+    text_rank: float  # ts_rank_cd, 0 when the text does not match
+    in_vector: bool  # among the vector leg's k nearest
+    in_text: bool  # among the full-text leg's k best
+    injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
+    in_date: bool = False  # found by the date leg (stated inside a window the query names)
+
+
+Window = tuple[dt.datetime, dt.datetime]
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOutcome:
+    id: uuid.UUID
+    action: str  # "created" | "refreshed" | "near_duplicate" | "restated"
+    # The memories this one superseded (they stay, closed, in history); and, for a fact older
+    # than a stored version of it (valid_from), the memory that supersedes it at once.
+    superseded: tuple[uuid.UUID, ...] = ()
+    superseded_by: uuid.UUID | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Updates:
+    """What an ingest message's facts say about existing memories, by row index.
+
+    ``restates``: the row says the same as that memory, which is refreshed instead of storing
+    the row. ``replaces``: those memories are superseded by the row's memory. Targets must be
+    live and visible from ``project_id`` (the message's scope) when the write runs; the others
+    are skipped, and their rows stored as new.
+    """
+
+    restates: Mapping[int, uuid.UUID] = dataclasses.field(default_factory=dict)
+    replaces: Mapping[int, Sequence[uuid.UUID]] = dataclasses.field(default_factory=dict)
+    project_id: str | None = None
+    # Rows an LLM extractor already judged (restates, replaces or new): the same-attribute rule
+    # does not second-guess it.
+    judged: frozenset[int] = frozenset()
+
+    @property
+    def targets(self) -> set[uuid.UUID]:
+        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids)}
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestWrite:
+    """What one ingest message wrote: outcomes in row order, (old, new) supersessions, and
+    the update targets skipped because they had ended or left the scope meanwhile."""
+
+    outcomes: list[WriteOutcome]
+    superseded: list[tuple[uuid.UUID, uuid.UUID]]
+    stale: list[uuid.UUID]
+    # The run of the server that took the write (see UnflushedWrites).
+    server_started: dt.datetime | None = None

@@ -1,0 +1,1 @@
+"""Per-user bookkeeping: usage counts and erasures with their receipts."""

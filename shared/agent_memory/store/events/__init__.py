@@ -1,0 +1,1 @@
+"""The change outbox: change events waiting to be published."""

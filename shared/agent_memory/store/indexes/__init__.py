@@ -1,0 +1,1 @@
+"""Dense users' own partitions of ``dense_memories`` and their HNSW and GIN indexes."""
