@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 from pgvector import Vector
 from pgvector.psycopg import register_vector
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -28,7 +29,7 @@ from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.dataapi import DataApiConnection
 from agent_memory_contract.errors import DatabaseResuming, DatabaseUnavailable
 from agent_memory_contract.models import NewMemory
-from tests.data_api import CLUSTER_ARN, DataApiStandIn
+from tests.data_api import CLUSTER_ARN, MAX_RESPONSE_BYTES, DataApiStandIn, DenseEmbedder
 from tests.ingest_support import conversation, failures, sqs_event, sqs_record
 from tests.integration.recall_support import body_of, invoke
 
@@ -286,3 +287,90 @@ def test_migrate_through_the_data_api_as_the_owner(
         with psycopg.connect(blank_database_url, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {login}")
             conn.execute(f"DROP ROLE IF EXISTS {login}")
+
+
+# ---- real sizes: 1024-dimensional dense vectors, recall limit 50 -------------------------------------
+
+DIMENSION = 1024  # the template's EmbeddingDimensions default (Titan Text Embeddings V2's)
+
+
+@pytest.fixture
+def dense_store(blank_database_url: str, data_api: DataApiStandIn, monkeypatch: pytest.MonkeyPatch) -> Iterator[Memory]:
+    """A store of 1024-d dense vectors holding 400 memories of one user, served through the stand-in
+    as the stack's request functions (a login role that is only a member of agent_memory_app)."""
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(key, value)
+    owner = Memory(Settings(database_url=blank_database_url, auto_migrate=False), embedder=DenseEmbedder(DIMENSION))
+    owner.admin.migrate()
+    topics = ["deploys", "editor", "package manager", "database", "shell", "timezone", "language", "framework"]
+    facts = [
+        f"The user's {topics[i % len(topics)]} note {i}: prefers option {i % 17} for project {i % 5} "
+        f"with setting {i} because the team agreed on it in review {i // 3}"
+        for i in range(400)
+    ]
+    for start in range(0, len(facts), 100):
+        owner.add([NewMemory(content=f) for f in facts[start : start + 100]], user_id="u-dense")
+    owner.close()
+    role = f"am_dataapi_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(blank_database_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN IN ROLE agent_memory_app")
+    info = conninfo_to_dict(blank_database_url)
+    secret_arn = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{role}"
+    data_api.logins[secret_arn] = make_conninfo(blank_database_url, user=role, host=info["host"], dbname="postgres")
+    settings = Settings(
+        db_cluster_arn=CLUSTER_ARN,
+        db_secret_arn=secret_arn,
+        db_name=str(info["dbname"]),
+        data_api_endpoint_url=data_api.url,
+        auto_migrate=False,
+    )
+    service = Memory(settings, embedder=DenseEmbedder(DIMENSION))
+    yield service
+    service.close()
+    data_api.logins.pop(secret_arn, None)
+
+
+def test_recall_limit_50_over_dense_1024d_vectors_fits_the_response_limit(
+    dense_store: Memory, data_api: DataApiStandIn
+) -> None:
+    """No vector crosses the wire whole: the candidates come back as sign bits, and a recall of 50
+    over 1024-d dense vectors answers well under the Data API's 1 MiB (with the vectors as text it
+    needs several MB and the Data API refuses it)."""
+    dense_store.recall("warm up", user_id="u-dense", limit=5)
+    data_api.response_bytes.clear()
+    result = dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=50)
+    assert len(result.memories) == 50
+    largest = max(data_api.response_bytes)
+    assert largest < MAX_RESPONSE_BYTES / 2, largest
+    print(f"\nrecall limit 50, 1024-d dense: largest Data API answer {largest / 1024:.0f} KiB")
+
+
+def test_full_vectors_at_that_size_exceed_the_response_limit(dense_store: Memory, data_api: DataApiStandIn) -> None:
+    """What recall did before: every candidate's vector as text. The stand-in refuses the answer
+    as the Data API does, so the compact form is what keeps limit 50 working."""
+    from agent_memory.store.engine.dataapi import DataApiConnection
+
+    dense_store.recall("warm up", user_id="u-dense", limit=5)
+    data_api.response_bytes.clear()
+    try:
+        DataApiConnection.sign_code_vectors = False  # type: ignore[misc]
+        with pytest.raises(Exception, match="response size limit"):
+            dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=50)
+    finally:
+        DataApiConnection.sign_code_vectors = True  # type: ignore[misc]
+    assert max(data_api.response_bytes) > MAX_RESPONSE_BYTES
+
+
+def test_sign_bits_keep_mmr_close_to_the_full_vectors(dense_store: Memory, blank_database_url: str) -> None:
+    """The same recall on a direct connection (full vectors) and through the Data API (sign bits):
+    MMR's picks mostly agree."""
+    direct = Memory(Settings(database_url=blank_database_url, auto_migrate=False), embedder=DenseEmbedder(DIMENSION))
+    try:
+        query = "which editor and package manager does the user prefer"
+        full = [m.id for m in direct.recall(query, user_id="u-dense", limit=20).memories]
+    finally:
+        direct.close()
+    compact = [m.id for m in dense_store.recall(query, user_id="u-dense", limit=20).memories]
+    overlap = len(set(full) & set(compact))
+    print(f"\nMMR top 20, full vectors vs sign bits: {overlap} of 20 in common")
+    assert overlap >= 15, overlap

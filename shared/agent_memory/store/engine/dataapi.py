@@ -435,6 +435,10 @@ class DataApiConnection:
     pipeline_transactions = False  # nothing to pipeline: every statement is its own request
     broken = False
 
+    # Recall asks for its candidates' vectors as sign bits (store.memories.recall): every answer
+    # is JSON text under the Data API's 1 MiB limit.
+    sign_code_vectors = True
+
     def __init__(self, api: DataApi) -> None:
         self.api = api
         self.closed = False

@@ -9,6 +9,7 @@ read together they show what the single round trip does.
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 import threading
@@ -52,7 +53,7 @@ WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
 ){date_leg}
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
-       m.{vec} AS embedding, {distance} AS distance, {text_rank} AS text_rank,
+       {embedding}, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text,
        {dense_flag} AS dense_user{date_column}
@@ -60,6 +61,14 @@ FROM user_memories m
 WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
 """
 _DISTANCE = "m.{vec} <=> %(query_vector)s"
+# Over the RDS Data API every value is JSON text and an answer stops at 1 MiB: a 1024-d vector is
+# ~11 KB as text, and a recall's 150-300 candidates at limit 50 would need 2-3 MB. MMR only compares
+# candidates with each other, so they come back as their sign bits (pgvector's binary_quantize,
+# 128 bytes, ~172 in base64): ranking estimates each pair's cosine from the bits that differ
+# (agent_memory.recall.scoring.mmr_select). The query's distance is still computed on the full
+# vectors, in the statement.
+_EMBEDDING = "m.{vec} AS embedding"
+_EMBEDDING_SIGNS = "encode(varbit_send(binary_quantize(m.{vec})), 'base64') AS embedding_signs"
 _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 
 # Two shapes, by whether the user is dense (agent_memory_dense_users, agent_memory.store.indexes.partitions).
@@ -146,9 +155,11 @@ def _hybrid_sql(
     *,
     dense: bool = False,
     dimension: int = 0,
+    sign_codes: bool = False,
 ) -> str:
     """``dense``: the dense shape (see _DENSE_TERMS_CTE); ``dimension``: the query vector's, which
-    decides the expression a dense user's HNSW index is on."""
+    decides the expression a dense user's HNSW index is on; ``sign_codes``: the candidates' vectors
+    as their sign bits (the Data API path)."""
     return _hybrid_query(
         scope.project_id is not None,
         scope.include_inactive,
@@ -161,6 +172,7 @@ def _hybrid_sql(
         dense,
         dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
         scope.as_of is not None,
+        sign_codes,
     )
 
 
@@ -177,6 +189,7 @@ def _hybrid_query(
     dense: bool = False,
     half_dimension: int = 0,
     valid_at: bool = False,
+    sign_codes: bool = False,
 ) -> str:
     """The candidate query, composed once per shape (the recall hot path only binds values).
     The filters narrow the scope of every leg, so the exact fallback still gives a user
@@ -222,6 +235,7 @@ def _hybrid_query(
             text_leg=text_leg,
             dense_flag=flag,
             vec=vec,
+            embedding=sql.SQL(_EMBEDDING_SIGNS if sign_codes else _EMBEDDING).format(vec=vec),
             date_leg=sql.SQL(_DATE_LEG).format(scope=where, vec=vec) if dated else sql.SQL(""),
             distance=sql.SQL(_DISTANCE).format(vec=vec),
             text_rank=sql.SQL(_TEXT_RANK).format(tsq=tsq),
@@ -277,8 +291,11 @@ def hybrid_candidates(
     # At another time than now, every user is read from user_memories (see _TEXT_LEG_AT).
     timed = scope.now is not None or scope.as_of is not None
     dense, exact, count_usage = DENSE_USERS.seen(scope.user_id) and not timed, False, bool(usage)
+    sign_codes = bool(getattr(conn, "sign_code_vectors", False))
     for _attempt in range(_MAX_STATEMENTS):
-        query = _hybrid_sql(scope, exact, column, count_usage, dated, dense=dense, dimension=dimension)
+        query = _hybrid_sql(
+            scope, exact, column, count_usage, dated, dense=dense, dimension=dimension, sign_codes=sign_codes
+        )
         values = {**params, **usage_params(scope.user_id, usage)} if count_usage else params
         rows = _run_hybrid(conn, query, values, k, statement_timeout_ms)
         count_usage = False  # counted once, by the first statement
@@ -375,11 +392,25 @@ def _candidate(row: dict[str, Any]) -> Candidate:
         superseded_by=row["superseded_by"],
         superseded_at=row["superseded_at"],
         metadata=row["metadata"] or {},
-        embedding=np.asarray(row["embedding"].to_numpy(), dtype=np.float32),
+        embedding=_sign_vector(row["embedding_signs"]) if "embedding_signs" in row else _vector(row["embedding"]),
         distance=float(row["distance"]),
         text_rank=float(row["text_rank"]),
         in_vector=row["in_vector"],
         in_text=row["in_text"],
         injection=tuple(row["injection"] or ()),
         in_date=bool(row.get("in_date", False)),
+        sign_code="embedding_signs" in row,
     )
+
+
+def _vector(value: Any) -> np.ndarray:
+    return np.asarray(value.to_numpy(), dtype=np.float32)
+
+
+def _sign_vector(encoded: str) -> np.ndarray:
+    """pgvector's bit(d) as varbit_send gives it (a 4-byte big-endian length, then the bits),
+    base64-encoded: a unit vector of +-1/sqrt(d)."""
+    raw = base64.b64decode(encoded)
+    bits = int.from_bytes(raw[:4], "big")
+    signs = np.unpackbits(np.frombuffer(raw[4:], dtype=np.uint8))[:bits].astype(np.float32) * 2 - 1
+    return signs / np.float32(np.sqrt(bits))
