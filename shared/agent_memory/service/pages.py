@@ -7,9 +7,24 @@ import binascii
 import datetime as dt
 import json
 import uuid
+from collections.abc import Sequence
+
+from pydantic import BaseModel
 
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import MemoryRecord
+from agent_memory_contract.models import MAX_PAGE_BYTES, MemoryRecord
+
+
+def fitting(items: Sequence[BaseModel], budget: int = MAX_PAGE_BYTES) -> int:
+    """How many of ``items``, from the first, fit in ``budget`` bytes as they travel in Lambda's
+    result (their JSON, escaped again as part of the body string); at least one, so a page always
+    moves on (one item is far below the budget under the metadata limits)."""
+    used = 0
+    for count, item in enumerate(items):
+        used += len(json.dumps(item.model_dump_json())) + 1  # and the comma between items
+        if used > budget:
+            return max(count, 1)
+    return len(items)
 
 
 def encode_cursor(last: MemoryRecord) -> str:

@@ -221,8 +221,12 @@ class Reading(ServiceBase):
         found = self._reads.run(
             lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
         )
-        next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
-        return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
+        # Bounded by bytes too (Lambda's 6 MB answer): a page of large memories ends early and its
+        # cursor carries on from its last memory.
+        kept = pages.fitting(found[:limit])
+        more = len(found) > kept
+        next_cursor = pages.encode_cursor(found[kept - 1]) if more else None
+        return MemoryPage(memories=found[:kept], next_cursor=next_cursor)
 
     def get(self, memory_id: uuid.UUID, *, user_id: str, consistency: Consistency = "eventual") -> MemoryRecord:
         """The user's memory with this id, live or not; NotFound when the user has none (another
@@ -265,6 +269,10 @@ class Reading(ServiceBase):
             for event in found:
                 events.setdefault(event.memory_id, []).append(event)
         lines = [export_line(m, events.get(m.id, []) if history else None) for m in page.memories]
+        # Each memory's history makes its line larger than the memory: bounded again, by the lines.
+        kept = pages.fitting(lines)
+        if kept < len(lines):
+            return ExportPage(lines=lines[:kept], next_cursor=pages.encode_cursor(page.memories[kept - 1]))
         return ExportPage(lines=lines, next_cursor=page.next_cursor)
 
     def history(
