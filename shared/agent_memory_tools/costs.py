@@ -159,17 +159,20 @@ class CostAssumptions(UsageAssumptions):
         default=0.5, gt=0, description="Capacity of a resumed cluster while it serves requests (data-api)."
     )
     data_api_requests_per_recall: float = Field(
-        default=4, ge=0, description="Begin, the scope, the query, commit (counted on the stand-in)."
+        default=1,
+        ge=0,
+        description="One statement, the scope inside it (agent_memory_read_as; counted on the stand-in, warm).",
     )
     data_api_requests_per_conversation: float = Field(
-        default=13,
+        default=12,
         ge=0,
         description="Two transactions: the related memories, then the write (counted on the stand-in).",
     )
     data_api_recall_kb: float = Field(
-        default=330,
+        default=41,
         ge=0,
-        description="A recall's answer: 30 candidates (3 x limit 10) with their 1024-dim vectors as text, ~11 KB each.",
+        description="A recall's answer at limit 10: its candidates with their 1024-d vectors as sign bits (measured "
+        "on the stand-in; 175 KB at limit 50).",
     )
     aurora_min_acu: float = Field(default=0.5, ge=0, description="DatabaseMinCapacity (template default).")
     aurora_max_acu: float = Field(default=4, gt=0, description="DatabaseMaxCapacity (template default).")

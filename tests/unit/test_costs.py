@@ -272,8 +272,8 @@ def test_the_data_api_bills_requests_and_capacity_only_while_awake() -> None:
     assert 0 < capacity(light) < 0.05 * 0.5 * HOURS_PER_MONTH
     assert capacity(busy) >= 0.99 * 0.5 * HOURS_PER_MONTH  # awake all month, plus the load above it
     recalls = next(ln for ln in busy.lines if ln.item.startswith("recall requests"))
-    # four requests, and the answer's 330 KB in 32 KB units (ten more)
-    assert recalls.quantity == pytest.approx(100_000 * DAYS * (4 + 10))
+    # one request, and the answer's 41 KB in 32 KB units (one more)
+    assert recalls.quantity == pytest.approx(100_000 * DAYS * (1 + 1))
     assert any("resumes a month" in w for w in light.warnings)
 
 

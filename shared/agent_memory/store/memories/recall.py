@@ -10,10 +10,12 @@ read together they show what the single round trip does.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import functools
 import re
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,13 +25,13 @@ from psycopg import sql
 
 from agent_memory.records import Candidate, Window
 from agent_memory.store.accounts.usage import UPSERT_USAGE, usage_params
-from agent_memory.store.engine.connection import Connection, vector_column
+from agent_memory.store.engine.connection import Connection, vector_column, vector_schema_of
 from agent_memory.store.engine.transactions import read_as_user
 from agent_memory.store.indexes.dense import HNSW_VECTOR_MAX_DIM, ann_expression
 from agent_memory.store.memories.filters import FilterShape, filter_shape, filters_sql
 from agent_memory.store.memories.scope import Scope, scope_params, scope_sql
 from agent_memory.usage import UsageRow
-from agent_memory_contract.errors import StatementTimeout
+from agent_memory_contract.errors import SchemaChanged, StatementTimeout
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
 
@@ -51,14 +53,14 @@ WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
 ), fts AS (
     {text_leg}
 ){date_leg}
-SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
+{json_open}SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
        {embedding}, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text,
        {dense_flag} AS dense_user{date_column}
 FROM user_memories m
-WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
+WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs}){json_close}
 """
 _DISTANCE = "m.{vec} <=> %(query_vector)s"
 # Over the RDS Data API every value is JSON text and an answer stops at 1 MiB: a 1024-d vector is
@@ -156,6 +158,7 @@ def _hybrid_sql(
     dense: bool = False,
     dimension: int = 0,
     sign_codes: bool = False,
+    as_json: bool = False,
 ) -> str:
     """``dense``: the dense shape (see _DENSE_TERMS_CTE); ``dimension``: the query vector's, which
     decides the expression a dense user's HNSW index is on; ``sign_codes``: the candidates' vectors
@@ -173,6 +176,7 @@ def _hybrid_sql(
         dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
         scope.as_of is not None,
         sign_codes,
+        as_json,
     )
 
 
@@ -190,6 +194,7 @@ def _hybrid_query(
     half_dimension: int = 0,
     valid_at: bool = False,
     sign_codes: bool = False,
+    as_json: bool = False,
 ) -> str:
     """The candidate query, composed once per shape (the recall hot path only binds values).
     The filters narrow the scope of every leg, so the exact fallback still gives a user
@@ -236,6 +241,9 @@ def _hybrid_query(
             dense_flag=flag,
             vec=vec,
             embedding=sql.SQL(_EMBEDDING_SIGNS if sign_codes else _EMBEDDING).format(vec=vec),
+            # One statement through agent_memory_read_as (the Data API): each row one jsonb value.
+            json_open=sql.SQL("SELECT to_jsonb(r) FROM (" if as_json else ""),
+            json_close=sql.SQL(") AS r" if as_json else ""),
             date_leg=sql.SQL(_DATE_LEG).format(scope=where, vec=vec) if dated else sql.SQL(""),
             distance=sql.SQL(_DISTANCE).format(vec=vec),
             text_rank=sql.SQL(_TEXT_RANK).format(tsq=tsq),
@@ -292,9 +300,18 @@ def hybrid_candidates(
     timed = scope.now is not None or scope.as_of is not None
     dense, exact, count_usage = DENSE_USERS.seen(scope.user_id) and not timed, False, bool(usage)
     sign_codes = bool(getattr(conn, "sign_code_vectors", False))
+    one_statement = bool(getattr(conn, "single_statement_reads", False))
     for _attempt in range(_MAX_STATEMENTS):
         query = _hybrid_sql(
-            scope, exact, column, count_usage, dated, dense=dense, dimension=dimension, sign_codes=sign_codes
+            scope,
+            exact,
+            column,
+            count_usage,
+            dated,
+            dense=dense,
+            dimension=dimension,
+            sign_codes=sign_codes,
+            as_json=one_statement,
         )
         values = {**params, **usage_params(scope.user_id, usage)} if count_usage else params
         rows = _run_hybrid(conn, query, values, k, statement_timeout_ms)
@@ -372,9 +389,51 @@ def _run_hybrid(
         # (a crash may lose the last moment's counts, never a memory), so the read stays as fast.
         local["synchronous_commit"] = "off"
     try:
+        if getattr(conn, "single_statement_reads", False):
+            return _read_in_one_statement(conn, query, params, local)
         return read_as_user(conn, params["user_id"], query, params, settings=local, vectors=True)
     except psycopg.errors.QueryCanceled as exc:
         raise StatementTimeout(f"recall query exceeded statement_timeout ({statement_timeout_ms} ms)") from exc
+
+
+def _read_in_one_statement(
+    conn: Connection, query: str, params: dict[str, Any], local: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The Data API's read: the scope and settings inside the statement (one request, no
+    transaction; migration 0014), the rows back from jsonb with the types the other path gives."""
+    from agent_memory.store.engine import dataapi
+
+    schema = vector_schema_of(conn)
+    settings = {
+        "agent_memory.user_id": params["user_id"],
+        **{name: value for name, value in local.items() if name != "statement_timeout"},
+    }
+    documents, fingerprint = dataapi.read_as_user(
+        conn,  # type: ignore[arg-type]
+        query,
+        params,
+        settings,
+        schema.meta_key if schema is not None else None,
+    )
+    if documents and schema is not None and fingerprint != schema.fingerprint:
+        raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
+    return [_typed(document) for document in documents]
+
+
+_UUIDS = ("id", "superseded_by")
+_TIMES = ("created_at", "updated_at", "expires_at", "superseded_at")
+
+
+def _typed(document: dict[str, Any]) -> dict[str, Any]:
+    """A candidate row from its jsonb form: ids and timestamps back to their Python types."""
+    row = dict(document)
+    for name in _UUIDS:
+        if row.get(name) is not None:
+            row[name] = uuid.UUID(row[name])
+    for name in _TIMES:
+        if row.get(name) is not None:
+            row[name] = dt.datetime.fromisoformat(row[name])
+    return row
 
 
 def _candidate(row: dict[str, Any]) -> Candidate:
