@@ -283,6 +283,9 @@ def test_migrate_through_the_data_api_as_the_owner(
             assert conn.execute("SELECT count(*) FROM agent_memory_migrations").fetchone() == (len(result.applied),)
             policies = conn.execute("SELECT count(*) FROM pg_policies WHERE tablename = 'user_memories'").fetchone()
             assert policies is not None and policies[0] > 0
+            # A read is one statement that cannot set its own timeout: the login has one.
+            config = conn.execute("SELECT rolconfig FROM pg_roles WHERE rolname = %s", (login,)).fetchone()
+            assert config is not None and "statement_timeout=10000ms" in (config[0] or []), config
         assert Memory(owner).admin.migrate().applied == []  # idempotent
     finally:
         data_api.logins.pop(owner_secret, None)
