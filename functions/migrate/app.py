@@ -79,19 +79,14 @@ class RetiredModel(RuntimeError):
     """A configured Bedrock model is past its end of life or not offered in the region."""
 
 
-def check_models(settings: Any, client: Any = None) -> list[str]:
+def check_models(service: Any, client: Any = None) -> list[str]:
     """Each configured Bedrock model's lifecycle: the warnings (LEGACY, or the check could not run),
     or :class:`RetiredModel` naming every model past its end of life or missing and what to set.
 
     The control plane may be out of reach (a VPC with only a bedrock-runtime endpoint): the deploy
     then goes on with a warning rather than failing on a question it could not ask."""
-    from agent_memory.providers import lifecycle
-
-    models = lifecycle.configured_models(settings)
-    if not models:
-        return []
     try:
-        checks = lifecycle.check_models(client or lifecycle.bedrock_control_client(settings), models)
+        checks = service.admin.bedrock_models(client)
     except Exception as exc:  # an unreachable or forbidden control plane must not fail the deploy
         warning = f"could not check the Bedrock models' lifecycle ({describe(exc)})"
         logger.warning("%s", warning)
@@ -146,10 +141,9 @@ def migrate(
         for prop, field in SETTING_PROPERTIES.items()
         if properties and str(properties.get(prop, "")).strip()
     }
-    settings = Settings(**overrides)  # type: ignore[arg-type]  # pydantic parses the strings
-    model_warnings = check_models(settings, bedrock_client)
-    service = Memory(settings)
+    service = Memory(Settings(**overrides))  # type: ignore[arg-type]  # pydantic parses the strings
     try:
+        model_warnings = check_models(service, bedrock_client)
         while True:
             try:
                 migrated = service.admin.migrate()

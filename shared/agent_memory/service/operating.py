@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from agent_memory_contract.models import normalize_content
 from agent_memory_contract.schemas import TenantUsage
 
 if TYPE_CHECKING:
+    from agent_memory.providers.lifecycle import ModelCheck
     from agent_memory.service.memory import Memory
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,16 @@ class Admin:
         self._memory._release_secrets()
 
     # ---- operations -----------------------------------------------------------------------
+
+    def bedrock_models(self, client: Any = None) -> list[ModelCheck]:
+        """Each Bedrock model these settings call, with its lifecycle (GetFoundationModel; a
+        cross-Region profile through GetInferenceProfile); ``client``: a ``bedrock`` client."""
+        from agent_memory.providers import lifecycle
+
+        models = lifecycle.configured_models(self.settings)
+        if not models:
+            return []
+        return lifecycle.check_models(client or lifecycle.bedrock_control_client(self.settings), models)
 
     def migrate(self) -> MigrateResult:
         """Apply pending migrations (idempotent), then set up the application's database roles."""

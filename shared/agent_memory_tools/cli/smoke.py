@@ -281,12 +281,13 @@ def stack_settings(cloudformation: Any, stack: str) -> Any:
 def models_check(settings: Any, bedrock: Any = None) -> str:
     """Each Bedrock model the stack calls is ACTIVE (or LEGACY, with a warning naming its end of life);
     one past its end of life or missing fails, naming it and what to set instead."""
-    from agent_memory.providers import lifecycle
-
-    models = lifecycle.configured_models(settings)
-    if not models:
+    service = Memory(settings)
+    try:
+        checks = service.admin.bedrock_models(bedrock)
+    finally:
+        service.close()
+    if not checks:
         return "no Bedrock model configured"
-    checks = lifecycle.check_models(bedrock or lifecycle.bedrock_control_client(settings), models)
     failed = [c.message() for c in checks if not c.ok]
     assert not failed, "; ".join(failed)
     return "; ".join(("WARNING " if c.warning else "") + c.message() for c in checks)
