@@ -11,15 +11,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent_memory.privacy import SAFE_DEFAULT_POLICY, PiiPolicySetting
+from agent_memory.registry import KINDS
 from agent_memory_contract.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
 
-EmbeddingProvider = Literal["local", "bedrock", "openai", "hash"]
-LlmProvider = Literal["rules", "openai", "bedrock"]
-RerankProvider = Literal["none", "bedrock", "cohere"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
 GROUP_ROLES = ("agent_memory_app", "agent_memory_maintenance")
@@ -143,7 +141,12 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(default=True, description="Apply pending migrations when a connection is first opened.")
 
     # --- embeddings -----------------------------------------------------------------
-    embedding_provider: EmbeddingProvider = Field(default="local", description="local, bedrock, openai or hash.")
+    # The providers are names in agent_memory.registry (built in, or plug-ins' entry points), checked below.
+    embedding_provider: str = Field(
+        default="local",
+        description="local (with the tools), bedrock, openai or hash; or a plug-in's, registered under the entry "
+        "point group agent_memory.embedders.",
+    )
     embedding_model: str | None = Field(
         default=None,
         description="Model id; provider default when unset (all-MiniLM-L6-v2, amazon.titan-embed-text-v2:0, "
@@ -174,7 +177,11 @@ class Settings(BaseSettings):
     bedrock_region: str | None = Field(default=None, description="Region of Bedrock (default: the SDK's).")
 
     # --- extraction -----------------------------------------------------------------
-    llm_provider: LlmProvider = Field(default="rules", description="rules, openai or bedrock.")
+    llm_provider: str = Field(
+        default="rules",
+        description="rules, openai or bedrock; or a plug-in's, registered under the entry point group "
+        "agent_memory.extractors.",
+    )
     llm_model: str | None = Field(
         default=None,
         description="Chat model id. Default: glm-4-flash on Zhipu (a bigmodel.cn base URL), else gpt-4o-mini "
@@ -242,11 +249,12 @@ class Settings(BaseSettings):
     )
 
     # --- rerank ---------------------------------------------------------------------
-    rerank_provider: RerankProvider = Field(
+    rerank_provider: str = Field(
         default="none",
         description="Rerank the best fused candidates before MMR: none, bedrock (the Bedrock Rerank API) or cohere "
-        "(any Cohere-compatible /rerank endpoint: Cohere, Jina, Voyage, vLLM, ...). A timeout or error keeps the "
-        "fused order (logged and counted), never fails a recall.",
+        "(any Cohere-compatible /rerank endpoint: Cohere, Jina, Voyage, vLLM, ...); or a plug-in's, registered under "
+        "the entry point group agent_memory.rerankers. A timeout or error keeps the fused order (logged and "
+        "counted), never fails a recall.",
     )
     rerank_model: str | None = Field(
         default=None,
@@ -330,7 +338,7 @@ class Settings(BaseSettings):
         "roles, same polarity) refreshes an existing one (>1 = off).",
     )
     same_attribute_threshold: float = Field(
-        # Only bounds which neighbours the text check (agent_memory.facts.updated_value) reads:
+        # Only bounds which neighbours the text check (agent_memory.ingest.facts.updated_value) reads:
         # on all-MiniLM-L6-v2 "works at Umbrella" / "works at Wayne" score 0.41.
         default=0.3,
         gt=0,
@@ -449,6 +457,11 @@ class Settings(BaseSettings):
         # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the
         # embedded server would then initialise (and chown) as its data directory.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator(*KINDS)
+    @classmethod
+    def _installed_provider(cls, value: str, info: ValidationInfo) -> str:
+        return KINDS[str(info.field_name)].check(value)
 
     @field_validator("event_bus", mode="before")
     @classmethod

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -142,3 +142,37 @@ class IngestWrite:
     stale: list[uuid.UUID]
     # The run of the server that took the write (see UnflushedWrites).
     server_started: dt.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Neighbour:
+    """A live memory near a new row, in the row's scope: what a write reads before it decides."""
+
+    id: uuid.UUID
+    content: str
+    valid_from: dt.datetime
+    similarity: float
+
+
+@dataclasses.dataclass(frozen=True)
+class NearMatches:
+    """What new rows are to their stored neighbours, by row index: the memory a row restates (it is
+    refreshed instead of the row being stored) and the memories whose value a row updates (they are
+    superseded by the row's memory once it is stored)."""
+
+    restates: dict[int, uuid.UUID]
+    updates: dict[int, list[Neighbour]]
+
+
+class NeighbourRule(Protocol):
+    """The ingest step's rule for new rows and their stored neighbours
+    (:class:`agent_memory.ingest.neighbours.SameFactRule`): the store reads each row's neighbours at
+    least ``floor`` similar (None: reads none) inside the write's transaction, and carries out what
+    ``judge`` says of them (nearest first)."""
+
+    @property
+    def floor(self) -> float | None: ...
+
+    def judge(
+        self, rows: Sequence[MemoryRow], near: Mapping[int, Sequence[Neighbour]], *, judged: Collection[int] = ()
+    ) -> NearMatches: ...

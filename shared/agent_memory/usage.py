@@ -4,7 +4,9 @@ Providers record what they did (:func:`record_usage`) into the meter of the oper
 (:func:`metering`, a context variable, so concurrent requests in one process never mix); the
 service hands the meter's rows to the write or recall transaction, which adds them to the
 ``usage_daily`` table (one row per user, UTC day, kind and model) in the same transaction as
-the work. Nothing here does I/O; the wire models of ``GET /usage`` are in :mod:`agent_memory_contract.schemas`.
+the work (:mod:`agent_memory.store.accounts.usage`). Nothing here does I/O; the counts are read back
+with their cost by :mod:`agent_memory.service.accounting`, and the wire models of ``GET /usage`` are
+in :mod:`agent_memory_contract.schemas`.
 """
 
 from __future__ import annotations

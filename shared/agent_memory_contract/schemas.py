@@ -75,6 +75,11 @@ CONSISTENCY_HELP = (
 )
 
 
+# Two clocks, one name each at every door and down to the SQL (agent_memory.store.memories.scope).
+NOW_HELP = (
+    "Evaluation time (ISO 8601): recall among the memories stored by then and current then, with decay and "
+    "date words measured from it (reproducible runs); omit for the present."
+)
 AS_OF_HELP = (
     "Valid time (ISO 8601): what was true at this time, superseded versions included while they held; "
     "omit for what is true now."
@@ -98,7 +103,7 @@ class RecallRequest(WireModel):
         le=MAX_RECALL_LIMIT,
         description=f"Most memories to return, 1..{MAX_RECALL_LIMIT} (default: the deployment's, 10 unless set).",
     )
-    now: AwareDatetime | None = Field(default=None, description="Recall as of this time (reproducible decay).")
+    now: AwareDatetime | None = Field(default=None, description=NOW_HELP)
     include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")
     filters: MemoryFilters | None = Field(
         default=None, description="Recall among the memories that match these only (all conditions hold)."

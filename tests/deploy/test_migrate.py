@@ -233,7 +233,7 @@ def _stubbed_bedrock(monkeypatch: pytest.MonkeyPatch, *answers: tuple[str, dict[
     from botocore.stub import Stubber
 
     from agent_memory.providers import lifecycle
-    from tests.bedrock_stubs import bedrock_client
+    from tests.support.bedrock import bedrock_client
 
     client = bedrock_client()
     stub = Stubber(client)
@@ -249,7 +249,7 @@ def test_a_model_past_its_end_of_life_fails_the_deploy_naming_it(
 ) -> None:
     from datetime import UTC, datetime
 
-    from tests.bedrock_stubs import model_answer
+    from tests.support.bedrock import model_answer
 
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", closed_port_url())  # never reached
     old = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -268,7 +268,7 @@ def test_a_legacy_profile_deploys_with_a_warning_and_an_active_one_without(
 ) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from tests.bedrock_stubs import model_answer, profile_answer
+    from tests.support.bedrock import model_answer, profile_answer
 
     profile, model = "us.anthropic.claude-haiku-4-5-20251001-v1:0", "anthropic.claude-haiku-4-5-20251001-v1:0"
     eol = datetime.now(UTC) + timedelta(days=120)  # relative to the run: the test never ages

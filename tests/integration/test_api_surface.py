@@ -24,7 +24,7 @@ from agent_memory_contract.models import ConversationEnded, MemoryFilters
 from agent_memory_tools.cli import main
 from agent_memory_tools.local.server import LocalApi, make_server
 from tests.conftest import TEMPLATE_DB, _new_database, url_for
-from tests.integration.recall_support import TEMPLATE, body_of, event, invoke, with_body, with_request
+from tests.support.recall import TEMPLATE, body_of, event, invoke, with_body, with_request
 
 USER, OTHER = "user-123", "user-456"
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
@@ -238,8 +238,9 @@ def test_export_then_import_into_an_empty_database_recalls_the_same(
         line = json.loads(export.read_text().splitlines()[0])
         stolen = tmp_path / "stolen.jsonl"
         stolen.write_text(json.dumps({**line, "user_id": "intruder", "content": "Something else"}) + "\n")
-        assert main(["import", str(stolen)], settings=empty) == 2
-        assert "already used" in capsys.readouterr().out
+        assert main(["import", str(stolen)], settings=empty) == 0  # the one line it could not take is said
+        out, err = capsys.readouterr()
+        assert "already used" in out and "skipped 1 line it could not take (line 1:" in err
         assert restored.list(user_id="intruder").memories == []
         assert restored.get(uuid.UUID(line["id"]), user_id="u1").content == line["content"]
     finally:

@@ -20,18 +20,17 @@ from agent_memory.service import Memory
 from agent_memory.store.engine.transactions import user_transaction
 from agent_memory.store.indexes.dense import dense_index_names, partition_name
 from agent_memory.store.memories import recall
+from agent_memory.store.memories.filters import dense_filters_sql, filter_params, filter_shape
 from agent_memory.store.memories.scope import Scope, scope_params
 from agent_memory.store.schema.migrate import _apply, available_migrations
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory_tools.cli.main import main
-from tests.db_support import round_trips
+from tests.support.db import round_trips
 
 EARLIER = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
 
 
-TEXT_LEG = (
-    "SELECT * FROM agent_memory_dense_text_leg('axolotl'::tsquery, 10, NULL, NULL, false, NULL, NULL, NULL, NULL)"
-)
+TEXT_LEG = "SELECT * FROM agent_memory_dense_text_leg('axolotl'::tsquery, 10, NULL, NULL, false, '[]'::jsonb)"
 
 
 @pytest.fixture(autouse=True)
@@ -163,6 +162,60 @@ def test_a_dense_users_text_leg_keeps_the_scope_and_filters(busy: Memory) -> Non
         m.content for m in busy.recall("axolotl tank", user_id="busy", limit=3, project_id="aquarium").memories
     ]
     assert in_project[0] == "a project axolotl tank"
+
+
+def dense_text_leg(app_login_url: str, user: str, filters: MemoryFilters | None, rows: str | None = None) -> set[str]:
+    """The contents the dense text leg finds for 'axolotl', called as the application calls it."""
+    where = rows if rows is not None else dense_filters_sql(filter_shape(filters))
+    with psycopg.connect(app_login_url) as conn:
+        conn.execute("SELECT set_config('agent_memory.user_id', %s, false)", [user])
+        found = conn.execute(
+            f"SELECT m.content FROM agent_memory_dense_text_leg('axolotl'::tsquery, 10, NULL, NULL, false, {where}) l"
+            " JOIN user_memories m USING (id)",
+            filter_params(filters),
+        ).fetchall()
+    return {r[0] for r in found}
+
+
+def test_the_dense_text_leg_applies_every_filter_row(busy: Memory, app_login_url: str) -> None:
+    """Each row of the filter table reaches the dense text leg as data (migration 0014)."""
+    busy.import_(
+        [
+            ImportLine(user_id="busy", content="an axolotl decision", category="decision", created_at=EARLIER,
+                       metadata={"team": "web", "tags": ["pond"]}),
+            ImportLine(user_id="busy", content="an axolotl for billing", metadata={"team": "billing"}),
+        ]
+    )  # fmt: skip
+    busy.admin.refresh_dense_users(min_memories=100)
+    pet = "the user keeps a pet axolotl called Quetzal"
+    decision, billing = "an axolotl decision", "an axolotl for billing"
+    day_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    every = MemoryFilters(categories=["fact", "decision"], metadata={"team": "billing"}, created_after=day_ago)
+    cases: list[tuple[MemoryFilters | None, set[str]]] = [
+        (None, {pet, decision, billing}),
+        (MemoryFilters(categories=["decision"]), {decision}),
+        (MemoryFilters(metadata={"tags": ["pond"]}), {decision}),
+        (MemoryFilters(created_after=day_ago), {pet, billing}),
+        (MemoryFilters(created_before=day_ago), {decision}),
+        (every, {billing}),
+    ]
+    for filters, expected in cases:
+        assert dense_text_leg(app_login_url, "busy", filters) == expected, filters
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"condition": "true) OR (true", "type": "text", "value": "x"},  # not a comparison of one column
+        {"condition": "category = {} OR true", "type": "text", "value": "x"},
+        {"condition": "category = {}", "type": "text) OR (true", "value": "x"},  # not a type
+        {"condition": "category = {}", "type": "no_such_type", "value": "x"},
+    ],
+)
+def test_the_dense_text_leg_refuses_what_is_not_a_filter(busy: Memory, app_login_url: str, row: dict[str, str]) -> None:
+    busy.admin.refresh_dense_users(min_memories=100)
+    with pytest.raises(psycopg.errors.InvalidParameterValue):
+        dense_text_leg(app_login_url, "busy", None, rows=f"'{json.dumps([row])}'::jsonb")
 
 
 def test_the_dense_text_leg_sees_nothing_without_a_user_scope(busy: Memory, app_login_url: str) -> None:
@@ -319,7 +372,7 @@ def locks_of_a_recall(service: Memory, user: str) -> int:
         )[0][0]
         > 0
     )
-    query = recall._hybrid_sql(scope, False, "embedding", dense=bool(dense), dimension=384)
+    query = recall.hybrid_sql(recall.HybridShape(scope.shape(), "embedding", dense=bool(dense)))
     with conn.transaction():
         conn.execute("SELECT set_config('agent_memory.user_id', %s, true)", [user])
         conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
@@ -431,7 +484,8 @@ def test_a_store_with_0005s_partial_indexes_moves_to_partitions(blank_database_u
             )
             conn.execute("SET ROLE agent_memory_maintenance")
             conn.execute("INSERT INTO agent_memory_dense_users (user_id, memories) VALUES ('busy', 31)")
-        assert service.admin.migrate().applied == ["0013_dense_partitions"]
+        later = [f"{m.version:04d}_{m.name}" for m in available_migrations() if m.version >= 13]
+        assert service.admin.migrate().applied == later and later[0] == "0013_dense_partitions"
         assert owner_rows(blank_database_url, "SELECT user_id FROM agent_memory_dense_users") == []
         assert len(service.recall("axolotl", user_id="busy", limit=40).memories) == 31
         assert service.admin.refresh_dense_users(min_memories=20).indexed == 1

@@ -9,7 +9,7 @@ import pytest
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
-from tests.ingest_support import supersede
+from tests.support.ingest import supersede
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -42,7 +42,7 @@ def test_superseded_memories_leave_recall_but_can_be_shown(service: Memory) -> N
     new = one(service, "u1", "The user prefers TypeScript")
     supersede(service, "u1", [old], new)
     assert [m.content for m in service.recall("prefers", user_id="u1").memories] == ["The user prefers TypeScript"]
-    everything = service.recall("prefers", user_id="u1", plan=service.admin.recall_plan.but(include_inactive=True))
+    everything = service.recall("prefers", user_id="u1", include_inactive=True)
     assert {m.content for m in everything.memories} == {"The user prefers JavaScript", "The user prefers TypeScript"}
     assert (
         len(service.list(user_id="u1").memories) == 1

@@ -21,7 +21,7 @@ from agent_memory.store.schema.migrate import available_migrations
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
 from agent_memory_contract.models import NewMemory
 
-# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+# The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends
 
 FACTS = [
@@ -192,7 +192,7 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(
     query = "zebra quantum harmonica"
     vector = service.admin.embedder.embed_query(query)
     params = {**scope_params(scope), "query_vector": vector, "k": 30, "text_query": recall.text_query(query)}
-    dense_shape = recall._hybrid_sql(scope, False, "embedding", dense=True, dimension=384)
+    dense_shape = recall.hybrid_sql(recall.HybridShape(scope.shape(), "embedding", dense=True))
     with conn.transaction():
         conn.execute("SELECT set_config('agent_memory.user_id', 'lonely', true)")
         conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")

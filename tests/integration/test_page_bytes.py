@@ -15,7 +15,7 @@ import pytest
 from agent_memory_client import MemoryClient
 from agent_memory_contract.models import LAMBDA_RESPONSE_BYTES
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import TEMPLATE
+from tests.support.recall import TEMPLATE
 
 USER = "u-large"
 COUNT = 320

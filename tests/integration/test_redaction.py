@@ -187,7 +187,7 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
         },
         expected_params={"Text": joined, "LanguageCode": "en"},
     )
-    redacting._redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
+    redacting._parts.redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
     stored = redacting.add([NewMemory(content=f) for f in facts], user_id="u1")
     assert stored.pii_redacted == 1
     contents = sorted(m.content for m in redacting.list(user_id="u1").memories)
@@ -197,17 +197,20 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
     assert [(line.calls, line.characters) for line in pii] == [(1, len(joined))]
 
 
+def redactor_for(settings: Settings) -> Redactor:
+    """The write path's redactor as the service builds it (nothing connects until a write)."""
+    return Memory(settings)._parts.redactor
+
+
 def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) -> None:
-    plain = Redactor.from_settings(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
+    plain = redactor_for(settings.model_copy(update={"pii": PiiPolicy.parse("redact")}))
     assert [type(d).__name__ for d in plain.detectors] == ["RegexDetector"]
-    with_names = Redactor.from_settings(
-        settings.model_copy(update={"pii": PiiPolicy.parse("redact"), "pii_comprehend": True})
-    )
+    with_names = redactor_for(settings.model_copy(update={"pii": PiiPolicy.parse("redact"), "pii_comprehend": True}))
     assert [type(d).__name__ for d in with_names.detectors] == ["RegexDetector", "ComprehendPiiDetector"]
     # The default policy acts on credentials only, which the regex engine finds: no Comprehend bill.
-    default = Redactor.from_settings(settings.model_copy(update={"pii_comprehend": True}))
+    default = redactor_for(settings.model_copy(update={"pii_comprehend": True}))
     assert default.enabled and [type(d).__name__ for d in default.detectors] == ["RegexDetector"]
-    off = Redactor.from_settings(settings.model_copy(update={"pii": PiiPolicy(), "pii_comprehend": True}))
+    off = redactor_for(settings.model_copy(update={"pii": PiiPolicy(), "pii_comprehend": True}))
     assert not off.enabled and [type(d).__name__ for d in off.detectors] == ["RegexDetector"]
 
 
@@ -253,7 +256,7 @@ def _nothing_stored_a_reader_could_read(database_url: str) -> None:
 def test_a_disguised_value_in_content_or_metadata_is_redacted_through_the_http_api(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
-    from tests.integration.recall_support import body_of, invoke, with_body, with_request
+    from tests.support.recall import body_of, invoke, with_body, with_request
 
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
     memories = [
@@ -281,7 +284,7 @@ def test_the_sqs_message_redacts_disguised_values_in_content_and_metadata(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
     from agent_memory_tools.local import runtime
-    from tests.ingest_support import TEMPLATE, failures, sqs_event, sqs_record
+    from tests.support.ingest import TEMPLATE, failures, sqs_event, sqs_record
 
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
     body = {

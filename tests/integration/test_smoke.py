@@ -16,9 +16,9 @@ from agent_memory_client import MemoryClient
 from agent_memory_tools.cli import main
 from agent_memory_tools.local.server import LocalApi, make_server
 from agent_memory_tools.local.tokens import JwtVerifier
-from tests.integration.recall_support import TEMPLATE
-from tests.oauth_issuer import AUDIENCE, LocalIssuer
-from tests.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, SigV4Gateway
+from tests.support.oauth_issuer import AUDIENCE, LocalIssuer
+from tests.support.recall import TEMPLATE
+from tests.support.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, SigV4Gateway
 
 
 def closed_port() -> int:
@@ -142,7 +142,7 @@ def test_smoke_checks_the_stacks_models_first(
 
     from agent_memory.providers import lifecycle
     from agent_memory_tools.cli import smoke
-    from tests.bedrock_stubs import bedrock_client, model_answer
+    from tests.support.bedrock import bedrock_client, model_answer
 
     old = "anthropic.claude-3-haiku-20240307-v1:0"
     cloudformation = __import__("boto3").client(

@@ -28,8 +28,8 @@ from agent_memory.service import Memory
 from agent_memory_contract.models import ConversationEnded, IngestOutcome, NewMemory
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local
-from tests.db_support import rows
-from tests.ingest_support import (
+from tests.support.db import rows
+from tests.support.ingest import (
     APP,
     TEMPLATE,
     ChatServer,
@@ -180,8 +180,7 @@ def test_a_conversation_that_changes_a_preference_ends_with_one_active_memory_an
     assert old.superseded_by == now.id and old.superseded_at is not None
     recalled = service.recall("Which programming language does the user prefer?", user_id=USER)
     assert [m.content for m in recalled.memories] == [TS["content"]]
-    inactive_too = service.admin.recall_plan.but(include_inactive=True)
-    debug = service.recall("Which programming language does the user prefer?", user_id=USER, plan=inactive_too)
+    debug = service.recall("Which programming language does the user prefer?", user_id=USER, include_inactive=True)
     assert {m.content for m in debug.memories} == {TS["content"], JS["content"]}
 
     events = service.history(old.id, user_id=USER)

@@ -11,7 +11,7 @@ from botocore.stub import Stubber
 from agent_memory.config import Settings
 from agent_memory.extraction import bedrock as bedrock_extraction
 from agent_memory.providers import lifecycle
-from tests.bedrock_stubs import bedrock_client, model_answer, profile_answer
+from tests.support.bedrock import bedrock_client, model_answer, profile_answer
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 HAIKU_55 = "us.anthropic.claude-haiku-5-5"

@@ -1,10 +1,14 @@
-"""The recall query's pure parts (agent_memory.store.memories.recall)."""
+"""The recall query's pure parts (agent_memory.store.memories.recall, .filters)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
+from agent_memory.store.memories.filters import FILTERS, filter_params, filter_shape, filters_sql
 from agent_memory.store.memories.recall import text_query
+from agent_memory_contract.models import MemoryFilters
 
 
 @pytest.mark.parametrize(
@@ -18,3 +22,17 @@ from agent_memory.store.memories.recall import text_query
 )
 def test_text_query_keeps_only_words_joined_by_or(text: str, expected: str) -> None:
     assert text_query(text) == expected
+
+
+def test_every_filter_the_contract_accepts_has_its_row_in_the_store() -> None:
+    """A field of MemoryFilters without a row would be accepted at every door and then ignored:
+    the recall would not narrow."""
+    assert [f.name for f in FILTERS] == list(MemoryFilters.model_fields)
+    full = MemoryFilters(
+        categories=["fact"], metadata={"a": 1}, created_after=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        created_before=dt.datetime(2026, 2, 1, tzinfo=dt.UTC),
+    )  # fmt: skip
+    assert [f.name for f in filter_shape(full)] == ["categories", "metadata", "created_after", "created_before"]
+    assert filter_shape(MemoryFilters()) == filter_shape(None) == ()
+    assert filters_sql(filter_shape(full)).count(" AND ") == 4
+    assert set(filter_params(None)) == {f.param for f in FILTERS}

@@ -38,6 +38,9 @@ class Embedder(ABC):
     # Texts per provider request, for the usage count: None = a batch in one request (OpenAI,
     # a local model), 1 = one request per text (Titan).
     texts_per_request: int | None = None
+    # The setting of the API key (a secret) it is built with, if it holds one: the service lets go
+    # of such a provider with the cached secrets (before a SnapStart snapshot) and builds it again.
+    api_key_setting: str | None = None
 
     @property
     def fingerprint(self) -> str:

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.config import Settings
 from agent_memory.embeddings.base import Embedder
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -26,6 +27,10 @@ class HashEmbedder(Embedder):
     def __init__(self, dimension: int = 384) -> None:
         self.dimension = dimension
         self.batch_size = 1024
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HashEmbedder:
+        return cls(dimension=settings.embedding_dimensions or 384)
 
     def _features(self, text: str) -> list[str]:
         words = _WORD.findall(text.casefold())

@@ -38,6 +38,7 @@ KNOWN_DIMENSIONS = {
 
 class OpenAIEmbedder(Embedder):
     provider = "openai"
+    api_key_setting = "openai_api_key"
 
     def __init__(
         self,

@@ -9,7 +9,9 @@ The two LLM providers are also shown the user's existing memories most related t
 conversation and may mark a fact as restating one (it is refreshed) or replacing some (they are
 superseded); see :mod:`.updates` for the guards. The rules provider never is.
 
-Provider modules are imported only when selected.
+A provider is a factory ``(Settings) -> Extractor``; others than these three register under the entry
+point group ``agent_memory.extractors`` (see :mod:`agent_memory.registry`). A provider's module is
+imported only when it is selected.
 """
 
 from __future__ import annotations
@@ -17,28 +19,14 @@ from __future__ import annotations
 from agent_memory.config import Settings
 from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.records import ExtractedMemory, Extraction
-from agent_memory_contract.errors import ConfigurationError
+from agent_memory.registry import EXTRACTORS
 
 __all__ = ["ExtractedMemory", "Extraction", "Extractor", "create_extractor"]
 
 
 def create_extractor(settings: Settings) -> Extractor:
     """Build the configured extractor. Cheap: clients connect on first use."""
-    provider = settings.llm_provider
-    if provider == "rules":
-        from agent_memory.extraction.rules import RulesExtractor
-
-        return RulesExtractor(
-            window=settings.extraction_window,
-            max_items=settings.max_extracted_memories,
-            max_chars=settings.max_memory_chars,
-        )
-    if provider == "openai":
-        from agent_memory.extraction.openai import OpenAIChatExtractor
-
-        return OpenAIChatExtractor.from_settings(settings)
-    if provider == "bedrock":
-        from agent_memory.extraction.bedrock import BedrockConverseExtractor
-
-        return BedrockConverseExtractor.from_settings(settings)
-    raise ConfigurationError(f"unknown LLM provider {provider!r}")  # pragma: no cover - Literal guards it
+    extractor = EXTRACTORS.build(settings.llm_provider, settings)
+    if not isinstance(extractor, Extractor):
+        raise EXTRACTORS.built_wrong(settings.llm_provider, extractor, "an Extractor")
+    return extractor

@@ -22,6 +22,9 @@ class Extractor(ABC):
     model: str
     # Whether it can be shown existing memories and mark restatements and replacements.
     updates_existing: bool = False
+    # The setting of the API key (a secret) it is built with, if it holds one: the service lets go
+    # of such a provider with the cached secrets (before a SnapStart snapshot) and builds it again.
+    api_key_setting: str | None = None
 
     def __init__(self, *, window: int = 10, max_items: int = 20, max_chars: int = 2000) -> None:
         self.window = window

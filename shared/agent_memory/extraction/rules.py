@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from agent_memory.config import Settings
 from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.parsing import validate_items
 from agent_memory.extraction.records import Extraction
@@ -273,6 +274,14 @@ class RulesExtractor(Extractor):
 
     provider = "rules"
     model = "heuristic-v1"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RulesExtractor:
+        return cls(
+            window=settings.extraction_window,
+            max_items=settings.max_extracted_memories,
+            max_chars=settings.max_memory_chars,
+        )
 
     def _extract(
         self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]

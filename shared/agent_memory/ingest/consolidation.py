@@ -1,7 +1,7 @@
 """Consolidation's decisions, without I/O: which of one user's memories are duplicates of which.
 
 The store hands over the user's live memories and the pairs whose vectors are close; a pair is
-merged only when :func:`agent_memory.facts.same_fact` says it is the same fact (the write path's
+merged only when :func:`agent_memory.ingest.facts.same_fact` says it is the same fact (the write path's
 fold asks the same question). The
 older memory is kept (the first statement), the newer one is merged into it. A memory is merged
 at most once per run, and never into one that is itself merged away: a chain (a ~ b ~ c where
@@ -9,7 +9,7 @@ a and c differ) is never collapsed through its middle; the next run looks again.
 
 Stale facts that slipped in beside their update (an import, two writers, a correction written while
 the rule's threshold was off) are superseded: when a newer memory states an older one's fact with
-another value in one slot (:func:`agent_memory.facts.updated_value`, the write path's rule), the
+another value in one slot (:func:`agent_memory.ingest.facts.updated_value`, the write path's rule), the
 older is superseded by the oldest such newer one, so a chain of corrections stays a chain.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from agent_memory.facts import same_fact, updated_value, wording
+from agent_memory.ingest.facts import same_fact, updated_value, wording
 from agent_memory.records import LiveMemory
 
 # Rows compared at once: a block of this many against the whole scope (40 MB at 10,000 memories).

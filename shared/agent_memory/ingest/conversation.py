@@ -21,8 +21,9 @@ import uuid
 from collections.abc import Sequence
 
 from agent_memory.config import Settings
-from agent_memory.embeddings import Embedder
-from agent_memory.extraction import ExtractedMemory, Extractor
+from agent_memory.embeddings.base import Embedder
+from agent_memory.extraction.base import Extractor
+from agent_memory.extraction.records import ExtractedMemory
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique, fact_outcome

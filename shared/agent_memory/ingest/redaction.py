@@ -19,9 +19,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from agent_memory.config import Settings
 from agent_memory.privacy import PiiDetector, PiiPolicy, RegexDetector, redact_many
-from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES
 from agent_memory_contract.inputs import field_path
 from agent_memory_contract.models import REDACTED_KEY, NewMemory
 
@@ -48,24 +46,12 @@ class Redacted(Generic[M]):
 
 
 class Redactor:
-    """Applies the policy with its detectors (the regex engine, and Comprehend when configured)."""
+    """Applies the policy with its detectors (the regex engine, and Comprehend when configured: see
+    :func:`agent_memory.providers.comprehend.pii_detectors`)."""
 
     def __init__(self, policy: PiiPolicy, detectors: Sequence[PiiDetector] | None = None) -> None:
         self.policy = policy
         self.detectors: list[PiiDetector] = list(detectors) if detectors is not None else [RegexDetector()]
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Redactor:
-        detectors: list[PiiDetector] = [RegexDetector()]
-        # Comprehend is billed per character: only when a category it finds is acted on (credentials
-        # alone, the default, are the regex engine's).
-        if settings.pii_comprehend and any(
-            settings.pii.mode_for(COMPREHEND_ENTITY_TYPES[name][1]) != "off" for name in settings.pii_comprehend_types
-        ):
-            from agent_memory.providers.comprehend import ComprehendPiiDetector
-
-            detectors.append(ComprehendPiiDetector.from_settings(settings))
-        return cls(settings.pii, detectors)
 
     @property
     def enabled(self) -> bool:

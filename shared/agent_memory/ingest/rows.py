@@ -11,7 +11,7 @@ import numpy as np
 
 from agent_memory import poison
 from agent_memory.config import Settings
-from agent_memory.embeddings import Embedder
+from agent_memory.embeddings.base import Embedder
 from agent_memory.ingest.redaction import REDACTED_KEY
 from agent_memory.records import MemoryRow, WriteOutcome
 from agent_memory_contract.errors import InputTooLarge, InvalidInput

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_memory.config import Settings
 from agent_memory.folding import Folded, fold_char
+from agent_memory.privacy import PiiDetector, RegexDetector
 from agent_memory.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding
 from agent_memory.providers.retry import Retryable, RetryPolicy
 from agent_memory.usage import record_usage
@@ -286,3 +287,15 @@ class ComprehendPiiDetector:
                     moved[key] += cut
             shifted.append(moved)
         return entities + shifted
+
+
+def pii_detectors(settings: Settings) -> list[PiiDetector]:
+    """The detectors the settings ask for: the regex engine, and Comprehend when a category only it
+    finds is acted on (it is billed per character; credentials alone, the default, are the regex
+    engine's)."""
+    detectors: list[PiiDetector] = [RegexDetector()]
+    if settings.pii_comprehend and any(
+        settings.pii.mode_for(COMPREHEND_ENTITY_TYPES[name][1]) != "off" for name in settings.pii_comprehend_types
+    ):
+        detectors.append(ComprehendPiiDetector.from_settings(settings))
+    return detectors

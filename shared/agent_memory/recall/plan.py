@@ -50,7 +50,6 @@ class RecallPlan:
     rerank: bool = True
     rerank_top_n: int = 30
     rerank_weight: float = 0.7
-    include_inactive: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RecallPlan:

@@ -10,29 +10,25 @@ A reranker never fails a recall: a timeout or an error is logged and counted, an
 keeps the fused order (see :class:`.base.Reranker`). How its scores combine with the rest of the
 ranking is :func:`agent_memory.recall.ranking.rank_candidates`'s business.
 
-Provider modules are imported only when selected.
+A provider is a factory ``(Settings) -> Reranker``; others register under the entry point group
+``agent_memory.rerankers`` (see :mod:`agent_memory.registry`). A provider's module is imported only when
+it is selected.
 """
 
 from __future__ import annotations
 
 from agent_memory.config import Settings
+from agent_memory.registry import RERANKERS
 from agent_memory.rerank.base import Reranker
-from agent_memory_contract.errors import ConfigurationError
 
 __all__ = ["Reranker", "create_reranker"]
 
 
 def create_reranker(settings: Settings) -> Reranker | None:
     """The configured reranker, or None. Cheap: clients connect on first use."""
-    provider = settings.rerank_provider
-    if provider == "none":
+    if settings.rerank_provider == RERANKERS.off:
         return None
-    if provider == "cohere":
-        from agent_memory.rerank.cohere import CohereReranker
-
-        return CohereReranker.from_settings(settings)
-    if provider == "bedrock":
-        from agent_memory.rerank.bedrock import BedrockReranker
-
-        return BedrockReranker.from_settings(settings)
-    raise ConfigurationError(f"unknown rerank provider {provider!r}")  # pragma: no cover - Literal guards it
+    reranker = RERANKERS.build(settings.rerank_provider, settings)
+    if not isinstance(reranker, Reranker):
+        raise RERANKERS.built_wrong(settings.rerank_provider, reranker, "a Reranker")
+    return reranker

@@ -36,6 +36,9 @@ class Reranker(ABC):
 
     provider: str
     model: str
+    # The setting of the API key (a secret) it is built with, if it holds one: the service lets go
+    # of such a provider with the cached secrets (before a SnapStart snapshot) and builds it again.
+    api_key_setting: str | None = None
 
     def __init__(self) -> None:
         self.calls = 0

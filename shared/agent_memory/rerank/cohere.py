@@ -27,6 +27,7 @@ PROVIDER = "cohere rerank"
 
 class CohereReranker(Reranker):
     provider = "cohere"
+    api_key_setting = "rerank_api_key"
 
     def __init__(self, client: OpenAICompatClient, model: str = DEFAULT_MODEL) -> None:
         super().__init__()

@@ -1,4 +1,7 @@
-"""Usage read back with its cost."""
+"""Usage read back with its cost: one user's days (``GET /usage``), every user's totals (operators).
+
+What the work used is metered by :mod:`agent_memory.usage` and stored by
+:mod:`agent_memory.store.accounts.usage`; prices are :mod:`agent_memory.prices`."""
 
 from __future__ import annotations
 
@@ -6,10 +9,11 @@ import datetime as dt
 from typing import Any
 
 from agent_memory import prices
-from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store.accounts import usage_reports
+from agent_memory.config import Settings
+from agent_memory.service.base import Collaborators, utcnow
+from agent_memory.store.accounts.usage import user_usage
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.schemas import UsageLine, UsageReport, usage_totals
+from agent_memory_contract.schemas import TenantUsage, UsageLine, UsageReport, usage_totals
 
 # GET /usage: the default period (days, today included) and the longest one asked at once.
 USAGE_DEFAULT_DAYS = 30
@@ -47,12 +51,32 @@ def usage_period(start: dt.date | None, end: dt.date | None) -> tuple[dt.date, d
     return start, end
 
 
-class Accounting(ServiceBase):
+def tenant_totals(rows: list[dict[str, Any]]) -> list[TenantUsage]:
+    """Every user's totals from the rows of :func:`agent_memory.store.accounts.usage.all_usage`,
+    most expensive first."""
+    tenants: dict[str, TenantUsage] = {}
+    for row in rows:
+        user = row.pop("user_id")
+        tenant = tenants.setdefault(
+            user, TenantUsage(user_id=user, calls={}, input_tokens=0, output_tokens=0, estimated_usd=0.0)
+        )
+        tenant.calls[row["kind"]] = tenant.calls.get(row["kind"], 0) + int(row["calls"])
+        tenant.input_tokens += int(row["input_tokens"])
+        tenant.output_tokens += int(row["output_tokens"])
+        tenant.estimated_usd = round(tenant.estimated_usd + row_cost(row), 6)
+    return sorted(tenants.values(), key=lambda t: (-t.estimated_usd, t.user_id))
+
+
+class Accounting:
+    # Memory sets both: its settings, and the collaborators its verbs and its admin share.
+    settings: Settings
+    _parts: Collaborators
+
     def usage(self, user_id: str, *, start: dt.date | None = None, end: dt.date | None = None) -> UsageReport:
         """The user's usage per day, kind and model over the period (see :func:`usage_period`),
         with its cost at the price table's prices."""
         start, end = usage_period(start, end)
-        found = self._db.run(lambda conn: usage_reports.user_usage(conn, user_id, start, end))
+        found = self._parts.db.run(lambda conn: user_usage(conn, user_id, start, end))
         lines = [UsageLine(**row, estimated_usd=row_cost(row)) for row in found]
         return UsageReport(
             user_id=user_id,

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from agent_memory.config import Settings
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
 from agent_memory.service import pages
-from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store.accounts.usage import record_usage
+from agent_memory.service.base import Collaborators, utcnow
+from agent_memory.store.accounts.usage import commit_usage
 from agent_memory.store.memories import catalog, edits
 from agent_memory.store.memories.recall import hybrid_candidates
 from agent_memory.store.memories.scope import Scope
@@ -48,7 +49,11 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
     return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
 
 
-class Reading(ServiceBase):
+class Reading:
+    # Memory sets both: its settings, and the collaborators its verbs and its admin share.
+    settings: Settings
+    _parts: Collaborators
+
     # ---- recall ----------------------------------------------------------------------
 
     def _check_query(self, query: str, limit: int | None) -> tuple[str, int]:
@@ -71,7 +76,7 @@ class Reading(ServiceBase):
             raise InvalidInput(f"limit must be between 1 and {MAX_RECALL_LIMIT}, got {limit}", field="limit")
         return query, limit
 
-    def recall(
+    def recall(  # noqa: PLR0913 -- the public verb: the operation's fields, and a caller's plan, vector, meter
         self,
         query: str,
         *,
@@ -85,38 +90,41 @@ class Reading(ServiceBase):
         usage: Meter | None = None,
         consistency: Consistency = "eventual",
         as_of: dt.datetime | None = None,
+        include_inactive: bool = False,
     ) -> RecallResult:
         """The user's memories most relevant to ``query`` (among those matching ``filters``), best
         first, and the prompt block. ``consistency="strong"`` reads the writer when a reader
         endpoint is configured. ``plan``: how to find and rank (default: from the settings).
         ``query_vector``: the query already embedded by the configured embedder, and ``usage`` what
-        that cost (a batch's share), counted with the recall. ``as_of``: among what was true then
-        (valid time), superseded versions included while they held."""
+        that cost (a batch's share), counted with the recall. The two clocks (see
+        :class:`~agent_memory.store.memories.scope.Scope`): ``now``, when the recall is evaluated (what the
+        store held then, the decay's and the date words' reference; default: the present);
+        ``as_of``, valid time: among what was true then, superseded versions included while they
+        held. ``include_inactive``: superseded and expired memories too (debugging)."""
         query, limit = self._check_query(query, limit)
-        plan = plan or self._recall_plan
-        if now is not None and now.tzinfo is None:
-            now = now.replace(tzinfo=dt.UTC)
+        plan = plan or self._parts.recall_plan
         with metering(usage) as meter:
-            vector = self._embedder.embed_query(query) if query_vector is None else query_vector
+            vector = self._parts.embedder.embed_query(query) if query_vector is None else query_vector
         meter.add("recall", calls=1, characters=len(query))
-        used = self._usage(meter)
+        used = self._parts.usage(meter)
         scope = Scope(
             user_id,
             project_id,
-            now=now,
-            include_inactive=plan.include_inactive,
+            now=_aware(now),
+            include_inactive=include_inactive,
             filters=None if filters is None or filters.empty else filters,
             as_of=_aware(as_of),
         )
         k = plan.candidates_per_leg(limit)
         timeout_ms = self.settings.recall_statement_timeout_ms
-        as_of = now or utcnow()
-        windows = plan.windows(query, as_of)
-        on_reader = self._reads.reader is not None and consistency == "eventual"
+        # The present is read once, so the date windows and the decay measure from the same instant.
+        evaluated_at = scope.now or utcnow()
+        windows = plan.windows(query, evaluated_at)
+        on_reader = self._parts.reads.reader is not None and consistency == "eventual"
         # The recall's usage count is written by its query itself (one statement), which a
         # reader cannot run: there the count goes to the writer on its own (one more round trip).
         try:
-            candidates = self._reads.run(
+            candidates = self._parts.reads.run(
                 lambda conn: hybrid_candidates(
                     conn,
                     scope,
@@ -136,13 +144,13 @@ class Reading(ServiceBase):
             logger.warning("recall answered without memories: the database is resuming")
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
-            self._db.run(lambda conn: record_usage(conn, user_id, used))
-        reranker = self._reranker
+            self._parts.db.run(lambda conn: commit_usage(conn, user_id, used))
+        reranker = self._parts.reranker
         chosen = rank_candidates(
             candidates,
             plan,
             limit=limit,
-            now=as_of,
+            now=evaluated_at,
             query=query,
             windows=windows,
             rerank=reranker.scores if reranker is not None else None,
@@ -177,7 +185,7 @@ class Reading(ServiceBase):
             return []
         texts = [normalize_content(q.query) or " " for q in queries]
         with metering() as batch:
-            vectors = self._embedder.embed(texts)
+            vectors = self._parts.embedder.embed(texts)
         total = sum(len(t) for t in texts)
         results: list[RecallResult | InvalidInput] = []
         for query, text, vector in zip(queries, texts, vectors, strict=True):
@@ -218,7 +226,7 @@ class Reading(ServiceBase):
         after = pages.decode_cursor(cursor) if cursor else None
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed, as_of=_aware(as_of))
-        found = self._reads.run(
+        found = self._parts.reads.run(
             lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
         )
         # Bounded by bytes too (Lambda's 6 MB answer): a page of large memories ends early and its
@@ -231,7 +239,7 @@ class Reading(ServiceBase):
     def get(self, memory_id: uuid.UUID, *, user_id: str, consistency: Consistency = "eventual") -> MemoryRecord:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
-        found: MemoryRecord | None = self._reads.run(
+        found: MemoryRecord | None = self._parts.reads.run(
             lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
         )
         if found is None:
@@ -263,7 +271,7 @@ class Reading(ServiceBase):
         events: dict[uuid.UUID, list[MemoryEvent]] = {}
         if history and page.memories:
             ids = [m.id for m in page.memories]
-            found: list[MemoryEvent] = self._reads.run(
+            found: list[MemoryEvent] = self._parts.reads.run(
                 lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
             )
             for event in found:
@@ -286,7 +294,7 @@ class Reading(ServiceBase):
         """Every recorded change of one memory (or of all the user's), oldest first."""
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
-        events: list[MemoryEvent] = self._reads.run(
+        events: list[MemoryEvent] = self._parts.reads.run(
             lambda conn: catalog.history(conn, user_id, memory_id, limit=limit), consistency=consistency
         )
         return events

@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
-from agent_memory.config import EmbeddingProvider, Settings
+from agent_memory.config import Settings
 from agent_memory.service import Memory
 from agent_memory.store.engine.connection import Database
 from agent_memory.store.engine.embedded import start_embedded_server
@@ -160,9 +160,7 @@ def _stop_embedded(data_dir: Path) -> None:
     get_server(data_dir.expanduser().resolve()).cleanup()
 
 
-def bench_settings(
-    base: Settings, database_url: str, *, provider: EmbeddingProvider, dimension: int | None = None
-) -> Settings:
+def bench_settings(base: Settings, database_url: str, *, provider: str, dimension: int | None = None) -> Settings:
     """The user's settings (recall options included), pointed at a benchmark database.
 
     The service connects as it does in production: as agent_memory_app, so row-level
@@ -187,9 +185,7 @@ def owner_database(service: Memory) -> Database:
     return Database(service.settings.model_copy(update={"db_role": None}), setup=register_types)
 
 
-def open_service(
-    base: Settings, database_url: str, *, provider: EmbeddingProvider, dimension: int | None = None
-) -> Memory:
+def open_service(base: Settings, database_url: str, *, provider: str, dimension: int | None = None) -> Memory:
     """A migrated service on a benchmark database."""
     service = Memory(bench_settings(base, database_url, provider=provider, dimension=dimension))
     service.admin.migrate()

@@ -109,7 +109,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         default=None,
         help=RecallRequest.model_fields["limit"].description,
     )
-    p.add_argument("--now", type=parse_time, help="recall as of this ISO time (reproducible decay)")
+    p.add_argument("--now", type=parse_time, help=RecallRequest.model_fields["now"].description)
     p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
     p.add_argument("--out", help="where --queries writes one result line per query")
     p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")

@@ -17,7 +17,7 @@ import contextlib
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from agent_memory_contract.kinds import EXIT_OK
 from agent_memory_tools.cli.output import emit
 
 if TYPE_CHECKING:
+    from agent_memory_client import MemoryClient
     from agent_memory_client.calls import Auth
 
 EXIT_FAILED = 1
@@ -36,6 +37,7 @@ RESUME_POLL_S = 5.0
 # answers; the wait covers a reader's lag).
 WRITE_PATH_WAIT_S = 30.0
 WRITE_PATH_POLL_S = 1.0
+OPTIONAL_CHECKS = ("mcp", "conversation")  # what run_smoke's ``skip`` may name
 STDIN = "-"
 
 
@@ -78,6 +80,142 @@ def _hint(message: str) -> str:
     return next((hint for status, hint in HINTS.items() if status in message), "")
 
 
+@dataclass(frozen=True)
+class Waits:
+    """How long a run waits, in seconds."""
+
+    request_s: float = 30.0  # for each request's answer
+    resume_s: float = 60.0  # for a paused database (DatabaseMinCapacity=0) to resume
+    write_path_s: float = WRITE_PATH_WAIT_S  # for a conversation handed over to be recallable
+
+
+@dataclass
+class _Steps:
+    """The checks of one run, in order, on the stack behind ``client``; what they stored."""
+
+    url: str
+    client: MemoryClient
+    mode: Auth
+    token: str | None
+    region: str | None
+    waits: Waits
+    user: str | None
+    project: str = field(default_factory=lambda: f"smoke-{uuid.uuid4().hex[:12]}")
+    marker: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    created: list[str] = field(default_factory=list)  # what this run stored
+    stored: list[str] = field(default_factory=list)  # of those, what is not forgotten yet
+
+    def remember(self) -> str:
+        facts = [f"Smoke test {self.marker}: prefers pnpm over npm", f"Smoke test {self.marker}: deploys with SAM"]
+        waited = 0.0
+        while True:
+            try:
+                result = self.client.add(facts, user_id=self.user, project_id=self.project)
+                break
+            except DatabaseResuming:
+                # A paused Aurora cluster (DatabaseMinCapacity=0) takes ~15 s to resume; nothing was stored.
+                if waited >= self.waits.resume_s:
+                    raise
+                time.sleep(RESUME_POLL_S)
+                waited += RESUME_POLL_S
+        # Only new rows are this run's to delete: a fact folded into an existing memory is the user's.
+        assert result.created == len(result.ids) == 2, f"2 memories sent, {result.created} created"
+        self.created.extend(str(i) for i in result.ids)
+        self.stored.extend(self.created)
+        after = f" (after {waited:.0f} s for the database to resume)" if waited else ""
+        return f"2 memories stored in project {self.project}{after}"
+
+    def recall(self) -> str:
+        # strong: read the writer, where the stack has a reader endpoint that may lag.
+        result = self.client.recall(
+            "which package manager", user_id=self.user, project_id=self.project, consistency="strong"
+        )
+        found = [str(m.id) for m in result.memories]
+        assert self.created[0] in found, f"the pnpm memory is not among the {len(found)} recalled"
+        assert self.marker in result.prompt_block, "the prompt block does not hold the recalled memory"
+        return f"{len(found)} recalled, the prompt block holds them"
+
+    def listed(self) -> str:
+        page = self.client.list_memories(user_id=self.user, project_id=self.project, consistency="strong")
+        ids = {str(m.id) for m in page}
+        assert set(self.created) <= ids, f"listed {len(ids)}, not the 2 stored"
+        return f"{len(ids)} listed"
+
+    def mcp_tools(self) -> str:
+        import anyio
+
+        return anyio.run(
+            _mcp_recall,
+            self.url,
+            self.mode,
+            self.token,
+            self.user,
+            self.project,
+            self.region,
+            self.waits.request_s,
+            self.marker,
+        )
+
+    def conversation(self) -> str:
+        # The write path as a chat app uses it: a finished conversation is extracted (the LLM),
+        # embedded and stored, then recallable. The stage that fails is named.
+        marker = self.marker
+        messages = [
+            {"role": "user", "content": f"For project {marker}: I always use Helix as my editor."},
+            {"role": "assistant", "content": "Noted, Helix it is."},
+            {"role": "user", "content": f"And I prefer Fish as my shell for {marker}."},
+        ]
+        try:
+            outcome = self.client.add_messages(
+                messages, user_id=self.user, project_id=self.project, conversation_id=f"smoke-{marker}"
+            )
+        except ProviderError as exc:
+            raise AssertionError(f"stage extract: the extraction model failed ({exc})") from exc
+        new = [str(f.id) for f in outcome.facts if f.action == "created"] or [str(i) for i in outcome.ids]
+        for memory_id in new:
+            if memory_id not in self.created:
+                self.created.append(memory_id)
+                self.stored.append(memory_id)
+        assert outcome.extracted > 0, f"stage extract: the model kept no fact from the conversation ({outcome.status})"
+        assert outcome.ids, f"stage store: {outcome.extracted} extracted, none stored ({outcome.status})"
+        limit = self.waits.write_path_s
+        waited, started = 0.0, time.perf_counter()
+        while True:
+            result = self.client.recall(
+                f"which editor for project {marker}", user_id=self.user, project_id=self.project, consistency="strong"
+            )
+            if {str(m.id) for m in result.memories} & {str(i) for i in outcome.ids}:
+                break
+            waited = time.perf_counter() - started
+            assert waited < limit, f"stage recall: {len(outcome.ids)} stored, none recalled after {limit:.0f} s"
+            time.sleep(WRITE_PATH_POLL_S)
+        stored = f"{outcome.extracted} extracted, {len(outcome.ids)} stored"
+        return f"{stored}, recalled after {waited:.1f} s (limit {limit:.0f} s)"
+
+    def forget(self) -> str:
+        for memory_id in list(self.stored):
+            assert self.client.forget_memory(memory_id, user_id=self.user), f"{memory_id} was not there to forget"
+            self.stored.remove(memory_id)
+        return f"{len(self.created)} forgotten"
+
+    def gone(self) -> str:
+        # The project's list also holds the user's memories of no project: only this run's must be gone.
+        listed = self.client.list_memories(user_id=self.user, project_id=self.project, consistency="strong")
+        left = [str(m.id) for m in listed if str(m.id) in self.created]
+        assert not left, f"{len(left)} forgotten memories still listed"
+        try:
+            self.client.get_memory(self.created[0], user_id=self.user, consistency="strong")
+        except NotFound:
+            return "none left"
+        raise AssertionError("a forgotten memory can still be read")
+
+    def clean_up(self) -> None:
+        """A failed run leaves nothing behind either."""
+        for memory_id in self.stored:
+            with contextlib.suppress(AgentMemoryError, OSError):
+                self.client.forget_memory(memory_id, user_id=self.user)
+
+
 def run_smoke(
     url: str,
     *,
@@ -85,16 +223,13 @@ def run_smoke(
     auth: Auth | None = None,
     user_id: str | None = None,
     region: str | None = None,
-    mcp: bool = True,
-    write_path: bool = True,
-    write_path_wait_s: float = WRITE_PATH_WAIT_S,
+    skip: Collection[str] = (),
     bedrock_settings: Any = None,
-    bedrock: Any = None,
-    timeout: float = 30.0,
-    resume_wait_s: float = 60.0,
+    waits: Waits = Waits(),
     report: Callable[[dict[str, Any]], None] | None = None,
 ) -> SmokeRun:
-    """Remember, recall, list, MCP, forget against ``url``; returns every check's outcome."""
+    """Models (with ``bedrock_settings``: the stack's), remember, recall, list, MCP, the conversation,
+    forget against ``url``; returns every check's outcome. ``skip``: of OPTIONAL_CHECKS, those not to run."""
     # Imported here: the HTTP client costs the other commands' start-up for nothing.
     from agent_memory_client import MemoryClient
     from agent_memory_client.calls import infer_auth
@@ -103,12 +238,8 @@ def run_smoke(
     mode = infer_auth(url, auth, token)
     # With a token the user is its 'sub' (the API refuses any other); else this run's own user.
     user = None if mode == "jwt" else (user_id or f"agent-memory-smoke-{uuid.uuid4().hex[:8]}")
-    project = f"smoke-{uuid.uuid4().hex[:12]}"
-    marker = uuid.uuid4().hex[:8]
-    facts = [f"Smoke test {marker}: prefers pnpm over npm", f"Smoke test {marker}: deploys with SAM"]
-    created: list[str] = []  # what this run stored
-    stored: list[str] = []  # of those, what is not forgotten yet
-    client = MemoryClient(url, auth=mode, token=token, region=region, timeout=timeout)
+    client = MemoryClient(url, auth=mode, token=token, region=region, timeout=waits.request_s)
+    steps = _Steps(url, client, mode, token, region, waits, user)
 
     def step(name: str, body: Callable[[], str]) -> bool:
         ok = run.check(name, body)
@@ -116,112 +247,20 @@ def run_smoke(
             report(run.checks[-1])
         return ok
 
-    def remember() -> str:
-        waited = 0.0
-        while True:
-            try:
-                result = client.add(facts, user_id=user, project_id=project)
-                break
-            except DatabaseResuming:
-                # A paused Aurora cluster (DatabaseMinCapacity=0) takes ~15 s to resume; nothing was stored.
-                if waited >= resume_wait_s:
-                    raise
-                time.sleep(RESUME_POLL_S)
-                waited += RESUME_POLL_S
-        # Only new rows are this run's to delete: a fact folded into an existing memory is the user's.
-        assert result.created == len(result.ids) == 2, f"2 memories sent, {result.created} created"
-        created.extend(str(i) for i in result.ids)
-        stored.extend(created)
-        after = f" (after {waited:.0f} s for the database to resume)" if waited else ""
-        return f"2 memories stored in project {project}{after}"
-
-    def recall() -> str:
-        # strong: read the writer, where the stack has a reader endpoint that may lag.
-        result = client.recall("which package manager", user_id=user, project_id=project, consistency="strong")
-        found = [str(m.id) for m in result.memories]
-        assert created[0] in found, f"the pnpm memory is not among the {len(found)} recalled"
-        assert marker in result.prompt_block, "the prompt block does not hold the recalled memory"
-        return f"{len(found)} recalled, the prompt block holds them"
-
-    def listed() -> str:
-        ids = {str(m.id) for m in client.list_memories(user_id=user, project_id=project, consistency="strong")}
-        assert set(created) <= ids, f"listed {len(ids)}, not the 2 stored"
-        return f"{len(ids)} listed"
-
-    def mcp_tools() -> str:
-        import anyio
-
-        return anyio.run(_mcp_recall, url, mode, token, user, project, region, timeout, marker)
-
-    def conversation() -> str:
-        # The write path as a chat app uses it: a finished conversation is extracted (the LLM),
-        # embedded and stored, then recallable. The stage that fails is named.
-        messages = [
-            {"role": "user", "content": f"For project {marker}: I always use Helix as my editor."},
-            {"role": "assistant", "content": "Noted, Helix it is."},
-            {"role": "user", "content": f"And I prefer Fish as my shell for {marker}."},
-        ]
-        try:
-            outcome = client.add_messages(messages, user_id=user, project_id=project, conversation_id=f"smoke-{marker}")
-        except ProviderError as exc:
-            raise AssertionError(f"stage extract: the extraction model failed ({exc})") from exc
-        new = [str(f.id) for f in outcome.facts if f.action == "created"] or [str(i) for i in outcome.ids]
-        for memory_id in new:
-            if memory_id not in created:
-                created.append(memory_id)
-                stored.append(memory_id)
-        assert outcome.extracted > 0, f"stage extract: the model kept no fact from the conversation ({outcome.status})"
-        assert outcome.ids, f"stage store: {outcome.extracted} extracted, none stored ({outcome.status})"
-        waited, started = 0.0, time.perf_counter()
-        while True:
-            result = client.recall(
-                f"which editor for project {marker}", user_id=user, project_id=project, consistency="strong"
-            )
-            if {str(m.id) for m in result.memories} & {str(i) for i in outcome.ids}:
-                break
-            waited = time.perf_counter() - started
-            assert waited < write_path_wait_s, (
-                f"stage recall: {len(outcome.ids)} stored, none recalled after {write_path_wait_s:.0f} s"
-            )
-            time.sleep(WRITE_PATH_POLL_S)
-        return (
-            f"{outcome.extracted} extracted, {len(outcome.ids)} stored, recalled after {waited:.1f} s "
-            f"(limit {write_path_wait_s:.0f} s)"
-        )
-
-    def forget() -> str:
-        for memory_id in list(stored):
-            assert client.forget_memory(memory_id, user_id=user), f"{memory_id} was not there to forget"
-            stored.remove(memory_id)
-        return f"{len(created)} forgotten"
-
-    def gone() -> str:
-        # The project's list also holds the user's memories of no project: only this run's must be gone.
-        listed = client.list_memories(user_id=user, project_id=project, consistency="strong")
-        left = [str(m.id) for m in listed if str(m.id) in created]
-        assert not left, f"{len(left)} forgotten memories still listed"
-        try:
-            client.get_memory(created[0], user_id=user, consistency="strong")
-        except NotFound:
-            return "none left"
-        raise AssertionError("a forgotten memory can still be read")
-
     try:
-        if bedrock_settings is not None and not step("models", lambda: models_check(bedrock_settings, bedrock)):
+        if bedrock_settings is not None and not step("models", lambda: models_check(bedrock_settings)):
             return run
-        if step("remember", remember):
-            step("recall", recall)
-            step("list", listed)
-            if mcp:
-                step("mcp", mcp_tools)
-            if write_path:
-                step("conversation", conversation)
-            if step("forget", forget):
-                step("gone", gone)
+        if step("remember", steps.remember):
+            step("recall", steps.recall)
+            step("list", steps.listed)
+            if "mcp" not in skip:
+                step("mcp", steps.mcp_tools)
+            if "conversation" not in skip:
+                step("conversation", steps.conversation)
+            if step("forget", steps.forget):
+                step("gone", steps.gone)
     finally:
-        for memory_id in stored:  # a failed run leaves nothing behind either
-            with contextlib.suppress(AgentMemoryError, OSError):
-                client.forget_memory(memory_id, user_id=user)
+        steps.clean_up()
         client.close()
     return run
 
@@ -312,13 +351,12 @@ def cmd_smoke(service: Memory, args: argparse.Namespace) -> int:
     run = run_smoke(
         args.url,
         bedrock_settings=settings,
-        write_path=not args.no_write_path,
         token=token or None,
         auth=args.auth,
         user_id=args.user,
         region=args.region,
-        mcp=not args.no_mcp,
-        timeout=args.timeout,
+        skip=[name for name, off in (("mcp", args.no_mcp), ("conversation", args.no_write_path)) if off],
+        waits=Waits(request_s=args.timeout),
         report=line,
     )
     passed = sum(1 for c in run.checks if c["ok"])
@@ -339,7 +377,7 @@ def register(add: AddCommand) -> None:
         "smoke",
         cmd_smoke,
         "check a deployed stack (or `agent-memory serve`) end to end: remember, recall, list, the MCP tools, "
-        "forget; PASS or FAIL, exit 0 or 1",
+        "a conversation, forget; PASS or FAIL, exit 0 or 1",
     )
     p.add_argument("--url", required=True, help="the API's URL (the stack's ApiUrl output)")
     p.add_argument(

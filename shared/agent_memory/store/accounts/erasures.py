@@ -1,4 +1,9 @@
-"""Forgetting a user, with its receipt, and reading receipts back (see :mod:`agent_memory.erasure`).
+"""Forgetting a user, with its receipt, and reading receipts back.
+
+A receipt is proof that a user's data was deleted, holding no personal data: its subject is
+HMAC-SHA256(key, user id) under a random per-deployment key (``erasure_key`` in
+``agent_memory_meta``, from migration 0009), so only someone who can read the database can match a
+receipt to an id. Why keyed, and what a receipt holds: docs/tenant-data.md (Erasure receipts).
 
 One transaction deletes the user's memories, history, ingest receipts and usage counts, stores
 the receipt and, when change events are on,
@@ -8,12 +13,13 @@ a receipt exactly when the data went.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import uuid
 
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from agent_memory.erasure import ERASURE_KEY, subject_hash
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
@@ -40,6 +46,15 @@ WHERE current_setting('agent_memory.outbox', true) IN ('ids', 'content')
 """
 
 _RECEIPT = "SELECT id, subject_hash, requested_by, erased_at, deleted FROM erasure_receipts WHERE "
+
+
+# agent_memory_meta's entry holding the key (hex), written once by migration 0009.
+ERASURE_KEY = "erasure_key"
+
+
+def subject_hash(key: str, user_id: str) -> bytes:
+    """The receipt's subject: HMAC-SHA256 of the user id under the deployment's key (hex)."""
+    return hmac.new(bytes.fromhex(key), user_id.encode("utf-8"), hashlib.sha256).digest()
 
 
 def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureReceipt:

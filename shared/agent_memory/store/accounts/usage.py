@@ -1,17 +1,21 @@
-"""The usage upsert: a meter's counts added to ``usage_daily`` inside the transaction of the work.
+"""The ``usage_daily`` table: a meter's counts added inside the transaction of the work, and read back
+(one user's days for ``GET /usage``, or every user's totals for operators).
 
-One statement for any number of (kind, model) rows, sent in the transaction's pipeline with
+The upsert is one statement for any number of (kind, model) rows, sent in the transaction's pipeline with
 nothing fetched, so it adds no round trip. Rows come sorted (see :meth:`Meter.rows`), so two
 transactions of one user lock the same rows in the same order.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from psycopg.rows import dict_row
+
 from agent_memory.store.engine.connection import Connection
-from agent_memory.store.engine.transactions import user_transaction
+from agent_memory.store.engine.transactions import maintenance_transaction, user_transaction
 from agent_memory.usage import UsageRow
 
 UPSERT_USAGE = """
@@ -50,10 +54,35 @@ def add_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
         conn.execute(UPSERT_USAGE, usage_params(user_id, rows))
 
 
-def record_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
+def commit_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
     """Add ``rows`` to the user's counts in a transaction of its own, without waiting for the disk
     (a crash may lose the last moment's counts, never a memory): a recall served by a reader
     endpoint, which cannot write, counts itself on the writer this way."""
     if rows:
         with user_transaction(conn, user_id, settings={"synchronous_commit": "off"}):
             add_usage(conn, user_id, rows)
+
+
+_COUNTS = "calls, input_tokens, output_tokens, characters, items"
+
+
+def user_usage(conn: Connection, user_id: str, start: dt.date, end: dt.date) -> list[dict[str, Any]]:
+    """The user's usage rows from ``start`` to ``end`` (both included), by day, kind and model."""
+    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(
+            f"SELECT day, kind, model, {_COUNTS} FROM usage_daily "
+            "WHERE user_id = %s AND day BETWEEN %s AND %s ORDER BY day, kind, model",
+            [user_id, start, end],
+        ).fetchall()
+
+
+def all_usage(conn: Connection, start: dt.date, end: dt.date) -> list[dict[str, Any]]:
+    """Every user's usage over the period, summed by user, kind and model (maintenance role)."""
+    with maintenance_transaction(conn, source="usage"), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(
+            "SELECT user_id, kind, model, sum(calls)::bigint AS calls, sum(input_tokens)::bigint AS input_tokens, "
+            "sum(output_tokens)::bigint AS output_tokens, sum(characters)::bigint AS characters, "
+            "sum(items)::bigint AS items FROM usage_daily WHERE day BETWEEN %s AND %s "
+            "GROUP BY user_id, kind, model ORDER BY user_id, kind, model",
+            [start, end],
+        ).fetchall()

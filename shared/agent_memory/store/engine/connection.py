@@ -12,7 +12,6 @@ Four ways to reach PostgreSQL, in order of precedence:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import psycopg
 
 from agent_memory.config import Settings
 from agent_memory.store.engine.embedded import start_embedded_server
+from agent_memory.store.engine.vector_schema import VectorSchema
 from agent_memory_contract.errors import (
     ConfigurationError,
     DatabaseResuming,
@@ -95,31 +95,6 @@ def describe_target(settings: Settings) -> str:
     if settings.db_host:
         return f"{settings.db_host}:{settings.db_port}/{settings.db_name}"
     return f"embedded PostgreSQL in {settings.resolved_data_dir()}"
-
-
-@dataclasses.dataclass(frozen=True)
-class VectorSchema:
-    """Which vector column a connection may use, resolved from agent_memory_meta when it opens
-    (:func:`agent_memory.store.schema.migrate.prepare_connection`).
-
-    Normally the column ``embedding``, read and write. During the grace period after
-    ``agent-memory reembed`` switched the store to a new model, a process still configured
-    with the previous model reads ``embedding_prev`` and may not write (its vectors would
-    land in the new model's column); it should be redeployed with the new model.
-    """
-
-    fingerprint: str
-    column: str
-    current_model: str
-
-    @property
-    def writable(self) -> bool:
-        return self.column == "embedding"
-
-    @property
-    def meta_key(self) -> str:
-        """The agent_memory_meta entry naming the model of ``column``."""
-        return "embedding_model" if self.writable else "previous_model"
 
 
 class AppConnection(psycopg.Connection[Any]):

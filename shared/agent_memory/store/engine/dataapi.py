@@ -28,7 +28,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -39,10 +39,8 @@ from psycopg.rows import RowFactory
 from psycopg.types.json import Json, Jsonb
 
 from agent_memory.providers.rdsdata import DataApi, StatementFailed
+from agent_memory.store.engine.vector_schema import VectorSchema
 from agent_memory_contract.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from agent_memory.store.engine.connection import VectorSchema
 
 # psycopg's placeholders (the same grammar as psycopg's own parser): %s, %b, %t, %(name)s, %%.
 _PLACEHOLDER = re.compile(r"%(?:\(([^)]+)\))?(.)")
@@ -596,7 +594,7 @@ def read_as_user(
     settings: Mapping[str, str],
     meta_key: str | None,
 ) -> tuple[list[Any], Any]:
-    """One read under row-level security in a single Data API request (migration 0014): the
+    """One read under row-level security in a single Data API request (migration 0015): the
     settings (the user first) set for the statement's own transaction, then ``query``, whose rows
     come back as jsonb values (the query selects ``to_jsonb(...)``); and the vector schema's
     fingerprint from agent_memory_meta, read in the same snapshot (no lock needed: one statement

@@ -18,7 +18,8 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from agent_memory.store.engine.connection import Connection, VectorSchema, vector_schema_of
+from agent_memory.store.engine.connection import Connection, vector_schema_of
+from agent_memory.store.engine.vector_schema import VectorSchema
 from agent_memory_contract.errors import ConfigurationError, SchemaChanged
 
 logger = logging.getLogger(__name__)

@@ -11,19 +11,19 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from agent_memory.records import IngestWrite, MemoryRow, Updates, WriteOutcome
+from agent_memory.records import IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
 from agent_memory.store.accounts.usage import add_usage
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.transactions import pipelined_transaction, read_as_user, user_transaction_with
 from agent_memory.store.memories.writes import (
     Nearest,
+    PendingUpsert,
+    apply_nearest,
     check_writable,
-    fold_nearest,
     record_updated,
     refresh,
     send_nearest,
     send_supersede,
-    send_upsert,
     superseded_pairs,
     updated_pairs,
 )
@@ -108,19 +108,18 @@ FOR UPDATE
 """
 
 
-def ingest_message(
+def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, receipt, usage, fold thresholds)
     conn: Connection,
     user_id: str,
     message_hash: bytes,
     rows: Sequence[MemoryRow],
     *,
     conversation_id: str | None = None,
-    near_duplicate_threshold: float | None = None,
+    neighbours: NeighbourRule | None = None,
     updates: Updates | None = None,
     usage: Sequence[UsageRow] = (),
     unflushed: UnflushedWrites | None = None,
     write_id: uuid.UUID | None = None,
-    update_threshold: float | None = None,
 ) -> IngestWrite | None:
     """Write one ingest message's memories, its updates (restatements refreshed, replaced
     memories superseded) and its receipt in one transaction: all of it or nothing.
@@ -150,7 +149,7 @@ def ingest_message(
             if targets
             else None
         )
-        nearest = send_nearest(c, user_id, rows, list(range(len(rows))), near_duplicate_threshold, update_threshold)
+        nearest = send_nearest(c, user_id, rows, list(range(len(rows))), neighbours)
         return receipt, found, nearest
 
     # The rest is pipelined too: the refreshes, the upsert, the receipt and COMMIT go out together,
@@ -177,8 +176,8 @@ def ingest_message(
         # A fact that replaces a memory must not fold into it as a near-duplicate.
         exact_only = {i for i in rest if replaces.get(i)}
         near = {i for i in rest if i not in exact_only}
-        newer = fold_nearest(conn, user_id, rows, nearest, near, outcomes, judged=updates.judged)
-        upsert = send_upsert(conn, rows, [i for i in rest if i not in outcomes])
+        newer = apply_nearest(conn, user_id, rows, nearest, near, outcomes, judged=updates.judged)
+        upsert = PendingUpsert(conn, rows, [i for i in rest if i not in outcomes])
         sent_updated = sent_replaced = None
         if newer or any(replaces.values()):
             upsert.take(outcomes)  # the new memories' ids, to supersede with (one more round trip)

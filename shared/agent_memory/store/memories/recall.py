@@ -10,6 +10,7 @@ read together they show what the single round trip does.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import functools
 import re
@@ -28,8 +29,8 @@ from agent_memory.store.accounts.usage import UPSERT_USAGE, usage_params
 from agent_memory.store.engine.connection import Connection, vector_column, vector_schema_of
 from agent_memory.store.engine.transactions import read_as_user
 from agent_memory.store.indexes.dense import HNSW_VECTOR_MAX_DIM, ann_expression
-from agent_memory.store.memories.filters import FilterShape, filter_shape, filters_sql
-from agent_memory.store.memories.scope import Scope, scope_params, scope_sql
+from agent_memory.store.memories.filters import dense_filters_sql
+from agent_memory.store.memories.scope import Scope, ScopeShape, scope_params, scope_sql
 from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import SchemaChanged, StatementTimeout
 
@@ -78,15 +79,15 @@ _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 # leg, which over their rows would rank tens of thousands of them, and to say so (dense_user): the
 # caller then asks again with the dense shape. That one runs the text leg through
 # agent_memory_dense_text_leg (their GIN index, out of reach of the application's own query under
-# row-level security: migration 0005) with the user's words less the lexemes most of their
-# memories contain (NULL when every word is common).
+# row-level security: migration 0005; the filters as one jsonb since 0014) with the user's words
+# less the lexemes most of their memories contain (NULL when every word is common).
 _DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s AND ready),"
 _TEXT_LEG = """SELECT id FROM user_memories
     WHERE {scope} AND content_tsv @@ {tsq} AND NOT EXISTS (SELECT FROM dense)
     ORDER BY ts_rank_cd(content_tsv, {tsq}) DESC, updated_at DESC, content
     LIMIT %(k)s"""
 _TSQ_WORDS = "websearch_to_tsquery('{cfg}', %(text_query)s)"
-# A recall at another time (``now`` or ``as_of``) reads user_memories for everyone, a dense user
+# A recall at another time (evaluated at ``now``, or valid at ``as_of``) reads user_memories for everyone, a dense user
 # too: the validity it asks about (valid_from, valid_until) is not in their partition's copy, nor
 # in the dense text leg's function. Correct for every user; for a dense user as slow as an exact
 # scan of their rows (a rare, historical question).
@@ -105,9 +106,7 @@ _DENSE_TERMS_CTE = """ terms AS MATERIALIZED (
     FROM (VALUES (1)) AS one (x) LEFT JOIN agent_memory_dense_users d ON d.user_id = %(user_id)s AND d.ready
 ),"""
 _TEXT_LEG_DENSE = """SELECT id FROM agent_memory_dense_text_leg(
-        (SELECT q FROM terms), %(k)s, %(project_id)s, {now}, {include_inactive},
-        %(f_categories)s::text[], %(f_metadata)s::jsonb, %(f_created_after)s::timestamptz,
-        %(f_created_before)s::timestamptz)"""
+        (SELECT q FROM terms), %(k)s, %(project_id)s, {now}, {include_inactive}, {filters})"""
 _TSQ_DENSE = "(SELECT q FROM terms)"
 
 # Memories stated inside a window the query names, nearest first (the span of all the windows
@@ -148,106 +147,75 @@ _VECTOR_LEG_EXACT = "SELECT id FROM scoped ORDER BY embedding <=> %(query_vector
 _USAGE_CTE = "usage_upsert AS ({upsert}),"
 
 
-def _hybrid_sql(
-    scope: Scope,
-    exact: bool,
-    column: str,
-    usage: bool = False,
-    dated: bool = False,
-    *,
-    dense: bool = False,
-    dimension: int = 0,
-    sign_codes: bool = False,
-    as_json: bool = False,
-) -> str:
-    """``dense``: the dense shape (see _DENSE_TERMS_CTE); ``dimension``: the query vector's, which
-    decides the expression a dense user's HNSW index is on; ``sign_codes``: the candidates' vectors
-    as their sign bits (the Data API path)."""
-    return _hybrid_query(
-        scope.project_id is not None,
-        scope.include_inactive,
-        scope.now is not None,
-        exact,
-        column,
-        filter_shape(scope.filters),
-        usage,
-        dated,
-        dense,
-        dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
-        scope.as_of is not None,
-        sign_codes,
-        as_json,
-    )
+@dataclasses.dataclass(frozen=True, slots=True)
+class HybridShape:
+    """Which candidate statement a recall runs: everything but the values it binds. The statement is
+    composed once per shape (:func:`hybrid_sql`); the recall hot path only binds values."""
+
+    scope: ScopeShape  # whose rows, at which time, under which filters: the WHERE of every leg
+    column: str  # the embedding column (a re-embedding's grace period reads the previous one)
+    exact: bool = False  # the vector leg over every row in scope (the re-run of a leg that came back short)
+    usage: bool = False  # the statement also adds the recall's usage count
+    dated: bool = False  # with the date leg (the query names a date window)
+    dense: bool = False  # the dense shape (see _DENSE_TERMS_CTE)
+    # Above 2,000, the dimension of the halfvec cast a dense user's HNSW index is on (0 otherwise).
+    half_dimension: int = 0
+    sign_codes: bool = False  # the candidates' vectors as their sign bits (the Data API: see _EMBEDDING_SIGNS)
+    as_json: bool = False  # each row one jsonb value (one statement through agent_memory_read_as)
 
 
 @functools.lru_cache(maxsize=256)
-def _hybrid_query(
-    has_project: bool,
-    include_inactive: bool,
-    as_of: bool,
-    exact: bool,
-    column: str,
-    filters: FilterShape,
-    usage: bool,
-    dated: bool = False,
-    dense: bool = False,
-    half_dimension: int = 0,
-    valid_at: bool = False,
-    sign_codes: bool = False,
-    as_json: bool = False,
-) -> str:
-    """The candidate query, composed once per shape (the recall hot path only binds values).
-    The filters narrow the scope of every leg, so the exact fallback still gives a user
-    min(k, their matching memories). ``half_dimension``: above 2,000, the dimension of the halfvec
-    cast a dense user's HNSW index is on (0 otherwise)."""
-    where = sql.SQL(scope_sql(has_project, include_inactive, as_of, valid_at) + filters_sql(filters))
-    vec = sql.Identifier(column)
+def hybrid_sql(shape: HybridShape) -> str:
+    """The candidate query of a shape. The scope's filters narrow every leg, so the exact fallback
+    still gives a user min(k, their matching memories)."""
+    where = sql.SQL(scope_sql(shape.scope))
+    vec = sql.Identifier(shape.column)
     cfg = sql.SQL(TS_CONFIG)
-    ann, ann_query = ann_expression(column, half_dimension)
+    ann, ann_query = ann_expression(shape.column, shape.half_dimension)
     tsq: sql.Composable
     dense_cte: sql.Composable
-    if dense:
+    if shape.dense:
         tsq = sql.SQL(_TSQ_DENSE)
         dense_cte = sql.SQL(_DENSE_TERMS_CTE).format(cfg=cfg)
         text_leg = sql.SQL(_TEXT_LEG_DENSE).format(
-            now=sql.SQL("%(now)s::timestamptz" if as_of else "NULL::timestamptz"),
-            include_inactive=sql.Literal(include_inactive),
+            now=sql.SQL("%(now)s::timestamptz" if shape.scope.now else "NULL::timestamptz"),
+            include_inactive=sql.Literal(shape.scope.include_inactive),
+            filters=sql.SQL(dense_filters_sql(shape.scope.filters)),
         )
         flag = sql.SQL("(SELECT dense FROM terms)")
     else:
         tsq = sql.SQL(_TSQ_WORDS).format(cfg=cfg)
         dense_cte = sql.SQL(_DENSE_FLAG_CTE)
-        text_leg = sql.SQL(_TEXT_LEG_AT if as_of or valid_at else _TEXT_LEG).format(scope=where, tsq=tsq)
+        text_leg = sql.SQL(_TEXT_LEG_AT if shape.scope.timed else _TEXT_LEG).format(scope=where, tsq=tsq)
         flag = sql.SQL("EXISTS (SELECT FROM dense)")
     # The partition holds the current model's vectors only: a process still reading the previous
     # model's column (a re-embedding's grace period) searches a dense user exactly.
-    partitioned = dense and column == "embedding" and not exact and not (as_of or valid_at)
+    partitioned = shape.dense and shape.column == "embedding" and not shape.exact and not shape.scope.timed
     every = ["SELECT id FROM vec", "SELECT id FROM fts"]
-    if dated:
+    if shape.dated:
         every.append("SELECT id FROM dated")
     return (
         sql.SQL(_HYBRID)
         .format(
-            usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if usage else sql.SQL(""),
-            scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if exact else sql.SQL(""),
+            usage_cte=sql.SQL(_USAGE_CTE).format(upsert=sql.SQL(UPSERT_USAGE.strip())) if shape.usage else sql.SQL(""),
+            scoped_cte=sql.SQL(_SCOPED_CTE).format(scope=where, vec=vec) if shape.exact else sql.SQL(""),
             dense_cte=dense_cte,
             ann_cte=sql.SQL(_ANN_CTE).format(scope=where, ann=ann, ann_query=ann_query) if partitioned else sql.SQL(""),
             vector_leg=sql.SQL(_VECTOR_LEG_EXACT)
-            if exact
+            if shape.exact
             else sql.SQL(_VECTOR_LEG_PARTITION).format(scope=where, vec=vec)
             if partitioned
             else sql.SQL(_VECTOR_LEG_INDEXED).format(scope=where, ann=ann, ann_query=ann_query),
             text_leg=text_leg,
             dense_flag=flag,
             vec=vec,
-            embedding=sql.SQL(_EMBEDDING_SIGNS if sign_codes else _EMBEDDING).format(vec=vec),
-            # One statement through agent_memory_read_as (the Data API): each row one jsonb value.
-            json_open=sql.SQL("SELECT to_jsonb(r) FROM (" if as_json else ""),
-            json_close=sql.SQL(") AS r" if as_json else ""),
-            date_leg=sql.SQL(_DATE_LEG).format(scope=where, vec=vec) if dated else sql.SQL(""),
+            embedding=sql.SQL(_EMBEDDING_SIGNS if shape.sign_codes else _EMBEDDING).format(vec=vec),
+            json_open=sql.SQL("SELECT to_jsonb(r) FROM (" if shape.as_json else ""),
+            json_close=sql.SQL(") AS r" if shape.as_json else ""),
+            date_leg=sql.SQL(_DATE_LEG).format(scope=where, vec=vec) if shape.dated else sql.SQL(""),
             distance=sql.SQL(_DISTANCE).format(vec=vec),
             text_rank=sql.SQL(_TEXT_RANK).format(tsq=tsq),
-            date_column=sql.SQL(",\n       m.id IN (SELECT id FROM dated) AS in_date" if dated else ""),
+            date_column=sql.SQL(",\n       m.id IN (SELECT id FROM dated) AS in_date" if shape.dated else ""),
             all_legs=sql.SQL(" UNION ".join(every)),
         )
         .as_string()
@@ -294,36 +262,32 @@ def hybrid_candidates(
             window_max=max(w[1] for w in windows),
             date_k=date_k,
         )
-    column = vector_column(conn)
     dimension = len(query_vector)
+    where = scope.shape()
     # At another time than now, every user is read from user_memories (see _TEXT_LEG_AT).
-    timed = scope.now is not None or scope.as_of is not None
-    dense, exact, count_usage = DENSE_USERS.seen(scope.user_id) and not timed, False, bool(usage)
-    sign_codes = bool(getattr(conn, "sign_code_vectors", False))
-    one_statement = bool(getattr(conn, "single_statement_reads", False))
+    timed = where.timed
+    shape = HybridShape(
+        scope=where,
+        column=vector_column(conn),
+        usage=bool(usage),
+        dated=dated,
+        dense=DENSE_USERS.seen(scope.user_id) and not timed,
+        half_dimension=dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
+        sign_codes=bool(getattr(conn, "sign_code_vectors", False)),
+        as_json=bool(getattr(conn, "single_statement_reads", False)),
+    )
     for _attempt in range(_MAX_STATEMENTS):
-        query = _hybrid_sql(
-            scope,
-            exact,
-            column,
-            count_usage,
-            dated,
-            dense=dense,
-            dimension=dimension,
-            sign_codes=sign_codes,
-            as_json=one_statement,
-        )
-        values = {**params, **usage_params(scope.user_id, usage)} if count_usage else params
-        rows = _run_hybrid(conn, query, values, k, statement_timeout_ms)
-        count_usage = False  # counted once, by the first statement
-        if rows and not timed and bool(rows[0]["dense_user"]) != dense:
+        values = {**params, **usage_params(scope.user_id, usage)} if shape.usage else params
+        rows = _run_hybrid(conn, hybrid_sql(shape), values, k, statement_timeout_ms)
+        shape = dataclasses.replace(shape, usage=False)  # counted once, by the first statement
+        if rows and not timed and bool(rows[0]["dense_user"]) != shape.dense:
             # The user became dense (their text leg was skipped), or no longer is: ask again.
-            dense = DENSE_USERS.note(scope.user_id, not dense)
+            shape = dataclasses.replace(shape, dense=DENSE_USERS.note(scope.user_id, not shape.dense))
             continue
         # No row at all tells nothing (a store whose dense users still have 0005's partial indexes):
         # exactly. A dense user's statement recomputed a short leg exactly itself.
-        if not exact and not rows:
-            exact = True
+        if not shape.exact and not rows:
+            shape = dataclasses.replace(shape, exact=True)
             continue
         break
     return [_candidate(r) for r in rows]
@@ -400,7 +364,7 @@ def _read_in_one_statement(
     conn: Connection, query: str, params: dict[str, Any], local: dict[str, str]
 ) -> list[dict[str, Any]]:
     """The Data API's read: the scope and settings inside the statement (one request, no
-    transaction; migration 0014), the rows back from jsonb with the types the other path gives."""
+    transaction; migration 0015), the rows back from jsonb with the types the other path gives."""
     from agent_memory.store.engine import dataapi
 
     schema = vector_schema_of(conn)

@@ -9,51 +9,76 @@ from typing import Any
 
 from psycopg import sql
 
-from agent_memory.store.memories.filters import filter_params, filter_shape, filters_sql
+from agent_memory.store.memories.filters import NO_FILTERS, FilterShape, filter_params, filter_shape, filters_sql
 from agent_memory_contract.models import MemoryFilters
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScopeShape:
+    """Which WHERE clause a scope is (its values are bound apart): what a statement is composed for."""
+
+    project: bool = False  # the project's memories and the user-wide ones
+    include_inactive: bool = False
+    now: bool = False  # evaluated at %(now)s rather than at the present
+    as_of: bool = False  # valid time: what was true at %(as_of)s
+    filters: FilterShape = NO_FILTERS
+
+    @property
+    def timed(self) -> bool:
+        """At another time than the present, by either clock."""
+        return self.now or self.as_of
 
 
 @dataclasses.dataclass(frozen=True)
 class Scope:
-    """Whose memories a query may see. With a project: that project's plus the user-wide ones."""
+    """Whose memories a query may see. With a project: that project's plus the user-wide ones.
+
+    Two clocks, one name each from the doors (``now``, ``as_of``) down to the SQL parameters: ``now``
+    is when the query is evaluated (None: the present, the database's ``now()``); ``as_of`` is valid
+    time, which facts held then (None: the current ones)."""
 
     user_id: str
     project_id: str | None = None
-    now: dt.datetime | None = None  # "as of": hides memories created later and those expired by then
+    # Evaluation time: hides memories created later and those expired or superseded by then.
+    now: dt.datetime | None = None
     include_inactive: bool = False  # superseded and expired memories too (debugging)
-    filters: MemoryFilters | None = None  # narrows the scope (categories, metadata, creation window)
+    filters: MemoryFilters | None = None  # narrows the scope (agent_memory.store.memories.filters)
     # Valid time: the memories true at this time (superseded versions included while they held),
     # instead of the current ones.
     as_of: dt.datetime | None = None
 
+    def shape(self) -> ScopeShape:
+        return ScopeShape(
+            project=self.project_id is not None,
+            include_inactive=self.include_inactive,
+            now=self.now is not None,
+            as_of=self.as_of is not None,
+            filters=filter_shape(self.filters),
+        )
+
 
 def scope_filter(scope: Scope) -> sql.Composable:
-    """The WHERE clause that limits a statement to the scope (parameters user_id, project_id, now,
-    and the filters' f_*)."""
-    where = scope_sql(
-        scope.project_id is not None, scope.include_inactive, scope.now is not None, scope.as_of is not None
-    )
-    return sql.SQL(where + filters_sql(filter_shape(scope.filters)))
+    """The WHERE clause that limits a statement to the scope (the parameters of :func:`scope_params`)."""
+    return sql.SQL(scope_sql(scope.shape()))
 
 
-@functools.lru_cache(maxsize=16)
-def scope_sql(has_project: bool, include_inactive: bool, as_of: bool, valid_at: bool = False) -> str:
-    """The WHERE clause of a user's scope, composed once per shape. ``valid_at``: what was true at
-    %(valid_at)s rather than what is current."""
+@functools.lru_cache(maxsize=64)
+def scope_sql(shape: ScopeShape) -> str:
+    """The WHERE clause of a scope's shape, composed once per shape, its filters included."""
     parts = ["user_id = %(user_id)s"]
-    if has_project:
+    if shape.project:
         parts.append("(project_id = %(project_id)s OR project_id IS NULL)")
-    if valid_at and not include_inactive:
-        parts.append("valid_from <= %(valid_at)s")
-        parts.append("(valid_until IS NULL OR valid_until > %(valid_at)s)")
-        parts.append("(expires_at IS NULL OR expires_at > %(valid_at)s)")
-    elif not include_inactive:
-        # As of a time (``now``): also what a later correction superseded, while it was still true.
-        parts.append("(superseded_at IS NULL OR valid_until > %(now)s)" if as_of else "superseded_at IS NULL")
-        parts.append(f"(expires_at IS NULL OR expires_at > {'%(now)s' if as_of else 'now()'})")
-    if as_of:
+    if shape.as_of and not shape.include_inactive:
+        parts.append("valid_from <= %(as_of)s")
+        parts.append("(valid_until IS NULL OR valid_until > %(as_of)s)")
+        parts.append("(expires_at IS NULL OR expires_at > %(as_of)s)")
+    elif not shape.include_inactive:
+        # At a given time: also what a later correction superseded, while it was still true.
+        parts.append("(superseded_at IS NULL OR valid_until > %(now)s)" if shape.now else "superseded_at IS NULL")
+        parts.append(f"(expires_at IS NULL OR expires_at > {'%(now)s' if shape.now else 'now()'})")
+    if shape.now:
         parts.append("created_at <= %(now)s")
-    return " AND ".join(parts)
+    return " AND ".join(parts) + filters_sql(shape.filters)
 
 
 def scope_params(scope: Scope) -> dict[str, Any]:
@@ -62,6 +87,6 @@ def scope_params(scope: Scope) -> dict[str, Any]:
         "user_id": scope.user_id,
         "project_id": scope.project_id,
         "now": scope.now,
-        "valid_at": scope.as_of,
+        "as_of": scope.as_of,
         **filter_params(scope.filters),
     }

@@ -8,15 +8,13 @@ the near-duplicate check reads before it writes, so one user's writers take turn
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agent_memory.facts import same_fact, updated_value
-from agent_memory.records import MemoryRow, WriteOutcome
+from agent_memory.records import MemoryRow, Neighbour, NeighbourRule, WriteOutcome
 from agent_memory.store.accounts.usage import add_usage
 from agent_memory.store.engine.connection import Connection, vector_schema_of
 from agent_memory.store.engine.transactions import (
@@ -60,8 +58,8 @@ ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
 RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
 """
 
-# The few nearest live memories in the same scope, with their text: the pure checks of
-# agent_memory.facts decide which one (if any) the new row restates or updates.
+# The few nearest live memories in the same scope, with their text: the ingest step's rule
+# (agent_memory.records.NeighbourRule) decides which one (if any) the new row restates or updates.
 _NEAREST_EXISTING = """
 SELECT i.ord, n.id, n.content, n.valid_from, 1 - n.distance AS similarity
 FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea[])
@@ -161,11 +159,10 @@ def upsert_memories(
     conn: Connection,
     rows: Sequence[MemoryRow],
     *,
-    near_duplicate_threshold: float | None = None,
+    neighbours: NeighbourRule | None = None,
     exact_only: Collection[int] = (),
     usage: Mapping[str, Sequence[UsageRow]] | None = None,
     write_id: uuid.UUID | None = None,
-    update_threshold: float | None = None,
     supersedes: Mapping[int, Sequence[tuple[uuid.UUID, str]]] | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
@@ -174,11 +171,10 @@ def upsert_memories(
     ``write_id``: the write, recorded with every row it creates or refreshes and every history event.
 
     Exact duplicates (same user, project and normalised content) refresh the existing row.
-    With a threshold, a row whose live neighbour in the same scope is at least that similar and
-    states the same fact (:func:`agent_memory.facts.same_fact`) refreshes that neighbour instead,
-    except the rows in ``exact_only`` (a fact that replaces a memory must not fold into it). With
-    ``update_threshold``, a row that states a neighbour's fact with another value
-    (:func:`agent_memory.facts.updated_value`) supersedes it. ``supersedes``: per row index, the
+    With a ``neighbours`` rule, each row's nearest live memories in its scope are read and the rule
+    says which one the row restates (that one is refreshed instead) and which ones it gives a new
+    value (the row's memory supersedes them), except for the rows in ``exact_only`` (a fact that
+    replaces a memory must not fold into it). ``supersedes``: per row index, the
     memories the caller says it replaces, each with the request field that named it (InvalidInput
     naming that field when the user has no such memory in the row's scope, or another memory
     already replaced it). Callers pass rows already de-duplicated by hash.
@@ -204,9 +200,8 @@ def upsert_memories(
                 rows,
                 indexes,
                 outcomes,
-                near_duplicate_threshold,
+                neighbours,
                 {*exact_only, *named},
-                update_threshold=update_threshold,
             )
             if named:
                 _supersede_named(conn, user_id, named, outcomes)
@@ -275,21 +270,19 @@ def _write_rows(
     rows: Sequence[MemoryRow],
     indexes: list[int],
     outcomes: dict[int, WriteOutcome],
-    near_duplicate_threshold: float | None,
+    neighbours: NeighbourRule | None,
     exact_only: Collection[int],
-    *,
-    update_threshold: float | None = None,
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
     recording each row's outcome by index; the (old, new) supersessions of updated values."""
     near = [i for i in indexes if i not in exact_only]
-    nearest = send_nearest(conn, user_id, rows, near, near_duplicate_threshold, update_threshold)
-    updates = fold_nearest(conn, user_id, rows, nearest, near, outcomes)
-    send_upsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
+    nearest = send_nearest(conn, user_id, rows, near, neighbours)
+    updates = apply_nearest(conn, user_id, rows, nearest, near, outcomes)
+    PendingUpsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
     return _supersede_updated(conn, user_id, rows, updates, outcomes)
 
 
-class _PendingUpsert:
+class PendingUpsert:
     """The upsert of a user's rows, sent; its RETURNING read when the ids are needed (in
     pipeline mode that may be after COMMIT, which then travels in the same round trip)."""
 
@@ -307,23 +300,11 @@ class _PendingUpsert:
         self._cursor = None
 
 
-def send_upsert(conn: Connection, rows: Sequence[MemoryRow], indexes: list[int]) -> _PendingUpsert:
-    return _PendingUpsert(conn, rows, indexes)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Neighbour:
-    id: uuid.UUID
-    content: str
-    valid_from: dt.datetime
-    similarity: float
-
-
 def _supersede_updated(
     conn: Connection,
     user_id: str,
     rows: Sequence[MemoryRow],
-    updates: Mapping[int, Sequence[_Neighbour]],
+    updates: Mapping[int, Sequence[Neighbour]],
     outcomes: dict[int, WriteOutcome],
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """A new value supersedes the old; a value that was true before the stored one (an older
@@ -334,7 +315,7 @@ def _supersede_updated(
 
 
 def updated_pairs(
-    rows: Sequence[MemoryRow], updates: Mapping[int, Sequence[_Neighbour]], outcomes: Mapping[int, WriteOutcome]
+    rows: Sequence[MemoryRow], updates: Mapping[int, Sequence[Neighbour]], outcomes: Mapping[int, WriteOutcome]
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """The (old, new) pairs of :func:`_supersede_updated`, the late ones reversed."""
     pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
@@ -348,7 +329,7 @@ def updated_pairs(
 
 def record_updated(
     done: Sequence[tuple[uuid.UUID, uuid.UUID]],
-    updates: Mapping[int, Sequence[_Neighbour]],
+    updates: Mapping[int, Sequence[Neighbour]],
     outcomes: dict[int, WriteOutcome],
 ) -> None:
     by_new: dict[uuid.UUID, list[uuid.UUID]] = {}
@@ -385,29 +366,21 @@ def superseded_pairs(cursor: Any) -> list[tuple[uuid.UUID, uuid.UUID]]:
 
 @dataclasses.dataclass(frozen=True)
 class Nearest:
-    """The near-duplicate read, sent: its cursor, the rows it asked about, the thresholds."""
+    """The near-neighbour read, sent: its cursor, the rows it asked about, the rule to apply."""
 
     cursor: Any
     indexes: list[int]
-    fold: float | None
-    update: float | None
+    rule: NeighbourRule
 
 
 def send_nearest(
-    conn: Connection,
-    user_id: str,
-    rows: Sequence[MemoryRow],
-    indexes: list[int],
-    threshold: float | None,
-    update_threshold: float | None,
+    conn: Connection, user_id: str, rows: Sequence[MemoryRow], indexes: list[int], rule: NeighbourRule | None
 ) -> Nearest | None:
     """Send the read of each row's nearest live memories in its scope (nothing fetched: in
     pipeline mode it travels with the next statement whose result is needed); None when no
-    threshold applies or there are no rows."""
-    fold = threshold if threshold is not None and threshold <= 1.0 else None
-    update = update_threshold if update_threshold is not None and update_threshold <= 1.0 else None
-    floor = min(t for t in (fold, update, 2.0) if t is not None)
-    if floor > 1.0 or not indexes:
+    rule applies or there are no rows."""
+    floor = None if rule is None else rule.floor
+    if rule is None or floor is None or not indexes:
         return None
     # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
     # plan and lock every dense user's); an unnamed statement is planned with its values.
@@ -423,10 +396,10 @@ def send_nearest(
         },
         prepare=False,
     )
-    return Nearest(cursor, list(indexes), fold, update)
+    return Nearest(cursor, list(indexes), rule)
 
 
-def fold_nearest(
+def apply_nearest(
     conn: Connection,
     user_id: str,
     rows: Sequence[MemoryRow],
@@ -435,35 +408,22 @@ def fold_nearest(
     outcomes: dict[int, WriteOutcome],
     *,
     judged: Collection[int] = (),
-) -> dict[int, list[_Neighbour]]:
-    """Refresh the existing memories that rows restate (near and the same fact); per row left to
-    insert, the memories whose value it updates (to supersede once it is stored; never for the
-    ``judged`` rows). Only the rows in ``only`` are considered (the read may have asked about more)."""
+) -> dict[int, list[Neighbour]]:
+    """Carry out the rule on the rows' neighbours: refresh the memories rows restate (recorded as
+    their outcomes); per row left to insert, the memories whose value it updates (to supersede once
+    it is stored). Only the rows in ``only`` are considered (the read may have asked about more)."""
     if nearest is None:
         return {}
-    fold, update = nearest.fold, nearest.update
-    near: dict[int, list[_Neighbour]] = {}
+    near: dict[int, list[Neighbour]] = {}
     for ordinal, memory_id, content, valid_from, similarity in nearest.cursor.fetchall():
         i = nearest.indexes[int(ordinal) - 1]
         if i in only:
-            near.setdefault(i, []).append(_Neighbour(memory_id, content, valid_from, similarity))
-    matches: dict[int, uuid.UUID] = {}
-    updates: dict[int, list[_Neighbour]] = {}
-    for i, neighbours in near.items():
-        text = rows[i].content
-        same = [n for n in neighbours if fold is not None and n.similarity >= fold and same_fact(n.content, text)]
-        if same:
-            matches[i] = same[0].id
-            continue
-        olds = [
-            n for n in neighbours if update is not None and n.similarity >= update and updated_value(n.content, text)
-        ]
-        if olds and i not in judged:
-            updates[i] = olds
-    refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.items()])
-    for i, memory_id in matches.items():
+            near.setdefault(i, []).append(Neighbour(memory_id, content, valid_from, similarity))
+    matches = nearest.rule.judge(rows, near, judged=judged)
+    refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.restates.items()])
+    for i, memory_id in matches.restates.items():
         outcomes[i] = WriteOutcome(memory_id, "near_duplicate")
-    return updates
+    return matches.updates
 
 
 def refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:

@@ -130,7 +130,7 @@ CREATE TRIGGER user_memories_outbox
 
 -- ---- Erasure receipts --------------------------------------------------------------------------
 -- What forgetting a user deleted, when, at whose request; the subject only as
--- HMAC-SHA256(erasure_key, user_id) (see agent_memory/erasure.py). Kept after the erasure, never
+-- HMAC-SHA256(erasure_key, user_id) (see agent_memory/store/accounts/erasures.py). Kept after the erasure, never
 -- updated or deleted by the functions. Readable by naming the receipt (agent_memory.erasure_id)
 -- or its subject (agent_memory.erasure_subject, hex): no transaction lists them all but maintenance.
 CREATE TABLE IF NOT EXISTS erasure_receipts (

@@ -13,8 +13,9 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from agent_memory.store.engine.connection import Connection, VectorSchema
+from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.dataapi import DataApiConnection
+from agent_memory.store.engine.vector_schema import VectorSchema
 from agent_memory_contract.errors import ConfigurationError, SchemaMismatch
 
 logger = logging.getLogger(__name__)

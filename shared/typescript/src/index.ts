@@ -1,0 +1,21 @@
+// rushmem: the agent-memory API for TypeScript (docs/api.md), and memory for AI SDK models.
+export { MemoryClient, type Auth, type MemoryClientOptions, type MemoryList, type TokenSource } from "./client.js";
+export * from "./errors.js";
+export { CLIENT_BASE_DELAY_S, CLIENT_MAX_DELAY_S, CLIENT_RETRIES, RETRY_STATUSES, isRetryableStatus } from "./retry.js";
+export type { AwsCredentials, CredentialsProvider } from "./sigv4.js";
+export { publishConversationEnded, type ConversationEnded, type PublishOptions, type SqsSender } from "./sqs.js";
+export {
+  latestUserText,
+  memoryMiddleware,
+  rememberConversation,
+  toChatMessages,
+  withMemoryBlock,
+  type Conversation,
+  type ConversationMessage,
+  type MemoryMiddleware,
+  type MemoryMiddlewareOptions,
+  type PromptCall,
+  type QueueTarget,
+} from "./ai-sdk.js";
+export type * from "./types.js";
+export { WIRE_LIMITS, type components, type operations, type paths } from "./openapi.js";

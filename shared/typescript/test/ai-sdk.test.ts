@@ -1,0 +1,157 @@
+// The AI SDK middleware with the AI SDK's own mock language model, against a real `agent-memory
+// serve`: the system prompt the model receives, and the conversation handed to the write path.
+// Also runs the README's TypeScript example (examples/ai-sdk.ts, which the README quotes verbatim).
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult, LanguageModelV3StreamPart } from "@ai-sdk/provider";
+import { generateText, streamText, wrapLanguageModel, type ModelMessage } from "ai";
+import { MockLanguageModelV3, simulateReadableStream } from "ai/test";
+import { MemoryClient, ServiceUnavailable, memoryMiddleware, rememberConversation, type RecallResult } from "rushmem";
+import { PACKAGE, ROOT, readText, startServe, type Serve } from "./support.js";
+
+const USAGE = {
+  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 5, text: 5, reasoning: undefined },
+};
+
+function mockModel(reply = "OK"): MockLanguageModelV3 {
+  const result: LanguageModelV3GenerateResult = {
+    content: [{ type: "text", text: reply }],
+    finishReason: { unified: "stop", raw: "stop" },
+    usage: USAGE,
+    warnings: [],
+  };
+  const chunks: LanguageModelV3StreamPart[] = [
+    { type: "text-start", id: "t" },
+    { type: "text-delta", id: "t", delta: reply },
+    { type: "text-end", id: "t" },
+    { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
+  ];
+  return new MockLanguageModelV3({
+    doGenerate: async () => result,
+    doStream: async () => ({ stream: simulateReadableStream({ chunks }) }),
+  });
+}
+
+function systemOf(call: LanguageModelV3CallOptions | undefined): string[] {
+  return (call?.prompt ?? []).filter((m) => m.role === "system").map((m) => m.content as string);
+}
+
+let serve: Serve;
+let client: MemoryClient;
+
+before(async () => {
+  serve = await startServe();
+  client = new MemoryClient(serve.url, { timeoutMs: 30_000 });
+  await client.add(
+    [
+      { content: "The user prefers TypeScript", category: "preference" },
+      { content: "Every SVG change must be synced to defaultSVG", category: "decision" },
+    ],
+    { user_id: "mw-user", project_id: "svg-editor" },
+  );
+});
+after(async () => {
+  await serve?.stop();
+});
+
+describe("memoryMiddleware", () => {
+  test("recalls for the latest user message and puts the block at the top of the system prompt", async () => {
+    const model = mockModel();
+    const recalls: RecallResult[] = [];
+    const wrapped = wrapLanguageModel({
+      model,
+      middleware: memoryMiddleware({ client, userId: "mw-user", projectId: "svg-editor", onRecall: (r) => recalls.push(r) }),
+    });
+    const { text } = await generateText({
+      model: wrapped,
+      system: "You are the assistant of an SVG editor.",
+      messages: [
+        { role: "user", content: "Which language should I write the plugin in, TypeScript?" },
+        { role: "assistant", content: "Let me check." },
+        { role: "user", content: [{ type: "text", text: "And after I change an SVG, what must I sync? defaultSVG?" }] },
+      ],
+    });
+    assert.equal(text, "OK");
+    assert.equal(recalls.length, 1);
+    assert.equal(recalls[0]?.query, "And after I change an SVG, what must I sync? defaultSVG?");
+    const [system, ...others] = systemOf(model.doGenerateCalls[0]);
+    assert.deepEqual(others, [], "one system message");
+    assert.ok(system?.startsWith("[RUSH_MEMORY]"), system);
+    assert.ok(system?.includes("Every SVG change must be synced to defaultSVG"), system);
+    assert.ok(system?.endsWith("\n\nYou are the assistant of an SVG editor."), "the app's own system prompt follows the block");
+    assert.equal(system, `${recalls[0]?.prompt_block}\n\nYou are the assistant of an SVG editor.`);
+    const users = model.doGenerateCalls[0]!.prompt.filter((m) => m.role === "user");
+    assert.equal(users.length, 2, "the conversation itself is untouched");
+  });
+
+  test("without a system prompt the block becomes one; streaming calls recall too", async () => {
+    const model = mockModel("streamed");
+    const wrapped = wrapLanguageModel({ model, middleware: memoryMiddleware({ client, userId: "mw-user", projectId: "svg-editor" }) });
+    const result = streamText({ model: wrapped, prompt: "Should the new plugin be TypeScript?" });
+    assert.equal(await result.text, "streamed");
+    const prompt = model.doStreamCalls[0]!.prompt;
+    assert.equal(prompt[0]?.role, "system");
+    assert.ok((prompt[0]?.content as string).startsWith("[RUSH_MEMORY]"));
+    assert.ok((prompt[0]?.content as string).includes("The user prefers TypeScript"));
+  });
+
+  test("a user with no memories, or a prompt without user text, leaves the prompt as it was", async () => {
+    const model = mockModel();
+    const wrapped = wrapLanguageModel({ model, middleware: memoryMiddleware({ client, userId: "nobody-yet" }) });
+    await generateText({ model: wrapped, system: "Be brief.", prompt: "Hello there" });
+    assert.deepEqual(systemOf(model.doGenerateCalls[0]), ["Be brief."]);
+  });
+
+  test("a failed recall does not fail the model call (unless asked to)", async () => {
+    const dead = new MemoryClient("http://127.0.0.1:1", { retries: 0, timeoutMs: 1000 });
+    const errors: unknown[] = [];
+    const model = mockModel();
+    const wrapped = wrapLanguageModel({ model, middleware: memoryMiddleware({ client: dead, userId: "mw-user", onError: (e) => errors.push(e) }) });
+    const { text } = await generateText({ model: wrapped, system: "Be brief.", prompt: "TypeScript?" });
+    assert.equal(text, "OK");
+    assert.deepEqual(systemOf(model.doGenerateCalls[0]), ["Be brief."]);
+    assert.ok(errors[0] instanceof ServiceUnavailable);
+    const strict = wrapLanguageModel({ model: mockModel(), middleware: memoryMiddleware({ client: dead, userId: "mw-user", throwOnError: true }) });
+    await assert.rejects(generateText({ model: strict, prompt: "TypeScript?", maxRetries: 0 }));
+  });
+
+  test("rememberConversation hands the AI SDK conversation to POST /conversations", async () => {
+    const model = mockModel("Noted: Vitest for the unit tests.");
+    const messages: ModelMessage[] = [{ role: "user", content: "I prefer Vitest for unit tests." }];
+    const result = await generateText({ model, messages });
+    const chat = [...messages, ...result.response.messages];
+    const outcome = await rememberConversation(client, { user_id: "mw-user-2", conversation_id: "c-mw-1", messages: chat });
+    assert.equal(outcome.status, "stored");
+    assert.ok((outcome.extracted ?? 0) >= 1, JSON.stringify(outcome));
+    const again = await rememberConversation(client, { user_id: "mw-user-2", conversation_id: "c-mw-1", messages: chat });
+    assert.equal(again.status, "duplicate");
+    const recalled = await client.recall({ query: "Which unit test runner?", user_id: "mw-user-2" });
+    assert.ok(recalled.memories.some((m) => /Vitest/.test(m.content)), JSON.stringify(recalled.memories));
+  });
+});
+
+describe("the README's TypeScript example", () => {
+  test("is examples/ai-sdk.ts, verbatim", () => {
+    const example = readText(join(PACKAGE, "examples", "ai-sdk.ts")).trim();
+    assert.ok(readText(join(ROOT, "README.md")).includes("```ts\n" + example + "\n```"), "README.md quotes examples/ai-sdk.ts");
+  });
+
+  test("runs against serve: the memory reaches the model, the conversation reaches the write path", async () => {
+    process.env.MEMORY_API_URL = serve.url;
+    const { answer, conversationEnded } = await import("../examples/ai-sdk.js");
+    const model = mockModel("Use TypeScript.");
+    const chat: ModelMessage[] = [{ role: "user", content: "Which language for the new plugin? I like TypeScript." }];
+    assert.equal(await answer(model, "mw-user", chat), "Use TypeScript.");
+    const system = systemOf(model.doGenerateCalls[0])[0];
+    assert.ok(system?.startsWith("[RUSH_MEMORY]") && system.includes("The user prefers TypeScript"), system);
+    const outcome = await conversationEnded("readme-user", "c-readme-1", [
+      { role: "user", content: "My name is Ana and I work on the SVG editor." },
+      { role: "assistant", content: "Nice to meet you, Ana." },
+    ]);
+    assert.equal(outcome.status, "stored");
+    const recalled = await client.recall({ query: "What is the user's name?", user_id: "readme-user", project_id: "svg-editor" });
+    assert.ok(recalled.memories.some((m) => /Ana/.test(m.content)), JSON.stringify(recalled.memories));
+  });
+});

@@ -1,0 +1,51 @@
+"""The write path's rule for a new fact and its stored neighbours (agent_memory.ingest.neighbours),
+without a database: the store reads the neighbours and carries out what the rule says."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import numpy as np
+
+from agent_memory.ingest.neighbours import SameFactRule
+from agent_memory.records import MemoryRow, Neighbour
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def row(text: str) -> MemoryRow:
+    return MemoryRow("u1", None, text, text.encode(), "fact", np.ones(4, dtype=np.float32) / 2)
+
+
+def near(text: str, similarity: float) -> Neighbour:
+    return Neighbour(uuid.uuid4(), text, T0, similarity)
+
+
+def test_a_restatement_folds_into_the_first_near_enough_neighbour_stating_the_same_fact() -> None:
+    far, same, also = (
+        near("The user is 31 years old.", 0.8),
+        near("the user is 31 years old", 0.95),
+        near("The user is 31 years old!", 0.99),
+    )
+    rule = SameFactRule.from_thresholds(0.9, 0.9)
+    matches = rule.judge([row("The user is 31 years old")], {0: [same, also, far]})
+    assert matches.restates == {0: same.id} and matches.updates == {}
+    assert rule.judge([row("The user is 31 years old")], {0: [far]}).restates == {}
+
+
+def test_another_value_updates_every_near_enough_neighbour_unless_an_extractor_judged_the_row() -> None:
+    old = near("The user is 31 years old", 0.95)
+    rule = SameFactRule.from_thresholds(0.9, 0.9)
+    rows = [row("The user is 32 years old")]
+    assert rule.judge(rows, {0: [old]}).updates == {0: [old]}
+    assert rule.judge(rows, {0: [old]}, judged={0}).updates == {}
+    assert SameFactRule.from_thresholds(0.9, 0.97).judge(rows, {0: [old]}).updates == {}
+
+
+def test_a_threshold_above_one_turns_its_part_off_and_none_reads_nothing() -> None:
+    assert SameFactRule.from_thresholds(0.9, 0.8).floor == 0.8
+    assert SameFactRule.from_thresholds(1.5, 0.8) == SameFactRule(None, 0.8)
+    assert SameFactRule.from_thresholds(1.5, 2.0).floor is None
+    off = SameFactRule.from_thresholds(2.0, 0.9)
+    assert off.judge([row("The user is 31 years old")], {0: [near("The user is 31 years old.", 1.0)]}).restates == {}
