@@ -95,8 +95,8 @@ DEFAULT_PRICES = PriceTable(
         per=1000,
         unit="input tokens",
         source=_BEDROCK,
-        note="Claude 3 Haiku's list price; the default LlmModel is now Claude Haiku 5.5, whose Bedrock price "
-        "is not checked here",
+        note="Claude 3 Haiku's list price; the default LlmModel is now Amazon Nova 2 Lite, whose Bedrock price "
+        "the AWS pages this was checked against do not give",
     ),
     chat_output_tokens=Price(usd=0.00125, per=1000, unit="output tokens", source=_BEDROCK, note="Claude 3 Haiku"),
     comprehend_pii_units=Price(

@@ -260,7 +260,7 @@ def test_a_model_past_its_end_of_life_fails_the_deploy_naming_it(
     answer = invoke(cfn_event("Update", cfn_receiver, LlmProvider="bedrock", LlmModel=old, EmbeddingProvider="hash"))
     assert answer["Status"] == "FAILED"
     assert "RetiredModel" in answer["Reason"] and old in answer["Reason"] and "2026-09-10" in answer["Reason"]
-    assert "us.anthropic.claude-haiku-5-5" in answer["Reason"]  # what to set instead
+    assert "us.amazon.nova-2-lite-v1:0" in answer["Reason"]  # what to set instead
 
 
 def test_a_legacy_profile_deploys_with_a_warning_and_an_active_one_without(
@@ -281,7 +281,7 @@ def test_a_legacy_profile_deploys_with_a_warning_and_an_active_one_without(
     assert answer["Status"] == "SUCCESS", answer["Reason"]
     assert f"WARNING extraction model {profile}" in answer["Reason"] and eol.date().isoformat() in answer["Reason"]
 
-    default, foundation = "us.anthropic.claude-haiku-5-5", "anthropic.claude-haiku-5-5"
+    default, foundation = "us.amazon.nova-2-lite-v1:0", "amazon.nova-2-lite-v1:0"
     _stubbed_bedrock(
         monkeypatch,
         ("get_inference_profile", profile_answer(default, foundation), {"inferenceProfileIdentifier": default}),

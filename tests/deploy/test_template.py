@@ -317,10 +317,10 @@ def test_iam_creates_no_user_pool_and_names_no_issuer(template: dict[str, Any]) 
 @pytest.mark.parametrize(
     ("llm_model", "profile", "foundation"),
     [
-        ("", "us.anthropic.claude-haiku-5-5", "anthropic.claude-haiku-5-5"),
+        ("", "us.amazon.nova-2-lite-v1:0", "amazon.nova-2-lite-v1:0"),
         ("us.anthropic.claude-haiku-4-5-20251001-v1:0", None, "anthropic.claude-haiku-4-5-20251001-v1:0"),
-        ("global.anthropic.claude-haiku-5-5", None, "anthropic.claude-haiku-5-5"),
-        ("eu.anthropic.claude-haiku-5-5", None, "anthropic.claude-haiku-5-5"),
+        ("global.amazon.nova-2-lite-v1:0", None, "amazon.nova-2-lite-v1:0"),
+        ("eu.amazon.nova-2-lite-v1:0", None, "amazon.nova-2-lite-v1:0"),
         ("amazon.nova-2-lite-v1:0", None, "amazon.nova-2-lite-v1:0"),
     ],
 )

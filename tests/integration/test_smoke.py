@@ -183,7 +183,5 @@ def test_smoke_checks_the_stacks_models_first(
     [check] = run.checks
     assert check["check"] == "models" and not check["ok"]
     assert (
-        old in check["detail"]
-        and "2026-09-10" in check["detail"]
-        and "us.anthropic.claude-haiku-5-5" in check["detail"]
+        old in check["detail"] and "2026-09-10" in check["detail"] and "us.amazon.nova-2-lite-v1:0" in check["detail"]
     )

@@ -14,7 +14,7 @@ from agent_memory.providers import lifecycle
 from tests.support.bedrock import bedrock_client, model_answer, profile_answer
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
-HAIKU_55 = "us.anthropic.claude-haiku-5-5"
+NOVA_2_LITE = "us.amazon.nova-2-lite-v1:0"
 HAIKU_45 = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 TITAN = "amazon.titan-embed-text-v2:0"
 
@@ -23,7 +23,7 @@ def test_the_defaults_are_the_checked_ones() -> None:
     assert bedrock_extraction.DEFAULT_MODEL == lifecycle.DEFAULT_EXTRACTION_MODEL
     settings = Settings(llm_provider="bedrock", embedding_provider="bedrock", rerank_provider="bedrock")
     assert lifecycle.configured_models(settings) == [
-        ("extraction", HAIKU_55),
+        ("extraction", NOVA_2_LITE),
         ("embeddings", TITAN),
         ("rerank", "amazon.rerank-v1:0"),
     ]
@@ -33,10 +33,10 @@ def test_the_defaults_are_the_checked_ones() -> None:
 @pytest.mark.parametrize(
     ("model_id", "profile"),
     [
-        (HAIKU_55, True),
-        ("global.anthropic.claude-haiku-5-5", True),
-        ("eu.anthropic.claude-haiku-5-5", True),
-        ("anthropic.claude-haiku-5-5", False),
+        (NOVA_2_LITE, True),
+        ("global.amazon.nova-2-lite-v1:0", True),
+        ("eu.amazon.nova-2-lite-v1:0", True),
+        ("amazon.nova-2-lite-v1:0", False),
         (TITAN, False),
     ],
 )
@@ -49,19 +49,19 @@ def test_an_active_profile_and_an_active_model_pass() -> None:
     with Stubber(client) as stub:
         stub.add_response(
             "get_inference_profile",
-            profile_answer(HAIKU_55, "anthropic.claude-haiku-5-5"),
-            {"inferenceProfileIdentifier": HAIKU_55},
+            profile_answer(NOVA_2_LITE, "amazon.nova-2-lite-v1:0"),
+            {"inferenceProfileIdentifier": NOVA_2_LITE},
         )
         stub.add_response(
             "get_foundation_model",
-            model_answer("anthropic.claude-haiku-5-5", "ACTIVE"),
-            {"modelIdentifier": "anthropic.claude-haiku-5-5"},
+            model_answer("amazon.nova-2-lite-v1:0", "ACTIVE"),
+            {"modelIdentifier": "amazon.nova-2-lite-v1:0"},
         )
         stub.add_response("get_foundation_model", model_answer(TITAN, "ACTIVE"), {"modelIdentifier": TITAN})
-        checks = lifecycle.check_models(client, [("extraction", HAIKU_55), ("embeddings", TITAN)], now=NOW)
+        checks = lifecycle.check_models(client, [("extraction", NOVA_2_LITE), ("embeddings", TITAN)], now=NOW)
         stub.assert_no_pending_responses()
     assert [(c.status, c.foundation_model, c.ok, c.warning) for c in checks] == [
-        ("ACTIVE", "anthropic.claude-haiku-5-5", True, False),
+        ("ACTIVE", "amazon.nova-2-lite-v1:0", True, False),
         ("ACTIVE", TITAN, True, False),
     ]
 
@@ -84,7 +84,7 @@ def test_a_legacy_model_warns_with_its_end_of_life_date() -> None:
     assert check.ok and check.warning
     message = check.message()
     assert "LEGACY" in message and eol.date().isoformat() in message
-    assert HAIKU_45 in message and "LlmModel" in message and HAIKU_55 in message
+    assert HAIKU_45 in message and "LlmModel" in message and NOVA_2_LITE in message
 
 
 def test_a_model_past_its_end_of_life_fails_naming_it_and_what_to_set() -> None:
@@ -99,7 +99,7 @@ def test_a_model_past_its_end_of_life_fails_naming_it_and_what_to_set() -> None:
         [check] = lifecycle.check_models(client, [("extraction", old)], now=NOW)
     assert check.status == "EOL" and not check.ok
     assert old in check.message() and "2026-09-10" in check.message()
-    assert f"LlmModel (AGENT_MEMORY_LLM_MODEL) to an Active model, e.g. {HAIKU_55}" in check.message()
+    assert f"LlmModel (AGENT_MEMORY_LLM_MODEL) to an Active model, e.g. {NOVA_2_LITE}" in check.message()
 
 
 def test_a_model_bedrock_no_longer_knows_fails() -> None:
@@ -126,9 +126,9 @@ def test_a_profile_not_offered_in_the_region_fails() -> None:
             "ResourceNotFoundException",
             "not found",
             404,
-            expected_params={"inferenceProfileIdentifier": "jp.anthropic.claude-haiku-5-5"},
+            expected_params={"inferenceProfileIdentifier": "jp.amazon.nova-2-lite-v1:0"},
         )
-        [check] = lifecycle.check_models(client, [("extraction", "jp.anthropic.claude-haiku-5-5")], now=NOW)
+        [check] = lifecycle.check_models(client, [("extraction", "jp.amazon.nova-2-lite-v1:0")], now=NOW)
     assert check.status == "MISSING"
 
 

@@ -8,7 +8,7 @@ ACTIVE passes, LEGACY passes with a warning naming the end-of-life date, and a m
 end of life, unknown in the region, or of another status fails, naming the model and what to set
 instead.
 
-A cross-Region inference profile id (``us.anthropic...``, ``global.anthropic...``) is resolved
+A cross-Region inference profile id (``us.amazon...``, ``global.anthropic...``) is resolved
 with ``GetInferenceProfile`` to the foundation model it routes to; that model's lifecycle is the
 profile's. botocore's model lists the statuses ACTIVE and LEGACY; anything else is treated as
 unusable rather than guessed at.
@@ -27,7 +27,7 @@ from agent_memory.config import Settings
 PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
 
 # Each role's default model and the template parameter / setting that chooses it.
-DEFAULT_EXTRACTION_MODEL = "us.anthropic.claude-haiku-5-5"
+DEFAULT_EXTRACTION_MODEL = "us.amazon.nova-2-lite-v1:0"
 DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_RERANK_MODEL = "amazon.rerank-v1:0"
 ROLES = {
