@@ -91,3 +91,46 @@ def test_serve_refuses_an_answer_over_6_mb_as_lambda_does(served: str, monkeypat
     monkeypatch.setattr(pages, "fitting", lambda items, budget=0: len(items))
     status, _ = _get(f"{served}/memories?user_id={USER}&limit=500")
     assert status == 502
+
+
+EDITS = 300
+
+
+def test_a_memory_history_of_hundreds_of_metadata_edits_comes_in_pages_under_6_mb(
+    served: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each metadata edit keeps the previous metadata in its 'updated' event: 300 edits of a memory
+    with large (allowed) metadata are over 6 MB of history. Paged by bytes, every page is under it
+    and the cursor reaches the last event; unpaged (the byte bound taken away) serve answers 502,
+    as Lambda would have refused the answer."""
+    from agent_memory.service import pages
+
+    with MemoryClient(served) as client:
+        memory_id = client.add([_large(0)], user_id=USER).ids[0]
+        for i in range(1, EDITS + 1):
+            client.update_memory(memory_id, metadata=_large(i)["metadata"], user_id=USER)
+        status, body = _get(f"{served}/memories/{memory_id}/history?user_id={USER}")
+        assert status == 200, body[:200]
+        first = json.loads(body)
+        assert first["next_cursor"] and len(first["events"]) < EDITS + 1
+        sizes = [len(json.dumps(body.decode()))]
+        events = [e["at"] for e in first["events"]]
+        cursor = first["next_cursor"]
+        while cursor:
+            status, body = _get(f"{served}/memories/{memory_id}/history?user_id={USER}&cursor={cursor}")
+            assert status == 200, body[:200]
+            page = json.loads(body)
+            sizes.append(len(json.dumps(body.decode())))
+            events += [e["at"] for e in page["events"]]
+            cursor = page["next_cursor"]
+        assert len(events) == EDITS + 1 and events == sorted(events)  # created, then every edit, once each
+        assert max(sizes) < LAMBDA_RESPONSE_BYTES
+        assert sum(sizes) > LAMBDA_RESPONSE_BYTES  # the whole history in one answer would not fit
+        assert len(client.history(memory_id, user_id=USER)) == EDITS + 1  # the client follows the cursor
+        print(
+            f"\nhistory of {EDITS + 1} events: {len(sizes)} pages, largest {max(sizes) / 2**20:.2f} MiB, "
+            f"all {sum(sizes) / 2**20:.2f} MiB in Lambda's results"
+        )
+    monkeypatch.setattr(pages, "fitting", lambda items, budget=0: len(items))
+    status, _ = _get(f"{served}/memories/{memory_id}/history?user_id={USER}")
+    assert status == 502

@@ -51,5 +51,34 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
         raise _not_ours() from None
 
 
+def encode_history_cursor(at: dt.datetime, event_id: int) -> str:
+    """A history page's cursor: its last event's (at, id)."""
+    raw = json.dumps([at.isoformat(), event_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_history_cursor(cursor: str) -> tuple[dt.datetime, int]:
+    """The (at, event id) inside a history cursor; InvalidInput (field ``cursor``) otherwise."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+    except (ValueError, TypeError, RecursionError, binascii.Error):
+        raise _not_ours() from None
+    if not (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], int)
+        and not isinstance(value[1], bool)
+        and 0 < value[1] < 2**63
+    ):
+        raise _not_ours()
+    try:
+        at = dt.datetime.fromisoformat(value[0])
+    except (ValueError, OverflowError):
+        raise _not_ours() from None
+    return (at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)), value[1]
+
+
 def _not_ours() -> InvalidInput:
     return InvalidInput("cursor is not one this service returned", field="cursor")

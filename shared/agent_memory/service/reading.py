@@ -25,6 +25,7 @@ from agent_memory.usage import Meter, metering
 from agent_memory_contract.errors import DatabaseResuming, InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.inputs import has_visible, lone_surrogate
 from agent_memory_contract.models import (
+    DEFAULT_HISTORY_PAGE,
     DEFAULT_PAGE,
     MAX_HISTORY,
     MAX_PAGE,
@@ -41,6 +42,7 @@ from agent_memory_contract.models import (
     export_line,
     normalize_content,
 )
+from agent_memory_contract.schemas import MemoryHistory
 
 logger = logging.getLogger(__name__)
 
@@ -298,3 +300,29 @@ class Reading:
             lambda conn: catalog.history(conn, user_id, memory_id, limit=limit), consistency=consistency
         )
         return events
+
+    def history_page(
+        self,
+        memory_id: uuid.UUID | None = None,
+        *,
+        user_id: str,
+        limit: int = DEFAULT_HISTORY_PAGE,
+        cursor: str | None = None,
+        consistency: Consistency = "eventual",
+    ) -> MemoryHistory:
+        """A page of the recorded changes of one memory (or of all the user's), oldest first: at
+        most ``limit`` events and MAX_PAGE_BYTES of them, as a Lambda answer holds them (a few
+        hundred metadata edits of one memory pass 6 MB), ``next_cursor`` carrying on."""
+        if not 1 <= limit <= MAX_HISTORY:
+            raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
+        after = pages.decode_history_cursor(cursor) if cursor is not None else None
+        rows: list[tuple[int, MemoryEvent]] = self._parts.reads.run(
+            lambda conn: catalog.history_page(conn, user_id, memory_id, limit=limit + 1, after=after),
+            consistency=consistency,
+        )
+        events = [event for _, event in rows[:limit]]
+        kept = pages.fitting(events)
+        if kept < len(rows):
+            last_id, last = rows[kept - 1]
+            return MemoryHistory(events=events[:kept], next_cursor=pages.encode_history_cursor(last.at, last_id))
+        return MemoryHistory(events=events, next_cursor=None)

@@ -230,10 +230,20 @@ export class MemoryClient {
     return this.run({ method: "GET", path: "/usage", query });
   }
 
-  /** Every recorded change of one of the user's memories, oldest first (NotFound if none). */
-  async history(memoryId: string, query: HistoryQuery = {}): Promise<MemoryEvent[]> {
-    const answer = await this.run<{ events: MemoryEvent[] }>({ method: "GET", path: `/memories/${idPath(memoryId)}/history`, query });
-    return answer.events;
+  /** Every recorded change of one of the user's memories, oldest first, page after page (NotFound if none). */
+  async history(memoryId: string, query: Omit<HistoryQuery, "cursor"> = {}): Promise<MemoryEvent[]> {
+    const events: MemoryEvent[] = [];
+    let cursor: string | undefined;
+    do {
+      const answer = await this.run<{ events: MemoryEvent[]; next_cursor?: string | null }>({
+        method: "GET",
+        path: `/memories/${idPath(memoryId)}/history`,
+        query: { ...query, cursor },
+      });
+      events.push(...answer.events);
+      cursor = answer.next_cursor ?? undefined;
+    } while (cursor);
+    return events;
   }
 
   /** Everything the user has, as import lines (`agent-memory import` restores them), page after page. */
