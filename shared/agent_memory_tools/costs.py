@@ -166,9 +166,11 @@ class CostAssumptions(UsageAssumptions):
         description="One statement, the scope inside it (agent_memory_read_as; counted on the stand-in, warm).",
     )
     data_api_requests_per_conversation: float = Field(
-        default=12,
+        default=8,
         ge=0,
-        description="Two transactions: the related memories, then the write (counted on the stand-in).",
+        description="The receipt read in one statement, then the write's transaction: begin, its scope and lock, "
+        "the receipt again, the nearest memories, the upsert, the receipt with the usage, commit (counted on the "
+        "stand-in, warm; was 12).",
     )
     data_api_recall_kb: float = Field(
         default=41,

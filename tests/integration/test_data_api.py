@@ -28,7 +28,7 @@ from agent_memory.service import Memory
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.dataapi import DataApiConnection
 from agent_memory_contract.errors import DatabaseResuming, DatabaseUnavailable
-from agent_memory_contract.models import NewMemory
+from agent_memory_contract.models import ConversationEnded, NewMemory
 from tests.support.data_api import CLUSTER_ARN, MAX_RESPONSE_BYTES, DataApiStandIn, DenseEmbedder
 from tests.support.ingest import conversation, failures, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke
@@ -249,6 +249,23 @@ def test_requests_per_use(data_api_service: Memory, data_api: DataApiStandIn) ->
     data_api_service.add([NewMemory(content="The user deploys with SAM")], user_id="u-1")
     remembered = sum(data_api.reset_counts().values())
     assert remembered <= 10, remembered
+
+
+def test_requests_per_conversation(data_api_service: Memory, data_api: DataApiStandIn) -> None:
+    """One conversation ingested (the rules extractor: one fact), warm: 8 requests (was 12). The
+    receipt check before extraction is one statement (agent_memory_read_as; it was begin, scope,
+    query, commit); the write is begin, its scope/lock/schema check, the receipt again (after the
+    lock), the nearest memories, the upsert, the receipt with the usage (one statement; was two),
+    commit."""
+    data_api_service.add([NewMemory(content=f) for f in FACTS], user_id="u-1")  # connects and sets up
+    data_api.reset_counts()
+    data_api.log.clear()
+    outcome = data_api_service.ingest_conversation(ConversationEnded.model_validate(conversation(user_id="u-1")))
+    assert outcome.ids
+    counts = data_api.reset_counts()
+    assert counts == {"Execute": 6, "BeginTransaction": 1, "CommitTransaction": 1}, (counts, data_api.log)
+    assert data_api.log[0].startswith("Execute SELECT agent_memory_read_as(")  # the receipt, scoped, one request
+    assert data_api_service.usage("u-1").totals.get("conversation") == 1  # counted, with the receipt
 
 
 # ---- the schema through the Data API (MigrateFunction with DatabaseAccess=data-api) ----------------

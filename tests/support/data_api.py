@@ -227,6 +227,7 @@ class DataApiStandIn:
     def __init__(self) -> None:
         self.logins: dict[str, str] = {}
         self.requests: dict[str, int] = {}
+        self.log: list[str] = []  # each request: its operation and the start of its SQL
         self.response_bytes: list[int] = []  # each answer's size, refused ones too
         self._resuming = 0
         self._transactions: dict[str, _Transaction] = {}
@@ -404,6 +405,7 @@ class DataApiStandIn:
         operation = path.strip("/")
         with self._lock:
             self.requests[operation] = self.requests.get(operation, 0) + 1
+            self.log.append(f"{operation} {' '.join(str(body.get('sql', '')).split())[:150]}")
             resuming = self._resuming > 0
             if resuming:
                 self._resuming -= 1

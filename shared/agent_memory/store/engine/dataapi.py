@@ -21,6 +21,7 @@ here: a connection-only attribute raises ConfigurationError naming it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import decimal
@@ -579,7 +580,10 @@ def _from_params(text: str, parameters: list[dict[str, Any]]) -> tuple[str, dict
         elif "booleanValue" in field:
             expression, values[name] = f"({read}::boolean)", "true" if field["booleanValue"] else "false"
         elif "blobValue" in field:
-            expression, values[name] = f"decode({read}, 'base64')", field["blobValue"]
+            # The request's blobValue is raw bytes (botocore base64-encodes it); inside jsonb, its base64 text.
+            blob = field["blobValue"]
+            text_form = base64.b64encode(blob).decode() if isinstance(blob, bytes | bytearray) else str(blob)
+            expression, values[name] = f"decode({read}, 'base64')", text_form
         else:
             raise psycopg.ProgrammingError(f"parameter {name} has no value")
         # A function, not a replacement string: the expression's backslashes are not escapes.
