@@ -30,6 +30,7 @@ MEMORY_MEMBERS = {
     "get",
     "list",
     "history",
+    "history_page",
     "export",
     "update",
     "delete",
