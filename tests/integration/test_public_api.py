@@ -42,6 +42,7 @@ MEMORY_MEMBERS = {
 }
 ADMIN_MEMBERS = {
     "settings",
+    "bedrock_models",  # each configured Bedrock model's lifecycle (MigrateFunction, smoke --stack)
     "embedder",
     "extractor",
     "reranker",
