@@ -1155,9 +1155,9 @@ def test_import_refuses_every_line_it_would_alter_and_reports_each(
     assert "id" in reasons[7]
     assert summary["taken"] == 3 and summary["skipped"] == 6
     # What is stored is what the lines say: line 1 superseded by line 8, nothing of the refused lines.
-    out = tmp_path / "export.jsonl"
-    assert main(["export", "--user", "u-imp", "--out", str(out)], settings=s) == 0
-    exported = {m["content"]: m for m in map(json.loads, out.read_text().splitlines())}
+    export_path = tmp_path / "export.jsonl"
+    assert main(["export", "--user", "u-imp", "--out", str(export_path)], settings=s) == 0
+    exported = {m["content"]: m for m in map(json.loads, export_path.read_text().splitlines())}
     assert sorted(exported) == ["Likes tea", "Lives in Lisbon", "Lives in Porto"]
     assert exported["Lives in Porto"]["superseded_by"] == ids[1]
     assert "superseded_by" not in exported["Lives in Lisbon"]
