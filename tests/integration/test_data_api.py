@@ -240,7 +240,7 @@ def test_a_fresh_process_sees_the_resuming_error_as_its_type(
 
 def test_requests_per_use(data_api_service: Memory, data_api: DataApiStandIn) -> None:
     """Billed per request, each ~100 ms on AWS: a warm recall is one (the scope set inside the
-    statement by agent_memory_read_as, migration 0015; it was four: begin, the scope, the query,
+    statement by agent_memory_read_as, migration 0017; it was four: begin, the scope, the query,
     commit)."""
     data_api_service.add([NewMemory(content=f) for f in FACTS], user_id="u-1")  # connects and sets up
     data_api.reset_counts()

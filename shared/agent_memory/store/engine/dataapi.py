@@ -598,7 +598,7 @@ def read_as_user(
     settings: Mapping[str, str],
     meta_key: str | None,
 ) -> tuple[list[Any], Any]:
-    """One read under row-level security in a single Data API request (migration 0015): the
+    """One read under row-level security in a single Data API request (migration 0017): the
     settings (the user first) set for the statement's own transaction, then ``query``, whose rows
     come back as jsonb values (the query selects ``to_jsonb(...)``); and the vector schema's
     fingerprint from agent_memory_meta, read in the same snapshot (no lock needed: one statement

@@ -32,7 +32,7 @@ from agent_memory.usage import UsageRow
 
 def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
     """Whether this exact ingest message was already written (a redelivery); one round trip (over
-    the RDS Data API one request, the scope inside the statement as recall's: migration 0015)."""
+    the RDS Data API one request, the scope inside the statement as recall's: migration 0017)."""
     params = {"user_id": user_id, "hash": message_hash}
     if getattr(conn, "single_statement_reads", False):
         from agent_memory.store.engine import dataapi

@@ -364,7 +364,7 @@ def _read_in_one_statement(
     conn: Connection, query: str, params: dict[str, Any], local: dict[str, str]
 ) -> list[dict[str, Any]]:
     """The Data API's read: the scope and settings inside the statement (one request, no
-    transaction; migration 0015), the rows back from jsonb with the types the other path gives."""
+    transaction; migration 0017), the rows back from jsonb with the types the other path gives."""
     from agent_memory.store.engine import dataapi
 
     schema = vector_schema_of(conn)
