@@ -1,5 +1,9 @@
 """MigrateFunction: applies agent_memory's schema migrations on every deploy, or when invoked.
 
+Before migrating it checks each configured Bedrock model's lifecycle (GetFoundationModel): a
+model past its end of life or not offered in the region fails the deploy with the model's id and
+what to set instead; a LEGACY model passes with a warning naming its end-of-life date.
+
 Two kinds of event:
 - a CloudFormation custom-resource request (template.yaml's SchemaMigration): Create and Update
   run ``Memory.migrate()`` (idempotent, advisory-locked) and Delete does nothing, because
@@ -55,6 +59,11 @@ SETTING_PROPERTIES = {
     "AppDatabaseUser": "app_db_user",
     "AppDatabaseSecretArn": "app_db_secret_arn",
     "AppDatabaseIamAuth": "app_db_iam_auth",
+    # The Bedrock models whose lifecycle every run checks.
+    "LlmProvider": "llm_provider",
+    "LlmModel": "llm_model",
+    "RerankProvider": "rerank_provider",
+    "RerankModel": "rerank_model",
 }
 
 # Standard logging rather than Powertools: this module must work before the layer is trusted.
@@ -64,6 +73,31 @@ logger.setLevel(logging.INFO)
 
 class LayerMismatch(RuntimeError):
     """The layer's wheels were built for another CPU or Python than this function runs."""
+
+
+class RetiredModel(RuntimeError):
+    """A configured Bedrock model is past its end of life or not offered in the region."""
+
+
+def check_models(service: Any, client: Any = None) -> list[str]:
+    """Each configured Bedrock model's lifecycle: the warnings (LEGACY, or the check could not run),
+    or :class:`RetiredModel` naming every model past its end of life or missing and what to set.
+
+    The control plane may be out of reach (a VPC with only a bedrock-runtime endpoint): the deploy
+    then goes on with a warning rather than failing on a question it could not ask."""
+    try:
+        checks = service.admin.bedrock_models(client)
+    except Exception as exc:  # an unreachable or forbidden control plane must not fail the deploy
+        warning = f"could not check the Bedrock models' lifecycle ({describe(exc)})"
+        logger.warning("%s", warning)
+        return [warning]
+    failed = [c.message() for c in checks if not c.ok]
+    if failed:
+        raise RetiredModel("; ".join(failed))
+    warnings = [c.message() for c in checks if c.warning]
+    for check in checks:
+        (logger.warning if check.warning else logger.info)("bedrock model: %s", check.message())
+    return warnings
 
 
 def package_root() -> Path:
@@ -92,8 +126,11 @@ def check_layer() -> None:
         )
 
 
-def migrate(properties: dict[str, Any] | None = None, deadline: float | None = None) -> dict[str, Any]:
-    """Apply pending migrations; retry while the database is unreachable, until ``deadline``."""
+def migrate(
+    properties: dict[str, Any] | None = None, deadline: float | None = None, bedrock_client: Any = None
+) -> dict[str, Any]:
+    """Check the Bedrock models' lifecycle, then apply pending migrations; retry while the database
+    is unreachable, until ``deadline``."""
     check_layer()
     from agent_memory.config import Settings
     from agent_memory.service import Memory
@@ -106,6 +143,7 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
     }
     service = Memory(Settings(**overrides))  # type: ignore[arg-type]  # pydantic parses the strings
     try:
+        model_warnings = check_models(service, bedrock_client)
         while True:
             try:
                 migrated = service.admin.migrate()
@@ -119,6 +157,7 @@ def migrate(properties: dict[str, Any] | None = None, deadline: float | None = N
             "applied": migrated.applied,
             "embedder": service.admin.embedder.fingerprint,
             "app_login": migrated.app_login.summary() if migrated.app_login else None,
+            "model_warnings": model_warnings,
         }
     finally:
         service.close()
@@ -233,9 +272,10 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
         result = migrate(event.get("ResourceProperties") or {}, deadline=deadline)
         applied = ", ".join(result["applied"]) or "none pending"
         login = f"; application login role {result['app_login']}" if result["app_login"] else ""
+        warnings = "".join(f"; WARNING {w}" for w in result["model_warnings"])
         return responder.send(
             "SUCCESS",
-            f"migrations applied: {applied}{login}",
+            f"migrations applied: {applied}{login}{warnings}",
             {
                 "Applied": ",".join(result["applied"]),
                 "Embedder": str(result["embedder"]),

@@ -186,7 +186,8 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(
         default=None,
         description="Chat model id. Default: glm-4-flash on Zhipu (a bigmodel.cn base URL), else gpt-4o-mini "
-        "(openai); anthropic.claude-3-haiku-20240307-v1:0 (bedrock).",
+        "(openai); us.amazon.nova-2-lite-v1:0 (bedrock: Amazon Nova 2 Lite's US cross-Region inference "
+        "profile; global.amazon.nova-2-lite-v1:0 elsewhere).",
     )
     llm_base_url: str | None = Field(default=None, description="Chat endpoint base URL (default openai_base_url).")
     llm_api_key: SecretStr | None = Field(default=None, description="Chat API key (default openai_api_key).")

@@ -95,7 +95,8 @@ DEFAULT_PRICES = PriceTable(
         per=1000,
         unit="input tokens",
         source=_BEDROCK,
-        note="Claude 3 Haiku (the template's default LlmModel for bedrock)",
+        note="Claude 3 Haiku's list price; the default LlmModel is now Amazon Nova 2 Lite, whose Bedrock price "
+        "the AWS pages this was checked against do not give",
     ),
     chat_output_tokens=Price(usd=0.00125, per=1000, unit="output tokens", source=_BEDROCK, note="Claude 3 Haiku"),
     comprehend_pii_units=Price(

@@ -92,6 +92,9 @@ class Candidate:
     in_text: bool  # among the full-text leg's k best
     injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
     in_date: bool = False  # found by the date leg (stated inside a window the query names)
+    # The embedding is its sign bits as a unit vector (+-1/sqrt(d)), not the vector itself: what the
+    # RDS Data API path brings back, a 1 MiB answer having no room for 150+ full 1024-d vectors.
+    sign_code: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

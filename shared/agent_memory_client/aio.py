@@ -34,7 +34,7 @@ from agent_memory_contract.models import (
     UserCount,
 )
 from agent_memory_contract.retry import Retryable
-from agent_memory_contract.schemas import ErasureReceipt, UsageReport
+from agent_memory_contract.schemas import ErasureReceipt, MemoryHistory, UsageReport
 
 T = TypeVar("T")
 
@@ -197,7 +197,24 @@ class AsyncMemoryClient:
         return await self._run(calls.usage(user_id=user_id, start=start, end=end))
 
     async def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
-        return await self._run(calls.history(memory_id, user_id=user_id))
+        events: list[MemoryEvent] = []
+        cursor: str | None = None
+        while True:
+            page = await self.history_page(memory_id, user_id=user_id, cursor=cursor)
+            events.extend(page.events)
+            if page.next_cursor is None:
+                return events
+            cursor = page.next_cursor
+
+    async def history_page(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> MemoryHistory:
+        return await self._run(calls.history_page(memory_id, user_id=user_id, cursor=cursor, limit=limit))
 
     async def instructions(self, *, user_id: str | None = None, project_id: str | None = None) -> StoredInstructions:
         return await self._run(calls.get_instructions(user_id=user_id, project_id=project_id))

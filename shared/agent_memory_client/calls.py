@@ -38,7 +38,6 @@ from agent_memory_contract.models import (
     ImportLine,
     IngestOutcome,
     MemoryChanges,
-    MemoryEvent,
     MemoryFilters,
     MemoryPage,
     MemoryRecord,
@@ -311,10 +310,11 @@ def usage(*, user_id: str | None, start: dt.date | None, end: dt.date | None) ->
     )
 
 
-def history(memory_id: uuid.UUID | str, *, user_id: str | None) -> Call[list[MemoryEvent]]:
-    parse_history = parser(MemoryHistory)
+def history_page(
+    memory_id: uuid.UUID | str, *, user_id: str | None, cursor: str | None = None, limit: int | None = None
+) -> Call[MemoryHistory]:
     path = f"/memories/{_id(memory_id)}/history"
-    return Call("GET", path, lambda r: list(parse_history(r).events), params=without_none(user_id=user_id))
+    return Call("GET", path, parser(MemoryHistory), params=without_none(user_id=user_id, cursor=cursor, limit=limit))
 
 
 def get_instructions(*, user_id: str | None, project_id: str | None) -> Call[StoredInstructions]:

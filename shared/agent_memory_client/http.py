@@ -39,7 +39,7 @@ from agent_memory_contract.models import (
     UserCount,
 )
 from agent_memory_contract.retry import Retryable
-from agent_memory_contract.schemas import ErasureReceipt, UsageReport
+from agent_memory_contract.schemas import ErasureReceipt, MemoryHistory, UsageReport
 
 T = TypeVar("T")
 Filters = MemoryFilters | Mapping[str, Any] | None
@@ -259,8 +259,25 @@ class MemoryClient:
         return self._run(calls.usage(user_id=user_id, start=start, end=end))
 
     def history(self, memory_id: uuid.UUID | str, *, user_id: str | None = None) -> list[MemoryEvent]:
-        """Every recorded change of one of the user's memories, oldest first (NotFound if none)."""
-        return self._run(calls.history(memory_id, user_id=user_id))
+        """Every recorded change of one of the user's memories, oldest first, page after page
+        (NotFound if none)."""
+
+        def fetch(cursor: str | None) -> tuple[list[MemoryEvent], str | None]:
+            page = self.history_page(memory_id, user_id=user_id, cursor=cursor)
+            return page.events, page.next_cursor
+
+        return list(calls.pages(fetch))
+
+    def history_page(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> MemoryHistory:
+        """One page of a memory's recorded changes, oldest first; ``next_cursor`` fetches the next."""
+        return self._run(calls.history_page(memory_id, user_id=user_id, cursor=cursor, limit=limit))
 
     def instructions(self, *, user_id: str | None = None, project_id: str | None = None) -> StoredInstructions:
         """The extraction instructions the project's conversations are extracted with (version 0: none stored)."""

@@ -52,6 +52,14 @@ MAX_PAGE = 500
 DEFAULT_PAGE = 100
 MAX_CURSOR_CHARS = 512
 MAX_HISTORY = 10_000
+DEFAULT_HISTORY_PAGE = 1000  # events per history page unless asked (bytes may stop it first)
+# Lambda refuses a synchronous answer over 6 MB (6,291,456 bytes), counted on the invocation's JSON
+# result, where the body is a string and each of its quotes and backslashes is escaped. A page
+# (list, export) stops at this many bytes of its items as they sit in that result, whatever its
+# limit, and its cursor carries on from the last item it holds; the rest of the 6 MB is the
+# envelope's and the headers'.
+MAX_PAGE_BYTES = 5 * 1024 * 1024
+LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
 MAX_SUPERSEDES = 100
 
 

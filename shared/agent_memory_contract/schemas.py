@@ -270,9 +270,12 @@ def as_of_param(value: str | None) -> dt.datetime | None:
 
 
 class MemoryHistory(WireModel):
-    """GET /memories/{id}/history: every recorded change of one memory, oldest first."""
+    """GET /memories/{id}/history: a page of one memory's recorded changes, oldest first; pass
+    ``next_cursor`` for the next page (None: the last). A page stops at ``limit`` events or at
+    MAX_PAGE_BYTES of them, whichever comes first."""
 
     events: list[MemoryEvent]
+    next_cursor: str | None = None
 
 
 class ErrorDetail(WireModel):

@@ -58,6 +58,8 @@ class StackPriceTable(PriceTable):
     interface_endpoint_az_hour: Price
     interface_endpoint_gb: Price
     eventbridge_events: Price
+    snapstart_cache_gb_second: Price
+    snapstart_restore_gb: Price
 
 
 # Taken with DEFAULT_PRICES (see agent_memory.prices): the RDS Proxy 8-ACU minimum and Secrets Manager
@@ -123,6 +125,18 @@ STACK_PRICES = StackPriceTable(
         source="https://aws.amazon.com/eventbridge/pricing/",
         note="PutEvents to a custom bus; rules and targets are billed by what they invoke",
     ),
+    snapstart_cache_gb_second=Price(
+        usd=0.0000015046,
+        unit="GB-seconds cached",
+        source="https://aws.amazon.com/lambda/pricing/",
+        note="SnapStart for Python: a published version's snapshot, memory size x time kept (3 hours minimum)",
+    ),
+    snapstart_restore_gb=Price(
+        usd=0.0001397998,
+        unit="GB restored",
+        source="https://aws.amazon.com/lambda/pricing/",
+        note="SnapStart for Python: memory size x each container resumed from the snapshot",
+    ),
 )
 
 
@@ -147,17 +161,23 @@ class CostAssumptions(UsageAssumptions):
         default=0.5, gt=0, description="Capacity of a resumed cluster while it serves requests (data-api)."
     )
     data_api_requests_per_recall: float = Field(
-        default=4, ge=0, description="Begin, the scope, the query, commit (counted on the stand-in)."
+        default=1,
+        ge=0,
+        description="One statement, the scope inside it (agent_memory_read_as; counted on the stand-in, warm).",
     )
     data_api_requests_per_conversation: float = Field(
-        default=13,
+        default=9,
         ge=0,
-        description="Two transactions: the related memories, then the write (counted on the stand-in).",
+        description="The receipt and the project's extraction instructions read in one statement each, then the "
+        "write's transaction: begin, its scope and lock, "
+        "the receipt again, the nearest memories, the upsert, the receipt with the usage, commit (counted on the "
+        "stand-in, warm; was 12).",
     )
     data_api_recall_kb: float = Field(
-        default=330,
+        default=41,
         ge=0,
-        description="A recall's answer: 30 candidates (3 x limit 10) with their 1024-dim vectors as text, ~11 KB each.",
+        description="A recall's answer at limit 10: its candidates with their 1024-d vectors as sign bits (measured "
+        "on the stand-in; 175 KB at limit 50).",
     )
     aurora_min_acu: float = Field(default=0.5, ge=0, description="DatabaseMinCapacity (template default).")
     aurora_max_acu: float = Field(default=4, gt=0, description="DatabaseMaxCapacity (template default).")
@@ -203,6 +223,21 @@ class CostAssumptions(UsageAssumptions):
     )
     init_duration_ms: float = Field(
         default=1500, ge=0, description="INIT phase (imports of numpy, psycopg, Powertools), billed as duration."
+    )
+    snapstart: bool = Field(
+        default=True,
+        description="SnapStart=PublishedVersions (the template's default, kept by every samconfig.toml profile): "
+        "RecallFunction's and IngestFunction's snapshots are cached all month and each cold start is a restore "
+        "(billed per GB) instead of an INIT.",
+    )
+    snapstart_versions: float = Field(
+        default=1,
+        ge=0,
+        description="Published versions whose snapshot is cached at a time, per function: the live one (a "
+        "deploy's previous version is cached until it has not been invoked for 14 days).",
+    )
+    restore_duration_ms: float = Field(
+        default=400, ge=0, description="A SnapStart restore and its after-restore hooks, billed as duration."
     )
     sqs_idle_pollers: int = Field(default=5, ge=0, description="Lambda's SQS pollers long-polling an idle queue.")
     sqs_long_poll_s: float = Field(default=20, gt=0, description="Wait time of each empty receive.")
@@ -488,16 +523,25 @@ def monthly_cost(
         / 1000
         * (a.ingest_memory_mb / 1024)
     )
-    init_gbs = (
-        a.cold_start_fraction
-        * a.init_duration_ms
-        / 1000
-        * (recalls * a.recall_memory_mb / 1024 + ingest_invocations * a.ingest_memory_mb / 1024)
+    cold_start_gb = a.cold_start_fraction * (
+        recalls * a.recall_memory_mb / 1024 + ingest_invocations * a.ingest_memory_mb / 1024
     )
     add("Lambda", "requests (recall + ingest batches)", recalls + ingest_invocations, p.lambda_requests)
     add("Lambda", "RecallFunction duration", recall_gbs, p.lambda_gb_second)
     add("Lambda", "IngestFunction duration", ingest_gbs, p.lambda_gb_second)
-    add("Lambda", "cold-start INIT duration", init_gbs, p.lambda_gb_second)
+    if a.snapstart:
+        # The snapshots are kept whether or not anything runs: a standing charge, traffic or none.
+        cached_gb = a.snapstart_versions * (a.recall_memory_mb + a.ingest_memory_mb) / 1024
+        add(
+            "Lambda",
+            "SnapStart cache (both functions' live snapshots)",
+            cached_gb * hours * 3600,
+            p.snapstart_cache_gb_second,
+        )
+        add("Lambda", "SnapStart restores (cold starts)", cold_start_gb, p.snapstart_restore_gb)
+        add("Lambda", "cold-start restore duration", cold_start_gb * a.restore_duration_ms / 1000, p.lambda_gb_second)
+    else:
+        add("Lambda", "cold-start INIT duration", cold_start_gb * a.init_duration_ms / 1000, p.lambda_gb_second)
 
     # --- API Gateway, SQS -----------------------------------------------------------------
     add("API Gateway", "HTTP API requests", recalls, p.http_api_requests)
@@ -586,13 +630,26 @@ def monthly_cost(
     )
 
 
-# Named starting points for the command line (each a set of CostAssumptions fields).
+_DATA_API: dict[str, object] = {"access": "data-api", "rds_proxy": False, "network": "none", "aurora_min_acu": 0}
+_EXISTING_MICRO: dict[str, object] = {"database": "rds_instance", "rds_proxy": False, "network": "none", "secrets": 2}
+
+# Named starting points for the command line (each a set of CostAssumptions fields). The first three
+# are samconfig.toml's profiles, by the same names; DEFAULT_PRESET is the README's deployment.
 PRESETS: dict[str, dict[str, object]] = {
-    "created-database": {},
-    "existing-micro": {"database": "rds_instance", "rds_proxy": False, "network": "none", "secrets": 2},
-    # samconfig.toml's dev profile: the created cluster behind RDS Proxy, DatabaseMinCapacity=0 (it pauses
-    # when idle; the proxy still bills its 8-ACU minimum), DatabaseMaxCapacity=2, logs kept 7 days.
+    # quickstart: the created cluster through the RDS Data API (no proxy, no VPC, pausing when idle),
+    # logs kept 14 days; SnapStart stays on (the template's default).
+    "quickstart": {**_DATA_API, "log_retention_months": 14 / 30},
+    # dev: the created cluster behind RDS Proxy, DatabaseMinCapacity=0 (it pauses when idle; the proxy
+    # still bills its 8-ACU minimum), DatabaseMaxCapacity=2, logs kept 7 days.
     "dev": {"aurora_min_acu": 0, "aurora_max_acu": 2, "log_retention_months": 7 / 30},
-    # DatabaseAccess=data-api: no proxy, functions outside any VPC, the cluster paused when idle.
-    "data-api": {"access": "data-api", "rds_proxy": False, "network": "none", "aurora_min_acu": 0},
+    # prod: an existing database (counted as a db.t4g.micro without a proxy), logs kept 90 days.
+    "prod": {**_EXISTING_MICRO, "log_retention_months": 3},
+    # The template's defaults with CreateDatabase=true (Aurora Serverless v2 at 0.5 ACU behind RDS Proxy).
+    "created-database": {},
+    "existing-micro": _EXISTING_MICRO,
+    # DatabaseAccess=data-api on the template's other defaults (logs kept 30 days).
+    "data-api": _DATA_API,
 }
+DEFAULT_PRESET = "quickstart"
+# What `sam deploy --config-env <profile>` deploys; samconfig.toml's [default] is `sam deploy` alone.
+SAMCONFIG_PROFILES = ("quickstart", "dev", "prod")

@@ -226,3 +226,87 @@ def test_a_login_role_that_would_defeat_row_level_security_fails_the_deploy(
     answer = invoke(cfn_event("Update", cfn_receiver, AppDatabaseUser=owner))
     assert answer["Status"] == "FAILED"
     assert answer["Reason"].startswith("ConfigurationError:") and "row-level security off" in answer["Reason"]
+
+
+def _stubbed_bedrock(monkeypatch: pytest.MonkeyPatch, *answers: tuple[str, dict[str, Any], dict[str, Any]]) -> Any:
+    """Bedrock's control plane for MigrateFunction: a botocore Stubber with the given answers."""
+    from botocore.stub import Stubber
+
+    from agent_memory.providers import lifecycle
+    from tests.support.bedrock import bedrock_client
+
+    client = bedrock_client()
+    stub = Stubber(client)
+    for operation, answer, params in answers:
+        stub.add_response(operation, answer, params)
+    stub.activate()
+    monkeypatch.setattr(lifecycle, "bedrock_control_client", lambda settings: client)
+    return stub
+
+
+def test_a_model_past_its_end_of_life_fails_the_deploy_naming_it(
+    monkeypatch: pytest.MonkeyPatch, cfn_receiver: CloudFormationReceiver
+) -> None:
+    from datetime import UTC, datetime
+
+    from tests.support.bedrock import model_answer
+
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", closed_port_url())  # never reached
+    old = "anthropic.claude-3-haiku-20240307-v1:0"
+    eol = datetime(2026, 9, 10, tzinfo=UTC)
+    _stubbed_bedrock(
+        monkeypatch, ("get_foundation_model", model_answer(old, "LEGACY", end_of_life=eol), {"modelIdentifier": old})
+    )
+    answer = invoke(cfn_event("Update", cfn_receiver, LlmProvider="bedrock", LlmModel=old, EmbeddingProvider="hash"))
+    assert answer["Status"] == "FAILED"
+    assert "RetiredModel" in answer["Reason"] and old in answer["Reason"] and "2026-09-10" in answer["Reason"]
+    assert "us.amazon.nova-2-lite-v1:0" in answer["Reason"]  # what to set instead
+
+
+def test_a_legacy_profile_deploys_with_a_warning_and_an_active_one_without(
+    lambda_env: str, monkeypatch: pytest.MonkeyPatch, cfn_receiver: CloudFormationReceiver
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tests.support.bedrock import model_answer, profile_answer
+
+    profile, model = "us.anthropic.claude-haiku-4-5-20251001-v1:0", "anthropic.claude-haiku-4-5-20251001-v1:0"
+    eol = datetime.now(UTC) + timedelta(days=120)  # relative to the run: the test never ages
+    _stubbed_bedrock(
+        monkeypatch,
+        ("get_inference_profile", profile_answer(profile, model), {"inferenceProfileIdentifier": profile}),
+        ("get_foundation_model", model_answer(model, "LEGACY", end_of_life=eol), {"modelIdentifier": model}),
+    )
+    answer = invoke(cfn_event("Update", cfn_receiver, LlmProvider="bedrock", LlmModel=profile))
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert f"WARNING extraction model {profile}" in answer["Reason"] and eol.date().isoformat() in answer["Reason"]
+
+    default, foundation = "us.amazon.nova-2-lite-v1:0", "amazon.nova-2-lite-v1:0"
+    _stubbed_bedrock(
+        monkeypatch,
+        ("get_inference_profile", profile_answer(default, foundation), {"inferenceProfileIdentifier": default}),
+        ("get_foundation_model", model_answer(foundation, "ACTIVE"), {"modelIdentifier": foundation}),
+    )
+    receiver = CloudFormationReceiver()
+    try:
+        answer = invoke(cfn_event("Update", receiver, LlmProvider="bedrock"))
+    finally:
+        receiver.close()
+    assert answer["Status"] == "SUCCESS" and "WARNING" not in answer["Reason"]
+
+
+def test_an_unreachable_control_plane_warns_and_deploys(
+    lambda_env: str, monkeypatch: pytest.MonkeyPatch, cfn_receiver: CloudFormationReceiver
+) -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    from agent_memory.providers import lifecycle
+
+    class Unreachable:
+        def get_inference_profile(self, **_: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url="https://bedrock.us-east-1.amazonaws.com")
+
+    monkeypatch.setattr(lifecycle, "bedrock_control_client", lambda settings: Unreachable())
+    answer = invoke(cfn_event("Update", cfn_receiver, LlmProvider="bedrock"))
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert "could not check the Bedrock models' lifecycle" in answer["Reason"]

@@ -318,3 +318,32 @@ def test_iam_creates_no_user_pool_and_names_no_issuer(template: dict[str, Any]) 
     outputs = template["Outputs"]
     assert {"McpUrl", "OAuthIssuer", "McpClientId", "UserPoolId", "SignInUrl"} <= set(outputs)
     assert outputs["McpClientId"]["Condition"] == "CreateUserPool"
+
+
+@pytest.mark.parametrize(
+    ("llm_model", "profile", "foundation"),
+    [
+        ("", "us.amazon.nova-2-lite-v1:0", "amazon.nova-2-lite-v1:0"),
+        ("us.anthropic.claude-haiku-4-5-20251001-v1:0", None, "anthropic.claude-haiku-4-5-20251001-v1:0"),
+        ("global.amazon.nova-2-lite-v1:0", None, "amazon.nova-2-lite-v1:0"),
+        ("eu.amazon.nova-2-lite-v1:0", None, "amazon.nova-2-lite-v1:0"),
+        ("amazon.nova-2-lite-v1:0", None, "amazon.nova-2-lite-v1:0"),
+    ],
+)
+def test_extraction_may_invoke_the_profile_and_the_model_behind_it_in_every_region(
+    template: dict[str, Any], llm_model: str, profile: str | None, foundation: str
+) -> None:
+    """A cross-Region inference profile needs InvokeModel on the profile (in Bedrock's region) and on
+    the foundation model in each destination Region; an in-Region id on the model in the region."""
+    stack = Stack(template, LlmModel=llm_model, **DATABASE)
+    model = llm_model or str(profile)
+    for function in ("IngestFunction", "RecallFunction"):
+        resources = stack.resources_for(function, "bedrock:InvokeModel")
+        assert f"arn:aws:bedrock:{REGION}:123456789012:inference-profile/{model}" in resources
+        assert f"arn:aws:bedrock:*::foundation-model/{foundation}" in resources
+        assert f"arn:aws:bedrock:{REGION}::foundation-model/{model}" in resources
+    lifecycle_reads = stack.resources_for("MigrateFunction", "bedrock:GetFoundationModel")
+    assert f"arn:aws:bedrock:{REGION}::foundation-model/*" in lifecycle_reads
+    assert stack.properties("SchemaMigration")["LlmModel"] == llm_model
+    no_bedrock = Stack(template, LlmProvider="rules", EmbeddingProvider="openai", **DATABASE)
+    assert no_bedrock.resources_for("MigrateFunction", "bedrock:GetFoundationModel") == []

@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 from pgvector import Vector
 from pgvector.psycopg import register_vector
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -27,8 +28,8 @@ from agent_memory.service import Memory
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.dataapi import DataApiConnection
 from agent_memory_contract.errors import DatabaseResuming, DatabaseUnavailable
-from agent_memory_contract.models import NewMemory
-from tests.support.data_api import CLUSTER_ARN, DataApiStandIn
+from agent_memory_contract.models import ConversationEnded, NewMemory
+from tests.support.data_api import CLUSTER_ARN, MAX_RESPONSE_BYTES, DataApiStandIn, DenseEmbedder
 from tests.support.ingest import conversation, failures, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke
 
@@ -238,14 +239,33 @@ def test_a_fresh_process_sees_the_resuming_error_as_its_type(
 
 
 def test_requests_per_use(data_api_service: Memory, data_api: DataApiStandIn) -> None:
-    """Billed per request: a recall is four (begin, the scope, the query, commit)."""
+    """Billed per request, each ~100 ms on AWS: a warm recall is one (the scope set inside the
+    statement by agent_memory_read_as, migration 0017; it was four: begin, the scope, the query,
+    commit)."""
     data_api_service.add([NewMemory(content=f) for f in FACTS], user_id="u-1")  # connects and sets up
     data_api.reset_counts()
     data_api_service.recall("which package manager?", user_id="u-1")
-    assert data_api.reset_counts() == {"BeginTransaction": 1, "Execute": 2, "CommitTransaction": 1}
+    assert data_api.reset_counts() == {"Execute": 1}
     data_api_service.add([NewMemory(content="The user deploys with SAM")], user_id="u-1")
     remembered = sum(data_api.reset_counts().values())
     assert remembered <= 10, remembered
+
+
+def test_requests_per_conversation(data_api_service: Memory, data_api: DataApiStandIn) -> None:
+    """One conversation ingested (the rules extractor: one fact), warm: 9 requests (was 12). The
+    receipt check before extraction is one statement (agent_memory_read_as; it was begin, scope,
+    query, commit), and so is the read of the project's extraction instructions; the write is
+    begin, its scope/lock/schema check, the receipt again (after the lock), the nearest memories,
+    the upsert, the receipt with the usage (one statement; was two), commit."""
+    data_api_service.add([NewMemory(content=f) for f in FACTS], user_id="u-1")  # connects and sets up
+    data_api.reset_counts()
+    data_api.log.clear()
+    outcome = data_api_service.ingest_conversation(ConversationEnded.model_validate(conversation(user_id="u-1")))
+    assert outcome.ids
+    counts = data_api.reset_counts()
+    assert counts == {"Execute": 7, "BeginTransaction": 1, "CommitTransaction": 1}, (counts, data_api.log)
+    assert data_api.log[0].startswith("Execute SELECT agent_memory_read_as(")  # the receipt, scoped, one request
+    assert data_api_service.usage("u-1").totals.get("conversation") == 1  # counted, with the receipt
 
 
 # ---- the schema through the Data API (MigrateFunction with DatabaseAccess=data-api) ----------------
@@ -280,9 +300,127 @@ def test_migrate_through_the_data_api_as_the_owner(
             assert conn.execute("SELECT count(*) FROM agent_memory_migrations").fetchone() == (len(result.applied),)
             policies = conn.execute("SELECT count(*) FROM pg_policies WHERE tablename = 'user_memories'").fetchone()
             assert policies is not None and policies[0] > 0
+            # A read is one statement that cannot set its own timeout: the login has one.
+            config = conn.execute("SELECT rolconfig FROM pg_roles WHERE rolname = %s", (login,)).fetchone()
+            assert config is not None and "statement_timeout=10000ms" in (config[0] or []), config
         assert Memory(owner).admin.migrate().applied == []  # idempotent
     finally:
         data_api.logins.pop(owner_secret, None)
         with psycopg.connect(blank_database_url, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {login}")
             conn.execute(f"DROP ROLE IF EXISTS {login}")
+
+
+# ---- real sizes: 1024-dimensional dense vectors, recall limit 50 -------------------------------------
+
+DIMENSION = 1024  # the template's EmbeddingDimensions default (Titan Text Embeddings V2's)
+
+
+@pytest.fixture
+def dense_store(blank_database_url: str, data_api: DataApiStandIn, monkeypatch: pytest.MonkeyPatch) -> Iterator[Memory]:
+    """A store of 1024-d dense vectors holding 400 memories of one user, served through the stand-in
+    as the stack's request functions (a login role that is only a member of agent_memory_app)."""
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(key, value)
+    owner = Memory(Settings(database_url=blank_database_url, auto_migrate=False), embedder=DenseEmbedder(DIMENSION))
+    owner.admin.migrate()
+    topics = ["deploys", "editor", "package manager", "database", "shell", "timezone", "language", "framework"]
+    facts = [
+        f"The user's {topics[i % len(topics)]} note {i}: prefers option {i % 17} for project {i % 5} "
+        f"with setting {i} because the team agreed on it in review {i // 3}"
+        for i in range(400)
+    ]
+    for start in range(0, len(facts), 100):
+        owner.add([NewMemory(content=f) for f in facts[start : start + 100]], user_id="u-dense")
+    owner.close()
+    role = f"am_dataapi_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(blank_database_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN IN ROLE agent_memory_app")
+    info = conninfo_to_dict(blank_database_url)
+    secret_arn = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{role}"
+    data_api.logins[secret_arn] = make_conninfo(blank_database_url, user=role, host=info["host"], dbname="postgres")
+    settings = Settings(
+        db_cluster_arn=CLUSTER_ARN,
+        db_secret_arn=secret_arn,
+        db_name=str(info["dbname"]),
+        data_api_endpoint_url=data_api.url,
+        auto_migrate=False,
+    )
+    service = Memory(settings, embedder=DenseEmbedder(DIMENSION))
+    yield service
+    service.close()
+    data_api.logins.pop(secret_arn, None)
+
+
+def test_recall_limit_50_over_dense_1024d_vectors_fits_the_response_limit(
+    dense_store: Memory, data_api: DataApiStandIn
+) -> None:
+    """No vector crosses the wire whole: the candidates come back as sign bits, and a recall of 50
+    over 1024-d dense vectors answers well under the Data API's 1 MiB (with the vectors as text it
+    needs several MB and the Data API refuses it)."""
+    dense_store.recall("warm up", user_id="u-dense", limit=5)
+    data_api.response_bytes.clear()
+    result = dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=50)
+    assert len(result.memories) == 50
+    largest = max(data_api.response_bytes)
+    assert largest < MAX_RESPONSE_BYTES / 2, largest
+    data_api.response_bytes.clear()
+    dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=10)
+    print(
+        f"\nrecall over 1024-d dense vectors, the Data API's answer: limit 50 {largest / 1024:.0f} KiB, "
+        f"limit 10 {max(data_api.response_bytes) / 1024:.0f} KiB"
+    )
+
+
+def test_full_vectors_at_that_size_exceed_the_response_limit(dense_store: Memory, data_api: DataApiStandIn) -> None:
+    """What recall did before: every candidate's vector as text. The stand-in refuses the answer
+    as the Data API does, so the compact form is what keeps limit 50 working."""
+    from agent_memory.store.engine.dataapi import DataApiConnection
+
+    dense_store.recall("warm up", user_id="u-dense", limit=5)
+    data_api.response_bytes.clear()
+    try:
+        DataApiConnection.sign_code_vectors = False  # type: ignore[misc]
+        with pytest.raises(Exception, match="response size limit"):
+            dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=50)
+    finally:
+        DataApiConnection.sign_code_vectors = True  # type: ignore[misc]
+    assert max(data_api.response_bytes) > MAX_RESPONSE_BYTES
+
+
+def test_sign_bits_keep_mmr_close_to_the_full_vectors(dense_store: Memory, blank_database_url: str) -> None:
+    """The same recall on a direct connection (full vectors) and through the Data API (sign bits):
+    MMR's picks mostly agree."""
+    direct = Memory(Settings(database_url=blank_database_url, auto_migrate=False), embedder=DenseEmbedder(DIMENSION))
+    try:
+        query = "which editor and package manager does the user prefer"
+        full = [m.id for m in direct.recall(query, user_id="u-dense", limit=20).memories]
+    finally:
+        direct.close()
+    compact = [m.id for m in dense_store.recall(query, user_id="u-dense", limit=20).memories]
+    overlap = len(set(full) & set(compact))
+    print(f"\nMMR top 20, full vectors vs sign bits: {overlap} of 20 in common")
+    assert overlap >= 15, overlap
+
+
+def test_the_one_statement_recall_is_bound_by_row_level_security(
+    data_api_service: Memory, data_api: DataApiStandIn, api: Connection
+) -> None:
+    """The scope travels inside the statement, and the policies still decide: a user recalls only
+    their own memories, and the function run without a user sees nothing."""
+    data_api_service.add([NewMemory(content=f) for f in FACTS], user_id="u-1")
+    data_api_service.add([NewMemory(content="The user prefers yarn over npm")], user_id="u-2")
+    mine = data_api_service.recall("which package manager?", user_id="u-1", limit=10).memories
+    theirs = data_api_service.recall("which package manager?", user_id="u-2", limit=10).memories
+    assert {m.content for m in mine} == set(FACTS)
+    assert [m.content for m in theirs] == ["The user prefers yarn over npm"]
+    nobody = api.execute(
+        "SELECT count(*) FROM agent_memory_read_as('{}'::jsonb, 'SELECT to_jsonb(m.id) FROM user_memories m', "
+        "'{}'::jsonb)"
+    ).fetchone()
+    assert nobody == (0,)
+    other = api.execute(
+        'SELECT count(*) FROM agent_memory_read_as(\'{"agent_memory.user_id": "u-2"}\'::jsonb, '
+        "'SELECT to_jsonb(m.id) FROM user_memories m', '{}'::jsonb)"
+    ).fetchone()
+    assert other == (1,)

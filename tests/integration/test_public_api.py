@@ -32,6 +32,7 @@ MEMORY_MEMBERS = {
     "get",
     "list",
     "history",
+    "history_page",
     "export",
     "update",
     "delete",
@@ -47,6 +48,7 @@ MEMORY_MEMBERS = {
 ADMIN_MEMBERS = {
     "settings",
     "users",
+    "bedrock_models",  # each configured Bedrock model's lifecycle (MigrateFunction, smoke --stack)
     "embedder",
     "extractor",
     "reranker",

@@ -5,6 +5,7 @@ a clear verdict, the exit code, and nothing left behind."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 
@@ -19,7 +20,14 @@ from tests.support.oauth_issuer import AUDIENCE, LocalIssuer
 from tests.support.recall import TEMPLATE
 from tests.support.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, SigV4Gateway
 
-CHECKS = ["remember", "recall", "list", "mcp", "forget", "gone"]
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+CHECKS = ["remember", "recall", "list", "mcp", "conversation", "forget", "gone"]
 
 
 def serve(api: LocalApi) -> Iterator[str]:
@@ -47,7 +55,8 @@ def test_smoke_passes_against_serve_and_leaves_nothing(served: str, capsys: pyte
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[1] for line in lines[:-1]] == CHECKS
     assert all(line.startswith("PASS") for line in lines[:-1])
-    assert lines[-1] == f"smoke: PASS (6 of 6 checks passed) against {served}"
+    assert lines[-1] == f"smoke: PASS (7 of 7 checks passed) against {served}"
+    assert "extracted" in lines[4] and "stored, recalled after" in lines[4] and "(limit 30 s)" in lines[4], lines[4]
     with MemoryClient(served) as client:
         assert list(client.list_memories(user_id="smoke-user")) == []
 
@@ -98,3 +107,81 @@ def test_smoke_signs_with_sigv4_as_an_iam_stack_wants(
         assert gateway.refused == ["signature mismatch"]
     finally:
         gateway.close()
+
+
+def test_smoke_names_the_extraction_stage_when_the_model_fails(
+    lambda_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The write path's LLM is unreachable (as an end-of-life Bedrock model would be): remember and
+    recall still pass, the conversation check FAILs naming the extraction stage, nothing is left."""
+    monkeypatch.setenv("AGENT_MEMORY_LLM_PROVIDER", "openai")
+    monkeypatch.setenv("AGENT_MEMORY_LLM_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    monkeypatch.setenv("AGENT_MEMORY_LLM_API_KEY", "sk-test")
+    monkeypatch.setenv("AGENT_MEMORY_MAX_RETRIES", "0")
+    get_settings.cache_clear()
+    for url in serve(LocalApi(TEMPLATE)):
+        assert main(["smoke", "--url", url, "--user", "smoke-user", "--no-mcp", "--json"]) == 1
+        report = json.loads(capsys.readouterr().out)
+        by_name = {c["check"]: c for c in report["checks"]}
+        assert by_name["remember"]["ok"] and by_name["recall"]["ok"]
+        assert not by_name["conversation"]["ok"]
+        assert by_name["conversation"]["detail"].startswith("stage extract: the extraction model failed")
+        assert by_name["gone"]["ok"]
+        with MemoryClient(url) as client:
+            assert list(client.list_memories(user_id="smoke-user")) == []
+
+
+def test_smoke_checks_the_stacks_models_first(
+    served: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--stack: the stack's parameters (DescribeStacks) name the models; one past its end of life
+    FAILs before anything is written, naming it and what to set instead."""
+    from datetime import UTC, datetime
+
+    from botocore.stub import Stubber
+
+    from agent_memory.providers import lifecycle
+    from agent_memory_tools.cli import smoke
+    from tests.support.bedrock import bedrock_client, model_answer
+
+    old = "anthropic.claude-3-haiku-20240307-v1:0"
+    cloudformation = __import__("boto3").client(
+        "cloudformation", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    bedrock = bedrock_client()
+    with Stubber(cloudformation) as cfn, Stubber(bedrock) as stub:
+        parameters = {"LlmProvider": "bedrock", "LlmModel": old, "EmbeddingProvider": "bedrock", "EmbeddingModel": ""}
+        cfn.add_response(
+            "describe_stacks",
+            {
+                "Stacks": [
+                    {
+                        "StackName": "agent-memory-quickstart",
+                        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/agent-memory-quickstart/4f1b",
+                        "CreationTime": datetime(2026, 11, 1, tzinfo=UTC),
+                        "StackStatus": "UPDATE_COMPLETE",
+                        "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+                    }
+                ]
+            },
+            {"StackName": "agent-memory-quickstart"},
+        )
+        stub.add_response(
+            "get_foundation_model",
+            model_answer(old, "LEGACY", end_of_life=datetime(2026, 9, 10, tzinfo=UTC)),
+            {"modelIdentifier": old},
+        )
+        stub.add_response(
+            "get_foundation_model",
+            model_answer("amazon.titan-embed-text-v2:0", "ACTIVE"),
+            {"modelIdentifier": "amazon.titan-embed-text-v2:0"},
+        )
+        settings = smoke.stack_settings(cloudformation, "agent-memory-quickstart")
+        assert settings.bedrock_region == "us-east-1"
+        monkeypatch.setattr(lifecycle, "bedrock_control_client", lambda s: bedrock)
+        run = smoke.run_smoke(served, user_id="smoke-user", bedrock_settings=settings)
+    [check] = run.checks
+    assert check["check"] == "models" and not check["ok"]
+    assert (
+        old in check["detail"] and "2026-09-10" in check["detail"] and "us.amazon.nova-2-lite-v1:0" in check["detail"]
+    )

@@ -143,7 +143,9 @@ def test_usage_and_cost_commands(lambda_env: str, capsys: pytest.CaptureFixture[
     assert "Assumptions:" in table and "Prices:" in table
     assert main(["cost", "--conversations", "1000", "--recalls", "1000", "--json"], settings=settings) == 0
     estimate = json.loads(capsys.readouterr().out)
-    assert estimate["total_usd"] == round(costs.monthly_cost(1000, 1000).total_usd, 2)
+    # Bare `cost` is the README's deployment (the quickstart profile).
+    quickstart = costs.CostAssumptions(**costs.PRESETS[costs.DEFAULT_PRESET])
+    assert estimate["total_usd"] == round(costs.monthly_cost(1000, 1000, assumptions=quickstart).total_usd, 2)
 
 
 def test_a_patch_answered_404_counts_no_write(lambda_env: str) -> None:

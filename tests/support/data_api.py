@@ -29,11 +29,14 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent_memory.config import Settings
+from agent_memory.embeddings.hashing import HashEmbedder
 
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_ROW_BYTES = 64 * 1024
@@ -224,6 +227,8 @@ class DataApiStandIn:
     def __init__(self) -> None:
         self.logins: dict[str, str] = {}
         self.requests: dict[str, int] = {}
+        self.log: list[str] = []  # each request: its operation and the start of its SQL
+        self.response_bytes: list[int] = []  # each answer's size, refused ones too
         self._resuming = 0
         self._transactions: dict[str, _Transaction] = {}
         self._idle: dict[tuple[str, str], list[psycopg.Connection[Any]]] = {}
@@ -400,6 +405,7 @@ class DataApiStandIn:
         operation = path.strip("/")
         with self._lock:
             self.requests[operation] = self.requests.get(operation, 0) + 1
+            self.log.append(f"{operation} {' '.join(str(body.get('sql', '')).split())[:150]}")
             resuming = self._resuming > 0
             if resuming:
                 self._resuming -= 1
@@ -435,6 +441,7 @@ class DataApiStandIn:
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")
                     answer = json.dumps(standin.dispatch(self.path, body)).encode()
+                    standin.response_bytes.append(len(answer))
                     if len(answer) > MAX_RESPONSE_BYTES:
                         raise DataApiError(
                             "BadRequestException", "Database returned more than the allowed response size limit"
@@ -492,3 +499,20 @@ def data_api_settings(
     with psycopg.connect(database_url, autocommit=True) as admin:
         admin.execute(f"DROP OWNED BY {role}")
         admin.execute(f"DROP ROLE {role}")
+
+
+class DenseEmbedder(HashEmbedder):
+    """Dense vectors of the template's dimension (1024, Titan V2's default) for the Data API tests:
+    the hash embedder's features spread over every dimension by a fixed random rotation, so texts
+    sharing words stay close while no component is zero, as a real model's vectors are (the hash
+    embedder alone gives mostly-zero vectors, whose text form is a fraction of a real one's)."""
+
+    provider = "dense-test"
+
+    def __init__(self, dimension: int = 1024) -> None:
+        super().__init__(dimension)
+        self._rotation = np.random.default_rng(1024).standard_normal((dimension, dimension)).astype(np.float32)
+
+    def _embed_batch(self, texts: list[str]) -> npt.ArrayLike:
+        sparse = np.asarray(super()._embed_batch(texts), dtype=np.float32)
+        return sparse @ self._rotation

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from agent_memory_tools.costs import (
 )
 
 DAYS = HOURS_PER_MONTH / 24
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _prices(**prices: float) -> StackPriceTable:
@@ -60,6 +62,8 @@ def test_idle_costs_only_what_stands_still() -> None:
             ("Secrets Manager", "API calls"): a.secret_api_calls_per_month,
             ("CloudWatch", "alarms"): a.alarms,
             ("VPC", "interface endpoints"): a.endpoint_count * a.availability_zones * HOURS_PER_MONTH,
+            # SnapStart (on by default): both 1 GB functions' live snapshots, cached all month.
+            ("Lambda", "SnapStart cache (both functions' live snapshots)"): 2 * HOURS_PER_MONTH * 3600,
         }
     )
     assert est.total_usd == pytest.approx(sum(standing.values()))
@@ -75,9 +79,17 @@ def test_recalls_add_requests_duration_tokens_io_logs_and_traces() -> None:
     gb = a.recall_memory_mb / 1024
     assert est[("Lambda", "requests (recall + ingest batches)")] == pytest.approx(recalls)
     assert est[("Lambda", "RecallFunction duration")] == pytest.approx(recalls * a.recall_duration_ms / 1000 * gb)
-    assert est[("Lambda", "cold-start INIT duration")] == pytest.approx(
+    # SnapStart: a cold start is a restore (per GB, and its duration), not an INIT.
+    assert ("Lambda", "cold-start INIT duration") not in est
+    assert est[("Lambda", "SnapStart restores (cold starts)")] == pytest.approx(recalls * a.cold_start_fraction * gb)
+    assert est[("Lambda", "cold-start restore duration")] == pytest.approx(
+        recalls * a.cold_start_fraction * a.restore_duration_ms / 1000 * gb
+    )
+    without = _usd(monthly_cost(0, per_day, assumptions=CostAssumptions(snapstart=False), prices=_prices()))
+    assert without[("Lambda", "cold-start INIT duration")] == pytest.approx(
         recalls * a.cold_start_fraction * a.init_duration_ms / 1000 * gb
     )
+    assert not any("SnapStart" in item for _, item in without)
     assert est[("API Gateway", "HTTP API requests")] == pytest.approx(recalls)
     assert est[("Bedrock", "Titan embeddings (queries, facts, related turns)")] == pytest.approx(
         recalls * a.query_tokens
@@ -234,13 +246,16 @@ def test_the_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> Non
     assert "Aurora" not in out and "Assumptions:" not in out
 
 
-def test_the_data_api_profile_idles_on_storage_and_secrets_under_two_dollars() -> None:
-    """DatabaseAccess=data-api with no traffic: no proxy, no endpoints, a paused cluster (list prices)."""
+def test_the_data_api_profile_idles_on_storage_secrets_and_the_snapstart_cache() -> None:
+    """DatabaseAccess=data-api with no traffic: no proxy, no endpoints, a paused cluster (list prices);
+    what stands still is storage, secrets, the alarm and SnapStart's cache (~$7.91 for both functions)."""
     idle = monthly_cost(0, 0, assumptions=CostAssumptions(access="data-api", rds_proxy=False, network="none"))
     services = idle.by_service()
     assert "RDS Proxy" not in services and "VPC" not in services
     assert next(ln for ln in idle.lines if ln.item.startswith("Serverless v2 capacity")).usd == 0
-    assert idle.total_usd <= 2.0, idle.table()
+    cache = next(ln for ln in idle.lines if ln.item.startswith("SnapStart cache"))
+    assert cache.usd == pytest.approx(2 * HOURS_PER_MONTH * 3600 * 0.0000015046)  # ≈ $7.91
+    assert idle.total_usd - cache.usd <= 2.0, idle.table()
     proxy = monthly_cost(0, 0)
     assert proxy.total_usd > 100  # the 0.5 ACU floor, the proxy's 8 ACUs and the endpoints
 
@@ -257,8 +272,8 @@ def test_the_data_api_bills_requests_and_capacity_only_while_awake() -> None:
     assert 0 < capacity(light) < 0.05 * 0.5 * HOURS_PER_MONTH
     assert capacity(busy) >= 0.99 * 0.5 * HOURS_PER_MONTH  # awake all month, plus the load above it
     recalls = next(ln for ln in busy.lines if ln.item.startswith("recall requests"))
-    # four requests, and the answer's 330 KB in 32 KB units (ten more)
-    assert recalls.quantity == pytest.approx(100_000 * DAYS * (4 + 10))
+    # one request, and the answer's 41 KB in 32 KB units (one more)
+    assert recalls.quantity == pytest.approx(100_000 * DAYS * (1 + 1))
     assert any("resumes a month" in w for w in light.warnings)
 
 
@@ -287,5 +302,35 @@ def test_the_cost_command_prices_the_dev_profile(capsys: pytest.CaptureFixture[s
     assert main(["cost", "--stack", "dev", "--json"]) == 0
     estimate = json.loads(capsys.readouterr().out)
     assert estimate["assumptions"]["aurora_min_acu"] == 0 and estimate["assumptions"]["aurora_max_acu"] == 2
-    # The proxy's minimum and the endpoint, at list prices: about $100 a month with no traffic.
-    assert 95 < estimate["total_usd"] < 110
+    # The proxy's minimum, the endpoint and SnapStart's cache, at list prices: about $111 a month idle.
+    assert 105 < estimate["total_usd"] < 118
+
+
+@pytest.mark.parametrize("profile", ["quickstart", "dev", "prod"])
+def test_the_cost_command_knows_samconfigs_profiles_by_name(profile: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    from agent_memory_tools.costs import SAMCONFIG_PROFILES
+
+    samconfig = tomllib.loads((REPO / "samconfig.toml").read_text(encoding="utf-8"))
+    assert set(SAMCONFIG_PROFILES) == {
+        name for name, value in samconfig.items() if isinstance(value, dict) and name != "default"
+    }
+    assert main(["cost", "--stack", profile, "--brief"]) == 0
+    assert "SnapStart cache" in capsys.readouterr().out
+
+
+def test_bare_cost_prints_the_readmes_deployment_and_its_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    """`agent-memory cost` alone is the README's deployment (quickstart, SnapStart on), and the idle
+    figure the README states is the one it prints."""
+    import re
+
+    assert main(["cost", "--json"]) == 0
+    bare = json.loads(capsys.readouterr().out)
+    assert main(["cost", "--stack", "quickstart", "--json"]) == 0
+    assert bare == json.loads(capsys.readouterr().out)
+    assert bare["assumptions"]["access"] == "data-api" and bare["assumptions"]["snapstart"] is True
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    stated = re.search(r"about \$(\d+\.\d\d) a month with\s+no traffic", readme)
+    assert stated, "README lost its idle figure"
+    assert float(stated.group(1)) == pytest.approx(bare["total_usd"], abs=0.005)

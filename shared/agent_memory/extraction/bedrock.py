@@ -1,4 +1,8 @@
-"""Extraction with the Bedrock Converse API (any Converse chat model; Claude 3 Haiku by default).
+"""Extraction with the Bedrock Converse API (any Converse chat model; Amazon Nova 2 Lite through
+the US cross-Region inference profile by default, as AWS's Nova 2 user guide gives its ids: it is
+offered through cross-Region inference only. Claude 3 Haiku, the previous default, reached its end
+of life on 2026-09-10; Claude models after Opus 4.6 are served through Anthropic's Messages API,
+not Converse).
 
 Converse has no JSON output mode common to all models, so the answer is parsed tolerantly
 (see parsing). Throttling, 5xx and timeouts are retried under the shared policy
@@ -19,7 +23,7 @@ from agent_memory_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+DEFAULT_MODEL = "us.amazon.nova-2-lite-v1:0"  # = providers.lifecycle.DEFAULT_EXTRACTION_MODEL
 PROVIDER = "bedrock converse"
 
 

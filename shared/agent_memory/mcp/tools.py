@@ -139,6 +139,9 @@ class ToolMemoryEvent(MemoryEvent):
 class MemoryHistory(BaseModel):
     memory_id: uuid.UUID
     events: list[ToolMemoryEvent]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as cursor to get the next page of events; null on the last page."
+    )
 
 
 class Forgotten(BaseModel):
@@ -220,7 +223,8 @@ recall_memories or list_memories."""
 HISTORY = """\
 The recorded changes of one memory, oldest first (created, refreshed by a restatement, \
 updated, superseded by a newer fact, revived, expiry changed, deleted, expired): use it to \
-explain where a memory came from or why it changed."""
+explain where a memory came from or why it changed. A long history comes in pages: pass \
+next_cursor back as cursor for the next."""
 
 GET_INSTRUCTIONS = """\
 The extraction instructions of the user's project: what remember_conversation (and the service's \
@@ -557,12 +561,18 @@ class MemoryTools:
         held = await self._call(lambda s: s.pending(user_id=who.user_id, project_id=project_id or who.project_id))
         return PendingList(memories=[defused(p, ToolPendingMemory) for p in held])
 
-    async def memory_history(self, ctx: Context, memory_id: MemoryIdArg) -> MemoryHistory:
+    async def memory_history(
+        self,
+        ctx: Context,
+        memory_id: MemoryIdArg,
+        cursor: Annotated[str | None, param(ListRequest, "cursor")] = None,
+    ) -> MemoryHistory:
         who = self._who(ctx)
-        events = await self._call(lambda s: s.history(memory_id, user_id=who.user_id))
-        if not events:
+        page = await self._call(lambda s: s.history_page(memory_id, user_id=who.user_id, cursor=cursor))
+        if not page.events and cursor is None:
             raise tool_error(NotFound(f"no history for memory {memory_id} for this user"))
-        return MemoryHistory(memory_id=memory_id, events=[defused(e, ToolMemoryEvent) for e in events])
+        events = [defused(e, ToolMemoryEvent) for e in page.events]
+        return MemoryHistory(memory_id=memory_id, events=events, next_cursor=page.next_cursor)
 
     async def get_instructions(self, ctx: Context, project_id: ProjectArg = None) -> StoredInstructions:
         who = self._who(ctx)

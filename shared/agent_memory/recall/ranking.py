@@ -113,7 +113,11 @@ def rank_candidates(
         relevance = relevance + plan.date_boost * np.asarray(dated, dtype=np.float64)
     if plan.mmr:
         order = scoring.mmr_select(
-            relevance, np.vstack([c.embedding for c in chosen]), lam=plan.mmr_lambda, limit=limit
+            relevance,
+            np.vstack([c.embedding for c in chosen]),
+            lam=plan.mmr_lambda,
+            limit=limit,
+            sign_codes=any(c.sign_code for c in chosen),
         )
     else:
         order = [int(i) for i in np.argsort(-relevance, kind="stable")[:limit]]

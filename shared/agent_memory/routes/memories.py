@@ -16,7 +16,10 @@ from agent_memory.routes.request import claims
 from agent_memory_contract import schemas
 from agent_memory_contract.errors import InvalidInput, NotFound
 from agent_memory_contract.models import (
+    DEFAULT_HISTORY_PAGE,
     DEFAULT_PAGE,
+    MAX_CURSOR_CHARS,
+    MAX_HISTORY,
     MAX_PAGE,
     Consistency,
     ExportPage,
@@ -31,6 +34,7 @@ from agent_memory_contract.models import (
 from agent_memory_contract.params import spread
 
 router = Router()
+HISTORY_LIMIT_HELP = f"Events per page, 1..{MAX_HISTORY} (a page also stops at 5 MiB of them)."
 
 # A filter travels in the URL as text: kept well under URL limits (a longer one fits POST /recall).
 MAX_FILTER_PARAM = {"list": 512, "object": 2048, "time": 64, "text": 512}
@@ -155,14 +159,18 @@ def update_memory(
 def memory_history(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_HISTORY, description=HISTORY_LIMIT_HELP)] = DEFAULT_HISTORY_PAGE,
+    cursor: Annotated[
+        str | None, Query(max_length=MAX_CURSOR_CHARS, description="The previous page's next_cursor.")
+    ] = None,
     consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
 ) -> schemas.MemoryHistory:
     owner = caller_user_id(claims(router), user_id)
-    events = get_service().history(memory_id, user_id=owner, consistency=consistency)
-    if not events:
+    page = get_service().history_page(memory_id, user_id=owner, limit=limit, cursor=cursor, consistency=consistency)
+    if not page.events and cursor is None:
         # Same answer for another user's memory and for none at all: nothing leaks.
         raise NotFound("no history for this memory and user")
-    return schemas.MemoryHistory(events=events)
+    return page
 
 
 @router.delete(

@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from agent_memory.store.schema.setup import MigrateResult, migrate
 from agent_memory_contract.errors import ConfigurationError, Forbidden, InvalidInput
 from agent_memory_contract.models import MAX_PAGE, ImportLine, StoredIds, UserCount, normalize_content
 from agent_memory_contract.schemas import TenantUsage
+
+if TYPE_CHECKING:
+    from agent_memory.providers.lifecycle import ModelCheck
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +110,16 @@ class Admin:
         self._parts.release_secrets()
 
     # ---- operations -----------------------------------------------------------------------
+
+    def bedrock_models(self, client: Any = None) -> list[ModelCheck]:
+        """Each Bedrock model these settings call, with its lifecycle (GetFoundationModel; a
+        cross-Region profile through GetInferenceProfile); ``client``: a ``bedrock`` client."""
+        from agent_memory.providers import lifecycle
+
+        models = lifecycle.configured_models(self.settings)
+        if not models:
+            return []
+        return lifecycle.check_models(client or lifecycle.bedrock_control_client(self.settings), models)
 
     def migrate(self) -> MigrateResult:
         """Apply pending migrations (idempotent), then set up the application's database roles."""

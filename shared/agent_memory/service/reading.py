@@ -28,6 +28,7 @@ from agent_memory.usage import Meter, metering
 from agent_memory_contract.errors import DatabaseResuming, InputTooLarge, InvalidInput, NotFound
 from agent_memory_contract.inputs import has_visible, lone_surrogate
 from agent_memory_contract.models import (
+    DEFAULT_HISTORY_PAGE,
     DEFAULT_PAGE,
     MAX_EXPLAIN_IDS,
     MAX_HISTORY,
@@ -47,6 +48,7 @@ from agent_memory_contract.models import (
     export_line,
     normalize_content,
 )
+from agent_memory_contract.schemas import MemoryHistory
 
 logger = logging.getLogger(__name__)
 
@@ -287,8 +289,12 @@ class Reading:
         found = self._parts.reads.run(
             lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
         )
-        next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
-        return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
+        # Bounded by bytes too (Lambda's 6 MB answer): a page of large memories ends early and its
+        # cursor carries on from its last memory.
+        kept = pages.fitting(found[:limit])
+        more = len(found) > kept
+        next_cursor = pages.encode_cursor(found[kept - 1]) if more else None
+        return MemoryPage(memories=found[:kept], next_cursor=next_cursor)
 
     def get(self, memory_id: uuid.UUID, *, user_id: str, consistency: Consistency = "eventual") -> MemoryRecord:
         """The user's memory with this id, live or not; NotFound when the user has none (another
@@ -331,6 +337,10 @@ class Reading:
             for event in found:
                 events.setdefault(event.memory_id, []).append(event)
         lines = [export_line(m, events.get(m.id, []) if history else None) for m in page.memories]
+        # Each memory's history makes its line larger than the memory: bounded again, by the lines.
+        kept = pages.fitting(lines)
+        if kept < len(lines):
+            return ExportPage(lines=lines[:kept], next_cursor=pages.encode_cursor(page.memories[kept - 1]))
         return ExportPage(lines=lines, next_cursor=page.next_cursor)
 
     def history(
@@ -348,3 +358,29 @@ class Reading:
             lambda conn: catalog.history(conn, user_id, memory_id, limit=limit), consistency=consistency
         )
         return events
+
+    def history_page(
+        self,
+        memory_id: uuid.UUID | None = None,
+        *,
+        user_id: str,
+        limit: int = DEFAULT_HISTORY_PAGE,
+        cursor: str | None = None,
+        consistency: Consistency = "eventual",
+    ) -> MemoryHistory:
+        """A page of the recorded changes of one memory (or of all the user's), oldest first: at
+        most ``limit`` events and MAX_PAGE_BYTES of them, as a Lambda answer holds them (a few
+        hundred metadata edits of one memory pass 6 MB), ``next_cursor`` carrying on."""
+        if not 1 <= limit <= MAX_HISTORY:
+            raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
+        after = pages.decode_history_cursor(cursor) if cursor is not None else None
+        rows: list[tuple[int, MemoryEvent]] = self._parts.reads.run(
+            lambda conn: catalog.history_page(conn, user_id, memory_id, limit=limit + 1, after=after),
+            consistency=consistency,
+        )
+        events = [event for _, event in rows[:limit]]
+        kept = pages.fitting(events)
+        if kept < len(rows):
+            last_id, last = rows[kept - 1]
+            return MemoryHistory(events=events[:kept], next_cursor=pages.encode_history_cursor(last.at, last_id))
+        return MemoryHistory(events=events, next_cursor=None)

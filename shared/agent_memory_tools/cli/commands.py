@@ -15,7 +15,14 @@ from agent_memory.ingest.importing import ImportReport
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.kinds import EXIT_ERROR, EXIT_OK
-from agent_memory_contract.models import MemoryRecord, NewMemory, RecallQuery, RecallResult, describe_errors
+from agent_memory_contract.models import (
+    MAX_HISTORY,
+    MemoryRecord,
+    NewMemory,
+    RecallQuery,
+    RecallResult,
+    describe_errors,
+)
 from agent_memory_tools.cli.memories import filters_of
 from agent_memory_tools.cli.output import Progress, emit, read_jsonl
 from agent_memory_tools.cli.text import for_humans, write_memories, write_recall, write_settings
@@ -203,9 +210,16 @@ def cmd_forget(service: Memory, args: argparse.Namespace) -> int:
 
 
 def cmd_history(service: Memory, args: argparse.Namespace) -> int:
-    for event in service.history(args.id, user_id=args.user, limit=args.limit):
-        emit(event)
-    return EXIT_OK
+    # Page after page (the pages the API answers), up to --limit events in all.
+    left, cursor = args.limit, None
+    while True:
+        page = service.history_page(args.id, user_id=args.user, limit=min(left, MAX_HISTORY), cursor=cursor)
+        for event in page.events:
+            emit(event)
+        left -= len(page.events)
+        if page.next_cursor is None or left <= 0:
+            return EXIT_OK
+        cursor = page.next_cursor
 
 
 def cmd_purge(service: Memory, args: argparse.Namespace) -> int:

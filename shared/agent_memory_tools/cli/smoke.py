@@ -1,8 +1,11 @@
 """``agent-memory smoke --url URL``: is a deployed stack (or ``agent-memory serve``) working, end to end?
 
 Against the API at URL, as the user a caller would be (IAM-signed with ``--user``, or the ``sub``
-of ``--token``): remember two facts, recall them, list them, call the MCP endpoint's tools, forget
-them and check they are gone. Each check prints PASS or FAIL with the reason; the last line is the
+of ``--token``): with ``--stack``, first check that the stack's Bedrock models are still offered;
+remember two facts, recall them, list them, call the MCP endpoint's tools, hand over a conversation
+(POST /conversations: extracted by the LLM, embedded, stored) and recall what it yielded within
+``WRITE_PATH_WAIT_S`` (a FAIL names the stage: extract, store or recall), forget everything the
+run stored and check it is gone. Each check prints PASS or FAIL with the reason; the last line is the
 verdict, and the exit code says it too (0 PASS, 1 FAIL). Everything lives in a project of its own
 (``smoke-<random>``) and only what the run created is deleted, so it is safe on a stack in use.
 """
@@ -14,12 +17,12 @@ import contextlib
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.service import Memory
-from agent_memory_contract.errors import AgentMemoryError, DatabaseResuming, NotFound
+from agent_memory_contract.errors import AgentMemoryError, DatabaseResuming, NotFound, ProviderError
 from agent_memory_contract.kinds import EXIT_OK
 from agent_memory_tools.cli.output import emit
 
@@ -30,6 +33,11 @@ if TYPE_CHECKING:
 EXIT_FAILED = 1
 MCP_TOOL = "recall_memories"
 RESUME_POLL_S = 5.0
+# A conversation handed over must be recallable within this (POST /conversations stores before it
+# answers; the wait covers a reader's lag).
+WRITE_PATH_WAIT_S = 30.0
+WRITE_PATH_POLL_S = 1.0
+OPTIONAL_CHECKS = ("mcp", "conversation")  # what run_smoke's ``skip`` may name
 STDIN = "-"
 
 
@@ -72,6 +80,15 @@ def _hint(message: str) -> str:
     return next((hint for status, hint in HINTS.items() if status in message), "")
 
 
+@dataclass(frozen=True)
+class Waits:
+    """How long a run waits, in seconds."""
+
+    request_s: float = 30.0  # for each request's answer
+    resume_s: float = 60.0  # for a paused database (DatabaseMinCapacity=0) to resume
+    write_path_s: float = WRITE_PATH_WAIT_S  # for a conversation handed over to be recallable
+
+
 @dataclass
 class _Steps:
     """The checks of one run, in order, on the stack behind ``client``; what they stored."""
@@ -81,8 +98,7 @@ class _Steps:
     mode: Auth
     token: str | None
     region: str | None
-    timeout: float
-    resume_wait_s: float
+    waits: Waits
     user: str | None
     project: str = field(default_factory=lambda: f"smoke-{uuid.uuid4().hex[:12]}")
     marker: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
@@ -98,7 +114,7 @@ class _Steps:
                 break
             except DatabaseResuming:
                 # A paused Aurora cluster (DatabaseMinCapacity=0) takes ~15 s to resume; nothing was stored.
-                if waited >= self.resume_wait_s:
+                if waited >= self.waits.resume_s:
                     raise
                 time.sleep(RESUME_POLL_S)
                 waited += RESUME_POLL_S
@@ -136,15 +152,51 @@ class _Steps:
             self.user,
             self.project,
             self.region,
-            self.timeout,
+            self.waits.request_s,
             self.marker,
         )
+
+    def conversation(self) -> str:
+        # The write path as a chat app uses it: a finished conversation is extracted (the LLM),
+        # embedded and stored, then recallable. The stage that fails is named.
+        marker = self.marker
+        messages = [
+            {"role": "user", "content": f"For project {marker}: I always use Helix as my editor."},
+            {"role": "assistant", "content": "Noted, Helix it is."},
+            {"role": "user", "content": f"And I prefer Fish as my shell for {marker}."},
+        ]
+        try:
+            outcome = self.client.add_messages(
+                messages, user_id=self.user, project_id=self.project, conversation_id=f"smoke-{marker}"
+            )
+        except ProviderError as exc:
+            raise AssertionError(f"stage extract: the extraction model failed ({exc})") from exc
+        new = [str(f.id) for f in outcome.facts if f.action == "created"] or [str(i) for i in outcome.ids]
+        for memory_id in new:
+            if memory_id not in self.created:
+                self.created.append(memory_id)
+                self.stored.append(memory_id)
+        assert outcome.extracted > 0, f"stage extract: the model kept no fact from the conversation ({outcome.status})"
+        assert outcome.ids, f"stage store: {outcome.extracted} extracted, none stored ({outcome.status})"
+        limit = self.waits.write_path_s
+        waited, started = 0.0, time.perf_counter()
+        while True:
+            result = self.client.recall(
+                f"which editor for project {marker}", user_id=self.user, project_id=self.project, consistency="strong"
+            )
+            if {str(m.id) for m in result.memories} & {str(i) for i in outcome.ids}:
+                break
+            waited = time.perf_counter() - started
+            assert waited < limit, f"stage recall: {len(outcome.ids)} stored, none recalled after {limit:.0f} s"
+            time.sleep(WRITE_PATH_POLL_S)
+        stored = f"{outcome.extracted} extracted, {len(outcome.ids)} stored"
+        return f"{stored}, recalled after {waited:.1f} s (limit {limit:.0f} s)"
 
     def forget(self) -> str:
         for memory_id in list(self.stored):
             assert self.client.forget_memory(memory_id, user_id=self.user), f"{memory_id} was not there to forget"
             self.stored.remove(memory_id)
-        return "2 forgotten"
+        return f"{len(self.created)} forgotten"
 
     def gone(self) -> str:
         # The project's list also holds the user's memories of no project: only this run's must be gone.
@@ -171,12 +223,13 @@ def run_smoke(
     auth: Auth | None = None,
     user_id: str | None = None,
     region: str | None = None,
-    mcp: bool = True,
-    timeout: float = 30.0,
-    resume_wait_s: float = 60.0,
+    skip: Collection[str] = (),
+    bedrock_settings: Any = None,
+    waits: Waits = Waits(),
     report: Callable[[dict[str, Any]], None] | None = None,
 ) -> SmokeRun:
-    """Remember, recall, list, MCP, forget against ``url``; returns every check's outcome."""
+    """Models (with ``bedrock_settings``: the stack's), remember, recall, list, MCP, the conversation,
+    forget against ``url``; returns every check's outcome. ``skip``: of OPTIONAL_CHECKS, those not to run."""
     # Imported here: the HTTP client costs the other commands' start-up for nothing.
     from agent_memory_client import MemoryClient
     from agent_memory_client.calls import infer_auth
@@ -185,8 +238,8 @@ def run_smoke(
     mode = infer_auth(url, auth, token)
     # With a token the user is its 'sub' (the API refuses any other); else this run's own user.
     user = None if mode == "jwt" else (user_id or f"agent-memory-smoke-{uuid.uuid4().hex[:8]}")
-    client = MemoryClient(url, auth=mode, token=token, region=region, timeout=timeout)
-    steps = _Steps(url, client, mode, token, region, timeout, resume_wait_s, user)
+    client = MemoryClient(url, auth=mode, token=token, region=region, timeout=waits.request_s)
+    steps = _Steps(url, client, mode, token, region, waits, user)
 
     def step(name: str, body: Callable[[], str]) -> bool:
         ok = run.check(name, body)
@@ -195,11 +248,15 @@ def run_smoke(
         return ok
 
     try:
+        if bedrock_settings is not None and not step("models", lambda: models_check(bedrock_settings)):
+            return run
         if step("remember", steps.remember):
             step("recall", steps.recall)
             step("list", steps.listed)
-            if mcp:
+            if "mcp" not in skip:
                 step("mcp", steps.mcp_tools)
+            if "conversation" not in skip:
+                step("conversation", steps.conversation)
             if step("forget", steps.forget):
                 step("gone", steps.gone)
     finally:
@@ -237,6 +294,44 @@ async def _mcp_recall(
     return f"{len(tools)} tools, {MCP_TOOL} returned the memory"
 
 
+STACK_SETTINGS = {
+    "LlmProvider": "llm_provider",
+    "LlmModel": "llm_model",
+    "EmbeddingProvider": "embedding_provider",
+    "EmbeddingModel": "embedding_model",
+    "RerankProvider": "rerank_provider",
+    "RerankModel": "rerank_model",
+    "BedrockRegion": "bedrock_region",
+}
+
+
+def stack_settings(cloudformation: Any, stack: str) -> Any:
+    """The model settings a deployed stack runs with, from its parameters (DescribeStacks)."""
+    from agent_memory.config import Settings
+
+    described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+    values = {p["ParameterKey"]: p.get("ResolvedValue", p.get("ParameterValue", "")) for p in described["Parameters"]}
+    overrides = {field: values[key] for key, field in STACK_SETTINGS.items() if str(values.get(key) or "").strip()}
+    region = str(described["StackId"]).split(":")[3]
+    overrides.setdefault("bedrock_region", region)
+    return Settings(**overrides)
+
+
+def models_check(settings: Any, bedrock: Any = None) -> str:
+    """Each Bedrock model the stack calls is ACTIVE (or LEGACY, with a warning naming its end of life);
+    one past its end of life or missing fails, naming it and what to set instead."""
+    service = Memory(settings)
+    try:
+        checks = service.admin.bedrock_models(bedrock)
+    finally:
+        service.close()
+    if not checks:
+        return "no Bedrock model configured"
+    failed = [c.message() for c in checks if not c.ok]
+    assert not failed, "; ".join(failed)
+    return "; ".join(("WARNING " if c.warning else "") + c.message() for c in checks)
+
+
 def cmd_smoke(service: Memory, args: argparse.Namespace) -> int:
     del service  # the stack under test is at --url; nothing local is touched
     token: str | None = args.token
@@ -246,16 +341,22 @@ def cmd_smoke(service: Memory, args: argparse.Namespace) -> int:
     def line(check: dict[str, Any]) -> None:
         if not args.json:
             status = "PASS" if check["ok"] else "FAIL"
-            print(f"{status}  {check['check']:<9} {check['detail']} ({check['ms']} ms)", flush=True)
+            print(f"{status}  {check['check']:<12} {check['detail']} ({check['ms']} ms)", flush=True)
 
+    settings = None
+    if args.stack:
+        import boto3
+
+        settings = stack_settings(boto3.client("cloudformation", region_name=args.region), args.stack)
     run = run_smoke(
         args.url,
+        bedrock_settings=settings,
         token=token or None,
         auth=args.auth,
         user_id=args.user,
         region=args.region,
-        mcp=not args.no_mcp,
-        timeout=args.timeout,
+        skip=[name for name, off in (("mcp", args.no_mcp), ("conversation", args.no_write_path)) if off],
+        waits=Waits(request_s=args.timeout),
         report=line,
     )
     passed = sum(1 for c in run.checks if c["ok"])
@@ -276,7 +377,7 @@ def register(add: AddCommand) -> None:
         "smoke",
         cmd_smoke,
         "check a deployed stack (or `agent-memory serve`) end to end: remember, recall, list, the MCP tools, "
-        "forget; PASS or FAIL, exit 0 or 1",
+        "a conversation, forget; PASS or FAIL, exit 0 or 1",
     )
     p.add_argument("--url", required=True, help="the API's URL (the stack's ApiUrl output)")
     p.add_argument(
@@ -291,5 +392,15 @@ def register(add: AddCommand) -> None:
     p.add_argument("--user", help="the user to act as without a token (default: a new agent-memory-smoke-* user)")
     p.add_argument("--region", help="the API's region for SigV4 (default: from the URL)")
     p.add_argument("--no-mcp", action="store_true", help="skip the MCP check")
+    p.add_argument(
+        "--stack",
+        help="the stack's name: first check that each Bedrock model it is configured with is still offered "
+        "(GetFoundationModel's lifecycle; LEGACY warns, past its end of life fails)",
+    )
+    p.add_argument(
+        "--no-write-path",
+        action="store_true",
+        help="skip the conversation check (POST /conversations: extracted by the LLM, embedded, recallable)",
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")

@@ -45,11 +45,12 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack",
         choices=sorted(costs.PRESETS),
-        default="created-database",
-        help="created-database: the template with CreateDatabase=true (Aurora Serverless v2, RDS Proxy, a "
-        "bedrock-runtime endpoint); dev: samconfig.toml's dev profile (the same at 0-2 ACU, pausing when idle); "
-        "existing-micro: CreateDatabase=false on an RDS db.t4g.micro, functions outside any VPC; data-api: "
-        "DatabaseAccess=data-api (as --access data-api)",
+        default=costs.DEFAULT_PRESET,
+        help="samconfig.toml's profiles: quickstart (the default, the README's deployment: the created cluster "
+        "through the Data API, pausing when idle), dev (behind RDS Proxy at 0-2 ACU, pausing when idle), prod "
+        "(an existing database, counted as a db.t4g.micro); or created-database (the template's defaults with "
+        "CreateDatabase=true: Aurora Serverless v2, RDS Proxy, a bedrock-runtime endpoint), existing-micro, "
+        "data-api (as --access data-api)",
     )
     parser.add_argument(
         "--access",
@@ -65,6 +66,9 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-acu", type=float, help="DatabaseMaxCapacity (default 4; raise it when the index outgrows the cache)"
     )
     parser.add_argument("--no-llm", action="store_true", help="rules extraction (LlmProvider=rules): no chat calls")
+    parser.add_argument(
+        "--no-snapstart", action="store_true", help="SnapStart=None: no snapshot cache, cold starts run INIT"
+    )
     parser.add_argument("--brief", action="store_true", help="the line items only, no assumptions")
 
 
@@ -83,6 +87,8 @@ def _estimate(args: argparse.Namespace) -> costs.CostEstimate:
         changes["aurora_max_acu"] = args.max_acu
     if args.no_llm:
         changes.update(extraction_input_tokens=0, extraction_output_tokens=0, ingest_duration_ms_per_conversation=200)
+    if args.no_snapstart:
+        changes["snapstart"] = False
     if args.database:
         changes["database"] = args.database
     if args.network:

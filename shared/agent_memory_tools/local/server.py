@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, urlsplit
 from agent_memory.http import openapi as http_openapi
 from agent_memory.http.oauth import MCP_PATH, PUBLIC_PATHS, bearer_challenge
 from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.models import LAMBDA_RESPONSE_BYTES
 from agent_memory_contract.retry import RETRY_AFTER_S
 from agent_memory_tools.local import runtime
 
@@ -393,7 +394,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.command, self.path, headers_in, body, source_ip=self.client_address[0], claims=claims
         )
         try:
-            status, headers, data = http_answer(self.api(event))
+            result = self.api(event)
+            if len(json.dumps(result)) > LAMBDA_RESPONSE_BYTES:
+                # Lambda refuses the invocation (Function.ResponseSizeTooLarge) and API Gateway
+                # answers 502: serve keeps the same limit, so tests meet it.
+                logger.error("the function's answer is over Lambda's 6 MB response limit")
+                self._message(HTTPStatus.BAD_GATEWAY, "Internal Server Error")
+                return
+            status, headers, data = http_answer(result)
         except Exception:
             # A crashed function: API Gateway answers 500 with this body.
             logger.exception("the function failed")

@@ -256,10 +256,20 @@ export class MemoryClient {
     return answer.versions;
   }
 
-  /** Every recorded change of one of the user's memories, oldest first (NotFound if none). */
-  async history(memoryId: string, query: HistoryQuery = {}): Promise<MemoryEvent[]> {
-    const answer = await this.run<{ events: MemoryEvent[] }>({ method: "GET", path: `/memories/${idPath(memoryId)}/history`, query });
-    return answer.events;
+  /** Every recorded change of one of the user's memories, oldest first, page after page (NotFound if none). */
+  async history(memoryId: string, query: Omit<HistoryQuery, "cursor"> = {}): Promise<MemoryEvent[]> {
+    const events: MemoryEvent[] = [];
+    let cursor: string | undefined;
+    do {
+      const answer = await this.run<{ events: MemoryEvent[]; next_cursor?: string | null }>({
+        method: "GET",
+        path: `/memories/${idPath(memoryId)}/history`,
+        query: { ...query, cursor },
+      });
+      events.push(...answer.events);
+      cursor = answer.next_cursor ?? undefined;
+    } while (cursor);
+    return events;
   }
 
   /** The user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first: never recalled until approved. */

@@ -774,11 +774,15 @@ export interface components {
         };
         /**
          * MemoryHistory
-         * @description GET /memories/{id}/history: every recorded change of one memory, oldest first.
+         * @description GET /memories/{id}/history: a page of one memory's recorded changes, oldest first; pass
+         *     ``next_cursor`` for the next page (None: the last). A page stops at ``limit`` events or at
+         *     MAX_PAGE_BYTES of them, whichever comes first.
          */
         MemoryHistory: {
             /** Events */
             events: components["schemas"]["MemoryEvent"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
         };
         /**
          * MemoryPage
@@ -2479,6 +2483,10 @@ export interface operations {
             query?: {
                 /** @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database. */
                 consistency?: "eventual" | "strong";
+                /** @description The previous page's next_cursor. */
+                cursor?: string | null;
+                /** @description Events per page, 1..10000 (a page also stops at 5 MiB of them). */
+                limit?: number;
                 user_id?: string | null;
             };
             header?: never;

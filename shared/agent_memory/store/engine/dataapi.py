@@ -21,13 +21,14 @@ here: a connection-only attribute raises ConfigurationError naming it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import decimal
 import json
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -433,6 +434,12 @@ class DataApiConnection:
     pipeline_transactions = False  # nothing to pipeline: every statement is its own request
     broken = False
 
+    # Recall asks for its candidates' vectors as sign bits (store.memories.recall): every answer
+    # is JSON text under the Data API's 1 MiB limit.
+    sign_code_vectors = True
+    # Reads run as one statement (read_as_user below), not a four-request transaction.
+    single_statement_reads = True
+
     def __init__(self, api: DataApi) -> None:
         self.api = api
         self.closed = False
@@ -537,3 +544,80 @@ def _psycopg_error(exc: StatementFailed) -> psycopg.Error:
         except KeyError:
             cls = psycopg.DatabaseError
     return cls(str(exc))
+
+
+_HINT_CASTS = {
+    "DATE": "date",
+    "TIME": "time",
+    "TIMESTAMP": "timestamp",
+    "UUID": "uuid",
+    "DECIMAL": "numeric",
+    "JSON": "jsonb",
+}
+
+
+def _constant(text: str) -> Callable[[re.Match[str]], str]:
+    return lambda _match: text
+
+
+def _from_params(text: str, parameters: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """A composed statement's ``:name`` placeholders as reads of ``$1``, a jsonb object of the
+    values' text forms, typed as the Data API would type the parameters."""
+    values: dict[str, Any] = {}
+    for parameter in parameters:
+        name, field = parameter["name"], parameter["value"]
+        read = f"($1->>'{name}')"
+        if field.get("isNull"):
+            expression = "NULL"
+            values[name] = None
+        elif "stringValue" in field:
+            expression = f"({read}::{_HINT_CASTS.get(parameter.get('typeHint', ''), 'varchar')})"
+            values[name] = field["stringValue"]
+        elif "longValue" in field:
+            expression, values[name] = f"({read}::bigint)", str(field["longValue"])
+        elif "doubleValue" in field:
+            expression, values[name] = f"({read}::float8)", repr(float(field["doubleValue"]))
+        elif "booleanValue" in field:
+            expression, values[name] = f"({read}::boolean)", "true" if field["booleanValue"] else "false"
+        elif "blobValue" in field:
+            # The request's blobValue is raw bytes (botocore base64-encodes it); inside jsonb, its base64 text.
+            blob = field["blobValue"]
+            text_form = base64.b64encode(blob).decode() if isinstance(blob, bytes | bytearray) else str(blob)
+            expression, values[name] = f"decode({read}, 'base64')", text_form
+        else:
+            raise psycopg.ProgrammingError(f"parameter {name} has no value")
+        # A function, not a replacement string: the expression's backslashes are not escapes.
+        text = re.sub(rf"(?<!:):{name}\b", _constant(expression), text)
+    return text, values
+
+
+def read_as_user(
+    conn: DataApiConnection,
+    query: str,
+    params: Mapping[str, Any],
+    settings: Mapping[str, str],
+    meta_key: str | None,
+) -> tuple[list[Any], Any]:
+    """One read under row-level security in a single Data API request (migration 0017): the
+    settings (the user first) set for the statement's own transaction, then ``query``, whose rows
+    come back as jsonb values (the query selects ``to_jsonb(...)``); and the vector schema's
+    fingerprint from agent_memory_meta, read in the same snapshot (no lock needed: one statement
+    cannot see a switch half-way)."""
+    text, parameters = compose(query, params)
+    inner, values = _from_params(text, parameters)
+    fingerprint = "(SELECT value FROM agent_memory_meta WHERE key = :meta_key)" if meta_key else "NULL"
+    statement = (
+        "SELECT agent_memory_read_as(CAST(:settings AS jsonb), :query, CAST(:params AS jsonb)) AS row, "
+        f"{fingerprint} AS fingerprint"
+    )
+    arguments = [
+        {"name": "settings", "value": {"stringValue": json.dumps(dict(settings))}},
+        {"name": "query", "value": {"stringValue": inner}},
+        {"name": "params", "value": {"stringValue": json.dumps(values)}},
+    ]
+    if meta_key:
+        arguments.append({"name": "meta_key", "value": {"stringValue": meta_key}})
+    cursor = conn.cursor()
+    cursor._load(conn.run_statement(statement, arguments))
+    rows = cursor.fetchall()
+    return [row[0] for row in rows], rows[0][1] if rows else None

@@ -55,6 +55,19 @@ def _stored(row: dict[str, Any]) -> StoredInstructions:
 def latest_instructions(conn: Connection, user_id: str, project_id: str | None) -> StoredInstructions | None:
     """The project's current instructions, None when it has none stored; one round trip."""
     params = {"user_id": user_id, "project_key": project_key(project_id)}
+    if getattr(conn, "single_statement_reads", False):
+        # Over the RDS Data API one request, the scope inside the statement (migration 0017): read on
+        # every ingested conversation, so it costs what the receipt check costs.
+        from agent_memory.store.engine import dataapi
+
+        documents, _ = dataapi.read_as_user(
+            conn,  # type: ignore[arg-type]
+            f"SELECT to_jsonb(r) FROM ({_LATEST}) AS r",
+            params,
+            {"agent_memory.user_id": user_id},
+            None,
+        )
+        return _stored(documents[0]) if documents else None
     rows = read_as_user(conn, user_id, _LATEST, params)
     return _stored(rows[0]) if rows else None
 

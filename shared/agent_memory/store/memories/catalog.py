@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 
 from psycopg import sql
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.transactions import maintenance_transaction, user_transaction
@@ -47,17 +47,42 @@ def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, sourc
     return row is not None
 
 
+_EVENT_COLUMNS = "memory_id, event, at, source, content, related_id, project_id, detail, write_id"
+
+
 def history(
     conn: Connection, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
 ) -> list[MemoryEvent]:
     """The recorded changes of one memory, or of all of a user's memories, oldest first."""
+    return [event for _, event in history_page(conn, user_id, memory_id, limit=limit)]
+
+
+def history_page(
+    conn: Connection,
+    user_id: str,
+    memory_id: uuid.UUID | None = None,
+    *,
+    limit: int,
+    after: tuple[dt.datetime, int] | None = None,
+) -> list[tuple[int, MemoryEvent]]:
+    """Up to ``limit`` recorded changes, oldest first, each with its event id (the cursor's key with
+    ``at``); ``after``: the (at, id) of the previous page's last event."""
     query = (
-        "SELECT memory_id, event, at, source, content, related_id, project_id, detail, write_id FROM memory_events "
+        f"SELECT id, {_EVENT_COLUMNS} FROM memory_events "
         "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+        "AND (%(after_at)s::timestamptz IS NULL OR (at, id) > (%(after_at)s, %(after_id)s)) "
         "ORDER BY at, id LIMIT %(limit)s"
     )
-    with user_transaction(conn, user_id), conn.cursor(row_factory=class_row(MemoryEvent)) as cur:
-        return cur.execute(query, {"user_id": user_id, "memory_id": memory_id, "limit": limit}).fetchall()
+    params = {
+        "user_id": user_id,
+        "memory_id": memory_id,
+        "limit": limit,
+        "after_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+    }
+    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(query, params).fetchall()
+    return [(row.pop("id"), MemoryEvent(**row)) for row in rows]
 
 
 _USER_COUNTS = """

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_memory.records import IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
-from agent_memory.store.accounts.usage import add_usage
+from agent_memory.store.accounts.usage import UPSERT_USAGE, add_usage, usage_params
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.transactions import pipelined_transaction, read_as_user, user_transaction_with
 from agent_memory.store.memories.writes import (
@@ -31,14 +31,34 @@ from agent_memory.usage import UsageRow
 
 
 def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
-    """Whether this exact ingest message was already written (a redelivery); one round trip."""
-    found = read_as_user(conn, user_id, _RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash})
+    """Whether this exact ingest message was already written (a redelivery); one round trip (over
+    the RDS Data API one request, the scope inside the statement as recall's: migration 0017)."""
+    params = {"user_id": user_id, "hash": message_hash}
+    if getattr(conn, "single_statement_reads", False):
+        from agent_memory.store.engine import dataapi
+
+        documents, _ = dataapi.read_as_user(
+            conn,  # type: ignore[arg-type]
+            f"SELECT to_jsonb(r) FROM ({_RECEIPT_AND_SERVER}) AS r",
+            params,
+            {"agent_memory.user_id": user_id},
+            None,
+        )
+        return Receipt(bool(documents[0]["found"]), dt.datetime.fromisoformat(documents[0]["server_started"]))
+    found = read_as_user(conn, user_id, _RECEIPT_AND_SERVER, params)
     return Receipt(bool(found[0]["found"]), found[0]["server_started"])
 
 
 _RECEIPT = "SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s"
 # The receipt, and which run of the server answers (see UnflushedWrites): the same round trip.
 _RECEIPT_AND_SERVER = f"SELECT EXISTS ({_RECEIPT}) AS found, pg_postmaster_start_time() AS server_started"
+
+
+_INSERT_RECEIPT = (
+    "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) "
+    "VALUES (%(user_id)s, %(hash)s, %(conversation_id)s, %(n)s)"
+)
+_RECEIPT_AND_USAGE = f"WITH usage_upsert AS ({UPSERT_USAGE.strip()}) {_INSERT_RECEIPT}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,11 +205,11 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
             sent_replaced = send_supersede(
                 conn, user_id, [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
             )
-        conn.execute(
-            "INSERT INTO ingested_messages (user_id, message_hash, conversation_id, memories) VALUES (%s, %s, %s, %s)",
-            [user_id, message_hash, conversation_id, len(rows)],
-        )
-        add_usage(conn, user_id, usage)
+        receipt_values = {"user_id": user_id, "hash": message_hash, "conversation_id": conversation_id, "n": len(rows)}
+        if usage:  # the receipt and the usage in one statement (one request fewer over the Data API)
+            conn.execute(_RECEIPT_AND_USAGE, {**receipt_values, **usage_params(user_id, usage)})
+        else:
+            conn.execute(_INSERT_RECEIPT, receipt_values)
     # What the last statements returned, read after COMMIT (they travelled with it).
     upsert.take(outcomes)
     updated, replaced = superseded_pairs(sent_updated), superseded_pairs(sent_replaced)

@@ -9,11 +9,14 @@ read together they show what the single round trip does.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import datetime as dt
 import functools
 import re
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,13 +26,13 @@ from psycopg import sql
 
 from agent_memory.records import Candidate, Window
 from agent_memory.store.accounts.usage import UPSERT_USAGE, usage_params
-from agent_memory.store.engine.connection import Connection, vector_column
+from agent_memory.store.engine.connection import Connection, vector_column, vector_schema_of
 from agent_memory.store.engine.transactions import read_as_user
 from agent_memory.store.indexes.dense import HNSW_VECTOR_MAX_DIM, ann_expression
 from agent_memory.store.memories.filters import dense_filters_sql
 from agent_memory.store.memories.scope import Scope, ScopeShape, scope_params, scope_sql
 from agent_memory.usage import UsageRow
-from agent_memory_contract.errors import StatementTimeout
+from agent_memory_contract.errors import SchemaChanged, StatementTimeout
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
 
@@ -51,16 +54,24 @@ WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
 ), fts AS (
     {text_leg}
 ){date_leg}
-SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
+{json_open}SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
-       m.{vec} AS embedding, {distance} AS distance, {text_rank} AS text_rank,
+       {embedding}, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text,
        {dense_flag} AS dense_user{date_column}
 FROM user_memories m
-WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs})
+WHERE m.user_id = %(user_id)s AND m.id IN ({all_legs}){json_close}
 """
 _DISTANCE = "m.{vec} <=> %(query_vector)s"
+# Over the RDS Data API every value is JSON text and an answer stops at 1 MiB: a 1024-d vector is
+# ~11 KB as text, and a recall's 150-300 candidates at limit 50 would need 2-3 MB. MMR only compares
+# candidates with each other, so they come back as their sign bits (pgvector's binary_quantize,
+# 128 bytes, ~172 in base64): ranking estimates each pair's cosine from the bits that differ
+# (agent_memory.recall.scoring.mmr_select). The query's distance is still computed on the full
+# vectors, in the statement.
+_EMBEDDING = "m.{vec} AS embedding"
+_EMBEDDING_SIGNS = "encode(varbit_send(binary_quantize(m.{vec})), 'base64') AS embedding_signs"
 _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 
 # Two shapes, by whether the user is dense (agent_memory_dense_users, agent_memory.store.indexes.partitions).
@@ -149,6 +160,8 @@ class HybridShape:
     dense: bool = False  # the dense shape (see _DENSE_TERMS_CTE)
     # Above 2,000, the dimension of the halfvec cast a dense user's HNSW index is on (0 otherwise).
     half_dimension: int = 0
+    sign_codes: bool = False  # the candidates' vectors as their sign bits (the Data API: see _EMBEDDING_SIGNS)
+    as_json: bool = False  # each row one jsonb value (one statement through agent_memory_read_as)
 
 
 @functools.lru_cache(maxsize=256)
@@ -196,6 +209,9 @@ def hybrid_sql(shape: HybridShape) -> str:
             text_leg=text_leg,
             dense_flag=flag,
             vec=vec,
+            embedding=sql.SQL(_EMBEDDING_SIGNS if shape.sign_codes else _EMBEDDING).format(vec=vec),
+            json_open=sql.SQL("SELECT to_jsonb(r) FROM (" if shape.as_json else ""),
+            json_close=sql.SQL(") AS r" if shape.as_json else ""),
             date_leg=sql.SQL(_DATE_LEG).format(scope=where, vec=vec) if shape.dated else sql.SQL(""),
             distance=sql.SQL(_DISTANCE).format(vec=vec),
             text_rank=sql.SQL(_TEXT_RANK).format(tsq=tsq),
@@ -257,6 +273,8 @@ def hybrid_candidates(
         dated=dated,
         dense=DENSE_USERS.seen(scope.user_id) and not timed,
         half_dimension=dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
+        sign_codes=bool(getattr(conn, "sign_code_vectors", False)),
+        as_json=bool(getattr(conn, "single_statement_reads", False)),
     )
     for _attempt in range(_MAX_STATEMENTS):
         values = {**params, **usage_params(scope.user_id, usage)} if shape.usage else params
@@ -335,9 +353,51 @@ def _run_hybrid(
         # (a crash may lose the last moment's counts, never a memory), so the read stays as fast.
         local["synchronous_commit"] = "off"
     try:
+        if getattr(conn, "single_statement_reads", False):
+            return _read_in_one_statement(conn, query, params, local)
         return read_as_user(conn, params["user_id"], query, params, settings=local, vectors=True)
     except psycopg.errors.QueryCanceled as exc:
         raise StatementTimeout(f"recall query exceeded statement_timeout ({statement_timeout_ms} ms)") from exc
+
+
+def _read_in_one_statement(
+    conn: Connection, query: str, params: dict[str, Any], local: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The Data API's read: the scope and settings inside the statement (one request, no
+    transaction; migration 0017), the rows back from jsonb with the types the other path gives."""
+    from agent_memory.store.engine import dataapi
+
+    schema = vector_schema_of(conn)
+    settings = {
+        "agent_memory.user_id": params["user_id"],
+        **{name: value for name, value in local.items() if name != "statement_timeout"},
+    }
+    documents, fingerprint = dataapi.read_as_user(
+        conn,  # type: ignore[arg-type]
+        query,
+        params,
+        settings,
+        schema.meta_key if schema is not None else None,
+    )
+    if documents and schema is not None and fingerprint != schema.fingerprint:
+        raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
+    return [_typed(document) for document in documents]
+
+
+_UUIDS = ("id", "superseded_by")
+_TIMES = ("created_at", "updated_at", "expires_at", "superseded_at")
+
+
+def _typed(document: dict[str, Any]) -> dict[str, Any]:
+    """A candidate row from its jsonb form: ids and timestamps back to their Python types."""
+    row = dict(document)
+    for name in _UUIDS:
+        if row.get(name) is not None:
+            row[name] = uuid.UUID(row[name])
+    for name in _TIMES:
+        if row.get(name) is not None:
+            row[name] = dt.datetime.fromisoformat(row[name])
+    return row
 
 
 def _candidate(row: dict[str, Any]) -> Candidate:
@@ -355,11 +415,25 @@ def _candidate(row: dict[str, Any]) -> Candidate:
         superseded_by=row["superseded_by"],
         superseded_at=row["superseded_at"],
         metadata=row["metadata"] or {},
-        embedding=np.asarray(row["embedding"].to_numpy(), dtype=np.float32),
+        embedding=_sign_vector(row["embedding_signs"]) if "embedding_signs" in row else _vector(row["embedding"]),
         distance=float(row["distance"]),
         text_rank=float(row["text_rank"]),
         in_vector=row["in_vector"],
         in_text=row["in_text"],
         injection=tuple(row["injection"] or ()),
         in_date=bool(row.get("in_date", False)),
+        sign_code="embedding_signs" in row,
     )
+
+
+def _vector(value: Any) -> np.ndarray:
+    return np.asarray(value.to_numpy(), dtype=np.float32)
+
+
+def _sign_vector(encoded: str) -> np.ndarray:
+    """pgvector's bit(d) as varbit_send gives it (a 4-byte big-endian length, then the bits),
+    base64-encoded: a unit vector of +-1/sqrt(d)."""
+    raw = base64.b64decode(encoded)
+    bits = int.from_bytes(raw[:4], "big")
+    signs = np.unpackbits(np.frombuffer(raw[4:], dtype=np.uint8))[:bits].astype(np.float32) * 2 - 1
+    return signs / np.float32(np.sqrt(bits))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from psycopg import sql
+
 from agent_memory.config import Settings
 from agent_memory.providers.aws import app_db_credentials
 from agent_memory.store.engine.connection import Connection, Database
@@ -61,5 +63,17 @@ def _ensure_app_login(conn: Connection, settings: Settings) -> AppLogin | None:
     if name is None:
         return None
     result = ensure_app_login(conn, name, password=password, iam=settings.app_db_iam_auth)
+    if settings.db_cluster_arn:
+        # Over the RDS Data API a read is one statement (agent_memory_read_as), which cannot set its
+        # own statement_timeout once running: the login carries one. As long as RecallFunction's
+        # timeout, so a runaway statement stops with its caller instead of holding the cluster awake.
+        conn.execute(
+            sql.SQL("ALTER ROLE {} SET statement_timeout = {}").format(
+                sql.Identifier(name), sql.Literal(f"{DATA_API_STATEMENT_TIMEOUT_MS}ms")
+            )
+        )
     logger.info("application login role %s", result.summary())
     return result
+
+
+DATA_API_STATEMENT_TIMEOUT_MS = 10_000

@@ -1,0 +1,136 @@
+"""Pages within Lambda's 6 MB answer: a user whose memories carry large (allowed) metadata gets list
+and export pages bounded by bytes as well as by count, the cursor carrying on to the last memory;
+`agent-memory serve` refuses an answer over 6 MB as Lambda does (502), so this is what a deployed
+stack would do."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from agent_memory_client import MemoryClient
+from agent_memory_contract.models import LAMBDA_RESPONSE_BYTES
+from agent_memory_tools.local.server import LocalApi, make_server
+from tests.support.recall import TEMPLATE
+
+USER = "u-large"
+COUNT = 320
+
+
+@pytest.fixture
+def served(lambda_env: str) -> Iterator[str]:
+    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def _large(i: int) -> dict[str, object]:
+    # Content and metadata within the write limits (2,000 and 16,000 characters), with quotes that
+    # the Lambda result escapes once more.
+    return {
+        "content": f"Memory {i}: " + " ".join(f'"note-{i}-{j}"' for j in range(130)),
+        "metadata": {"notes": [f'"{i}-{j}" said "yes"' for j in range(560)]},
+    }
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read()
+
+
+def test_list_and_export_pages_stay_under_6_mb_and_the_cursor_carries_on(served: str) -> None:
+    with MemoryClient(served) as client:
+        for start in range(0, COUNT, 40):
+            client.add([_large(i) for i in range(start, start + 40)], user_id=USER)
+    # What one page of 500 would hold, as the Lambda result escapes it: well over 6 MB.
+    status, body = _get(f"{served}/memories?user_id={USER}&limit=500")
+    assert status == 200, body[:200]
+    first = json.loads(body)
+    assert first["next_cursor"] and len(first["memories"]) < COUNT
+    assert len(json.dumps(body.decode())) < LAMBDA_RESPONSE_BYTES
+    everything = sum(len(json.dumps(json.dumps(m))) for m in first["memories"]) * COUNT / len(first["memories"])
+    assert everything > LAMBDA_RESPONSE_BYTES  # the unbounded page would have been refused
+    print(
+        f"\nlist limit 500: {len(first['memories'])} of {COUNT} on the first page, "
+        f"{len(json.dumps(body.decode())) / 2**20:.2f} MiB in Lambda's result; unbounded ~{everything / 2**20:.2f} MiB"
+    )
+    seen = [m["id"] for m in first["memories"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        status, body = _get(f"{served}/memories?user_id={USER}&limit=500&cursor={cursor}")
+        assert status == 200 and len(json.dumps(body.decode())) < LAMBDA_RESPONSE_BYTES
+        page = json.loads(body)
+        seen += [m["id"] for m in page["memories"]]
+        cursor = page["next_cursor"]
+    assert len(seen) == len(set(seen)) == COUNT
+
+    status, body = _get(f"{served}/memories/export?user_id={USER}&limit=500&history=true")
+    assert status == 200 and len(json.dumps(body.decode())) < LAMBDA_RESPONSE_BYTES
+    assert json.loads(body)["next_cursor"]
+    with MemoryClient(served) as client:
+        lines = list(client.export_memories(user_id=USER, history=True, page_size=500))
+    assert len({line.id for line in lines}) == COUNT
+
+
+def test_serve_refuses_an_answer_over_6_mb_as_lambda_does(served: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the byte bound (as before), the same page is over the limit: serve answers 502."""
+    from agent_memory.service import pages
+
+    with MemoryClient(served) as client:
+        for start in range(0, COUNT, 40):
+            client.add([_large(i) for i in range(start, start + 40)], user_id=USER)
+    monkeypatch.setattr(pages, "fitting", lambda items, budget=0: len(items))
+    status, _ = _get(f"{served}/memories?user_id={USER}&limit=500")
+    assert status == 502
+
+
+EDITS = 300
+
+
+def test_a_memory_history_of_hundreds_of_metadata_edits_comes_in_pages_under_6_mb(
+    served: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each metadata edit keeps the previous metadata in its 'updated' event: 300 edits of a memory
+    with large (allowed) metadata are over 6 MB of history. Paged by bytes, every page is under it
+    and the cursor reaches the last event; unpaged (the byte bound taken away) serve answers 502,
+    as Lambda would have refused the answer."""
+    from agent_memory.service import pages
+
+    with MemoryClient(served) as client:
+        memory_id = client.add([_large(0)], user_id=USER).ids[0]
+        for i in range(1, EDITS + 1):
+            client.update_memory(memory_id, metadata=_large(i)["metadata"], user_id=USER)
+        status, body = _get(f"{served}/memories/{memory_id}/history?user_id={USER}")
+        assert status == 200, body[:200]
+        first = json.loads(body)
+        assert first["next_cursor"] and len(first["events"]) < EDITS + 1
+        sizes = [len(json.dumps(body.decode()))]
+        events = [e["at"] for e in first["events"]]
+        cursor = first["next_cursor"]
+        while cursor:
+            status, body = _get(f"{served}/memories/{memory_id}/history?user_id={USER}&cursor={cursor}")
+            assert status == 200, body[:200]
+            page = json.loads(body)
+            sizes.append(len(json.dumps(body.decode())))
+            events += [e["at"] for e in page["events"]]
+            cursor = page["next_cursor"]
+        assert len(events) == EDITS + 1 and events == sorted(events)  # created, then every edit, once each
+        assert max(sizes) < LAMBDA_RESPONSE_BYTES
+        assert sum(sizes) > LAMBDA_RESPONSE_BYTES  # the whole history in one answer would not fit
+        assert len(client.history(memory_id, user_id=USER)) == EDITS + 1  # the client follows the cursor
+        print(
+            f"\nhistory of {EDITS + 1} events: {len(sizes)} pages, largest {max(sizes) / 2**20:.2f} MiB, "
+            f"all {sum(sizes) / 2**20:.2f} MiB in Lambda's results"
+        )
+    monkeypatch.setattr(pages, "fitting", lambda items, budget=0: len(items))
+    status, _ = _get(f"{served}/memories/{memory_id}/history?user_id={USER}")
+    assert status == 502
