@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -125,11 +126,59 @@ class ReplicaPair:
             _start_standby(self.standby_dir)
             _wait_streaming(self.standby_url, START_TIMEOUT_S)
 
+    @contextlib.contextmanager
+    def writer_stopped(self) -> Iterator[None]:
+        """The primary down for the block (a writer outage or failover), then up again and the
+        standby streaming from it (its WAL receiver retries every wal_retrieve_retry_interval, 5 s)."""
+        _stop(self.primary_dir)
+        try:
+            yield
+        finally:
+            socket_dir = conninfo_to_dict(self.primary_url)["host"]
+            _run(
+                "pg_ctl",
+                ["-w", "-o", f'-h "" -k {socket_dir}', "-l", str(self.primary_dir / "log"), "start"],
+                pgdata=self.primary_dir,
+            )
+            _wait_streaming(self.standby_url, START_TIMEOUT_S)
+
+    @contextlib.contextmanager
+    def standby_frozen(self) -> Iterator[None]:
+        """The standby's postmaster and every one of its processes stopped by SIGSTOP for the block
+        (a reader that accepts bytes and never answers: a hung host, a long GC-like pause), then
+        resumed by SIGCONT."""
+        pids = _server_processes(self.standby_dir)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
     def sync(self, *, timeout_s: float = 10.0) -> None:
         """Wait until the standby has replayed everything committed on the primary so far."""
         lsn = self.primary_lsn()
         if not self.wait_for_replay(lsn, timeout_s=timeout_s):
             raise ReplicaError(f"the standby did not replay {lsn} within {timeout_s} s")
+
+
+def _server_processes(pgdata: Path) -> list[int]:
+    """The postmaster of ``pgdata`` (first line of postmaster.pid) and its children, from /proc."""
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after its closing parenthesis.
+        if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+            pids.append(int(entry.name))
+    return pids
 
 
 def current_lsn(conn: psycopg.Connection[Any]) -> str:

@@ -37,7 +37,7 @@ from agent_memory.http.oauth import (
 from agent_memory.http.openapi import openapi_document, swagger_html
 from agent_memory.http.page import HEADERS as PAGE_HEADERS
 from agent_memory.http.page import page_file
-from agent_memory.lifecycle import get_service, register_snapstart_hooks
+from agent_memory.lifecycle import get_service, register_shutdown_hooks, register_snapstart_hooks
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory_contract import schemas
 from agent_memory_contract.errors import InvalidInput, NotFound
@@ -72,6 +72,8 @@ app.configure_openapi(
 install_error_handlers(app, logger)
 # With SnapStart, every route's request validation is built before the snapshot, not on a first request.
 register_snapstart_hooks(warm=app.get_openapi_schema)
+# Usage counts of reads on a reader wait in the container: written at SIGTERM or exit too.
+register_shutdown_hooks()
 # Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.
 # A metadata filter travels in the URL: kept well under URL limits (a longer one fits POST /recall).
 MAX_FILTER_PARAM = 2048

@@ -28,6 +28,12 @@ def get_service() -> Memory:
         return _service
 
 
+def built_service() -> Memory | None:
+    """The process-wide service if one was built, without building it (shutdown hooks)."""
+    with _service_lock:
+        return _service
+
+
 def set_service(service: Memory | None) -> Memory | None:
     """Make ``service`` the process-wide one (a local host such as ``agent-memory serve`` runs the
     handlers on the service it built from its own settings); None forgets it. Returns the previous one."""

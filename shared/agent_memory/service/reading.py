@@ -16,7 +16,6 @@ from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
 from agent_memory.service import pages
 from agent_memory.service.base import ServiceBase, utcnow
-from agent_memory.store.accounts.usage import commit_usage
 from agent_memory.store.memories import catalog, edits
 from agent_memory.store.memories.recall import hybrid_candidates
 from agent_memory.store.memories.scope import Scope
@@ -115,9 +114,10 @@ class Reading(ServiceBase):
         # The present is read once, so the date windows and the decay measure from the same instant.
         evaluated_at = scope.now or utcnow()
         windows = plan.windows(query, evaluated_at)
+        # Where a reader is configured, the recall's usage count waits in the container for a batch
+        # (no writer round trip, nothing the writer's health can fail); on the writer alone, the
+        # recall's own statement writes it.
         on_reader = self._reads.reader is not None and consistency == "eventual"
-        # The recall's usage count is written by its query itself (one statement), which a
-        # reader cannot run: there the count goes to the writer on its own (one more round trip).
         try:
             candidates = self._reads.run(
                 lambda conn: hybrid_candidates(
@@ -139,7 +139,7 @@ class Reading(ServiceBase):
             logger.warning("recall answered without memories: the database is resuming")
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
-            self._db.run(lambda conn: commit_usage(conn, user_id, used))
+            self._count_later(user_id, used)
         reranker = self._reranker
         chosen = rank_candidates(
             candidates,

@@ -39,6 +39,12 @@ class _ConnectFailed(DatabaseUnavailable):
     """Opening a new connection failed."""
 
 
+def connect_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection that could not be opened (nothing was sent), not one lost
+    while in use (what was sent may have run)."""
+    return isinstance(exc, _ConnectFailed)
+
+
 def resolve_conninfo(settings: Settings) -> tuple[str, dict[str, Any]]:
     """The connection string and extra connect() keywords for the configured database."""
     if settings.database_url is not None:

@@ -1,0 +1,112 @@
+"""Reads that scale out and fail well, on a real primary + streaming standby (tests/replica.py):
+a reader's recall puts nothing on the writer (its usage count waits in the container and is
+written in batches), so recall answers with the writer down."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from agent_memory.service import Memory
+from agent_memory_contract.models import NewMemory
+from tests.integration.recall_support import body_of, invoke, with_body
+from tests.integration.test_readers import settings_for
+from tests.replica import ReplicaPair
+
+USER = "user-123"
+
+
+def writer_sessions(pair: ReplicaPair, database: str) -> int:
+    """The service's sessions on the primary (the writer's application_name)."""
+    with psycopg.connect(pair.primary_url, autocommit=True) as primary:
+        row = primary.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = 'agent-memory'",
+            [database],
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def recall_counts(pair: ReplicaPair, database: str) -> int:
+    """The recalls usage_daily holds, read as the superuser (nothing of the service runs)."""
+    with psycopg.connect(pair.primary_for(database), autocommit=True) as conn:
+        row = conn.execute("SELECT COALESCE(sum(calls), 0) FROM usage_daily WHERE kind = 'recall'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def wait_for(check: Any, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return bool(check())
+
+
+def test_a_reader_recall_opens_nothing_on_the_writer(replica_pair: ReplicaPair, replica_database: str) -> None:
+    settings = settings_for(replica_pair, replica_database, usage_flush_max_pending=1000, usage_flush_interval_s=3600)
+    with Memory(settings) as writer:
+        writer.add([NewMemory(content="Prefers pnpm over npm")], user_id=USER)
+    replica_pair.sync()
+    service = Memory(settings)
+    try:
+        for _ in range(5):
+            assert [m.content for m in service.recall("package manager", user_id=USER).memories] == [
+                "Prefers pnpm over npm"
+            ]
+        # Five recalls served: not one writer session opened, nothing counted yet ...
+        assert writer_sessions(replica_pair, replica_database) == 0
+        assert recall_counts(replica_pair, replica_database) == 0
+        # ... the next write carries them to the writer, once.
+        service.add([NewMemory(content="Deploys with Vite")], user_id="someone-else")
+        assert recall_counts(replica_pair, replica_database) == 5
+        service.add([NewMemory(content="Deploys with Rollup")], user_id="someone-else")
+        assert recall_counts(replica_pair, replica_database) == 5
+    finally:
+        service.close()
+
+
+def test_usage_is_written_in_batches_when_enough_is_waiting(replica_pair: ReplicaPair, replica_database: str) -> None:
+    settings = settings_for(replica_pair, replica_database, usage_flush_max_pending=3, usage_flush_interval_s=3600)
+    with Memory(settings) as service:
+        for user in ("u1", "u2", "u1"):
+            service.recall("package manager", user_id=user)
+        # The third count made a batch due: written from a thread of its own, per user and day.
+        assert wait_for(lambda: recall_counts(replica_pair, replica_database) == 3)
+        service.recall("package manager", user_id="u2")
+        assert recall_counts(replica_pair, replica_database) == 3  # one waiting: not due
+        assert service.usage("u2").totals.get("recall") == 2  # a usage report writes what waits first
+        assert service.usage("u1").totals.get("recall") == 2
+    # Closing the service wrote nothing twice.
+    assert recall_counts(replica_pair, replica_database) == 4
+
+
+def test_recall_answers_with_the_writer_stopped(
+    replica_pair: ReplicaPair, replica_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", replica_pair.primary_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_READER_URL", replica_pair.standby_for(replica_database))
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    monkeypatch.setenv("AGENT_MEMORY_USAGE_FLUSH_MAX_PENDING", "2")
+    added = invoke(with_body("http-memories-add.json", {"user_id": USER, "memories": [{"content": "Uses pnpm"}]}))
+    assert added["statusCode"] == 201
+    replica_pair.sync()
+    recall = with_body("http-recall-iam.json", {"user_id": USER, "query": "package manager"})
+    with replica_pair.writer_stopped():
+        for _ in range(4):  # two batches come due, and cannot be written
+            started = time.perf_counter()
+            answer = invoke(recall)
+            assert answer["statusCode"] == 200
+            assert [m["content"] for m in body_of(answer)["memories"]] == ["Uses pnpm"]
+            assert time.perf_counter() - started < 2.0  # never waits for the writer's connect timeout
+    # The writer is back: the counts kept meanwhile are written, each once.
+    from agent_memory.service import built_service
+
+    service = built_service()
+    assert service is not None
+    assert wait_for(lambda: service.flush_usage() >= 0 and recall_counts(replica_pair, replica_database) == 4)
