@@ -30,16 +30,16 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from agent_memory.config import Settings, get_settings
 from agent_memory.service import Memory, set_service
 from agent_memory.store.engine.embedded import start_embedded_server
-from tests.environment import use_lambda_environment
+from tests.support.environment import use_lambda_environment
 
 # replica_pair, replica_database: a streaming standby; data_api, data_api_settings: the RDS Data API stand-in;
 # served: `agent-memory serve` on a free port; own_pg: a private server to stop and restart.
 pytest_plugins = (
-    "tests.replica",
-    "tests.data_api",
-    "tests.integration.recall_support",
-    "tests.faults",
-    "tests.oauth_issuer",
+    "tests.support.replica",
+    "tests.support.data_api",
+    "tests.support.recall",
+    "tests.support.faults",
+    "tests.support.oauth_issuer",
 )
 
 TEMPLATE_DB = "agent_memory_template"

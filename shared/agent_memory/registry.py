@@ -27,8 +27,6 @@ from agent_memory_contract.errors import ConfigurationError
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
-    from agent_memory.config import Settings
-
 
 @dataclass(frozen=True)
 class ProviderKind:
@@ -61,9 +59,10 @@ class ProviderKind:
             text += "; not installed here: " + "; ".join(f"{name} ({self.elsewhere[name]})" for name in missing)
         return f"{text}. A plug-in registers a factory (Settings) -> provider in the entry point group {self.group!r}"
 
-    def build(self, name: str, settings: Settings) -> object:
+    def build(self, name: str, settings: object) -> object:
         """What the factory ``name`` builds from ``settings`` (its module imported now); a
-        ConfigurationError if no installed distribution provides it."""
+        ConfigurationError if no installed distribution provides it. ``settings`` is handed through
+        untouched (typed ``object``: config imports this module to check the names)."""
         entry_point = self._entry_point(name)
         if entry_point is None:
             install = self.elsewhere.get(name, f"a package registering it in the entry point group {self.group!r}")

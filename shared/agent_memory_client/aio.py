@@ -56,7 +56,7 @@ class AsyncMemoryClient:
         self._http = http or httpx.AsyncClient(timeout=timeout)
         self._owns_http = http is None
 
-    async def recall(
+    async def recall(  # noqa: PLR0913 -- the public client: RecallRequest's documented fields
         self,
         query: str | None = None,
         *,

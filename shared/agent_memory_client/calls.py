@@ -195,7 +195,7 @@ def _filter_params(filters: MemoryFilters | Mapping[str, Any] | None) -> dict[st
 # ---- the operations: one builder each, used by both clients ------------------------------
 
 
-def recall(
+def recall(  # noqa: PLR0913 -- RecallRequest's documented fields, for both clients
     query: str | None,
     *,
     user_id: str | None,

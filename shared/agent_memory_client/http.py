@@ -95,7 +95,7 @@ class MemoryClient:
 
     # ---- the API ---------------------------------------------------------------------
 
-    def recall(
+    def recall(  # noqa: PLR0913 -- the public client: RecallRequest's documented fields
         self,
         query: str | None = None,
         *,

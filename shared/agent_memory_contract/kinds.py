@@ -1,7 +1,7 @@
 """Every error type and what each door makes of it: the one table where error types meet HTTP
 statuses, error codes, public messages, CLI exit codes and whether a retry may help.
 
-The HTTP API answers from it (:mod:`agent_memory.http.handlers`), the MCP tools word their errors
+The HTTP API answers from it (:mod:`agent_memory.http.errors`), the MCP tools word their errors
 with it (:mod:`agent_memory.mcp.tools`), the CLI exits with its codes
 (:mod:`agent_memory_tools.cli.main`) and the client decodes answers back into the same exception
 types with it (:mod:`agent_memory_client.errors`). No web framework is imported here.

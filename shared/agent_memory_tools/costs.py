@@ -15,7 +15,9 @@ backups beyond the free allowance and support plans are left out. Run
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -340,6 +342,116 @@ def _xray_traces_per_day(requests_per_day: float, a: CostAssumptions) -> float:
     return min(requests_per_day, reservoir) + a.xray_rate * max(0.0, requests_per_day - reservoir)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Month:
+    """What the database's line items are computed from: a month of the given volumes."""
+
+    a: CostAssumptions
+    p: StackPriceTable
+    hours: float
+    recalls: float
+    conversations: float
+    ingest_invocations: float
+    add: Callable[[str, str, float, Price], None]
+    warnings: list[str]
+
+    def stored_gb(self, memories: float) -> float:
+        return self.a.base_storage_gb + memories * self.a.bytes_per_memory / GIB
+
+    def index_gib(self, memories: float) -> float:
+        """What recall walks for ``memories`` and should stay cached."""
+        return memories * self.a.cached_bytes_per_memory / GIB
+
+
+def _aurora(m: _Month, *, memories: float) -> None:
+    a, p, hours, recalls, conversations, add = m.a, m.p, m.hours, m.recalls, m.conversations, m.add
+    index_gib = m.index_gib(memories)
+    cache_acu = index_gib / a.cache_gib_per_acu
+    if cache_acu > a.aurora_max_acu:
+        m.warnings.append(
+            f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) need "
+            f"~{cache_acu:,.1f} ACU to stay cached, above DatabaseMaxCapacity={a.aurora_max_acu:g}: recall slows "
+            f"down unless it is raised (capacity is counted at the maximum here)"
+        )
+    floor_acu = min(a.aurora_max_acu, max(a.aurora_min_acu, cache_acu))
+    load_acu_hours = (
+        recalls * a.aurora_acu_seconds_per_recall + conversations * a.aurora_acu_seconds_per_conversation
+    ) / 3600
+    if a.access == "data-api" or a.aurora_min_acu == 0:
+        acu_hours = _aurora_paused(m, cache_acu=cache_acu, load_acu_hours=load_acu_hours)
+    else:
+        acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours + load_acu_hours)
+        add("Aurora", "Serverless v2 capacity", acu_hours, p.aurora_acu_hour)
+    if a.access == "data-api":
+        units = p.data_api_billing_kb
+        recall_units = a.data_api_requests_per_recall + max(0.0, math.ceil(a.data_api_recall_kb / units) - 1)
+        add(
+            "RDS Data API",
+            "recall requests (a recall's answer: several 32 KB units)",
+            recalls * recall_units,
+            p.data_api_requests,
+        )
+        add(
+            "RDS Data API",
+            "ingest requests",
+            conversations * a.data_api_requests_per_conversation,
+            p.data_api_requests,
+        )
+    add("Aurora", "storage", m.stored_gb(memories), p.aurora_storage_gb_month)
+    ios = recalls * a.aurora_io_per_recall + conversations * a.aurora_io_per_conversation
+    add("Aurora", "I/O requests", ios, p.aurora_io_requests)
+    if a.rds_proxy and a.access == "proxy":
+        proxy_acu_hours = max(p.rds_proxy_min_acu * hours, acu_hours)
+        add(
+            "RDS Proxy",
+            f"billed ACU-hours (at least {p.rds_proxy_min_acu:g} ACU)",
+            proxy_acu_hours,
+            p.rds_proxy_acu_hour,
+        )
+
+
+def _aurora_paused(m: _Month, *, cache_acu: float, load_acu_hours: float) -> float:
+    """DatabaseMinCapacity=0: the cluster pauses after auto_pause_s without a request and runs at
+    awake_acu at least while up (with RDS Proxy too: the proxy's own minimum is billed apart).
+    Its capacity line, the resumes' warning; the ACU-hours."""
+    a, hours, requests = m.a, m.hours, m.recalls + m.ingest_invocations
+    awake = _awake_fraction(requests, hours, a.auto_pause_s)
+    floor_acu = max(a.awake_acu, cache_acu) if awake else 0.0
+    acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours * awake + load_acu_hours)
+    m.add(
+        "Aurora",
+        f"Serverless v2 capacity (awake {awake:.0%} of the month, 0 ACU paused)",
+        acu_hours,
+        m.p.aurora_acu_hour,
+    )
+    resumes = _resumes(requests, hours, a.auto_pause_s)
+    if resumes >= 1:
+        meanwhile = (
+            "a recall answers without memories meanwhile; ingest waits or is redelivered"
+            if a.access == "data-api"
+            else "through RDS Proxy it may outlast recall's 10 s timeout; ingest is redelivered"
+        )
+        m.warnings.append(
+            f"~{resumes:,.0f} resumes a month from auto-pause: the first request after each waits ~15 s ({meanwhile})"
+        )
+    return acu_hours
+
+
+def _rds_instance(m: _Month, *, memories: float) -> None:
+    a, p, hours = m.a, m.p, m.hours
+    index_gib = m.index_gib(memories)
+    if index_gib > a.rds_instance_memory_gib * 0.75:
+        m.warnings.append(
+            f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) do not fit in the "
+            f"instance's {a.rds_instance_memory_gib:g} GiB: recall slows down; choose a larger instance"
+        )
+    m.add("RDS", "instance", hours, p.rds_instance_hour)
+    m.add("RDS", "storage", max(m.stored_gb(memories), 20.0), p.rds_storage_gb_month)  # 20 GB: the smallest gp3
+    if a.rds_proxy:
+        vcpu_hours = max(p.rds_proxy_min_vcpu, p.rds_instance_vcpus) * hours
+        m.add("RDS Proxy", f"billed vCPU-hours (at least {p.rds_proxy_min_vcpu:g})", vcpu_hours, p.rds_proxy_vcpu_hour)
+
+
 def monthly_cost(
     conversations_per_day: float,
     recalls_per_day: float,
@@ -358,6 +470,7 @@ def monthly_cost(
     conversations = conversations_per_day * days
     recalls = recalls_per_day * days
     lines: list[CostLine] = []
+    warnings: list[str] = []
 
     def add(service: str, item: str, quantity: float, price: Price) -> None:
         lines.append(CostLine(service=service, item=item, quantity=quantity, unit=price.unit, usd=price.cost(quantity)))
@@ -431,87 +544,11 @@ def monthly_cost(
         )
 
     # --- database ---------------------------------------------------------------------------
-    memories = facts * a.months_stored
-    stored_gb = a.base_storage_gb + memories * a.bytes_per_memory / GIB
-    index_gib = memories * a.cached_bytes_per_memory / GIB
-    warnings: list[str] = []
+    month = _Month(a, p, hours, recalls, conversations, ingest_invocations, add, warnings)
     if a.database == "aurora_serverless_v2":
-        cache_acu = index_gib / a.cache_gib_per_acu
-        if cache_acu > a.aurora_max_acu:
-            warnings.append(
-                f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) need "
-                f"~{cache_acu:,.1f} ACU to stay cached, above DatabaseMaxCapacity={a.aurora_max_acu:g}: recall slows "
-                f"down unless it is raised (capacity is counted at the maximum here)"
-            )
-        floor_acu = min(a.aurora_max_acu, max(a.aurora_min_acu, cache_acu))
-        load_acu_hours = (
-            recalls * a.aurora_acu_seconds_per_recall + conversations * a.aurora_acu_seconds_per_conversation
-        ) / 3600
-        if a.access == "data-api" or a.aurora_min_acu == 0:
-            # DatabaseMinCapacity=0: the cluster pauses after auto_pause_s without a request and runs at
-            # awake_acu at least while up (with RDS Proxy too: the proxy's own minimum is billed below).
-            awake = _awake_fraction(recalls + ingest_invocations, hours, a.auto_pause_s)
-            floor_acu = max(a.awake_acu, cache_acu) if awake else 0.0
-            acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours * awake + load_acu_hours)
-            add(
-                "Aurora",
-                f"Serverless v2 capacity (awake {awake:.0%} of the month, 0 ACU paused)",
-                acu_hours,
-                p.aurora_acu_hour,
-            )
-            resumes = _resumes(recalls + ingest_invocations, hours, a.auto_pause_s)
-            if resumes >= 1:
-                meanwhile = (
-                    "a recall answers without memories meanwhile; ingest waits or is redelivered"
-                    if a.access == "data-api"
-                    else "through RDS Proxy it may outlast recall's 10 s timeout; ingest is redelivered"
-                )
-                warnings.append(
-                    f"~{resumes:,.0f} resumes a month from auto-pause: the first request after each waits ~15 s "
-                    f"({meanwhile})"
-                )
-        else:
-            acu_hours = min(a.aurora_max_acu * hours, floor_acu * hours + load_acu_hours)
-            add("Aurora", "Serverless v2 capacity", acu_hours, p.aurora_acu_hour)
-        if a.access == "data-api":
-            units = p.data_api_billing_kb
-            recall_units = a.data_api_requests_per_recall + max(0.0, math.ceil(a.data_api_recall_kb / units) - 1)
-            add(
-                "RDS Data API",
-                "recall requests (a recall's answer: several 32 KB units)",
-                recalls * recall_units,
-                p.data_api_requests,
-            )
-            add(
-                "RDS Data API",
-                "ingest requests",
-                conversations * a.data_api_requests_per_conversation,
-                p.data_api_requests,
-            )
-        add("Aurora", "storage", stored_gb, p.aurora_storage_gb_month)
-        ios = recalls * a.aurora_io_per_recall + conversations * a.aurora_io_per_conversation
-        add("Aurora", "I/O requests", ios, p.aurora_io_requests)
-        if a.rds_proxy and a.access == "proxy":
-            proxy_acu_hours = max(p.rds_proxy_min_acu * hours, acu_hours)
-            add(
-                "RDS Proxy",
-                f"billed ACU-hours (at least {p.rds_proxy_min_acu:g} ACU)",
-                proxy_acu_hours,
-                p.rds_proxy_acu_hour,
-            )
+        _aurora(month, memories=facts * a.months_stored)
     elif a.database == "rds_instance":
-        if index_gib > a.rds_instance_memory_gib * 0.75:
-            warnings.append(
-                f"the indexes recall walks for {memories:,.0f} memories (~{index_gib:,.1f} GiB) do not fit in the "
-                f"instance's {a.rds_instance_memory_gib:g} GiB: recall slows down; choose a larger instance"
-            )
-        add("RDS", "instance", hours, p.rds_instance_hour)
-        add("RDS", "storage", max(stored_gb, 20.0), p.rds_storage_gb_month)  # 20 GB: the smallest gp3 volume
-        if a.rds_proxy:
-            vcpu_hours = max(p.rds_proxy_min_vcpu, p.rds_instance_vcpus) * hours
-            add(
-                "RDS Proxy", f"billed vCPU-hours (at least {p.rds_proxy_min_vcpu:g})", vcpu_hours, p.rds_proxy_vcpu_hour
-            )
+        _rds_instance(month, memories=facts * a.months_stored)
 
     # --- Secrets Manager, CloudWatch, X-Ray ---------------------------------------------------
     if a.secrets:

@@ -23,7 +23,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.browser_support import chromium, serving
+from tests.support.browser import chromium, serving
 
 USER = "u-page"
 SEEDS: list[tuple[str | None, list[dict[str, Any]]]] = [

@@ -9,6 +9,7 @@ are named by placeholders such as ``<AppDatabaseSecret>``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 ACCOUNT, REGION, PARTITION = "123456789012", "us-east-1", "aws"
@@ -79,53 +80,53 @@ class Stack:
             return node
         if len(node) == 1:
             ((key, arg),) = node.items()
-            if key == "Ref":
-                return self.ref(arg)
-            if key in {"Condition", "Fn::Condition"}:
-                return self.condition(arg)
-            if key == "Fn::If":
-                name, when_true, when_false = arg
-                return self.eval(when_true if self.condition(name) else when_false)
-            if key == "Fn::Equals":
-                left, right = (self.eval(a) for a in arg)
-                return str(left) == str(right)
-            if key == "Fn::Not":
-                return not self.eval(arg[0])
-            if key == "Fn::And":
-                return all(self.eval(a) for a in arg)
-            if key == "Fn::Or":
-                return any(self.eval(a) for a in arg)
-            if key == "Fn::Contains":
-                values, value = (self.eval(a) for a in arg)
-                return value in values
-            if key == "Fn::Join":
-                separator, values = arg
-                return separator.join(str(v) for v in self.eval(values))
-            if key == "Fn::Select":
-                index, values = arg
-                return self.eval(values)[int(self.eval(index))]
-            if key == "Fn::Split":
-                separator, value = arg
-                return str(self.eval(value)).split(separator)
-            if key == "Fn::GetAtt":
-                name = arg if isinstance(arg, str) else ".".join(arg)
-                assert self.exists(name.split(".")[0]), f"GetAtt {name} of a resource this stack does not create"
-                return ATTRIBUTES.get(name, f"<{name}>")
-            if key == "Fn::Sub":
-                text, variables = (arg, {}) if isinstance(arg, str) else arg
-                values = {k: self.eval(v) for k, v in variables.items()}
-
-                def substitute(match: re.Match[str]) -> str:
-                    name = match.group(1)
-                    if name in values:
-                        return str(values[name])
-                    if "." in name and not name.startswith("AWS::"):
-                        return str(self.eval({"Fn::GetAtt": name}))
-                    return str(self.ref(name))
-
-                return re.sub(r"\$\{([^}!]+)\}", substitute, text)
+            intrinsic = self._intrinsics().get(key)
+            if intrinsic is not None:
+                return intrinsic(arg)
         result = {k: self.eval(v) for k, v in node.items()}
         return {k: v for k, v in result.items() if v is not NO_VALUE}
+
+    def _intrinsics(self) -> dict[str, Callable[[Any], Any]]:
+        """The intrinsic functions the template uses, by name, each given its argument."""
+        return {
+            "Ref": self.ref,
+            "Condition": self.condition,
+            "Fn::Condition": self.condition,
+            "Fn::If": lambda arg: self.eval(arg[1] if self.condition(arg[0]) else arg[2]),
+            "Fn::Equals": lambda arg: str(self.eval(arg[0])) == str(self.eval(arg[1])),
+            "Fn::Not": lambda arg: not self.eval(arg[0]),
+            "Fn::And": lambda arg: all(self.eval(a) for a in arg),
+            "Fn::Or": lambda arg: any(self.eval(a) for a in arg),
+            "Fn::Contains": self._contains,
+            "Fn::Join": lambda arg: arg[0].join(str(v) for v in self.eval(arg[1])),
+            "Fn::Select": lambda arg: self.eval(arg[1])[int(self.eval(arg[0]))],
+            "Fn::Split": lambda arg: str(self.eval(arg[1])).split(arg[0]),
+            "Fn::GetAtt": self._get_att,
+            "Fn::Sub": self._sub,
+        }
+
+    def _contains(self, arg: list[Any]) -> bool:
+        values, value = (self.eval(a) for a in arg)
+        return value in values
+
+    def _get_att(self, arg: str | list[str]) -> str:
+        name = arg if isinstance(arg, str) else ".".join(arg)
+        assert self.exists(name.split(".")[0]), f"GetAtt {name} of a resource this stack does not create"
+        return ATTRIBUTES.get(name, f"<{name}>")
+
+    def _sub(self, arg: str | list[Any]) -> str:
+        text, variables = (arg, {}) if isinstance(arg, str) else arg
+        values = {k: self.eval(v) for k, v in variables.items()}
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name in values:
+                return str(values[name])
+            if "." in name and not name.startswith("AWS::"):
+                return str(self.eval({"Fn::GetAtt": name}))
+            return str(self.ref(name))
+
+        return re.sub(r"\$\{([^}!]+)\}", substitute, text)
 
     # ---- what the tests ask ------------------------------------------------------------
 

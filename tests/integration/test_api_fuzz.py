@@ -23,8 +23,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from agent_memory_tools.local.server import LocalApi, make_server, openapi_document
-from tests.environment import use_lambda_environment
-from tests.integration.recall_support import TEMPLATE
+from tests.support.environment import use_lambda_environment
+from tests.support.recall import TEMPLATE
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -24,7 +24,7 @@ from agent_memory_contract.models import ConversationEnded, MemoryFilters
 from agent_memory_tools.cli import main
 from agent_memory_tools.local.server import LocalApi, make_server
 from tests.conftest import TEMPLATE_DB, _new_database, url_for
-from tests.integration.recall_support import TEMPLATE, body_of, event, invoke, with_body, with_request
+from tests.support.recall import TEMPLATE, body_of, event, invoke, with_body, with_request
 
 USER, OTHER = "user-123", "user-456"
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)

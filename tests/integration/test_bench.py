@@ -22,7 +22,7 @@ from agent_memory_contract.kinds import EXIT_USAGE
 from agent_memory_contract.models import content_hash
 from agent_memory_tools.bench import sql as bench_sql
 from agent_memory_tools.cli import main
-from tests.db_support import bench_databases
+from tests.support.db import bench_databases
 
 NUMBER = r"\d+(\.\d+)?"
 

@@ -20,7 +20,7 @@ from agent_memory.config import Settings
 from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory_tools.bench import peers
 from agent_memory_tools.cli import main
-from tests.db_support import bench_databases
+from tests.support.db import bench_databases
 
 NUMBER = r"\d+\.\d+"
 KEYS = [

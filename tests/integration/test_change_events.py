@@ -102,7 +102,7 @@ def test_supersession_expiry_and_purge(publishing: Memory, bus: Any) -> None:
     ).ids
     replacement = publishing.add([NewMemory(content="Works at Globex")], user_id="u1").ids[0]
     publishing.admin.db.run(lambda conn: _supersede(conn, "u1", old, replacement))
-    publishing._publish_changes("u1")
+    publishing._parts.publish_changes("u1")
     publishing.admin.purge(now=now + dt.timedelta(days=2), superseded_days=0)
     kinds = [(e["detail-type"], e["detail"].get("memory_id")) for e in received(bus)]
     assert ("memory.superseded", str(old)) in kinds
@@ -205,7 +205,7 @@ def test_a_users_transaction_sees_only_their_own_pending_events(settings: Settin
 
 def test_the_events_function_drains_on_schedule(lambda_env: str, bus: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent_memory_tools.local import runtime
-    from tests.integration.recall_support import TEMPLATE
+    from tests.support.recall import TEMPLATE
 
     monkeypatch.setenv("AGENT_MEMORY_EVENT_BUS", BUS)
     with psycopg.connect(lambda_env, autocommit=True) as owner:

@@ -19,9 +19,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from agent_memory.config import Settings
 from agent_memory.service import Memory
 from agent_memory_tools.local import runtime
-from tests.faults import RestartablePostgres
-from tests.ingest_support import TEMPLATE, conversation, failures, sqs_event, sqs_record
-from tests.integration.recall_support import body_of, with_body
+from tests.support.faults import RestartablePostgres
+from tests.support.ingest import TEMPLATE, conversation, failures, sqs_event, sqs_record
+from tests.support.recall import body_of, with_body
 
 MAX_CONNECTIONS = 8
 LOGIN = "am_exhaust_login"

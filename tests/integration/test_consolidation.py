@@ -17,7 +17,7 @@ from agent_memory.store.memories.consolidation import CHECKPOINT_KEY
 from agent_memory_contract.models import ImportLine
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local
-from tests.integration.recall_support import TEMPLATE
+from tests.support.recall import TEMPLATE
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 # Pairs the hash embedder scores at least 0.70 alike (see the similarities asserted below).

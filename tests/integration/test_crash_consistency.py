@@ -26,8 +26,8 @@ from agent_memory.embeddings.hashing import HashEmbedder
 from agent_memory.service import Memory
 from agent_memory_contract.errors import DatabaseUnavailable
 from agent_memory_contract.models import NewMemory
-from tests.faults import RestartablePostgres
-from tests.ingest_support import failures, sqs_event, sqs_record, start_ingest_process
+from tests.support.faults import RestartablePostgres
+from tests.support.ingest import failures, sqs_event, sqs_record, start_ingest_process
 
 BLOCKED_USER = "u-blocked"
 BLOCKED_FACT = "The user keeps a locked fact."

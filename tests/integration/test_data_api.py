@@ -1,4 +1,4 @@
-"""The RDS Data API path against real PostgreSQL (the stand-in in tests/data_api.py): the same
+"""The RDS Data API path against real PostgreSQL (the stand-in in tests/support/data_api.py): the same
 values back as on a connection, the Data API's limits, a paused cluster, what each use costs in
 requests."""
 
@@ -28,9 +28,9 @@ from agent_memory.store.engine.connection import Connection
 from agent_memory.store.engine.dataapi import DataApiConnection
 from agent_memory_contract.errors import DatabaseResuming, DatabaseUnavailable
 from agent_memory_contract.models import NewMemory
-from tests.data_api import CLUSTER_ARN, DataApiStandIn
-from tests.ingest_support import conversation, failures, sqs_event, sqs_record
-from tests.integration.recall_support import body_of, invoke
+from tests.support.data_api import CLUSTER_ARN, DataApiStandIn
+from tests.support.ingest import conversation, failures, sqs_event, sqs_record
+from tests.support.recall import body_of, invoke
 
 FACTS = ["The user prefers pnpm over npm", "All SVG changes must sync to defaultSVG"]
 
@@ -205,7 +205,7 @@ def test_the_recall_function_answers_200_memory_unavailable(data_api_env: Settin
 def test_ingest_while_paused_fails_the_record_and_the_redelivery_stores_it(
     data_api_env: Settings, data_api: DataApiStandIn, database_url: str
 ) -> None:
-    from tests.ingest_support import invoke_ingest
+    from tests.support.ingest import invoke_ingest
 
     record = sqs_record(conversation(user_id="u-paused"), message_id="m-1")
     data_api.pause(1000)

@@ -16,7 +16,7 @@ from agent_memory.service import Memory
 from agent_memory.store.engine.transactions import read_as_user, user_transaction
 from agent_memory_contract.errors import DatabaseUnavailable, StatementTimeout
 from agent_memory_contract.models import NewMemory
-from tests.faults import RestartablePostgres
+from tests.support.faults import RestartablePostgres
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from agent_memory.store.memories.scope import Scope, scope_params
 from agent_memory.store.schema.migrate import _apply, available_migrations
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
 from agent_memory_tools.cli.main import main
-from tests.db_support import round_trips
+from tests.support.db import round_trips
 
 EARLIER = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
 

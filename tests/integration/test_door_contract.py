@@ -17,8 +17,8 @@ from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_id
 from agent_memory.service import Memory
 from agent_memory_contract.models import REDACTED_KEY, NewMemory
 from agent_memory_tools.local import runtime as lambda_local
-from tests.ingest_support import TEMPLATE, conversation, sqs_event, sqs_record
-from tests.integration.recall_support import body_of, invoke, with_body, with_request
+from tests.support.ingest import TEMPLATE, conversation, sqs_event, sqs_record
+from tests.support.recall import body_of, invoke, with_body, with_request
 
 USER = "user-123"
 CLAIMED = {REDACTED_KEY: {"email": 3}, "team": "web"}

@@ -1,7 +1,7 @@
 """Issue 23's promises through every door that is not the HTTP API's events or the queue (those
 have their own tests: test_redaction.py, test_poisoning.py, test_hostile_input.py, test_usage.py):
 the CLI, the Python client against `agent-memory serve`, MCP over stdio (`agent-memory mcp`) and
-MCP over Streamable HTTP, each on the real embedded PostgreSQL (tests/doors_support.py).
+MCP over Streamable HTTP, each on the real embedded PostgreSQL (tests/support/doors.py).
 
 - a value hidden by one invisible or lookalike character is redacted as stored and as shown;
 - metadata is redacted too, values and keys, and a client's redaction record is never kept;
@@ -22,7 +22,7 @@ from agent_memory.config import Settings
 from agent_memory.poison import reasons
 from agent_memory.service import Memory
 from agent_memory_contract.models import REDACTED_KEY, MemoryFilters, NewMemory
-from tests.doors_support import (
+from tests.support.doors import (
     DOORS,
     CliDoor,
     ClientDoor,
@@ -33,8 +33,8 @@ from tests.doors_support import (
     open_door,
     served,
 )
-from tests.doors_support import token as jwt
-from tests.store_support import assert_store_readable, unreadable_rows
+from tests.support.doors import token as jwt
+from tests.support.store import assert_store_readable, unreadable_rows
 
 USER = "u-doors"
 # Each value disguised by one character a reader does not see, or sees as the plain one.

@@ -25,7 +25,7 @@ from agent_memory.embeddings.bedrock import DEFAULT_MODEL as TITAN
 from agent_memory.embeddings.bedrock import BedrockEmbedder
 from agent_memory.embeddings.openai import OpenAIEmbedder
 from agent_memory_contract.errors import ProviderError
-from tests.ingest_support import ChatServer, Reply
+from tests.support.ingest import ChatServer, Reply
 
 LIKES = ["tea", "jazz", "rust", "sql", "hiking", "chess"]
 TEXTS = [f"memory number {i}: the user likes {word}" for i, word in enumerate(LIKES)]

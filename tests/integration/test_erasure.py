@@ -15,9 +15,9 @@ from agent_memory.service import Memory
 from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import NotFound
 from agent_memory_contract.models import ConversationEnded, NewMemory
-from tests.integration.recall_support import as_jwt, body_of, event, invoke, token, with_body, with_request
+from tests.support.recall import as_jwt, body_of, event, invoke, token, with_body, with_request
 
-# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+# The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends
 
 USER = "ana.lima@example.com"  # ids are often personal data themselves

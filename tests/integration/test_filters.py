@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
-from tests.db_support import round_trips
+from tests.support.db import round_trips
 
 JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))
 

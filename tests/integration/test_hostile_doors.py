@@ -1,7 +1,7 @@
 """The hostile set: what an attacker or a fuzzer sends to every door, each case checked for the
 two promises of issue 23 whatever the answer: never a 5xx (or, off HTTP, a crash: a traceback,
 an exception out of a handler, a batch answer that is not one), and nothing stored that a reader
-could not see (tests/store_support.py: every stored text in its visible form, ids printable, no
+could not see (tests/support/store.py: every stored text in its visible form, ids printable, no
 personal data a detector finds with AGENT_MEMORY_PII=redact).
 
 Doors: the HTTP API through RecallFunction's events (IAM and JWT callers, headers, query
@@ -22,17 +22,17 @@ from urllib.parse import quote
 
 import pytest
 
+import tests.support.recall
 from agent_memory.config import Settings
 from agent_memory.privacy import PiiPolicy
 from agent_memory_contract.errors import AgentMemoryError
 from agent_memory_contract.kinds import error_kind
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime
-from tests.doors_support import ClientDoor, served, stdio_server
-from tests.ingest_support import TEMPLATE, sqs_event, sqs_record
-from tests.integration import recall_support as rs
-from tests.integration.recall_support import as_iam, as_jwt, invoke, with_body
-from tests.store_support import unreadable_rows
+from tests.support.doors import ClientDoor, served, stdio_server
+from tests.support.ingest import TEMPLATE, sqs_event, sqs_record
+from tests.support.recall import as_iam, as_jwt, invoke, with_body
+from tests.support.store import unreadable_rows
 
 U = "u-fz"
 
@@ -42,9 +42,9 @@ def b64(value: Any) -> str:
 
 
 def with_request(evt: str, method: str, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
-    """rs.with_request, with query values that UTF-8 cannot encode (lone surrogates) as API
+    """tests.support.recall.with_request, with query values that UTF-8 cannot encode (lone surrogates) as API
     Gateway would hand them on."""
-    out = rs.with_request(evt, method, path, None)
+    out = tests.support.recall.with_request(evt, method, path, None)
     if query:
         out["rawQueryString"] = "&".join(
             quote(k, errors="surrogatepass") + "=" + quote(v, errors="surrogatepass") for k, v in query.items()

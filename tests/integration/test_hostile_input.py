@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.recall_support import body_of, invoke, with_body, with_request
+from tests.support.recall import body_of, invoke, with_body, with_request
 
 USER = "user-hostile"
 
@@ -254,7 +254,7 @@ BAD_SUBS = {
 
 
 def _as_token(evt: dict[str, Any], sub: str) -> dict[str, Any]:
-    from tests.integration.recall_support import as_jwt
+    from tests.support.recall import as_jwt
 
     return as_jwt(evt, sub)
 
@@ -281,7 +281,7 @@ def test_a_sub_that_breaks_the_user_id_rules_is_refused_at_every_door(lambda_env
 
 
 def event_body(name: str) -> str:
-    from tests.integration.recall_support import event
+    from tests.support.recall import event
 
     return str(event(name)["body"])
 

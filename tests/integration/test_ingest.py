@@ -24,8 +24,8 @@ from agent_memory.records import ExistingMemory
 from agent_memory.service import Memory
 from agent_memory_contract.models import ChatMessage, ConversationEnded, NewMemory
 from agent_memory_tools.local import runtime as lambda_local
-from tests.db_support import rows
-from tests.ingest_support import (
+from tests.support.db import rows
+from tests.support.ingest import (
     APP,
     REPO,
     MeetingEmbedder,
@@ -36,11 +36,11 @@ from tests.ingest_support import (
     sqs_event,
     sqs_record,
 )
-from tests.ingest_support import (
+from tests.support.ingest import (
     invoke_ingest as invoke,
 )
 
-# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+# The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends
 
 EVENT = REPO / "events" / "conversation-ended.json"
@@ -177,7 +177,7 @@ def test_without_ended_at_the_sqs_sent_time_dates_the_facts(lambda_env: str, ser
 def test_the_database_unreachable_fails_every_record_before_any_llm_call(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
-    from tests.ingest_support import ChatServer
+    from tests.support.ingest import ChatServer
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,10 +20,10 @@ from agent_memory.config import Settings
 from agent_memory.service import BatchNotDurable, Memory
 from agent_memory.store.memories.messages import UnflushedWrites
 from agent_memory_contract.models import ConversationEnded, NewMemory
-from tests.environment import use_lambda_environment
-from tests.faults import RestartablePostgres
-from tests.ingest_support import conversation, failures, sqs_event, sqs_record
-from tests.ingest_support import invoke_ingest as invoke
+from tests.support.environment import use_lambda_environment
+from tests.support.faults import RestartablePostgres
+from tests.support.ingest import conversation, failures, sqs_event, sqs_record
+from tests.support.ingest import invoke_ingest as invoke
 
 
 @pytest.fixture

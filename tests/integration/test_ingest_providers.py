@@ -22,7 +22,7 @@ from agent_memory.service import Memory
 from agent_memory_contract.errors import ProviderError
 from agent_memory_contract.models import ConversationEnded
 from agent_memory_tools.local import runtime as lambda_local
-from tests.ingest_support import (
+from tests.support.ingest import (
     TEMPLATE,
     ChatServer,
     Reply,

@@ -15,8 +15,8 @@ import pytest
 from moto import mock_aws
 
 from agent_memory_tools.local import runtime as lambda_local
-from tests.environment import use_lambda_environment
-from tests.ingest_support import REPO, TEMPLATE, conversation, failures
+from tests.support.environment import use_lambda_environment
+from tests.support.ingest import REPO, TEMPLATE, conversation, failures
 
 REGION = "eu-west-1"
 VISIBILITY_S = 1

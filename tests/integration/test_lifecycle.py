@@ -9,7 +9,7 @@ import pytest
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
-from tests.ingest_support import supersede
+from tests.support.ingest import supersede
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -28,7 +28,7 @@ from agent_memory.recall.block import BLOCK_START
 from agent_memory.service import Memory
 from agent_memory_client.mcp_auth import mcp_http_client
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import ROOT, TEMPLATE, token
+from tests.support.recall import ROOT, TEMPLATE, token
 
 TOOLS = {
     "recall_memories",

@@ -19,8 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 from agent_memory_client.mcp_auth import SigV4Auth, mcp_http_client
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import TEMPLATE
-from tests.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, verify
+from tests.support.recall import TEMPLATE
+from tests.support.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, verify
 
 
 class VerifyingGateway(httpx2.AsyncBaseTransport):

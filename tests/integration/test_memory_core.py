@@ -21,7 +21,7 @@ from agent_memory.store.schema.migrate import available_migrations
 from agent_memory_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
 from agent_memory_contract.models import NewMemory
 
-# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+# The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends
 
 FACTS = [

@@ -17,7 +17,7 @@ from agent_memory.service import Memory
 from agent_memory_contract.errors import Conflict, InputTooLarge, NotFound
 from agent_memory_contract.models import MemoryChanges, NewMemory, content_hash
 
-# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+# The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends
 
 

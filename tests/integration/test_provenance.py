@@ -21,7 +21,7 @@ from agent_memory.service import Memory
 from agent_memory_client import AsyncMemoryClient, MemoryClient
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
 from agent_memory_tools.cli import main
-from tests.integration.recall_support import body_of, invoke, with_body, with_request
+from tests.support.recall import body_of, invoke, with_body, with_request
 
 USER = "user-123"
 SECRET = "The user's locker code is 4417"

@@ -12,9 +12,9 @@ import pytest
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
-from tests.integration.recall_support import body_of, invoke, with_body
+from tests.support.recall import body_of, invoke, with_body
 from tests.integration.test_readers import settings_for
-from tests.replica import ReplicaPair
+from tests.support.replica import ReplicaPair
 
 USER = "user-123"
 
@@ -109,4 +109,4 @@ def test_recall_answers_with_the_writer_stopped(
 
     service = built_service()
     assert service is not None
-    assert wait_for(lambda: service.flush_usage() >= 0 and recall_counts(replica_pair, replica_database) == 4)
+    assert wait_for(lambda: service.admin.flush_usage() >= 0 and recall_counts(replica_pair, replica_database) == 4)

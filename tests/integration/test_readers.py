@@ -1,4 +1,4 @@
-"""Reads on a reader endpoint, against a real streaming replica (tests/replica.py: the embedded
+"""Reads on a reader endpoint, against a real streaming replica (tests/support/replica.py: the embedded
 server's binaries, pg_basebackup + hot standby). The standby's replay is paused to make "the
 reader has not seen this write yet" deterministic: what an eventual read misses, a strong one
 sees; writes and the write path's own reads never touch the reader; a reader that is down hands
@@ -22,8 +22,8 @@ from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import NotFound
 from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import TEMPLATE, body_of, invoke, with_body, with_request
-from tests.replica import ReplicaPair
+from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
+from tests.support.replica import ReplicaPair
 
 USER = "user-123"
 

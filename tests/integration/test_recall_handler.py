@@ -18,8 +18,8 @@ import pytest
 from agent_memory.config import get_settings
 from agent_memory.observability import logger, metrics
 from agent_memory.service import Memory, get_service, set_service
-from tests.ingest_support import supersede
-from tests.integration.recall_support import (
+from tests.support.ingest import supersede
+from tests.support.recall import (
     ROOT,
     as_iam,
     as_jwt,

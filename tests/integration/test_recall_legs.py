@@ -11,7 +11,7 @@ import psycopg
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
-from tests.db_support import round_trips
+from tests.support.db import round_trips
 
 DAY = dt.datetime(2023, 5, 3, 15, tzinfo=dt.UTC)
 NOW = dt.datetime(2023, 12, 1, tzinfo=dt.UTC)

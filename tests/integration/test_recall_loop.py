@@ -16,8 +16,8 @@ from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_id
 from agent_memory.recall.block import build_memory_block
 from agent_memory.service import Memory
 from agent_memory_tools.local import runtime as lambda_local
-from tests.ingest_support import TEMPLATE, ChatServer, Reply, failures, memories_answer, sqs_event, sqs_record
-from tests.integration.recall_support import body_of, invoke, with_body
+from tests.support.ingest import TEMPLATE, ChatServer, Reply, failures, memories_answer, sqs_event, sqs_record
+from tests.support.recall import body_of, invoke, with_body
 
 # What recall handed the agent earlier, in the first person as a client may have stored it: the
 # rules extractor reads such lines as the user's own statements.

@@ -187,7 +187,7 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
         },
         expected_params={"Text": joined, "LanguageCode": "en"},
     )
-    redacting._redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
+    redacting._parts.redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
     stored = redacting.add([NewMemory(content=f) for f in facts], user_id="u1")
     assert stored.pii_redacted == 1
     contents = sorted(m.content for m in redacting.list(user_id="u1").memories)
@@ -199,7 +199,7 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
 
 def redactor_for(settings: Settings) -> Redactor:
     """The write path's redactor as the service builds it (nothing connects until a write)."""
-    return Memory(settings)._redactor
+    return Memory(settings)._parts.redactor
 
 
 def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) -> None:
@@ -256,7 +256,7 @@ def _nothing_stored_a_reader_could_read(database_url: str) -> None:
 def test_a_disguised_value_in_content_or_metadata_is_redacted_through_the_http_api(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
-    from tests.integration.recall_support import body_of, invoke, with_body, with_request
+    from tests.support.recall import body_of, invoke, with_body, with_request
 
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
     memories = [
@@ -284,7 +284,7 @@ def test_the_sqs_message_redacts_disguised_values_in_content_and_metadata(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
     from agent_memory_tools.local import runtime
-    from tests.ingest_support import TEMPLATE, failures, sqs_event, sqs_record
+    from tests.support.ingest import TEMPLATE, failures, sqs_event, sqs_record
 
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
     body = {

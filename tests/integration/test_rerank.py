@@ -21,7 +21,7 @@ from agent_memory.rerank.bedrock import BedrockReranker
 from agent_memory.rerank.cohere import CohereReranker
 from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
-from tests.ingest_support import ChatServer, Reply
+from tests.support.ingest import ChatServer, Reply
 
 DOCS = ["The user lives in Lisbon.", "The user has a dog named Rex.", "The user prefers tea."]
 NO_WAIT = RetryPolicy(max_retries=1, base_delay_s=0.0, budget_s=5.0, sleep=lambda _s: None)

@@ -20,9 +20,9 @@ from agent_memory.config import Settings
 from agent_memory.service import Memory, get_service
 from agent_memory_contract.models import NewMemory
 from agent_memory_tools.local import runtime as lambda_local
-from tests.environment import use_lambda_environment
-from tests.faults import RestartablePostgres
-from tests.ingest_support import (
+from tests.support.environment import use_lambda_environment
+from tests.support.faults import RestartablePostgres
+from tests.support.ingest import (
     TEMPLATE,
     ChatServer,
     Reply,

@@ -13,7 +13,7 @@ from agent_memory.store.engine.transactions import user_transaction
 from agent_memory_contract.errors import ConfigurationError
 from agent_memory_contract.models import NewMemory
 
-# The same behaviour on a connection and through the RDS Data API (tests/data_api.py).
+# The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends
 
 

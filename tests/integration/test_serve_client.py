@@ -30,7 +30,7 @@ from agent_memory_contract.errors import (
 )
 from agent_memory_tools.cli import main
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.integration.recall_support import (
+from tests.support.recall import (
     ROOT,
     TEMPLATE,
     body_of,

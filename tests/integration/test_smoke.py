@@ -15,9 +15,9 @@ from agent_memory_client import MemoryClient
 from agent_memory_tools.cli import main
 from agent_memory_tools.local.server import LocalApi, make_server
 from agent_memory_tools.local.tokens import JwtVerifier
-from tests.integration.recall_support import TEMPLATE
-from tests.oauth_issuer import AUDIENCE, LocalIssuer
-from tests.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, SigV4Gateway
+from tests.support.oauth_issuer import AUDIENCE, LocalIssuer
+from tests.support.recall import TEMPLATE
+from tests.support.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, SigV4Gateway
 
 CHECKS = ["remember", "recall", "list", "mcp", "forget", "gone"]
 

@@ -15,7 +15,7 @@ from agent_memory.config import Settings
 from agent_memory.service import Memory
 from agent_memory.store.engine.transactions import read_as_user
 from agent_memory_contract.models import ConversationEnded, NewMemory
-from tests.db_support import round_trips
+from tests.support.db import round_trips
 
 
 class _TextRefused(VectorDumper):

@@ -27,8 +27,8 @@ from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import ConfigurationError, Forbidden
 from agent_memory_tools.local.server import LocalApi, make_server
 from agent_memory_tools.local.tokens import JwtVerifier
-from tests.integration.recall_support import ROOT, TEMPLATE
-from tests.oauth_issuer import AUDIENCE, LocalIssuer
+from tests.support.oauth_issuer import AUDIENCE, LocalIssuer
+from tests.support.recall import ROOT, TEMPLATE
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -28,8 +28,8 @@ from agent_memory_contract.models import ConversationEnded, NewMemory
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local
 from agent_memory_tools.local.server import LocalApi, make_server
-from tests.ingest_support import sqs_event, sqs_record
-from tests.integration.recall_support import TEMPLATE, body_of, invoke, with_body, with_request
+from tests.support.ingest import sqs_event, sqs_record
+from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
 
 USER = "truth-user"
 MARCH = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)

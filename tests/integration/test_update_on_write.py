@@ -28,8 +28,8 @@ from agent_memory.service import Memory
 from agent_memory_contract.models import ConversationEnded, IngestOutcome, NewMemory
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local
-from tests.db_support import rows
-from tests.ingest_support import (
+from tests.support.db import rows
+from tests.support.ingest import (
     APP,
     TEMPLATE,
     ChatServer,

@@ -20,7 +20,7 @@ from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.models import ConversationEnded, NewMemory, RecallQuery
 from agent_memory_tools import costs
 from agent_memory_tools.cli import main
-from tests.db_support import round_trips
+from tests.support.db import round_trips
 
 
 def _lines(service: Memory, user: str) -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -151,7 +151,7 @@ def test_a_patch_answered_404_counts_no_write(lambda_env: str) -> None:
     changes nothing, so it counts nothing; the one that changes a memory counts its write."""
     import uuid
 
-    from tests.integration.recall_support import body_of, invoke, with_body, with_request
+    from tests.support.recall import body_of, invoke, with_body, with_request
 
     def usage(user: str) -> dict[str, int]:
         report = body_of(invoke(with_request("http-usage.json", "GET", "/usage", {"user_id": user})))

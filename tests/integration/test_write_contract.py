@@ -47,9 +47,9 @@ from agent_memory_contract.models import (
     fact_key,
 )
 from agent_memory_tools.local import runtime
-from tests.environment import use_lambda_environment
-from tests.ingest_support import TEMPLATE, ChatServer, Reply, chat_completion, failures, sqs_event, sqs_record
-from tests.integration.recall_support import body_of, invoke, with_body, with_request
+from tests.support.environment import use_lambda_environment
+from tests.support.ingest import TEMPLATE, ChatServer, Reply, chat_completion, failures, sqs_event, sqs_record
+from tests.support.recall import body_of, invoke, with_body, with_request
 
 EXAMPLES = int(os.environ.get("HYPOTHESIS_CONTRACT_EXAMPLES", "25"))
 CONTRACT = settings(

@@ -30,6 +30,7 @@ PLANTS: dict[str, list[tuple[str, str]]] = {
         ("agent_memory/ingest/planted.py", "import agent_memory.recall.planted"),
     ],
     "http-edge": [("agent_memory/http/planted.py", "import agent_memory.service")],
+    "routes-thin": [("agent_memory/routes/memories.py", "import agent_memory.store.memories")],
     "sql-in-store": [("agent_memory/recall/planted.py", "import psycopg")],
     "io-in-providers": [("agent_memory/ingest/planted.py", "import httpx")],
     "pure-steps": [("agent_memory/recall/scoring.py", "import agent_memory.store.engine.connection")],

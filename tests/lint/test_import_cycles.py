@@ -17,15 +17,11 @@ import pytest
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 PACKAGES = ("agent_memory", "agent_memory_contract", "agent_memory_client", "agent_memory_tools")
 
-# The one cycle left: Admin is handed the Memory it operates and names its type (memory.py builds
-# Admin(self)). An allowance whose import is gone must go too (see the test below).
-ALLOWED: set[tuple[str, str]] = {("agent_memory.service.operating", "agent_memory.service.memory")}
-
 
 def cycle_breakers(graph: grimp.ImportGraph) -> dict[str, set[tuple[str, str]]]:
     found: dict[str, set[tuple[str, str]]] = {}
     for package in sorted(m for m in graph.modules if graph.find_children(m)):
-        breakers = set(graph.nominate_cycle_breakers(package)) - ALLOWED
+        breakers = set(graph.nominate_cycle_breakers(package))
         if breakers:
             found[package] = breakers
     return found
@@ -37,11 +33,6 @@ def graph() -> grimp.ImportGraph:
 
 def test_no_package_has_an_import_cycle() -> None:
     assert cycle_breakers(graph()) == {}
-
-
-def test_every_allowed_cycle_still_exists() -> None:
-    imports = graph()
-    assert [pair for pair in ALLOWED if not imports.direct_import_exists(importer=pair[0], imported=pair[1])] == []
 
 
 def annotation_imports() -> set[tuple[str, str]]:

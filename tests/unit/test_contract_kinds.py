@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import TextContent
 
-from agent_memory.http.handlers import install_error_handlers
+from agent_memory.http.errors import install_error_handlers
 from agent_memory.mcp.tools import tool_error
 from agent_memory_client import calls
 from agent_memory_client.errors import error_from_answer

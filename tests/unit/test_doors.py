@@ -54,9 +54,9 @@ def test_the_clients_methods_take_the_request_models_fields(method: str, model: 
 
 
 def test_get_memories_query_parameters_are_the_list_requests_fields() -> None:
-    import functions.recall.app as app
+    from agent_memory.routes.memories import list_memories
 
-    params = parameters(app.list_memories)
+    params = parameters(list_memories)
     assert set(params) == (set(ListRequest.model_fields) - {"filters"}) | FILTERS
     limit = params["limit"]
     assert limit.default == default(ListRequest, "limit")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.http import handlers, identity
+from agent_memory.http import errors, identity
 from agent_memory_client import errors as client_errors
 from agent_memory_contract import kinds as http_errors
 from agent_memory_contract import schemas
@@ -168,7 +168,7 @@ def test_answers_of_api_gateway_itself_map_to_typed_errors(status: int, body: ob
 
 
 def test_validation_errors_name_the_field() -> None:
-    details = handlers.describe_validation_errors(
+    details = errors.describe_validation_errors(
         [
             {"loc": ("body", "memories", 0, "content"), "msg": "Field required", "type": "missing"},
             {"loc": ("query", "limit"), "msg": "Input should be less than or equal to 500", "type": "less_than_equal"},
@@ -183,8 +183,8 @@ def test_validation_errors_name_the_field() -> None:
 
 
 def test_json_content_types() -> None:
-    assert handlers.is_json_content_type(None)
-    assert handlers.is_json_content_type("application/json; charset=utf-8")
-    assert handlers.is_json_content_type("application/vnd.api+json")
-    assert not handlers.is_json_content_type("application/x-www-form-urlencoded")
-    assert not handlers.is_json_content_type("text/plain")
+    assert errors.is_json_content_type(None)
+    assert errors.is_json_content_type("application/json; charset=utf-8")
+    assert errors.is_json_content_type("application/vnd.api+json")
+    assert not errors.is_json_content_type("application/x-www-form-urlencoded")
+    assert not errors.is_json_content_type("text/plain")

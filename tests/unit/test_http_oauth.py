@@ -17,7 +17,7 @@ from agent_memory.http.oauth import (
 )
 from agent_memory_tools.local import runtime
 from agent_memory_tools.local.server import http_api_event
-from tests.integration.recall_support import ROOT, TEMPLATE
+from tests.support.recall import ROOT, TEMPLATE
 
 ISSUER = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbC123"
 API_HOST = "abc123.execute-api.eu-west-1.amazonaws.com"

@@ -37,6 +37,49 @@ def _reason(exc: InvalidInput) -> str:
     return f"{field}: {exc}" if field else str(exc)
 
 
+def _skip(report: ImportReport, number: int, reason: str) -> None:
+    report.skipped += 1
+    report.skipped_lines.append(SkippedLine(line=number, reason=reason))
+    logger.warning("line %d skipped: %s", number, reason)
+
+
+def _checked(
+    pairs: Sequence[tuple[int, ImportLine]], check: Callable[[ImportLine], None] | None, report: ImportReport
+) -> list[tuple[int, ImportLine]]:
+    """The numbered lines ``check`` takes; the others recorded as skipped."""
+    kept = []
+    for number, line in pairs:
+        try:
+            if check is not None:
+                check(line)
+        except InvalidInput as exc:
+            _skip(report, number, _reason(exc))
+        else:
+            kept.append((number, line))
+    return kept
+
+
+def _store_chunk(
+    pairs: Sequence[tuple[int, ImportLine]], store: Callable[[Sequence[ImportLine]], StoredIds], report: ImportReport
+) -> None:
+    """One call for the chunk; when it refuses the chunk, one per line, skipping those it refuses."""
+    try:
+        stored = store([line for _, line in pairs])
+    except InvalidInput as exc:
+        logger.debug("chunk retried line by line: %s", exc)
+        for number, line in pairs:
+            try:
+                single = store([line])
+            except InvalidInput as inner:
+                _skip(report, number, _reason(inner))
+            else:
+                report.taken += 1
+                report.created += single.created
+    else:
+        report.taken += len(pairs)
+        report.created += stored.created
+
+
 def import_lines(
     lines: Iterable[tuple[int, str]],
     store: Callable[[Sequence[ImportLine]], StoredIds],
@@ -53,54 +96,22 @@ def import_lines(
     Lines ``check`` refuses leave the chunk before it is stored, so the rest is still stored in
     one call, as if they had never been there: the same fact on two lines folds the same way
     (the first statement wins) whatever else the chunk held."""
-    chunk: list[ImportLine] = []
-    numbers: list[int] = []
-
-    def skip(number: int, reason: str) -> None:
-        report.skipped += 1
-        report.skipped_lines.append(SkippedLine(line=number, reason=reason))
-        logger.warning("line %d skipped: %s", number, reason)
+    chunk: list[tuple[int, ImportLine]] = []
 
     def flush() -> None:
-        if check is not None:
-            kept = []
-            for number, line in zip(numbers, chunk, strict=True):
-                try:
-                    check(line)
-                except InvalidInput as exc:
-                    skip(number, _reason(exc))
-                else:
-                    kept.append((number, line))
-            numbers[:] = [n for n, _ in kept]
-            chunk[:] = [line for _, line in kept]
-        if not chunk:
-            return
-        try:
-            stored = store(chunk)
-        except InvalidInput as exc:
-            logger.debug("chunk retried line by line: %s", exc)
-            for number, line in zip(numbers, chunk, strict=True):
-                try:
-                    single = store([line])
-                except InvalidInput as inner:
-                    skip(number, _reason(inner))
-                else:
-                    report.taken += 1
-                    report.created += single.created
-        else:
-            report.taken += len(chunk)
-            report.created += stored.created
+        kept = _checked(chunk, check, report)
         chunk.clear()
-        numbers.clear()
+        if not kept:
+            return
+        _store_chunk(kept, store, report)
         if progress:
             progress(report.taken + report.skipped)
 
     for number, text in lines:
         try:
-            chunk.append(ImportLine.model_validate_json(text))
-            numbers.append(number)
+            chunk.append((number, ImportLine.model_validate_json(text)))
         except ValidationError as exc:
-            skip(number, describe_errors(exc, "line"))
+            _skip(report, number, describe_errors(exc, "line"))
             continue
         if len(chunk) >= chunk_size:
             flush()

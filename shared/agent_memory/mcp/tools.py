@@ -425,7 +425,7 @@ class MemoryTools:
             raise invalid_arguments(exc) from exc
         return await self._call(lambda s: s.ingest_conversation(message))
 
-    async def list_memories(
+    async def list_memories(  # noqa: PLR0913 -- the tool's documented fields (ListRequest's)
         self,
         ctx: Context,
         project_id: ProjectArg = None,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 _MONTHS = {
     name: number
@@ -102,57 +102,67 @@ def _season_window(year: int, season: str) -> Window | None:
     return start, end
 
 
-def query_time_windows(query: str, now: dt.datetime, *, slack_days: int = 1, ranges: bool = True) -> list[Window]:
-    """Time windows the query names. A named day keeps ``slack_days`` either side, because
-    people (and session timestamps) are often a day off. ``ranges``: years and "N ... ago" too."""
+# What each form names, from its match (``slack_days`` either side of a named day; ``now`` for "ago").
+def _day_month_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
+    return _day_window(int(match[3]), _month(match[2]), int(match[1]), slack_days)
+
+
+def _month_day_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
+    return _day_window(int(match[3]), _month(match[1]), int(match[2]), slack_days)
+
+
+def _iso_day(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
+    return _day_window(int(match[1]), int(match[2]), int(match[3]), slack_days)
+
+
+def _season_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
+    return _season_window(int(match[2]), match[1].lower())
+
+
+def _month_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
+    return _month_window(int(match[2]), _month(match[1]))
+
+
+def _year_only(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
+    year = int(match[1])
+    if not 1900 <= year <= 9998:
+        return None
+    return dt.datetime(year, 1, 1, tzinfo=dt.UTC), dt.datetime(year + 1, 1, 1, tzinfo=dt.UTC)
+
+
+def _ago(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
+    count = _NUMBERS.get(match[1].lower()) or int(match[1])
+    unit = _UNIT_DAYS[match[2].lower()]
+    middle = _shift(now, -count * unit)
+    half = max(slack_days, unit // 2)
+    return _shift(middle, -half), _shift(middle, half)
+
+
+_Form = tuple[re.Pattern[str], Callable[[re.Match[str], int, dt.datetime], Window | None], bool]
+# The forms in the order they claim the query's text (a longer form first: "25 May 2022" is not
+# read again as "May 2022"), each with whether "before" / "after" just ahead of it widens it.
+_NAMED: tuple[_Form, ...] = (
+    (_DAY_MONTH_YEAR, _day_month_year, True),
+    (_MONTH_DAY_YEAR, _month_day_year, True),
+    (_ISO_DAY, _iso_day, True),
+    (_SEASON_YEAR, _season_year, False),
+    (_MONTH_YEAR, _month_year, True),
+)
+_RANGES: tuple[_Form, ...] = ((_YEAR_ONLY, _year_only, False), (_AGO, _ago, False))
+
+
+def _ordered(query: str, match: re.Match[str], window: Window) -> Window:
+    """A named day or month, widened into the span before or after it when the query says so."""
+    head = query[: match.start()]
+    if _BEFORE.search(head):
+        return _shift(window[0], -ORDER_SPAN_DAYS), window[1]
+    if _AFTER.search(head):
+        return window[0], _shift(window[1], ORDER_SPAN_DAYS)
+    return window
+
+
+def _relative_windows(lowered: str, now: dt.datetime, slack_days: int) -> list[Window]:
     windows: list[Window] = []
-    consumed: list[tuple[int, int]] = []
-
-    def take(match: re.Match[str]) -> bool:
-        span = match.span()
-        if any(a < span[1] and span[0] < b for a, b in consumed):
-            return False
-        consumed.append(span)
-        return True
-
-    def ordered(match: re.Match[str], window: Window | None) -> None:
-        """A named day or month, widened into the span before or after it when the query says so."""
-        if window is None:
-            return
-        head = query[: match.start()]
-        if _BEFORE.search(head):
-            window = (_shift(window[0], -ORDER_SPAN_DAYS), window[1])
-        elif _AFTER.search(head):
-            window = (window[0], _shift(window[1], ORDER_SPAN_DAYS))
-        windows.append(window)
-
-    for match in _DAY_MONTH_YEAR.finditer(query):
-        if take(match):
-            ordered(match, _day_window(int(match[3]), _month(match[2]), int(match[1]), slack_days))
-    for match in _MONTH_DAY_YEAR.finditer(query):
-        if take(match):
-            ordered(match, _day_window(int(match[3]), _month(match[1]), int(match[2]), slack_days))
-    for match in _ISO_DAY.finditer(query):
-        if take(match):
-            ordered(match, _day_window(int(match[1]), int(match[2]), int(match[3]), slack_days))
-    for match in _SEASON_YEAR.finditer(query):
-        if take(match) and (w := _season_window(int(match[2]), match[1].lower())):
-            windows.append(w)
-    for match in _MONTH_YEAR.finditer(query):
-        if take(match):
-            ordered(match, _month_window(int(match[2]), _month(match[1])))
-    if ranges:
-        for match in _YEAR_ONLY.finditer(query):
-            if take(match) and 1900 <= (year := int(match[1])) <= 9998:
-                windows.append((dt.datetime(year, 1, 1, tzinfo=dt.UTC), dt.datetime(year + 1, 1, 1, tzinfo=dt.UTC)))
-        for match in _AGO.finditer(query):
-            if take(match):
-                count = _NUMBERS.get(match[1].lower()) or int(match[1])
-                unit = _UNIT_DAYS[match[2].lower()]
-                middle = _shift(now, -count * unit)
-                half = max(slack_days, unit // 2)
-                windows.append((_shift(middle, -half), _shift(middle, half)))
-    lowered = query.lower()
     for phrase, back in _RELATIVE_DAYS.items():
         if re.search(rf"\b{phrase}\b", lowered):
             day = _shift(now, -back).astimezone(dt.UTC)
@@ -161,6 +171,23 @@ def query_time_windows(query: str, now: dt.datetime, *, slack_days: int = 1, ran
     for phrase, span in _RELATIVE_SPANS.items():
         if re.search(rf"\b{phrase}\b", lowered):
             windows.append((_shift(now, -(span + slack_days)), now))
+    return windows
+
+
+def query_time_windows(query: str, now: dt.datetime, *, slack_days: int = 1, ranges: bool = True) -> list[Window]:
+    """Time windows the query names. A named day keeps ``slack_days`` either side, because
+    people (and session timestamps) are often a day off. ``ranges``: years and "N ... ago" too."""
+    windows: list[Window] = []
+    consumed: list[tuple[int, int]] = []
+    for pattern, window_of, orderable in _NAMED + (_RANGES if ranges else ()):
+        for match in pattern.finditer(query):
+            if any(a < match.end() and match.start() < b for a, b in consumed):
+                continue  # part of a form read already
+            consumed.append(match.span())
+            window = window_of(match, slack_days, now)
+            if window is not None:
+                windows.append(_ordered(query, match, window) if orderable else window)
+    windows.extend(_relative_windows(query.lower(), now, slack_days))
     return windows
 
 

@@ -9,7 +9,8 @@ import datetime as dt
 from typing import Any
 
 from agent_memory import prices
-from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.config import Settings
+from agent_memory.service.base import Collaborators, utcnow
 from agent_memory.store.accounts.usage import user_usage
 from agent_memory_contract.errors import InvalidInput
 from agent_memory_contract.schemas import TenantUsage, UsageLine, UsageReport, usage_totals
@@ -66,13 +67,17 @@ def tenant_totals(rows: list[dict[str, Any]]) -> list[TenantUsage]:
     return sorted(tenants.values(), key=lambda t: (-t.estimated_usd, t.user_id))
 
 
-class Accounting(ServiceBase):
+class Accounting:
+    # Memory sets both: its settings, and the collaborators its verbs and its admin share.
+    settings: Settings
+    _parts: Collaborators
+
     def usage(self, user_id: str, *, start: dt.date | None = None, end: dt.date | None = None) -> UsageReport:
         """The user's usage per day, kind and model over the period (see :func:`usage_period`),
         with its cost at the price table's prices."""
         start, end = usage_period(start, end)
-        self._flush_usage_for_report()
-        found = self._db.run(lambda conn: user_usage(conn, user_id, start, end))
+        self._parts.flush_usage_for_report()
+        found = self._parts.db.run(lambda conn: user_usage(conn, user_id, start, end))
         lines = [UsageLine(**row, estimated_usd=row_cost(row)) for row in found]
         return UsageReport(
             user_id=user_id,

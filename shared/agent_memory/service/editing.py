@@ -44,15 +44,15 @@ class Editing(Reading):
                 )
             with metering() as meter:
                 self._redact_change(user_id, memory_id, values)
-                vector = self._embedder.embed([values["content"]])[0]
+                vector = self._parts.embedder.embed([values["content"]])[0]
             meter.add("write", calls=1, items=1)
-            used = self._usage(meter)
+            used = self._parts.usage(meter)
         elif values.get("metadata"):
             self._redact_change(user_id, memory_id, values)
         if values.get("metadata"):
             check_metadata(self.settings, values["metadata"], "metadata")
         write_id = uuid.uuid4()
-        updated: MemoryRecord | None = self._db.run(
+        updated: MemoryRecord | None = self._parts.db.run(
             lambda conn: edits.update_memory(
                 conn, user_id, memory_id, values, embedding=vector, source=source, usage=used, write_id=write_id
             )
@@ -66,10 +66,10 @@ class Editing(Reading):
         """A new content or metadata passes the write path's redaction (AGENT_MEMORY_PII) like any
         other write: placeholders in the text and the metadata's string values, what was removed
         in the metadata's record; refused, naming the field, in drop mode."""
-        if not self._redactor.enabled:
+        if not self._parts.redactor.enabled:
             return
         given = values.get("metadata") if "metadata" in values else None
-        outcome = self._redactor.redact_change(values.get("content"), given)
+        outcome = self._parts.redactor.redact_change(values.get("content"), given)
         if outcome.dropped:
             raise InvalidInput(
                 f"{outcome.dropped_field} holds personal data this deployment does not store (AGENT_MEMORY_PII)",
@@ -85,10 +85,10 @@ class Editing(Reading):
 
     def delete(self, memory_id: uuid.UUID, *, user_id: str, source: str | None = None) -> bool:
         """Delete one memory of the user; False when the user has no memory with that id."""
-        deleted = bool(self._db.run(lambda conn: catalog.delete_memory(conn, user_id, memory_id, source=source)))
+        deleted = bool(self._parts.db.run(lambda conn: catalog.delete_memory(conn, user_id, memory_id, source=source)))
         logger.info("forgot", extra={"user_id": user_id, "deleted": int(deleted), "one": True})
         if deleted:
-            self._publish_changes(user_id)
+            self._parts.publish_changes(user_id)
         return deleted
 
     def forget_user(self, user_id: str, *, requested_by: str = "service") -> ErasureReceipt:
@@ -96,17 +96,17 @@ class Editing(Reading):
         and return the erasure receipt stored with the deletion, in one transaction
         (see :mod:`agent_memory.store.accounts.erasures`). ``requested_by``: who asked, for the receipt; never
         the user's own id."""
-        receipt: ErasureReceipt = self._db.run(
+        receipt: ErasureReceipt = self._parts.db.run(
             lambda conn: erasures.erase_user(conn, user_id, requested_by=requested_by), retry=False
         )
         # The receipt's id, not the user's: logs outlive the erasure.
         logger.info("erased", extra={"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()})
-        self._publish_changes(user_id)
+        self._parts.publish_changes(user_id)
         return receipt
 
     def erasure(self, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt:
         """A stored erasure receipt; with ``user_id`` (a JWT caller), only that user's own."""
-        found: ErasureReceipt | None = self._db.run(
+        found: ErasureReceipt | None = self._parts.db.run(
             lambda conn: erasures.get_receipt(conn, receipt_id, user_id=user_id)
         )
         if found is None:
@@ -115,5 +115,5 @@ class Editing(Reading):
 
     def erasures(self, user_id: str) -> list[ErasureReceipt]:
         """Every erasure receipt of this user id, oldest first (matched by the keyed hash)."""
-        found: list[ErasureReceipt] = self._db.run(lambda conn: erasures.receipts_for(conn, user_id))
+        found: list[ErasureReceipt] = self._parts.db.run(lambda conn: erasures.receipts_for(conn, user_id))
         return found

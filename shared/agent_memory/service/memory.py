@@ -1,9 +1,11 @@
 """The public API: :class:`Memory`, the verbs every door calls (the HTTP API, the queue consumer,
 MCP, the CLI) and in-process Python code too; its :attr:`~Memory.admin` operates the store.
 
-Memory is assembled from a module per kind of work (:mod:`.writing`, :mod:`.reading`,
-:mod:`.editing`, :mod:`.accounting`) on :mod:`.base` (the settings and the collaborators, built on
-first use). Names follow mem0's where a verb exists there (add, get, update, delete, history).
+Memory's verbs are defined in a module per kind of work (:mod:`.writing`, :mod:`.reading`,
+:mod:`.editing`, :mod:`.accounting`), its base classes, so each verb's parameters are written once.
+What they work with is one object they share, composed rather than inherited: the settings and the
+collaborators, built on first use (:class:`.base.Collaborators`); :class:`.operating.Admin` works on
+that same object. Names follow mem0's where a verb exists there (add, get, update, delete, history).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from agent_memory.embeddings import Embedder
 from agent_memory.extraction import Extractor
 from agent_memory.rerank import Reranker
 from agent_memory.service.accounting import Accounting
+from agent_memory.service.base import Collaborators
 from agent_memory.service.drain import Publish
 from agent_memory.service.editing import Editing
 from agent_memory.service.operating import Admin
@@ -54,15 +57,10 @@ class Memory(Writing, Editing, Reading, Accounting):
         elif overrides:
             settings = Settings.model_validate({**settings.model_dump(), **overrides})
         self.settings = settings
-        given = {
-            "_embedder": embedder,
-            "_db": database,
-            "_extractor": extractor,
-            "_publisher": publisher,
-            "_reranker": reranker,
-        }
-        vars(self).update({name: value for name, value in given.items() if value is not None})
-        self.admin = Admin(self)
+        self._parts = Collaborators(
+            settings, embedder=embedder, database=database, extractor=extractor, publisher=publisher, reranker=reranker
+        )
+        self.admin = Admin(self._parts, self.import_)
 
     def __enter__(self) -> Self:
         return self
@@ -71,3 +69,7 @@ class Memory(Writing, Editing, Reading, Accounting):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    def close(self) -> None:
+        """Close the database connections (they are opened again on next use)."""
+        self._parts.close()

@@ -1,4 +1,5 @@
-"""Operating the store behind a :class:`~agent_memory.service.memory.Memory`: :class:`Admin`."""
+"""Operating the store behind a :class:`~agent_memory.service.memory.Memory`: :class:`Admin`, on
+the collaborators the memory's verbs use (:class:`~.base.Collaborators`), not on the memory itself."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from agent_memory.ingest.rows import check_lengths
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.rerank import Reranker
 from agent_memory.service.accounting import tenant_totals, usage_period
-from agent_memory.service.base import utcnow
+from agent_memory.service.base import Collaborators, utcnow
 from agent_memory.service.drain import DrainResult, OutboxStatus, drain_outbox, outbox_status
 from agent_memory.store.accounts.usage import all_usage
 from agent_memory.store.engine.connection import Database
@@ -31,11 +32,8 @@ from agent_memory.store.memories import catalog, consolidation
 from agent_memory.store.schema import reembed
 from agent_memory.store.schema.setup import MigrateResult, migrate
 from agent_memory_contract.errors import ConfigurationError
-from agent_memory_contract.models import normalize_content
+from agent_memory_contract.models import ImportLine, StoredIds, normalize_content
 from agent_memory_contract.schemas import TenantUsage
-
-if TYPE_CHECKING:
-    from agent_memory.service.memory import Memory
 
 logger = logging.getLogger(__name__)
 
@@ -43,61 +41,74 @@ logger = logging.getLogger(__name__)
 UPDATE_NEIGHBOURS = 8
 
 
+class ImportLines(Protocol):
+    """How the admin's bulk import stores a chunk: ``Memory.import_``."""
+
+    def __call__(
+        self, lines: Sequence[ImportLine], *, source: str | None = ..., write_id: uuid.UUID | None = ...
+    ) -> StoredIds: ...
+
+
 class Admin:
     """``memory.admin``: migrations, re-embedding, dense users' indexes, consolidation, purge, bulk
     import, every tenant's usage, the change-event outbox, and the memory's collaborators themselves
     (for warm-ups, health checks, benchmarks and tests)."""
 
-    def __init__(self, memory: Memory) -> None:
-        self._memory = memory
+    def __init__(self, parts: Collaborators, import_lines: ImportLines) -> None:
+        self._parts = parts
+        self._import_lines = import_lines
 
     # ---- the collaborators (built on first use) ---------------------------------------
 
     @property
     def settings(self) -> Settings:
-        return self._memory.settings
+        return self._parts.settings
 
     @property
     def embedder(self) -> Embedder:
-        return self._memory._embedder
+        return self._parts.embedder
 
     @property
     def extractor(self) -> Extractor:
-        return self._memory._extractor
+        return self._parts.extractor
 
     @property
     def reranker(self) -> Reranker | None:
-        return self._memory._reranker
+        return self._parts.reranker
 
     @property
     def db(self) -> Database:
         """The writer's connection."""
-        return self._memory._db
+        return self._parts.db
 
     @property
     def reads(self) -> ReadRouter:
         """Where reads go (the reader endpoint when configured, else the writer)."""
-        return self._memory._reads
+        return self._parts.reads
 
     @property
     def recall_plan(self) -> RecallPlan:
-        return self._memory._recall_plan
+        return self._parts.recall_plan
 
     def reader_fallbacks(self) -> int:
         """Reads the writer served because the reader failed, since the last call (a metric)."""
-        reads: ReadRouter | None = self._memory._built("_reads")
+        reads: ReadRouter | None = self._parts.built("reads")
         return reads.take_fallbacks() if reads is not None else 0
 
     @property
     def rerank_fallbacks(self) -> int:
         """Recalls of this process whose reranker failed (they kept the fused order)."""
-        reranker: Reranker | None = self._memory._built("_reranker")
+        reranker: Reranker | None = self._parts.built("reranker")
         return reranker.fallbacks if reranker is not None else 0
+
+    def flush_usage(self) -> int:
+        """Write the usage counts this container keeps (reads on a reader endpoint) now; how many."""
+        return self._parts.flush_usage()
 
     def release_secrets(self) -> None:
         """Close connections, forget cached secrets and API-keyed providers: before a SnapStart
         snapshot (see :mod:`agent_memory.lifecycle`)."""
-        self._memory._release_secrets()
+        self._parts.release_secrets()
 
     # ---- operations -----------------------------------------------------------------------
 
@@ -126,7 +137,7 @@ class Admin:
             reconnect_s=reconnect_s,
         )
         if result.switched:
-            self._memory.close()  # reconnect: this process now uses the new column
+            self._parts.close()  # reconnect: this process now uses the new column
         return result
 
     def drop_previous_vectors(self) -> bool:
@@ -181,7 +192,7 @@ class Admin:
                 break
         self.db.run(partial(consolidation.write_checkpoint, after=""))
         logger.info("consolidated", extra={"report": report.model_dump(mode="json")})
-        self._memory._publish_changes(None)
+        self._parts.publish_changes(None)
         return report
 
     def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int, int]:
@@ -206,7 +217,7 @@ class Admin:
             lambda conn: catalog.purge(conn, now=now, superseded_before=now - dt.timedelta(days=days))
         )
         logger.info("purged", extra={"expired": expired, "superseded": superseded})
-        self._memory._publish_changes(None)
+        self._parts.publish_changes(None)
         return {"expired": expired, "superseded": superseded}
 
     def import_jsonl(
@@ -225,7 +236,7 @@ class Admin:
         write_id = report.write_id
         return importing.import_lines(
             lines,
-            lambda chunk: self._memory.import_(chunk, source=source, write_id=write_id),
+            lambda chunk: self._import_lines(chunk, source=source, write_id=write_id),
             report,
             progress=progress,
             check=lambda line: check_lengths(self.settings, [line], "lines"),
@@ -243,13 +254,14 @@ class Admin:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's
         credentials, like purge)."""
         start, end = usage_period(start, end)
+        self._parts.flush_usage_for_report()
         return tenant_totals(self.db.run(lambda conn: all_usage(conn, start, end)))
 
     def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:
         """Publish the change events waiting in the outbox (everyone's by default): the scheduled drain."""
         if not self.settings.event_bus:
             raise ConfigurationError("no change events: AGENT_MEMORY_EVENT_BUS is not set")
-        return drain_outbox(self.db, self._memory._publisher, user_id=user_id, max_batches=max_batches)
+        return drain_outbox(self.db, self._parts.publisher, user_id=user_id, max_batches=max_batches)
 
     def events_status(self, *, user_id: str | None = None) -> OutboxStatus:
         """How many change events wait in the outbox, since when, and the latest publish error."""

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from agent_memory.config import Settings
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
 from agent_memory.service import pages
-from agent_memory.service.base import ServiceBase, utcnow
+from agent_memory.service.base import Collaborators, utcnow
 from agent_memory.store.memories import catalog, edits
 from agent_memory.store.memories.recall import hybrid_candidates
 from agent_memory.store.memories.scope import Scope
@@ -47,7 +48,11 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
     return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
 
 
-class Reading(ServiceBase):
+class Reading:
+    # Memory sets both: its settings, and the collaborators its verbs and its admin share.
+    settings: Settings
+    _parts: Collaborators
+
     # ---- recall ----------------------------------------------------------------------
 
     def _check_query(self, query: str, limit: int | None) -> tuple[str, int]:
@@ -70,7 +75,7 @@ class Reading(ServiceBase):
             raise InvalidInput(f"limit must be between 1 and {MAX_RECALL_LIMIT}, got {limit}", field="limit")
         return query, limit
 
-    def recall(
+    def recall(  # noqa: PLR0913 -- the public verb: the operation's fields, and a caller's plan, vector, meter
         self,
         query: str,
         *,
@@ -96,11 +101,11 @@ class Reading(ServiceBase):
         ``as_of``, valid time: among what was true then, superseded versions included while they
         held. ``include_inactive``: superseded and expired memories too (debugging)."""
         query, limit = self._check_query(query, limit)
-        plan = plan or self._recall_plan
+        plan = plan or self._parts.recall_plan
         with metering(usage) as meter:
-            vector = self._embedder.embed_query(query) if query_vector is None else query_vector
+            vector = self._parts.embedder.embed_query(query) if query_vector is None else query_vector
         meter.add("recall", calls=1, characters=len(query))
-        used = self._usage(meter)
+        used = self._parts.usage(meter)
         scope = Scope(
             user_id,
             project_id,
@@ -114,12 +119,12 @@ class Reading(ServiceBase):
         # The present is read once, so the date windows and the decay measure from the same instant.
         evaluated_at = scope.now or utcnow()
         windows = plan.windows(query, evaluated_at)
-        # Where a reader is configured, the recall's usage count waits in the container for a batch
-        # (no writer round trip, nothing the writer's health can fail); on the writer alone, the
-        # recall's own statement writes it.
-        on_reader = self._reads.reader is not None and consistency == "eventual"
+        on_reader = self._parts.reads.reader is not None and consistency == "eventual"
+        # On the writer alone the recall's own statement writes its usage count; where a reader is
+        # configured the count waits in the container for a batch (no writer round trip, nothing
+        # the writer's health can fail).
         try:
-            candidates = self._reads.run(
+            candidates = self._parts.reads.run(
                 lambda conn: hybrid_candidates(
                     conn,
                     scope,
@@ -139,8 +144,8 @@ class Reading(ServiceBase):
             logger.warning("recall answered without memories: the database is resuming")
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
-            self._count_later(user_id, used)
-        reranker = self._reranker
+            self._parts.count_later(user_id, used)
+        reranker = self._parts.reranker
         chosen = rank_candidates(
             candidates,
             plan,
@@ -180,7 +185,7 @@ class Reading(ServiceBase):
             return []
         texts = [normalize_content(q.query) or " " for q in queries]
         with metering() as batch:
-            vectors = self._embedder.embed(texts)
+            vectors = self._parts.embedder.embed(texts)
         total = sum(len(t) for t in texts)
         results: list[RecallResult | InvalidInput] = []
         for query, text, vector in zip(queries, texts, vectors, strict=True):
@@ -221,7 +226,7 @@ class Reading(ServiceBase):
         after = pages.decode_cursor(cursor) if cursor else None
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed, as_of=_aware(as_of))
-        found = self._reads.run(
+        found = self._parts.reads.run(
             lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
         )
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
@@ -230,7 +235,7 @@ class Reading(ServiceBase):
     def get(self, memory_id: uuid.UUID, *, user_id: str, consistency: Consistency = "eventual") -> MemoryRecord:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
-        found: MemoryRecord | None = self._reads.run(
+        found: MemoryRecord | None = self._parts.reads.run(
             lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
         )
         if found is None:
@@ -262,7 +267,7 @@ class Reading(ServiceBase):
         events: dict[uuid.UUID, list[MemoryEvent]] = {}
         if history and page.memories:
             ids = [m.id for m in page.memories]
-            found: list[MemoryEvent] = self._reads.run(
+            found: list[MemoryEvent] = self._parts.reads.run(
                 lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
             )
             for event in found:
@@ -281,7 +286,7 @@ class Reading(ServiceBase):
         """Every recorded change of one memory (or of all the user's), oldest first."""
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
-        events: list[MemoryEvent] = self._reads.run(
+        events: list[MemoryEvent] = self._parts.reads.run(
             lambda conn: catalog.history(conn, user_id, memory_id, limit=limit), consistency=consistency
         )
         return events

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from functools import partial
 
+from agent_memory.config import Settings
 from agent_memory.ingest import conversation
 from agent_memory.ingest.neighbours import SameFactRule
 from agent_memory.ingest.rows import (
@@ -20,7 +21,7 @@ from agent_memory.ingest.rows import (
     fact_outcome,
 )
 from agent_memory.records import ExistingMemory, MemoryRow, WriteOutcome
-from agent_memory.service.base import ServiceBase
+from agent_memory.service.base import Collaborators
 from agent_memory.store.engine.connection import Connection
 from agent_memory.store.memories import messages, related, restore, writes
 from agent_memory.store.memories.messages import UnflushedWrites
@@ -66,7 +67,11 @@ def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> Memory
     )
 
 
-class Writing(ServiceBase):
+class Writing:
+    # Memory sets both: its settings, and the collaborators its verbs and its admin share.
+    settings: Settings
+    _parts: Collaborators
+
     def add(
         self,
         memories: str | NewMemory | Sequence[str | NewMemory],
@@ -86,20 +91,20 @@ class Writing(ServiceBase):
         check_new_memories(self.settings, new)
         write_id = uuid.uuid4()
         with metering() as meter:
-            redacted = self._redactor.apply(new)
+            redacted = self._parts.redactor.apply(new)
             kept = redacted.memories
-            vectors = embed_unique(self._embedder, [m.content for m in kept])
+            vectors = embed_unique(self._parts.embedder, [m.content for m in kept])
         rows, positions = build_rows(
             [user_id] * len(kept), kept, vectors, project_id=project_id, source=source, observed_at=observed_at
         )
         meter.add("write", calls=1, items=len(rows))
-        usage = {user_id: self._usage(meter)}
+        usage = {user_id: self._parts.usage(meter)}
         original = {kept_at: i for i, kept_at in enumerate(redacted.positions) if kept_at is not None}
         named: dict[int, list[tuple[uuid.UUID, str]]] = {}
         for k, memory in enumerate(kept):
             for j, target in enumerate(memory.supersedes):
                 named.setdefault(positions[k], []).append((target, f"memories[{original[k]}].supersedes[{j}]"))
-        outcomes = self._db.run(
+        outcomes = self._parts.db.run(
             lambda conn: writes.upsert_memories(
                 conn,
                 rows,
@@ -121,7 +126,7 @@ class Writing(ServiceBase):
                 "write_id": str(write_id),
             },
         )
-        self._publish_changes(user_id)
+        self._parts.publish_changes(user_id)
         return StoredIds(
             ids=[outcomes[p].id for p in positions],
             created=created,
@@ -144,9 +149,9 @@ class Writing(ServiceBase):
             return StoredIds(ids=[], created=0, refreshed=0, write_id=write_id)
         check_lengths(self.settings, lines, "lines")
         with metering() as meter:
-            redacted = self._redactor.apply(lines)
+            redacted = self._parts.redactor.apply(lines)
             kept = redacted.memories
-            vectors = embed_unique(self._embedder, [line.content for line in kept])
+            vectors = embed_unique(self._parts.embedder, [line.content for line in kept])
         # Lines with an id (an export) are restored as they were; the others are upserted.
         built: list[tuple[list[int], bool, list[MemoryRow], list[int]]] = []
         for restoring in (False, True):
@@ -172,14 +177,14 @@ class Writing(ServiceBase):
         created = refreshed = 0
         for indexes, restoring, rows, positions in built:
             usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
-            outcomes = self._db.run(
+            outcomes = self._parts.db.run(
                 partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage, write_id=write_id)
             )
             for i, p in zip(indexes, positions, strict=True):
                 ids[i] = outcomes[p].id
             new = sum(1 for o in outcomes if o.action == "created")
             created, refreshed = created + new, refreshed + len(rows) - new
-        self._publish_changes(None)
+        self._parts.publish_changes(None)
         return StoredIds(
             ids=[i for i in ids if i is not None],
             created=created,
@@ -243,29 +248,31 @@ class Writing(ServiceBase):
         # its memories goes straight to its write, whose receipt check under the lock makes a
         # redelivery a no-op (one round trip less per message).
         if message.messages:
-            receipt: messages.Receipt = self._db.run(lambda conn: messages.message_ingested(conn, user_id, digest))
+            receipt: messages.Receipt = self._parts.db.run(
+                lambda conn: messages.message_ingested(conn, user_id, digest)
+            )
             if receipt.found:
                 if unflushed is not None:  # an earlier delivery may have written it without a flush
                     unflushed.add(receipt.server_started)
                 logger.info("ingest skipped: message already written", extra={"user_id": user_id, "source": source})
                 return IngestOutcome(user_id=user_id, conversation_id=source, status="duplicate")
         with metering() as meter:
-            extractor = self._extractor if message.messages else None
+            extractor = self._parts.extractor if message.messages else None
             shown: list[ExistingMemory] = []
             if extractor is not None and extractor.updates_existing:
                 shown = self._related_memories(message, window=extractor.window)
             planned = conversation.plan_conversation(
                 message,
                 settings=self.settings,
-                embedder=self._embedder,
+                embedder=self._parts.embedder,
                 extractor=extractor,
                 shown=shown,
                 observed_at=observed_at,
-                redactor=self._redactor,
+                redactor=self._parts.redactor,
             )
             meter.add("conversation", calls=1, items=len(planned.rows))
-            usage = self._usage(meter)
-        written = self._db.run(
+            usage = self._parts.usage(meter)
+        written = self._parts.db.run(
             lambda conn: messages.ingest_message(
                 conn,
                 user_id,
@@ -289,7 +296,7 @@ class Writing(ServiceBase):
             )
         outcome = conversation.written_outcome(planned, written).model_copy(update={"write_id": write_id})
         logger.info("ingested", extra={"outcome": outcome.model_dump(mode="json", exclude={"ids"})})
-        self._publish_changes(user_id)
+        self._parts.publish_changes(user_id)
         return outcome
 
     def _related_memories(self, message: ConversationEnded, *, window: int) -> list[ExistingMemory]:
@@ -299,9 +306,9 @@ class Writing(ServiceBase):
         turns = conversation.related_turns(message, window=window)
         if limit <= 0 or not turns:
             return []
-        vectors = list(self._embedder.embed(turns))
+        vectors = list(self._parts.embedder.embed(turns))
         scope = Scope(message.user_id, message.project_id)
-        found: list[ExistingMemory] = self._db.run(
+        found: list[ExistingMemory] = self._parts.db.run(
             lambda conn: related.related_memories(conn, scope, vectors, limit=limit)
         )
         return found
@@ -313,7 +320,7 @@ class Writing(ServiceBase):
         pending = unflushed.take()
         if not pending:
             return
-        started: dt.datetime = self._db.run(messages.flush_writes)
+        started: dt.datetime = self._parts.db.run(messages.flush_writes)
         if pending != {started}:
             logger.warning(
                 "the database restarted between a batch's writes and their flush",

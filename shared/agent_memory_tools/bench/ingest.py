@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -297,52 +298,64 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             bench.close()
     if failed:
         raise InvalidInput(f"{failed} SQS records failed in the handler (run with -v to see why)")
-    _report(args, database, corpus, batches, total, stored, load_before, load_after, calls, elapsed, embed, ceiling)
+    measured = IngestRun(database, stored, load_before, load_after, calls, elapsed, embed, ceiling)
+    _report(args, corpus, batches, total, measured)
     print(f"ingest memories={total} per_second={total / elapsed if elapsed > 0 else float('inf'):.0f}")
     return 0
 
 
+@dataclasses.dataclass(frozen=True)
+class IngestRun:
+    """What one run measured: where, how many rows it left, the machine's load before and after,
+    the timed calls and their wall time, one embedding pass alone, and HNSW inserts alone."""
+
+    database: str
+    stored: int
+    load_before: str
+    load_after: str
+    calls: Stopwatch
+    elapsed: float
+    embed: Stopwatch
+    ceiling: float | None = None
+
+
 def _report(
-    args: argparse.Namespace,
-    database: str,
-    corpus: SyntheticCorpus,
-    batches: list[Message],
-    total: int,
-    stored: int,
-    load_before: str,
-    load_after: str,
-    calls: Stopwatch,
-    elapsed: float,
-    embed: Stopwatch,
-    ceiling: float | None = None,
+    args: argparse.Namespace, corpus: SyntheticCorpus, batches: list[Message], total: int, run: IngestRun
 ) -> None:
-    per_second = total / elapsed if elapsed > 0 else float("inf")
+    per_second = total / run.elapsed if run.elapsed > 0 else float("inf")
     if args.via == "handler":
         unit = f"IngestFunction invocation ({args.batch_size} SQS records x {args.per_message} memories)"
         workers = f"{args.workers} worker process(es), each a warm container"
     else:
         unit = f"remember() call ({args.per_message} memories)"
         workers = f"{args.workers} writer thread(s), each its own connection"
-    print(f"database: {database}")
-    print(f"machine: {load_before} before, {load_after} after")
+    print(f"database: {run.database}")
+    print(f"machine: {run.load_before} before, {run.load_after} after")
     print(
         f"data: {total} synthetic memories of {corpus.users} users in {len(batches)} messages; {workers}; "
-        f"{args.dimension}-d hash embeddings; {stored} rows stored"
+        f"{args.dimension}-d hash embeddings; {run.stored} rows stored"
     )
-    embed_s = embed.samples[0] / 1000.0
+    embed_s = run.embed.samples[0] / 1000.0
     rows: list[list[Any]] = [
-        [unit, len(calls.samples), f"{elapsed:.2f}", f"{calls.p50:.2f}", f"{calls.p95:.2f}", f"{per_second:.0f}"],
+        [
+            unit,
+            len(run.calls.samples),
+            f"{run.elapsed:.2f}",
+            f"{run.calls.p50:.2f}",
+            f"{run.calls.p95:.2f}",
+            f"{per_second:.0f}",
+        ],
         ["hash embedding alone (one pass, for scale)", total, f"{embed_s:.2f}", "", "", f"{total / embed_s:.0f}"],
     ]
-    if ceiling is not None:
+    if run.ceiling is not None:
         rows.append(
             [
                 f"HNSW inserts alone, bare table, 1 writer ({args.per_message} per transaction)",
                 total,
-                f"{total / ceiling:.2f}",
+                f"{total / run.ceiling:.2f}",
                 "",
                 "",
-                f"{ceiling:.0f}",
+                f"{run.ceiling:.0f}",
             ]
         )
     print_table(["what", "count", "total s", "p50 ms", "p95 ms", "memories/s"], rows)

@@ -227,52 +227,59 @@ def time_end_to_end(
     return total, embed, threads
 
 
-def measure(
-    server: ScratchServer,
-    base: Settings,
-    *,
-    memories: int,
-    users: int,
-    queries: int,
-    dimension: int = 384,
-    vectors: Literal["hash", "random"] = "hash",
-    limit: int = 10,
-    end_to_end: bool = False,
-    seed_queries: int | None = None,
-    blas_threads: int | None = None,
-    seed: int = 7,
-    order: LoadOrder = "interleaved",
-    heavy_user: int = 0,
-) -> LatencyRun:
+@dataclasses.dataclass(frozen=True)
+class LatencyCase:
+    """One database to time recall on: its size, the queries, the vectors and how the load runs."""
+
+    memories: int
+    users: int
+    queries: int
+    dimension: int = 384
+    vectors: Literal["hash", "random"] = "hash"
+    limit: int = 10
+    end_to_end: bool = False
+    seed_queries: int | None = None
+    blas_threads: int | None = None
+    seed: int = 7
+    order: LoadOrder = "interleaved"
+    heavy_user: int = 0
+
+
+def measure(server: ScratchServer, base: Settings, case: LatencyCase) -> LatencyRun:
     """Load a fresh database and time recall on it; the database is dropped afterwards."""
-    corpus = SyntheticCorpus(memories, users, seed=seed)
-    url = server.new_database(f"latency_{memories}")
-    bench = open_service(base, url, provider="hash", dimension=dimension)
+    corpus = SyntheticCorpus(case.memories, case.users, seed=case.seed)
+    url = server.new_database(f"latency_{case.memories}")
+    bench = open_service(base, url, provider="hash", dimension=case.dimension)
     owner = owner_database(bench)
     try:
-        say(f"latency: {memories} memories over {corpus.users} users, {dimension}-d {vectors} vectors")
+        say(f"latency: {case.memories} memories over {corpus.users} users, {case.dimension}-d {case.vectors} vectors")
         load_s, index_s = load_corpus(
-            owner, bench.admin.embedder, corpus, vectors=vectors, order=order, heavy_user=heavy_user
+            owner, bench.admin.embedder, corpus, vectors=case.vectors, order=case.order, heavy_user=case.heavy_user
         )
         dense_s = index_dense_users(owner, bench.settings)
-        asked = corpus.queries(queries)
-        embedder: Embedder = bench.admin.embedder if vectors == "hash" else RandomEmbedder(dimension)
+        asked = corpus.queries(case.queries)
+        embedder: Embedder = bench.admin.embedder if case.vectors == "hash" else RandomEmbedder(case.dimension)
         query_vectors = embedder.embed([text for _user, text in asked])
         load_before = load_average()
-        ours, seed_watch = time_recall(bench, owner, asked, query_vectors, limit=limit, seed_queries=seed_queries)
-        run = LatencyRun(memories, corpus.users, dimension, vectors, load_s, index_s, ours, seed_watch)
-        run.dense_s, run.order = dense_s, order
-        if heavy_user:
-            heavy_asked = [(HEAVY_USER, text) for _u, text in heavy_user_corpus(heavy_user, seed=seed).queries(queries)]
+        ours, seed_watch = time_recall(
+            bench, owner, asked, query_vectors, limit=case.limit, seed_queries=case.seed_queries
+        )
+        run = LatencyRun(case.memories, corpus.users, case.dimension, case.vectors, load_s, index_s, ours, seed_watch)
+        run.dense_s, run.order = dense_s, case.order
+        if case.heavy_user:
+            heavy_asked = [
+                (HEAVY_USER, text)
+                for _u, text in heavy_user_corpus(case.heavy_user, seed=case.seed).queries(case.queries)
+            ]
             heavy_vectors = embedder.embed([text for _user, text in heavy_asked])
-            run.heavy = time_heavy(bench, heavy_asked, heavy_vectors, limit=limit)
-            run.heavy_memories = heavy_user
-        if end_to_end:
-            if dimension != 384:
+            run.heavy = time_heavy(bench, heavy_asked, heavy_vectors, limit=case.limit)
+            run.heavy_memories = case.heavy_user
+        if case.end_to_end:
+            if case.dimension != 384:
                 say("  end to end skipped: the local model's vectors have 384 dimensions")
             else:
                 run.e2e, run.embed, run.blas_threads = time_end_to_end(
-                    bench, asked, limit=limit, blas_threads=blas_threads
+                    bench, asked, limit=case.limit, blas_threads=case.blas_threads
                 )
         run.load_before, run.load_after = load_before, load_average()
         return run
@@ -490,9 +497,7 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             heavy_keys = _report_heavy(database, runs)
         for i, (memories, user_count) in enumerate(zip(sizes, users, strict=True)):
             last_line = i == len(sizes) - 1 and not (len(sizes) > 1 or args.heavy_user)
-            result = measure(
-                server,
-                service.settings,
+            case = LatencyCase(
                 memories=memories,
                 users=user_count,
                 queries=args.queries,
@@ -505,6 +510,7 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                 order=args.load_order,
                 heavy_user=args.heavy_user,
             )
+            result = measure(server, service.settings, case)
             _report(database, result, args, extra=heavy_keys if last_line else [])
             results.append(result)
     if len(results) > 1 or args.heavy_user:

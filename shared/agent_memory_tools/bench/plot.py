@@ -16,7 +16,7 @@ from typing import Any
 from agent_memory.service import Memory
 from agent_memory_contract.errors import ConfigurationError, InvalidInput
 from agent_memory_tools.bench.common import ScratchServer, add_database_arguments, load_average, print_table
-from agent_memory_tools.bench.latency import LatencyRun, measure
+from agent_memory_tools.bench.latency import LatencyCase, LatencyRun, measure
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -85,11 +85,13 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                 measure(
                     server,
                     service.settings,
-                    memories=size,
-                    users=max(1, size // args.per_user),
-                    queries=args.queries,
-                    vectors=args.vectors,
-                    seed_queries=args.seed_queries,
+                    LatencyCase(
+                        memories=size,
+                        users=max(1, size // args.per_user),
+                        queries=args.queries,
+                        vectors=args.vectors,
+                        seed_queries=args.seed_queries,
+                    ),
                 )
             )
     title = f"Recall latency on this machine, {runs[0].dimension}-d {runs[0].vectors} vectors, limit 10"

@@ -24,6 +24,7 @@ from agent_memory_contract.kinds import EXIT_OK
 from agent_memory_tools.cli.output import emit
 
 if TYPE_CHECKING:
+    from agent_memory_client import MemoryClient
     from agent_memory_client.calls import Auth
 
 EXIT_FAILED = 1
@@ -71,6 +72,98 @@ def _hint(message: str) -> str:
     return next((hint for status, hint in HINTS.items() if status in message), "")
 
 
+@dataclass
+class _Steps:
+    """The checks of one run, in order, on the stack behind ``client``; what they stored."""
+
+    url: str
+    client: MemoryClient
+    mode: Auth
+    token: str | None
+    region: str | None
+    timeout: float
+    resume_wait_s: float
+    user: str | None
+    project: str = field(default_factory=lambda: f"smoke-{uuid.uuid4().hex[:12]}")
+    marker: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    created: list[str] = field(default_factory=list)  # what this run stored
+    stored: list[str] = field(default_factory=list)  # of those, what is not forgotten yet
+
+    def remember(self) -> str:
+        facts = [f"Smoke test {self.marker}: prefers pnpm over npm", f"Smoke test {self.marker}: deploys with SAM"]
+        waited = 0.0
+        while True:
+            try:
+                result = self.client.add(facts, user_id=self.user, project_id=self.project)
+                break
+            except DatabaseResuming:
+                # A paused Aurora cluster (DatabaseMinCapacity=0) takes ~15 s to resume; nothing was stored.
+                if waited >= self.resume_wait_s:
+                    raise
+                time.sleep(RESUME_POLL_S)
+                waited += RESUME_POLL_S
+        # Only new rows are this run's to delete: a fact folded into an existing memory is the user's.
+        assert result.created == len(result.ids) == 2, f"2 memories sent, {result.created} created"
+        self.created.extend(str(i) for i in result.ids)
+        self.stored.extend(self.created)
+        after = f" (after {waited:.0f} s for the database to resume)" if waited else ""
+        return f"2 memories stored in project {self.project}{after}"
+
+    def recall(self) -> str:
+        # strong: read the writer, where the stack has a reader endpoint that may lag.
+        result = self.client.recall(
+            "which package manager", user_id=self.user, project_id=self.project, consistency="strong"
+        )
+        found = [str(m.id) for m in result.memories]
+        assert self.created[0] in found, f"the pnpm memory is not among the {len(found)} recalled"
+        assert self.marker in result.prompt_block, "the prompt block does not hold the recalled memory"
+        return f"{len(found)} recalled, the prompt block holds them"
+
+    def listed(self) -> str:
+        page = self.client.list_memories(user_id=self.user, project_id=self.project, consistency="strong")
+        ids = {str(m.id) for m in page}
+        assert set(self.created) <= ids, f"listed {len(ids)}, not the 2 stored"
+        return f"{len(ids)} listed"
+
+    def mcp_tools(self) -> str:
+        import anyio
+
+        return anyio.run(
+            _mcp_recall,
+            self.url,
+            self.mode,
+            self.token,
+            self.user,
+            self.project,
+            self.region,
+            self.timeout,
+            self.marker,
+        )
+
+    def forget(self) -> str:
+        for memory_id in list(self.stored):
+            assert self.client.forget_memory(memory_id, user_id=self.user), f"{memory_id} was not there to forget"
+            self.stored.remove(memory_id)
+        return "2 forgotten"
+
+    def gone(self) -> str:
+        # The project's list also holds the user's memories of no project: only this run's must be gone.
+        listed = self.client.list_memories(user_id=self.user, project_id=self.project, consistency="strong")
+        left = [str(m.id) for m in listed if str(m.id) in self.created]
+        assert not left, f"{len(left)} forgotten memories still listed"
+        try:
+            self.client.get_memory(self.created[0], user_id=self.user, consistency="strong")
+        except NotFound:
+            return "none left"
+        raise AssertionError("a forgotten memory can still be read")
+
+    def clean_up(self) -> None:
+        """A failed run leaves nothing behind either."""
+        for memory_id in self.stored:
+            with contextlib.suppress(AgentMemoryError, OSError):
+                self.client.forget_memory(memory_id, user_id=self.user)
+
+
 def run_smoke(
     url: str,
     *,
@@ -92,12 +185,8 @@ def run_smoke(
     mode = infer_auth(url, auth, token)
     # With a token the user is its 'sub' (the API refuses any other); else this run's own user.
     user = None if mode == "jwt" else (user_id or f"agent-memory-smoke-{uuid.uuid4().hex[:8]}")
-    project = f"smoke-{uuid.uuid4().hex[:12]}"
-    marker = uuid.uuid4().hex[:8]
-    facts = [f"Smoke test {marker}: prefers pnpm over npm", f"Smoke test {marker}: deploys with SAM"]
-    created: list[str] = []  # what this run stored
-    stored: list[str] = []  # of those, what is not forgotten yet
     client = MemoryClient(url, auth=mode, token=token, region=region, timeout=timeout)
+    steps = _Steps(url, client, mode, token, region, timeout, resume_wait_s, user)
 
     def step(name: str, body: Callable[[], str]) -> bool:
         ok = run.check(name, body)
@@ -105,72 +194,16 @@ def run_smoke(
             report(run.checks[-1])
         return ok
 
-    def remember() -> str:
-        waited = 0.0
-        while True:
-            try:
-                result = client.add(facts, user_id=user, project_id=project)
-                break
-            except DatabaseResuming:
-                # A paused Aurora cluster (DatabaseMinCapacity=0) takes ~15 s to resume; nothing was stored.
-                if waited >= resume_wait_s:
-                    raise
-                time.sleep(RESUME_POLL_S)
-                waited += RESUME_POLL_S
-        # Only new rows are this run's to delete: a fact folded into an existing memory is the user's.
-        assert result.created == len(result.ids) == 2, f"2 memories sent, {result.created} created"
-        created.extend(str(i) for i in result.ids)
-        stored.extend(created)
-        after = f" (after {waited:.0f} s for the database to resume)" if waited else ""
-        return f"2 memories stored in project {project}{after}"
-
-    def recall() -> str:
-        # strong: read the writer, where the stack has a reader endpoint that may lag.
-        result = client.recall("which package manager", user_id=user, project_id=project, consistency="strong")
-        found = [str(m.id) for m in result.memories]
-        assert created[0] in found, f"the pnpm memory is not among the {len(found)} recalled"
-        assert marker in result.prompt_block, "the prompt block does not hold the recalled memory"
-        return f"{len(found)} recalled, the prompt block holds them"
-
-    def listed() -> str:
-        ids = {str(m.id) for m in client.list_memories(user_id=user, project_id=project, consistency="strong")}
-        assert set(created) <= ids, f"listed {len(ids)}, not the 2 stored"
-        return f"{len(ids)} listed"
-
-    def mcp_tools() -> str:
-        import anyio
-
-        return anyio.run(_mcp_recall, url, mode, token, user, project, region, timeout, marker)
-
-    def forget() -> str:
-        for memory_id in list(stored):
-            assert client.forget_memory(memory_id, user_id=user), f"{memory_id} was not there to forget"
-            stored.remove(memory_id)
-        return "2 forgotten"
-
-    def gone() -> str:
-        # The project's list also holds the user's memories of no project: only this run's must be gone.
-        listed = client.list_memories(user_id=user, project_id=project, consistency="strong")
-        left = [str(m.id) for m in listed if str(m.id) in created]
-        assert not left, f"{len(left)} forgotten memories still listed"
-        try:
-            client.get_memory(created[0], user_id=user, consistency="strong")
-        except NotFound:
-            return "none left"
-        raise AssertionError("a forgotten memory can still be read")
-
     try:
-        if step("remember", remember):
-            step("recall", recall)
-            step("list", listed)
+        if step("remember", steps.remember):
+            step("recall", steps.recall)
+            step("list", steps.listed)
             if mcp:
-                step("mcp", mcp_tools)
-            if step("forget", forget):
-                step("gone", gone)
+                step("mcp", steps.mcp_tools)
+            if step("forget", steps.forget):
+                step("gone", steps.gone)
     finally:
-        for memory_id in stored:  # a failed run leaves nothing behind either
-            with contextlib.suppress(AgentMemoryError, OSError):
-                client.forget_memory(memory_id, user_id=user)
+        steps.clean_up()
         client.close()
     return run
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 from agent_memory.http import openapi as http_openapi
@@ -189,92 +189,107 @@ def http_answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     return int(result["statusCode"]), headers, data
 
 
-def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, so a client reuses its connection
-        # Headers and body leave in separate writes: with Nagle, a keep-alive client's delayed
-        # ACK would add ~40 ms to every answer.
-        disable_nagle_algorithm = True
-        server_version = "agent-memory-serve"
+class _Handler(BaseHTTPRequestHandler):
+    """One request of `agent-memory serve`, answered as API Gateway would (see :class:`LocalApi`)."""
 
-        def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-            self.send_response(status)
-            for name, value in headers:
-                if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+    api: ClassVar[LocalApi]
+    protocol_version = "HTTP/1.1"  # keep-alive, so a client reuses its connection
+    # Headers and body leave in separate writes: with Nagle, a keep-alive client's delayed
+    # ACK would add ~40 ms to every answer.
+    disable_nagle_algorithm = True
+    server_version = "agent-memory-serve"
 
-        def _message(self, status: int, message: str) -> None:
-            self._send(status, [("Content-Type", "application/json")], json.dumps({"message": message}).encode())
+    def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
-        def _handle(self) -> None:
-            started = time.perf_counter()
-            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                self.close_connection = True
-                self._message(HTTPStatus.LENGTH_REQUIRED, "send a Content-Length (chunked bodies are not supported)")
-                return
+    def _message(self, status: int, message: str) -> None:
+        self._send(status, [("Content-Type", "application/json")], json.dumps({"message": message}).encode())
+
+    def _body(self) -> bytes | None:
+        """The request's body; None when it is refused (answered here, as API Gateway would)."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self.close_connection = True
+            self._message(HTTPStatus.LENGTH_REQUIRED, "send a Content-Length (chunked bodies are not supported)")
+            return None
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:  # what API Gateway answers a length that is not one
+            self.close_connection = True
+            self._message(HTTPStatus.BAD_REQUEST, "Content-Length is not a number of bytes")
+            return None
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._message(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Request Entity Too Large")
+            return None
+        return self.rfile.read(length) if length else b""
+
+    def _caller(self) -> tuple[bool, dict[str, str] | None]:
+        """Whether the caller may go on (else answered here, as a JWT authorizer would), and the
+        token's claims for the event (None without a token, or with no token checking)."""
+        if self.api.verifier is not None and urlsplit(self.path).path not in PUBLIC_PATHS:
+            from agent_memory_tools.local.tokens import TokenRefused
+
             try:
-                length = int(self.headers.get("Content-Length") or 0)
+                return True, event_claims(self.api.verifier.claims(self.headers.get("Authorization")))
+            except TokenRefused as refused:
+                base = f"http://{self.headers.get('Host') or 'localhost'}"
+                challenge = bearer_challenge(base, error=refused.error, description=refused.description)
+                headers = [("Content-Type", "application/json"), ("WWW-Authenticate", challenge)]
+                self._send(HTTPStatus.UNAUTHORIZED, headers, b'{"message":"Unauthorized"}')
+                self.log_message('"%s %s" 401 (%s)', self.command, self.path, refused.description)
+                return False, None
+        if self.api.unverified_jwt:
+            try:
+                return True, unverified_jwt_claims(self.headers.get("Authorization"))
             except ValueError:
-                length = -1
-            if length < 0:  # what API Gateway answers a length that is not one
-                self.close_connection = True
-                self._message(HTTPStatus.BAD_REQUEST, "Content-Length is not a number of bytes")
-                return
-            if length > MAX_BODY_BYTES:
-                self.close_connection = True
-                self._message(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "Request Entity Too Large")
-                return
-            body = self.rfile.read(length) if length else b""
-            claims = None
-            if api.verifier is not None and urlsplit(self.path).path not in PUBLIC_PATHS:
-                from agent_memory_tools.local.tokens import TokenRefused
+                self._message(HTTPStatus.UNAUTHORIZED, "Unauthorized")  # what a JWT authorizer answers
+                return False, None
+        return True, None
 
-                try:
-                    claims = event_claims(api.verifier.claims(self.headers.get("Authorization")))
-                except TokenRefused as refused:
-                    base = f"http://{self.headers.get('Host') or 'localhost'}"
-                    challenge = bearer_challenge(base, error=refused.error, description=refused.description)
-                    headers = [("Content-Type", "application/json"), ("WWW-Authenticate", challenge)]
-                    self._send(HTTPStatus.UNAUTHORIZED, headers, b'{"message":"Unauthorized"}')
-                    self.log_message('"%s %s" 401 (%s)', self.command, self.path, refused.description)
-                    return
-            elif api.unverified_jwt:
-                try:
-                    claims = unverified_jwt_claims(self.headers.get("Authorization"))
-                except ValueError:
-                    self._message(HTTPStatus.UNAUTHORIZED, "Unauthorized")  # what a JWT authorizer answers
-                    return
-            # As API Gateway does: the scheme the caller used (here plain HTTP), whatever a client sent.
-            headers_in = [(k, v) for k, v in self.headers.items() if k.lower() != "x-forwarded-proto"]
-            headers_in.append(("X-Forwarded-Proto", "http"))
-            event = http_api_event(
-                self.command, self.path, headers_in, body, source_ip=self.client_address[0], claims=claims
-            )
-            try:
-                status, headers, data = http_answer(api(event))
-            except Exception:
-                # A crashed function: API Gateway answers 500 with this body.
-                logger.exception("the function failed")
-                status, headers = 500, [("Content-Type", "application/json")]
-                data = b'{"message":"Internal Server Error"}'
-            self._send(status, headers, data)
-            self.log_message(
-                '"%s %s" %d %.1f ms', self.command, self.path, status, (time.perf_counter() - started) * 1000
-            )
+    def _handle(self) -> None:
+        started = time.perf_counter()
+        body = self._body()
+        if body is None:
+            return
+        allowed, claims = self._caller()
+        if not allowed:
+            return
+        # As API Gateway does: the scheme the caller used (here plain HTTP), whatever a client sent.
+        headers_in = [(k, v) for k, v in self.headers.items() if k.lower() != "x-forwarded-proto"]
+        headers_in.append(("X-Forwarded-Proto", "http"))
+        event = http_api_event(
+            self.command, self.path, headers_in, body, source_ip=self.client_address[0], claims=claims
+        )
+        try:
+            status, headers, data = http_answer(self.api(event))
+        except Exception:
+            # A crashed function: API Gateway answers 500 with this body.
+            logger.exception("the function failed")
+            status, headers = 500, [("Content-Type", "application/json")]
+            data = b'{"message":"Internal Server Error"}'
+        self._send(status, headers, data)
+        self.log_message('"%s %s" %d %.1f ms', self.command, self.path, status, (time.perf_counter() - started) * 1000)
 
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
 
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            pass  # logged once per request by _handle, with the time taken
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # logged once per request by _handle, with the time taken
 
-        def log_message(self, format: str, *args: Any) -> None:
-            logger.info("%s " + format, self.client_address[0], *args)
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.info("%s " + format, self.client_address[0], *args)
 
-    return Handler
+
+def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"api": api})
 
 
 class _Server(ThreadingHTTPServer):

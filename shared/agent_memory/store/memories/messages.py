@@ -108,7 +108,7 @@ FOR UPDATE
 """
 
 
-def ingest_message(
+def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, receipt, usage, fold thresholds)
     conn: Connection,
     user_id: str,
     message_hash: bytes,

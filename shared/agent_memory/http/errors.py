@@ -1,5 +1,6 @@
-"""How the Powertools resolver answers every error: typed errors (by :mod:`.errors`' table),
-request validation, unknown routes and methods, undecodable bodies, and the rest (500, logged)."""
+"""The error mapping of the HTTP API: how the Powertools resolver answers every error (typed errors
+by the contract's table, :mod:`agent_memory_contract.kinds`; request validation, unknown routes and
+methods, routes switched off, undecodable bodies) and the rest (500, logged)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agent_memory_contract.schemas import ErrorBody, ErrorDetail
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 
 def error_response(
@@ -54,6 +56,12 @@ def error_response(
         body=body.model_dump_json(exclude_none=True),
         headers=all_headers,
     )
+
+
+def route_not_found(event: APIGatewayProxyEventV2, why: str = "") -> Response[Any]:
+    """404 for the request's path: no such route, or (``why``) one this deployment does not serve."""
+    message = f"no route {event.http_method} {event.path}" + (f" ({why})" if why else "")
+    return error_response(HTTPStatus.NOT_FOUND, "route_not_found", message, request_id=event.request_context.request_id)
 
 
 def _encodable(text: str) -> str:
@@ -169,8 +177,7 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
                 request_id=request_id(),
                 headers={"Allow": ", ".join(allowed)},
             )
-        message = f"no route {event.http_method} {event.path}"
-        return error_response(HTTPStatus.NOT_FOUND, "route_not_found", message, request_id=request_id())
+        return route_not_found(event)
 
     def service_error(exc: ServiceError) -> Response[Any]:
         message = exc.msg if isinstance(exc.msg, str) else json.dumps(exc.msg)

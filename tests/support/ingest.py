@@ -27,7 +27,7 @@ from agent_memory.store.engine.transactions import user_transaction
 from agent_memory.store.memories.writes import supersede_memories
 from agent_memory_tools.local import runtime as lambda_local
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "template.yaml"
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:agent-memory-conversations"
 APP = "agent_memory_app"  # the functions' database role: row-level security applies

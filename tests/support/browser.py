@@ -16,7 +16,7 @@ from pathlib import Path
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MISSING = "Debian's chromium and chromium-driver are needed (`make test` installs them with apt-get)"
 
 

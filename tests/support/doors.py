@@ -7,7 +7,7 @@ marks, defused tool results, decoders, identity, usage) is tested once and run t
 - ``mcp-http``: the SDK's client against ``agent-memory serve``'s ``/mcp`` (Streamable HTTP).
 
 The HTTP API (events through RecallFunction) and the queue (IngestFunction) have their own tests
-(tests/integration/recall_support.py, tests/ingest_support.py). Each door answers an
+(tests/support/recall.py, tests/support/ingest.py). Each door answers an
 :class:`Outcome`: the value, or the refusal with the field it names (an HTTP status where there
 is one). The settings come from the environment (AGENT_MEMORY_*), as each door reads them.
 """
@@ -40,7 +40,7 @@ from agent_memory_contract.kinds import error_kind
 from agent_memory_tools.cli import main as cli_main
 from agent_memory_tools.local.server import LocalApi, make_server
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATE = os.path.join(REPO, "template.yaml")
 DOORS = ("cli", "client", "mcp-stdio", "mcp-http")
 

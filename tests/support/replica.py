@@ -8,9 +8,9 @@ refuses to run as root and wants its data directory owned by the server's user, 
 
 - :func:`streaming_replica`: a context manager that starts the pair and always stops it.
 - ``replica_pair``: the same pair for a whole pytest session (register this module as a plugin:
-  ``pytest_plugins = ("tests.replica",)`` in tests/conftest.py).
+  ``pytest_plugins = ("tests.support.replica",)`` in tests/conftest.py).
 - ``replica_database``: a migrated database made on the primary, visible on the standby.
-- ``python -m tests.replica --writes 200``: start a pair and print the measured replay lag.
+- ``python -m tests.support.replica --writes 200``: start a pair and print the measured replay lag.
 """
 
 from __future__ import annotations
