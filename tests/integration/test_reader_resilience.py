@@ -12,8 +12,8 @@ import pytest
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
-from tests.support.recall import body_of, invoke, with_body
 from tests.integration.test_readers import settings_for
+from tests.support.recall import body_of, invoke, with_body
 from tests.support.replica import ReplicaPair
 
 USER = "user-123"
