@@ -4,6 +4,8 @@ written in batches), so recall answers with the writer down."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from typing import Any
 
@@ -110,3 +112,44 @@ def test_recall_answers_with_the_writer_stopped(
     service = built_service()
     assert service is not None
     assert wait_for(lambda: service.admin.flush_usage() >= 0 and recall_counts(replica_pair, replica_database) == 4)
+
+
+def recall_in_time(service: Memory, timeout_s: float) -> tuple[list[str], float]:
+    """A recall from a thread of its own: its memories and how long it took; fails when it had no
+    answer within ``timeout_s`` (the thread is left to finish once the server resumes)."""
+    answer: dict[str, Any] = {}
+
+    def run() -> None:
+        answer["memories"] = [m.content for m in service.recall("package manager", user_id=USER).memories]
+
+    started = time.perf_counter()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    assert not thread.is_alive(), f"recall had no answer after {timeout_s} s"
+    return answer["memories"], time.perf_counter() - started
+
+
+def test_a_frozen_reader_counts_as_failed_within_the_deadline(
+    replica_pair: ReplicaPair, replica_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = Memory(settings_for(replica_pair, replica_database, db_read_deadline_s=1.0))
+    try:
+        service.add([NewMemory(content="Prefers pnpm over npm")], user_id=USER)
+        replica_pair.sync()
+        assert recall_in_time(service, 10)[0] == ["Prefers pnpm over npm"]  # the reader's connection is open
+        with caplog.at_level(logging.WARNING), replica_pair.standby_frozen():
+            # An open connection to a reader that never answers: given up at the deadline, then the writer.
+            memories, took = recall_in_time(service, 8)
+            assert memories == ["Prefers pnpm over npm"]
+            assert took < 1.0 + 1.5
+            # A new connection to it: libpq's connect timeout (2 s at least) bounds it.
+            service.admin.reads._reader_down_until = 0.0
+            memories, took = recall_in_time(service, 8)
+            assert memories == ["Prefers pnpm over npm"]
+            assert took < 2.0 + 1.5
+        reasons = [getattr(r, "reason", None) for r in caplog.records if r.getMessage().startswith("reader_fallback")]
+        assert reasons == ["deadline", "unavailable"]
+        assert service.admin.reader_fallbacks() == 2
+    finally:
+        service.close()

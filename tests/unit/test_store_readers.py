@@ -23,7 +23,7 @@ class Endpoint:
         self.calls = 0
         self.closed = 0
 
-    def run(self, work: Callable[[Any], Any], *, retry: bool = True) -> Any:
+    def run(self, work: Callable[[Any], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
         self.calls += 1
         if self.failure is not None:
             raise self.failure

@@ -91,7 +91,12 @@ class Collaborators:
             reader = Database(
                 settings, setup=partial(self._prepare, reader=True), application_name="agent-memory-reader"
             )
-        return ReadRouter(self.db, reader, retry_after_s=self.settings.db_reader_retry_after_s)
+        return ReadRouter(
+            self.db,
+            reader,
+            retry_after_s=self.settings.db_reader_retry_after_s,
+            deadline_s=self.settings.db_read_deadline_s,
+        )
 
     def _prepare(self, conn: Connection, *, reader: bool = False) -> VectorSchema:
         return prepare_connection(

@@ -2,11 +2,12 @@
 standby), with the writer as the fallback; which operations read where: docs/serverless.md
 (Readers).
 
-When the reader fails (it cannot be reached, its connection breaks, a replay conflict cancels
-the query, or it refuses a write that should never have been sent), the read runs again on the
-writer, once, and this process reads from the writer for ``db_reader_retry_after_s`` before it
-tries the reader again: a failed reader costs its first request one extra attempt, not every
-request. A statement timeout is not a reader failure (the writer would be as slow): it is raised.
+When the reader fails (it cannot be reached, its connection breaks, it does not answer within
+``db_read_deadline_s``, a replay conflict cancels the query, or it refuses a write that should
+never have been sent), the read runs again on the writer (under the same deadline), once, and
+this process reads from the writer for ``db_reader_retry_after_s`` before it tries the reader
+again: a failed reader costs its first request one extra attempt, not every request. A statement
+timeout is not a reader failure (the writer would be as slow): it is raised.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from typing import Any, Literal
 import psycopg
 
 from agent_memory.config import Settings
-from agent_memory.store.engine.connection import Connection, Database
+from agent_memory.store.engine.connection import Connection, Database, DeadlineExceeded
 from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
 from agent_memory_contract.models import Consistency
 
 logger = logging.getLogger(__name__)
 
-FallbackReason = Literal["unavailable", "conflict", "read_only"]
+FallbackReason = Literal["unavailable", "deadline", "conflict", "read_only"]
 
 
 def reader_settings(settings: Settings) -> Settings | None:
@@ -53,11 +54,13 @@ class ReadRouter:
         reader: Database | None,
         *,
         retry_after_s: float,
+        deadline_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.writer = writer
         self.reader = reader
         self.retry_after_s = retry_after_s
+        self.deadline_s = deadline_s
         self._clock = clock
         self._reader_down_until = 0.0
         self._lock = threading.Lock()
@@ -70,11 +73,13 @@ class ReadRouter:
     def run(self, work: Callable[[Connection], Any], *, consistency: Consistency = "eventual") -> Any:
         """Run read-only ``work`` (whole transactions, idempotent) where it belongs."""
         if consistency == "strong" or self.reader is None or not self.reader_usable:
-            return self.writer.run(work)
+            return self.writer.run(work, deadline_s=self.deadline_s)
         try:
-            return self.reader.run(work)
+            return self.reader.run(work, deadline_s=self.deadline_s)
         except StatementTimeout:
             raise
+        except DeadlineExceeded as exc:
+            self._fell_back("deadline", exc)
         except DatabaseUnavailable as exc:
             self._fell_back("unavailable", exc)
         except psycopg.errors.SerializationFailure as exc:
@@ -84,7 +89,7 @@ class ReadRouter:
         except psycopg.errors.ReadOnlySqlTransaction as exc:
             logger.error("a write was sent to the reader endpoint (a bug): it ran on the writer", exc_info=exc)
             self._fell_back("read_only", exc)
-        return self.writer.run(work)
+        return self.writer.run(work, deadline_s=self.deadline_s)
 
     def _fell_back(self, reason: FallbackReason, exc: BaseException) -> None:
         with self._lock:
