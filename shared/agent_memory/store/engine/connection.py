@@ -289,22 +289,22 @@ class Database:
         waiting past ``deadline_at`` (a time.monotonic() instant) DeadlineExceeded."""
         with self._lock:
             conn = self.connection(deadline_at)
-            bounded = isinstance(conn, AppConnection) and deadline_at is not None
-            if bounded:
-                conn.deadline_at, conn.deadline_hit = deadline_at, False
+            bounded = conn if isinstance(conn, AppConnection) and deadline_at is not None else None
+            if bounded is not None:
+                bounded.deadline_at, bounded.deadline_hit = deadline_at, False
             try:
                 yield conn
             except DeadlineExceeded:
                 raise
             except Exception as exc:
-                if bounded and conn.deadline_hit:  # what psycopg raised on the closed connection after it
+                if bounded is not None and bounded.deadline_hit:  # psycopg's error on the connection it closed
                     raise DeadlineExceeded(f"{describe_target(self.settings)} did not answer in time") from exc
                 if isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed):
                     raise DatabaseUnavailable(f"lost the connection to {describe_target(self.settings)}") from exc
                 raise
             finally:
-                if bounded:
-                    conn.deadline_at = None
+                if bounded is not None:
+                    bounded.deadline_at = None
 
     def run(self, work: Callable[[Connection], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
         """Run ``work`` (one or more whole transactions); retry once on a fresh connection if the
