@@ -14,7 +14,7 @@ import pytest
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import NewMemory
-from tests.integration.test_readers import settings_for
+from tests.integration.test_readers import replay_paused, settings_for
 from tests.support.recall import body_of, invoke, with_body
 from tests.support.replica import ReplicaPair
 
@@ -133,7 +133,11 @@ def recall_in_time(service: Memory, timeout_s: float) -> tuple[list[str], float]
 def test_a_frozen_reader_counts_as_failed_within_the_deadline(
     replica_pair: ReplicaPair, replica_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    service = Memory(settings_for(replica_pair, replica_database, db_read_deadline_s=1.0))
+    # No own-write window, and the lag measured once: every recall here tries the reader first.
+    settings = settings_for(
+        replica_pair, replica_database, db_read_deadline_s=1.0, db_read_your_writes_s=0, db_reader_lag_check_s=3600
+    )
+    service = Memory(settings)
     try:
         service.add([NewMemory(content="Prefers pnpm over npm")], user_id=USER)
         replica_pair.sync()
@@ -153,3 +157,68 @@ def test_a_frozen_reader_counts_as_failed_within_the_deadline(
         assert service.admin.reader_fallbacks() == 2
     finally:
         service.close()
+
+
+# ---- bounded staleness ---------------------------------------------------------------------------
+
+
+def contents(service: Memory, user_id: str = USER) -> list[str]:
+    return sorted(m.content for m in service.recall("package manager deploy tool", user_id=user_id).memories)
+
+
+def test_a_users_reads_after_their_own_write_see_it(replica_pair: ReplicaPair, replica_database: str) -> None:
+    with Memory(settings_for(replica_pair, replica_database, db_reader_max_lag_s=3600)) as service:
+        service.add([NewMemory(content="Prefers pnpm as the package manager")], user_id=USER)
+        replica_pair.sync()
+        with replay_paused(replica_pair):
+            service.add([NewMemory(content="Deploys with Vite as the deploy tool")], user_id=USER)
+            # The reader has not replayed it; the writer answers this user for the window.
+            assert contents(service) == ["Deploys with Vite as the deploy tool", "Prefers pnpm as the package manager"]
+            assert len(service.list(user_id=USER).memories) == 2
+            # Another user's reads still go to the reader.
+            assert contents(service, "someone-else") == []
+            assert service.admin.reads.kept_fresh == {"own_write": 2}
+
+
+def test_reads_go_to_the_writer_while_the_reader_lags_past_the_threshold(
+    replica_pair: ReplicaPair, replica_database: str
+) -> None:
+    bounded = settings_for(
+        replica_pair, replica_database, db_reader_max_lag_s=0.3, db_reader_lag_check_s=0.05, db_read_your_writes_s=0
+    )
+    with Memory(bounded) as service, Memory(settings_for(replica_pair, replica_database)) as elsewhere:
+        elsewhere.add([NewMemory(content="Prefers pnpm as the package manager")], user_id=USER)
+        replica_pair.sync()
+        assert contents(service) == ["Prefers pnpm as the package manager"]
+        with replay_paused(replica_pair):
+            # Written by another container: this one has no pin, only the reader's lag to go by.
+            elsewhere.add([NewMemory(content="Deploys with Vite as the deploy tool")], user_id=USER)
+            time.sleep(0.5)
+            assert contents(service) == ["Deploys with Vite as the deploy tool", "Prefers pnpm as the package manager"]
+            assert service.admin.reads.kept_fresh.get("lag", 0) >= 1
+        # Caught up: the reader serves again.
+        before = dict(service.admin.reads.kept_fresh)
+        time.sleep(0.1)
+        assert len(contents(service)) == 2
+        assert service.admin.reads.kept_fresh == before
+
+
+def test_an_erased_user_is_never_served_by_a_lagging_reader(replica_pair: ReplicaPair, replica_database: str) -> None:
+    # No own-write window and no lag bound: only the erasure's fence keeps the reader away.
+    unbounded = settings_for(replica_pair, replica_database, db_reader_max_lag_s=3600, db_read_your_writes_s=0)
+    with Memory(unbounded) as service:
+        service.add([NewMemory(content="Prefers pnpm as the package manager")], user_id=USER)
+        replica_pair.sync()
+        assert contents(service) == ["Prefers pnpm as the package manager"]
+        with replay_paused(replica_pair):
+            service.forget_user(USER)
+            for _ in range(3):
+                assert contents(service) == []
+                assert service.list(user_id=USER).memories == []
+                assert service.export(user_id=USER).lines == []
+                time.sleep(0.3)
+            assert service.admin.reads.kept_fresh.get("erasure", 0) >= 9
+        # Replayed past the erasure: the reader serves the user again, and has nothing of theirs.
+        fenced = service.admin.reads.kept_fresh.get("erasure", 0)
+        assert contents(service) == []
+        assert service.admin.reads.kept_fresh.get("erasure", 0) == fenced

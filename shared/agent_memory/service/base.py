@@ -96,6 +96,9 @@ class Collaborators:
             reader,
             retry_after_s=self.settings.db_reader_retry_after_s,
             deadline_s=self.settings.db_read_deadline_s,
+            max_lag_s=self.settings.db_reader_max_lag_s,
+            lag_check_s=self.settings.db_reader_lag_check_s,
+            read_your_writes_s=self.settings.read_your_writes_s,
         )
 
     def _prepare(self, conn: Connection, *, reader: bool = False) -> VectorSchema:
@@ -200,7 +203,10 @@ class Collaborators:
     def publish_changes(self, user_id: str | None) -> None:
         """After a commit: put the changes it queued on the bus, and write the usage counts waiting in
         the container (the writer just answered). Never fails the write: what is not published now
-        stays in the outbox for the next drain (the next write, or the scheduled one)."""
+        stays in the outbox for the next drain (the next write, or the scheduled one). The user's
+        reads go to the writer for a while (read-your-writes, where a reader is configured)."""
+        if user_id is not None:
+            self.reads.wrote(user_id)  # building the router does no I/O
         if self._usage_waiting():
             self._flush_usage_quietly()
         if not self.settings.event_bus:

@@ -137,6 +137,7 @@ class Reading:
                     date_k=plan.date_k,
                 ),
                 consistency=consistency,
+                user_id=user_id,
             )
         except DatabaseResuming:
             # A paused Aurora cluster wakes in ~15 s: the agent should answer now, without memories,
@@ -227,7 +228,9 @@ class Reading:
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed, as_of=_aware(as_of))
         found = self._parts.reads.run(
-            lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
+            lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after),
+            consistency=consistency,
+            user_id=user_id,
         )
         next_cursor = pages.encode_cursor(found[limit - 1]) if len(found) > limit else None
         return MemoryPage(memories=found[:limit], next_cursor=next_cursor)
@@ -236,7 +239,7 @@ class Reading:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
         found: MemoryRecord | None = self._parts.reads.run(
-            lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
+            lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency, user_id=user_id
         )
         if found is None:
             raise NotFound("no memory with this id for this user")
@@ -268,7 +271,7 @@ class Reading:
         if history and page.memories:
             ids = [m.id for m in page.memories]
             found: list[MemoryEvent] = self._parts.reads.run(
-                lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
+                lambda conn: edits.histories(conn, user_id, ids), consistency=consistency, user_id=user_id
             )
             for event in found:
                 events.setdefault(event.memory_id, []).append(event)
@@ -287,6 +290,8 @@ class Reading:
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
         events: list[MemoryEvent] = self._parts.reads.run(
-            lambda conn: catalog.history(conn, user_id, memory_id, limit=limit), consistency=consistency
+            lambda conn: catalog.history(conn, user_id, memory_id, limit=limit),
+            consistency=consistency,
+            user_id=user_id,
         )
         return events
