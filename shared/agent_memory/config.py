@@ -160,6 +160,18 @@ class Settings(BaseSettings):
         "seconds. Unset: db_reader_max_lag_s + db_reader_lag_check_s (by then the reader has the write, or reads "
         "are on the writer anyway).",
     )
+    cells: dict[str, SecretStr] | None = Field(
+        default=None,
+        description="Cells: users spread over independent databases, as a JSON object of cell name -> PostgreSQL URL "
+        "(the first is the home cell, which holds the user-to-cell directory). Every door routes each user to their "
+        "cell (docs/capacity.md, Cells). Unset: one database.",
+    )
+    cell_directory_cache_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="How long a container reuses a user's cell (and whether they are being moved) before it reads "
+        "the directory again; a move waits this long between its steps.",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."

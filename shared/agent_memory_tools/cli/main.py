@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from agent_memory import __version__
 from agent_memory.config import Settings, get_settings
-from agent_memory.service import Memory
+from agent_memory.service import Memory, build_service
 from agent_memory_contract.errors import (
     AgentMemoryError,
     InvalidInput,
@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         check_ids(args)
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)
-        service = Memory(settings)
+        service = build_service(settings)  # the cells' router when AGENT_MEMORY_CELLS is set
         try:
             return int(args.func(service, args))
         finally:
