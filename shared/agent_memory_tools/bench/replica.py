@@ -253,7 +253,8 @@ def streaming_replica(root: Path, *, standbys: int = 1) -> Iterator[ReplicaPair]
         urls: list[str] = []
         for standby_dir, slot in zip(standby_dirs, slots, strict=True):
             _own_dir(standby_dir)
-            source = f"host={socket_dir} user={REPLICATION_ROLE} application_name={slot}"
+            name = "standby" if slot == SLOT else slot  # the name pg_stat_replication shows
+            source = f"host={socket_dir} user={REPLICATION_ROLE} application_name={name}"
             # -R: standby.signal + primary_conninfo; -S: WAL kept for the standby until it has it;
             # -c fast: no waiting for a spread checkpoint; --no-sync: a test copy needs no fsync.
             _run(
