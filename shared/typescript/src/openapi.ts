@@ -760,7 +760,7 @@ export interface components {
             messages?: components["schemas"]["RecallMessage"][] | null;
             /**
              * Now
-             * @description Recall as of this time (reproducible decay).
+             * @description Evaluation time (ISO 8601): recall among the memories stored by then and current then, with decay and date words measured from it (reproducible runs); omit for the present.
              */
             now?: string | null;
             /**
