@@ -91,9 +91,18 @@ class CellMemory(Memory):
         # Anything not routed below runs on the home cell, with its collaborators (no second connection).
         self._parts = home._parts
         self.admin = home.admin
-        self.settings = settings
+        self._all_cells = settings
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> Settings:
+        """The settings naming every cell (each cell's service has its own, pointed at its database)."""
+        return self._all_cells
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self._all_cells = value
 
     # ---- the directory -----------------------------------------------------------------------
 
