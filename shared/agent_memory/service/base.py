@@ -183,7 +183,9 @@ class Collaborators:
         count = len(buffer)
         pending = buffer.take()
         try:
-            self.db.run(lambda conn: write_pending_usage(conn, pending))
+            # Under the read deadline: a writer that hangs must not hold the writer's connection
+            # (and the reads that fall back to it) with it.
+            self.db.run(lambda conn: write_pending_usage(conn, pending), deadline_s=self.settings.db_read_deadline_s)
         except DatabaseUnavailable as exc:
             if connect_failed(exc):
                 buffer.put_back(pending)
