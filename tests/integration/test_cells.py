@@ -207,3 +207,17 @@ def test_a_user_being_moved_has_their_writes_held(cell_urls: dict[str, str]) -> 
         assert [m.content for m in service.list(user_id=user).memories] == ["Prefers pnpm"]  # reads go on
     finally:
         service.close()
+
+
+def test_the_cli_moves_a_user(cell_urls: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_memory_tools.cli.main import main
+
+    settings = Settings(
+        cells=cell_urls, embedding_provider="hash", db_role="agent_memory_app", cell_directory_cache_s=0
+    )
+    user = user_in("a", "cli")
+    with cells_service(cell_urls) as service:
+        service.add([NewMemory(content="Prefers pnpm")], user_id=user)
+    assert main(["move-user", "--user", user, "--to", "b"], settings=settings) == 0
+    assert json.loads(capsys.readouterr().out) == {"user_id": user, "cell": "b", "moved": 1}
+    assert (rows_in(cell_urls["a"], user), rows_in(cell_urls["b"], user)) == (0, 1)

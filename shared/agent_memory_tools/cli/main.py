@@ -48,6 +48,7 @@ from agent_memory_tools.cli.commands import (
     cmd_invoke,
     cmd_list,
     cmd_migrate,
+    cmd_move_user,
     cmd_purge,
     cmd_recall,
     cmd_reembed,
@@ -163,6 +164,10 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--id", type=uuid.UUID)
     p.add_argument("--all", action="store_true")
     p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
+
+    p = add("move-user", cmd_move_user, "move a user's memories to another cell (with AGENT_MEMORY_CELLS)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--to", required=True, help="the cell's name in AGENT_MEMORY_CELLS")
 
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)
