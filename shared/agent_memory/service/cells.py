@@ -29,7 +29,14 @@ from typing import Any
 from agent_memory.config import Settings
 from agent_memory.service.memory import Memory
 from agent_memory.service.writing import IngestBatch
-from agent_memory.store.accounts.cells import cell_entry, claim_cell, forget_cell, set_cell
+from agent_memory.store.accounts.cells import (
+    cell_entry,
+    claim_cell,
+    forget_cell,
+    replace_events,
+    set_cell,
+    user_events,
+)
 from agent_memory.store.accounts.usage import user_usage, write_pending_usage
 from agent_memory.usage import PendingUsage, UsageCount, UsageRow
 from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, InvalidInput, NotFound
@@ -279,9 +286,8 @@ class CellMemory(Memory):
         their writes (the directory says ``moving``; writes answer 503 and the queue keeps them), wait
         out every container's cache, copy export pages into the new cell, switch the entry, wait
         again (readers still on the old cell see a complete copy meanwhile), then erase the old copy.
-        Their usage days go with them; erasure receipts stay in the cell that wrote them (they are
-        looked up across cells). Not carried: the history's earlier events (the new cell's history
-        starts with the copy's 'created', whose detail keeps the original creation time), and the
+        Their history (every event, the deleted memories' too) and usage days go with them; erasure
+        receipts stay in the cell that wrote them (they are looked up across cells). Not carried: the
         queue's message receipts (a message delivered again after the move is written again, and
         folds into the same facts). Returns the memories moved."""
         if to_cell not in self.cells:
@@ -313,6 +319,8 @@ class CellMemory(Memory):
                 cursor = exported.next_cursor
                 if cursor is None:
                     break
+            events = self.cells[source].admin.db.run(lambda conn: user_events(conn, user_id))
+            target.admin.db.run(lambda conn: replace_events(conn, user_id, events), retry=False)
             self._copy_usage(user_id, source, to_cell)
         except BaseException:
             directory.run(lambda conn: set_cell(conn, user_id, source, moving=False), retry=False)
