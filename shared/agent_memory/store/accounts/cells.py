@@ -1,4 +1,4 @@
-"""The ``cell_directory`` table (migration 0015): which cell holds each user, in the home cell's
+"""The ``cell_directory`` table (migration 0018): which cell holds each user, in the home cell's
 database. Each statement is one user's, under row-level security."""
 
 from __future__ import annotations
