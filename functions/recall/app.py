@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from agent_memory import __version__
 from agent_memory.http.body import parse_json_body
 from agent_memory.http.errors import install_error_handlers, json_bodies_only
-from agent_memory.lifecycle import get_service, register_snapstart_hooks
+from agent_memory.lifecycle import get_service, register_shutdown_hooks, register_snapstart_hooks
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory.routes import (
     conversations,
@@ -53,6 +53,8 @@ for routes in (recall, memories, review, conversations, instructions, erasures, 
     app.include_router(routes.router)
 # With SnapStart, every route's request validation is built before the snapshot, not on a first request.
 register_snapstart_hooks(warm=app.get_openapi_schema)
+# Usage counts of reads on a reader wait in the container: written at SIGTERM or exit too.
+register_shutdown_hooks()
 # Only recall publishes metrics; the other routes flushing nothing is expected, not a problem.
 warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 

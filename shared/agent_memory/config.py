@@ -135,6 +135,44 @@ class Settings(BaseSettings):
         description="After the reader failed (unreachable, connection lost, replay conflict), reads go to the writer "
         "for this many seconds before the reader is tried again (each failure is logged and counted).",
     )
+    db_read_deadline_s: float = Field(
+        default=2.5,
+        gt=0,
+        description="The longest a read waits on one endpoint (connecting included), kept well below the function's "
+        "timeout (10 s): a reader that does not answer in time (frozen, partitioned) counts as failed and the read "
+        "runs on the writer, which gets the same deadline. Enforced by the client, so it holds when the server "
+        "cannot answer at all.",
+    )
+    db_reader_max_lag_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="Reads go to the writer while the reader's replay is this many seconds behind (checked at most "
+        "every db_reader_lag_check_s, on the reader).",
+    )
+    db_reader_lag_check_s: float = Field(
+        default=0.5,
+        gt=0,
+        description="How long a measure of the reader's replay lag is reused before it is taken again.",
+    )
+    db_read_your_writes_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="After a write for a user, that user's reads in this container go to the writer for this many "
+        "seconds. Unset: db_reader_max_lag_s + db_reader_lag_check_s (by then the reader has the write, or reads "
+        "are on the writer anyway).",
+    )
+    cells: dict[str, SecretStr] | None = Field(
+        default=None,
+        description="Cells: users spread over independent databases, as a JSON object of cell name -> PostgreSQL URL "
+        "(the first is the home cell, which holds the user-to-cell directory). Every door routes each user to their "
+        "cell (docs/capacity.md, Cells). Unset: one database.",
+    )
+    cell_directory_cache_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="How long a container reuses a user's cell (and whether they are being moved) before it reads "
+        "the directory again; a move waits this long between its steps.",
+    )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for a connection.")
     recall_statement_timeout_ms: int = Field(
         default=2000, ge=0, description="statement_timeout for recall queries (0 = none)."
@@ -407,6 +445,15 @@ class Settings(BaseSettings):
         default=("NAME", "ADDRESS"),
         description="Comprehend entity types acted on (comma-separated); the regex detectors validate the rest.",
     )
+    usage_flush_max_pending: int = Field(
+        default=100,
+        ge=1,
+        description="Counts of reads served by a reader endpoint wait in the container and are written in one batch "
+        "when this many are waiting, when the oldest is usage_flush_interval_s old, after a write, and at shutdown.",
+    )
+    usage_flush_interval_s: float = Field(
+        default=30.0, gt=0, description="The oldest waiting usage count is written within about this long."
+    )
     usage_metering: bool = Field(
         default=True,
         description="Count each user's recalls, conversations, writes and provider calls (tokens, characters) per "
@@ -527,6 +574,13 @@ class Settings(BaseSettings):
     def uses_data_api(self) -> bool:
         """The RDS Data API, not a connection: a cluster ARN and no URL (which wins, as over db_host)."""
         return self.database_url is None and bool(self.db_cluster_arn)
+
+    @property
+    def read_your_writes_s(self) -> float:
+        """How long a user's reads stay on the writer after their write (see db_read_your_writes_s)."""
+        if self.db_read_your_writes_s is not None:
+            return self.db_read_your_writes_s
+        return self.db_reader_max_lag_s + self.db_reader_lag_check_s
 
     def effective_db_role(self) -> str | None:
         """The role the runtime connection takes: the embedded server is ours, so never its superuser."""

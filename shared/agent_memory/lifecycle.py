@@ -7,9 +7,13 @@ docs/serverless.md (Cold starts, SnapStart) says why each.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import random
+import signal
+import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -59,6 +63,47 @@ def after_restore() -> None:
     random.seed()  # every container restored from one snapshot would otherwise draw the same numbers
     get_service().admin.release_secrets()  # anything a hook or a stray thread fetched meanwhile
     logger.info("restored from a snapshot")
+
+
+def at_shutdown() -> None:
+    """Write what the container still keeps (usage counts of reads on a reader endpoint) and close
+    the connections; nothing when no service was built."""
+    from agent_memory.service import built_service
+
+    service = built_service()
+    if service is not None:
+        service.close()
+
+
+_shutdown_registered = False
+
+
+def register_shutdown_hooks() -> None:
+    """Run :func:`at_shutdown` when the interpreter exits and on SIGTERM. Lambda sends the runtime
+    SIGTERM (with ~300 ms to act) only when the function has an extension registered; without one, a
+    retired container gets no signal and what it kept since its last flush is lost (the loss window:
+    usage_flush_max_pending counts or usage_flush_interval_s, docs/serverless.md). Only from the main
+    thread (a signal handler can only be installed there); registered once."""
+    global _shutdown_registered
+    if _shutdown_registered:
+        return
+    _shutdown_registered = True
+    atexit.register(at_shutdown)
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        try:
+            at_shutdown()
+        finally:
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                sys.exit(0)
+
+    try:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread: the exit hook still runs
+        logger.debug("SIGTERM handler not installed (not the main thread)")
 
 
 def register_snapstart_hooks(warm: Callable[[], object] | None = None) -> bool:

@@ -14,7 +14,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Iterator
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 # recall: one recall answered (characters: the query); conversation: one "conversation ended"
@@ -128,6 +131,68 @@ def record_usage(
             characters=characters,
             items=items,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingUsage:
+    """One user's counts of one UTC day, not yet in ``usage_daily``."""
+
+    user_id: str
+    day: dt.date
+    rows: list[UsageRow]
+
+
+class UsageBuffer:
+    """Counts kept in the container until a flush writes them in one batch (recalls served by a
+    reader endpoint, which cannot write: counting each on the writer would put a commit on the
+    writer for every read). Each count keeps the UTC day it happened on.
+
+    ``due`` says when a flush is worth it: ``max_pending`` counts waiting, or the oldest waiting
+    ``max_age_s``. What a flush took and could not write is put back (:meth:`put_back`); what a
+    container holds when it is shut down without warning is lost (docs/serverless.md, Usage).
+    """
+
+    def __init__(self, *, max_pending: int, max_age_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_pending = max_pending
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._meters: dict[tuple[str, dt.date], Meter] = {}
+        self._count = 0
+        self._oldest: float | None = None
+
+    def add(self, user_id: str, day: dt.date, rows: Sequence[UsageRow]) -> None:
+        if not rows:
+            return
+        with self._lock:
+            meter = self._meters.setdefault((user_id, day), Meter())
+            for row in rows:
+                meter._counts.setdefault((row.kind, row.model), UsageCount()).add(row.count)
+            self._count += 1
+            if self._oldest is None:
+                self._oldest = self._clock()
+
+    def __len__(self) -> int:
+        """Counts added since the last flush took them."""
+        return self._count
+
+    def due(self) -> bool:
+        with self._lock:
+            if self._oldest is None:
+                return False
+            return self._count >= self.max_pending or self._clock() - self._oldest >= self.max_age_s
+
+    def take(self) -> list[PendingUsage]:
+        """Everything waiting, in (user, day) order (concurrent flushes lock rows in one order)."""
+        with self._lock:
+            taken = [PendingUsage(user, day, meter.rows()) for (user, day), meter in sorted(self._meters.items())]
+            self._meters, self._count, self._oldest = {}, 0, None
+        return taken
+
+    def put_back(self, pending: Sequence[PendingUsage]) -> None:
+        """Counts a flush took but did not write (the writer was unreachable): kept for the next one."""
+        for item in pending:
+            self.add(item.user_id, item.day, item.rows)
 
 
 # ---- GET /usage ----------------------------------------------------------------------------

@@ -371,3 +371,15 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     assert found["block_echoes"] > 0 and found["block_echoes_added"] == 0
     assert found["consolidated_dup_per_100"] < found["import_dup_per_100"]
     assert bench_databases(pg_server) == []
+
+
+def test_bench_readers_summary_line(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    argv = ["bench", "readers", "--memories", "300", "--users", "10", "--recalls", "20"]
+    last = summary(capsys, main(argv, settings=settings))
+    value = rf"({NUMBER}|inf|nan)"
+    assert re.fullmatch(
+        rf"readers memories=300 users=10 recalls_per_s_0={value} recalls_per_s_1={value} recalls_per_s_2={value} "
+        rf"ratio_1={value} ratio_2={value} writer_cpu_ms_per_recall={NUMBER} "
+        rf"writer_cpu_ms_per_reader_recall={NUMBER} reader_cpu_ms_per_recall={NUMBER}",
+        last,
+    )

@@ -47,6 +47,7 @@ MEMORY_MEMBERS = {
 }
 ADMIN_MEMBERS = {
     "settings",
+    "flush_usage",  # usage counted in the container written now (a reader's recalls)
     "users",
     "bedrock_models",  # each configured Bedrock model's lifecycle (MigrateFunction, smoke --stack)
     "embedder",

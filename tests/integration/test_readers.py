@@ -38,9 +38,18 @@ def settings_for(pair: ReplicaPair, database: str, **extra: Any) -> Settings:
     )
 
 
+# What an eventual read may miss, with the staleness bounds off (test_reader_resilience.py has them on).
+UNBOUNDED = {"db_read_your_writes_s": 0, "db_reader_max_lag_s": 3600}
+
+
+def unbounded_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DB_READ_YOUR_WRITES_S", "0")
+    monkeypatch.setenv("AGENT_MEMORY_DB_READER_MAX_LAG_S", "3600")
+
+
 @pytest.fixture
 def routed(replica_pair: ReplicaPair, replica_database: str) -> Iterator[Memory]:
-    service = Memory(settings_for(replica_pair, replica_database, db_reader_retry_after_s=0))
+    service = Memory(settings_for(replica_pair, replica_database, db_reader_retry_after_s=0, **UNBOUNDED))
     yield service
     service.close()
 
@@ -120,7 +129,7 @@ def test_writes_and_the_reads_they_depend_on_use_the_writer(
 def test_a_reader_that_is_down_hands_its_reads_to_the_writer(
     replica_pair: ReplicaPair, replica_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    service = Memory(settings_for(replica_pair, replica_database, db_reader_retry_after_s=3600))
+    service = Memory(settings_for(replica_pair, replica_database, db_reader_retry_after_s=3600, **UNBOUNDED))
     try:
         stored = service.add([NewMemory(content="Prefers pnpm over npm")], user_id=USER).ids
         with caplog.at_level(logging.WARNING), replica_pair.standby_stopped():
@@ -148,6 +157,7 @@ def test_the_http_api_reads_strongly_when_asked(
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_READER_URL", replica_pair.standby_for(replica_database))
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    unbounded_env(monkeypatch)
     with replay_paused(replica_pair):
         added = invoke(with_body("http-memories-add.json", {"user_id": USER, "memories": [{"content": "Uses pnpm"}]}))
         assert added["statusCode"] == 201
@@ -172,6 +182,7 @@ def test_the_client_asks_for_the_writer_when_it_must(
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_READER_URL", replica_pair.standby_for(replica_database))
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+    unbounded_env(monkeypatch)
     server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

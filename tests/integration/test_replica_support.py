@@ -105,7 +105,8 @@ def test_a_paused_standby_serves_an_older_snapshot_until_it_replays_the_token(re
 
 def test_every_commit_is_replayed_on_the_standby(replica_pair: ReplicaPair) -> None:
     """Every one of 50 single-row commits is readable on the standby within the 10 s bound of
-    measure_replay_lag (the figures are printed; ``python -m tests.support.replica --writes 200`` measures)."""
+    measure_replay_lag (the figures are printed; ``python -m agent_memory_tools.bench.replica --writes 200``
+    measures)."""
     lags = measure_replay_lag(replica_pair, writes=50, timeout_s=10)
     print(lag_summary(lags))
     assert len(lags) == 50

@@ -23,7 +23,7 @@ class Endpoint:
         self.calls = 0
         self.closed = 0
 
-    def run(self, work: Callable[[Any], Any], *, retry: bool = True) -> Any:
+    def run(self, work: Callable[[Any], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
         self.calls += 1
         if self.failure is not None:
             raise self.failure
@@ -109,3 +109,97 @@ def test_the_reader_needs_a_writer_of_the_same_kind() -> None:
     with pytest.raises(ConfigurationError, match="DB_HOST"):
         reader_settings(Settings(database_url="postgresql://w/db", db_reader_host="reader.example"))
     assert reader_settings(Settings(db_host="writer.example", db_reader_host="")) is None
+
+
+# ---- bounded staleness: the router's decisions, the reader's replay as a fake reports it ---------
+
+
+class Replica(Endpoint):
+    """A reader that reports a replay position and lag when asked, and answers reads with its name."""
+
+    def __init__(self) -> None:
+        super().__init__("reader")
+        self.replayed = 0x100
+        self.lag_s = 0.0
+        self.measures = 0
+
+    def run(self, work: Callable[[Any], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
+        if getattr(work, "__name__", "") != "_measure":
+            return super().run(work, retry=retry, deadline_s=deadline_s)
+        self.measures += 1
+        replica = self
+
+        class Conn:
+            def execute(self, query: str) -> Conn:
+                return self
+
+            def fetchone(self) -> tuple[str, float]:
+                return f"0/{replica.replayed:X}", replica.lag_s
+
+        return work(Conn())
+
+
+class Primary(Endpoint):
+    def __init__(self) -> None:
+        super().__init__("writer")
+        self.position = 0x200
+
+    def run(self, work: Callable[[Any], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
+        if getattr(work, "__name__", "") == "writer_lsn":
+            return self.position
+        return super().run(work, retry=retry, deadline_s=deadline_s)
+
+
+def bounded() -> tuple[ReadRouter, Primary, Replica, Clock]:
+    writer, reader, clock = Primary(), Replica(), Clock()
+    r = ReadRouter(
+        writer,  # type: ignore[arg-type]
+        reader,  # type: ignore[arg-type]
+        retry_after_s=30,
+        max_lag_s=1.0,
+        lag_check_s=0.5,
+        read_your_writes_s=1.5,
+        clock=clock,
+    )
+    return r, writer, reader, clock
+
+
+def read_for(r: ReadRouter, user: str) -> str:
+    result: str = r.run(lambda name: name, user_id=user)
+    return result
+
+
+def test_a_users_reads_stay_on_the_writer_for_the_window_after_their_write() -> None:
+    r, _, _, clock = bounded()
+    r.wrote("u1")
+    assert (read_for(r, "u1"), read_for(r, "u2")) == ("writer", "reader")
+    clock.now += 1.6
+    assert read_for(r, "u1") == "reader"
+    assert r.kept_fresh == {"own_write": 1}
+
+
+def test_past_the_lag_bound_reads_go_to_the_writer_and_the_measure_is_reused() -> None:
+    r, _, reader, clock = bounded()
+    reader.lag_s = 5.0
+    assert read_for(r, "u1") == "writer"
+    assert read_for(r, "u2") == "writer"
+    assert reader.measures == 1  # reused within lag_check_s
+    reader.lag_s = 0.2
+    assert read_for(r, "u1") == "writer"
+    clock.now += 0.5
+    assert read_for(r, "u1") == "reader"
+    assert reader.measures == 2
+
+
+def test_an_erased_user_reads_the_writer_until_the_reader_replayed_past_the_erasure() -> None:
+    r, writer, reader, clock = bounded()
+    writer.position = 0x200
+    r.erased("u1")
+    clock.now += 3600  # long after any time window
+    assert read_for(r, "u1") == "writer"  # the reader is at 0/100
+    reader.replayed = 0x1FF
+    clock.now += 1
+    assert read_for(r, "u1") == "writer"
+    reader.replayed = 0x200
+    assert read_for(r, "u1") == "reader"  # measured again on the user's read: replayed
+    assert r.kept_fresh == {"erasure": 2}

@@ -212,3 +212,34 @@ def test_the_publisher_sends_ten_entries_a_request_and_says_which_failed(events:
     assert results[:3] == [None] * 3
     assert results[3] == "ThrottlingException: slow down"
     assert results[10:] == ["AccessDeniedException: not allowed"] * 2
+
+
+# ---- counts kept in the container (reads on a reader endpoint) ------------------------------
+
+
+def test_the_usage_buffer_is_due_by_count_or_age_and_keeps_each_day() -> None:
+    import datetime as dt
+
+    from agent_memory.usage import UsageBuffer, UsageCount, UsageRow
+
+    now = [100.0]
+    buffer = UsageBuffer(max_pending=3, max_age_s=30.0, clock=lambda: now[0])
+    recall = [UsageRow("recall", "", UsageCount(calls=1, characters=12))]
+    monday, tuesday = dt.date(2026, 3, 2), dt.date(2026, 3, 3)
+    assert not buffer.due()
+    buffer.add("u1", monday, recall)
+    buffer.add("u1", tuesday, recall)
+    assert not buffer.due()
+    now[0] += 30.0  # the oldest has waited long enough
+    assert buffer.due()
+    now[0] -= 30.0
+    buffer.add("u1", tuesday, recall)
+    assert buffer.due() and len(buffer) == 3  # enough are waiting
+    taken = buffer.take()
+    assert [(p.user_id, p.day, p.rows[0].count.calls, p.rows[0].count.characters) for p in taken] == [
+        ("u1", monday, 1, 12),
+        ("u1", tuesday, 2, 24),
+    ]
+    assert len(buffer) == 0 and not buffer.due() and buffer.take() == []
+    buffer.put_back(taken)  # a flush that could not reach the writer
+    assert [(p.day, p.rows[0].count.calls) for p in buffer.take()] == [(monday, 1), (tuesday, 2)]

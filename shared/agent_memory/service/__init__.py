@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from agent_memory.config import get_settings
+from agent_memory.config import Settings, get_settings
 from agent_memory.service.base import utcnow as utcnow
 from agent_memory.service.memory import Memory as Memory
 from agent_memory.service.operating import Admin as Admin
@@ -19,12 +19,28 @@ _service: Memory | None = None
 _service_lock = threading.Lock()
 
 
+def build_service(settings: Settings) -> Memory:
+    """The service for ``settings``: with AGENT_MEMORY_CELLS, a :class:`~.cells.CellMemory` that
+    routes each user's verbs to their cell's database; else a :class:`Memory`."""
+    if settings.cells:
+        from agent_memory.service.cells import CellMemory
+
+        return CellMemory(settings)
+    return Memory(settings)
+
+
 def get_service() -> Memory:
     """The process-wide :class:`Memory` (settings from the environment), built on first call."""
     global _service
     with _service_lock:
         if _service is None:
-            _service = Memory(get_settings())
+            _service = build_service(get_settings())
+        return _service
+
+
+def built_service() -> Memory | None:
+    """The process-wide service if one was built, without building it (shutdown hooks)."""
+    with _service_lock:
         return _service
 
 

@@ -76,6 +76,7 @@ class Accounting:
         """The user's usage per day, kind and model over the period (see :func:`usage_period`),
         with its cost at the price table's prices."""
         start, end = usage_period(start, end)
+        self._parts.flush_usage_for_report()
         found = self._parts.db.run(lambda conn: user_usage(conn, user_id, start, end))
         lines = [UsageLine(**row, estimated_usd=row_cost(row)) for row in found]
         return UsageReport(

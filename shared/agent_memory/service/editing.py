@@ -112,6 +112,7 @@ class Editing(Reading):
         )
         if updated is None:
             raise NotFound("no memory with this id for this user")
+        self._parts.reads.wrote(user_id)
         logger.info("updated", extra={"user_id": user_id, "fields": sorted(values), "source": source})
         return updated
 
@@ -154,6 +155,7 @@ class Editing(Reading):
         )
         # The receipt's id, not the user's: logs outlive the erasure.
         logger.info("erased", extra={"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()})
+        self._parts.reads.erased(user_id)  # never served again by a reader that has not replayed this
         self._parts.publish_changes(user_id)
         return receipt
 

@@ -104,6 +104,10 @@ class Admin:
         reranker: Reranker | None = self._parts.built("reranker")
         return reranker.fallbacks if reranker is not None else 0
 
+    def flush_usage(self) -> int:
+        """Write the usage counts this container keeps (reads on a reader endpoint) now; how many."""
+        return self._parts.flush_usage()
+
     def release_secrets(self) -> None:
         """Close connections, forget cached secrets and API-keyed providers: before a SnapStart
         snapshot (see :mod:`agent_memory.lifecycle`)."""
@@ -278,6 +282,7 @@ class Admin:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's
         credentials, like purge)."""
         start, end = usage_period(start, end)
+        self._parts.flush_usage_for_report()
         return tenant_totals(self.db.run(lambda conn: all_usage(conn, start, end)))
 
     def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:

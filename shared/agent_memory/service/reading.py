@@ -19,7 +19,6 @@ from agent_memory.recall.ranking import RankTrace, rank_candidates
 from agent_memory.records import Candidate
 from agent_memory.service import pages
 from agent_memory.service.base import Collaborators, utcnow
-from agent_memory.store.accounts.usage import commit_usage
 from agent_memory.store.memories import catalog, edits
 from agent_memory.store.memories.named import named_memories
 from agent_memory.store.memories.recall import hybrid_candidates
@@ -136,8 +135,9 @@ class Reading:
         evaluated_at = scope.now or utcnow()
         windows = plan.windows(query, evaluated_at)
         on_reader = self._parts.reads.reader is not None and consistency == "eventual"
-        # The recall's usage count is written by its query itself (one statement), which a
-        # reader cannot run: there the count goes to the writer on its own (one more round trip).
+        # On the writer alone the recall's own statement writes its usage count; where a reader is
+        # configured the count waits in the container for a batch (no writer round trip, nothing
+        # the writer's health can fail).
         try:
             candidates = self._parts.reads.run(
                 lambda conn: hybrid_candidates(
@@ -152,6 +152,7 @@ class Reading:
                     date_k=plan.date_k,
                 ),
                 consistency=consistency,
+                user_id=user_id,
             )
         except DatabaseResuming:
             # A paused Aurora cluster wakes in ~15 s: the agent should answer now, without memories,
@@ -159,7 +160,7 @@ class Reading:
             logger.warning("recall answered without memories: the database is resuming")
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
-            self._parts.db.run(lambda conn: commit_usage(conn, user_id, used))
+            self._parts.count_later(user_id, used)
         reranker = self._parts.reranker
         trace = RankTrace() if explain else None
         chosen = rank_candidates(
@@ -287,7 +288,9 @@ class Reading:
         narrowed = None if filters is None or filters.empty else filters
         scope = Scope(user_id, project_id, include_inactive=include_inactive, filters=narrowed, as_of=_aware(as_of))
         found = self._parts.reads.run(
-            lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after), consistency=consistency
+            lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after),
+            consistency=consistency,
+            user_id=user_id,
         )
         # Bounded by bytes too (Lambda's 6 MB answer): a page of large memories ends early and its
         # cursor carries on from its last memory.
@@ -300,7 +303,7 @@ class Reading:
         """The user's memory with this id, live or not; NotFound when the user has none (another
         user's id looks the same as no memory at all)."""
         found: MemoryRecord | None = self._parts.reads.run(
-            lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency
+            lambda conn: edits.get_memory(conn, user_id, memory_id), consistency=consistency, user_id=user_id
         )
         if found is None:
             raise NotFound("no memory with this id for this user")
@@ -332,7 +335,7 @@ class Reading:
         if history and page.memories:
             ids = [m.id for m in page.memories]
             found: list[MemoryEvent] = self._parts.reads.run(
-                lambda conn: edits.histories(conn, user_id, ids), consistency=consistency
+                lambda conn: edits.histories(conn, user_id, ids), consistency=consistency, user_id=user_id
             )
             for event in found:
                 events.setdefault(event.memory_id, []).append(event)
@@ -355,7 +358,9 @@ class Reading:
         if not 1 <= limit <= MAX_HISTORY:
             raise InvalidInput(f"limit must be between 1 and {MAX_HISTORY}, got {limit}", field="limit")
         events: list[MemoryEvent] = self._parts.reads.run(
-            lambda conn: catalog.history(conn, user_id, memory_id, limit=limit), consistency=consistency
+            lambda conn: catalog.history(conn, user_id, memory_id, limit=limit),
+            consistency=consistency,
+            user_id=user_id,
         )
         return events
 

@@ -2,7 +2,7 @@
 
 Each subcommand prints a table and ends with exactly one summary line
 (``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``embed ...``,
-``load ...``, ``coldstart ...``, ``peers ...``, ``truth ...``, ``gmp ...``, ``capacity ...``). They run
+``load ...``, ``coldstart ...``, ``peers ...``, ``truth ...``, ``gmp ...``, ``capacity ...``, ``readers ...``). They run
 on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
 own data. Heavy imports (matplotlib) happen only inside the commands, and the CLI imports the
 benchmark modules only to run one (:func:`register`).
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-HELP = "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers, truth, gmp, capacity"
+HELP = (
+    "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers, truth, gmp, capacity, readers"
+)
 
 
 def register(sub: Any) -> None:
@@ -28,6 +30,7 @@ def register(sub: Any) -> None:
         peers,
         plot,
         quality,
+        readers,
         tokens,
         truth,
     )
@@ -50,3 +53,4 @@ def register(sub: Any) -> None:
     truth.register(benches)
     gmp.register(benches)
     capacity.register(benches)
+    readers.register(benches)

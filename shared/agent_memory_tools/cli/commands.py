@@ -209,6 +209,17 @@ def cmd_forget(service: Memory, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_move_user(service: Memory, args: argparse.Namespace) -> int:
+    """Move a user's memories to another cell (AGENT_MEMORY_CELLS; docs/capacity.md, Cells)."""
+    from agent_memory.service.cells import CellMemory
+
+    if not isinstance(service, CellMemory):
+        raise InvalidInput("move-user needs AGENT_MEMORY_CELLS (users spread over cells)", field="to")
+    moved = service.move_user(args.user, args.to)
+    emit({"user_id": args.user, "cell": args.to, "moved": moved})
+    return EXIT_OK
+
+
 def cmd_history(service: Memory, args: argparse.Namespace) -> int:
     # Page after page (the pages the API answers), up to --limit events in all.
     left, cursor = args.limit, None

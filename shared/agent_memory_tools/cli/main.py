@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from agent_memory import __version__
 from agent_memory.config import Settings, get_settings
-from agent_memory.service import Memory
+from agent_memory.service import Memory, build_service
 from agent_memory_contract.errors import (
     AgentMemoryError,
     InvalidInput,
@@ -51,6 +51,7 @@ from agent_memory_tools.cli.commands import (
     cmd_invoke,
     cmd_list,
     cmd_migrate,
+    cmd_move_user,
     cmd_purge,
     cmd_recall,
     cmd_reembed,
@@ -198,6 +199,10 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add("users", cmd_users, "every user with their counts of memories and pending writes, by id")
     p.add_argument("--limit", type=int, default=MAX_PAGE)
 
+    p = add("move-user", cmd_move_user, "move a user's memories to another cell (with AGENT_MEMORY_CELLS)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--to", required=True, help="the cell's name in AGENT_MEMORY_CELLS")
+
     p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
     p.add_argument("--user", required=True)
     p.add_argument("--id", type=uuid.UUID)
@@ -338,7 +343,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         check_ids(args)
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)
-        service = Memory(settings)
+        service = build_service(settings)  # the cells' router when AGENT_MEMORY_CELLS is set
         try:
             return int(args.func(service, args))
         finally:

@@ -2,7 +2,8 @@
 (one user's days for ``GET /usage``, or every user's totals for operators).
 
 The upsert is one statement for any number of (kind, model) rows, sent in the transaction's pipeline with
-nothing fetched, so it adds no round trip. Rows come sorted (see :meth:`Meter.rows`), so two
+nothing fetched, so it adds no round trip; counts a container kept (reads served by a reader endpoint)
+are written in batches by :func:`write_pending_usage`. Rows come sorted (see :meth:`Meter.rows`), so two
 transactions of one user lock the same rows in the same order.
 """
 
@@ -15,13 +16,17 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from agent_memory.store.engine.connection import Connection
-from agent_memory.store.engine.transactions import maintenance_transaction, user_transaction
-from agent_memory.usage import UsageRow
+from agent_memory.store.engine.transactions import (
+    maintenance_transaction,
+    pipeline_of_transactions,
+    user_transaction,
+)
+from agent_memory.usage import PendingUsage, UsageRow
 
 UPSERT_USAGE = """
 INSERT INTO usage_daily AS u (user_id, day, kind, model, calls, input_tokens, output_tokens, characters, items)
-SELECT %(usage_user)s, (now() AT TIME ZONE 'UTC')::date, t.kind, t.model, t.calls, t.input_tokens,
-       t.output_tokens, t.characters, t.items
+SELECT %(usage_user)s, COALESCE(%(usage_day)s::date, (now() AT TIME ZONE 'UTC')::date), t.kind, t.model, t.calls,
+       t.input_tokens, t.output_tokens, t.characters, t.items
 FROM unnest(%(usage_kinds)s::text[], %(usage_models)s::text[], %(usage_calls)s::bigint[], %(usage_in)s::bigint[],
             %(usage_out)s::bigint[], %(usage_chars)s::bigint[], %(usage_items)s::bigint[])
      AS t(kind, model, calls, input_tokens, output_tokens, characters, items)
@@ -34,9 +39,11 @@ ON CONFLICT (user_id, day, kind, model) DO UPDATE SET
 """
 
 
-def usage_params(user_id: str, rows: Sequence[UsageRow]) -> dict[str, Any]:
+def usage_params(user_id: str, rows: Sequence[UsageRow], *, day: dt.date | None = None) -> dict[str, Any]:
+    """The upsert's values; ``day``: the UTC day the work was done (default: today's, the database's clock)."""
     return {
         "usage_user": user_id,
+        "usage_day": day,
         "usage_kinds": [r.kind for r in rows],
         "usage_models": [r.model for r in rows],
         "usage_calls": [r.count.calls for r in rows],
@@ -54,13 +61,27 @@ def add_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
         conn.execute(UPSERT_USAGE, usage_params(user_id, rows))
 
 
-def commit_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
-    """Add ``rows`` to the user's counts in a transaction of its own, without waiting for the disk
-    (a crash may lose the last moment's counts, never a memory): a recall served by a reader
-    endpoint, which cannot write, counts itself on the writer this way."""
-    if rows:
-        with user_transaction(conn, user_id, settings={"synchronous_commit": "off"}):
-            add_usage(conn, user_id, rows)
+_FLUSH_SCOPE = "SELECT set_config('agent_memory.user_id', %s, true), set_config('synchronous_commit', 'off', true)"
+
+
+def write_pending_usage(conn: Connection, pending: Sequence[PendingUsage]) -> None:
+    """Write counts kept in the container (:class:`~agent_memory.usage.UsageBuffer`): a transaction per
+    user and day (row-level security admits one user at a time), all sent in one pipeline, so the
+    batch costs one round trip. Commits do not wait for the disk: a crash may lose the last moment's
+    counts, never a memory."""
+    if not pending:
+        return
+    with pipeline_of_transactions(conn) as pipelined:
+        for item in pending:
+            values = usage_params(item.user_id, item.rows, day=item.day)
+            if not pipelined:  # the RDS Data API, or pipelining off: a transaction each
+                with user_transaction(conn, item.user_id, settings={"synchronous_commit": "off"}):
+                    conn.execute(UPSERT_USAGE, values)
+                continue
+            conn.execute("BEGIN")
+            conn.execute(_FLUSH_SCOPE, [item.user_id])
+            conn.execute(UPSERT_USAGE, values)
+            conn.execute("COMMIT")
 
 
 _COUNTS = "calls, input_tokens, output_tokens, characters, items"

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import psycopg
+from psycopg.abc import PQGen
 
 from agent_memory.config import Settings
 from agent_memory.store.engine.embedded import start_embedded_server
@@ -33,10 +36,22 @@ from agent_memory_contract.errors import (
 logger = logging.getLogger(__name__)
 
 Connection = psycopg.Connection[Any]
+RV = TypeVar("RV")
 
 
 class _ConnectFailed(DatabaseUnavailable):
     """Opening a new connection failed."""
+
+
+class DeadlineExceeded(DatabaseUnavailable):
+    """The server did not answer within the call's deadline (``db_read_deadline_s``): frozen, partitioned
+    or overloaded. The connection was closed (its state is unknown)."""
+
+
+def connect_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection that could not be opened (nothing was sent), not one lost
+    while in use (what was sent may have run)."""
+    return isinstance(exc, _ConnectFailed)
 
 
 def resolve_conninfo(settings: Settings) -> tuple[str, dict[str, Any]]:
@@ -107,6 +122,27 @@ class AppConnection(psycopg.Connection[Any]):
     vector_schema: VectorSchema | None = None
     # What the change outbox records of this connection's writes: "ids", "content", or None (nothing).
     change_events: str | None = None
+    # time.monotonic() instant past which waiting for the server gives up (None: no deadline), and
+    # whether it did: set around a call by Database.run(deadline_s=...).
+    deadline_at: float | None = None
+    deadline_hit: bool = False
+
+    def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
+        """psycopg's wait for the server, bounded by the deadline: a server that accepts bytes and
+        never answers (SIGSTOP, a hung host) is given up on by the client, since no server-side
+        timeout (statement_timeout) and no TCP timeout (the peer's kernel still acknowledges) can fire."""
+        deadline = self.deadline_at
+        if deadline is None:
+            return super().wait(gen, interval, timeout)
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            return super().wait(gen, interval, remaining if timeout is None else min(timeout, remaining))
+        except psycopg.OperationalError as exc:
+            if time.monotonic() < deadline:
+                raise
+            self.deadline_hit = True
+            self.pgconn.finish()  # a reply may still come: the session cannot be reused
+            raise DeadlineExceeded("the database did not answer within the deadline") from exc
 
 
 def vector_schema_of(conn: Connection) -> VectorSchema | None:
@@ -153,16 +189,28 @@ class Database:
         self._conn: Connection | None = None
         self._lock = threading.RLock()
 
-    def _connect(self) -> Connection:
+    def _connect(self, deadline_at: float | None = None) -> Connection:
         if self.settings.uses_data_api:
             return self._data_api()
         conninfo, kwargs = resolve_conninfo(self.settings)
+        timeout = self.settings.connect_timeout_s
+        if deadline_at is not None:  # libpq's floor is 2 s
+            timeout = min(timeout, max(0.0, deadline_at - time.monotonic()))
+        deadline_s = self.settings.db_read_deadline_s
         try:
             conn = AppConnection.connect(
                 conninfo,
                 autocommit=True,  # transactions are explicit: conn.transaction()
-                connect_timeout=max(1, int(self.settings.connect_timeout_s)),
+                connect_timeout=max(1, int(timeout)),
                 application_name=self.application_name,
+                # Over TCP (ignored on a Unix socket): a dead peer or path is noticed by the kernel
+                # within about the read deadline, whether the connection is idle (keepalives) or
+                # has data unacknowledged (tcp_user_timeout).
+                keepalives=1,
+                keepalives_idle=max(1, math.ceil(deadline_s)),
+                keepalives_interval=1,
+                keepalives_count=3,
+                tcp_user_timeout=max(1000, math.ceil(deadline_s * 1000)),
                 **kwargs,
             )
         except psycopg.OperationalError as exc:
@@ -224,7 +272,7 @@ class Database:
                 raise
         return conn
 
-    def connection(self) -> Connection:
+    def connection(self, deadline_at: float | None = None) -> Connection:
         with self._lock:
             conn = self._conn
             if conn is None or conn.closed or conn.broken:
@@ -232,30 +280,43 @@ class Database:
                     logger.info("reconnecting to the database")
                     conn.close()
                 self._conn = None
-                conn = self._conn = self._connect()
+                conn = self._conn = self._connect(deadline_at)
             return conn
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[Connection]:
-        """A live connection; a connection-level failure inside becomes DatabaseUnavailable."""
+    def session(self, deadline_at: float | None = None) -> Iterator[Connection]:
+        """A live connection; a connection-level failure inside becomes DatabaseUnavailable, and
+        waiting past ``deadline_at`` (a time.monotonic() instant) DeadlineExceeded."""
         with self._lock:
-            conn = self.connection()
+            conn = self.connection(deadline_at)
+            bounded = conn if isinstance(conn, AppConnection) and deadline_at is not None else None
+            if bounded is not None:
+                bounded.deadline_at, bounded.deadline_hit = deadline_at, False
             try:
                 yield conn
-            except psycopg.OperationalError as exc:
-                if conn.broken or conn.closed:
+            except DeadlineExceeded:
+                raise
+            except Exception as exc:
+                if bounded is not None and bounded.deadline_hit:  # psycopg's error on the connection it closed
+                    raise DeadlineExceeded(f"{describe_target(self.settings)} did not answer in time") from exc
+                if isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed):
                     raise DatabaseUnavailable(f"lost the connection to {describe_target(self.settings)}") from exc
                 raise
+            finally:
+                if bounded is not None:
+                    bounded.deadline_at = None
 
-    def run(self, work: Callable[[Connection], Any], *, retry: bool = True) -> Any:
+    def run(self, work: Callable[[Connection], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
         """Run ``work`` (one or more whole transactions); retry once on a fresh connection if the
-        old one turns out to be dead. Only idempotent work may pass ``retry=True``."""
+        old one turns out to be dead. Only idempotent work may pass ``retry=True``. ``deadline_s``:
+        the longest the call waits for the server, connecting included (see :class:`DeadlineExceeded`)."""
         attempts = 2 if retry else 1
+        deadline_at = time.monotonic() + deadline_s if deadline_s is not None else None
         for attempt in range(attempts):
             try:
-                with self.session() as conn:
+                with self.session(deadline_at) as conn:
                     return work(conn)
-            except (_ConnectFailed, StatementTimeout, DatabaseResuming):
+            except (_ConnectFailed, StatementTimeout, DatabaseResuming, DeadlineExceeded):
                 raise  # retrying at once would only wait twice as long
             except DatabaseUnavailable:
                 if attempt + 1 >= attempts:

@@ -149,6 +149,23 @@ def pipelined_transaction(conn: Connection) -> Iterator[None]:
         raise
 
 
+@contextlib.contextmanager
+def pipeline_of_transactions(conn: Connection) -> Iterator[bool]:
+    """A pipeline for several whole transactions the block sends itself (``BEGIN`` ... ``COMMIT``
+    each), all sent with one Sync at the end: one round trip. Yields False, with no pipeline, where
+    none can be (the RDS Data API, pipelining off, a transaction already open): the caller then
+    runs its transactions one by one."""
+    if not (_may_pipeline(conn) and conn.autocommit and _idle(conn)):
+        yield False
+        return
+    try:
+        with conn.pipeline():
+            yield True
+    except BaseException:
+        _recover(conn)
+        raise
+
+
 def _idle(conn: Connection) -> bool:
     return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
