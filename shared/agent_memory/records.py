@@ -123,6 +123,8 @@ class Updates:
     # Rows an LLM extractor already judged (restates, replaces or new): the same-attribute rule
     # does not second-guess it.
     judged: frozenset[int] = frozenset()
+    # Corrections inside the message: row -> the later row of the message that supersedes it.
+    corrected_by: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def targets(self) -> set[uuid.UUID]:

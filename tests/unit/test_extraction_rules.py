@@ -159,3 +159,19 @@ def test_nothing_to_read_gives_nothing() -> None:
 )
 def test_third_person_rewriting(first_person: str, third_person: str) -> None:
     assert to_third_person(first_person) == third_person
+
+
+def test_each_fact_carries_the_time_and_turn_of_the_last_message_that_said_it() -> None:
+    import datetime as dt
+
+    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    said = ["My daughter is 6.", "Sorry, my daughter is 7.", "My daughter is 6."]
+    messages = [
+        ChatMessage(role="user", content=text, created_at=start + dt.timedelta(minutes=i))
+        for i, text in enumerate(said)
+    ]
+    facts = {m.content: (m.turn, m.stated_at) for m in RulesExtractor().extract(messages).memories}
+    assert facts == {
+        "The user's daughter is 6.": (2, start + dt.timedelta(minutes=2)),
+        "The user's daughter is 7.": (1, start + dt.timedelta(minutes=1)),
+    }

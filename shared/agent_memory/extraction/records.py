@@ -107,6 +107,12 @@ class ExtractedMemory(BaseModel):
     replaces: Annotated[list[str], BeforeValidator(_references)] = Field(
         default_factory=list, validation_alias=AliasChoices("replaces", "supersedes")
     )
+    # Where the fact was said, set by the extractor itself (never read from a model's answer: the
+    # aliases are no JSON key a model writes): the index of its message among those extracted from
+    # (the last one that said it), and that message's time. Within one conversation the later
+    # statement of a slot supersedes the earlier (agent_memory.ingest.conversation).
+    turn: int | None = Field(default=None, validation_alias="__turn__", exclude=True)
+    stated_at: dt.datetime | None = Field(default=None, validation_alias="__stated_at__", exclude=True)
 
     def to_new_memory(self, extracted_by: str) -> NewMemory:
         return NewMemory(
@@ -115,6 +121,8 @@ class ExtractedMemory(BaseModel):
             is_evergreen=self.is_evergreen,
             expires_at=self.expires_at,
             metadata={"extracted_by": extracted_by},
+            # The fact became true when it was said (else when the conversation ended).
+            created_at=self.stated_at,
         )
 
 

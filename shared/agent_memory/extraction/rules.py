@@ -29,7 +29,7 @@ from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.parsing import validate_items
 from agent_memory.extraction.records import Extraction
 from agent_memory.records import ExistingMemory
-from agent_memory_contract.models import ChatMessage
+from agent_memory_contract.models import ChatMessage, fact_key
 
 MAX_SENTENCE_CHARS = 300
 
@@ -44,7 +44,8 @@ _TAIL = re.compile(
 )
 _LEAD_IN = re.compile(
     r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay|yes|yeah|yep|sure|great|cool|perfect|so|well|also|and|but|"
-    r"btw|by the way|fyi|oh|ah|right|actually|basically|for context|for the record|just so you know|"
+    r"btw|by the way|fyi|oh|ah|right|actually|basically|sorry|oops|correction|no,? wait|wait|scratch that|"
+    r"for context|for the record|just so you know|"
     r"(?:please )?(?:note|remember|keep in mind)(?: that)?(?=[\s,:]+(?:i|i'm|we|we're|my|our)\b))"
     r"(?:\s+there)?\b[\s,:;!.-]*)+",
     re.IGNORECASE,
@@ -289,7 +290,8 @@ class RulesExtractor(Extractor):
         # Never shown existing memories (updates_existing is False): heuristics cannot tell a
         # change of mind from a new fact, so the rules provider never supersedes anything.
         items: list[dict[str, Any]] = []
-        for message in messages:
+        said: dict[str, tuple[int, dt.datetime | None]] = {}  # per fact, the last message that said it
+        for turn, message in enumerate(messages):
             if message.role != "user":
                 continue  # the assistant's chatter, system prompts and tool output are never the user's facts
             for sentence in _SENTENCES.split(message.content):
@@ -299,4 +301,12 @@ class RulesExtractor(Extractor):
                 category = _category(sentence, memory)
                 evergreen = category != "fact" and not _TEMPORARY.search(sentence)
                 items.append({"content": memory, "category": category, "is_evergreen": evergreen})
-        return validate_items(items, max_items=self.max_items, max_chars=self.max_chars)
+                said[fact_key(memory)] = (turn, message.created_at)
+        extraction = validate_items(items, max_items=self.max_items, max_chars=self.max_chars)
+        extraction.memories = [
+            m.model_copy(
+                update=dict(zip(("turn", "stated_at"), said.get(fact_key(m.content), (None, None)), strict=True))
+            )
+            for m in extraction.memories
+        ]
+        return extraction

@@ -70,6 +70,8 @@ _STATE_PARTICIPLES = _words(
 )
 
 
+_PRESENT = _words("now currently nowadays presently anymore actually")
+
 # A name or place is one value of the statement only with one of these around it: someone lives
 # in one place and works at one employer at a time, but may be the parent of, own, speak or visit
 # several (another name there is another fact).
@@ -154,7 +156,9 @@ def updated_value(old: str, new: str) -> bool:
     names only (a name only where the statement holds one at a time: "lives in", "works at").
     Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify."""
     to, tn = _tokens(old), _tokens(new)
-    wo, wn = [t.word for t in to], [t.word for t in tn]
+    # "now", "currently", "anymore": when the statement holds, not what it says ("works at Initech
+    # now" updates "works at Globex").
+    wo, wn = [t.word for t in to if t.word not in _PRESENT], [t.word for t in tn if t.word not in _PRESENT]
     if wo == wn:
         return False
     names = _names(to) | _names(tn)
