@@ -66,6 +66,12 @@ class LiveMemory:
     content: str
     created_at: dt.datetime
     embedding: np.ndarray | None = None  # unit length: cosine similarity is a dot product
+    valid_from: dt.datetime | None = None  # when the fact became true (None: when it was stated)
+
+    @property
+    def said(self) -> tuple[dt.datetime, dt.datetime]:
+        """Which of two statements came first: valid time, then when each was stated."""
+        return (self.valid_from or self.created_at, self.created_at)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

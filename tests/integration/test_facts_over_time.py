@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from agent_memory.service import Memory, get_service
-from agent_memory_contract.models import ChatMessage, ConversationEnded
+from agent_memory_contract.models import ChatMessage, ConversationEnded, ImportLine
 from agent_memory_tools.local import runtime as lambda_local
 from tests.support.ingest import sqs_event, sqs_record
 from tests.support.recall import TEMPLATE, body_of, invoke, with_body
@@ -82,3 +82,27 @@ def test_without_message_times_the_later_message_still_wins(service: Memory) -> 
     assert outcome.superseded == 1
     assert _current(service) == ["The user lives in Porto."]
     assert json.dumps(outcome.model_dump(mode="json"))  # the outcome still serialises
+
+
+# ---- 2. consolidation orders by valid time, and leaves what it cannot order -------------------------
+
+
+def test_consolidation_leaves_values_said_at_the_same_instant_and_orders_the_rest_by_valid_time(
+    service: Memory,
+) -> None:
+    """Before: ordered by created_at then id, so equal times were settled by the uuids (a coin flip),
+    and a value true earlier but stored later superseded the one true after it."""
+    pairs = [
+        (f"The user's child number {n} is 6 years old", f"The user's child number {n} is 7 years old")
+        for n in range(1, 4)
+    ]
+    lines = [ImportLine(user_id=USER, content=t, created_at=T0) for pair in pairs for t in pair]
+    # True from June, stated in January; true from March, stated in February: June's is current.
+    lines += [
+        ImportLine(user_id=USER, content="The user lives in Porto", created_at=T0, valid_from=T0.replace(month=6)),
+        ImportLine(user_id=USER, content="The user lives in Lisbon", created_at=T0.replace(month=2), valid_from=T0),
+    ]
+    service.import_(lines)
+    report = service.admin.consolidate(restart=True)
+    assert report.superseded == 1, report
+    assert _current(service) == sorted([t for pair in pairs for t in pair] + ["The user lives in Porto"])
