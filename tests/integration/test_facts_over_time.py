@@ -9,11 +9,15 @@ import datetime as dt
 import json
 from typing import Any
 
+import anyio
+from mcp import Client
+
+from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from agent_memory.service import Memory, get_service
-from agent_memory_contract.models import ChatMessage, ConversationEnded, ImportLine
+from agent_memory_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
 from agent_memory_tools.local import runtime as lambda_local
 from tests.support.ingest import sqs_event, sqs_record
-from tests.support.recall import TEMPLATE, body_of, invoke, with_body
+from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
 
 USER = "facts-user"
 T0 = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)
@@ -106,3 +110,41 @@ def test_consolidation_leaves_values_said_at_the_same_instant_and_orders_the_res
     report = service.admin.consolidate(restart=True)
     assert report.superseded == 1, report
     assert _current(service) == sorted([t for pair in pairs for t in pair] + ["The user lives in Porto"])
+
+
+# ---- 3. current means valid now, at every door ----------------------------------------------------
+
+
+def test_a_replacement_valid_from_tomorrow_takes_over_tomorrow_at_every_door(lambda_env: str) -> None:
+    """Before: the replacement was current at once, and the answer without as_of (Initech) was not
+    the answer at as_of = now (Globex)."""
+    service = get_service()
+    now = dt.datetime.now(dt.UTC)
+    old = service.add(
+        NewMemory(content="The user works at Globex", valid_from=now - dt.timedelta(days=30)), user_id=USER
+    ).ids[0]
+    tomorrow = now + dt.timedelta(days=1)
+    new = service.add(
+        NewMemory(content="The user works at Initech", valid_from=tomorrow, supersedes=[old]), user_id=USER
+    ).ids[0]
+    at_now = _current(service, as_of=dt.datetime.now(dt.UTC))
+    assert _current(service) == at_now == ["The user works at Globex"]
+    query = "Where does the user work?"
+    assert [m.id for m in service.recall(query, user_id=USER).memories] == [old]
+    recalled = invoke(with_body("http-recall-iam.json", {"user_id": USER, "query": query}))
+    assert [m["id"] for m in body_of(recalled)["memories"]] == [str(old)]
+    listed = invoke(with_request("http-memories-list.json", "GET", "/memories", {"user_id": USER}))
+    assert [m["id"] for m in body_of(listed)["memories"]] == [str(old)]
+    # When its time comes, the replacement is current (evaluated then, or asked as of then).
+    later = tomorrow + dt.timedelta(hours=1)
+    assert [m.id for m in service.recall(query, user_id=USER, now=later).memories] == [new]
+    assert _current(service, as_of=later) == ["The user works at Initech"]
+    # The MCP tools read the same.
+    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity(USER))))
+
+    async def scenario() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("recall_memories", {"query": query})
+
+    result = anyio.run(scenario)
+    assert "Globex" in str(result) and "Initech" not in str(result)
