@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 
 from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from agent_memory.service import Memory, get_service
-from agent_memory_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
+from agent_memory_client import MemoryClient
+from agent_memory_contract.models import ChatMessage, ConversationEnded, ImportLine, MemoryChanges, NewMemory
+from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime as lambda_local
+from agent_memory_tools.local.server import LocalApi, make_server
 from tests.support.ingest import sqs_event, sqs_record
 from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
 
@@ -148,3 +155,68 @@ def test_a_replacement_valid_from_tomorrow_takes_over_tomorrow_at_every_door(lam
 
     result = anyio.run(scenario)
     assert "Globex" in str(result) and "Initech" not in str(result)
+
+
+# ---- 4. a content edit never rewrites the past -------------------------------------------------------
+
+
+@pytest.fixture
+def served(lambda_env: str) -> Iterator[str]:
+    server = make_server(LocalApi(TEMPLATE, unverified_jwt=True), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_content_edit_at_every_door_keeps_the_text_valid_before_it(served: str) -> None:
+    """Before: PATCH, MCP update_memory, the CLI and the client changed the text in place, and as_of
+    before the edit read the new text; no version of the old value was valid at any time."""
+    service = get_service()
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(days=10)
+
+    def stored(text: str, user: str) -> str:
+        return str(service.add(NewMemory(content=text, valid_from=since), user_id=user).ids[0])
+
+    def then(user: str) -> list[str]:
+        return _current(service, user=user, as_of=before)
+
+    ids = {
+        door: stored(f"The user drives a Volvo ({door})", f"{USER}-{door}") for door in ("http", "mcp", "cli", "client")
+    }
+    before = dt.datetime.now(dt.UTC)
+    patched = invoke(
+        with_request("http-memory-update.json", "PATCH", f"/memories/{ids['http']}", {"user_id": f"{USER}-http"})
+        | {"body": json.dumps({"content": "The user drives a Tesla (http)"})}
+    )
+    assert patched["statusCode"] == 200, patched
+    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity(f"{USER}-mcp"))))
+
+    async def scenario() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(
+                "update_memory", {"memory_id": ids["mcp"], "content": "The user drives a Tesla (mcp)"}
+            )
+
+    assert not anyio.run(scenario).is_error
+    assert (
+        main(["update", "--user", f"{USER}-cli", "--id", ids["cli"], "--content", "The user drives a Tesla (cli)"]) == 0
+    )
+    with MemoryClient(served, auth="none", timeout=30) as client:
+        assert client.update_memory(
+            ids["client"], user_id=f"{USER}-client", content="The user drives a Tesla (client)"
+        ).id
+    for door in ("http", "mcp", "cli", "client"):
+        user = f"{USER}-{door}"
+        assert _current(service, user=user) == [f"The user drives a Tesla ({door})"], door
+        assert then(user) == [f"The user drives a Volvo ({door})"], door
+        assert str(service.list(user_id=user).memories[0].id) == ids[door]  # the memory keeps its id
+    # A typo fix says so: changed in place, for the past too.
+    typo = stored("The user drives a Volvp", USER)
+    service.update(uuid.UUID(typo), MemoryChanges(content="The user drives a Volvo", typo_fix=True), user_id=USER)
+    assert _current(service, as_of=before) == ["The user drives a Volvo"]
+    # Back to an earlier text: the version folds into the memory (one row per fact in a scope).
+    service.update(
+        uuid.UUID(ids["http"]), MemoryChanges(content="The user drives a Volvo (http)"), user_id=f"{USER}-http"
+    )
+    assert _current(service, user=f"{USER}-http") == ["The user drives a Volvo (http)"]

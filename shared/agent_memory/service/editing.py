@@ -25,11 +25,13 @@ class Editing(Reading):
     def update(
         self, memory_id: uuid.UUID, changes: MemoryChanges, *, user_id: str, source: str | None = None
     ) -> MemoryRecord:
-        """Change one memory in place and return it as it now is (its ``write_id`` names this edit);
-        the history records an 'updated' event with ``source``, the write id and the previous
-        values. A new content is re-embedded and re-hashed; Conflict (409, field ``content``) when
-        another memory of the same scope already states it; NotFound as :meth:`get`. No
-        change given: the memory as it is."""
+        """Change one memory and return it as it now is (its ``write_id`` names this edit); the
+        history records an 'updated' event with ``source``, the write id and the previous values.
+        A new content of a current memory never rewrites the past: the previous text is kept as a
+        version valid until now (``as_of`` before the edit reads it), unless ``changes.typo_fix``
+        says it only fixes the wording. A new content is re-embedded and re-hashed; Conflict (409,
+        field ``content``) when another memory of the same scope already states it; NotFound as
+        :meth:`get`. No change given: the memory as it is."""
         values = changes.changed()
         if not values:
             return self.get(memory_id, user_id=user_id, consistency="strong")  # as an update would answer
@@ -54,7 +56,15 @@ class Editing(Reading):
         write_id = uuid.uuid4()
         updated: MemoryRecord | None = self._parts.db.run(
             lambda conn: edits.update_memory(
-                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used, write_id=write_id
+                conn,
+                user_id,
+                memory_id,
+                values,
+                embedding=vector,
+                source=source,
+                usage=used,
+                write_id=write_id,
+                keep_past=not changes.typo_fix,
             )
         )
         if updated is None:
