@@ -98,6 +98,7 @@ class Candidate:
     in_text: bool  # among the full-text leg's k best
     injection: tuple[str, ...] = ()  # why it looks like it carries instructions (agent_memory.poison)
     in_date: bool = False  # found by the date leg (stated inside a window the query names)
+    valid_from: dt.datetime | None = None  # when the fact became true (None: when it was stated)
 
 
 Window = tuple[dt.datetime, dt.datetime]

@@ -220,3 +220,24 @@ def test_a_content_edit_at_every_door_keeps_the_text_valid_before_it(served: str
         uuid.UUID(ids["http"]), MemoryChanges(content="The user drives a Volvo (http)"), user_id=f"{USER}-http"
     )
     assert _current(service, user=f"{USER}-http") == ["The user drives a Volvo (http)"]
+
+
+# ---- 5. one current value per slot across user-wide and project scope ---------------------------------
+
+
+def test_a_user_wide_correction_of_a_project_fact_leaves_one_value_in_the_projects_block(service: Memory) -> None:
+    """Before: project p's block held both ages, the old one first."""
+    service.add(NewMemory(content="The user is 31 years old", valid_from=T0), user_id=USER, project_id="p")
+    service.add(NewMemory(content="The user is 32 years old", valid_from=T0.replace(month=6)), user_id=USER)
+    service.add(NewMemory(content="The user's team is 4 people", valid_from=T0), user_id=USER)
+    service.add(
+        NewMemory(content="The user's team is 5 people", valid_from=T0.replace(month=6)), user_id=USER, project_id="p"
+    )
+    age = service.recall("How old is the user?", user_id=USER, project_id="p")
+    assert [m.content for m in age.memories if "years old" in m.content] == ["The user is 32 years old"]
+    team = service.recall("How big is the user's team?", user_id=USER, project_id="p")
+    assert [m.content for m in team.memories if "team" in m.content] == ["The user's team is 5 people"]
+    assert "31" not in age.prompt_block
+    # Each scope alone still holds what it was told; another project sees the user-wide values.
+    other = service.recall("How big is the user's team?", user_id=USER, project_id="q")
+    assert [m.content for m in other.memories if "team" in m.content] == ["The user's team is 4 people"]

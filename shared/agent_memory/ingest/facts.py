@@ -17,10 +17,12 @@ update of the same attribute.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import difflib
 import functools
 import re
 import unicodedata
+from collections.abc import Sequence
 
 
 def _words(text: str) -> frozenset[str]:
@@ -189,3 +191,24 @@ def updated_value(old: str, new: str) -> bool:
     if any(w in names and not _is_value(w) for w in span) and not any(w in _SINGLE_VALUED for w in wo[:i1]):
         return False
     return not any(w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame)
+
+
+def outdated_across_scopes(facts: Sequence[tuple[str | None, str, dt.datetime]]) -> set[int]:
+    """Of facts a project's reader sees together, given as (project_id, content, valid from), the
+    indexes of those a fact of the other scope (user-wide against the project's) gives a newer
+    value in the same slot (:func:`updated_value`): a correction written user-wide while the old
+    value sat in the project, or the other way round. Each scope's own updates are the write
+    path's; a pair true from the same instant is left as it is. The pairs of the two scopes only:
+    a recall's candidates, a few dozen."""
+    project = [i for i, f in enumerate(facts) if f[0] is not None]
+    wide = [i for i, f in enumerate(facts) if f[0] is None]
+    gone: set[int] = set()
+    for i in project:
+        for j in wide:
+            ta, tb = facts[i][2], facts[j][2]
+            if ta == tb:
+                continue
+            older, newer = (i, j) if ta < tb else (j, i)
+            if updated_value(facts[older][1], facts[newer][1]):
+                gone.add(older)
+    return gone

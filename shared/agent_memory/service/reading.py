@@ -12,9 +12,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from agent_memory.config import Settings
+from agent_memory.ingest.facts import outdated_across_scopes
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.plan import RecallPlan
 from agent_memory.recall.ranking import rank_candidates
+from agent_memory.records import Candidate
 from agent_memory.service import pages
 from agent_memory.service.base import Collaborators, utcnow
 from agent_memory.store.accounts.usage import commit_usage
@@ -47,6 +49,14 @@ logger = logging.getLogger(__name__)
 
 def _aware(value: dt.datetime | None) -> dt.datetime | None:
     return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
+
+
+def _one_value_per_slot(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """A project's block holds one current value per slot: a value the other scope (user-wide or
+    the project's) corrected later is left out (each scope's own corrections are the write path's)."""
+    facts = [(c.project_id, c.content, c.valid_from or c.created_at) for c in candidates]
+    gone = outdated_across_scopes(facts)
+    return [c for i, c in enumerate(candidates) if i not in gone]
 
 
 class Reading:
@@ -145,6 +155,8 @@ class Reading:
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
             self._parts.db.run(lambda conn: commit_usage(conn, user_id, used))
+        if project_id is not None and as_of is None and not include_inactive:
+            candidates = _one_value_per_slot(candidates)
         reranker = self._parts.reranker
         chosen = rank_candidates(
             candidates,

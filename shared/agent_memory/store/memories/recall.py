@@ -52,7 +52,7 @@ WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
     {text_leg}
 ){date_leg}
 SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
-       m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
+       m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection, m.valid_from,
        m.{vec} AS embedding, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text,
@@ -362,4 +362,5 @@ def _candidate(row: dict[str, Any]) -> Candidate:
         in_text=row["in_text"],
         injection=tuple(row["injection"] or ()),
         in_date=bool(row.get("in_date", False)),
+        valid_from=row["valid_from"],
     )
