@@ -241,3 +241,27 @@ def test_a_user_wide_correction_of_a_project_fact_leaves_one_value_in_the_projec
     # Each scope alone still holds what it was told; another project sees the user-wide values.
     other = service.recall("How big is the user's team?", user_id=USER, project_id="q")
     assert [m.content for m in other.memories if "team" in m.content] == ["The user's team is 4 people"]
+
+
+# ---- 6. distinct facts that look alike stay apart ------------------------------------------------------
+
+DISTINCT = [
+    "The user has a yoga class on Monday at 6 pm",
+    "The user has a yoga class on Wednesday at 6 pm",
+    "The user takes the train to Porto on May 3",
+    "The user takes the train from Porto on May 3",
+    "The user's manager is Ana",
+    "The user's former manager is Ana",
+]
+
+
+def test_distinct_facts_that_look_alike_survive_the_write_path_and_consolidation(service: Memory) -> None:
+    """Before: the return train merged into the outward one, "former manager" folded into "manager",
+    and Wednesday's class superseded Monday's."""
+    for i, text in enumerate(DISTINCT):
+        outcome = service.add(NewMemory(content=text, valid_from=T0 + dt.timedelta(days=i)), user_id=USER)
+        assert outcome.facts[0].action == "created" and outcome.facts[0].superseded == [], text
+    service.import_([ImportLine(user_id=f"{USER}-2", content=t, created_at=T0) for t in DISTINCT])
+    report = service.admin.consolidate(restart=True, threshold=0.5)
+    assert (report.merged, report.superseded) == (0, 0), report
+    assert _current(service) == _current(service, user=f"{USER}-2") == sorted(DISTINCT)

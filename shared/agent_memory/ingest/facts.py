@@ -16,6 +16,7 @@ update of the same attribute.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import difflib
@@ -73,6 +74,16 @@ _STATE_PARTICIPLES = _words(
 
 
 _PRESENT = _words("now currently nowadays presently anymore actually")
+# Which way, and when relative to what: "the flight from Paris" is not "the flight to Paris", "runs
+# before work" not "after work". Function words, yet each says something the other does not.
+_DIRECTIONS = _words("from to into onto towards toward via before after above below inbound outbound outward return")
+# Qualifiers that make another fact of the same words: "the former manager" is not "the manager".
+_QUALIFIERS = _words("former ex previous late future next last acting deputy vice step interim")
+# Recurring days: "yoga on Monday" and "yoga on Wednesday" both hold, neither updates the other.
+_WEEKDAYS = _words(
+    "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays thursdays fridays "
+    "saturdays sundays mon tue tues wed thu thur thurs fri sat sun weekend weekends weekday weekdays"
+)
 
 # A name or place is one value of the statement only with one of these around it: someone lives
 # in one place and works at one employer at a time, but may be the parent of, own, speak or visit
@@ -134,9 +145,29 @@ def wording(text: str) -> tuple[str, ...]:
     return tuple(t.word for t in _tokens(text))
 
 
+def _directed(words: list[str]) -> set[tuple[str, str]]:
+    """Each direction word with the word it governs ("from paris", "to paris")."""
+    pairs: set[tuple[str, str]] = set()
+    for i, word in enumerate(words):
+        if word in _DIRECTIONS:
+            after = next((w for w in words[i + 1 :] if w not in _STOPWORDS or w in _DIRECTIONS), "")
+            pairs.add((word, after))
+    return pairs
+
+
+def _qualifiers(words: list[str]) -> list[str]:
+    return [w for w in words if w in _QUALIFIERS or w.startswith("ex-")]
+
+
+def _subject(words: list[str]) -> set[str]:
+    """The content words before the first verb: who or what the statement is about."""
+    end = next((i for i, w in enumerate(words) if w in _VERBS), None)
+    return set() if end is None else {w for w in words[:end] if w not in _STOPWORDS}
+
+
 def same_fact(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` state the same fact (see the module's docstring): a near duplicate
-    may be folded into the other only then."""
+    may be folded into the other only then. Linear in the texts' lengths."""
     ta, tb = _tokens(a), _tokens(b)
     wa, wb = [t.word for t in ta], [t.word for t in tb]
     if [w for w in wa if _is_value(w)] != [w for w in wb if _is_value(w)]:
@@ -146,9 +177,16 @@ def same_fact(a: str, b: str) -> bool:
     names = _names(ta) | _names(tb)
     if [w for w in wa if w in names] != [w for w in wb if w in names]:
         return False
+    # Which way (from/to), which one (former, ex-) and about whom (the daughter, not the son).
+    if _directed(wa) != _directed(wb) or _qualifiers(wa) != _qualifiers(wb):
+        return False
+    sa, sb = _subject(wa), _subject(wb)
+    if sa - sb and sb - sa:
+        return False
     # Who does what to whom: the content words both share, in the same order in both.
     ca, cb = _content(ta), _content(tb)
-    shared = {w for w in ca if ca.count(w) == 1 and cb.count(w) == 1}
+    counts_a, counts_b = collections.Counter(ca), collections.Counter(cb)
+    shared = {w for w, n in counts_a.items() if n == 1 and counts_b[w] == 1}
     return [w for w in ca if w in shared] == [w for w in cb if w in shared]
 
 
@@ -177,6 +215,8 @@ def updated_value(old: str, new: str) -> bool:
     if not wo[i1:i2] or not wn[j1:j2]:  # only added or only removed words: more or less said, not another value
         return False
     if not all(_is_value(w) or w in names for w in span):
+        return False
+    if any(w in _WEEKDAYS for w in span):  # another day: another occurrence, both hold
         return False
     frame = wo[:i1] + wo[i2:]
     if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
