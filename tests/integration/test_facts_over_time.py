@@ -265,3 +265,32 @@ def test_distinct_facts_that_look_alike_survive_the_write_path_and_consolidation
     report = service.admin.consolidate(restart=True, threshold=0.5)
     assert (report.merged, report.superseded) == (0, 0), report
     assert _current(service) == _current(service, user=f"{USER}-2") == sorted(DISTINCT)
+
+
+# ---- 7. the rules extractor reads the common correction shapes -------------------------------------------
+
+
+def test_the_rules_extractor_reads_corrections_across_conversations(service: Memory) -> None:
+    """Before: the ages stored nothing, "now" blocked the update, the move, the contrast and "no
+    longer" left the old facts current."""
+    days = iter(range(1, 100))
+
+    def talk(*texts: str) -> None:
+        start = T0 + dt.timedelta(days=next(days))
+        messages = [ChatMessage.model_validate(m) for m in _said(*texts, start=start)]
+        service.ingest_conversation(ConversationEnded(user_id=USER, ended_at=start, messages=messages))
+
+    talk("I'm 31.", "I work at Globex.", "I live in Lisbon.", "I use React.", "I drink coffee.")
+    talk("I turned 32 last week.", "I work at Initech now.", "I moved from Lisbon to Porto.")
+    talk("I use Svelte, not React.", "I no longer drink coffee.")
+    assert _current(service) == sorted(
+        [
+            "The user is 32 years old.",
+            "The user works at Initech now.",
+            "The user moved from Lisbon to Porto.",
+            "The user lives in Porto.",
+            "The user uses Svelte.",
+            "The user does not use React.",
+            "The user no longer drinks coffee.",
+        ]
+    )

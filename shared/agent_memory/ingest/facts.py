@@ -190,17 +190,42 @@ def same_fact(a: str, b: str) -> bool:
     return [w for w in ca if w in shared] == [w for w in cb if w in shared]
 
 
+# What turns a statement into its end ("no longer drinks", "does not use ... anymore"), and the
+# auxiliaries a negation brings along.
+_ENDING = _words("not no never n't longer does do did doesn")
+
+
+def _stem(word: str) -> str:
+    """A verb's third person and its base alike ("drinks"/"drink", "uses"/"use"): for comparing only."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _polarity_flipped(wo: list[str], wn: list[str]) -> bool:
+    """``new`` is ``old`` negated ("the user no longer drinks coffee" after "the user drinks coffee"),
+    or the other way round: the same statement, only its polarity changed, so it ends (or starts
+    again) what the other said."""
+    if sum(w in _NEGATIONS for w in wo) == sum(w in _NEGATIONS for w in wn):
+        return False
+    core_old = [_stem(w) for w in wo if w not in _ENDING]
+    core_new = [_stem(w) for w in wn if w not in _ENDING]
+    return core_old == core_new and any(w not in _STOPWORDS for w in core_old)
+
+
 def updated_value(old: str, new: str) -> bool:
     """Whether ``new`` restates ``old`` with another value in one slot (an age, a date, a number, a
     place or name): the same words around it, one contiguous span changed, made of values or
-    names only (a name only where the statement holds one at a time: "lives in", "works at").
-    Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify."""
+    names only (a name only where the statement holds one at a time: "lives in", "works at");
+    or the same statement with the other polarity ("no longer drinks coffee" ends "drinks
+    coffee"). Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify;
+    nor does another weekday (another occurrence)."""
     to, tn = _tokens(old), _tokens(new)
     # "now", "currently", "anymore": when the statement holds, not what it says ("works at Initech
     # now" updates "works at Globex").
     wo, wn = [t.word for t in to if t.word not in _PRESENT], [t.word for t in tn if t.word not in _PRESENT]
     if wo == wn:
         return False
+    if _polarity_flipped(wo, wn):
+        return True
     names = _names(to) | _names(tn)
     # One contiguous change (required below) puts every word that only one text has in the
     # changed span, which may hold values and names only: checked first, as it turns most
