@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as dt
-import difflib
 import functools
 import re
 import unicodedata
@@ -232,10 +231,18 @@ def updated_value(old: str, new: str) -> bool:
     # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).
     if any(not _is_value(w) and w not in names for w in set(wo).symmetric_difference(wn)):
         return False
-    changes = [op for op in difflib.SequenceMatcher(a=wo, b=wn, autojunk=False).get_opcodes() if op[0] != "equal"]
-    if len(changes) != 1:
-        return False
-    _tag, i1, i2, j1, j2 = changes[0]
+    # One contiguous change: what the two share at the start and at the end leaves one span each
+    # (linear; a diff of two long number-heavy texts took seconds). Several changes leave spans
+    # with words in common, which the checks below then turn away.
+    i1 = 0
+    while i1 < min(len(wo), len(wn)) and wo[i1] == wn[i1]:
+        i1 += 1
+    tail = 0
+    while tail < min(len(wo), len(wn)) - i1 and wo[-1 - tail] == wn[-1 - tail]:
+        tail += 1
+    i2, j1, j2 = len(wo) - tail, i1, len(wn) - tail
+    if set(wo[i1:i2]) & set(wn[j1:j2]):
+        return False  # a word kept inside the span: more than one change
     span = wo[i1:i2] + wn[j1:j2]
     if not wo[i1:i2] or not wn[j1:j2]:  # only added or only removed words: more or less said, not another value
         return False

@@ -32,6 +32,8 @@ from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import StatementTimeout
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
+# The distinct words of a query the full-text leg searches for (a question has a dozen or two).
+MAX_TEXT_TERMS = 64
 
 
 def text_query(text: str) -> str:
@@ -41,8 +43,14 @@ def text_query(text: str) -> str:
     question would then match almost nothing. Only word characters survive, so quotes,
     '-' and 'or' from the user cannot change the query's meaning.
     """
-    words = [w for w in re.findall(r"\w+", text) if w.casefold() != "or"]
-    return " or ".join(words)
+    # Each word once, and at most MAX_TEXT_TERMS of them (the first ones): the leg's cost grows with
+    # the terms times the rows they match, so a pasted 4,000-character message cost ~10x a
+    # 2,000-character one; now it costs what its first MAX_TEXT_TERMS distinct words cost.
+    first: dict[str, str] = {}
+    for word in re.findall(r"\w+", text):
+        if word.casefold() != "or" and len(first) < MAX_TEXT_TERMS:
+            first.setdefault(word.casefold(), word)
+    return " or ".join(first.values())
 
 
 _HYBRID = """
