@@ -150,7 +150,8 @@ def _directed(words: list[str]) -> set[tuple[str, str]]:
     for i, word in enumerate(words):
         if word in _DIRECTIONS:
             after = next((w for w in words[i + 1 :] if w not in _STOPWORDS or w in _DIRECTIONS), "")
-            pairs.add((word, after))
+            if after:  # "as stated before": an adverb, no direction
+                pairs.add((word, after))
     return pairs
 
 
