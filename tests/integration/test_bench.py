@@ -374,6 +374,7 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "redact_digits_s",
         "redact_emails_s",
         "redact_ordinary_s",
+        "redact_metadata_s",
         "recall_4000_s",
         "recall_2000_s",
         "adversarial_max_ratio",

@@ -173,6 +173,7 @@ class Timings:
     redact_ordinary: float = 0.0
     redact_digits: float = 0.0
     redact_emails: float = 0.0
+    redact_metadata: float = 0.0
     recall_2000: float = 0.0
     recall_4000: float = 0.0
 
@@ -206,14 +207,21 @@ def run_timings(service: Memory, seed: int) -> Timings:
         else:
             out.match_ordinary, out.consolidate_ordinary = elapsed, consolidated
     redactor = Redactor(PiiPolicy.parse("redact"))  # every category on: the detectors all run
-    ordinary = NewMemory(content=_text(rng, 2000, numbers=False), metadata={f"k{i}": f"note {i}" for i in range(100)})
+    ordinary = NewMemory(content=_text(rng, 2000, numbers=False))
+    # Metadata of the same size as the e-mail addresses' (keys and values of 15 characters).
+    plain = NewMemory(
+        content="The user has contacts", metadata={f"note number {i:03d}": f"plain value {i:03d}" for i in range(100)}
+    )
     digits = NewMemory(content="".join(rng.choice("0123456789 ") for _ in range(2000)).strip())
     emails = NewMemory(
         content="The user has contacts", metadata={f"u{i}@example.com": f"u{i}@example.org" for i in range(100)}
     )
-    out.redact_ordinary = _seconds(lambda: redactor.apply([ordinary]))
-    out.redact_digits = _seconds(lambda: redactor.apply([digits]))
-    out.redact_emails = _seconds(lambda: redactor.apply([emails]))
+
+    def best(memory: NewMemory) -> float:  # milliseconds each: the least of five runs
+        return min(_seconds(functools.partial(redactor.apply, [memory])) for _ in range(5))
+
+    out.redact_ordinary, out.redact_digits = best(ordinary), best(digits)
+    out.redact_metadata, out.redact_emails = best(plain), best(emails)
     user = "adv-recall"
     service.add([NewMemory(content=_text(rng, 200, numbers=False) + f" fact {i}") for i in range(50)], user_id=user)
     vocabulary = [f"w{i}" for i in range(2000)]
