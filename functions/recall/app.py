@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agent_memory import __version__
 from agent_memory.http.body import parse_json_body
-from agent_memory.http.errors import install_error_handlers
+from agent_memory.http.errors import install_error_handlers, json_bodies_only
 from agent_memory.lifecycle import get_service, register_snapstart_hooks
 from agent_memory.observability import logger, metrics, tracer
 from agent_memory.routes import conversations, docs, erasures, mcp, memories, oauth, page, recall, usage
@@ -35,6 +35,8 @@ app.configure_openapi(
     "'sub') or IAM-signed trusted backends (which name the user with user_id).",
 )
 install_error_handlers(app, logger)
+# POST, PUT, PATCH and any body only as declared JSON (415): what a cross-site page cannot send.
+app.use(middlewares=[json_bodies_only])
 for routes in (recall, memories, conversations, erasures, usage, docs, page, oauth, mcp):
     app.include_router(routes.router)
 # With SnapStart, every route's request validation is built before the snapshot, not on a first request.

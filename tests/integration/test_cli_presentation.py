@@ -147,3 +147,34 @@ def test_the_stack_is_found_outside_the_checkout(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(stack, "PACKAGED", tmp_path / "nothing")
     with pytest.raises(ConfigurationError, match="pass --template PATH"):
         stack.template_path(None)
+
+
+def test_a_port_in_use_is_named_with_the_way_out(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--port", str(port)], settings=Settings(embedding_provider="hash"))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"port {port} on 127.0.0.1 is already in use" in err
+    assert "--port 0" in err
+    assert "warm-up" not in err  # said before the model or the database is touched
+
+
+def test_import_on_a_terminal_counts_lines_of_the_total_and_says_what_it_skipped(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings, tmp_path: Path
+) -> None:
+    lines = [json.dumps({"user_id": "u-imp", "content": f"Fact number {n} about the editor"}) for n in range(5)]
+    lines.insert(2, "{not json")
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    code = main(["import", str(source)], settings=settings)
+    shown = [row.rsplit("\r", 1)[-1] for row in err.getvalue().replace("\x1b[K", "").splitlines()]
+    assert code == 0
+    assert any(row.startswith("lines: 6/6") for row in shown), shown  # the total, counted before the import
+    assert shown[-1].startswith("agent-memory: imported 5 lines; skipped 1 line it could not take (line 3:")

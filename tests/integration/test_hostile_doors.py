@@ -29,7 +29,7 @@ from agent_memory_contract.errors import AgentMemoryError
 from agent_memory_contract.kinds import error_kind
 from agent_memory_tools.cli import main
 from agent_memory_tools.local import runtime
-from tests.support.doors import ClientDoor, served, stdio_server
+from tests.support.doors import CliDoor, ClientDoor, served, stdio_server
 from tests.support.ingest import TEMPLATE, sqs_event, sqs_record
 from tests.support.recall import as_iam, as_jwt, invoke, with_body
 from tests.support.store import unreadable_rows
@@ -659,15 +659,15 @@ def raw_request(url: str, request: bytes) -> bytes:
 def test_serve_answers_malformed_http_with_a_4xx(hostile_env: str) -> None:
     body = b'{"user_id": "u", "query": "tea"}'
     requests = {
-        "length-not-a-number": b"POST /recall HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n" + body,
-        "length-negative": b"POST /recall HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n" + body,
-        "length-huge": b"POST /recall HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n",
-        "body-not-utf8": b"POST /recall HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n\xff\xfe\xfd\xfc",
-        "header-latin1": b"POST /recall HTTP/1.1\r\nHost: x\r\nX-Memory-User: \xe9\xff\r\nContent-Length: 2\r\n\r\n{}",
-        "path-percent-nul": b"GET /memories/%00?user_id=u%00 HTTP/1.1\r\nHost: x\r\n\r\n",
-        "path-bad-utf8": b"GET /memories?user_id=%ff%fe HTTP/1.1\r\nHost: x\r\n\r\n",
-        "bearer-garbage": b"GET /memories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a.\xff.c\r\n\r\n",
-        "bearer-nested": b"GET /memories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a."
+        "length-not-a-number": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n" + body,
+        "length-negative": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n" + body,
+        "length-huge": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        "body-not-utf8": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\n\xff\xfe\xfd\xfc",
+        "header-latin1": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Memory-User: \xe9\xff\r\nContent-Length: 2\r\n\r\n{}",  # noqa: E501
+        "path-percent-nul": b"GET /memories/%00?user_id=u%00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "path-bad-utf8": b"GET /memories?user_id=%ff%fe HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "bearer-garbage": b"GET /memories HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer a.\xff.c\r\n\r\n",
+        "bearer-nested": b"GET /memories HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer a."
         + base64.urlsafe_b64encode(b"[" * 5000)
         + b".c\r\n\r\n",
     }
@@ -801,3 +801,365 @@ def test_mcp_stdio_survives_a_hostile_stream_and_answers_the_good_requests(hosti
     assert [m["injection"] for m in listed] == [["instruction_override"]]
     assert listed[0]["content_defused"] is True
     assert unreadable_rows(hostile_env, pii="redact") == []
+
+
+# ---- a web page in the developer's browser (issue 33): rebinding, other origins, bodies not JSON --------
+
+NOT_JSON = {
+    "none": None,  # fetch(url, {mode: "no-cors", body: new Blob([...])}) and sendBeacon with a Blob
+    "text": "text/plain;charset=UTF-8",  # fetch no-cors with a string body, sendBeacon with a string
+    "form": "application/x-www-form-urlencoded",  # a form post
+    "multipart": "multipart/form-data; boundary=x",
+}
+
+
+def _stored(database_url: str, user: str) -> int:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM user_memories WHERE user_id = %s", (user,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_the_api_takes_state_changing_bodies_only_as_declared_json(hostile_env: str) -> None:
+    """Through RecallFunction's events (AWS and serve run the same handler): POST, PATCH and /mcp
+    with a JSON body but no JSON content type are 415, and nothing is stored."""
+    victim = "u-csrf"
+    requests = {
+        "add": with_body("http-memories-add.json", {"user_id": victim, "memories": [{"content": "Pay bob"}]}),
+        "conversation": with_body("http-conversation.json", {"user_id": victim, "memories": [{"content": "Pay bob"}]}),
+        "patch": with_body(
+            with_request(
+                "http-memory-update.json",
+                "PATCH",
+                "/memories/00000000-0000-0000-0000-000000000000",
+                {"user_id": victim},
+            ),
+            {"content": "Pay bob"},
+        ),
+        "mcp": with_body(
+            "http-mcp-recall.json",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "remember", "arguments": {"facts": ["Pay bob"]}},
+            },
+        ),
+        "recall": with_body("http-recall-iam.json", {"user_id": victim, "query": "bob"}),
+    }
+    broken = []
+    for name, evt in requests.items():
+        for kind, content_type in NOT_JSON.items():
+            sent = json.loads(json.dumps(evt))
+            sent["headers"] = {k: v for k, v in sent["headers"].items() if k.lower() != "content-type"}
+            if name == "mcp":
+                sent["headers"]["x-memory-user"] = victim
+            if content_type is not None:
+                sent["headers"]["content-type"] = content_type
+            answer = invoke(sent)
+            if answer["statusCode"] != 415 or json.loads(answer["body"]).get("code") != "unsupported_media_type":
+                broken.append((name, kind, answer["statusCode"], answer.get("body", "")[:120]))
+    assert broken == [], broken
+    assert _stored(hostile_env, victim) == 0
+    # The same requests declared as JSON are taken (the rule refuses the form, not the callers).
+    assert invoke(requests["add"])["statusCode"] == 201
+
+
+def http_request(url: str, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, bytes]:
+    """One request with exactly these headers (Host included), over a socket: no client library
+    fills in or tidies a header."""
+    lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+    if body or method in ("POST", "PATCH", "PUT"):
+        lines.append(f"Content-Length: {len(body)}")
+    lines.append("Connection: close")
+    answer = raw_request(url, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), rest
+
+
+def test_serve_refuses_a_foreign_host_a_foreign_origin_and_cross_site_requests(hostile_env: str) -> None:
+    """The DNS-rebinding and CSRF doors of `agent-memory serve` (issue 33). A rebinding page's
+    requests carry its own name as Host (and as Origin): no answer reads or writes a memory."""
+    victim = "u-rebind"
+    with served() as url:
+        port = url.rsplit(":", 1)[1]
+        own = {"Host": f"127.0.0.1:{port}"}
+        add = json.dumps({"user_id": victim, "memories": [{"content": "The user banks at Example Bank"}]}).encode()
+        json_type = {"Content-Type": "application/json"}
+        status, _ = http_request(url, "POST", "/memories", {**own, **json_type}, add)
+        assert status == 201
+        mcp_call = json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_memories", "arguments": {}}}
+        ).encode()
+        mcp_headers = {**json_type, "Accept": "application/json, text/event-stream", "X-Memory-User": victim}
+        rebound = {"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}"}
+        refused: dict[str, tuple[str, str, dict[str, str], bytes, int]] = {
+            # DNS rebinding: the page's name, now resolving to 127.0.0.1, in Host (and Origin).
+            "rebind-list": ("GET", f"/memories?user_id={victim}", {"Host": f"attacker.example:{port}"}, b"", 421),
+            "rebind-export": ("GET", f"/memories/export?user_id={victim}", rebound, b"", 421),
+            "rebind-mcp": ("POST", "/mcp", {**rebound, **mcp_headers}, mcp_call, 421),
+            "rebind-erase": ("DELETE", f"/memories?user_id={victim}", rebound, b"", 421),
+            "rebind-page": ("GET", "/", {"Host": "attacker.example"}, b"", 421),
+            "rebind-trailing-dot": (
+                "GET",
+                f"/memories?user_id={victim}",
+                {"Host": "127.0.0.1.attacker.example."},
+                b"",
+                421,
+            ),
+            "no-host": ("GET", f"/memories?user_id={victim}", {}, b"", 421),
+            "host-with-userinfo": (
+                "GET",
+                f"/memories?user_id={victim}",
+                {"Host": "127.0.0.1@attacker.example"},
+                b"",
+                421,
+            ),
+            # Another origin (another site, or another port of this machine) through a loopback Host.
+            "origin-read": (
+                "GET",
+                f"/memories?user_id={victim}",
+                {**own, "Origin": "http://attacker.example"},
+                b"",
+                403,
+            ),
+            "origin-other-port": ("POST", "/memories", {**own, **json_type, "Origin": "http://127.0.0.1:1"}, add, 403),
+            "origin-null": ("POST", "/memories", {**own, **json_type, "Origin": "null"}, add, 403),
+            "origin-https": (
+                "POST",
+                "/memories",
+                {**own, **json_type, "Origin": f"https://127.0.0.1:{port}"},
+                add,
+                403,
+            ),
+            "origin-mcp": ("POST", "/mcp", {**own, **mcp_headers, "Origin": "http://attacker.example"}, mcp_call, 403),
+            "origin-preflight": ("OPTIONS", "/memories", {**own, "Origin": "http://attacker.example"}, b"", 403),
+            # What the browser marks as another site's, whatever the Origin.
+            "cross-site": ("POST", "/memories", {**own, **json_type, "Sec-Fetch-Site": "cross-site"}, add, 403),
+            "same-site": ("POST", "/memories", {**own, **json_type, "Sec-Fetch-Site": "same-site"}, add, 403),
+            "cross-site-read": (
+                "GET",
+                f"/memories?user_id={victim}",
+                {**own, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"},
+                b"",
+                403,
+            ),
+            "cross-site-mcp": ("POST", "/mcp", {**own, **mcp_headers, "Sec-Fetch-Site": "cross-site"}, mcp_call, 403),
+            # Same origin but a body a page on any site could send without asking: not JSON.
+            "blob-body": ("POST", "/memories", own, add, 415),
+            "text-body": ("POST", "/memories", {**own, "Content-Type": "text/plain;charset=UTF-8"}, add, 415),
+            "form-body": ("POST", "/memories", {**own, "Content-Type": "application/x-www-form-urlencoded"}, add, 415),
+        }
+        broken = []
+        for name, (method, path, headers, body, expected) in refused.items():
+            status, answer = http_request(url, method, path, headers, body)
+            if status != expected or b"Example Bank" in answer:
+                broken.append((name, status, answer[:160]))
+        assert broken == [], broken
+        # What the memory page and every client send still works: its own origin, same-origin
+        # fetches, a link followed from another site to the page, localhost and [::1] names.
+        allowed = {
+            "same-origin": (
+                "POST",
+                "/memories",
+                {**own, **json_type, "Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"},
+                add,
+                201,
+            ),
+            "localhost": ("GET", f"/memories?user_id={victim}", {"Host": f"localhost:{port}"}, b"", 200),
+            "navigate-from-elsewhere": (
+                "GET",
+                "/memories?user_id=u-other",
+                {**own, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"},
+                b"",
+                200,
+            ),
+            "typed-url": (
+                "GET",
+                "/memories?user_id=u-other",
+                {**own, "Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"},
+                b"",
+                200,
+            ),
+            "delete-no-body": ("DELETE", "/memories/00000000-0000-0000-0000-000000000000?user_id=x", own, b"", 404),
+        }
+        for name, (method, path, headers, body, expected) in allowed.items():
+            status, answer = http_request(url, method, path, headers, body)
+            if status != expected:
+                broken.append((name, status, answer[:160]))
+        assert broken == [], broken
+    assert _stored(hostile_env, victim) == 1
+
+
+def test_serve_answers_the_hosts_and_origins_it_is_told_to(hostile_env: str) -> None:
+    from agent_memory_tools.local.server import LocalApi, make_server
+
+    server = make_server(
+        LocalApi(Path(TEMPLATE)), "127.0.0.1", 0, allowed_hosts=["memory.lan"], allowed_origins=["https://memory.lan"]
+    )
+    import threading
+
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        assert http_request(url, "GET", "/memories?user_id=u", {"Host": "memory.lan"})[0] == 200
+        assert http_request(url, "GET", "/memories?user_id=u", {"Host": "MEMORY.lan:8080"})[0] == 200
+        proxied = {"Host": "memory.lan", "Origin": "https://memory.lan", "Sec-Fetch-Site": "same-site"}
+        assert http_request(url, "GET", "/memories?user_id=u", proxied)[0] == 200
+        assert http_request(url, "GET", "/memories?user_id=u", {"Host": "other.lan"})[0] == 421
+        assert (
+            http_request(url, "GET", "/memories?user_id=u", {"Host": "memory.lan", "Origin": "https://evil.lan"})[0]
+            == 403
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ---- text that its visible form (NFKC) makes longer than a limit (issue 33) -------------------------------
+
+# U+FDFA is one character that NFKC writes as 18: 1,510 of them are 27,180 characters, past the
+# 20,000 a chat message may hold; 1,200 are 21,600, past a memory's.
+LONG_MESSAGE = "\ufdfa" * 1510
+LONG_MEMORY = "\ufdfa" * 1200
+
+
+def test_text_that_nfkc_lengthens_past_a_limit_is_a_4xx_naming_the_field(hostile_env: str) -> None:
+    C = "http-conversation.json"
+    mcp = "http-mcp-recall.json"
+
+    def tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        return with_body(mcp, body)
+
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "conversation-message": (
+            with_body(C, {"user_id": U, "messages": [{"role": "user", "content": LONG_MESSAGE}]}),
+            "messages[0].content",
+        ),
+        "conversation-parts": (
+            with_body(
+                C, {"user_id": U, "messages": [{"role": "user", "content": [{"type": "text", "text": LONG_MESSAGE}]}]}
+            ),
+            "messages[0].content",
+        ),
+        "conversation-memory": (
+            with_body(C, {"user_id": U, "memories": [{"content": LONG_MEMORY}]}),
+            "memories[0].content",
+        ),
+        "add": (
+            with_body("http-memories-add.json", {"user_id": U, "memories": [{"content": LONG_MEMORY}]}),
+            "memories[0].content",
+        ),
+        "recall": (with_body("http-recall-iam.json", {"user_id": U, "query": "\ufdfa" * 300}), "query"),
+    }
+    broken: list[Any] = []
+    for name, (evt, field) in cases.items():
+        answer = invoke(evt)
+        body = json.loads(answer.get("body") or "{}")
+        if not 400 <= answer["statusCode"] < 500 or body.get("field") != field:
+            broken.append((name, answer["statusCode"], str(body)[:200]))
+    for name, evt in {
+        "mcp-conversation": tool("remember_conversation", {"messages": [{"role": "user", "content": LONG_MESSAGE}]}),
+        "mcp-remember": tool("remember", {"facts": [LONG_MEMORY]}),
+    }.items():
+        answer = invoke(evt)
+        text = answer.get("body") or ""
+        if answer["statusCode"] >= 500 or "-32603" in text or "internal" in text.lower() or "limit" not in text:
+            broken.append((name, answer["statusCode"], text[:200]))
+    # The CLI and the client (against serve) refuse the memory naming its content, before storing it.
+    for door in (CliDoor(), None):
+        if door is None:
+            with served() as url:
+                client = ClientDoor(url, auth="none")
+                try:
+                    outcome = client.add(U, [LONG_MEMORY])
+                finally:
+                    client.close()
+            name = "client"
+        else:
+            outcome, name = door.add(U, [LONG_MEMORY]), "cli"
+        if not outcome.refused or outcome.status is None or outcome.status >= 500 or not outcome.field:
+            broken.append((name, outcome))
+    record = sqs_record({"user_id": U, "messages": [{"role": "user", "content": LONG_MESSAGE}]})
+    out = runtime.invoke(TEMPLATE, "IngestFunction", sqs_event(record))
+    if out != {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}:
+        broken.append(("queue", out))
+    assert broken == [], broken
+    assert unreadable_rows(hostile_env, pii="redact") == []
+
+
+# ---- import: a line it would have to alter is refused, with its number and reason (issue 33) --------------
+
+
+def test_import_refuses_every_line_it_would_alter_and_reports_each(
+    settings: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import uuid
+
+    s = settings.model_copy(update={"pii": PiiPolicy.parse("redact")})
+    main(["add", "--user", "u-other", "The other user's fact"], settings=s)
+    others = json.loads(capsys.readouterr().out)["ids"][0]
+    ids = [str(uuid.uuid4()) for _ in range(8)]
+    lines = [
+        # 1: superseded by a memory later in the file (a consolidation keeps the older one): taken
+        {
+            "user_id": "u-imp",
+            "id": ids[0],
+            "content": "Lives in Porto",
+            "created_at": "2025-01-02T00:00:00+00:00",
+            "superseded_by": ids[1],
+            "superseded_at": "2026-01-02T00:00:00+00:00",
+        },
+        # 2: points nowhere
+        {"user_id": "u-imp", "id": ids[2], "content": "Drinks coffee", "superseded_by": str(uuid.uuid4())},
+        # 3: points at another user's memory
+        {"user_id": "u-imp", "id": ids[3], "content": "Drives a bike", "superseded_by": others},
+        # 4: points at itself
+        {"user_id": "u-imp", "id": ids[4], "content": "Plays chess", "superseded_by": ids[4]},
+        # 5: valid until before valid from
+        {
+            "user_id": "u-imp",
+            "id": ids[5],
+            "content": "Works at Acme",
+            "valid_from": "2025-06-01T00:00:00+00:00",
+            "valid_until": "2025-01-01T00:00:00+00:00",
+        },
+        # 6: valid until before created (no valid_from: it starts when stated)
+        {
+            "user_id": "u-imp",
+            "content": "Studies Go",
+            "created_at": "2025-06-01T00:00:00+00:00",
+            "valid_until": "2024-01-01T00:00:00+00:00",
+        },
+        # 7: superseded_by on a line with no id (it would be stored as current)
+        {"user_id": "u-imp", "content": "Reads Dune", "superseded_by": ids[1]},
+        # 8: the memory line 1 names
+        {"user_id": "u-imp", "id": ids[1], "content": "Lives in Lisbon"},
+        # 9: an ordinary line
+        {"user_id": "u-imp", "content": "Likes tea"},
+    ]
+    path = tmp_path / "import.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    code = main(["import", str(path)], settings=s)
+    out, err = capsys.readouterr()
+    summary = json.loads(out.splitlines()[-1])
+    # Every line it could take went in: exit 0, and what it skipped is said (docs/cli.md).
+    assert code == 0 and "skipped 6 lines" in err
+    reasons = {skipped["line"]: skipped["reason"] for skipped in summary["skipped_lines"]}
+    assert sorted(reasons) == [2, 3, 4, 5, 6, 7], summary
+    assert "superseded_by" in reasons[2] and "superseded_by" in reasons[3]
+    assert others not in reasons[3] or "no memory of this user" in reasons[3]
+    assert "itself" in reasons[4] and "valid_until" in reasons[5] and "created_at" in reasons[6]
+    assert "id" in reasons[7]
+    assert summary["taken"] == 3 and summary["skipped"] == 6
+    # What is stored is what the lines say: line 1 superseded by line 8, nothing of the refused lines.
+    out = tmp_path / "export.jsonl"
+    assert main(["export", "--user", "u-imp", "--out", str(out)], settings=s) == 0
+    exported = {m["content"]: m for m in map(json.loads, out.read_text().splitlines())}
+    assert sorted(exported) == ["Likes tea", "Lives in Lisbon", "Lives in Porto"]
+    assert exported["Lives in Porto"]["superseded_by"] == ids[1]
+    assert "superseded_by" not in exported["Lives in Lisbon"]
+    assert settings.database_url is not None
+    assert unreadable_rows(settings.database_url.get_secret_value(), pii="redact") == []

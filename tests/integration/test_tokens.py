@@ -5,14 +5,18 @@ discovery an MCP host follows from a 401 to the issuer."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import httpx
@@ -26,7 +30,7 @@ from agent_memory.config import get_settings
 from agent_memory_client import MemoryClient
 from agent_memory_contract.errors import ConfigurationError, Forbidden
 from agent_memory_tools.local.server import LocalApi, make_server
-from agent_memory_tools.local.tokens import JwtVerifier
+from agent_memory_tools.local.tokens import IssuerUnavailable, JwtVerifier, TokenRefused
 from tests.support.oauth_issuer import AUDIENCE, LocalIssuer
 from tests.support.recall import ROOT, TEMPLATE
 
@@ -78,8 +82,10 @@ def test_an_mcp_host_without_a_token_is_sent_to_the_metadata_and_on_to_the_issue
     assert document["authorization_servers"] == [issuer.url]
     assert document["scopes_supported"] == ["openid", "email"]
     assert document["bearer_methods_supported"] == ["header"]
-    # The root well-known URI, which hosts try when a 401 carries no challenge, says the same.
-    assert httpx.get(f"{served}/.well-known/oauth-protected-resource").json() == document
+    # The root well-known URI, which hosts try when a 401 carries no challenge, describes the API at
+    # its root (RFC 9728 section 3.3: the resource its own URL derives from), with the same issuer.
+    root = httpx.get(f"{served}/.well-known/oauth-protected-resource").json()
+    assert root == {**document, "resource": served}
     # An issuer whose own metadata advertises S256 PKCE needs no stand-in metadata here.
     assert httpx.get(f"{served}/.well-known/oauth-authorization-server").status_code == 404
 
@@ -265,3 +271,203 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+# ---- issue 33: issuers as they name themselves, key sets that are slow, down or not JSON -----------
+
+
+@contextlib.contextmanager
+def serving(verifier: JwtVerifier) -> Iterator[str]:
+    verifier.discover()
+    server = make_server(LocalApi(TEMPLATE, verifier=verifier), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_issuer_ending_in_a_slash_is_compared_as_it_names_itself(
+    lambda_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Auth0 names itself https://tenant.auth0.com/: its tokens carry that iss, and only that one."""
+    issuer = LocalIssuer(trailing_slash=True)
+    monkeypatch.setenv("AGENT_MEMORY_OAUTH_ISSUER", issuer.issuer)  # what serve sets: the verifier's issuer
+    get_settings.cache_clear()
+    try:
+        for given in (issuer.issuer, issuer.url):  # with the slash, or as a person types it
+            verifier = JwtVerifier(given, [AUDIENCE])
+            with serving(verifier) as url:
+                assert verifier.issuer == issuer.issuer
+                assert httpx.get(f"{url}/memories", headers=bearer(issuer.token("auth0-user"))).status_code == 200
+                unslashed = issuer.token("auth0-user", issuer=issuer.url)
+                refused = httpx.get(f"{url}/memories", headers=bearer(unslashed))
+                assert refused.status_code == 401 and "another issuer" in refused.headers["www-authenticate"]
+                metadata = httpx.get(f"{url}/.well-known/oauth-protected-resource/mcp").json()
+                assert metadata["authorization_servers"] == [issuer.issuer]
+    finally:
+        issuer.close()
+
+
+# Clients made before a test's clock runs (making one costs an SSL context: tens of ms on a busy machine).
+_CLIENTS: dict[str, httpx.Client] = {}
+
+
+def _client(name: str) -> httpx.Client:
+    if name not in _CLIENTS:
+        _CLIENTS[name] = httpx.Client(timeout=60, limits=httpx.Limits(max_connections=100))
+    return _CLIENTS[name]
+
+
+def _timed(url: str, token: str, client: str = "valid") -> tuple[int, float]:
+    http = _client(client)
+    started = time.perf_counter()
+    answer = http.get(f"{url}/memories", headers=bearer(token))
+    return answer.status_code, time.perf_counter() - started
+
+
+def _flood(url: str, issuer: LocalIssuer, count: int) -> list[tuple[int, float]]:
+    """``count`` requests at once, each with a token under a kid the issuer never published."""
+    tokens = [issuer.token(key=issuer.other_key, kid=uuid.uuid4().hex) for _ in range(count)]
+    results: list[tuple[int, float]] = [(0, 0.0)] * count
+
+    def one(i: int) -> None:
+        results[i] = _timed(url, tokens[i], "flood")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+# A valid token's answer while the key set hangs: the bound these tests hold (measured here: 40-190 ms
+# beside 30 waiting requests; before issue 33 a valid token waited for the whole fetch).
+VALID_BOUND_S = 1.0
+# Thirty refusals at once, all answered: the bound for the last of them.
+FLOOD_BOUND_S = 2.0
+# The interval between two fetches of the key set in these tests (serve's: 30 s).
+INTERVAL_S = 4.0
+
+
+@pytest.mark.parametrize(("delay", "unknown"), [(2.0, 401), (8.0, 503)])
+def test_a_slow_key_set_holds_no_valid_token_and_unknown_kids_fetch_it_once(
+    lambda_env: str, issuer: LocalIssuer, delay: float, unknown: int
+) -> None:
+    """A key set that answers in 2 s (within the 3 s timeout: the unknown kids are then known to be
+    unknown, 401) or in 8 s (past it: 503): valid tokens never wait for it, 30 unknown kids at once
+    cause one fetch, and the next 30 none."""
+    verifier = JwtVerifier(issuer.url, [AUDIENCE], refresh_cooldown_s=INTERVAL_S)
+    with serving(verifier) as url:
+        time.sleep(INTERVAL_S + 0.1)  # past the interval of serve's first fetch
+        before = issuer.jwks_requests
+        issuer.jwks_mode, issuer.jwks_delay_s = "slow", delay
+        tokens = [issuer.token(f"user-{i}") for i in range(20)]
+        _client("valid"), _client("flood")
+        flood: list[tuple[int, float]] = []
+        waiting = threading.Thread(target=lambda: flood.extend(_flood(url, issuer, 30)))
+        waiting.start()
+        time.sleep(0.3)  # the flood's fetch is in flight
+        valid = [_timed(url, token) for token in tokens]
+        waiting.join()
+        assert {status for status, _ in valid} == {200}
+        print(f"valid tokens while the key set takes {delay} s: max {max(t for _, t in valid) * 1000:.0f} ms")
+        assert max(t for _, t in valid) < VALID_BOUND_S, valid
+        # The unknown kids waited for the one fetch, at most KEY_WAIT_S.
+        assert {status for status, _ in flood} == {unknown}, flood
+        print(f"unknown kids: max {max(t for _, t in flood) * 1000:.0f} ms")
+        assert max(t for _, t in flood) < verifier.key_wait_s + FLOOD_BOUND_S, flood
+        again = _flood(url, issuer, 30)  # within the interval: the last outcome stands, promptly
+        assert {status for status, _ in again} == {unknown}
+        assert max(t for _, t in again) < FLOOD_BOUND_S
+        assert issuer.jwks_requests - before == 1
+
+
+@pytest.mark.parametrize("mode", ["down", "html", "junk"])
+def test_a_key_set_that_is_down_or_not_json_is_503_fetched_once_per_interval(
+    lambda_env: str, issuer: LocalIssuer, mode: str
+) -> None:
+    verifier = JwtVerifier(issuer.url, [AUDIENCE], refresh_cooldown_s=INTERVAL_S)
+    with serving(verifier) as url:
+        time.sleep(INTERVAL_S + 0.1)
+        before = issuer.jwks_requests
+        issuer.jwks_mode = mode
+        first = _flood(url, issuer, 1)
+        flood = _flood(url, issuer, 40)
+        assert {status for status, _ in first + flood} == {503}, (first, flood)
+        assert max(t for _, t in first + flood) < verifier.key_wait_s + FLOOD_BOUND_S
+        assert issuer.jwks_requests - before == 1  # one fetch in the interval, however many kids
+        # Tokens under the keys already read still verify, promptly.
+        status, took = _timed(url, issuer.token("still-here"))
+        assert status == 200 and took < VALID_BOUND_S
+        answer = httpx.get(f"{url}/memories", headers=bearer(issuer.token(key=issuer.other_key, kid="x")))
+        assert answer.status_code == 503 and answer.headers["retry-after"]
+
+
+def test_the_key_set_is_fetched_again_once_the_interval_has_passed(issuer: LocalIssuer) -> None:
+    verifier = JwtVerifier(issuer.url, [AUDIENCE], refresh_cooldown_s=0.5, key_wait_s=2)
+    verifier.discover()
+    issuer.jwks_mode = "down"
+    time.sleep(0.6)
+    with pytest.raises(IssuerUnavailable):
+        verifier.claims(f"Bearer {issuer.token(kid='rotated')}")
+    fetched = issuer.jwks_requests
+    with pytest.raises(IssuerUnavailable):  # within the interval: the last outcome, no fetch
+        verifier.claims(f"Bearer {issuer.token(kid='rotated')}")
+    assert issuer.jwks_requests == fetched
+    issuer.jwks_mode = "json"
+    time.sleep(0.6)
+    with pytest.raises(TokenRefused, match="kid"):
+        verifier.claims(f"Bearer {issuer.token(kid='rotated')}")
+    assert issuer.jwks_requests == fetched + 1
+
+
+def _jwt(header: object, payload: object = None) -> str:
+    def part(value: object) -> str:
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    return f"{part(header)}.{part(payload if payload is not None else {'sub': 'u'})}.c2ln"
+
+
+def test_every_malformed_token_is_a_prompt_401(served: str, issuer: LocalIssuer) -> None:
+    kid = issuer.kid
+    good = issuer.token()
+    head, payload, signature = good.split(".")
+    tokens = {
+        "alg-not-latin1": _jwt({"alg": "\u7b97\u6cd5", "kid": kid}),
+        "alg-list": _jwt({"alg": ["RS256"], "kid": kid}),
+        "alg-none-kid": _jwt({"alg": "none", "kid": kid}),
+        "kid-int": _jwt({"alg": "RS256", "kid": 5}),
+        "kid-list": _jwt({"alg": "RS256", "kid": ["a"]}),
+        "kid-dict": _jwt({"alg": "RS256", "kid": {"a": 1}}),
+        "kid-missing": _jwt({"alg": "RS256"}),
+        "kid-not-latin1": _jwt({"alg": "RS256", "kid": "\u00e9\u7b97"}),
+        "header-array": _jwt([1, 2]),
+        "header-string": _jwt("RS256"),
+        "header-deep": _jwt(b"[" * 5000 + b"]" * 5000),
+        "header-not-json": _jwt(b"\xff\xfe"),
+        "payload-not-json": f"{head}.{base64.urlsafe_b64encode(b'{nope').decode().rstrip('=')}.{signature}",
+        "payload-array": f"{head}.{base64.urlsafe_b64encode(b'[1]').decode().rstrip('=')}.{signature}",
+        "payload-deep": f"{head}.{base64.urlsafe_b64encode(b'[' * 5000).decode().rstrip('=')}.{signature}",
+        "signature-not-base64": f"{head}.{payload}.!!!",
+        "two-parts": f"{head}.{payload}",
+        "huge": f"{head}.{'A' * 20_000}.{signature}",
+        "dots": "..",
+    }
+    broken: list[Any] = []
+    for name, token in tokens.items():
+        started = time.perf_counter()
+        try:
+            answer = httpx.get(f"{served}/memories", headers={"authorization": f"Bearer {token}"}, timeout=30)
+        except httpx.HTTPError as exc:  # no answer at all
+            broken.append((name, repr(exc)))
+            continue
+        took = time.perf_counter() - started
+        challenge = answer.headers.get("www-authenticate", "")
+        if answer.status_code != 401 or not challenge.isascii() or took > VALID_BOUND_S:
+            broken.append((name, answer.status_code, challenge, round(took, 2)))
+    assert broken == [], broken
+    assert httpx.get(f"{served}/memories", headers=bearer(good)).status_code == 200

@@ -52,8 +52,9 @@ def serving(data_dir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def chromium(downloads: Path) -> Iterator[webdriver.Chrome]:
-    """A headless chromium that saves downloads into ``downloads`` without asking."""
+def chromium(downloads: Path, *, extra_flags: tuple[str, ...] = ()) -> Iterator[webdriver.Chrome]:
+    """A headless chromium that saves downloads into ``downloads`` without asking (``extra_flags``:
+    more command-line switches, such as ``--host-resolver-rules``)."""
     browser = shutil.which("chromium")
     driver = shutil.which("chromedriver")
     assert browser and driver, MISSING
@@ -65,6 +66,7 @@ def chromium(downloads: Path) -> Iterator[webdriver.Chrome]:
         "--disable-gpu",
         "--disable-dev-shm-usage",
         "--window-size=1280,1000",
+        *extra_flags,
     ):
         options.add_argument(flag)
     options.add_experimental_option(

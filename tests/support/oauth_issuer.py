@@ -28,9 +28,15 @@ class LocalIssuer:
     """Serves its discovery document and key set; :meth:`token` signs tokens with its key (or, to
     test refusals, with another key, under a kid it publishes or one it does not)."""
 
-    def __init__(self, *, advertise_pkce: bool = True) -> None:
+    def __init__(self, *, advertise_pkce: bool = True, trailing_slash: bool = False) -> None:
         # Cognito's OpenID configuration does not list code_challenge_methods_supported: False plays it.
         self.advertise_pkce = advertise_pkce
+        # Auth0 names itself https://tenant.auth0.com/ (with the slash), in its configuration and its tokens.
+        self.trailing_slash = trailing_slash
+        # How the key set answers: "json" (the keys), "slow" (the keys after jwks_delay_s), "down" (503),
+        # "html" (a 200 HTML page, as a misrouted URL answers), "junk" (JSON that is no key set).
+        self.jwks_mode = "json"
+        self.jwks_delay_s = 0.0
         self.key = _new_key()
         self.kid = uuid.uuid4().hex
         self.other_key = _new_key()  # never published
@@ -43,7 +49,18 @@ class LocalIssuer:
                     body = issuer.discovery()
                 elif self.path == "/jwks.json":
                     issuer.jwks_requests += 1
-                    body = issuer.jwks()
+                    if issuer.jwks_mode == "slow":
+                        time.sleep(issuer.jwks_delay_s)
+                    if issuer.jwks_mode in ("down", "html"):
+                        down = issuer.jwks_mode == "down"
+                        page = b"<html><body>Service Unavailable</body></html>"
+                        self.send_response(503 if down else 200)
+                        self.send_header("Content-Type", "text/html")
+                        self.send_header("Content-Length", str(len(page)))
+                        self.end_headers()
+                        self.wfile.write(page)
+                        return
+                    body = issuer.jwks() if issuer.jwks_mode != "junk" else {"keys": "none"}
                 else:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
@@ -61,12 +78,14 @@ class LocalIssuer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        # The issuer identifier, exactly as the configuration and the tokens state it.
+        self.issuer = self.url + ("/" if trailing_slash else "")
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     def discovery(self) -> dict[str, Any]:
         document = {
-            "issuer": self.url,
+            "issuer": self.issuer,
             "jwks_uri": f"{self.url}/jwks.json",
             "authorization_endpoint": f"{self.url}/oauth2/authorize",
             "token_endpoint": f"{self.url}/oauth2/token",
@@ -98,7 +117,7 @@ class LocalIssuer:
         now = int(time.time())
         payload: dict[str, Any] = {
             "sub": sub,
-            "iss": issuer or self.url,
+            "iss": issuer or self.issuer,
             "iat": now,
             "exp": now + int(expires_in),
             **claims,

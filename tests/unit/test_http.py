@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.http import errors, identity
+from agent_memory.http import errors, identity, media
 from agent_memory_client import errors as client_errors
 from agent_memory_contract import kinds as http_errors
 from agent_memory_contract import schemas
@@ -183,8 +183,15 @@ def test_validation_errors_name_the_field() -> None:
 
 
 def test_json_content_types() -> None:
-    assert errors.is_json_content_type(None)
-    assert errors.is_json_content_type("application/json; charset=utf-8")
-    assert errors.is_json_content_type("application/vnd.api+json")
-    assert not errors.is_json_content_type("application/x-www-form-urlencoded")
-    assert not errors.is_json_content_type("text/plain")
+    # No content type is no JSON: a browser sends a Blob body or a beacon without one, cross-site.
+    assert not media.is_json_content_type(None)
+    assert not media.is_json_content_type("")
+    assert media.is_json_content_type("application/json; charset=utf-8")
+    assert media.is_json_content_type("Application/JSON")
+    assert media.is_json_content_type("application/vnd.api+json")
+    assert not media.is_json_content_type("application/x-www-form-urlencoded")
+    assert not media.is_json_content_type("text/plain")
+    assert not media.is_json_content_type("text/plain+json")
+    # Which requests must say so: POST, PUT, PATCH, and anything with a body (a bodiless DELETE or GET not).
+    assert media.needs_json("post", None) and media.needs_json("PATCH", "") and media.needs_json("DELETE", "{}")
+    assert not media.needs_json("DELETE", None) and not media.needs_json("GET", "")

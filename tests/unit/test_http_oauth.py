@@ -25,7 +25,7 @@ EVENTS = ROOT / "events"
 
 
 def test_the_metadata_names_the_mcp_endpoint_and_the_issuer() -> None:
-    document = protected_resource_metadata(f"https://{API_HOST}", ISSUER + "/", ("openid", "email"))
+    document = protected_resource_metadata(f"https://{API_HOST}", ISSUER, ("openid", "email"))
     assert document == {
         "resource": f"https://{API_HOST}/mcp",
         "authorization_servers": [ISSUER],
@@ -34,6 +34,14 @@ def test_the_metadata_names_the_mcp_endpoint_and_the_issuer() -> None:
         "scopes_supported": ["openid", "email"],
     }
     assert "scopes_supported" not in protected_resource_metadata(f"https://{API_HOST}", ISSUER)
+    # An issuer identifier is compared as a string: Auth0's final slash is kept (issue 33).
+    auth0 = "https://tenant.eu.auth0.com/"
+    assert protected_resource_metadata(f"https://{API_HOST}", auth0)["authorization_servers"] == [auth0]
+    # RFC 9728 section 3.3: each document names the resource its path derives from.
+    root = protected_resource_metadata(
+        f"https://{API_HOST}/", ISSUER, metadata_path="/.well-known/oauth-protected-resource"
+    )
+    assert root["resource"] == f"https://{API_HOST}"
 
 
 def test_the_facade_names_this_api_and_sends_hosts_to_the_issuers_endpoints() -> None:
@@ -103,7 +111,7 @@ def test_the_function_serves_the_metadata_without_a_token(monkeypatch: pytest.Mo
     answer = invoke(path)
     assert answer["statusCode"] == 200
     document = json.loads(answer["body"])
-    assert document["resource"] == f"https://{API_HOST}/mcp"
+    assert document["resource"] == f"https://{API_HOST}" + path.removeprefix("/.well-known/oauth-protected-resource")
     assert document["authorization_servers"] == [ISSUER]
     assert document["scopes_supported"] == ["openid", "email", "profile"]
 

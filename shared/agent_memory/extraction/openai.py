@@ -47,7 +47,14 @@ class OpenAIChatExtractor(LLMExtractor):
     @classmethod
     def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIChatExtractor:
         base_url = settings.llm_base_url or settings.openai_base_url
-        client = OpenAICompatClient.for_settings("openai chat", base_url, llm_api_key(settings), settings, transport)
+        client = OpenAICompatClient.for_settings(
+            "openai chat",
+            base_url,
+            llm_api_key(settings),
+            settings,
+            transport,
+            key_settings="AGENT_MEMORY_LLM_API_KEY, or the embeddings' AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
+        )
         model = settings.llm_model or default_model(base_url)
         return cls(client, model, json_mode=settings.llm_json_mode, **llm_options(settings))
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
+from agent_memory.http import media
 from agent_memory.http.body import NOT_BASE64
 from agent_memory_contract.errors import AgentMemoryError, InvalidInput
 from agent_memory_contract.kinds import INTERNAL, error_kind
@@ -18,6 +19,7 @@ from agent_memory_contract.schemas import ErrorBody, ErrorDetail
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+    from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
     from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 
@@ -99,12 +101,23 @@ def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> list[Erro
     return details
 
 
-def is_json_content_type(value: str | None) -> bool:
-    """What the API accepts: JSON, or no Content-Type at all."""
-    if not value:
-        return True
-    media = value.split(";", 1)[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
+def unsupported_media_type(found: str | None, request_id: str | None) -> Response[Any]:
+    return error_response(
+        HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        f"the body must be JSON with Content-Type: application/json (got {found!r})",
+        request_id=request_id,
+    )
+
+
+def json_bodies_only(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """Powertools middleware (every route): 415 for a request that must be JSON and does not say so
+    (:mod:`agent_memory.http.media` says which and why)."""
+    event = app.current_event
+    found = media.content_type(event.headers)
+    if media.needs_json(event.http_method, event.body) and not media.is_json_content_type(found):
+        return unsupported_media_type(found, event.request_context.request_id)
+    return next_middleware(app)
 
 
 def allowed_methods(app: APIGatewayHttpResolver, path: str) -> list[str]:
@@ -136,14 +149,12 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
         return error_response(kind.status, kind.code, kind.message(exc), field=field, request_id=request_id())
 
     def invalid(exc: RequestValidationError | RequestUnsupportedContentType) -> Response[Any]:
-        content_type = app.current_event.headers.get("content-type")
-        if isinstance(exc, RequestUnsupportedContentType) or not is_json_content_type(content_type):
-            return error_response(
-                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                f"the body must be JSON with Content-Type: application/json (got {content_type!r})",
-                request_id=request_id(),
-            )
+        event = app.current_event
+        found = media.content_type(event.headers)
+        if isinstance(exc, RequestUnsupportedContentType) or (
+            media.needs_json(event.http_method, event.body) and not media.is_json_content_type(found)
+        ):
+            return unsupported_media_type(found, request_id())
         details = describe_validation_errors(exc.errors())
         first = details[0] if details else ErrorDetail(field=None, message="invalid request")
         log.info("request invalid", extra={"errors": [d.model_dump() for d in details]})

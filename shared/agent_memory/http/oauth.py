@@ -37,20 +37,34 @@ def public_base_url(headers: Mapping[str, str], domain_name: str | None = None) 
     return f"{scheme}://{host}"
 
 
-def protected_resource_metadata(
-    base_url: str, issuer: str, scopes: Sequence[str] = (), *, facade: bool = False
-) -> dict[str, Any]:
-    """The metadata document of the MCP endpoint at ``base_url`` + ``/mcp``.
+def resource_of(base_url: str, metadata_path: str) -> str:
+    """The protected resource whose metadata is at ``metadata_path`` (RFC 9728 section 3.1: the
+    well-known segment was inserted between the host and the resource's path), so each document
+    names the resource its own URL derives from (section 3.3): ``/mcp``'s the MCP endpoint, the
+    root one the API at its root."""
+    return base_url.rstrip("/") + metadata_path.partition(WELL_KNOWN)[2]
 
-    ``resource`` is the MCP endpoint's URL, the canonical URI hosts send as the ``resource``
-    parameter (RFC 8707) and compare with the URL they called; ``authorization_servers`` the one
-    issuer whose tokens the API accepts (its own metadata is the issuer's
-    ``/.well-known/openid-configuration``), or with ``facade`` this API itself, whose
+
+def protected_resource_metadata(
+    base_url: str,
+    issuer: str,
+    scopes: Sequence[str] = (),
+    *,
+    facade: bool = False,
+    metadata_path: str = WELL_KNOWN + MCP_PATH,
+) -> dict[str, Any]:
+    """The metadata document served at ``base_url`` + ``metadata_path``.
+
+    ``resource`` is the resource that path derives from (:func:`resource_of`): for ``/mcp``'s the
+    MCP endpoint's URL, the canonical URI hosts send as the ``resource`` parameter (RFC 8707) and
+    compare with the URL they called. ``authorization_servers`` the one issuer whose tokens the API
+    accepts, exactly as its OpenID configuration names itself (an identifier is compared as a string:
+    ``https://tenant.auth0.com/`` keeps its slash), or with ``facade`` this API itself, whose
     :func:`authorization_server_metadata` sends hosts to that issuer's endpoints.
     """
     document: dict[str, Any] = {
-        "resource": base_url.rstrip("/") + MCP_PATH,
-        "authorization_servers": [base_url.rstrip("/") if facade else issuer.rstrip("/")],
+        "resource": resource_of(base_url, metadata_path),
+        "authorization_servers": [base_url.rstrip("/") if facade else issuer],
         "bearer_methods_supported": ["header"],
         "resource_name": "agent-memory",
     }
@@ -95,7 +109,9 @@ def bearer_challenge(base_url: str, *, error: str | None = None, description: st
         return "Bearer " + parts[0]
     parts.append(f'error="{error}"')
     if description:
-        # A quoted-string: no quotes or backslashes inside, one line.
-        clean = " ".join(description.replace('"', "'").replace("\\", "/").split())
+        # A quoted-string of a header: one line of printable ASCII, no quotes or backslashes inside
+        # (a token's header can hold any character; HTTP/1.1 headers carry Latin-1 at most).
+        text = "".join(c if c.isprintable() else " " for c in description.encode("ascii", "replace").decode())
+        clean = " ".join(text.replace('"', "'").replace("\\", "/").split())
         parts.append(f'error_description="{clean}"')
     return "Bearer " + ", ".join(parts)

@@ -5,13 +5,15 @@ Only provider modules use this; nothing else in the package speaks HTTP.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from agent_memory.config import Settings
 from agent_memory.providers.retry import Retryable, RetryPolicy, parse_retry_after
-from agent_memory_contract.errors import ProviderError
+from agent_memory_contract.errors import ConfigurationError, ProviderError
 from agent_memory_contract.retry import PROVIDER_RETRY_STATUSES
 
 
@@ -27,6 +29,17 @@ def _error_text(response: httpx.Response) -> str:
             return str(err.get("message") or err.get("code") or err)[:300]
         return str(err)[:300]
     return str(body)[:200]
+
+
+def on_this_machine(base_url: str) -> bool:
+    """Whether ``base_url`` names this machine (localhost or a loopback address)."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class OpenAICompatClient:
@@ -60,8 +73,19 @@ class OpenAICompatClient:
         api_key: str | None,
         settings: Settings,
         transport: httpx.BaseTransport | None = None,
+        *,
+        key_settings: str = "AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
     ) -> OpenAICompatClient:
-        """A client with the configured timeout, retries and retry budget."""
+        """A client with the configured timeout, retries and retry budget.
+
+        No key for an endpoint on another machine is a configuration error now, before any request:
+        the endpoint would answer 401 (or not at all), after the retries. A server on this machine
+        (Ollama, vLLM, llama.cpp) often takes none."""
+        if not api_key and not on_this_machine(base_url):
+            raise ConfigurationError(
+                f"{provider}: no API key for {base_url}: set {key_settings} "
+                "(in AWS, the matching *_SECRET_ARN); a server on this machine may go without"
+            )
         return cls(
             provider,
             base_url,

@@ -48,7 +48,11 @@ def protected_resource() -> Response[Any]:
         return _no_oauth("AGENT_MEMORY_OAUTH_ISSUER")
     return _public_json(
         protected_resource_metadata(
-            _base_url(), settings.oauth_issuer, settings.oauth_scopes, facade=settings.oauth_facade
+            _base_url(),
+            settings.oauth_issuer,
+            settings.oauth_scopes,
+            facade=settings.oauth_facade,
+            metadata_path=router.current_event.path,
         )
     )
 

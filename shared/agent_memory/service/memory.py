@@ -56,11 +56,20 @@ class Memory(Writing, Editing, Reading, Accounting):
             settings = Settings(**overrides) if overrides else get_settings()
         elif overrides:
             settings = Settings.model_validate({**settings.model_dump(), **overrides})
-        self.settings = settings
         self._parts = Collaborators(
             settings, embedder=embedder, database=database, extractor=extractor, publisher=publisher, reranker=reranker
         )
         self.admin = Admin(self._parts, self.import_)
+
+    @property
+    def settings(self) -> Settings:
+        """The settings, held once by the collaborators the verbs and the admin share: replacing them
+        here replaces them for both."""
+        return self._parts.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self._parts.settings = value
 
     def __enter__(self) -> Self:
         return self

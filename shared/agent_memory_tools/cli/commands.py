@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from agent_memory.ingest.importing import ImportReport
 from agent_memory.service import Memory, set_service
 from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.kinds import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from agent_memory_contract.kinds import EXIT_ERROR, EXIT_OK
 from agent_memory_contract.models import MemoryRecord, NewMemory, RecallQuery, RecallResult, describe_errors
 from agent_memory_tools.cli.memories import filters_of
 from agent_memory_tools.cli.output import Progress, emit, read_jsonl
@@ -51,15 +51,31 @@ def cmd_add(service: Memory, args: argparse.Namespace) -> int:
 def cmd_import(service: Memory, args: argparse.Namespace) -> int:
     started = time.monotonic()
     report = ImportReport()
-    progress = Progress("imported")
+    progress = Progress("lines")
+    if progress.enabled and args.file != "-":
+        progress.total = sum(1 for _ in read_jsonl(args.file))  # the time left needs it; a file reads fast
     try:
         service.admin.import_jsonl(read_jsonl(args.file), report, source=args.source, progress=progress.update)
     finally:
         progress.close()
         # Printed even when a later chunk failed: what was taken before is committed.
         emit({**report.model_dump(mode="json"), "seconds": round(time.monotonic() - started, 3)})
-    # Non-zero when any line was skipped, so scripts notice; the summary says what went in.
-    return EXIT_USAGE if report.skipped else EXIT_OK
+    if report.skipped:
+        print(f"agent-memory: {skipped_statement(report)}", file=sys.stderr)
+    # 0: every line that could be taken went in (a failure that stopped it raises, with its own code);
+    # what was skipped, and why, is in the summary and said on stderr.
+    return EXIT_OK
+
+
+def skipped_statement(report: ImportReport, shown: int = 10) -> str:
+    """One sentence on what an import left out: how many lines, which (the first few), where the reasons are."""
+    numbers = [str(line.line) for line in report.skipped_lines[:shown]]
+    more = f" and {report.skipped - len(numbers)} more" if report.skipped > len(numbers) else ""
+    plural = "s" if report.skipped != 1 else ""
+    return (
+        f"imported {report.taken} line{'s' if report.taken != 1 else ''}; skipped {report.skipped} line{plural} "
+        f"it could not take (line{plural} {', '.join(numbers)}{more}: the reasons are in the summary's skipped_lines)"
+    )
 
 
 def _recall_payload(result: RecallResult) -> dict[str, object]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
+import logging
 import sys
 import time
 import uuid
@@ -38,26 +40,94 @@ def parse_time(value: str) -> dt.datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-class Progress:
-    """A one-line counter on stderr, only when stderr is a terminal."""
+def _duration(seconds: float) -> str:
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
-    def __init__(self, label: str, total: int | None = None) -> None:
+
+class Progress:
+    """A one-line counter on stderr, only when stderr is a terminal: what is done (of the total, when
+    known), the rate, and the time left. A log record (a warning) printed meanwhile gets a line of its
+    own above the counter, which is drawn again below it."""
+
+    # Erase the line the cursor is on (ECMA-48 EL), from its start.
+    _ERASE = "\r\x1b[K"
+
+    def __init__(
+        self, label: str, total: int | None = None, *, stream: IO[str] | None = None, clock: Any = time.monotonic
+    ) -> None:
         self.label, self.total = label, total
-        self.enabled = sys.stderr.isatty()
-        self._last = 0.0
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self._clock = clock
+        self._started = clock()
+        self._last = -1.0
+        self._line = ""  # the counter as last drawn ("" once erased)
+        self._done: int | None = None
+        self._handlers: list[tuple[logging.StreamHandler[Any], Any]] = []
+        if self.enabled:
+            self._reroute_logs()
+
+    def text(self, done: int, now: float) -> str:
+        elapsed = now - self._started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        shown = f"{self.label}: {done:,}" + (f"/{self.total:,}" if self.total else "")
+        if rate > 0:
+            shown += f", {rate:,.0f}/s"
+            if self.total and self.total > done:
+                shown += f", {_duration((self.total - done) / rate)} left"
+        return shown
 
     def update(self, done: int, force: bool = False) -> None:
-        now = time.monotonic()
+        self._done = done
+        now = self._clock()
         if not self.enabled or (not force and now - self._last < 0.2):
             return
         self._last = now
-        of = f"/{self.total}" if self.total else ""
-        sys.stderr.write(f"\r{self.label}: {done}{of}")
-        sys.stderr.flush()
+        self._line = self.text(done, now)
+        self.stream.write(self._ERASE + self._line)
+        self.stream.flush()
 
     def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
+        """The last count (updates in between may have been skipped), and the terminal's line back."""
+        for handler, stream in self._handlers:
+            handler.setStream(stream)
+        self._handlers = []
+        if self.enabled and self._done is not None:
+            self.update(self._done, force=True)
+            self.stream.write("\n")
+            self._line = ""
+
+    def _reroute_logs(self) -> None:
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is self.stream:
+                self._handlers.append((handler, handler.setStream(_AboveProgress(self))))
+
+    def _write_above(self, text: str) -> None:
+        if self._line:
+            self.stream.write(self._ERASE)
+        self.stream.write(text)
+        if self._line and text.endswith("\n"):
+            self.stream.write(self._line)
+        self.stream.flush()
+
+
+class _AboveProgress(io.TextIOBase):
+    """The stream a log handler writes to while a progress counter is on the terminal."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+
+    def write(self, text: str) -> int:
+        self._progress._write_above(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._progress.stream.flush()
 
 
 def read_jsonl(path: str) -> Iterator[tuple[int, str]]:

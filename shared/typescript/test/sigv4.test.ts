@@ -21,7 +21,7 @@ before(async () => {
   serve = await startServe();
   gateway = spawn(
     PYTHON,
-    ["-c", "import sys\nfrom tests.sigv4 import SigV4Gateway\ng = SigV4Gateway(sys.argv[1])\nprint(g.url, flush=True)\nsys.stdin.read()", serve.url],
+    ["-c", "import sys\nfrom tests.support.sigv4 import SigV4Gateway\ng = SigV4Gateway(sys.argv[1])\nprint(g.url, flush=True)\nsys.stdin.read()", serve.url],
     { cwd: ROOT, env: pythonEnv() },
   );
   gatewayUrl = await new Promise<string>((resolve, reject) => {

@@ -59,6 +59,26 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
     }
 
 
+# Which of the named memories the user has (row-level security hides every other user's).
+_HAS = "SELECT id FROM user_memories WHERE user_id = %(user_id)s AND id = ANY(%(ids)s)"
+
+
+def _check_successors(conn: Connection, user_id: str, rows: Sequence[MemoryRow]) -> None:
+    """Every restored row's ``superseded_by`` names a memory the user has (stored before, or in this
+    call): InvalidInput naming ``superseded_by`` otherwise, the same for another user's memory as for
+    none (nothing leaks), and the transaction with the row rolls back."""
+    wanted = {row.superseded_by for row in rows if row.superseded_by is not None}
+    if not wanted:
+        return
+    found = {r[0] for r in conn.execute(_HAS, {"user_id": user_id, "ids": list(wanted)}).fetchall()}
+    missing = sorted(str(memory_id) for memory_id in wanted - found)
+    if missing:
+        raise InvalidInput(
+            f"superseded_by {', '.join(missing)} names no memory of this user (neither stored nor imported)",
+            field="superseded_by",
+        )
+
+
 def restore_memories(
     conn: Connection,
     rows: Sequence[MemoryRow],
@@ -72,7 +92,8 @@ def restore_memories(
 
     A row whose id or fact key the user already has changes nothing and answers with that
     memory ("refreshed": importing the same export twice is a no-op). A row whose id belongs to
-    another user is refused (InvalidInput naming ``id``), and with it the whole call.
+    another user is refused (InvalidInput naming ``id``), and with it the whole call; so is a row
+    whose ``superseded_by`` names no memory of its user (InvalidInput naming ``superseded_by``).
     """
     outcomes: dict[int, WriteOutcome] = {}
     by_user: dict[str, list[int]] = {}
@@ -85,6 +106,7 @@ def restore_memories(
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True, write_id=write_id):
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
             inserted = {r[0] for r in conn.execute(_RESTORE, _params(batch)).fetchall()}
+            _check_successors(conn, user_id, [row for row in batch if row.id in inserted])
             skipped = [i for i in indexes if rows[i].id not in inserted]
             existing: dict[Any, uuid.UUID] = {}
             if skipped:
