@@ -158,6 +158,7 @@ class Neighbour:
     content: str
     valid_from: dt.datetime
     similarity: float
+    project_id: str | None = None  # another project's only for a user-wide row (updates, never folds)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -238,6 +238,10 @@ def test_a_user_wide_correction_of_a_project_fact_leaves_one_value_in_the_projec
     team = service.recall("How big is the user's team?", user_id=USER, project_id="p")
     assert [m.content for m in team.memories if "team" in m.content] == ["The user's team is 5 people"]
     assert "31" not in age.prompt_block
+    # A user-wide correction is one for every project: the project's old age is superseded on write,
+    # so the project's list says one age too.
+    listed = _current(service, project_id="p")
+    assert [t for t in listed if "years old" in t] == ["The user is 32 years old"]
     # Each scope alone still holds what it was told; another project sees the user-wide values.
     other = service.recall("How big is the user's team?", user_id=USER, project_id="q")
     assert [m.content for m in other.memories if "team" in m.content] == ["The user's team is 4 people"]

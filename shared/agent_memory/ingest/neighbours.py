@@ -56,7 +56,9 @@ class SameFactRule:
         fold, update = self.fold, self.update
         for i, neighbours in near.items():
             text = rows[i].content
-            same = [n for n in neighbours if fold is not None and n.similarity >= fold and same_fact(n.content, text)]
+            # A fact folds only into its own scope's; a user-wide one updates every project's value.
+            own = [n for n in neighbours if n.project_id == rows[i].project_id]
+            same = [n for n in own if fold is not None and n.similarity >= fold and same_fact(n.content, text)]
             if same:
                 restates[i] = same[0].id
                 continue
