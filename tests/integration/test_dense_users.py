@@ -121,7 +121,7 @@ def test_a_database_migrated_before_0005_gets_it_on_the_next_migrate(blank_datab
             "0005_dense_users",
             "0013_dense_partitions",
             "0014_dense_filters_as_data",
-            "0015_current_is_valid_now",
+            "0019_current_is_valid_now",
         ]
         assert service.admin.migrate().applied == []
         with psycopg.connect(blank_database_url) as conn:
@@ -490,7 +490,7 @@ def test_a_store_with_0005s_partial_indexes_moves_to_partitions(blank_database_u
         assert service.admin.migrate().applied == [
             "0013_dense_partitions",
             "0014_dense_filters_as_data",
-            "0015_current_is_valid_now",
+            "0019_current_is_valid_now",
         ]
         assert owner_rows(blank_database_url, "SELECT user_id FROM agent_memory_dense_users") == []
         assert len(service.recall("axolotl", user_id="busy", limit=40).memories) == 31

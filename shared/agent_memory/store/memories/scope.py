@@ -76,7 +76,7 @@ def scope_sql(shape: ScopeShape) -> str:
         # Current means valid now (at %(now)s, else the present): a version replaced by one that
         # becomes true later is current until then, and that one is not current before it, so the
         # answer without as_of is the answer at as_of = now. NULL-tolerant: a dense user's copy made
-        # before migration 0015 has no valid times (then: valid from its start, ended once superseded).
+        # before migration 0019 has no valid times (then: valid from its start, ended once superseded).
         at = "%(now)s" if shape.now else "now()"
         parts.append(f"(superseded_at IS NULL OR valid_until > {at})")
         parts.append(f"(valid_from IS NULL OR valid_from <= {at})")
