@@ -66,6 +66,12 @@ class LiveMemory:
     content: str
     created_at: dt.datetime
     embedding: np.ndarray | None = None  # unit length: cosine similarity is a dot product
+    valid_from: dt.datetime | None = None  # when the fact became true (None: when it was stated)
+
+    @property
+    def said(self) -> tuple[dt.datetime, dt.datetime]:
+        """Which of two statements came first: valid time, then when each was stated."""
+        return (self.valid_from or self.created_at, self.created_at)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -95,6 +101,7 @@ class Candidate:
     # The embedding is its sign bits as a unit vector (+-1/sqrt(d)), not the vector itself: what the
     # RDS Data API path brings back, a 1 MiB answer having no room for 150+ full 1024-d vectors.
     sign_code: bool = False
+    valid_from: dt.datetime | None = None  # when the fact became true (None: when it was stated)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +157,8 @@ class Updates:
     # Rows an LLM extractor already judged (restates, replaces or new): the same-attribute rule
     # does not second-guess it.
     judged: frozenset[int] = frozenset()
+    # Corrections inside the message: row -> the later row of the message that supersedes it.
+    corrected_by: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def targets(self) -> set[uuid.UUID]:
@@ -176,6 +185,7 @@ class Neighbour:
     content: str
     valid_from: dt.datetime
     similarity: float
+    project_id: str | None = None  # another project's only for a user-wide row (updates, never folds)
 
 
 @dataclasses.dataclass(frozen=True)

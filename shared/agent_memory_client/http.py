@@ -235,6 +235,8 @@ class MemoryClient:
     ) -> MemoryRecord:
         """Change a memory: ``content``, ``category``, ``metadata``, ``expires_at``,
         ``is_evergreen`` (as ``changes`` or keywords); None clears ``expires_at`` or ``metadata``.
+        A new ``content`` is a new version (the old text stays true until now, ``as_of`` reads it)
+        unless ``typo_fix=True`` says it only fixes the wording.
         Returns it as it now is; Conflict (field ``content``) when another memory states that."""
         return self._run(calls.update_memory(memory_id, changes, fields, user_id=user_id))
 

@@ -337,7 +337,8 @@ class MemoryChanges(WireModel):
     """What to change in one memory (PATCH /memories/{id}): a field left out stays as it is; null
     clears what may be cleared (``expires_at``: never expires; ``metadata``: empty). ``metadata``
     replaces the whole object. A new ``content`` is re-embedded and makes the memory fresh again
-    (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay."""
+    (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay. A new
+    ``content`` never rewrites the past unless ``typo_fix`` says it only fixes the wording."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -346,13 +347,21 @@ class MemoryChanges(WireModel):
     metadata: WrittenMetadata | None = None
     expires_at: AwareDatetime | None = None
     is_evergreen: bool | None = None
+    typo_fix: bool = Field(
+        default=False,
+        description="true: the new content only fixes how the fact was written (a typo), not what it says, and is "
+        "changed in place for the past too. Otherwise a new content is a new version: the previous text stays "
+        "true until now (as_of before the change reads it; it is in the history), the memory says the new text "
+        "from now on.",
+    )
 
     # Runs only for fields that were given: a given null is refused where nothing can be cleared.
     _no_null = field_validator("content", "category", "is_evergreen", mode="before")(_not_null)
 
     def changed(self) -> dict[str, Any]:
-        """The fields given, with their new values (None: clear); metadata null is the empty object."""
-        values = {name: getattr(self, name) for name in self.model_fields_set}
+        """The fields given, with their new values (None: clear); metadata null is the empty object.
+        How a new content is written (``typo_fix``) is no field of the memory."""
+        values = {name: getattr(self, name) for name in self.model_fields_set if name != "typo_fix"}
         if "metadata" in values and values["metadata"] is None:
             values["metadata"] = {}
         return values

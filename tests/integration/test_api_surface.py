@@ -165,7 +165,13 @@ def test_sync_client_against_serve(served: str) -> None:
     assert client.add_messages([{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1",
                                conversation_id="c-1").status == "duplicate"  # fmt: skip
     lines = list(client.export_memories(user_id="u1", history=True, page_size=1))
-    assert {line.id for line in lines} == {m.id for m in client.iter_memories(user_id="u1")}
+    # Everything: the current memories and the version the edit kept ("Prefers pnpm", until the edit).
+    assert {line.id for line in lines if line.superseded_by is None} == {
+        m.id for m in client.iter_memories(user_id="u1")
+    }
+    assert [(line.content, line.superseded_by) for line in lines if line.superseded_by is not None] == [
+        ("Prefers pnpm", stored.ids[0])
+    ]
     assert all(line.history for line in lines)
 
 
@@ -303,7 +309,12 @@ def test_cli_get_update_filters_export_and_ingest(
     out = tmp_path / "export.jsonl"
     assert main(["export", "--user", "u1", "--history", "--out", str(out)], settings=settings) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert {line["content"] for line in lines} == {"Prefers bun", "Lives in Lisbon"}
+    # The export holds everything: the current memories and the version the edit kept.
+    assert {line["content"] for line in lines} == {"Prefers bun", "Lives in Lisbon", "Prefers pnpm"}
+    assert {line["content"] for line in lines if line.get("superseded_by") is None} == {
+        "Prefers bun",
+        "Lives in Lisbon",
+    }
     assert [e["event"] for e in next(x for x in lines if x["id"] == memory_id)["history"]] == ["created", "updated"]
     message = tmp_path / "conversation.json"
     chat = [{"role": "user", "content": "I prefer dark mode."}]

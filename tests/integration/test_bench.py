@@ -359,6 +359,25 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "block_echoes_added",
         "import_dup_per_100",
         "consolidated_dup_per_100",
+        # Issue 32: conversations, future valid times, edits, scopes, distinct look-alikes; the
+        # adversarial inputs' times against ordinary ones.
+        "conv_corrected",
+        "future_ok",
+        "edit_past_kept",
+        "cross_scope_one_value",
+        "distinct_facts",
+        "distinct_retired",
+        "match_numbers_s",
+        "match_ordinary_s",
+        "consolidate_numbers_s",
+        "consolidate_ordinary_s",
+        "redact_digits_s",
+        "redact_emails_s",
+        "redact_ordinary_s",
+        "redact_metadata_s",
+        "recall_4000_s",
+        "recall_2000_s",
+        "adversarial_max_ratio",
     ]
     match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
     assert match, last
@@ -366,6 +385,8 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     # A correction never folds into the old value and "now" never recalls a stale one; without
     # the supersession it does.
     assert found["wrong_folds"] == 0 and found["now_stale"] == 0 and found["now_current"] == 1
+    assert found["conv_corrected"] == found["future_ok"] == found["edit_past_kept"] == 1
+    assert found["cross_scope_one_value"] == 1 and found["distinct_facts"] > 0 and found["distinct_retired"] == 0
     assert found["fold_only_now_stale"] > 0
     # A recalled block handed back in a conversation adds nothing; consolidation merges duplicates.
     assert found["block_echoes"] > 0 and found["block_echoes_added"] == 0

@@ -77,7 +77,13 @@ def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: st
     assert {m.content for m in memories} >= SVG_FACTS
     svg = [m for m in memories if m.content in SVG_FACTS]
     assert {(m.source, m.project_id) for m in svg} == {("c-2026-11-29-0001", "svg-editor")}
-    assert all(m.created_at == dt.datetime(2026, 11, 29, 10, 15, tzinfo=dt.UTC) for m in svg)
+    # Each fact is dated by the message that said it (valid from then); the conversation's end is
+    # when it was last stated.
+    said_at = {
+        dt.datetime(2026, 11, 29, 10, minute, second, tzinfo=dt.UTC) for minute, second in ((2, 11), (3, 40), (5, 2))
+    }
+    assert {m.created_at for m in svg} <= said_at and all(m.valid_from == m.created_at for m in svg)
+    assert all(m.updated_at == dt.datetime(2026, 11, 29, 10, 15, tzinfo=dt.UTC) for m in svg)
     assert all(m.metadata == {"extracted_by": "rules:heuristic-v1"} for m in svg)
     # Nothing the assistant said, no greeting, question or thanks became a memory.
     assert not any(w in m.content.lower() for m in memories for w in ("thank", "welcome", "parse", "undo", "great"))

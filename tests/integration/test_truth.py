@@ -92,14 +92,21 @@ def test_a_restatement_refreshes_into_the_old_id_and_says_so(lambda_env: str) ->
     [
         ("Alice employs Bob", "Bob employs Alice"),
         ("Alice owes Bob 50 euros", "Bob owes Alice 50 euros"),
-        ("The user likes coffee", "The user does not like coffee"),
     ],
 )
-def test_swapped_roles_and_polarity_are_two_memories(lambda_env: str, before: str, after: str) -> None:
+def test_swapped_roles_are_two_memories(lambda_env: str, before: str, after: str) -> None:
     post(USER, {"content": before})
     second = post(USER, {"content": after})
     assert second["facts"][0]["action"] == "created" and second["facts"][0]["superseded"] == []
     assert {m["content"] for m in listed(USER)} == {before, after}
+
+
+def test_the_opposite_polarity_is_never_folded_and_ends_the_statement(lambda_env: str) -> None:
+    """A negation is never the same fact; it ends what it negates (issue 32: "I no longer drink coffee")."""
+    first = post(USER, {"content": "The user likes coffee"})
+    second = post(USER, {"content": "The user does not like coffee"})
+    assert second["facts"][0]["action"] == "created" and second["facts"][0]["superseded"] == first["ids"]
+    assert {m["content"] for m in listed(USER)} == {"The user does not like coffee"}
 
 
 def test_supersedes_names_what_a_fact_replaces(lambda_env: str) -> None:

@@ -211,7 +211,7 @@ def test_the_same_with_the_real_embedding_model(
     )
     assert ingest(first_talk()) == []
     assert ingest(change_talk()) == []
-    assert ingest(said("c-3", "2026-12-10T10:00:00Z", "TypeScript is still my favourite.")) == []
+    assert ingest(said("c-3", "2026-11-30T10:00:00Z", "TypeScript is still my favourite.")) == []
     service = Memory(Settings(database_url=blank_database_url, db_role=APP))
     try:
         (now,) = service.list(user_id=USER).memories
@@ -256,7 +256,7 @@ def test_changing_back_revives_the_old_memory_and_supersedes_the_new_one(
     (js_id,) = deliver(llm_service, first_talk()).ids
     (ts_id,) = deliver(llm_service, change_talk()).ids
     back = deliver(
-        llm_service, said("c-3", "2026-12-20T09:00:00Z", "I'm back to JavaScript; TypeScript was not for me.")
+        llm_service, said("c-3", "2026-12-01T09:00:00Z", "I'm back to JavaScript; TypeScript was not for me.")
     )
     assert (back.ids, back.created, back.superseded) == ([js_id], 0, 1)
     assert active(llm_service) == {JS["content"]}

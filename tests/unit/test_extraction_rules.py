@@ -180,3 +180,37 @@ def test_a_projects_ignore_phrases_and_categories_shape_what_the_rules_keep() ->
 def test_an_answer_cannot_set_the_label_itself() -> None:
     memory = ExtractedMemory.model_validate({"content": "The user is vegan.", "label": "admin", "category": "diet"})
     assert memory.label is None and memory.category == "other" and memory.named_category == "diet"
+
+
+def test_each_fact_carries_the_time_and_turn_of_the_last_message_that_said_it() -> None:
+    import datetime as dt
+
+    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    said = ["My daughter is 6.", "Sorry, my daughter is 7.", "My daughter is 6."]
+    messages = [
+        ChatMessage(role="user", content=text, created_at=start + dt.timedelta(minutes=i))
+        for i, text in enumerate(said)
+    ]
+    facts = {m.content: (m.turn, m.stated_at) for m in RulesExtractor().extract(messages).memories}
+    assert facts == {
+        "The user's daughter is 6.": (2, start + dt.timedelta(minutes=2)),
+        "The user's daughter is 7.": (1, start + dt.timedelta(minutes=1)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("I am 31 years old", ["The user is 31 years old."]),
+        ("I'm 31.", ["The user is 31 years old."]),
+        ("I turned 31 last week", ["The user is 31 years old."]),
+        ("I work at Initech now", ["The user works at Initech now."]),
+        ("I moved from Lisbon to Porto", ["The user moved from Lisbon to Porto.", "The user lives in Porto."]),
+        ("I use Svelte, not React", ["The user uses Svelte.", "The user does not use React."]),
+        ("I no longer drink coffee", ["The user no longer drinks coffee."]),
+        ("Sorry, my daughter is 7.", ["The user's daughter is 7."]),
+    ],
+)
+def test_how_people_state_and_correct_facts_is_kept(said: str, kept: list[str]) -> None:
+    """Issue 32: before, the ages, the contrast and "no longer" stored nothing, the move only the move."""
+    assert [m.content for m in RulesExtractor().extract([ChatMessage(role="user", content=said)]).memories] == kept

@@ -71,3 +71,15 @@ def test_events_swaps_and_other_scopes_are_never_superseded() -> None:
     home, web = [*memories("The user is 31 years old"), *memories("The user is 32 years old", project_id="web")]
     pairs = [NearPair(paris.id, rome.id, 0.9), NearPair(anna.id, ben.id, 0.98), NearPair(home.id, web.id, 0.97)]
     assert plan_supersessions([paris, rome, anna, ben, home, web], pairs) == []
+
+
+def test_a_pair_said_at_the_same_instant_is_left_and_valid_time_orders_the_rest() -> None:
+    same = [LiveMemory(uuid.uuid4(), None, f"The user is {n} years old", T0) for n in (31, 32)]
+    pairs = [NearPair(same[0].id, same[1].id, 0.97)]
+    assert plan_supersessions(same, pairs) == []
+    later_stated = LiveMemory(uuid.uuid4(), None, "The user lives in Lisbon", T0 + dt.timedelta(days=9), valid_from=T0)
+    earlier_stated = LiveMemory(
+        uuid.uuid4(), None, "The user lives in Porto", T0, valid_from=T0 + dt.timedelta(days=30)
+    )
+    live = [later_stated, earlier_stated]
+    assert plan_supersessions(live, [NearPair(live[0].id, live[1].id, 0.9)]) == [(later_stated.id, earlier_stated.id)]

@@ -121,6 +121,11 @@ def test_restatements_are_the_same_fact(a: str, b: str) -> None:
         ("The project deadline is June 1", "The project deadline is June 15"),
         ("The user works at Acme", "The user works at Globex"),
         ("The user earns 3000 euros a month", "The user earns 3500 euros a month"),
+        # The other polarity of the same statement ends it (or starts it again).
+        ("The user likes coffee", "The user does not like coffee"),
+        ("The user drinks coffee", "The user no longer drinks coffee"),
+        ("The user uses React", "The user doesn't use React anymore"),
+        ("The user does not eat meat", "The user eats meat"),
     ],
 )
 def test_another_value_in_one_slot_is_an_update(old: str, new: str) -> None:
@@ -134,7 +139,6 @@ def test_another_value_in_one_slot_is_an_update(old: str, new: str) -> None:
         ("Alice employs Bob", "Bob employs Alice"),  # a role swap: both may hold
         ("The user visited Paris", "The user visited Rome"),  # events: both happened
         ("The user went to Paris in 2023", "The user went to Paris in 2024"),
-        ("The user likes coffee", "The user does not like coffee"),  # polarity: not a value
         ("The user likes Python", "The user likes Python and Rust"),  # more said, not another value
         ("The user is 31 years old", "The user is 31 years old"),
         ("The user lives in Paris", "The user's sister lives in Berlin"),  # two changes
@@ -149,3 +153,80 @@ def test_another_value_in_one_slot_is_an_update(old: str, new: str) -> None:
 )
 def test_other_changes_are_not_updates(old: str, new: str) -> None:
     assert not updated_value(old, new)
+
+
+# ---- distinct qualifiers, directions, days and subjects (issue 32) --------------------------------------
+
+PLACES = ["Porto", "Paris", "Berlin", "Lisbon", "Madrid"]
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+ROLES = ["manager", "mentor", "landlord", "dentist", "coach"]
+RELATIVES = ["daughter", "son", "niece", "nephew", "cousin"]
+ACTIVITIES = ["yoga class", "piano lesson", "swim practice", "team meeting"]
+
+
+@st.composite
+def distinct_pairs(draw: st.DrawFn) -> tuple[str, str]:
+    """Two statements that differ only in a direction, a qualifier, a weekday or the subject: both
+    may hold at once, so neither is the same fact as the other nor an update of it."""
+    place, name = draw(st.sampled_from(PLACES)), draw(st.sampled_from(NAMES))
+    day = draw(st.integers(min_value=1, max_value=28))
+    month = draw(st.sampled_from(MONTHS))
+    kind = draw(st.sampled_from(["direction", "qualifier", "weekday", "subject"]))
+    if kind == "direction":
+        thing = draw(st.sampled_from(["train", "flight", "bus", "ferry"]))
+        a, b = draw(st.permutations(["from", "to"]))
+        return (
+            f"The user takes the {thing} {a} {place} on {month} {day}",
+            f"The user takes the {thing} {b} {place} on {month} {day}",
+        )
+    if kind == "qualifier":
+        role = draw(st.sampled_from(ROLES))
+        qualifier = draw(st.sampled_from(["former", "ex-", "previous", "future"]))
+        qualified = f"{qualifier}{role}" if qualifier.endswith("-") else f"{qualifier} {role}"
+        pair = [f"The user's {role} is {name}", f"The user's {qualified} is {name}"]
+        return tuple(draw(st.permutations(pair)))  # type: ignore[return-value]
+    if kind == "weekday":
+        one, other = draw(st.lists(st.sampled_from(WEEKDAYS), min_size=2, max_size=2, unique=True))
+        activity = draw(st.sampled_from(ACTIVITIES))
+        hour = draw(st.integers(min_value=1, max_value=12))
+        return (
+            f"The user has a {activity} on {one} at {hour} pm",
+            f"The user has a {activity} on {other} at {hour} pm",
+        )
+    one, other = draw(st.lists(st.sampled_from(RELATIVES), min_size=2, max_size=2, unique=True))
+    age = draw(st.integers(min_value=1, max_value=40))
+    return (f"The user's {one} is {age} years old", f"The user's {other} is {age} years old")
+
+
+@given(distinct_pairs())
+def test_facts_that_hold_at_once_are_neither_the_same_nor_an_update(pair: tuple[str, str]) -> None:
+    a, b = pair
+    assert not same_fact(a, b) and not same_fact(b, a)
+    assert not updated_value(a, b) and not updated_value(b, a)
+
+
+@given(distinct_pairs(), st.sampled_from(["", ".", " too", " really"]))
+def test_each_side_of_a_distinct_pair_still_folds_its_own_restatement(pair: tuple[str, str], tail: str) -> None:
+    for text in pair:
+        assert same_fact(text, text.lower() + tail)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The user's former manager is Ana", "The user's manager is Ana"),
+        ("The user has a flight from Paris on May 3", "The user has a flight to Paris on May 3"),
+        ("The user is moving from Berlin", "The user is moving to Berlin"),
+        ("The user's ex-wife is Ana", "The user's wife is Ana"),
+        ("The user runs before work", "The user runs after work"),
+        ("The user's daughter is 6", "The user's son is 6"),
+    ],
+)
+def test_the_issues_restatements_that_change_the_meaning_are_not_folded(a: str, b: str) -> None:
+    assert not same_fact(a, b) and not same_fact(b, a)
+
+
+def test_another_weekday_is_another_class_not_an_update() -> None:
+    assert not updated_value("The user has a yoga class on Monday", "The user has a yoga class on Wednesday")
+    assert not updated_value("Monday yoga class at 6 pm", "Wednesday yoga class at 6 pm")
+    assert updated_value("The user's yoga class is at 6 pm", "The user's yoga class is at 7 pm")

@@ -49,3 +49,13 @@ def test_a_threshold_above_one_turns_its_part_off_and_none_reads_nothing() -> No
     assert SameFactRule.from_thresholds(1.5, 2.0).floor is None
     off = SameFactRule.from_thresholds(2.0, 0.9)
     assert off.judge([row("The user is 31 years old")], {0: [near("The user is 31 years old.", 1.0)]}).restates == {}
+
+
+def test_a_user_wide_row_updates_a_projects_value_but_never_folds_into_it() -> None:
+    """Issue 32: a user-wide correction is one in every project; folding stays within a scope."""
+    rule = SameFactRule(fold=0.9, update=0.3)
+    other = Neighbour(uuid.uuid4(), "The user is 31 years old", T0, 0.97, "p")
+    same_elsewhere = Neighbour(uuid.uuid4(), "The user lives in Lisbon", T0, 0.99, "p")
+    rows = [row("The user is 32 years old"), row("The user lives in Lisbon")]
+    matches = rule.judge(rows, {0: [other], 1: [same_elsewhere]})
+    assert matches.updates == {0: [other]} and matches.restates == {}

@@ -36,3 +36,12 @@ def test_every_filter_the_contract_accepts_has_its_row_in_the_store() -> None:
     assert filter_shape(MemoryFilters()) == filter_shape(None) == ()
     assert filters_sql(filter_shape(full)).count(" AND ") == 4
     assert set(filter_params(None)) == {f.param for f in FILTERS}
+
+
+def test_a_long_query_searches_each_word_once_and_at_most_the_bound() -> None:
+    """Issue 32: the text leg's cost grew with the words of a pasted message times the rows they match."""
+    from agent_memory.store.memories.recall import MAX_TEXT_TERMS
+
+    assert text_query("Tea tea TEA coffee tea") == "Tea or coffee"
+    long = " ".join(f"word{i}" for i in range(10 * MAX_TEXT_TERMS))
+    assert text_query(long).split(" or ") == [f"word{i}" for i in range(MAX_TEXT_TERMS)]

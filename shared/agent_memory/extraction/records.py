@@ -111,6 +111,12 @@ class ExtractedMemory(BaseModel):
     # category (see agent_memory_contract.instructions) is matched on it, then kept in ``label``.
     named_category: str | None = Field(default=None, exclude=True)
     label: str | None = None
+    # Where the fact was said, set by the extractor itself (never read from a model's answer: the
+    # aliases are no JSON key a model writes): the index of its message among those extracted from
+    # (the last one that said it), and that message's time. Within one conversation the later
+    # statement of a slot supersedes the earlier (agent_memory.ingest.conversation).
+    turn: int | None = Field(default=None, validation_alias="__turn__", exclude=True)
+    stated_at: dt.datetime | None = Field(default=None, validation_alias="__stated_at__", exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -132,6 +138,8 @@ class ExtractedMemory(BaseModel):
             is_evergreen=self.is_evergreen,
             expires_at=self.expires_at,
             metadata=extra,
+            # The fact became true when it was said (else when the conversation ended).
+            created_at=self.stated_at,
         )
 
 

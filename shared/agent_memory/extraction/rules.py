@@ -13,7 +13,9 @@ What it cannot do (use the openai or bedrock provider for these):
 - understand anything but plain English statements, sarcasm, hypotheticals or negated
   context ("if I were using Vue...") beyond a few patterns;
 - tell a lasting requirement from a one-off one phrased as a rule ("the button must be blue");
-- notice that a new statement contradicts an older memory (both are kept);
+- notice that a new statement contradicts an older memory worded differently ("I quit Globex"
+  does not end "works at Globex"); the same statement with another value or the other polarity
+  ("I'm 32", "I work at Initech now", "I no longer drink coffee") does supersede it on write;
 - conjugate every irregular verb when rewriting "I"/"you" into the third person.
 """
 
@@ -31,7 +33,7 @@ from agent_memory.extraction.parsing import validate_items
 from agent_memory.extraction.records import Extraction
 from agent_memory.records import ExistingMemory
 from agent_memory_contract.instructions import ExtractionInstructions
-from agent_memory_contract.models import ChatMessage
+from agent_memory_contract.models import ChatMessage, fact_key
 
 MAX_SENTENCE_CHARS = 300
 
@@ -46,7 +48,8 @@ _TAIL = re.compile(
 )
 _LEAD_IN = re.compile(
     r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay|yes|yeah|yep|sure|great|cool|perfect|so|well|also|and|but|"
-    r"btw|by the way|fyi|oh|ah|right|actually|basically|for context|for the record|just so you know|"
+    r"btw|by the way|fyi|oh|ah|right|actually|basically|sorry|oops|correction|no,? wait|wait|scratch that|"
+    r"for context|for the record|just so you know|"
     r"(?:please )?(?:note|remember|keep in mind)(?: that)?(?=[\s,:]+(?:i|i'm|we|we're|my|our)\b))"
     r"(?:\s+there)?\b[\s,:;!.-]*)+",
     re.IGNORECASE,
@@ -81,7 +84,8 @@ _KEEP_VERBS = (
     r"prefer|prefers|like|love|hate|dislike|enjoy|use|work|live|speak|write|code|develop|build|maintain|run|own|"
     r"lead|manage|teach|study|deploy|host|target|support|follow|avoid|stick|rely|care|plan|"
     r"(?:want|need)\s+(?:every|all|each|no)|"  # "I want a button" is a request; "I need every ..." a rule
-    r"decided|chose|switched|moved|have been|was born|have|has|'ve been|'ve|'d rather|would rather"
+    r"decided|chose|switched|moved|have been|was born|have|has|'ve been|'ve|'d rather|would rather|"
+    r"drink|eat|smoke|drive|play|go|attend|train|ride|cycle|run|swim|read|watch|listen|wear|take"
 )
 _FIRST_PERSON = re.compile(rf"^(?:i|we)(?:\s+|(?=')){_ADVERBS}{_NEGATION}(?:{_KEEP_VERBS})\b", re.IGNORECASE)
 # "I'm" / "we're" + what may follow and still be a lasting fact.
@@ -229,6 +233,56 @@ def _looks_like_code(sentence: str) -> bool:
     return symbols > max(3, len(sentence) // 12)
 
 
+# How people state and correct their facts, read as the statements the same-slot rule compares
+# (agent_memory.ingest.facts.updated_value): an age in any wording is "is N years old", a move
+# says where the user lives now, "X, not Y" says X and not Y.
+_AGE = re.compile(
+    r"^(?:i'm|i am|i just turned|i turned|i've turned|i have turned)\s+(\d{1,3})(?:\s+years?(?:\s+old)?)?"
+    r"(?:\s+(?:last|this|on|in|yesterday|today|now)\b.*)?[.!]*$",
+    re.IGNORECASE,
+)
+_MOVED = re.compile(
+    r"^(?i:i|we)(?:'ve| have)?\s+(?:just\s+|recently\s+)?moved\s+(?:from\s+(?:[A-Z][\w-]*\s+)+)?to\s+"
+    r"((?:[A-Z][\w-]*)(?:\s+[A-Z][\w-]*)*)"
+)
+_NOT_THIS = re.compile(r"^(The user (?:and their team )?)(\w+) (.+?), (?:and )?not (.+?)\.$")
+
+
+_WHO = re.compile(r"^The user (?:is \d+ years old|lives in)\b")
+
+
+def _base_verb(verb: str) -> str:
+    """'uses' -> 'use', 'prefers' -> 'prefer', 'watches' -> 'watch', 'tries' -> 'try'."""
+    if verb.endswith("ies"):
+        return verb[:-3] + "y"
+    if verb.endswith(("sses", "shes", "ches", "xes", "oes")):
+        return verb[:-2]
+    return verb[:-1] if verb.endswith("s") and not verb.endswith("ss") else verb
+
+
+def _statements(sentence: str) -> list[str]:
+    """The memories one sentence states: usually one (:func:`_statement`); an age in any wording is
+    the age; "I moved from Lisbon to Porto" is the move and where the user lives now; "I use Svelte,
+    not React" is that and that the user does not use React."""
+    text = _LEAD_IN.sub("", sentence.strip().strip("*_ ")).strip()
+    age = _AGE.match(text)
+    if age and 0 < int(age.group(1)) < 130:
+        return [f"The user is {int(age.group(1))} years old."]
+    memory = _statement(sentence)
+    if memory is None:
+        return []
+    found = [memory]
+    moved = _MOVED.match(text)
+    if moved:
+        found.append(f"The user lives in {moved.group(1)}.")
+    contrast = _NOT_THIS.match(memory)
+    if contrast and " " not in contrast.group(4).strip():
+        subject, verb, this, other = contrast.groups()
+        negated = "is not" if verb == "is" else f"does not {_base_verb(verb)}"
+        found = [f"{subject}{verb} {this}.", f"{subject}{negated} {other}."]
+    return found
+
+
 def _statement(sentence: str) -> str | None:
     """The sentence as a third-person memory, or None when it is not one worth keeping."""
     text = sentence.strip().strip("*_ ")
@@ -260,7 +314,7 @@ def _statement(sentence: str) -> str | None:
 
 
 def _category(original: str, memory: str) -> str:
-    if _IDENTITY.search(original) or _NAMED.match(_LEAD_IN.sub("", original.strip())):
+    if _IDENTITY.search(original) or _WHO.match(memory) or _NAMED.match(_LEAD_IN.sub("", original.strip())):
         return "identity"
     if _PREFERENCE.search(original):
         return "preference"
@@ -303,20 +357,27 @@ class RulesExtractor(Extractor):
         # phrases (a sentence naming one is dropped) and the categories' names and keywords.
         ignore = instructions.ignore if instructions is not None else []
         items: list[dict[str, Any]] = []
-        for message in messages:
+        said: dict[str, tuple[int, dt.datetime | None]] = {}  # per fact, the last message that said it
+        for turn, message in enumerate(messages):
             if message.role != "user":
                 continue  # the assistant's chatter, system prompts and tool output are never the user's facts
             for sentence in _SENTENCES.split(message.content):
                 if ignore and mentions(sentence, ignore):
                     continue
-                memory = _statement(sentence)
-                if memory is None:
-                    continue
-                category = _category(sentence, memory)
-                evergreen = category != "fact" and not _TEMPORARY.search(sentence)
-                item: dict[str, Any] = {"content": memory, "category": category, "is_evergreen": evergreen}
-                own = category_for(sentence, instructions) if instructions is not None else None
-                if own is not None:
-                    item["category"] = own.name  # mapped to its kind, and kept as the label, by apply_categories
-                items.append(item)
-        return validate_items(items, max_items=self.max_items, max_chars=self.max_chars)
+                for memory in _statements(sentence):
+                    category = _category(sentence, memory)
+                    evergreen = category != "fact" and not _TEMPORARY.search(sentence)
+                    item: dict[str, Any] = {"content": memory, "category": category, "is_evergreen": evergreen}
+                    own = category_for(sentence, instructions) if instructions is not None else None
+                    if own is not None:
+                        item["category"] = own.name  # mapped to its kind, and kept as the label, by apply_categories
+                    items.append(item)
+                    said[fact_key(memory)] = (turn, message.created_at)
+        extraction = validate_items(items, max_items=self.max_items, max_chars=self.max_chars)
+        extraction.memories = [
+            m.model_copy(
+                update=dict(zip(("turn", "stated_at"), said.get(fact_key(m.content), (None, None)), strict=True))
+            )
+            for m in extraction.memories
+        ]
+        return extraction

@@ -10,7 +10,10 @@ a and c differ) is never collapsed through its middle; the next run looks again.
 Stale facts that slipped in beside their update (an import, two writers, a correction written while
 the rule's threshold was off) are superseded: when a newer memory states an older one's fact with
 another value in one slot (:func:`agent_memory.ingest.facts.updated_value`, the write path's rule), the
-older is superseded by the oldest such newer one, so a chain of corrections stays a chain.
+older is superseded by the oldest such newer one, so a chain of corrections stays a chain. Older
+means true earlier (valid time), then stated earlier; a pair said at the same instant (two values
+from one conversation stored before its corrections were read in order) is left as it is: no id
+decides which value is the current one.
 """
 
 from __future__ import annotations
@@ -126,8 +129,8 @@ def plan_supersessions(
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """(stale, newer) pairs among one user's close ``pairs``: the newer memory gives the older one's
     fact another value in one slot. Each stale memory once, by the oldest such newer memory (a
-    chain of corrections stays a chain); memories merged away this run take no part. ``live`` is
-    oldest first."""
+    chain of corrections stays a chain); memories merged away this run take no part, nor pairs said
+    at the same instant. ``live`` is oldest first (valid time, then when stated)."""
     order = {m.id: i for i, m in enumerate(live)}
     by_id = {m.id: m for m in live}
     gone = set(merged)
@@ -136,7 +139,9 @@ def plan_supersessions(
         a, b = by_id.get(pair.first), by_id.get(pair.second)
         if a is None or b is None or a.project_id != b.project_id or a.id in gone or b.id in gone:
             continue
-        older, newer = (a, b) if order[a.id] < order[b.id] else (b, a)
+        if a.said == b.said:
+            continue  # said at the same instant: nothing tells which is the correction, so both stay
+        older, newer = (a, b) if a.said < b.said else (b, a)
         if not updated_value(older.content, newer.content):
             continue
         if older.id not in best or order[newer.id] < order[best[older.id]]:

@@ -26,6 +26,7 @@ from agent_memory.embeddings.base import Embedder
 from agent_memory.extraction.base import Extractor
 from agent_memory.extraction.records import ExtractedMemory
 from agent_memory.extraction.updates import FactUpdate, resolve_updates
+from agent_memory.ingest.neighbours import SameFactRule
 from agent_memory.ingest.redaction import Redactor
 from agent_memory.ingest.rows import build_rows, check_new_memories, embed_unique, fact_outcome
 from agent_memory.poison import strip_memory_blocks
@@ -178,8 +179,24 @@ def plan_conversation(  # noqa: PLR0913 -- the message, its collaborators, and t
             frozenset(positions[provided:]) if extractor is not None and extractor.updates_existing else frozenset()
         )
         updates = _updates_by_row(resolved, positions, project_id=message.project_id, judged=judged)
+        corrected_by = SameFactRule.from_settings(settings).within(rows, _said_order(rows, positions, facts, provided))
+        updates = dataclasses.replace(updates, corrected_by=corrected_by)
         outcome.updates_ignored = sum(u.ignored for u in resolved)
     return ConversationWrite(message_digest(message), rows, positions, updates, outcome, held)
+
+
+def _said_order(
+    rows: Sequence[MemoryRow], positions: Sequence[int], facts: Sequence[ExtractedMemory], provided: int
+) -> list[tuple[dt.datetime, int, int]]:
+    """Per row, when and where it was last said in the message: its valid time (the message's time
+    when known), then its place (the client's memories first, in their order; then the extracted
+    facts by message, then in the extractor's order)."""
+    first = dt.datetime.min.replace(tzinfo=dt.UTC)
+    order: list[tuple[dt.datetime, int, int]] = [(r.true_from or first, -1, -1) for r in rows]
+    for k, row in enumerate(positions):
+        turn = -1 if k < provided else (facts[k - provided].turn or 0)
+        order[row] = max(order[row], (rows[row].true_from or first, turn, k))
+    return order
 
 
 def written_outcome(planned: ConversationWrite, written: IngestWrite) -> IngestOutcome:

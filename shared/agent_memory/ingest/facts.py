@@ -16,11 +16,13 @@ update of the same attribute.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import difflib
+import datetime as dt
 import functools
 import re
 import unicodedata
+from collections.abc import Sequence
 
 
 def _words(text: str) -> frozenset[str]:
@@ -69,6 +71,18 @@ _STATE_PARTICIPLES = _words(
     "married named called based located employed interested engaged allergic scheduled retired divorced"
 )
 
+
+_PRESENT = _words("now currently nowadays presently anymore actually")
+# Which way, and when relative to what: "the flight from Paris" is not "the flight to Paris", "runs
+# before work" not "after work". Function words, yet each says something the other does not.
+_DIRECTIONS = _words("from to into onto towards toward via before after above below inbound outbound outward return")
+# Qualifiers that make another fact of the same words: "the former manager" is not "the manager".
+_QUALIFIERS = _words("former ex previous late future next last acting deputy vice step interim")
+# Recurring days: "yoga on Monday" and "yoga on Wednesday" both hold, neither updates the other.
+_WEEKDAYS = _words(
+    "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays thursdays fridays "
+    "saturdays sundays mon tue tues wed thu thur thurs fri sat sun weekend weekends weekday weekdays"
+)
 
 # A name or place is one value of the statement only with one of these around it: someone lives
 # in one place and works at one employer at a time, but may be the parent of, own, speak or visit
@@ -130,9 +144,30 @@ def wording(text: str) -> tuple[str, ...]:
     return tuple(t.word for t in _tokens(text))
 
 
+def _directed(words: list[str]) -> set[tuple[str, str]]:
+    """Each direction word with the word it governs ("from paris", "to paris")."""
+    pairs: set[tuple[str, str]] = set()
+    for i, word in enumerate(words):
+        if word in _DIRECTIONS:
+            after = next((w for w in words[i + 1 :] if w not in _STOPWORDS or w in _DIRECTIONS), "")
+            if after:  # "as stated before": an adverb, no direction
+                pairs.add((word, after))
+    return pairs
+
+
+def _qualifiers(words: list[str]) -> list[str]:
+    return [w for w in words if w in _QUALIFIERS or w.startswith("ex-")]
+
+
+def _subject(words: list[str]) -> set[str]:
+    """The content words before the first verb: who or what the statement is about."""
+    end = next((i for i, w in enumerate(words) if w in _VERBS), None)
+    return set() if end is None else {w for w in words[:end] if w not in _STOPWORDS}
+
+
 def same_fact(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` state the same fact (see the module's docstring): a near duplicate
-    may be folded into the other only then."""
+    may be folded into the other only then. Linear in the texts' lengths."""
     ta, tb = _tokens(a), _tokens(b)
     wa, wb = [t.word for t in ta], [t.word for t in tb]
     if [w for w in wa if _is_value(w)] != [w for w in wb if _is_value(w)]:
@@ -142,35 +177,79 @@ def same_fact(a: str, b: str) -> bool:
     names = _names(ta) | _names(tb)
     if [w for w in wa if w in names] != [w for w in wb if w in names]:
         return False
+    # Which way (from/to), which one (former, ex-) and about whom (the daughter, not the son).
+    if _directed(wa) != _directed(wb) or _qualifiers(wa) != _qualifiers(wb):
+        return False
+    sa, sb = _subject(wa), _subject(wb)
+    if sa - sb and sb - sa:
+        return False
     # Who does what to whom: the content words both share, in the same order in both.
     ca, cb = _content(ta), _content(tb)
-    shared = {w for w in ca if ca.count(w) == 1 and cb.count(w) == 1}
+    counts_a, counts_b = collections.Counter(ca), collections.Counter(cb)
+    shared = {w for w, n in counts_a.items() if n == 1 and counts_b[w] == 1}
     return [w for w in ca if w in shared] == [w for w in cb if w in shared]
+
+
+# What turns a statement into its end ("no longer drinks", "does not use ... anymore"), and the
+# auxiliaries a negation brings along.
+_ENDING = _words("not no never n't longer does do did doesn")
+
+
+def _stem(word: str) -> str:
+    """A verb's third person and its base alike ("drinks"/"drink", "uses"/"use"): for comparing only."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _polarity_flipped(wo: list[str], wn: list[str]) -> bool:
+    """``new`` is ``old`` negated ("the user no longer drinks coffee" after "the user drinks coffee"),
+    or the other way round: the same statement, only its polarity changed, so it ends (or starts
+    again) what the other said."""
+    if sum(w in _NEGATIONS for w in wo) == sum(w in _NEGATIONS for w in wn):
+        return False
+    core_old = [_stem(w) for w in wo if w not in _ENDING]
+    core_new = [_stem(w) for w in wn if w not in _ENDING]
+    return core_old == core_new and any(w not in _STOPWORDS for w in core_old)
 
 
 def updated_value(old: str, new: str) -> bool:
     """Whether ``new`` restates ``old`` with another value in one slot (an age, a date, a number, a
     place or name): the same words around it, one contiguous span changed, made of values or
-    names only (a name only where the statement holds one at a time: "lives in", "works at").
-    Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify."""
+    names only (a name only where the statement holds one at a time: "lives in", "works at");
+    or the same statement with the other polarity ("no longer drinks coffee" ends "drinks
+    coffee"). Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify;
+    nor does another weekday (another occurrence)."""
     to, tn = _tokens(old), _tokens(new)
-    wo, wn = [t.word for t in to], [t.word for t in tn]
+    # "now", "currently", "anymore": when the statement holds, not what it says ("works at Initech
+    # now" updates "works at Globex").
+    wo, wn = [t.word for t in to if t.word not in _PRESENT], [t.word for t in tn if t.word not in _PRESENT]
     if wo == wn:
         return False
+    if _polarity_flipped(wo, wn):
+        return True
     names = _names(to) | _names(tn)
     # One contiguous change (required below) puts every word that only one text has in the
     # changed span, which may hold values and names only: checked first, as it turns most
     # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).
     if any(not _is_value(w) and w not in names for w in set(wo).symmetric_difference(wn)):
         return False
-    changes = [op for op in difflib.SequenceMatcher(a=wo, b=wn, autojunk=False).get_opcodes() if op[0] != "equal"]
-    if len(changes) != 1:
-        return False
-    _tag, i1, i2, j1, j2 = changes[0]
+    # One contiguous change: what the two share at the start and at the end leaves one span each
+    # (linear; a diff of two long number-heavy texts took seconds). Several changes leave spans
+    # with words in common, which the checks below then turn away.
+    i1 = 0
+    while i1 < min(len(wo), len(wn)) and wo[i1] == wn[i1]:
+        i1 += 1
+    tail = 0
+    while tail < min(len(wo), len(wn)) - i1 and wo[-1 - tail] == wn[-1 - tail]:
+        tail += 1
+    i2, j1, j2 = len(wo) - tail, i1, len(wn) - tail
+    if set(wo[i1:i2]) & set(wn[j1:j2]):
+        return False  # a word kept inside the span: more than one change
     span = wo[i1:i2] + wn[j1:j2]
     if not wo[i1:i2] or not wn[j1:j2]:  # only added or only removed words: more or less said, not another value
         return False
     if not all(_is_value(w) or w in names for w in span):
+        return False
+    if any(w in _WEEKDAYS for w in span):  # another day: another occurrence, both hold
         return False
     frame = wo[:i1] + wo[i2:]
     if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
@@ -185,3 +264,24 @@ def updated_value(old: str, new: str) -> bool:
     if any(w in names and not _is_value(w) for w in span) and not any(w in _SINGLE_VALUED for w in wo[:i1]):
         return False
     return not any(w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame)
+
+
+def outdated_across_scopes(facts: Sequence[tuple[str | None, str, dt.datetime]]) -> set[int]:
+    """Of facts a project's reader sees together, given as (project_id, content, valid from), the
+    indexes of those a fact of the other scope (user-wide against the project's) gives a newer
+    value in the same slot (:func:`updated_value`): a correction written user-wide while the old
+    value sat in the project, or the other way round. Each scope's own updates are the write
+    path's; a pair true from the same instant is left as it is. The pairs of the two scopes only:
+    a recall's candidates, a few dozen."""
+    project = [i for i, f in enumerate(facts) if f[0] is not None]
+    wide = [i for i, f in enumerate(facts) if f[0] is None]
+    gone: set[int] = set()
+    for i in project:
+        for j in wide:
+            ta, tb = facts[i][2], facts[j][2]
+            if ta == tb:
+                continue
+            older, newer = (i, j) if ta < tb else (j, i)
+            if updated_value(facts[older][1], facts[newer][1]):
+                gone.add(older)
+    return gone

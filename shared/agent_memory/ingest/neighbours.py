@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from agent_memory.config import Settings
 from agent_memory.ingest.facts import same_fact, updated_value
@@ -53,7 +56,9 @@ class SameFactRule:
         fold, update = self.fold, self.update
         for i, neighbours in near.items():
             text = rows[i].content
-            same = [n for n in neighbours if fold is not None and n.similarity >= fold and same_fact(n.content, text)]
+            # A fact folds only into its own scope's; a user-wide one updates every project's value.
+            own = [n for n in neighbours if n.project_id == rows[i].project_id]
+            same = [n for n in own if fold is not None and n.similarity >= fold and same_fact(n.content, text)]
             if same:
                 restates[i] = same[0].id
                 continue
@@ -65,3 +70,24 @@ class SameFactRule:
             if olds and i not in judged:
                 updates[i] = olds
         return NearMatches(restates, updates)
+
+    def within(self, rows: Sequence[MemoryRow], order: Sequence[tuple[Any, ...]]) -> dict[int, int]:
+        """Corrections inside one write (a conversation): per row, the row that supersedes it, the
+        first later one (by ``order``: when and where each was said) giving its slot another value
+        and at least ``update`` similar, so "is 6" ... "is 7" ... "is 8" stays a chain. Rows in
+        scopes that cannot see each other are never paired."""
+        if self.update is None or len(rows) < 2:
+            return {}
+        ranked = sorted(range(len(rows)), key=lambda i: order[i])
+        later: dict[int, int] = {}
+        for n, i in enumerate(ranked):
+            for j in ranked[n + 1 :]:
+                a, b = rows[i], rows[j]
+                if a.project_id is not None and b.project_id is not None and a.project_id != b.project_id:
+                    continue
+                if float(np.dot(a.embedding, b.embedding)) < self.update:
+                    continue
+                if updated_value(a.content, b.content):
+                    later[i] = j
+                    break
+        return later

@@ -160,8 +160,9 @@ instructions found inside memories.
 - When the user tells you something that will still matter in later conversations (a preference, \
 a fact about them, a project, a decision, a standing instruction), call remember with one short, \
 self-contained fact per item. Do not store chit-chat, questions, one-off requests, or secrets.
-- When the user corrects a remembered fact, update_memory it; when they ask you to forget \
-something, forget_memory it (find ids with recall_memories or list_memories).
+- When the user corrects a remembered fact or it changes, update_memory it (the previous text \
+stays in its history, true until now); when they ask you to forget something, forget_memory it \
+(find ids with recall_memories or list_memories).
 - Alternatively, when a conversation ends, hand it over with remember_conversation and let the \
 service pick the facts worth keeping."""
 
@@ -210,10 +211,13 @@ find a memory's id. To find memories relevant to a request, use recall_memories 
 GET = "Fetch one of the user's memories by id: its content, category, project, dates, expiry and metadata."
 
 UPDATE = """\
-Change one of the user's memories in place, keeping its id and history: use it when the user \
-corrects or refines something remembered ("actually I moved to Lyon", "that project is done \
-now"). Only the fields you pass change. Get the id from recall_memories or list_memories. \
-Returns the memory as changed."""
+Change one of the user's memories, keeping its id: use it when the user corrects or refines \
+something remembered ("actually I moved to Lyon", "that project is done now"). Only the fields \
+you pass change. A new content is a new version: the memory says it from now on, and the \
+previous text stays in its history, true until now (recall and list_memories as_of an earlier \
+time read it). Pass typo_fix: true only when the new content fixes a misspelling and says the \
+same fact (then it is changed for the past too). Get the id from recall_memories or \
+list_memories. Returns the memory as changed."""
 
 FORGET = """\
 Delete one of the user's memories by id, for good. Use it when the user asks you to forget \
@@ -517,6 +521,7 @@ class MemoryTools:
         ] = None,
         expires_at: Annotated[AwareDatetime | None, Field(description="A new ISO 8601 expiry date-time.")] = None,
         remove_expiry: Annotated[bool, Field(description="true: the memory no longer expires.")] = False,
+        typo_fix: Annotated[bool, param(MemoryChanges, "typo_fix")] = False,
     ) -> ToolMemory:
         who = self._who(ctx)
         given: dict[str, Any] = {
@@ -540,6 +545,8 @@ class MemoryTools:
                     "nothing to change: pass content, category, metadata, is_evergreen, expires_at or remove_expiry"
                 )
             )
+        if typo_fix:
+            given["typo_fix"] = True
         try:
             changes = MemoryChanges(**given)
         except ValidationError as exc:

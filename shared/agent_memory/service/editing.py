@@ -68,13 +68,16 @@ class Editing(Reading):
         expires_at: dt.datetime | None = UNSET,
         is_evergreen: bool = UNSET,
     ) -> MemoryRecord:
-        """Change one memory in place and return it as it now is (its ``write_id`` names this edit);
-        the history records an 'updated' event with ``source``, the write id and the previous
-        values. The changes come as a :class:`MemoryChanges` (or a mapping of its fields) and/or as
+        """Change one memory and return it as it now is (its ``write_id`` names this edit); the
+        history records an 'updated' event with ``source``, the write id and the previous values.
+        The changes come as a :class:`MemoryChanges` (or a mapping of its fields) and/or as
         keywords (``update(id, content="...", user_id=...)``, as mem0's); a keyword left out stays,
-        None clears what can be cleared (``metadata``, ``expires_at``). A new content is re-embedded
-        and re-hashed; Conflict (409, field ``content``) when another memory of the same scope
-        already states it; NotFound as :meth:`get`. No change given: the memory as it is."""
+        None clears what can be cleared (``metadata``, ``expires_at``). A new content of a current
+        memory never rewrites the past: the previous text is kept as a version valid until now
+        (``as_of`` before the edit reads it), unless ``typo_fix`` says it only fixes the wording. A
+        new content is re-embedded and re-hashed; Conflict (409, field ``content``) when another
+        memory of the same scope already states it; NotFound as :meth:`get`. No change given: the
+        memory as it is."""
         memory_id = _memory_id(memory_id)
         fields = {
             "content": content,
@@ -83,7 +86,8 @@ class Editing(Reading):
             "expires_at": expires_at,
             "is_evergreen": is_evergreen,
         }
-        values = _changes(changes, fields).changed()
+        wanted = _changes(changes, fields)
+        values = wanted.changed()
         if not values:
             return self.get(memory_id, user_id=user_id, consistency="strong")  # as an update would answer
         vector = None
@@ -107,7 +111,15 @@ class Editing(Reading):
         write_id = uuid.uuid4()
         updated: MemoryRecord | None = self._parts.db.run(
             lambda conn: edits.update_memory(
-                conn, user_id, memory_id, values, embedding=vector, source=source, usage=used, write_id=write_id
+                conn,
+                user_id,
+                memory_id,
+                values,
+                embedding=vector,
+                source=source,
+                usage=used,
+                write_id=write_id,
+                keep_past=not wanted.typo_fix,
             )
         )
         if updated is None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from agent_memory.config import Settings
+from agent_memory.ingest.facts import outdated_across_scopes
 from agent_memory.recall.block import build_memory_block
 from agent_memory.recall.explain import explain_candidates, named_explanations, plan_weights
 from agent_memory.recall.plan import RecallPlan
@@ -54,6 +55,14 @@ logger = logging.getLogger(__name__)
 
 def _aware(value: dt.datetime | None) -> dt.datetime | None:
     return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
+
+
+def _one_value_per_slot(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """A project's block holds one current value per slot: a value the other scope (user-wide or
+    the project's) corrected later is left out (each scope's own corrections are the write path's)."""
+    facts = [(c.project_id, c.content, c.valid_from or c.created_at) for c in candidates]
+    gone = outdated_across_scopes(facts)
+    return [c for i, c in enumerate(candidates) if i not in gone]
 
 
 class Reading:
@@ -161,6 +170,8 @@ class Reading:
             return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
         if on_reader and used:
             self._parts.count_later(user_id, used)
+        if project_id is not None and as_of is None and not include_inactive:
+            candidates = _one_value_per_slot(candidates)
         reranker = self._parts.reranker
         trace = RankTrace() if explain else None
         chosen = rank_candidates(

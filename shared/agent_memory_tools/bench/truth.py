@@ -30,6 +30,7 @@ from typing import Any
 
 from agent_memory.service import Memory
 from agent_memory_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
+from agent_memory_tools.bench import truth_cases
 from agent_memory_tools.bench.common import ScratchServer, add_database_arguments, open_service, print_table, say
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -303,6 +304,10 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                 if index == 0:
                     say(f"{name}: block echoes")
                     echo_blocks(bench, stream, result)
+                    say(f"{name}: conversations, future valid times, edits, scopes, distinct look-alikes")
+                    cases = truth_cases.run_cases(bench, args.users, args.seed)
+                    say(f"{name}: adversarial inputs against ordinary ones")
+                    timings = truth_cases.run_timings(bench, args.seed)
                 results.append(result)
             finally:
                 bench.close()
@@ -353,6 +358,61 @@ def run(service: Memory, args: argparse.Namespace) -> int:
     print(f"{len(stream.timeline)} attributes over {args.users} users; recall limit {args.k}")
     print_table(headers, rows)
     ours, fold = results
+    ratio = truth_cases.Timings.ratio
+    ratios = [
+        ratio(timings.match_numbers, timings.match_ordinary),
+        ratio(timings.consolidate_numbers, timings.consolidate_ordinary),
+        ratio(timings.redact_digits, timings.redact_ordinary),
+        ratio(timings.redact_emails, timings.redact_metadata),
+        ratio(timings.recall_4000, 2 * timings.recall_2000),  # twice the input: up to twice the time
+    ]
+    print(
+        f"issue 32 cases over {args.users} users each: in-conversation corrections "
+        f"{cases.conversation_corrected}/{cases.conversations}, future replacements {cases.future_ok}/{cases.future}, "
+        f"edits keeping the past {cases.edits_past_kept}/{cases.edits}, cross-scope one value "
+        f"{cases.cross_scope_one_value}/{cases.cross_scope}, distinct look-alikes retired "
+        f"{cases.distinct_retired}/{cases.distinct}"
+    )
+    print_table(
+        ["adversarial input", "seconds", "ordinary input", "seconds", "ratio"],
+        [
+            [
+                "5 number-heavy 2,000-char memories beside similar",
+                f"{timings.match_numbers:.3f}",
+                "ordinary words",
+                f"{timings.match_ordinary:.3f}",
+                f"{ratios[0]:.2f}",
+            ],
+            [
+                "consolidate 24 number-heavy 2,000-char",
+                f"{timings.consolidate_numbers:.3f}",
+                "ordinary words",
+                f"{timings.consolidate_ordinary:.3f}",
+                f"{ratios[1]:.2f}",
+            ],
+            [
+                "redact 2,000 chars of digit runs",
+                f"{timings.redact_digits:.4f}",
+                "2,000 chars of words",
+                f"{timings.redact_ordinary:.4f}",
+                f"{ratios[2]:.2f}",
+            ],
+            [
+                "redact metadata of 200 e-mail addresses",
+                f"{timings.redact_emails:.4f}",
+                "metadata of 200 plain strings",
+                f"{timings.redact_metadata:.4f}",
+                f"{ratios[3]:.2f}",
+            ],
+            [
+                "recall a 4,000-char query",
+                f"{timings.recall_4000:.4f}",
+                "2 x a 2,000-char query",
+                f"{2 * timings.recall_2000:.4f}",
+                f"{ratios[4]:.2f}",
+            ],
+        ],
+    )
     print(
         f"echoes: {ours.echoes} written back through POST /memories (must only refresh), "
         f"{ours.echoes_added} added; block echoes: {ours.block_echoes} recalled facts pasted back in a "
@@ -375,7 +435,19 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"fold_only_dup_per_100={100 * _share(fold.live_conflicts, fold.writes):.2f} "
         f"block_echoes={ours.block_echoes} block_echoes_added={ours.block_echoes_added} "
         f"import_dup_per_100={100 * _share(imported.live_duplicates, imported.writes):.2f} "
-        f"consolidated_dup_per_100={100 * _share(consolidated.live_duplicates, consolidated.writes):.2f}"
+        f"consolidated_dup_per_100={100 * _share(consolidated.live_duplicates, consolidated.writes):.2f} "
+        f"conv_corrected={_share(cases.conversation_corrected, cases.conversations):.3f} "
+        f"future_ok={_share(cases.future_ok, cases.future):.3f} "
+        f"edit_past_kept={_share(cases.edits_past_kept, cases.edits):.3f} "
+        f"cross_scope_one_value={_share(cases.cross_scope_one_value, cases.cross_scope):.3f} "
+        f"distinct_facts={cases.distinct} distinct_retired={cases.distinct_retired} "
+        f"match_numbers_s={timings.match_numbers:.3f} match_ordinary_s={timings.match_ordinary:.3f} "
+        f"consolidate_numbers_s={timings.consolidate_numbers:.3f} "
+        f"consolidate_ordinary_s={timings.consolidate_ordinary:.3f} "
+        f"redact_digits_s={timings.redact_digits:.4f} redact_emails_s={timings.redact_emails:.4f} "
+        f"redact_ordinary_s={timings.redact_ordinary:.4f} redact_metadata_s={timings.redact_metadata:.4f} "
+        f"recall_4000_s={timings.recall_4000:.4f} recall_2000_s={timings.recall_2000:.4f} "
+        f"adversarial_max_ratio={max(ratios):.2f}"
     )
     return 0
 

@@ -26,6 +26,7 @@ from agent_memory_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_
 from agent_memory_contract.models import (
     CATEGORIES,
     MAX_PAGE,
+    MemoryChanges,
     NewMemory,
     ProjectId,
     ReviewDecision,
@@ -156,7 +157,8 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add(
         "update",
         cmd_update,
-        "change one memory in place (content is re-embedded); the history records it; prints the memory",
+        "change one memory (a new content is re-embedded and is a new version: the previous text stays true "
+        "until now, in the history); prints the memory",
     )
     p.add_argument("--user", required=True)
     p.add_argument("--id", type=uuid.UUID, required=True)
@@ -165,6 +167,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--metadata", help='a JSON object that replaces the metadata ("null" clears it)')
     p.add_argument("--expires-at", help="ISO time after which recall leaves it out, or 'never'")
     p.add_argument("--evergreen", action=argparse.BooleanOptionalAction, default=None, help="never decays")
+    p.add_argument("--typo-fix", action="store_true", help=MemoryChanges.model_fields["typo_fix"].description)
     p.add_argument("--source", default="cli")
 
     p = add("export", cmd_export, "print everything a user has as import lines (JSON Lines), newest first")

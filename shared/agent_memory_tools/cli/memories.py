@@ -117,6 +117,8 @@ def cmd_update(service: Memory, args: argparse.Namespace) -> int:
         raw["is_evergreen"] = args.evergreen
     if not raw:
         raise InvalidInput("nothing to change: give --content, --category, --metadata, --expires-at or --evergreen")
+    if args.typo_fix:
+        raw["typo_fix"] = True
     try:
         changes = MemoryChanges.model_validate(raw)
     except ValidationError as exc:

@@ -687,7 +687,8 @@ export interface components {
          * @description What to change in one memory (PATCH /memories/{id}): a field left out stays as it is; null
          *     clears what may be cleared (``expires_at``: never expires; ``metadata``: empty). ``metadata``
          *     replaces the whole object. A new ``content`` is re-embedded and makes the memory fresh again
-         *     (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay.
+         *     (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay. A new
+         *     ``content`` never rewrites the past unless ``typo_fix`` says it only fixes the wording.
          */
         MemoryChanges: {
             /** Category */
@@ -702,6 +703,12 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Typo Fix
+             * @description true: the new content only fixes how the fact was written (a typo), not what it says, and is changed in place for the past too. Otherwise a new content is a new version: the previous text stays true until now (as_of before the change reads it; it is in the history), the memory says the new text from now on.
+             * @default false
+             */
+            typo_fix?: boolean;
         };
         /**
          * MemoryEvent

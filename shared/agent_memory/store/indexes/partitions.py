@@ -243,9 +243,10 @@ def _ensure_partition(conn: Connection, user_id: str, dimension: int, *, ready: 
         if not ready:
             filled = conn.execute(
                 "INSERT INTO dense_memories (user_id, id, project_id, category, metadata, created_at, updated_at, "
-                "expires_at, superseded_at, embedding, content_tsv) "
+                "expires_at, superseded_at, embedding, content_tsv, valid_from, valid_until) "
                 "SELECT user_id, id, project_id, category, metadata, created_at, updated_at, expires_at, "
-                "superseded_at, embedding, content_tsv FROM user_memories WHERE user_id = %(u)s "
+                "superseded_at, embedding, content_tsv, valid_from, valid_until FROM user_memories "
+                "WHERE user_id = %(u)s "
                 "ON CONFLICT (user_id, id) DO NOTHING",
                 {"u": user_id},
             ).rowcount

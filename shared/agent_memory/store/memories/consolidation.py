@@ -48,22 +48,25 @@ def write_checkpoint(conn: Connection, *, after: str) -> None:
 
 
 _LIVE = """
-SELECT id, project_id, content, created_at, {vec} AS embedding FROM user_memories
+SELECT id, project_id, content, created_at, {vec} AS embedding, valid_from FROM user_memories
 WHERE user_id = %(user_id)s AND superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-ORDER BY created_at, id
+ORDER BY valid_from, created_at, id
 """
 
 
 def live_memories(conn: Connection, user_id: str) -> list[LiveMemory]:
-    """The user's live memories, oldest first, with their embeddings (one read; the comparing is
-    done in memory: one matrix product per scope, see agent_memory.ingest.consolidation)."""
+    """The user's live memories, oldest first (valid time, then when stated), with their embeddings
+    (one read; the comparing is done in memory: one matrix product per scope, see
+    agent_memory.ingest.consolidation)."""
     with (
         user_transaction(conn, user_id, vectors=True),
         conn.cursor(binary=True) as cur,
     ):
         query = sql.SQL(_LIVE).format(vec=sql.Identifier(vector_column(conn)))
         rows = cur.execute(query, {"user_id": user_id}).fetchall()
-    return [LiveMemory(r[0], r[1], r[2], r[3], np.asarray(r[4].to_numpy(), dtype=np.float32)) for r in rows]
+    return [
+        LiveMemory(r[0], r[1], r[2], r[3], np.asarray(r[4].to_numpy(), dtype=np.float32), valid_from=r[5]) for r in rows
+    ]
 
 
 def merge(

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 from psycopg import sql
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
 from agent_memory import poison
@@ -25,11 +25,32 @@ from agent_memory_contract.models import MemoryEvent, MemoryRecord, content_hash
 _GET = f"SELECT {MEMORY_COLUMNS} FROM user_memories WHERE user_id = %(user_id)s AND id = %(id)s"
 
 # The other memory of the same scope that already states the new content (the unique key is
-# user, project, content hash), and whether it is still live.
+# user, project, content hash), whether it is still live, and whether it is an earlier version of
+# the memory being edited (superseded by it).
 _CLASH = """
-SELECT m.id, m.superseded_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now()) AS live
+SELECT m.id, m.superseded_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now()) AS live,
+       m.superseded_by = t.id AS version
 FROM user_memories m JOIN user_memories t ON t.user_id = m.user_id AND t.project_id IS NOT DISTINCT FROM m.project_id
 WHERE t.user_id = %(user_id)s AND t.id = %(id)s AND m.content_hash = %(hash)s AND m.id <> t.id
+"""
+
+# The memory as it is before a change of what it says, if it is current (valid now): that text is
+# kept as a version of its own (below), so the past is never rewritten.
+_CURRENT_ROW = """
+SELECT user_id, project_id, content, content_hash, category, source, is_evergreen, {vec} AS embedding, created_at,
+       updated_at, expires_at, metadata, injection, valid_from, write_id
+FROM user_memories
+WHERE user_id = %(user_id)s AND id = %(id)s AND superseded_at IS NULL AND valid_from <= now()
+  AND (expires_at IS NULL OR expires_at > now())
+"""
+# The previous text as a version: true from when it was, until now, superseded by the edited memory.
+_KEEP_VERSION = """
+INSERT INTO user_memories (user_id, project_id, content, content_hash, category, source, is_evergreen, {vec},
+                           created_at, updated_at, expires_at, metadata, injection, valid_from, write_id,
+                           valid_until, superseded_at, superseded_by)
+VALUES (%(user_id)s, %(project_id)s, %(content)s, %(content_hash)s, %(category)s, %(source)s, %(is_evergreen)s,
+        %(embedding)s, %(created_at)s, %(updated_at)s, %(expires_at)s, %(metadata)s, %(injection)s,
+        %(valid_from)s, %(write_id)s, GREATEST(%(valid_from)s, now()), now(), %(id)s)
 """
 
 # Columns a change may set, and the SQL value each takes (the embedding's column is the store's).
@@ -40,6 +61,8 @@ _SETTERS = {
     "metadata": "metadata = %(metadata)s",
     "expires_at": "expires_at = %(expires_at)s",
     "is_evergreen": "is_evergreen = %(is_evergreen)s",
+    # A new text keeping the past: the edited memory says it from now on.
+    "valid_from": "valid_from = now()",
 }
 
 
@@ -68,6 +91,7 @@ def update_memory(
     source: str | None = None,
     write_id: uuid.UUID | None = None,
     usage: Sequence[UsageRow] = (),
+    keep_past: bool = True,
 ) -> MemoryRecord | None:
     """Apply ``changes`` (column -> new value; a new content needs its ``embedding``) to the
     user's memory; the memory as it now is, or None when the user has none with that id.
@@ -77,6 +101,13 @@ def update_memory(
     same scope already states the new content. ``write_id`` names the edit in the row and its
     history. ``usage`` (the new content's embedding) is counted in the same transaction, only
     when the memory was changed.
+
+    A new content of a current memory never rewrites the past (``keep_past``, unless the new text
+    only rewords it: the same content hash, or a typo fix the caller says it is): the previous text
+    is kept as a version (a row of its own, valid until now, superseded by this memory) and the
+    memory says the new text from now on, so ``as_of`` before the edit reads the old text. Going
+    back to an earlier version's text folds that version into the memory (one row per fact in a
+    scope: its earlier validity interval is not kept, as with any fact stated again).
     """
     params: dict[str, Any] = {"user_id": user_id, "id": memory_id, **changes}
     if "metadata" in changes:
@@ -97,13 +128,26 @@ def update_memory(
             params["injection"] = poison.reasons(changes["content"])  # a new text is marked anew
             params["embedding"] = embedding
             clash = conn.execute(_CLASH, params).fetchone()
-            if clash is not None:
+            if clash is not None and clash[2]:
+                conn.execute("DELETE FROM user_memories WHERE user_id = %s AND id = %s", [user_id, clash[0]])
+            elif clash is not None:
                 state = "" if clash[1] else " (superseded or expired: forget it first to reuse its content)"
                 raise Conflict(
                     f"memory {clash[0]}{state} already states this content in the same scope", field="content"
                 )
+        column = vector_column(conn)
+        previous = None
+        if "content" in changes and keep_past:
+            with conn.cursor(row_factory=dict_row) as cur:
+                previous = cur.execute(sql.SQL(_CURRENT_ROW).format(vec=sql.Identifier(column)), params).fetchone()
+            if previous is not None and bytes(previous["content_hash"]) == params["hash"]:
+                previous = None  # the same fact reworded (case, spacing): no new version
+        fields = frozenset(changes) | ({"valid_from"} if previous is not None else set())
         with conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
-            updated = cur.execute(_update_sql(frozenset(changes), vector_column(conn)), params).fetchone()
+            updated = cur.execute(_update_sql(fields, column), params).fetchone()
+        if updated is not None and previous is not None:
+            version = {**previous, "id": memory_id, "metadata": Jsonb(previous["metadata"])}
+            conn.execute(sql.SQL(_KEEP_VERSION).format(vec=sql.Identifier(column)), version)
         if updated is not None:  # no memory, no write: nothing is counted
             add_usage(conn, user_id, usage)
         return updated

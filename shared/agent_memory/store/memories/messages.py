@@ -197,13 +197,23 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
         exact_only = {i for i in rest if replaces.get(i)}
         near = {i for i in rest if i not in exact_only}
         newer = apply_nearest(conn, user_id, rows, nearest, near, outcomes, judged=updates.judged)
+        corrected = dict(updates.corrected_by)
+        # A stored value the message corrects twice ("is 5" stored; "is 6", then "is 7") is closed by
+        # the first correction, which the second then closes: a chain, as it was said.
+        for earlier, later in corrected.items():
+            if later in newer and earlier in newer:
+                stale = {n.id for n in newer[earlier]}
+                newer[later] = [n for n in newer[later] if n.id not in stale]
         upsert = PendingUpsert(conn, rows, [i for i in rest if i not in outcomes])
-        sent_updated = sent_replaced = None
-        if newer or any(replaces.values()):
+        sent_updated = sent_replaced = sent_corrected = None
+        if newer or any(replaces.values()) or corrected:
             upsert.take(outcomes)  # the new memories' ids, to supersede with (one more round trip)
             sent_updated = send_supersede(conn, user_id, updated_pairs(rows, newer, outcomes))
             sent_replaced = send_supersede(
                 conn, user_id, [(old, outcomes[i].id) for i, ids in replaces.items() for old in ids]
+            )
+            sent_corrected = send_supersede(
+                conn, user_id, [(outcomes[old].id, outcomes[new].id) for old, new in corrected.items()]
             )
         receipt_values = {"user_id": user_id, "hash": message_hash, "conversation_id": conversation_id, "n": len(rows)}
         if usage:  # the receipt and the usage in one statement (one request fewer over the Data API)
@@ -213,9 +223,14 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
     # What the last statements returned, read after COMMIT (they travelled with it).
     upsert.take(outcomes)
     updated, replaced = superseded_pairs(sent_updated), superseded_pairs(sent_replaced)
+    within = superseded_pairs(sent_corrected)
     record_updated(updated, newer, outcomes)
-    for i in replaces:
-        ids = tuple(old for old, new in replaced if new == outcomes[i].id)
+    for i in {*replaces, *corrected.values()}:
+        ids = tuple(old for old, new in replaced + within if new == outcomes[i].id)
         outcomes[i] = dataclasses.replace(outcomes[i], superseded=(*outcomes[i].superseded, *ids))
-    superseded = updated + replaced
+    for i in corrected:
+        closed_by = dict(within).get(outcomes[i].id)
+        if closed_by is not None:
+            outcomes[i] = dataclasses.replace(outcomes[i], superseded_by=closed_by)
+    superseded = updated + replaced + within
     return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live), server_started)

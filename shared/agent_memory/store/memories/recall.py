@@ -35,6 +35,8 @@ from agent_memory.usage import UsageRow
 from agent_memory_contract.errors import SchemaChanged, StatementTimeout
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
+# The distinct words of a query the full-text leg searches for (a question has a dozen or two).
+MAX_TEXT_TERMS = 64
 
 
 def text_query(text: str) -> str:
@@ -44,8 +46,14 @@ def text_query(text: str) -> str:
     question would then match almost nothing. Only word characters survive, so quotes,
     '-' and 'or' from the user cannot change the query's meaning.
     """
-    words = [w for w in re.findall(r"\w+", text) if w.casefold() != "or"]
-    return " or ".join(words)
+    # Each word once, and at most MAX_TEXT_TERMS of them (the first ones): the leg's cost grows with
+    # the terms times the rows they match, so a pasted 4,000-character message cost ~10x a
+    # 2,000-character one; now it costs what its first MAX_TEXT_TERMS distinct words cost.
+    first: dict[str, str] = {}
+    for word in re.findall(r"\w+", text):
+        if word.casefold() != "or" and len(first) < MAX_TEXT_TERMS:
+            first.setdefault(word.casefold(), word)
+    return " or ".join(first.values())
 
 
 _HYBRID = """
@@ -55,7 +63,7 @@ WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
     {text_leg}
 ){date_leg}
 {json_open}SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
-       m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection,
+       m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection, m.valid_from,
        {embedding}, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text,
@@ -385,7 +393,7 @@ def _read_in_one_statement(
 
 
 _UUIDS = ("id", "superseded_by")
-_TIMES = ("created_at", "updated_at", "expires_at", "superseded_at")
+_TIMES = ("created_at", "updated_at", "expires_at", "superseded_at", "valid_from")
 
 
 def _typed(document: dict[str, Any]) -> dict[str, Any]:
@@ -423,6 +431,7 @@ def _candidate(row: dict[str, Any]) -> Candidate:
         injection=tuple(row["injection"] or ()),
         in_date=bool(row.get("in_date", False)),
         sign_code="embedding_signs" in row,
+        valid_from=row["valid_from"],
     )
 
 

@@ -73,9 +73,14 @@ def scope_sql(shape: ScopeShape) -> str:
         parts.append("(valid_until IS NULL OR valid_until > %(as_of)s)")
         parts.append("(expires_at IS NULL OR expires_at > %(as_of)s)")
     elif not shape.include_inactive:
-        # At a given time: also what a later correction superseded, while it was still true.
-        parts.append("(superseded_at IS NULL OR valid_until > %(now)s)" if shape.now else "superseded_at IS NULL")
-        parts.append(f"(expires_at IS NULL OR expires_at > {'%(now)s' if shape.now else 'now()'})")
+        # Current means valid now (at %(now)s, else the present): a version replaced by one that
+        # becomes true later is current until then, and that one is not current before it, so the
+        # answer without as_of is the answer at as_of = now. NULL-tolerant: a dense user's copy made
+        # before migration 0019 has no valid times (then: valid from its start, ended once superseded).
+        at = "%(now)s" if shape.now else "now()"
+        parts.append(f"(superseded_at IS NULL OR valid_until > {at})")
+        parts.append(f"(valid_from IS NULL OR valid_from <= {at})")
+        parts.append(f"(expires_at IS NULL OR expires_at > {at})")
     if shape.now:
         parts.append("created_at <= %(now)s")
     return " AND ".join(parts) + filters_sql(shape.filters)

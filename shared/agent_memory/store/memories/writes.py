@@ -58,20 +58,22 @@ ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
 RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
 """
 
-# The few nearest live memories in the same scope, with their text: the ingest step's rule
+# The few nearest live memories in the same scope (for a user-wide row, in every project: a
+# user-wide correction is one for every project), with their text and scope: the ingest step's rule
 # (agent_memory.records.NeighbourRule) decides which one (if any) the new row restates or updates.
 _NEAREST_EXISTING = """
-SELECT i.ord, n.id, n.content, n.valid_from, 1 - n.distance AS similarity
+SELECT i.ord, n.id, n.content, n.valid_from, 1 - n.distance AS similarity, n.project_id
 FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea[])
      WITH ORDINALITY AS i(embedding, project_id, content_hash, ord)
 CROSS JOIN LATERAL (
     -- A dense user's nearest through their partition's HNSW index (migration 0013), anyone
     -- else's exactly; the other branch is skipped by its one-time filter. One more than wanted:
     -- the live exact duplicate, if near, is left out below.
-    SELECT c.id, u.content, u.valid_from, c.distance FROM (
+    SELECT c.id, u.content, u.valid_from, c.distance, u.project_id FROM (
         (SELECT m.id, m.embedding <=> i.embedding AS distance
          FROM dense_memories m
-         WHERE m.user_id = %(user_id)s AND m.project_id IS NOT DISTINCT FROM i.project_id
+         WHERE m.user_id = %(user_id)s
+           AND (m.project_id IS NOT DISTINCT FROM i.project_id OR i.project_id IS NULL)
            AND m.superseded_at IS NULL
            AND EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = %(user_id)s AND d.ready)
          ORDER BY m.embedding <=> i.embedding
@@ -79,7 +81,8 @@ CROSS JOIN LATERAL (
         UNION ALL
         (SELECT m.id, m.embedding <=> i.embedding AS distance
          FROM user_memories m
-         WHERE m.user_id = %(user_id)s AND m.project_id IS NOT DISTINCT FROM i.project_id
+         WHERE m.user_id = %(user_id)s
+           AND (m.project_id IS NOT DISTINCT FROM i.project_id OR i.project_id IS NULL)
            AND m.superseded_at IS NULL
            AND NOT EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = %(user_id)s AND d.ready)
          ORDER BY m.embedding <=> i.embedding
@@ -323,6 +326,8 @@ def updated_pairs(
         new_id, started = outcomes[i].id, rows[i].true_from
         for old in olds:
             late = started is not None and started < old.valid_from
+            if late and old.project_id != rows[i].project_id:
+                continue  # a project's newer value never closes a user-wide fact for every project
             pairs.append((new_id, old.id) if late else (old.id, new_id))
     return pairs
 
@@ -415,10 +420,10 @@ def apply_nearest(
     if nearest is None:
         return {}
     near: dict[int, list[Neighbour]] = {}
-    for ordinal, memory_id, content, valid_from, similarity in nearest.cursor.fetchall():
+    for ordinal, memory_id, content, valid_from, similarity, project_id in nearest.cursor.fetchall():
         i = nearest.indexes[int(ordinal) - 1]
         if i in only:
-            near.setdefault(i, []).append(Neighbour(memory_id, content, valid_from, similarity))
+            near.setdefault(i, []).append(Neighbour(memory_id, content, valid_from, similarity, project_id))
     matches = nearest.rule.judge(rows, near, judged=judged)
     refresh(conn, user_id, [(memory_id, rows[i]) for i, memory_id in matches.restates.items()])
     for i, memory_id in matches.restates.items():
