@@ -11,7 +11,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from agent_memory.providers.rdsdata import StatementFailed, _translate
-from agent_memory.store.engine.dataapi import _scalar, compose
+from agent_memory.store.engine.dataapi_values import compose, decode_scalar
 from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
 
 
@@ -65,14 +65,14 @@ def test_array_items_are_quoted_as_postgresql_reads_them() -> None:
 
 
 def test_results_decode_to_psycopgs_types() -> None:
-    assert _scalar("timestamptz", {"stringValue": "2026-03-01 12:30:05.5"}) == dt.datetime(
+    assert decode_scalar("timestamptz", {"stringValue": "2026-03-01 12:30:05.5"}) == dt.datetime(
         2026, 3, 1, 12, 30, 5, 500000, tzinfo=dt.UTC
     )
-    assert _scalar("uuid", {"stringValue": "00000000-0000-0000-0000-000000000001"}) == uuid.UUID(int=1)
-    assert _scalar("jsonb", {"stringValue": '{"a": [1]}'}) == {"a": [1]}
-    assert _scalar("_text", {"arrayValue": {"stringValues": ["a", None]}}) == ["a", None]
-    assert _scalar("int8", {"isNull": True}) is None
-    assert _scalar("vector", {"stringValue": "[1,2]"}).to_list() == [1.0, 2.0]
+    assert decode_scalar("uuid", {"stringValue": "00000000-0000-0000-0000-000000000001"}) == uuid.UUID(int=1)
+    assert decode_scalar("jsonb", {"stringValue": '{"a": [1]}'}) == {"a": [1]}
+    assert decode_scalar("_text", {"arrayValue": {"stringValues": ["a", None]}}) == ["a", None]
+    assert decode_scalar("int8", {"isNull": True}) is None
+    assert decode_scalar("vector", {"stringValue": "[1,2]"}).to_list() == [1.0, 2.0]
 
 
 def test_errors_become_the_packages_types() -> None:
@@ -86,7 +86,7 @@ def test_errors_become_the_packages_types() -> None:
 
 
 def test_scripts_split_into_statements_outside_literals_and_bodies() -> None:
-    from agent_memory.store.engine.dataapi import split_script
+    from agent_memory.store.engine.dataapi_values import split_script
 
     script = """
     -- a comment; with a semicolon
