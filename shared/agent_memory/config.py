@@ -99,8 +99,9 @@ class Settings(BaseSettings):
     db_pipeline: bool = Field(
         default=True,
         description="Send each transaction's statements in pipeline mode: a recall is one round trip to the "
-        "database, a conversation written two (three when an extraction runs). Turn off if a proxy in front of "
-        "PostgreSQL mishandles pipelined requests.",
+        "database, a conversation written two (four when an extraction runs: its redelivery check and the "
+        "project's extraction instructions come first). Turn off if a proxy in front of PostgreSQL mishandles "
+        "pipelined requests.",
     )
     db_cluster_arn: str | None = Field(
         default=None,

@@ -69,11 +69,12 @@ def test_a_recall_is_one_round_trip_to_the_database(service: Memory, tmp_path: P
     assert len(result[0].memories) == 10
 
 
-def test_a_conversation_is_written_in_three_round_trips(service: Memory, tmp_path: Path) -> None:
+def test_a_conversation_is_written_in_four_round_trips(service: Memory, tmp_path: Path) -> None:
     # Was 15: BEGIN, COMMIT, a savepoint and the exact-duplicate check each waited on their
     # own; then 6. Now: the redelivery pre-check before extraction (1, its BEGIN and COMMIT
-    # included), BEGIN with the scope, lock, receipt check and near-duplicate read (1), the
-    # upsert with the receipt and COMMIT (1, the upsert's ids read after COMMIT).
+    # included), the project's extraction instructions (1, likewise), BEGIN with the scope, lock,
+    # receipt check and near-duplicate read (1), the upsert with the receipt and COMMIT (1, the
+    # upsert's ids read after COMMIT).
     service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(10)], user_id="u1")
     conversation = ConversationEnded.model_validate(
         {
@@ -88,7 +89,7 @@ def test_a_conversation_is_written_in_three_round_trips(service: Memory, tmp_pat
     outcome: list[Any] = []
     trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
     assert outcome[0].created == 2
-    assert trips == 3
+    assert trips == 4
 
 
 def test_a_message_that_carries_its_memories_is_written_in_two_round_trips(service: Memory, tmp_path: Path) -> None:
