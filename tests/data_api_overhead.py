@@ -13,9 +13,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_contract.models import NewMemory
 from tests.support.data_api import DataApiStandIn
 
 FACTS = [f"The user noted fact {i} about topic {i % 7}" for i in range(50)]

@@ -13,8 +13,8 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from agent_memory.observability import logger, metrics, tracer
-from agent_memory.service import get_service
+from rushmem.observability import logger, metrics, tracer
+from rushmem.service import get_service
 
 
 @logger.inject_lambda_context

@@ -23,13 +23,13 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from agent_memory.lifecycle import get_service, register_snapstart_hooks
-from agent_memory.observability import logger, metrics, tracer
-from agent_memory_contract.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
-from agent_memory_contract.models import ConversationEnded, describe_errors, error_field
+from rushmem.lifecycle import get_service, register_snapstart_hooks
+from rushmem.observability import logger, metrics, tracer
+from rushmem_contract.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
+from rushmem_contract.models import ConversationEnded, describe_errors, error_field
 
 if TYPE_CHECKING:
-    from agent_memory.service import IngestBatch
+    from rushmem.service import IngestBatch
 
 
 register_snapstart_hooks()
@@ -100,7 +100,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # batch response and SQS retries exactly those messages. One processor per invocation
     # (it holds the batch's state), so in-process callers may invoke concurrently.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    from agent_memory.service import BatchNotDurable  # with the service: not needed to load the handler
+    from rushmem.service import BatchNotDurable  # with the service: not needed to load the handler
 
     try:
         with get_service().ingest_batch() as batch:

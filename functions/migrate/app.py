@@ -1,4 +1,4 @@
-"""MigrateFunction: applies agent_memory's schema migrations on every deploy, or when invoked.
+"""MigrateFunction: applies rushmem's schema migrations on every deploy, or when invoked.
 
 Before migrating it checks each configured Bedrock model's lifecycle (GetFoundationModel): a
 model past its end of life or not offered in the region fails the deploy with the model's id and
@@ -11,12 +11,12 @@ Two kinds of event:
   ResponseURL; a request that is never answered keeps the stack waiting until ServiceTimeout,
   so every outcome, including an unexpected exception or the function's own timeout, is answered.
 - ``{"task": "dense-users"}`` (template.yaml's hourly schedule): give users with many memories
-  their own indexes (``agent-memory dense-users``; it needs the owner, whose credentials this
+  their own indexes (``rushmem dense-users``; it needs the owner, whose credentials this
   function has) and return what it did;
 - ``{"task": "consolidate"}`` (the same schedule): merge the duplicates that slipped in
-  (``agent-memory consolidate``), bounded by the invocation's time and going on where the last
+  (``rushmem consolidate``), bounded by the invocation's time and going on where the last
   run stopped;
-- anything else (``aws lambda invoke``, ``agent-memory invoke MigrateFunction``): migrate and
+- anything else (``aws lambda invoke``, ``rushmem invoke MigrateFunction``): migrate and
   return what was applied.
 
 Embedder settings and the request functions' login role come from the custom resource's
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 PHYSICAL_RESOURCE_ID = "agent-memory-schema"
-LAYER_MARKER = "agent_memory_layer.json"
+LAYER_MARKER = "rushmem_layer.json"
 RESPONSE_TIMEOUT_S = 20
 # Answer CloudFormation this long before Lambda would kill the invocation.
 TIMEOUT_MARGIN_S = 15
@@ -67,7 +67,7 @@ SETTING_PROPERTIES = {
 }
 
 # Standard logging rather than Powertools: this module must work before the layer is trusted.
-logger = logging.getLogger("agent_memory.migrate")
+logger = logging.getLogger("rushmem.migrate")
 logger.setLevel(logging.INFO)
 
 
@@ -101,10 +101,10 @@ def check_models(service: Any, client: Any = None) -> list[str]:
 
 
 def package_root() -> Path:
-    """The folder holding the agent_memory package: /opt/python in Lambda."""
-    spec = importlib.util.find_spec("agent_memory")
+    """The folder holding the rushmem package: /opt/python in Lambda."""
+    spec = importlib.util.find_spec("rushmem")
     if spec is None or spec.origin is None:
-        raise LayerMismatch("the agent_memory package is missing: is MemoryLayer attached to this function?")
+        raise LayerMismatch("the rushmem package is missing: is MemoryLayer attached to this function?")
     return Path(spec.origin).parent.parent
 
 
@@ -115,7 +115,7 @@ def check_layer() -> None:
     two can disagree; compiled wheels (psycopg, numpy, pydantic-core) would then fail to import.
     """
     marker = package_root() / LAYER_MARKER
-    if not marker.exists():  # running from the repository (agent-memory invoke), not from a built layer
+    if not marker.exists():  # running from the repository (rushmem invoke), not from a built layer
         return
     built = json.loads(marker.read_text(encoding="utf-8"))
     machine = platform.machine()
@@ -132,9 +132,9 @@ def migrate(
     """Check the Bedrock models' lifecycle, then apply pending migrations; retry while the database
     is unreachable, until ``deadline``."""
     check_layer()
-    from agent_memory.config import Settings
-    from agent_memory.service import Memory
-    from agent_memory_contract.errors import DatabaseUnavailable
+    from rushmem.config import Settings
+    from rushmem.service import Memory
+    from rushmem_contract.errors import DatabaseUnavailable
 
     overrides = {
         field: str(properties[prop])
@@ -173,8 +173,8 @@ def _scheduled(context: Any, run: Callable[[Any, float], Any]) -> Any:
     """A scheduled maintenance run on a fresh service, given half the invocation's remaining time:
     what it leaves undone (an index build cut off, a user not started) the next run takes up."""
     check_layer()
-    from agent_memory.config import Settings
-    from agent_memory.service import Memory
+    from rushmem.config import Settings
+    from rushmem.service import Memory
 
     remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
     service = Memory(Settings())

@@ -1,10 +1,10 @@
 """RecallFunction: the read path behind API Gateway HTTP API (payload format 2.0).
 
 This file only wires: the resolver (request validation, the OpenAPI document), the error mapping
-(agent_memory.http.errors), the routers by resource (agent_memory.routes), SnapStart's hooks and the
+(rushmem.http.errors), the routers by resource (rushmem.routes), SnapStart's hooks and the
 one Logger/Tracer/Metrics. Nothing is built at import time: the service (settings, connection,
 embedder) is imported and created on the first request and reused while the container lives (with
-SnapStart, before the snapshot: agent_memory.lifecycle).
+SnapStart, before the snapshot: rushmem.lifecycle).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from agent_memory import __version__
-from agent_memory.http.body import parse_json_body
-from agent_memory.http.errors import install_error_handlers, json_bodies_only
-from agent_memory.lifecycle import get_service, register_shutdown_hooks, register_snapstart_hooks
-from agent_memory.observability import logger, metrics, tracer
-from agent_memory.routes import (
+from rushmem import __version__
+from rushmem.http.body import parse_json_body
+from rushmem.http.errors import install_error_handlers, json_bodies_only
+from rushmem.lifecycle import get_service, register_shutdown_hooks, register_snapstart_hooks
+from rushmem.observability import logger, metrics, tracer
+from rushmem.routes import (
     conversations,
     docs,
     erasures,

@@ -1,7 +1,7 @@
 """Regenerate layers/memory/requirements.txt: the layer's pinned dependencies, with hashes.
 
 Resolves pyproject's [project.dependencies] (what the service needs; the contract package is copied
-from source, so its distribution, agent-memory-client, is left out) for
+from source, so its distribution, rushmem-client, is left out) for
 the Lambda runtime (CPython 3.13, manylinux, arm64 and x86_64) with pip's resolver, drops what
 the python3.13 runtime already provides (boto3 and the packages only boto3 needs), and pins
 every remaining package to one version with the sha256 of each wheel the layer build may pick
@@ -37,7 +37,7 @@ HEADER = """\
 
 
 # Distributions of this repository: the layer holds their packages' source, not the distributions.
-OWN = {"agent-memory-client"}
+OWN = {"rushmem-client"}
 
 
 def layer_requirements(project: dict[str, object]) -> list[str]:

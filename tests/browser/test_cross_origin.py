@@ -1,5 +1,5 @@
 """A page of another origin, in the same real headless chromium as the developer's, against
-`agent-memory serve` (issue 33): it can neither read a user's memories nor write any, by any
+`rushmem serve` (issue 33): it can neither read a user's memories nor write any, by any
 means a page has without the server's consent (fetch in cors and no-cors mode with a Blob or a
 string body, navigator.sendBeacon, a form post); and a name re-pointed at 127.0.0.1 (DNS
 rebinding, played by chromium's host resolver rules) reaches nothing.

@@ -1,4 +1,4 @@
-"""The memory page (GET /) in a real headless chromium, against ``agent-memory serve`` on a fresh
+"""The memory page (GET /) in a real headless chromium, against ``rushmem serve`` on a fresh
 embedded database with the hash embedder: the list and its filters, recall with the [RUSH_MEMORY]
 block, one memory with its history, edit, delete, export, and hostile text shown as text.
 
@@ -265,5 +265,5 @@ def test_hostile_memory_text_is_shown_as_text_never_run(browser: Chrome, url: st
     assert [row[3] for row in history(browser)] == [HOSTILE[0]]
     # No element was made from the text, and nothing ran (the title would say so).
     assert browser.find_elements(By.CSS_SELECTOR, "body img, body script") == []
-    assert browser.title == "agent-memory"
+    assert browser.title == "rushmem"
     screenshot(browser, "hostile", 1000)

@@ -1,4 +1,4 @@
-"""Running memories from the page, in a real headless chromium against ``agent-memory serve`` with
+"""Running memories from the page, in a real headless chromium against ``rushmem serve`` with
 writes reviewed (AGENT_MEMORY_REVIEW_WRITES): the user picker with counts, creating a memory (the
 block refreshed), the time control, a supersession chain, a recall's explanation, a review
 decision, and a narrow screen without sideways scrolling.

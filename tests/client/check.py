@@ -1,4 +1,4 @@
-"""`make client-check`: start `agent-memory serve` (this venv: the server) on a fresh embedded
+"""`make client-check`: start `rushmem serve` (this venv: the server) on a fresh embedded
 database, run tests/client/smoke.py with the client-only venv's Python against it, stop the server."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(client_python: str) -> int:
-    with tempfile.TemporaryDirectory(prefix="agent-memory-client-check-") as data:
+    with tempfile.TemporaryDirectory(prefix="rushmem-client-check-") as data:
         env = {
             **os.environ,
             # A folder of its own: the embedded server's initdb wants an empty (or new) one.
@@ -26,7 +26,7 @@ def main(client_python: str) -> int:
         env.pop("AGENT_MEMORY_DATABASE_URL", None)
         log = Path(data) / "serve.log"
         serve = subprocess.Popen(
-            [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm"],
+            [sys.executable, "-m", "rushmem_tools", "serve", "--port", "0", "--no-warm"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""`make docs-check`: the Swagger page of `agent-memory serve` (GET /docs) rendered by a real
+"""`make docs-check`: the Swagger page of `rushmem serve` (GET /docs) rendered by a real
 headless Chromium; the rendered page must list every operation of the API's OpenAPI document.
 Prints the operations found and a screenshot's path; exits non-zero when the page is wrong."""
 
@@ -30,7 +30,7 @@ def main() -> int:
         }
         env.pop("AGENT_MEMORY_DATABASE_URL", None)
         serve = subprocess.Popen(
-            [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm"],
+            [sys.executable, "-m", "rushmem_tools", "serve", "--port", "0", "--no-warm"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -66,7 +66,7 @@ def main() -> int:
     rendered = {(m.upper(), p) for m, p in found}
     missing = wanted - rendered
     print(json.dumps({"operations": sorted(f"{m} {p}" for m, p in rendered), "screenshot": str(shot)}, indent=2))
-    if missing or "agent-memory" not in dom:
+    if missing or "rushmem" not in dom:
         print(f"docs-check: the page does not show {sorted(missing)}", file=sys.stderr)
         return 1
     print(f"docs-check: {len(rendered)} operations rendered by {Path(browser).name}")

@@ -1,9 +1,9 @@
 """`make wheel-check`'s last step: an MCP host starts the server the way docs/mcp.md configures it, the
-`agent-memory` command of a venv the wheels were installed into (no checkout, no torch), with
+`rushmem` command of a venv the wheels were installed into (no checkout, no torch), with
 `mcp --user me --project my-app`, from an empty directory; the official `mcp` client (as a host runs it)
 calls `remember` and then `recall_memories` over stdio, on the default local model.
 
-Usage: python tests/client/mcp_host_check.py /path/to/venv/bin/agent-memory. Prints one line per check
+Usage: python tests/client/mcp_host_check.py /path/to/venv/bin/rushmem. Prints one line per check
 and exits non-zero on the first failure."""
 
 from __future__ import annotations

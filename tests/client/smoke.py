@@ -1,5 +1,5 @@
 """Run by `make client-check` in a venv holding only the client's distribution (`pip install ./shared`,
-no extras): the client imports and works against a running `agent-memory serve` without any of
+no extras): the client imports and works against a running `rushmem serve` without any of
 the server's dependencies. Usage: python tests/client/smoke.py URL"""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ def main(url: str) -> int:
     present = [m for m in ("psycopg", "numpy", "aws_lambda_powertools", "torch", "pydantic_settings", "pgvector")
                if importlib.util.find_spec(m) is not None]  # fmt: skip
     assert not present, f"the client's install pulled in server dependencies: {present}"
-    server = [m for m in ("agent_memory", "agent_memory_tools") if importlib.util.find_spec(m) is not None]
+    server = [m for m in ("rushmem", "rushmem_tools") if importlib.util.find_spec(m) is not None]
     assert not server, f"the client's install ships server code: {server}"
-    script = shutil.which("agent-memory", path=str(Path(sys.executable).parent))
+    script = shutil.which("rushmem", path=str(Path(sys.executable).parent))
     assert script is None, f"the client's install ships the server's command: {script}"
 
-    from agent_memory_client import AsyncMemoryClient, MemoryClient
-    from agent_memory_contract.errors import NotFound
+    from rushmem_client import AsyncMemoryClient, MemoryClient
+    from rushmem_contract.errors import NotFound
 
     client = MemoryClient(url)  # auth from the URL: none for localhost
     stored = client.add(["Prefers pnpm", {"content": "Lives in Lisbon", "metadata": {"k": 1}}], user_id="smoke")

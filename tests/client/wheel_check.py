@@ -1,9 +1,9 @@
 """`make wheel-check`: the server's wheel, installed in a fresh venv outside the checkout, runs
-`agent-memory serve`, `invoke` and `demo` from any directory (the stack's files are package data),
+`rushmem serve`, `invoke` and `demo` from any directory (the stack's files are package data),
 and, once the `local` extra is added, the README's four lines of Python with no server.
 
 Usage: python tests/client/wheel_check.py VENV (the `serve` extra: every command from an empty
-temporary directory with the venv's own `agent-memory`, on a fresh embedded database and the hash
+temporary directory with the venv's own `rushmem`, on a fresh embedded database and the hash
 embedder), or python tests/client/wheel_check.py --four-lines VENV (the `local` extra: nothing set but
 the data directory, so the default local model embeds). Prints one line per check and exits non-zero
 on the first failure."""
@@ -41,20 +41,20 @@ def _clean_env(work: str, venv: str) -> dict[str, str]:
 # What the README shows, plus a second memory so that the recall has to choose, and where the
 # package came from (the venv, not this checkout).
 FOUR_LINES = """
-from agent_memory import Memory
+from rushmem import Memory
 m = Memory()
 m.add("The user prefers TypeScript", user_id="u-42")
 m.add("The user's cat is called Miso", user_id="u-42")
 found = m.recall("Which programming language should I use?", user_id="u-42", limit=1)
-import agent_memory, json
-print(json.dumps({"provider": m.settings.embedding_provider, "package": agent_memory.__file__,
+import rushmem, json
+print(json.dumps({"provider": m.settings.embedding_provider, "package": rushmem.__file__,
                   "memories": [r.content for r in found.memories], "block": found.prompt_block}))
 m.close()
 """
 
 
 def four_lines(venv: str) -> int:
-    """`from agent_memory import Memory; m = Memory(); m.add(...); m.recall(...)` in a new process of
+    """`from rushmem import Memory; m = Memory(); m.add(...); m.recall(...)` in a new process of
     the venv's Python, from an empty directory, on the embedded default and the local model."""
     with tempfile.TemporaryDirectory(prefix="agent-memory-four-lines-") as work:
         python = str(Path(venv) / "bin" / "python")
@@ -74,7 +74,7 @@ def four_lines(venv: str) -> int:
 
 
 def main(venv: str) -> int:
-    command = str(Path(venv) / "bin" / "agent-memory")
+    command = str(Path(venv) / "bin" / "rushmem")
     with tempfile.TemporaryDirectory(prefix="agent-memory-wheel-check-") as work:
         assert not Path(work).resolve().is_relative_to(ROOT), "the check must run outside the checkout"
         env = {**_clean_env(work, venv), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
@@ -83,7 +83,7 @@ def main(venv: str) -> int:
             return subprocess.run([command, *args], cwd=work, env=env, capture_output=True, text=True, timeout=300)
 
         version = run("--version")
-        assert version.returncode == 0 and version.stdout.startswith("agent-memory "), version
+        assert version.returncode == 0 and version.stdout.startswith("rushmem "), version
         print(f"wheel-check: {version.stdout.strip()}")
 
         invoked = run("invoke", "IngestFunction", "events/conversation-ended.json")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem_tools.local import runtime as lambda_local
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "template.yaml"

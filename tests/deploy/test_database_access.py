@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.config import Settings
+from rushmem.config import Settings
 from tests.deploy.cfn import NO_VALUE, Stack
 
 NETWORK = {"VpcId": "vpc-1", "SubnetIds": "subnet-a,subnet-b", "SecurityGroupIds": "sg-1"}

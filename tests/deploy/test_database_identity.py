@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory.config import Settings
+from rushmem.config import Settings
 from tests.deploy.cfn import PROXY_ID, Stack, dbuser_arn
 
 REQUEST_FUNCTIONS = ("RecallFunction", "IngestFunction")

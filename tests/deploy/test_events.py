@@ -1,6 +1,6 @@
 """Every function of template.yaml, invoked from its CodeUri and Handler with each of its
 events/ files (events/manifest.json), against the embedded PostgreSQL: the same code path as
-`agent-memory invoke FUNCTION EVENT.json`, and the same files as `sam local invoke -e`.
+`rushmem invoke FUNCTION EVENT.json`, and the same files as `sam local invoke -e`.
 
 Generic on purpose: a new event file needs only a manifest entry. Events carrying a
 CloudFormation ResponseURL are answered to a local receiver instead, and the answer it got
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem_tools.local import runtime as lambda_local
 from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
 
 EVENTS = REPO / "events"

@@ -39,7 +39,7 @@ def layer(sam_build_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def built_for(layer: Path) -> dict[str, str]:
-    built: dict[str, str] = json.loads((layer / "agent_memory_layer.json").read_text())
+    built: dict[str, str] = json.loads((layer / "rushmem_layer.json").read_text())
     return built
 
 
@@ -57,8 +57,8 @@ def test_layer_architecture_is_the_built_templates(sam_build_dir: Path, built_fo
 
 
 # The layer's own packages, copied whole from shared/; the client and the tools are never in it.
-RUNTIME = ("agent_memory", "agent_memory_contract")
-NOT_RUNTIME = ("agent_memory_client", "agent_memory_tools")
+RUNTIME = ("rushmem", "rushmem_contract")
+NOT_RUNTIME = ("rushmem_client", "rushmem_tools")
 
 
 def test_layer_holds_the_runtime_packages_whole_with_the_migrations(layer: Path) -> None:
@@ -74,7 +74,7 @@ def test_layer_holds_the_runtime_packages_whole_with_the_migrations(layer: Path)
         assert copied == files, f"layer's {name} is not shared/{name}: {sorted(set(files) ^ set(copied))[:5]}"
         _, mismatch, errors = filecmp.cmpfiles(source, package, files, shallow=False)
         assert not mismatch and not errors, f"layer differs from shared/{name}: {mismatch + errors}"
-    assert list((layer / "agent_memory" / "store" / "migrations").glob("*.sql"))
+    assert list((layer / "rushmem" / "store" / "migrations").glob("*.sql"))
 
 
 def test_layer_bytecode_is_the_runtimes_and_never_checked_against_its_source(layer: Path) -> None:
@@ -101,7 +101,7 @@ def test_layer_bytecode_is_the_runtimes_and_never_checked_against_its_source(lay
 
 
 def test_layer_leaves_out_the_client_and_the_tools(layer: Path) -> None:
-    assert (layer / "agent_memory" / "service" / "__init__.py").is_file()
+    assert (layer / "rushmem" / "service" / "__init__.py").is_file()
     present = [name for name in NOT_RUNTIME if (layer / name).exists() or list(layer.glob(f"{name}-*.dist-info"))]
     assert not present, f"the layer carries what no function imports: {present}"
 
@@ -142,7 +142,7 @@ def test_pins_satisfy_the_projects_dependencies() -> None:
     for line in project["dependencies"]:
         requirement = Requirement(line)
         name = requirement.name.lower()
-        if name == "agent-memory-client":
+        if name == "rushmem-client":
             continue  # ours: the layer holds its contract package's source
         if name == "boto3":
             assert name not in pins  # the runtime provides it
@@ -181,8 +181,8 @@ def python313() -> str | None:
 SMOKE = """
 import importlib.util, json, sys
 layer, handlers = sys.argv[1], sys.argv[2:]
-import psycopg, numpy, pydantic_core, agent_memory
-for module in (psycopg, numpy, pydantic_core, agent_memory):
+import psycopg, numpy, pydantic_core, rushmem
+for module in (psycopg, numpy, pydantic_core, rushmem):
     assert module.__file__.startswith(layer), module.__file__
 loaded = {}
 for i, path in enumerate(handlers):  # every function's handler module, as Lambda imports it
@@ -253,9 +253,9 @@ def test_the_layer_imports_and_migrates_under_cpython_313(
 
 
 NO_LOCAL_MODEL = """
-from agent_memory.config import Settings
-from agent_memory.embeddings import create_embedder
-from agent_memory_contract.errors import ConfigurationError
+from rushmem.config import Settings
+from rushmem.embeddings import create_embedder
+from rushmem_contract.errors import ConfigurationError
 try:
     create_embedder(Settings(embedding_provider="local"))
 except ConfigurationError as exc:
@@ -287,11 +287,11 @@ def test_in_the_layer_alone_the_local_model_is_a_configuration_error_naming_the_
 EVERY_BUILT_IN_PROVIDER = """
 import json
 from pydantic import ValidationError
-from agent_memory.config import Settings
-from agent_memory.embeddings import create_embedder
-from agent_memory.extraction import create_extractor
-from agent_memory.registry import KINDS
-from agent_memory.rerank import create_reranker
+from rushmem.config import Settings
+from rushmem.embeddings import create_embedder
+from rushmem.extraction import create_extractor
+from rushmem.registry import KINDS
+from rushmem.rerank import create_reranker
 create = {"embedding_provider": create_embedder, "llm_provider": create_extractor, "rerank_provider": create_reranker}
 keys = {"openai_api_key": "sk-layer", "rerank_api_key": "rk-layer", "bedrock_region": "us-east-1"}
 built = {}
@@ -310,7 +310,7 @@ def test_in_the_layer_alone_every_built_in_provider_is_found_and_an_unknown_one_
     host_layer: tuple[Path, Path],
 ) -> None:
     """The layer holds the runtime without its distribution's metadata: the built-in providers are
-    registered in code (agent_memory.registry), and a refusal lists them."""
+    registered in code (rushmem.registry), and a refusal lists them."""
     interpreter = python313()
     assert interpreter is not None
     layer, runtime = host_layer

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from agent_memory.store.schema.migrate import available_migrations
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.store.schema.migrate import available_migrations
+from rushmem_tools.local import runtime as lambda_local
 from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
 
 EVENTS = REPO / "events"
@@ -138,7 +138,7 @@ def test_a_layer_built_for_another_cpu_fails_the_deploy_clearly(
     cfn_receiver: CloudFormationReceiver,
     migrate_module: ModuleType,
 ) -> None:
-    (tmp_path / "agent_memory_layer.json").write_text(
+    (tmp_path / "rushmem_layer.json").write_text(
         json.dumps({"architecture": "arm64", "machine": "aarch64", "python": "3.13"})
     )
     monkeypatch.setattr(migrate_module, "package_root", lambda: tmp_path)
@@ -232,7 +232,7 @@ def _stubbed_bedrock(monkeypatch: pytest.MonkeyPatch, *answers: tuple[str, dict[
     """Bedrock's control plane for MigrateFunction: a botocore Stubber with the given answers."""
     from botocore.stub import Stubber
 
-    from agent_memory.providers import lifecycle
+    from rushmem.providers import lifecycle
     from tests.support.bedrock import bedrock_client
 
     client = bedrock_client()
@@ -300,7 +300,7 @@ def test_an_unreachable_control_plane_warns_and_deploys(
 ) -> None:
     from botocore.exceptions import EndpointConnectionError
 
-    from agent_memory.providers import lifecycle
+    from rushmem.providers import lifecycle
 
     class Unreachable:
         def get_inference_profile(self, **_: Any) -> Any:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.embeddings import bedrock as bedrock_embeddings
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.config import Settings
+from rushmem.embeddings import bedrock as bedrock_embeddings
+from rushmem_tools.local import runtime as lambda_local
 from tests.deploy.cfn import REGION, Stack
 from tests.deploy.conftest import TEMPLATE
 
@@ -180,7 +180,7 @@ def test_bedrock_permission_defaults_match_the_package_defaults(template: dict[s
         if isinstance(node, dict) and "Fn::If" in node and node["Fn::If"][0] in {"HasEmbeddingModel", "HasLlmModel"}
     ]
     assert bedrock_embeddings.DEFAULT_MODEL in fallbacks
-    extraction = pytest.importorskip("agent_memory.extraction.bedrock")
+    extraction = pytest.importorskip("rushmem.extraction.bedrock")
     assert extraction.DEFAULT_MODEL in fallbacks
 
 
@@ -188,7 +188,7 @@ def test_outputs_name_the_api_and_both_queues(template: dict[str, Any]) -> None:
     assert {"ApiUrl", "ConversationEndedQueueUrl", "DeadLetterQueueUrl"} <= set(template["Outputs"])
 
 
-def test_agent_memory_invoke_reads_every_function(template: dict[str, Any]) -> None:
+def test_rushmem_invoke_reads_every_function(template: dict[str, Any]) -> None:
     for name in functions(template):
         spec = lambda_local.function_spec(TEMPLATE, name)
         assert spec.module == "app" and spec.handler == "lambda_handler"

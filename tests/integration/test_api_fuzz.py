@@ -1,4 +1,4 @@
-"""Schemathesis against the recall API's own OpenAPI document, over real HTTP (`agent-memory serve`).
+"""Schemathesis against the recall API's own OpenAPI document, over real HTTP (`rushmem serve`).
 
 Generated requests, valid and invalid, must never get a 5xx, and every answer must match the
 document (status code, content type, body schema). Bounded budget, so it runs in `make test`.
@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from agent_memory_tools.local.server import LocalApi, make_server, openapi_document
+from rushmem_tools.local.server import LocalApi, make_server, openapi_document
 from tests.support.environment import use_lambda_environment
 from tests.support.recall import TEMPLATE
 

@@ -1,6 +1,6 @@
 """The memory API's newer doors, end to end: GET/PATCH by id, filters, export -> import, POST
 /conversations and the API's own documentation, through the handler (events/ files, as
-`agent-memory invoke` runs them), `agent-memory serve` with the sync and async clients, and the CLI."""
+`rushmem invoke` runs them), `rushmem serve` with the sync and async clients, and the CLI."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory, get_service
-from agent_memory_client import AsyncMemoryClient, MemoryClient
-from agent_memory_contract.errors import Conflict, InvalidInput, NotFound
-from agent_memory_contract.models import ConversationEnded, MemoryFilters
-from agent_memory_tools.cli import main
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem.config import Settings
+from rushmem.service import Memory, get_service
+from rushmem_client import AsyncMemoryClient, MemoryClient
+from rushmem_contract.errors import Conflict, InvalidInput, NotFound
+from rushmem_contract.models import ConversationEnded, MemoryFilters
+from rushmem_tools.cli import main
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.conftest import TEMPLATE_DB, _new_database, url_for
 from tests.support.recall import TEMPLATE, body_of, event, invoke, with_body, with_request
 

@@ -21,13 +21,13 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.store.engine.embedded import start_embedded_server
-from agent_memory.store.engine.transactions import user_transaction
-from agent_memory.store.schema.roles import AppLogin
-from agent_memory_contract.errors import ConfigurationError
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.store.engine.embedded import start_embedded_server
+from rushmem.store.engine.transactions import user_transaction
+from rushmem.store.schema.roles import AppLogin
+from rushmem_contract.errors import ConfigurationError
+from rushmem_contract.models import NewMemory
 
 MASTER = "rds_like_master"  # plays the RDS master user: CREATEROLE, not a superuser
 
@@ -276,7 +276,7 @@ def test_an_existing_role_without_rds_iam_is_left_as_it_is_with_a_warning(
     with psycopg.connect(rds_like.admin_url, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {name} LOGIN IN ROLE agent_memory_app")
     service = Memory(Settings(database_url=url, embedding_provider="hash", app_db_user=name, app_db_iam_auth=True))
-    with caplog.at_level(logging.WARNING, logger="agent_memory.store.schema.roles"):
+    with caplog.at_level(logging.WARNING, logger="rushmem.store.schema.roles"):
         assert service.admin.migrate().app_login == AppLogin(name)
     assert [g[0] for g in role_state(rds_like.admin_url, name)[1]] == ["agent_memory_app"]
     assert f"GRANT rds_iam TO {name}" in caplog.text

@@ -1,4 +1,4 @@
-"""`agent-memory bench ...` smoke runs (tiny synthetic inputs, summary-line format only, never
+"""`rushmem bench ...` smoke runs (tiny synthetic inputs, summary-line format only, never
 timings) and the store functions only the benchmarks use."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from agent_memory.config import Settings
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.records import MemoryRow
-from agent_memory.service import Memory
-from agent_memory.store.memories.scope import Scope
-from agent_memory_contract.kinds import EXIT_USAGE
-from agent_memory_contract.models import content_hash
-from agent_memory_tools.bench import sql as bench_sql
-from agent_memory_tools.cli import main
+from rushmem.config import Settings
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem.records import MemoryRow
+from rushmem.service import Memory
+from rushmem.store.memories.scope import Scope
+from rushmem_contract.kinds import EXIT_USAGE
+from rushmem_contract.models import content_hash
+from rushmem_tools.bench import sql as bench_sql
+from rushmem_tools.cli import main
 from tests.support.db import bench_databases
 
 NUMBER = r"\d+(\.\d+)?"
@@ -303,7 +303,7 @@ def test_copied_rows_are_recalled_and_indexes_come_back_as_the_migration_made_th
 
 
 def test_copy_needs_a_role_that_row_level_security_does_not_restrict(app_login_url: str) -> None:
-    from agent_memory_contract.errors import ConfigurationError
+    from rushmem_contract.errors import ConfigurationError
 
     with owner_connection(app_login_url) as conn, pytest.raises(ConfigurationError, match="bypasses row-level"):
         bench_sql.copy_memories(conn, rows_for("u1", ["Prefers TypeScript"]))
@@ -325,8 +325,8 @@ def test_the_article_query_ranks_every_users_memories_unless_scoped(database_url
 
 
 def test_bench_quality_compares_a_configured_reranker_with_the_rest_off() -> None:
-    from agent_memory.recall.plan import RecallPlan
-    from agent_memory_tools.bench.quality import EQUAL_RERANK, variants
+    from rushmem.recall.plan import RecallPlan
+    from rushmem_tools.bench.quality import EQUAL_RERANK, variants
 
     base = RecallPlan.from_settings(Settings(rerank_provider="cohere"))
     with_reranker = {v.name: v for v in variants(base, reranker=True)}

@@ -1,4 +1,4 @@
-"""`agent-memory bench load` smoke runs: tiny numbers, the summary line's keys, no errors. Timings are
+"""`rushmem bench load` smoke runs: tiny numbers, the summary line's keys, no errors. Timings are
 printed by the command, never asserted here."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory_tools.cli import main
+from rushmem.config import Settings
+from rushmem_tools.cli import main
 
 KEYS = [
     "clients",

@@ -1,4 +1,4 @@
-"""`agent-memory bench peers` without the ``peers`` extra: the refusal, and our side of the bench
+"""`rushmem bench peers` without the ``peers`` extra: the refusal, and our side of the bench
 with a stand-in peer; with mem0 installed, once end to end on tiny data."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory_tools.bench import peers
-from agent_memory_tools.cli import main
+from rushmem.config import Settings
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem_tools.bench import peers
+from rushmem_tools.cli import main
 from tests.support.db import bench_databases
 
 NUMBER = r"\d+\.\d+"
@@ -151,7 +151,7 @@ def test_peers_refuses_without_mem0_naming_the_extra(
     code = main(["bench", "peers", "--server-url", pg_server], settings=settings)
     captured = capsys.readouterr()
     assert code == 3  # a configuration error
-    assert "pip install 'agent-memory[peers]'" in captured.err
+    assert "pip install 'rushmem[peers]'" in captured.err
     assert "peers " not in captured.out  # no summary line: nothing was measured
     assert bench_databases(pg_server) == []  # refused before creating any database
 

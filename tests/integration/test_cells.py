@@ -13,11 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.service.cells import CellMemory, placed_cell
-from agent_memory.store.engine.embedded import start_embedded_server
-from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.service.cells import CellMemory, placed_cell
+from rushmem.store.engine.embedded import start_embedded_server
+from rushmem_contract.models import ConversationEnded, MemoryChanges, NewMemory
 from tests.support.ingest import conversation, invoke_ingest, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke, with_body, with_request
 
@@ -189,8 +189,8 @@ def test_a_user_moved_between_cells_keeps_everything(cell_urls: dict[str, str]) 
 
 
 def test_a_user_being_moved_has_their_writes_held(cell_urls: dict[str, str]) -> None:
-    from agent_memory.service.cells import UserMoving
-    from agent_memory.store.accounts.cells import set_cell
+    from rushmem.service.cells import UserMoving
+    from rushmem.store.accounts.cells import set_cell
 
     service = cells_service(cell_urls)
     try:
@@ -205,7 +205,7 @@ def test_a_user_being_moved_has_their_writes_held(cell_urls: dict[str, str]) -> 
 
 
 def test_the_cli_moves_a_user(cell_urls: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    from agent_memory_tools.cli.main import main
+    from rushmem_tools.cli.main import main
 
     settings = Settings(
         cells=cell_urls, embedding_provider="hash", db_role="agent_memory_app", cell_directory_cache_s=0

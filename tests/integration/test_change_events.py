@@ -13,9 +13,9 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_contract.models import ConversationEnded, NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_contract.models import ConversationEnded, NewMemory
 
 BUS = "agent-memory-test"
 
@@ -111,8 +111,8 @@ def test_supersession_expiry_and_purge(publishing: Memory, bus: Any) -> None:
 
 
 def _supersede(conn: Any, user_id: str, old: Any, new: Any) -> None:
-    from agent_memory.store.engine.transactions import user_transaction
-    from agent_memory.store.memories.writes import supersede_memories
+    from rushmem.store.engine.transactions import user_transaction
+    from rushmem.store.memories.writes import supersede_memories
 
     with user_transaction(conn, user_id):
         supersede_memories(conn, user_id, [(old, new)])
@@ -191,7 +191,7 @@ def test_a_users_transaction_sees_only_their_own_pending_events(settings: Settin
         service.add([NewMemory(content="Bob likes coffee")], user_id="bob")
         assert service.admin.events_status(user_id="alice").pending == 1
         conn = service.admin.db.connection()
-        from agent_memory.store.engine.transactions import user_transaction
+        from rushmem.store.engine.transactions import user_transaction
 
         with user_transaction(conn, "alice"):
             seen = conn.execute("SELECT user_id FROM change_outbox").fetchall()
@@ -204,7 +204,7 @@ def test_a_users_transaction_sees_only_their_own_pending_events(settings: Settin
 
 
 def test_the_events_function_drains_on_schedule(lambda_env: str, bus: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_memory_tools.local import runtime
+    from rushmem_tools.local import runtime
     from tests.support.recall import TEMPLATE
 
     monkeypatch.setenv("AGENT_MEMORY_EVENT_BUS", BUS)

@@ -1,4 +1,4 @@
-"""The agent-memory command: JSON on stdout, clear errors, imports that never lose lines."""
+"""The rushmem command: JSON on stdout, clear errors, imports that never lose lines."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.recall.block import BLOCK_GUARD
-from agent_memory_tools.cli import main
+from rushmem.config import Settings
+from rushmem.recall.block import BLOCK_GUARD
+from rushmem_tools.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]
@@ -77,7 +77,7 @@ def test_import_skips_bad_lines_with_reasons_and_keeps_the_rest(
     assert code == 0  # every line it could take went in
     assert summary["taken"] == 2 and summary["skipped"] == 4
     assert (
-        "agent-memory: imported 2 lines; skipped 4 lines it could not take (lines 2, 3, 4, 6: the reasons are in "
+        "rushmem: imported 2 lines; skipped 4 lines it could not take (lines 2, 3, 4, 6: the reasons are in "
         "the summary's skipped_lines)"
     ) in err
     assert [s["line"] for s in summary["skipped_lines"]] == [2, 3, 4, 6]
@@ -130,7 +130,7 @@ def test_several_processes_share_one_embedded_data_dir(embedded_dir: Path) -> No
     """Three CLI processes start on the same (new) data directory at once; the server stops after all."""
     data_dir = embedded_dir
     env = {**os.environ, "AGENT_MEMORY_DATA_DIR": str(data_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
-    cmd = [sys.executable, "-m", "agent_memory_tools"]
+    cmd = [sys.executable, "-m", "rushmem_tools"]
     procs = [
         subprocess.Popen(
             [*cmd, "add", "--user", f"u{i}", f"fact from process {i}"],

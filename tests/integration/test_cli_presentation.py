@@ -1,4 +1,4 @@
-"""What a person sees from the agent-memory command: --version, a wrong flag, settings that do not parse,
+"""What a person sees from the rushmem command: --version, a wrong flag, settings that do not parse,
 text on a terminal (JSON Lines when piped or with --json), the demo touching only its own users, and the
 stack's files found outside the checkout."""
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_memory import __version__
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_contract.errors import ConfigurationError
-from agent_memory_contract.models import NewMemory
-from agent_memory_tools.cli import main
-from agent_memory_tools.local import stack
+from rushmem import __version__
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_contract.errors import ConfigurationError
+from rushmem_contract.models import NewMemory
+from rushmem_tools.cli import main
+from rushmem_tools.local import stack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def on_terminal(monkeypatch: pytest.MonkeyPatch, settings: Settings, *argv: str)
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
-    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"agent-memory {__version__}"
+    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"rushmem {__version__}"
 
 
 def test_a_wrong_flag_shows_the_usage_of_its_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,13 +48,13 @@ def test_a_wrong_flag_shows_the_usage_of_its_command(capsys: pytest.CaptureFixtu
         main(["list", "--user", "u1", "--colour", "red"])
     err = capsys.readouterr().err
     assert exited.value.code == 2
-    assert err.startswith("usage: agent-memory list") and "unrecognized arguments: --colour red" in err
+    assert err.startswith("usage: rushmem list") and "unrecognized arguments: --colour red" in err
 
 
 def test_a_malformed_database_url_is_one_line_and_exit_3() -> None:
     env = {**os.environ, "AGENT_MEMORY_DATABASE_URL": "postgresql//nobody@:not a url"}
     done = subprocess.run(
-        [sys.executable, "-m", "agent_memory_tools", "list", "--user", "u1"],
+        [sys.executable, "-m", "rushmem_tools", "list", "--user", "u1"],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 3, done.stderr
@@ -95,8 +95,8 @@ def test_config_prints_one_line_per_setting_on_a_terminal(monkeypatch: pytest.Mo
 
 
 def test_the_demo_touches_only_the_users_it_creates(lambda_env: str, service: Memory) -> None:
-    from agent_memory.service import set_service
-    from agent_memory_tools.local.demo import run_demo
+    from rushmem.service import set_service
+    from rushmem_tools.local.demo import run_demo
 
     for user in ("u-42", "u-77"):  # the event's users: someone's real data in this database
         service.add([NewMemory(content=f"{user} keeps this")], user_id=user)
@@ -114,8 +114,8 @@ def test_the_demo_touches_only_the_users_it_creates(lambda_env: str, service: Me
 def test_the_demo_erases_its_users_when_it_fails(
     lambda_env: str, service: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_memory.service import set_service
-    from agent_memory_tools.local.demo import run_demo
+    from rushmem.service import set_service
+    from rushmem_tools.local.demo import run_demo
 
     set_service(service)
 
@@ -131,7 +131,7 @@ def test_the_demo_erases_its_users_when_it_fails(
 
 
 def test_the_stack_is_found_outside_the_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    packaged = tmp_path / "site-packages" / "agent_memory_tools" / "stack"
+    packaged = tmp_path / "site-packages" / "rushmem_tools" / "stack"
     (packaged / "events").mkdir(parents=True)
     (packaged / "template.yaml").write_text("Resources: {}\n")
     (packaged / "events" / "e.json").write_text("{}")
@@ -177,4 +177,4 @@ def test_import_on_a_terminal_counts_lines_of_the_total_and_says_what_it_skipped
     shown = [row.rsplit("\r", 1)[-1] for row in err.getvalue().replace("\x1b[K", "").splitlines()]
     assert code == 0
     assert any(row.startswith("lines: 6/6") for row in shown), shown  # the total, counted before the import
-    assert shown[-1].startswith("agent-memory: imported 5 lines; skipped 1 line it could not take (line 3:")
+    assert shown[-1].startswith("rushmem: imported 5 lines; skipped 1 line it could not take (line 3:")

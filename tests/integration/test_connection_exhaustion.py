@@ -16,9 +16,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_tools.local import runtime
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_tools.local import runtime
 from tests.support.faults import RestartablePostgres
 from tests.support.ingest import TEMPLATE, conversation, failures, sqs_event, sqs_record
 from tests.support.recall import body_of, with_body
@@ -133,13 +133,13 @@ def test_a_database_that_never_answers_is_503_within_the_connect_timeout(monkeyp
         silent.close()
 
 
-def test_the_503_carries_retry_after_through_agent_memory_serve(
+def test_the_503_carries_retry_after_through_rushmem_serve(
     monkeypatch: pytest.MonkeyPatch, small_pg: RestartablePostgres
 ) -> None:
-    """The same refusal as a real HTTP answer (what a client sees from `agent-memory serve`)."""
+    """The same refusal as a real HTTP answer (what a client sees from `rushmem serve`)."""
     import http.client
 
-    from agent_memory_tools.local.server import LocalApi, make_server
+    from rushmem_tools.local.server import LocalApi, make_server
 
     url = login_url(small_pg)
     env_for(monkeypatch, url)

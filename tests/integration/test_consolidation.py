@@ -1,4 +1,4 @@
-"""Consolidation (Memory.admin.consolidate, `agent-memory consolidate`, MigrateFunction's scheduled
+"""Consolidation (Memory.admin.consolidate, `rushmem consolidate`, MigrateFunction's scheduled
 task) on the real embedded PostgreSQL: true duplicates that slipped in are merged, with the merge
 in their history; different facts that look alike are left alone; runs resume where they stopped."""
 
@@ -11,12 +11,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.store.memories.consolidation import CHECKPOINT_KEY
-from agent_memory_contract.models import ImportLine
-from agent_memory_tools.cli import main
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.store.memories.consolidation import CHECKPOINT_KEY
+from rushmem_contract.models import ImportLine
+from rushmem_tools.cli import main
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.recall import TEMPLATE
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -21,11 +21,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.service import Memory
-from agent_memory_contract.errors import DatabaseUnavailable
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem.service import Memory
+from rushmem_contract.errors import DatabaseUnavailable
+from rushmem_contract.models import NewMemory
 from tests.support.faults import RestartablePostgres
 from tests.support.ingest import failures, sqs_event, sqs_record, start_ingest_process
 

@@ -22,13 +22,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from agent_memory.config import Settings
-from agent_memory.providers.rdsdata import DataApi, DataApiTarget
-from agent_memory.service import Memory
-from agent_memory.store.engine.connection import Connection
-from agent_memory.store.engine.dataapi import DataApiConnection
-from agent_memory_contract.errors import DatabaseResuming, DatabaseUnavailable
-from agent_memory_contract.models import ConversationEnded, NewMemory
+from rushmem.config import Settings
+from rushmem.providers.rdsdata import DataApi, DataApiTarget
+from rushmem.service import Memory
+from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.dataapi import DataApiConnection
+from rushmem_contract.errors import DatabaseResuming, DatabaseUnavailable
+from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.data_api import CLUSTER_ARN, MAX_RESPONSE_BYTES, DataApiStandIn, DenseEmbedder
 from tests.support.ingest import conversation, failures, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke
@@ -277,7 +277,7 @@ def test_migrate_through_the_data_api_as_the_owner(
     """Every migration file (many statements, dollar-quoted bodies) and the login role, one call per statement."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from agent_memory.service import Memory
+    from rushmem.service import Memory
 
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(key, "testing")
@@ -375,7 +375,7 @@ def test_recall_limit_50_over_dense_1024d_vectors_fits_the_response_limit(
 def test_full_vectors_at_that_size_exceed_the_response_limit(dense_store: Memory, data_api: DataApiStandIn) -> None:
     """What recall did before: every candidate's vector as text. The stand-in refuses the answer
     as the Data API does, so the compact form is what keeps limit 50 working."""
-    from agent_memory.store.engine.dataapi import DataApiConnection
+    from rushmem.store.engine.dataapi import DataApiConnection
 
     dense_store.recall("warm up", user_id="u-dense", limit=5)
     data_api.response_bytes.clear()

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.store.engine.transactions import read_as_user, user_transaction
-from agent_memory_contract.errors import DatabaseUnavailable, StatementTimeout
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.store.engine.transactions import read_as_user, user_transaction
+from rushmem_contract.errors import DatabaseUnavailable, StatementTimeout
+from rushmem_contract.models import NewMemory
 from tests.support.faults import RestartablePostgres
 
 
@@ -68,7 +68,7 @@ def test_a_stalled_recall_hits_the_statement_timeout_once(own_pg: RestartablePos
 
 def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable(database_url: str) -> None:
     """A restart between connect() and the setup queries raised a raw psycopg error (a flaky 500)."""
-    from agent_memory.store.engine.connection import Database
+    from rushmem.store.engine.connection import Database
 
     def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
@@ -81,7 +81,7 @@ def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable
 
 def test_a_statement_failing_while_setting_a_connection_up_is_reported_as_itself(database_url: str) -> None:
     """ProgramLimitExceeded is an OperationalError too; it was reported as a lost connection."""
-    from agent_memory.store.engine.connection import Database
+    from rushmem.store.engine.connection import Database
 
     def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         conn.execute("CREATE TEMP TABLE wide (v vector(3000))")

@@ -1,7 +1,7 @@
 """Recall whose cost follows the user's data, not the table's: no table-wide vector index (any
 dimension migrates), and users with many memories get their own partition of dense_memories with
-an HNSW and a GIN index from `agent-memory dense-users`, which recall detects in the same statement
-(migrations 0005 and 0013, agent_memory.store.indexes.partitions)."""
+an HNSW and a GIN index from `rushmem dense-users`, which recall detects in the same statement
+(migrations 0005 and 0013, rushmem.store.indexes.partitions)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.store.engine.transactions import user_transaction
-from agent_memory.store.indexes.dense import dense_index_names, partition_name
-from agent_memory.store.memories import recall
-from agent_memory.store.memories.filters import dense_filters_sql, filter_params, filter_shape
-from agent_memory.store.memories.scope import Scope, scope_params
-from agent_memory.store.schema.migrate import _apply, available_migrations
-from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
-from agent_memory_tools.cli.main import main
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.store.engine.transactions import user_transaction
+from rushmem.store.indexes.dense import dense_index_names, partition_name
+from rushmem.store.memories import recall
+from rushmem.store.memories.filters import dense_filters_sql, filter_params, filter_shape
+from rushmem.store.memories.scope import Scope, scope_params
+from rushmem.store.schema.migrate import _apply, available_migrations
+from rushmem_contract.models import ImportLine, MemoryFilters, NewMemory
+from rushmem_tools.cli.main import main
 from tests.support.db import round_trips
 
 EARLIER = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)

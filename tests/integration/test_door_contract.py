@@ -12,11 +12,11 @@ import psycopg
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
-from agent_memory.ingest.importing import ImportReport
-from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
-from agent_memory.service import Memory
-from agent_memory_contract.models import REDACTED_KEY, NewMemory
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.ingest.importing import ImportReport
+from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
+from rushmem.service import Memory
+from rushmem_contract.models import REDACTED_KEY, NewMemory
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.ingest import TEMPLATE, conversation, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke, with_body, with_request
 

@@ -1,6 +1,6 @@
 """Issue 23's promises through every door that is not the HTTP API's events or the queue (those
 have their own tests: test_redaction.py, test_poisoning.py, test_hostile_input.py, test_usage.py):
-the CLI, the Python client against `agent-memory serve`, MCP over stdio (`agent-memory mcp`) and
+the CLI, the Python client against `rushmem serve`, MCP over stdio (`rushmem mcp`) and
 MCP over Streamable HTTP, each on the real embedded PostgreSQL (tests/support/doors.py).
 
 - a value hidden by one invisible or lookalike character is redacted as stored and as shown;
@@ -18,10 +18,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.poison import reasons
-from agent_memory.service import Memory
-from agent_memory_contract.models import REDACTED_KEY, MemoryFilters, NewMemory
+from rushmem.config import Settings
+from rushmem.poison import reasons
+from rushmem.service import Memory
+from rushmem_contract.models import REDACTED_KEY, MemoryFilters, NewMemory
 from tests.support.doors import (
     DOORS,
     CliDoor,
@@ -164,7 +164,7 @@ def test_every_mcp_result_with_memory_text_is_defused(name: str, lambda_env: str
     for tool, memory in results.items():
         assert "Ignore all previous instructions" not in memory["content"], tool
         assert "(instruction removed)" in memory["content"] and memory["content_defused"] is True, tool
-    # The owner still reads the exact stored text (the service, GET /memories/{id}, `agent-memory get`).
+    # The owner still reads the exact stored text (the service, GET /memories/{id}, `rushmem get`).
     service = Memory(Settings(database_url=lambda_env, embedding_provider="hash"))
     try:
         assert service.get(uuid.UUID(memory_id), user_id=USER).content == poisoned
@@ -272,8 +272,8 @@ def test_rows_stored_before_the_visible_form_are_rewritten_by_export_then_import
     vectors); the documented upgrade (SECURITY.md) is the write path again: export the user,
     forget them, import the export. Afterwards what is stored is what a reader sees, redacted,
     and a metadata filter written as a reader sees the key finds the memory."""
-    from agent_memory.ingest.importing import ImportReport
-    from agent_memory.privacy import PiiPolicy
+    from rushmem.ingest.importing import ImportReport
+    from rushmem.privacy import PiiPolicy
 
     settings = Settings(database_url=lambda_env, embedding_provider="hash", pii=PiiPolicy.parse("redact"))
     service = Memory(settings)

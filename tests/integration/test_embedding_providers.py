@@ -19,12 +19,12 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from agent_memory.config import Settings
-from agent_memory.embeddings import create_embedder
-from agent_memory.embeddings.bedrock import DEFAULT_MODEL as TITAN
-from agent_memory.embeddings.bedrock import BedrockEmbedder
-from agent_memory.embeddings.openai import OpenAIEmbedder
-from agent_memory_contract.errors import ProviderError
+from rushmem.config import Settings
+from rushmem.embeddings import create_embedder
+from rushmem.embeddings.bedrock import DEFAULT_MODEL as TITAN
+from rushmem.embeddings.bedrock import BedrockEmbedder
+from rushmem.embeddings.openai import OpenAIEmbedder
+from rushmem_contract.errors import ProviderError
 from tests.support.ingest import ChatServer, Reply
 
 LIKES = ["tea", "jazz", "rust", "sql", "hiking", "chess"]

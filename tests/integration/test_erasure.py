@@ -11,10 +11,10 @@ import uuid
 import psycopg
 import pytest
 
-from agent_memory.service import Memory
-from agent_memory_client import MemoryClient
-from agent_memory_contract.errors import NotFound
-from agent_memory_contract.models import ConversationEnded, NewMemory
+from rushmem.service import Memory
+from rushmem_client import MemoryClient
+from rushmem_contract.errors import NotFound
+from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.recall import as_jwt, body_of, event, invoke, token, with_body, with_request
 
 # The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
-from agent_memory_tools.cli import main
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_contract.models import ImportLine, MemoryFilters, NewMemory
+from rushmem_tools.cli import main
 from tests.support.recall import body_of, invoke, with_body
 
 SIGNALS = {

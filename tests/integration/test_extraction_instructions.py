@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from agent_memory.service import Memory
-from agent_memory_client import AsyncMemoryClient, MemoryClient
-from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.instructions import ExtractionInstructions
-from agent_memory_contract.models import ConversationEnded, MemoryFilters
-from agent_memory_tools.local import runtime as lambda_local
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem.service import Memory
+from rushmem_client import AsyncMemoryClient, MemoryClient
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.instructions import ExtractionInstructions
+from rushmem_contract.models import ConversationEnded, MemoryFilters
+from rushmem_tools.local import runtime as lambda_local
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.environment import use_lambda_environment
 from tests.support.ingest import (
     TEMPLATE,
@@ -209,7 +209,7 @@ def test_the_http_api_sets_reads_and_versions_instructions_and_post_conversation
     assert kept == {"The user prefers TypeScript.", "The user is vegan."}
 
 
-# ---- the Python clients, against agent-memory serve -------------------------------------------
+# ---- the Python clients, against rushmem serve -------------------------------------------
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.service import Memory
-from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
+from rushmem.service import Memory
+from rushmem_contract.models import ImportLine, MemoryFilters, NewMemory
 from tests.support.db import round_trips
 
 JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))

@@ -1,5 +1,5 @@
-"""GRAFOMEM's GMP conformance suite (a third party's, MIT) over the HTTP API of `agent-memory serve`,
-through the adapter `agent-memory bench gmp` uses: every capability it declares must hold, among them
+"""GRAFOMEM's GMP conformance suite (a third party's, MIT) over the HTTP API of `rushmem serve`,
+through the adapter `rushmem bench gmp` uses: every capability it declares must hold, among them
 AUDIT (texts one digit apart are two memories), SUPERSESSION_CHAIN through ``supersedes``, BI_TEMPORAL
 through ``as_of``, HARD_DELETE (history included) and PROVENANCE (a write id on every memory)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory_tools.bench import gmp
+from rushmem_tools.bench import gmp
 
 pytest.importorskip("aml", reason="GRAFOMEM (the dev extra) is not installed")
 

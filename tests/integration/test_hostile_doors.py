@@ -7,7 +7,7 @@ personal data a detector finds with AGENT_MEMORY_PII=redact).
 Doors: the HTTP API through RecallFunction's events (IAM and JWT callers, headers, query
 parameters, path ids, bodies), MCP over HTTP (JSON-RPC with bad params and headers), the queue
 (SQS records with bad bodies and attributes, an oversized batch), the CLI (argv and files), the
-Python client against `agent-memory serve`, MCP over stdio (a raw JSON-RPC stream) and serve's
+Python client against `rushmem serve`, MCP over stdio (a raw JSON-RPC stream) and serve's
 own HTTP parsing. Each test runs its door's cases and lists every one that broke a promise."""
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from urllib.parse import quote
 import pytest
 
 import tests.support.recall
-from agent_memory.config import Settings
-from agent_memory.privacy import PiiPolicy
-from agent_memory_contract.errors import AgentMemoryError
-from agent_memory_contract.kinds import error_kind
-from agent_memory_tools.cli import main
-from agent_memory_tools.local import runtime
+from rushmem.config import Settings
+from rushmem.privacy import PiiPolicy
+from rushmem_contract.errors import AgentMemoryError
+from rushmem_contract.kinds import error_kind
+from rushmem_tools.cli import main
+from rushmem_tools.local import runtime
 from tests.support.doors import CliDoor, ClientDoor, served, stdio_server
 from tests.support.ingest import TEMPLATE, sqs_event, sqs_record
 from tests.support.recall import as_iam, as_jwt, invoke, with_body
@@ -641,7 +641,7 @@ def test_cli_no_traceback_and_nothing_unreadable_stored(
     assert broken == [], broken
 
 
-# ---- agent-memory serve: what reaches it over a socket ---------------------------------------
+# ---- rushmem serve: what reaches it over a socket ---------------------------------------
 
 
 def raw_request(url: str, request: bytes) -> bytes:
@@ -879,7 +879,7 @@ def http_request(url: str, method: str, path: str, headers: dict[str, str], body
 
 
 def test_serve_refuses_a_foreign_host_a_foreign_origin_and_cross_site_requests(hostile_env: str) -> None:
-    """The DNS-rebinding and CSRF doors of `agent-memory serve` (issue 33). A rebinding page's
+    """The DNS-rebinding and CSRF doors of `rushmem serve` (issue 33). A rebinding page's
     requests carry its own name as Host (and as Origin): no answer reads or writes a memory."""
     victim = "u-rebind"
     with served() as url:
@@ -993,7 +993,7 @@ def test_serve_refuses_a_foreign_host_a_foreign_origin_and_cross_site_requests(h
 
 
 def test_serve_answers_the_hosts_and_origins_it_is_told_to(hostile_env: str) -> None:
-    from agent_memory_tools.local.server import LocalApi, make_server
+    from rushmem_tools.local.server import LocalApi, make_server
 
     server = make_server(
         LocalApi(Path(TEMPLATE)), "127.0.0.1", 0, allowed_hosts=["memory.lan"], allowed_origins=["https://memory.lan"]

@@ -1,5 +1,5 @@
 """The write path against the real embedded PostgreSQL: IngestFunction through lambda_local
-(the code path of `agent-memory invoke`) and Memory.ingest_conversation."""
+(the code path of `rushmem invoke`) and Memory.ingest_conversation."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.extraction import Extraction, Extractor
-from agent_memory.extraction.records import ExtractedMemory
-from agent_memory.records import ExistingMemory
-from agent_memory.service import Memory
-from agent_memory_contract.models import ChatMessage, ConversationEnded, NewMemory
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.config import Settings
+from rushmem.extraction import Extraction, Extractor
+from rushmem.extraction.records import ExtractedMemory
+from rushmem.records import ExistingMemory
+from rushmem.service import Memory
+from rushmem_contract.models import ChatMessage, ConversationEnded, NewMemory
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.db import rows
 from tests.support.ingest import (
     APP,
@@ -98,7 +98,7 @@ def test_the_article_event_stores_the_facts_and_recall_shows_them(lambda_env: st
 
 @pytest.mark.model
 def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, blank_database_url: str) -> None:
-    from agent_memory_tools.local.demo import run_demo
+    from rushmem_tools.local.demo import run_demo
 
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)  # the real local model
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)
@@ -320,7 +320,7 @@ def test_extracted_memories_fill_only_the_room_left_by_the_clients(database_url:
 
 def test_logging_at_info_level_does_not_break_writes(service: Memory, caplog: pytest.LogCaptureFixture) -> None:
     # "created" is a LogRecord attribute; passing it in `extra` raised KeyError at INFO level.
-    with caplog.at_level(logging.INFO, logger="agent_memory"):
+    with caplog.at_level(logging.INFO, logger="rushmem"):
         service.add([NewMemory(content="The user uses pnpm.")], user_id="u-1")
         service.ingest_conversation(message())
     assert "remembered" in caplog.text and "ingested" in caplog.text

@@ -16,10 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import BatchNotDurable, Memory
-from agent_memory.store.memories.messages import UnflushedWrites
-from agent_memory_contract.models import ConversationEnded, NewMemory
+from rushmem.config import Settings
+from rushmem.service import BatchNotDurable, Memory
+from rushmem.store.memories.messages import UnflushedWrites
+from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.environment import use_lambda_environment
 from tests.support.faults import RestartablePostgres
 from tests.support.ingest import conversation, failures, sqs_event, sqs_record
@@ -138,7 +138,7 @@ def test_a_flush_that_fails_raises_a_typed_error_on_leaving_the_batch(
     def refuse(conn: Any) -> Any:
         raise OSError("the disk is gone")
 
-    monkeypatch.setattr("agent_memory.store.memories.messages.flush_writes", refuse)
+    monkeypatch.setattr("rushmem.store.memories.messages.flush_writes", refuse)
     with pytest.raises(BatchNotDurable), service.ingest_batch() as batch:
         batch.ingest_conversation(message)
 

@@ -12,16 +12,16 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.config import Settings
-from agent_memory.extraction import create_extractor
-from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
-from agent_memory.extraction.openai import OpenAIChatExtractor
-from agent_memory.extraction.prompt import build_prompt
-from agent_memory.providers.retry import RetryPolicy
-from agent_memory.service import Memory
-from agent_memory_contract.errors import ProviderError
-from agent_memory_contract.models import ConversationEnded
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.config import Settings
+from rushmem.extraction import create_extractor
+from rushmem.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
+from rushmem.extraction.openai import OpenAIChatExtractor
+from rushmem.extraction.prompt import build_prompt
+from rushmem.providers.retry import RetryPolicy
+from rushmem.service import Memory
+from rushmem_contract.errors import ProviderError
+from rushmem_contract.models import ConversationEnded
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.ingest import (
     TEMPLATE,
     ChatServer,

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.environment import use_lambda_environment
 from tests.support.ingest import REPO, TEMPLATE, conversation, failures
 

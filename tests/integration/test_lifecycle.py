@@ -7,8 +7,8 @@ import datetime as dt
 import psycopg
 import pytest
 
-from agent_memory.service import Memory
-from agent_memory_contract.models import NewMemory
+from rushmem.service import Memory
+from rushmem_contract.models import NewMemory
 from tests.support.ingest import supersede
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -106,7 +106,7 @@ def test_forgetting_a_user_deletes_their_history_only(service: Memory, database_
 
 @pytest.mark.parametrize("limit", [0, 10_001])
 def test_history_limit_is_checked(service: Memory, limit: int) -> None:
-    from agent_memory_contract.errors import InvalidInput
+    from rushmem_contract.errors import InvalidInput
 
     with pytest.raises(InvalidInput):
         service.history(user_id="u1", limit=limit)

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.embeddings import create_embedder
-from agent_memory_contract.errors import ConfigurationError
-from agent_memory_tools.embedders.bert import read_safetensors
-from agent_memory_tools.embedders.local import LocalEmbedder, numpy_unsupported
+from rushmem.config import Settings
+from rushmem.embeddings import create_embedder
+from rushmem_contract.errors import ConfigurationError
+from rushmem_tools.embedders.bert import read_safetensors
+from rushmem_tools.embedders.local import LocalEmbedder, numpy_unsupported
 
 pytestmark = pytest.mark.model
 
@@ -109,7 +109,7 @@ def test_the_configured_local_provider_is_the_tools_model(local_embedder: LocalE
 def test_the_cli_path_never_imports_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from agent_memory_tools.embedders.local import LocalEmbedder\n"
+        "from rushmem_tools.embedders.local import LocalEmbedder\n"
         "vector = LocalEmbedder().embed_query('hello')\n"
         "assert vector.shape == (384,)\n"
         "heavy = sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'sklearn', 'scipy') "

@@ -1,5 +1,5 @@
-"""The MCP server, driven by the official SDK's own client: over stdio (`agent-memory mcp` as a
-subprocess, as Claude Desktop or Cursor starts it) and over Streamable HTTP against `agent-memory
+"""The MCP server, driven by the official SDK's own client: over stdio (`rushmem mcp` as a
+subprocess, as Claude Desktop or Cursor starts it) and over Streamable HTTP against `rushmem
 serve` (RecallFunction's /mcp behind a real HTTP server), in both protocol eras the SDK speaks."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
-from agent_memory.config import Settings
-from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
-from agent_memory.recall.block import BLOCK_START
-from agent_memory.service import Memory
-from agent_memory_client.mcp_auth import mcp_http_client
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem.config import Settings
+from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
+from rushmem.recall.block import BLOCK_START
+from rushmem.service import Memory
+from rushmem_client.mcp_auth import mcp_http_client
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.recall import ROOT, TEMPLATE, token
 
 TOOLS = {
@@ -58,7 +58,7 @@ def error_text(result: CallToolResult) -> str:
     return block.text
 
 
-# ---- the server: agent-memory serve, RecallFunction's /mcp ----------------------------------
+# ---- the server: rushmem serve, RecallFunction's /mcp ----------------------------------
 
 
 @pytest.fixture
@@ -198,7 +198,7 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
     return after
 
 
-# ---- over HTTP: agent-memory serve ----------------------------------------------------------
+# ---- over HTTP: rushmem serve ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -294,13 +294,13 @@ def test_get_and_delete_are_405_and_a_non_json_body_is_a_json_rpc_parse_error(se
     assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700
 
 
-# ---- over stdio: `agent-memory mcp`, a subprocess as an MCP host starts it ------------------
+# ---- over stdio: `rushmem mcp`, a subprocess as an MCP host starts it ------------------
 
 
 def stdio_server(*args: str) -> StdioServerParameters:
-    # The installed console script is `agent-memory`; `python -m agent_memory_tools` is the same main.
+    # The installed console script is `rushmem`; `python -m rushmem_tools` is the same main.
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "agent_memory_tools", "mcp", *args], env=dict(os.environ), cwd=ROOT
+        command=sys.executable, args=["-m", "rushmem_tools", "mcp", *args], env=dict(os.environ), cwd=ROOT
     )
 
 
@@ -333,7 +333,7 @@ def test_stdio_speaks_the_modern_protocol_and_uses_the_project_given(lambda_env:
 
 def test_mcp_command_refuses_a_bad_user_before_serving(lambda_env: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agent_memory_tools", "mcp", "--user", "bad\x07user"],
+        [sys.executable, "-m", "rushmem_tools", "mcp", "--user", "bad\x07user"],
         input="",
         capture_output=True,
         text=True,

@@ -1,7 +1,7 @@
 """A backend calls the deployed MCP endpoint with the SDK's client, signing with SigV4 as API
 Gateway's AWS_IAM authorizer requires: the signatures are checked by an independent verifier
 written from AWS's Signature Version 4 specification (not botocore, which signs), in front of
-`agent-memory serve`."""
+`rushmem serve`."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from botocore.credentials import Credentials
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from agent_memory_client.mcp_auth import SigV4Auth, mcp_http_client
-from agent_memory_contract.errors import ConfigurationError
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem_client.mcp_auth import SigV4Auth, mcp_http_client
+from rushmem_contract.errors import ConfigurationError
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.recall import TEMPLATE
 from tests.support.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, verify
 
 
 class VerifyingGateway(httpx2.AsyncBaseTransport):
     """What API Gateway does before the function: refuse a request whose signature does not hold
-    (403), pass the others on (here to `agent-memory serve`)."""
+    (403), pass the others on (here to `rushmem serve`)."""
 
     def __init__(self) -> None:
         self.inner = httpx2.AsyncHTTPTransport()

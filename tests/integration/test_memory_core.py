@@ -10,16 +10,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from agent_memory.config import Settings
-from agent_memory.recall.block import BLOCK_GUARD
-from agent_memory.recall.ranking import leg_positions
-from agent_memory.service import Memory
-from agent_memory.store.indexes.dense import dense_index_names
-from agent_memory.store.memories import recall
-from agent_memory.store.memories.scope import Scope, scope_params
-from agent_memory.store.schema.migrate import available_migrations
-from agent_memory_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.recall.block import BLOCK_GUARD
+from rushmem.recall.ranking import leg_positions
+from rushmem.service import Memory
+from rushmem.store.indexes.dense import dense_index_names
+from rushmem.store.memories import recall
+from rushmem.store.memories.scope import Scope, scope_params
+from rushmem.store.schema.migrate import available_migrations
+from rushmem_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
+from rushmem_contract.models import NewMemory
 
 # The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends
@@ -266,7 +266,7 @@ def test_an_unmigrated_database_without_auto_migrate_says_what_to_run(blank_data
     service = Memory(Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False))
     with pytest.raises(SchemaMismatch) as err:
         service.list(user_id="u1")
-    assert "agent-memory migrate" in str(err.value)
+    assert "rushmem migrate" in str(err.value)
 
 
 def test_list_pages_with_a_cursor(service: Memory) -> None:

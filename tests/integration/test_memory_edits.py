@@ -13,9 +13,9 @@ import pytest
 from pgvector.psycopg import register_vector
 from pydantic import ValidationError
 
-from agent_memory.service import Memory
-from agent_memory_contract.errors import Conflict, InputTooLarge, NotFound
-from agent_memory_contract.models import MemoryChanges, NewMemory, content_hash
+from rushmem.service import Memory
+from rushmem_contract.errors import Conflict, InputTooLarge, NotFound
+from rushmem_contract.models import MemoryChanges, NewMemory, content_hash
 
 # The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends

@@ -1,6 +1,6 @@
 """Pages within Lambda's 6 MB answer: a user whose memories carry large (allowed) metadata gets list
 and export pages bounded by bytes as well as by count, the cursor carrying on to the last memory;
-`agent-memory serve` refuses an answer over 6 MB as Lambda does (502), so this is what a deployed
+`rushmem serve` refuses an answer over 6 MB as Lambda does (502), so this is what a deployed
 stack would do."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_memory_client import MemoryClient
-from agent_memory_contract.models import LAMBDA_RESPONSE_BYTES
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem_client import MemoryClient
+from rushmem_contract.models import LAMBDA_RESPONSE_BYTES
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.recall import TEMPLATE
 
 USER = "u-large"
@@ -83,7 +83,7 @@ def test_list_and_export_pages_stay_under_6_mb_and_the_cursor_carries_on(served:
 
 def test_serve_refuses_an_answer_over_6_mb_as_lambda_does(served: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the byte bound (as before), the same page is over the limit: serve answers 502."""
-    from agent_memory.service import pages
+    from rushmem.service import pages
 
     with MemoryClient(served) as client:
         for start in range(0, COUNT, 40):
@@ -103,7 +103,7 @@ def test_a_memory_history_of_hundreds_of_metadata_edits_comes_in_pages_under_6_m
     with large (allowed) metadata are over 6 MB of history. Paged by bytes, every page is under it
     and the cursor reaches the last event; unpaged (the byte bound taken away) serve answers 502,
     as Lambda would have refused the answer."""
-    from agent_memory.service import pages
+    from rushmem.service import pages
 
     with MemoryClient(served) as client:
         memory_id = client.add([_large(0)], user_id=USER).ids[0]

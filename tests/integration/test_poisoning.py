@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.ingest.importing import ImportReport
-from agent_memory.service import Memory
-from agent_memory.store.schema.migrate import available_migrations
-from agent_memory_contract.models import ConversationEnded, NewMemory
+from rushmem.config import Settings
+from rushmem.ingest.importing import ImportReport
+from rushmem.service import Memory
+from rushmem.store.schema.migrate import available_migrations
+from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.environment import use_lambda_environment
 from tests.support.ingest import TEMPLATE, ChatServer, Reply, failures, memories_answer, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke, with_body, with_request
@@ -94,7 +94,7 @@ def ingest_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
 
 
 def ingest(*bodies: dict[str, object]) -> None:
-    from agent_memory_tools.local import runtime
+    from rushmem_tools.local import runtime
 
     response = runtime.invoke(TEMPLATE, "IngestFunction", sqs_event(*(sqs_record(b) for b in bodies)))
     assert failures(response) == []
@@ -167,7 +167,7 @@ def test_migration_0008_upgrades_a_store_with_memories(blank_database_url: str) 
 
 
 def test_editing_the_content_marks_it_anew(service: Memory) -> None:
-    from agent_memory_contract.models import MemoryChanges
+    from rushmem_contract.models import MemoryChanges
 
     (memory_id,) = service.add([NewMemory(content="Uses vim")], user_id=USER).ids
     edited = service.update(memory_id, MemoryChanges(content=POISON), user_id=USER)
@@ -196,7 +196,7 @@ DISGUISED = {
 
 
 def _assert_block_speaks_no_instruction(block: str) -> None:
-    from agent_memory.poison import reasons
+    from rushmem.poison import reasons
 
     for line in block.splitlines()[3:-1]:  # the memory lines
         assert reasons(line) == [], line

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
+from rushmem.config import Settings
+from rushmem.service import Memory
 
 
 @pytest.mark.parametrize(("enabled", "prepared_after_repeats"), [(True, True), (False, False)])

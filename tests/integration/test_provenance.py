@@ -14,13 +14,13 @@ import psycopg
 import pytest
 from mcp import Client
 
-from agent_memory.config import Settings
-from agent_memory.ingest.importing import ImportReport
-from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
-from agent_memory.service import Memory
-from agent_memory_client import AsyncMemoryClient, MemoryClient
-from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
-from agent_memory_tools.cli import main
+from rushmem.config import Settings
+from rushmem.ingest.importing import ImportReport
+from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
+from rushmem.service import Memory
+from rushmem_client import AsyncMemoryClient, MemoryClient
+from rushmem_contract.models import ConversationEnded, MemoryChanges, NewMemory
+from rushmem_tools.cli import main
 from tests.support.recall import body_of, invoke, with_body, with_request
 
 USER = "user-123"

@@ -1,4 +1,4 @@
-"""The in-process Python API: ``from agent_memory import Memory`` on the embedded default (the
+"""The in-process Python API: ``from rushmem import Memory`` on the embedded default (the
 environment's settings: an embedded PostgreSQL under AGENT_MEMORY_DATA_DIR), in four lines."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import agent_memory
-from agent_memory import Admin, Memory
-from agent_memory_contract.errors import InvalidInput, NotFound
-from agent_memory_contract.models import ConversationEnded, MemoryChanges, MemoryRecord
+import rushmem
+from rushmem import Admin, Memory
+from rushmem_contract.errors import InvalidInput, NotFound
+from rushmem_contract.models import ConversationEnded, MemoryChanges, MemoryRecord
 
 # Each public member is a decision: a new one must be added here on purpose.
 MEMORY_MEMBERS = {
@@ -89,9 +89,9 @@ def embedded_default(monkeypatch: pytest.MonkeyPatch, embedded_dir: Path) -> Pat
 def test_memory_and_admin_have_exactly_the_intended_public_members() -> None:
     assert public(Memory) | {"settings", "admin"} == MEMORY_MEMBERS
     assert public(Admin) == ADMIN_MEMBERS
-    assert agent_memory.Memory is Memory and agent_memory.Admin is Admin
+    assert rushmem.Memory is Memory and rushmem.Admin is Admin
     with pytest.raises(AttributeError):
-        _ = agent_memory.MemoryService  # type: ignore[attr-defined]
+        _ = rushmem.MemoryService  # type: ignore[attr-defined]
 
 
 def test_the_four_lines_store_and_recall_on_the_embedded_default(embedded_default: Path) -> None:
@@ -142,7 +142,7 @@ def test_keyword_overrides_change_the_environments_settings(embedded_default: Pa
 def test_the_four_lines_run_in_a_fresh_interpreter(embedded_dir: Path) -> None:
     """What a reader of the README pastes: a new process, the package importable, nothing else set."""
     code = (
-        "from agent_memory import Memory; m = Memory(); "
+        "from rushmem import Memory; m = Memory(); "
         "m.add('The user prefers TypeScript', user_id='u-42'); "
         "print(m.recall('Which language should I use?', user_id='u-42').prompt_block)"
     )

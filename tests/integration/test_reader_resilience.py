@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.service import Memory
-from agent_memory_contract.models import NewMemory
+from rushmem.service import Memory
+from rushmem_contract.models import NewMemory
 from tests.integration.test_readers import replay_paused, settings_for
 from tests.support.recall import body_of, invoke, with_body
 from tests.support.replica import ReplicaPair
@@ -107,7 +107,7 @@ def test_recall_answers_with_the_writer_stopped(
             assert [m["content"] for m in body_of(answer)["memories"]] == ["Uses pnpm"]
             assert time.perf_counter() - started < 2.0  # never waits for the writer's connect timeout
     # The writer is back: the counts kept meanwhile are written, each once.
-    from agent_memory.service import built_service
+    from rushmem.service import built_service
 
     service = built_service()
     assert service is not None

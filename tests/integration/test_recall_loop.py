@@ -1,4 +1,4 @@
-"""The recall-loop guard on the write path (agent_memory.ingest.conversation): a conversation
+"""The recall-loop guard on the write path (rushmem.ingest.conversation): a conversation
 handed over with a [RUSH_MEMORY] block still in it (the agent's prompt, or an echo of it) never
 turns the block's recalled facts into new memories, whatever the extractor, through every door
 that takes a conversation: the queue (IngestFunction), POST /conversations, MCP remember_conversation."""
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
-from agent_memory.recall.block import build_memory_block
-from agent_memory.service import Memory
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
+from rushmem.recall.block import build_memory_block
+from rushmem.service import Memory
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.ingest import TEMPLATE, ChatServer, Reply, failures, memories_answer, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke, with_body
 

@@ -12,13 +12,13 @@ import psycopg
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.config import Settings
-from agent_memory.ingest.importing import ImportReport
-from agent_memory.ingest.redaction import REDACTED_KEY, Redactor
-from agent_memory.privacy import PiiPolicy, RegexDetector
-from agent_memory.providers.comprehend import ComprehendPiiDetector
-from agent_memory.service import Memory
-from agent_memory_contract.models import ConversationEnded, MemoryChanges, NewMemory
+from rushmem.config import Settings
+from rushmem.ingest.importing import ImportReport
+from rushmem.ingest.redaction import REDACTED_KEY, Redactor
+from rushmem.privacy import PiiPolicy, RegexDetector
+from rushmem.providers.comprehend import ComprehendPiiDetector
+from rushmem.service import Memory
+from rushmem_contract.models import ConversationEnded, MemoryChanges, NewMemory
 
 CARD = "4111 1111 1111 1111"
 EMAIL = "ana.lima@example.com"
@@ -215,8 +215,8 @@ def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) ->
 
 
 def test_a_changed_content_is_redacted_like_any_write(redacting: Memory, database_url: str) -> None:
-    from agent_memory_contract.errors import InvalidInput
-    from agent_memory_contract.models import MemoryChanges
+    from rushmem_contract.errors import InvalidInput
+    from rushmem_contract.models import MemoryChanges
 
     (memory_id,) = redacting.add([NewMemory(content="The user drinks oat milk", metadata={"a": 1})], user_id="u1").ids
     updated = redacting.update(memory_id, MemoryChanges(content=f"The user gets receipts at {EMAIL}"), user_id="u1")
@@ -283,7 +283,7 @@ def test_a_disguised_value_in_content_or_metadata_is_redacted_through_the_http_a
 def test_the_sqs_message_redacts_disguised_values_in_content_and_metadata(
     monkeypatch: pytest.MonkeyPatch, lambda_env: str
 ) -> None:
-    from agent_memory_tools.local import runtime
+    from rushmem_tools.local import runtime
     from tests.support.ingest import TEMPLATE, failures, sqs_event, sqs_record
 
     monkeypatch.setenv("AGENT_MEMORY_PII", "redact")
@@ -297,7 +297,7 @@ def test_the_sqs_message_redacts_disguised_values_in_content_and_metadata(
 
 
 def test_metadata_values_are_redacted_on_every_write_path(redacting: Memory, database_url: str) -> None:
-    from agent_memory_contract.models import MemoryChanges
+    from rushmem_contract.models import MemoryChanges
 
     (memory_id,) = redacting.add([NewMemory(content="Likes tea", metadata={"mail": EMAIL})], user_id="u1").ids
     memory = redacting.get(memory_id, user_id="u1")
@@ -314,8 +314,8 @@ def test_metadata_values_are_redacted_on_every_write_path(redacting: Memory, dat
 def test_in_drop_mode_personal_data_in_metadata_drops_the_memory_or_refuses_the_change(
     settings: Settings, database_url: str
 ) -> None:
-    from agent_memory_contract.errors import InvalidInput
-    from agent_memory_contract.models import MemoryChanges
+    from rushmem_contract.errors import InvalidInput
+    from rushmem_contract.models import MemoryChanges
 
     dropping = Memory(settings.model_copy(update={"pii": PiiPolicy.parse("redact,credential=drop")}))
     try:

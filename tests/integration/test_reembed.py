@@ -1,14 +1,14 @@
-"""agent-memory reembed: a new model or dimension while reads go on; resumable; never a silent mix."""
+"""rushmem reembed: a new model or dimension while reads go on; resumable; never a silent mix."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_contract.errors import ConfigurationError, SchemaMismatch
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_contract.errors import ConfigurationError, SchemaMismatch
+from rushmem_contract.models import NewMemory
 
 FACTS = [f"fact number {i} about topic {i % 7}" for i in range(25)]
 

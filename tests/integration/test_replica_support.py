@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_contract.models import NewMemory
 from tests.support.replica import ReplicaPair, current_lsn, lag_summary, measure_replay_lag, replay_lsn, wait_for_replay
 
 
@@ -105,7 +105,7 @@ def test_a_paused_standby_serves_an_older_snapshot_until_it_replays_the_token(re
 
 def test_every_commit_is_replayed_on_the_standby(replica_pair: ReplicaPair) -> None:
     """Every one of 50 single-row commits is readable on the standby within the 10 s bound of
-    measure_replay_lag (the figures are printed; ``python -m agent_memory_tools.bench.replica --writes 200``
+    measure_replay_lag (the figures are printed; ``python -m rushmem_tools.bench.replica --writes 200``
     measures)."""
     lags = measure_replay_lag(replica_pair, writes=50, timeout_s=10)
     print(lag_summary(lags))

@@ -14,13 +14,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.config import Settings
-from agent_memory.providers.retry import RetryPolicy
-from agent_memory.rerank import create_reranker
-from agent_memory.rerank.bedrock import BedrockReranker
-from agent_memory.rerank.cohere import CohereReranker
-from agent_memory.service import Memory
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.providers.retry import RetryPolicy
+from rushmem.rerank import create_reranker
+from rushmem.rerank.bedrock import BedrockReranker
+from rushmem.rerank.cohere import CohereReranker
+from rushmem.service import Memory
+from rushmem_contract.models import NewMemory
 from tests.support.ingest import ChatServer, Reply
 
 DOCS = ["The user lives in Lisbon.", "The user has a dog named Rex.", "The user prefers tea."]
@@ -93,7 +93,7 @@ def test_a_refusal_or_an_answer_that_does_not_fit_falls_back(
 ) -> None:
     server.script(reply)
     reranker = CohereReranker.from_settings(Settings(**cohere_settings(server)))
-    with caplog.at_level(logging.WARNING, logger="agent_memory.rerank.base"):
+    with caplog.at_level(logging.WARNING, logger="rushmem.rerank.base"):
         assert reranker.scores("q", DOCS) is None
     assert (reranker.calls, reranker.fallbacks) == (1, 1)
     assert "rerank failed; the fused order stands" in caplog.text

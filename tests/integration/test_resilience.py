@@ -16,10 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory, get_service
-from agent_memory_contract.models import NewMemory
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.config import Settings
+from rushmem.service import Memory, get_service
+from rushmem_contract.models import NewMemory
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.environment import use_lambda_environment
 from tests.support.faults import RestartablePostgres
 from tests.support.ingest import (

@@ -14,13 +14,13 @@ import anyio
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_client import MemoryClient
-from agent_memory_contract.errors import ConfigurationError, Forbidden, NotFound
-from agent_memory_contract.models import NewMemory
-from agent_memory_tools.cli import main
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_client import MemoryClient
+from rushmem_contract.errors import ConfigurationError, Forbidden, NotFound
+from rushmem_contract.models import NewMemory
+from rushmem_tools.cli import main
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.integration.test_mcp import http_client, structured
 from tests.support.recall import TEMPLATE, as_iam, as_jwt, body_of, invoke, with_body, with_request
 

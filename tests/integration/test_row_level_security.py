@@ -7,12 +7,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.store.engine.transactions import user_transaction
-from agent_memory_contract.errors import ConfigurationError
-from agent_memory_contract.instructions import ExtractionInstructions
-from agent_memory_contract.models import NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.store.engine.transactions import user_transaction
+from rushmem_contract.errors import ConfigurationError
+from rushmem_contract.instructions import ExtractionInstructions
+from rushmem_contract.models import NewMemory
 
 # The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
 pytestmark = pytest.mark.both_backends

@@ -1,4 +1,4 @@
-"""`agent-memory serve` over real HTTP on 127.0.0.1 answers as `agent-memory invoke` does, and
+"""`rushmem serve` over real HTTP on 127.0.0.1 answers as `rushmem invoke` does, and
 MemoryClient (no auth, JWT, SigV4) works against it with typed errors."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory.http.oauth import PUBLIC_PATHS
-from agent_memory_client import MemoryClient
-from agent_memory_contract.errors import (
+from rushmem.http.oauth import PUBLIC_PATHS
+from rushmem_client import MemoryClient
+from rushmem_contract.errors import (
     ConfigurationError,
     DatabaseUnavailable,
     Forbidden,
@@ -28,8 +28,8 @@ from agent_memory_contract.errors import (
     InvalidInput,
     ServiceUnavailable,
 )
-from agent_memory_tools.cli import main
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem_tools.cli import main
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.recall import (
     ROOT,
     TEMPLATE,
@@ -102,7 +102,7 @@ def test_curl_style_requests(served: str) -> None:
 def test_the_serve_command_prints_its_url_and_stops_on_sigterm(lambda_env: str) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm", "--template", str(TEMPLATE)],
+        [sys.executable, "-m", "rushmem_tools", "serve", "--port", "0", "--no-warm", "--template", str(TEMPLATE)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -159,8 +159,8 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
 def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
     """A route the resolver has but the template lacks would be 404 from API Gateway, and vice versa;
     a route without security in the API definition would be open to anyone."""
-    from agent_memory_tools.local.runtime import load_template
-    from agent_memory_tools.local.server import openapi_document
+    from rushmem_tools.local.runtime import load_template
+    from rushmem_tools.local.server import openapi_document
 
     resources = load_template(TEMPLATE)["Resources"]
     events = resources["RecallFunction"]["Properties"]["Events"].values()
@@ -341,7 +341,7 @@ def test_forget_quotes_the_id(served: str) -> None:
 
 def test_serve_takes_50_connections_at_once_before_it_accepts_any() -> None:
     """The listen backlog: socketserver's default of 5 left the 7th of 50 simultaneous clients
-    waiting for a SYN retry (`agent-memory bench load` saw connection errors)."""
+    waiting for a SYN retry (`rushmem bench load` saw connection errors)."""
     server = make_server(LocalApi(TEMPLATE))  # listening, not accepting yet
     clients = [socket.socket() for _ in range(50)]
     try:

@@ -1,4 +1,4 @@
-"""`agent-memory smoke --url URL` against `agent-memory serve` over real HTTP: without auth, with a real
+"""`rushmem smoke --url URL` against `rushmem serve` over real HTTP: without auth, with a real
 token verified against a local issuer's JWKS (`serve --jwt-issuer`), and a stack that refuses it;
 a clear verdict, the exit code, and nothing left behind."""
 
@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_memory.config import get_settings
-from agent_memory_client import MemoryClient
-from agent_memory_tools.cli import main
-from agent_memory_tools.local.server import LocalApi, make_server
-from agent_memory_tools.local.tokens import JwtVerifier
+from rushmem.config import get_settings
+from rushmem_client import MemoryClient
+from rushmem_tools.cli import main
+from rushmem_tools.local.server import LocalApi, make_server
+from rushmem_tools.local.tokens import JwtVerifier
 from tests.support.oauth_issuer import AUDIENCE, LocalIssuer
 from tests.support.recall import TEMPLATE
 from tests.support.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, SigV4Gateway
@@ -140,8 +140,8 @@ def test_smoke_checks_the_stacks_models_first(
 
     from botocore.stub import Stubber
 
-    from agent_memory.providers import lifecycle
-    from agent_memory_tools.cli import smoke
+    from rushmem.providers import lifecycle
+    from rushmem_tools.cli import smoke
     from tests.support.bedrock import bedrock_client, model_answer
 
     old = "anthropic.claude-3-haiku-20240307-v1:0"

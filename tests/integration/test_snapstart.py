@@ -1,4 +1,4 @@
-"""SnapStart's runtime hooks (agent_memory.lifecycle), simulated as the Lambda runtime runs them:
+"""SnapStart's runtime hooks (rushmem.lifecycle), simulated as the Lambda runtime runs them:
 the handler module registers them with snapshot_restore_py when it loads; before the snapshot
 the container warms up and lets go of its database connection, its cached secrets and the
 providers built with an API key; after the restore the random generator is reseeded and the
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from agent_memory import lifecycle
-from agent_memory.config import Settings
-from agent_memory.providers.aws import get_secret_value
-from agent_memory.service import Memory, set_service
-from agent_memory_contract.models import NewMemory
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem import lifecycle
+from rushmem.config import Settings
+from rushmem.providers.aws import get_secret_value
+from rushmem.service import Memory, set_service
+from rushmem_contract.models import NewMemory
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.recall import TEMPLATE
 
 

@@ -1,4 +1,4 @@
-"""How the SQL is sent and planned, where it costs milliseconds (found with `agent-memory bench`):
+"""How the SQL is sent and planned, where it costs milliseconds (found with `rushmem bench`):
 vectors go in binary, and recall is planned with its own values even once prepared."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.store.engine.transactions import read_as_user
-from agent_memory_contract.models import ConversationEnded, NewMemory
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.store.engine.transactions import read_as_user
+from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.db import round_trips
 
 

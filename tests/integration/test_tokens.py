@@ -1,4 +1,4 @@
-"""`agent-memory serve --jwt-issuer`: real tokens from a local OpenID Connect issuer (RSA keys made in
+"""`rushmem serve --jwt-issuer`: real tokens from a local OpenID Connect issuer (RSA keys made in
 the test, its discovery document and JWKS served over HTTP on 127.0.0.1), verified on every request as
 the stack's JWT authorizer does, through serve's /mcp and REST routes over real HTTP; the OAuth
 discovery an MCP host follows from a 401 to the issuer."""
@@ -26,11 +26,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from agent_memory.config import get_settings
-from agent_memory_client import MemoryClient
-from agent_memory_contract.errors import ConfigurationError, Forbidden
-from agent_memory_tools.local.server import LocalApi, make_server
-from agent_memory_tools.local.tokens import IssuerUnavailable, JwtVerifier, TokenRefused
+from rushmem.config import get_settings
+from rushmem_client import MemoryClient
+from rushmem_contract.errors import ConfigurationError, Forbidden
+from rushmem_tools.local.server import LocalApi, make_server
+from rushmem_tools.local.tokens import IssuerUnavailable, JwtVerifier, TokenRefused
 from tests.support.oauth_issuer import AUDIENCE, LocalIssuer
 from tests.support.recall import ROOT, TEMPLATE
 
@@ -45,7 +45,7 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 
 @pytest.fixture
 def served(lambda_env: str, issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """serve as `agent-memory serve --jwt-issuer ISSUER --jwt-audience AUDIENCE` runs it."""
+    """serve as `rushmem serve --jwt-issuer ISSUER --jwt-audience AUDIENCE` runs it."""
     monkeypatch.setenv("AGENT_MEMORY_OAUTH_ISSUER", issuer.url)
     monkeypatch.setenv("AGENT_MEMORY_OAUTH_SCOPES", "openid,email")
     get_settings.cache_clear()
@@ -209,7 +209,7 @@ def test_a_rotated_key_is_fetched_but_made_up_kids_do_not_hammer_the_issuer(serv
 
 
 def serve_command(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm", "--template"]
+    command = [sys.executable, "-m", "rushmem_tools", "serve", "--port", "0", "--no-warm", "--template"]
     return subprocess.run(
         [*command, str(TEMPLATE), *args], capture_output=True, text=True, env=dict(os.environ), cwd=ROOT, timeout=120
     )
@@ -219,7 +219,7 @@ def test_the_serve_command_verifies_tokens_from_the_issuer_it_names(lambda_env: 
     # Like Cognito: its OpenID configuration does not advertise S256 PKCE, so serve names itself as the
     # authorization server and serves RFC 8414 metadata that sends hosts to the issuer's endpoints.
     issuer = LocalIssuer(advertise_pkce=False)
-    command = [sys.executable, "-m", "agent_memory_tools", "serve", "--port", "0", "--no-warm", "--template"]
+    command = [sys.executable, "-m", "rushmem_tools", "serve", "--port", "0", "--no-warm", "--template"]
     args = [str(TEMPLATE), "--jwt-issuer", issuer.url, "--jwt-audience", f"other,{AUDIENCE}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -18,16 +18,16 @@ import psycopg
 import pytest
 from mcp import Client
 
-from agent_memory.config import Settings
-from agent_memory.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
-from agent_memory.service import Memory, get_service
-from agent_memory.store.schema.migrate import _apply, available_migrations
-from agent_memory_client import AsyncMemoryClient, MemoryClient
-from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import ConversationEnded, NewMemory
-from agent_memory_tools.cli import main
-from agent_memory_tools.local import runtime as lambda_local
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem.config import Settings
+from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
+from rushmem.service import Memory, get_service
+from rushmem.store.schema.migrate import _apply, available_migrations
+from rushmem_client import AsyncMemoryClient, MemoryClient
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.models import ConversationEnded, NewMemory
+from rushmem_tools.cli import main
+from rushmem_tools.local import runtime as lambda_local
+from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.ingest import sqs_event, sqs_record
 from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
 

@@ -18,16 +18,16 @@ import psycopg
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.config import Settings
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.extraction import create_extractor
-from agent_memory.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
-from agent_memory.extraction.prompt import build_prompt
-from agent_memory.records import ExistingMemory
-from agent_memory.service import Memory
-from agent_memory_contract.models import ConversationEnded, IngestOutcome, NewMemory
-from agent_memory_tools.cli import main
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.config import Settings
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem.extraction import create_extractor
+from rushmem.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
+from rushmem.extraction.prompt import build_prompt
+from rushmem.records import ExistingMemory
+from rushmem.service import Memory
+from rushmem_contract.models import ConversationEnded, IngestOutcome, NewMemory
+from rushmem_tools.cli import main
+from rushmem_tools.local import runtime as lambda_local
 from tests.support.db import rows
 from tests.support.ingest import (
     APP,
@@ -138,7 +138,7 @@ def llm_service(settings: Settings, server: ChatServer) -> Iterator[Memory]:
 
 
 def ingest(*bodies: dict[str, Any]) -> list[str]:
-    """Through IngestFunction (the path of `agent-memory invoke`); the failed messageIds."""
+    """Through IngestFunction (the path of `rushmem invoke`); the failed messageIds."""
     return failures(lambda_local.invoke(TEMPLATE, "IngestFunction", sqs_event(*(sqs_record(b) for b in bodies))))
 
 

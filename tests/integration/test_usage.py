@@ -11,15 +11,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory import prices
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory.store.accounts.usage import add_usage
-from agent_memory.store.memories import writes
-from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import ConversationEnded, NewMemory, RecallQuery
-from agent_memory_tools import costs
-from agent_memory_tools.cli import main
+from rushmem import prices
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem.store.accounts.usage import add_usage
+from rushmem.store.memories import writes
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.models import ConversationEnded, NewMemory, RecallQuery
+from rushmem_tools import costs
+from rushmem_tools.cli import main
 from tests.support.db import round_trips
 
 

@@ -5,7 +5,7 @@ refused as a 4xx naming the field, never a 5xx, and leaves nothing behind.
 The write paths, each through its real door on the embedded PostgreSQL:
 - POST /memories and POST /conversations (RecallFunction, events/ files through lambda_local);
 - the SQS "conversation ended" message with pre-extracted memories (IngestFunction);
-- import lines (``Memory.import_jsonl``, what ``agent-memory import`` runs);
+- import lines (``Memory.import_jsonl``, what ``rushmem import`` runs);
 - an LLM's JSON answer through the OpenAI-compatible provider (a scripted local chat server).
 
 The values: text over Unicode classes (controls, format characters, lone surrogates, RTL marks,
@@ -33,20 +33,20 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_memory.extraction.parsing import MAX_OUTPUT_CHARS
-from agent_memory.extraction.records import MAX_EXPIRY, ExtractedMemory
-from agent_memory.ingest.importing import ImportReport
-from agent_memory.service import get_service
-from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.inputs import BLANK_GRAPHICS
-from agent_memory_contract.models import (
+from rushmem.extraction.parsing import MAX_OUTPUT_CHARS
+from rushmem.extraction.records import MAX_EXPIRY, ExtractedMemory
+from rushmem.ingest.importing import ImportReport
+from rushmem.service import get_service
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.inputs import BLANK_GRAPHICS
+from rushmem_contract.models import (
     MAX_CONTENT_CHARS,
     MAX_METADATA_DEPTH,
     ConversationEnded,
     NewMemory,
     fact_key,
 )
-from agent_memory_tools.local import runtime
+from rushmem_tools.local import runtime
 from tests.support.environment import use_lambda_environment
 from tests.support.ingest import TEMPLATE, ChatServer, Reply, chat_completion, failures, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke, with_body, with_request

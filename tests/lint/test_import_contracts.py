@@ -21,19 +21,19 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 # contract id -> [(module file under shared/, the line planted at its end), ...]
 PLANTS: dict[str, list[tuple[str, str]]] = {
-    "runtime-alone": [("agent_memory/service/planted.py", "import agent_memory_tools.cli")],
-    "contract-pure": [("agent_memory_contract/planted.py", "import agent_memory.config")],
-    "client-alone": [("agent_memory_client/planted.py", "import numpy")],
-    "runtime-layers": [("agent_memory/providers/planted.py", "import agent_memory.service")],
+    "runtime-alone": [("rushmem/service/planted.py", "import rushmem_tools.cli")],
+    "contract-pure": [("rushmem_contract/planted.py", "import rushmem.config")],
+    "client-alone": [("rushmem_client/planted.py", "import numpy")],
+    "runtime-layers": [("rushmem/providers/planted.py", "import rushmem.service")],
     "acyclic": [
-        ("agent_memory/recall/planted.py", "import agent_memory.ingest.planted"),
-        ("agent_memory/ingest/planted.py", "import agent_memory.recall.planted"),
+        ("rushmem/recall/planted.py", "import rushmem.ingest.planted"),
+        ("rushmem/ingest/planted.py", "import rushmem.recall.planted"),
     ],
-    "http-edge": [("agent_memory/http/planted.py", "import agent_memory.service")],
-    "routes-thin": [("agent_memory/routes/memories.py", "import agent_memory.store.memories")],
-    "sql-in-store": [("agent_memory/recall/planted.py", "import psycopg")],
-    "io-in-providers": [("agent_memory/ingest/planted.py", "import httpx")],
-    "pure-steps": [("agent_memory/recall/scoring.py", "import agent_memory.store.engine.connection")],
+    "http-edge": [("rushmem/http/planted.py", "import rushmem.service")],
+    "routes-thin": [("rushmem/routes/memories.py", "import rushmem.store.memories")],
+    "sql-in-store": [("rushmem/recall/planted.py", "import psycopg")],
+    "io-in-providers": [("rushmem/ingest/planted.py", "import httpx")],
+    "pure-steps": [("rushmem/recall/scoring.py", "import rushmem.store.engine.connection")],
 }
 
 

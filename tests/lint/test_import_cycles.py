@@ -15,7 +15,7 @@ import grimp
 import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-PACKAGES = ("agent_memory", "agent_memory_contract", "agent_memory_client", "agent_memory_tools")
+PACKAGES = ("rushmem", "rushmem_contract", "rushmem_client", "rushmem_tools")
 
 
 def cycle_breakers(graph: grimp.ImportGraph) -> dict[str, set[tuple[str, str]]]:
@@ -36,14 +36,14 @@ def test_no_package_has_an_import_cycle() -> None:
 
 
 def annotation_imports() -> set[tuple[str, str]]:
-    """(importer, imported) of every ``from agent_memory... import`` under ``if TYPE_CHECKING:``."""
+    """(importer, imported) of every ``from rushmem... import`` under ``if TYPE_CHECKING:``."""
     found = set()
-    for path in SHARED.joinpath("agent_memory").rglob("*.py"):
+    for path in SHARED.joinpath("rushmem").rglob("*.py"):
         module = ".".join(path.relative_to(SHARED).with_suffix("").parts).removesuffix(".__init__")
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
                 for inner in ast.walk(node):
-                    if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("agent_memory."):
+                    if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("rushmem."):
                         found.add((module, inner.module or ""))
     return found
 
@@ -58,9 +58,9 @@ def test_imports_for_annotations_count() -> None:
     ("importer", "imported"),
     [
         # Inside one package: transactions imports connection.
-        ("agent_memory.store.engine.connection", "agent_memory.store.engine.transactions"),
+        ("rushmem.store.engine.connection", "rushmem.store.engine.transactions"),
         # Across subpackages (writes imports connection): the cycle shows in their common parent.
-        ("agent_memory.store.engine.connection", "agent_memory.store.memories.writes"),
+        ("rushmem.store.engine.connection", "rushmem.store.memories.writes"),
     ],
 )
 def test_a_planted_cycle_is_found(importer: str, imported: str) -> None:

@@ -1,4 +1,4 @@
-"""The memory page's browser tests' helpers: ``agent-memory serve`` in a subprocess (hash embedder, a
+"""The memory page's browser tests' helpers: ``rushmem serve`` in a subprocess (hash embedder, a
 fresh embedded database) and Debian's headless chromium driven through its chromedriver by selenium.
 Neither browser nor driver is ever downloaded: `make test` installs both with apt-get when missing."""
 
@@ -22,7 +22,7 @@ MISSING = "Debian's chromium and chromium-driver are needed (`make test` install
 
 @contextmanager
 def serving(data_dir: Path, settings: Mapping[str, str] | None = None) -> Iterator[str]:
-    """``agent-memory serve`` on 127.0.0.1, any free port, on a fresh database under ``data_dir``
+    """``rushmem serve`` on 127.0.0.1, any free port, on a fresh database under ``data_dir``
     (with ``settings``: AGENT_MEMORY_* variables); its URL."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")},
@@ -33,7 +33,7 @@ def serving(data_dir: Path, settings: Mapping[str, str] | None = None) -> Iterat
     }
     log = (data_dir.parent / "serve.log").open("w")
     serve = subprocess.Popen(
-        [sys.executable, "-m", "agent_memory_tools", "serve", "--host", "127.0.0.1", "--port", "0"],
+        [sys.executable, "-m", "rushmem_tools", "serve", "--host", "127.0.0.1", "--port", "0"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -35,8 +35,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agent_memory.config import Settings
-from agent_memory.embeddings.hashing import HashEmbedder
+from rushmem.config import Settings
+from rushmem.embeddings.hashing import HashEmbedder
 
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_ROW_BYTES = 64 * 1024

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from agent_memory.service import Memory
+from rushmem.service import Memory
 
 
 def round_trips(service: Memory, work: Any, tmp_path: Path) -> int:

@@ -1,10 +1,10 @@
 """Every door of the service behind one small interface, so that a promise (redaction, injection
 marks, defused tool results, decoders, identity, usage) is tested once and run through each:
 
-- ``cli``: ``agent-memory`` (its ``main``, in-process, JSON Lines on stdout, exit codes);
-- ``client``: :class:`agent_memory_client.MemoryClient` against ``agent-memory serve`` over real HTTP;
-- ``mcp-stdio``: ``agent-memory mcp --user U`` as a subprocess, driven by the MCP SDK's client;
-- ``mcp-http``: the SDK's client against ``agent-memory serve``'s ``/mcp`` (Streamable HTTP).
+- ``cli``: ``rushmem`` (its ``main``, in-process, JSON Lines on stdout, exit codes);
+- ``client``: :class:`rushmem_client.MemoryClient` against ``rushmem serve`` over real HTTP;
+- ``mcp-stdio``: ``rushmem mcp --user U`` as a subprocess, driven by the MCP SDK's client;
+- ``mcp-http``: the SDK's client against ``rushmem serve``'s ``/mcp`` (Streamable HTTP).
 
 The HTTP API (events through RecallFunction) and the queue (IngestFunction) have their own tests
 (tests/support/recall.py, tests/support/ingest.py). Each door answers an
@@ -33,12 +33,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
-from agent_memory.config import get_settings
-from agent_memory_client import MemoryClient
-from agent_memory_contract.errors import AgentMemoryError, InvalidInput
-from agent_memory_contract.kinds import error_kind
-from agent_memory_tools.cli import main as cli_main
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem.config import get_settings
+from rushmem_client import MemoryClient
+from rushmem_contract.errors import AgentMemoryError, InvalidInput
+from rushmem_contract.kinds import error_kind
+from rushmem_tools.cli import main as cli_main
+from rushmem_tools.local.server import LocalApi, make_server
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATE = os.path.join(REPO, "template.yaml")
@@ -61,14 +61,14 @@ class Outcome:
 
 
 def token(sub: str, **claims: Any) -> str:
-    """An unsigned JWT (``agent-memory serve --unverified-jwt`` passes its claims on)."""
+    """An unsigned JWT (``rushmem serve --unverified-jwt`` passes its claims on)."""
     payload = base64.urlsafe_b64encode(json.dumps({"sub": sub, **claims}).encode()).decode().rstrip("=")
     return f"eyJhbGciOiJub25lIn0.{payload}.sig"
 
 
 @contextlib.contextmanager
 def served() -> Iterator[str]:
-    """``agent-memory serve --unverified-jwt`` on a free port of 127.0.0.1."""
+    """``rushmem serve --unverified-jwt`` on a free port of 127.0.0.1."""
     server = make_server(LocalApi(__import__("pathlib").Path(TEMPLATE), unverified_jwt=True), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -151,13 +151,13 @@ class CliDoor(Door):
 
 
 def _cli_field(message: str) -> str | None:
-    """The field a CLI refusal names: "agent-memory: ... (field)" or "--option: ..."."""
+    """The field a CLI refusal names: "rushmem: ... (field)" or "--option: ..."."""
     if message.endswith(")") and "(" in message:
         return message.rsplit("(", 1)[1].rstrip(")")
     return None
 
 
-# ---- the Python client against agent-memory serve -----------------------------------------
+# ---- the Python client against rushmem serve -----------------------------------------
 
 
 class ClientDoor(Door):
@@ -202,10 +202,10 @@ class ClientDoor(Door):
 
 
 def stdio_server(user: str) -> StdioServerParameters:
-    # `python -m agent_memory_tools` is the console script's main; the environment carries the settings.
+    # `python -m rushmem_tools` is the console script's main; the environment carries the settings.
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "agent_memory_tools", "mcp", "--user", user, "--no-warm"],
+        args=["-m", "rushmem_tools", "mcp", "--user", user, "--no-warm"],
         env=dict(os.environ),
         cwd=REPO,
     )

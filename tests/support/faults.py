@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from agent_memory.store.engine.embedded import start_embedded_server
+from rushmem.store.engine.embedded import start_embedded_server
 
 
 class RestartablePostgres:

@@ -20,12 +20,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.service import Memory
-from agent_memory.store.engine.connection import Connection
-from agent_memory.store.engine.transactions import user_transaction
-from agent_memory.store.memories.writes import supersede_memories
-from agent_memory_tools.local import runtime as lambda_local
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem.service import Memory
+from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.transactions import user_transaction
+from rushmem.store.memories.writes import supersede_memories
+from rushmem_tools.local import runtime as lambda_local
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "template.yaml"
@@ -68,11 +68,11 @@ def in_lockstep(count: int, work: Callable[[int, threading.Barrier], None]) -> N
 
 
 def start_ingest_process(database_url: str, event: Path) -> subprocess.Popen[str]:
-    """`agent-memory invoke IngestFunction EVENT` in a process of its own (a Lambda container),
+    """`rushmem invoke IngestFunction EVENT` in a process of its own (a Lambda container),
     started, not awaited: its answer (JSON) comes on stdout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
     env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_EMBEDDING_PROVIDER="hash", AGENT_MEMORY_DB_ROLE=APP)
-    cli = Path(sys.executable).parent / "agent-memory"
+    cli = Path(sys.executable).parent / "rushmem"
     return subprocess.Popen(
         [str(cli), "invoke", "IngestFunction", str(event), "--template", str(TEMPLATE)],
         env=env,
@@ -83,7 +83,7 @@ def start_ingest_process(database_url: str, event: Path) -> subprocess.Popen[str
 
 
 def invoke_ingest_in_processes(database_url: str, events: Sequence[Path], *, timeout: float) -> list[dict[str, Any]]:
-    """`agent-memory invoke IngestFunction EVENT` for each event, each in its own process (a
+    """`rushmem invoke IngestFunction EVENT` for each event, each in its own process (a
     Lambda container), all at once; their answers, in order."""
     procs = [start_ingest_process(database_url, event) for event in events]
     answers: list[dict[str, Any]] = [json.loads(p.communicate(timeout=timeout)[0]) for p in procs]

@@ -1,6 +1,6 @@
 """A local OpenID Connect issuer for tests: real RSA keys generated here, real signed JWTs, and its
 ``/.well-known/openid-configuration`` and JWKS served over HTTP on 127.0.0.1, as Cognito or any
-OIDC provider serves them to API Gateway's JWT authorizer and to ``agent-memory serve --jwt-issuer``."""
+OIDC provider serves them to API Gateway's JWT authorizer and to ``rushmem serve --jwt-issuer``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Helpers for the read-path tests: the events/ files, changed where a test needs to, run
-through lambda_local exactly as `agent-memory invoke RecallFunction EVENT` runs them; the same
-handler behind `agent-memory serve`'s HTTP server (``start``, the ``served`` fixture)."""
+through lambda_local exactly as `rushmem invoke RecallFunction EVENT` runs them; the same
+handler behind `rushmem serve`'s HTTP server (``start``, the ``served`` fixture)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from urllib.parse import parse_qsl, urlencode
 
 import pytest
 
-from agent_memory_tools.local import runtime as lambda_local
-from agent_memory_tools.local.server import LocalApi, make_server
+from rushmem_tools.local import runtime as lambda_local
+from rushmem_tools.local.server import LocalApi, make_server
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -91,7 +91,7 @@ def as_iam(evt: dict[str, Any] | str) -> dict[str, Any]:
 
 
 def start(unverified_jwt: bool = True) -> tuple[str, Any]:
-    """`agent-memory serve` in this process on a free port: its URL and the server to shut down."""
+    """`rushmem serve` in this process on a free port: its URL and the server to shut down."""
     server = make_server(LocalApi(TEMPLATE, unverified_jwt=unverified_jwt), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_port}", server

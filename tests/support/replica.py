@@ -1,4 +1,4 @@
-"""The streaming replica of :mod:`agent_memory_tools.bench.replica` as pytest fixtures (register this
+"""The streaming replica of :mod:`rushmem_tools.bench.replica` as pytest fixtures (register this
 module as a plugin: ``pytest_plugins = ("tests.support.replica",)`` in tests/conftest.py).
 
 - ``replica_pair``: a primary + hot standby for a whole pytest session.
@@ -13,9 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.service import Memory
-from agent_memory_tools.bench.replica import (
+from rushmem.config import Settings
+from rushmem.service import Memory
+from rushmem_tools.bench.replica import (
     TEMPLATE_DB,
     ReplicaError,
     ReplicaPair,

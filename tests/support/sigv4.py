@@ -64,7 +64,7 @@ def verify(
 class SigV4Gateway:
     """An HTTP server on 127.0.0.1 that does what API Gateway's AWS_IAM authorizer does before the
     function: a request whose signature does not hold gets 403, the others go on to ``upstream``
-    (`agent-memory serve`). MCP requests (``/mcp``) must also sign X-Memory-User."""
+    (`rushmem serve`). MCP requests (``/mcp``) must also sign X-Memory-User."""
 
     def __init__(self, upstream: str) -> None:
         import threading

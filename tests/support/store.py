@@ -12,9 +12,9 @@ from typing import Any
 
 import psycopg
 
-from agent_memory.privacy import PiiPolicy, redact_many
-from agent_memory_contract.inputs import visible_text
-from agent_memory_contract.models import normalize_content
+from rushmem.privacy import PiiPolicy, redact_many
+from rushmem_contract.inputs import visible_text
+from rushmem_contract.models import normalize_content
 
 
 def _strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

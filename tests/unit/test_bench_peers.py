@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agent_memory.config import Settings
-from agent_memory.recall.plan import RecallPlan
-from agent_memory_tools.bench import peers, quality
+from rushmem.config import Settings
+from rushmem.recall.plan import RecallPlan
+from rushmem_tools.bench import peers, quality
 
 
 def test_the_vector_only_row_is_bench_quality_s_with_every_other_leg_off() -> None:

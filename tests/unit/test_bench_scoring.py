@@ -6,11 +6,11 @@ import io
 
 import pytest
 
-from agent_memory_contract.models import content_hash
-from agent_memory_tools.bench import scoring
-from agent_memory_tools.bench.common import print_table
-from agent_memory_tools.bench.synthetic import SyntheticCorpus
-from agent_memory_tools.bench.tokens import history_text
+from rushmem_contract.models import content_hash
+from rushmem_tools.bench import scoring
+from rushmem_tools.bench.common import print_table
+from rushmem_tools.bench.synthetic import SyntheticCorpus
+from rushmem_tools.bench.tokens import history_text
 
 
 def memory(*evidence: str) -> dict[str, object]:

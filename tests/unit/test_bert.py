@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from agent_memory_tools.embedders.bert import gelu, layer_norm
+from rushmem_tools.embedders.bert import gelu, layer_norm
 
 
 def test_gelu_is_the_erf_gelu_to_float32_precision() -> None:

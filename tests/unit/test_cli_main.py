@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory_tools.cli.main import build_parser, command_of
+from rushmem_tools.cli.main import build_parser, command_of
 
 
 def test_the_bench_command_still_gets_its_options() -> None:

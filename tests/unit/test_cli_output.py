@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_memory_tools.cli.output import Progress
+from rushmem_tools.cli.output import Progress
 
 
 class Terminal(io.StringIO):
@@ -35,7 +35,7 @@ def stderr_log() -> Iterator[tuple[Terminal, logging.Logger]]:
     root = logging.getLogger()
     root.addHandler(handler)
     try:
-        yield terminal, logging.getLogger("agent_memory.ingest.importing")
+        yield terminal, logging.getLogger("rushmem.ingest.importing")
     finally:
         root.removeHandler(handler)
 
@@ -91,9 +91,9 @@ def test_a_warning_gets_a_line_of_its_own_and_the_counter_comes_back_below_it(
     progress.close()
     log.warning("after the import")  # the handler writes to the terminal itself again
     assert screen(terminal.getvalue()) == [
-        "WARNING agent_memory.ingest.importing: line 2 skipped: content: Field required",
+        "WARNING rushmem.ingest.importing: line 2 skipped: content: Field required",
         "lines: 4/4, 2/s",
-        "WARNING agent_memory.ingest.importing: after the import",
+        "WARNING rushmem.ingest.importing: after the import",
     ]
 
 
@@ -106,4 +106,4 @@ def test_off_a_terminal_nothing_is_drawn_and_logs_are_untouched(stderr_log: tupl
     progress.close()
     assert piped.getvalue() == ""
     assert not progress.enabled
-    assert terminal.getvalue() == "WARNING agent_memory.ingest.importing: line 2 skipped\n"
+    assert terminal.getvalue() == "WARNING rushmem.ingest.importing: line 2 skipped\n"

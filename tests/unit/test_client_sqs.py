@@ -12,9 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agent_memory_client.sqs import _sqs_client, publish_conversation_ended
-from agent_memory_contract.errors import ConfigurationError, InvalidInput
-from agent_memory_contract.models import ChatMessage, ConversationEnded
+from rushmem_client.sqs import _sqs_client, publish_conversation_ended
+from rushmem_contract.errors import ConfigurationError, InvalidInput
+from rushmem_contract.models import ChatMessage, ConversationEnded
 
 REGION = "eu-west-1"
 CHAT = [
@@ -108,7 +108,7 @@ def test_without_boto3_publishing_is_one_configuration_error(monkeypatch: pytest
     monkeypatch.setitem(sys.modules, "boto3", None)  # as in a venv with the client alone (no [aws])
     _sqs_client.cache_clear()
     try:
-        with pytest.raises(ConfigurationError, match=r"needs boto3: pip install 'agent-memory-client\[aws\]'"):
+        with pytest.raises(ConfigurationError, match=r"needs boto3: pip install 'rushmem-client\[aws\]'"):
             publish_conversation_ended(
                 "https://sqs.eu-west-1.amazonaws.com/123456789012/ingest", user_id="u1", messages=CHAT
             )

@@ -8,7 +8,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.config import Settings, get_settings
+from rushmem.config import Settings, get_settings
 
 
 def test_defaults_need_no_environment() -> None:
@@ -16,7 +16,7 @@ def test_defaults_need_no_environment() -> None:
 
 
 def test_the_command_line_logs_at_the_configured_level() -> None:
-    code = "import logging; from agent_memory_tools.cli import main; main(['config']); print(logging.getLogger().level)"
+    code = "import logging; from rushmem_tools.cli import main; main(['config']); print(logging.getLogger().level)"
     env = {"AGENT_MEMORY_LOG_LEVEL": "info", "PATH": "/usr/bin"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -1,4 +1,4 @@
-"""Untrusted text and JSON values (agent_memory_contract.inputs): what counts as visible, what jsonb and the
+"""Untrusted text and JSON values (rushmem_contract.inputs): what counts as visible, what jsonb and the
 way back can hold, and how rows nested too deep are answered."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from agent_memory.config import Settings
-from agent_memory.ingest.rows import check_lengths
-from agent_memory_contract.errors import InputTooLarge
-from agent_memory_contract.inputs import (
+from rushmem.config import Settings
+from rushmem.ingest.rows import check_lengths
+from rushmem_contract.errors import InputTooLarge
+from rushmem_contract.inputs import (
     CUT,
     JsonValueError,
     cut_deep,
@@ -25,7 +25,7 @@ from agent_memory_contract.inputs import (
     visible_strings,
     visible_text,
 )
-from agent_memory_contract.models import MAX_METADATA_DEPTH, NewMemory, RecalledMemory
+from rushmem_contract.models import MAX_METADATA_DEPTH, NewMemory, RecalledMemory
 
 
 def nested(depth: int, leaf: Any = 1) -> Any:

@@ -1,4 +1,4 @@
-"""The one error table (agent_memory_contract.kinds), walked kind by kind: every door says the same
+"""The one error table (rushmem_contract.kinds), walked kind by kind: every door says the same
 thing about the same error: the HTTP answer's status and code, the MCP tool error's code and text,
 the CLI's exit code (as the README documents them) and the exception the client raises back."""
 
@@ -15,21 +15,21 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import TextContent
 
-from agent_memory.http.errors import install_error_handlers
-from agent_memory.mcp.tools import tool_error
-from agent_memory_client import calls
-from agent_memory_client.errors import error_from_answer
-from agent_memory_contract import retry
-from agent_memory_contract.errors import (
+from rushmem.http.errors import install_error_handlers
+from rushmem.mcp.tools import tool_error
+from rushmem_client import calls
+from rushmem_client.errors import error_from_answer
+from rushmem_contract import retry
+from rushmem_contract.errors import (
     AgentMemoryError,
     ConfigurationError,
     DatabaseUnavailable,
     InvalidInput,
     ProviderError,
 )
-from agent_memory_contract.kinds import ERROR_KINDS, INTERNAL, ErrorKind, error_kind
-from agent_memory_tools.cli.main import error_line
-from agent_memory_tools.local.server import http_api_event
+from rushmem_contract.kinds import ERROR_KINDS, INTERNAL, ErrorKind, error_kind
+from rushmem_tools.cli.main import error_line
+from rushmem_tools.local.server import http_api_event
 
 # README, "The CLI": 2 bad input, 3 configuration, 4 database unavailable, 5 provider failure.
 DOCUMENTED_EXIT_CODES: dict[type[AgentMemoryError], int] = {

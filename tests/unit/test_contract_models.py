@@ -1,4 +1,4 @@
-"""The wire models (agent_memory_contract.models): fact identity, the visible form, what the write
+"""The wire models (rushmem_contract.models): fact identity, the visible form, what the write
 messages accept and refuse."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_memory_contract.inputs import visible_text
-from agent_memory_contract.models import (
+from rushmem_contract.inputs import visible_text
+from rushmem_contract.models import (
     ConversationEnded,
     MemoryFilters,
     NewMemory,
@@ -34,7 +34,7 @@ def test_timestamps_with_any_offset_become_utc() -> None:
     """Found by fuzzing the API: PostgreSQL refused an offset of -21:48 with a 500."""
     from pydantic import ValidationError
 
-    from agent_memory_contract.models import NewMemory
+    from rushmem_contract.models import NewMemory
 
     memory = NewMemory.model_validate({"content": "x", "expires_at": "3870-04-22T00:17:41-21:48"})
     assert memory.expires_at is not None
@@ -58,7 +58,7 @@ def test_text_postgres_cannot_hold_is_a_validation_error(body: dict[str, object]
     """Found by fuzzing the API: NUL characters reached PostgreSQL and came back as a 500."""
     from pydantic import ValidationError
 
-    from agent_memory_contract.models import NewMemory
+    from rushmem_contract.models import NewMemory
 
     with pytest.raises(ValidationError):
         NewMemory.model_validate(body)
@@ -69,7 +69,7 @@ def test_ids_with_control_or_invisible_characters_are_refused(user_id: str) -> N
     """Found by the message property test: '\\x1f' passed as a user id though it strips to nothing."""
     from pydantic import ValidationError
 
-    from agent_memory_contract.models import ConversationEnded
+    from rushmem_contract.models import ConversationEnded
 
     with pytest.raises(ValidationError) as err:
         ConversationEnded.model_validate({"user_id": user_id, "memories": [{"content": "x"}]})
@@ -83,7 +83,7 @@ def test_content_that_is_only_whitespace_to_python_is_refused_as_empty(content: 
     constraint turned a bad request into a 500."""
     from pydantic import ValidationError
 
-    from agent_memory_contract.models import NewMemory
+    from rushmem_contract.models import NewMemory
 
     with pytest.raises(ValidationError) as err:
         NewMemory.model_validate({"content": content})
@@ -91,7 +91,7 @@ def test_content_that_is_only_whitespace_to_python_is_refused_as_empty(content: 
 
 
 def test_content_is_kept_as_it_will_be_stored() -> None:
-    from agent_memory_contract.models import NewMemory
+    from rushmem_contract.models import NewMemory
 
     memory = NewMemory.model_validate({"content": " Prefers\x1cTypeScript\u3000 "})
     assert memory.content == normalize_content(memory.content) == "Prefers TypeScript"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.prices import Price
-from agent_memory_tools.cli import main
-from agent_memory_tools.costs import (
+from rushmem.config import Settings
+from rushmem.prices import Price
+from rushmem_tools.cli import main
+from rushmem_tools.costs import (
     GIB,
     HOURS_PER_MONTH,
     STACK_PRICES,
@@ -310,7 +310,7 @@ def test_the_cost_command_prices_the_dev_profile(capsys: pytest.CaptureFixture[s
 def test_the_cost_command_knows_samconfigs_profiles_by_name(profile: str, capsys: pytest.CaptureFixture[str]) -> None:
     import tomllib
 
-    from agent_memory_tools.costs import SAMCONFIG_PROFILES
+    from rushmem_tools.costs import SAMCONFIG_PROFILES
 
     samconfig = tomllib.loads((REPO / "samconfig.toml").read_text(encoding="utf-8"))
     assert set(SAMCONFIG_PROFILES) == {
@@ -321,7 +321,7 @@ def test_the_cost_command_knows_samconfigs_profiles_by_name(profile: str, capsys
 
 
 def test_bare_cost_prints_the_readmes_deployment_and_its_figure(capsys: pytest.CaptureFixture[str]) -> None:
-    """`agent-memory cost` alone is the README's deployment (quickstart, SnapStart on), and the idle
+    """`rushmem cost` alone is the README's deployment (quickstart, SnapStart on), and the idle
     figure the README states is the one it prints."""
     import re
 

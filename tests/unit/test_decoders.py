@@ -14,14 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from agent_memory.http.body import base64_body
-from agent_memory.http.identity import caller_user_id, token_user_id
-from agent_memory.mcp.http import caller_identity
-from agent_memory.service.pages import decode_cursor
-from agent_memory_contract import schemas
-from agent_memory_contract.errors import AgentMemoryError, Forbidden, InvalidInput
-from agent_memory_contract.kinds import error_kind
-from agent_memory_contract.models import MAX_ID_CHARS, UserId
+from rushmem.http.body import base64_body
+from rushmem.http.identity import caller_user_id, token_user_id
+from rushmem.mcp.http import caller_identity
+from rushmem.service.pages import decode_cursor
+from rushmem_contract import schemas
+from rushmem_contract.errors import AgentMemoryError, Forbidden, InvalidInput
+from rushmem_contract.kinds import error_kind
+from rushmem_contract.models import MAX_ID_CHARS, UserId
 
 _user_id: TypeAdapter[str] = TypeAdapter(UserId)
 
@@ -176,12 +176,12 @@ def test_property_any_identity_headers_give_an_identity_or_a_4xx(headers: dict[s
         assert identity.user_id and "\x00" not in identity.user_id
 
 
-# ---- `agent-memory serve --unverified-jwt`'s reading of a bearer token ----------------------
+# ---- `rushmem serve --unverified-jwt`'s reading of a bearer token ----------------------
 
 
 @given(st.text(max_size=60) | JSON.map(lambda v: "Bearer e30." + b64(json.dumps(v).encode()) + ".sig"))
 def test_property_any_bearer_token_is_read_or_refused_as_not_a_jwt(authorization: str) -> None:
-    from agent_memory_tools.local.server import unverified_jwt_claims
+    from rushmem_tools.local.server import unverified_jwt_claims
 
     try:
         claims = unverified_jwt_claims(authorization)
@@ -191,7 +191,7 @@ def test_property_any_bearer_token_is_read_or_refused_as_not_a_jwt(authorization
 
 
 def test_a_bearer_token_nested_past_the_parser_is_refused() -> None:
-    from agent_memory_tools.local.server import unverified_jwt_claims
+    from rushmem_tools.local.server import unverified_jwt_claims
 
     with pytest.raises(ValueError, match="nested"):
         unverified_jwt_claims("Bearer e30." + b64(b"[" * 5000 + b"]" * 5000) + ".sig")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory_tools.settings_table import TABLE_END, TABLE_START, settings_table, with_settings_table
+from rushmem.config import Settings
+from rushmem_tools.settings_table import TABLE_END, TABLE_START, settings_table, with_settings_table
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -18,7 +18,7 @@ CONFIGURATION = REPO / "docs" / "configuration.md"
 def test_the_config_table_matches_the_settings() -> None:
     text = CONFIGURATION.read_text(encoding="utf-8")
     assert TABLE_START in text and TABLE_END in text, "docs/configuration.md lost its config-table markers"
-    assert with_settings_table(text) == text, "stale: run agent-memory config --write-table docs/configuration.md"
+    assert with_settings_table(text) == text, "stale: run rushmem config --write-table docs/configuration.md"
 
 
 def test_every_setting_is_described_in_the_table() -> None:

@@ -1,4 +1,4 @@
-"""Each operation's parameters are defined once, on its request model (agent_memory_contract.schemas);
+"""Each operation's parameters are defined once, on its request model (rushmem_contract.schemas);
 this checks every door against it, so that none drifts: the HTTP route, the sync and the async
 client, the MCP tool and the CLI take the same parameters with the same limits and defaults."""
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from agent_memory.mcp.tools import Identity, MemoryTools, fixed_identity
-from agent_memory_client import AsyncMemoryClient, MemoryClient
-from agent_memory_contract.models import MemoryFilters
-from agent_memory_contract.params import bounds, default
-from agent_memory_contract.schemas import ListRequest, RecallRequest
-from agent_memory_tools.cli.main import build_parser
+from rushmem.mcp.tools import Identity, MemoryTools, fixed_identity
+from rushmem_client import AsyncMemoryClient, MemoryClient
+from rushmem_contract.models import MemoryFilters
+from rushmem_contract.params import bounds, default
+from rushmem_contract.schemas import ListRequest, RecallRequest
+from rushmem_tools.cli.main import build_parser
 
 FILTERS = set(MemoryFilters.model_fields)
 
@@ -55,7 +55,7 @@ def test_the_clients_methods_take_the_request_models_fields(method: str, model: 
 
 
 def test_get_memories_query_parameters_are_the_list_requests_fields() -> None:
-    from agent_memory.routes.memories import list_memories
+    from rushmem.routes.memories import list_memories
 
     params = parameters(list_memories)
     assert set(params) == (set(ListRequest.model_fields) - {"filters"}) | FILTERS
@@ -112,8 +112,8 @@ def test_the_cli_recall_takes_the_request_models_parameters_and_limits() -> None
 def test_every_filter_reaches_the_cli_and_round_trips_through_the_query() -> None:
     """The doors derive the filters from MemoryFilters: each field is a flag of recall and list, and
     what the clients put in GET /memories' query reads back as the same filters."""
-    from agent_memory_contract.schemas import filter_query, list_filters
-    from agent_memory_tools.cli.memories import filter_flag
+    from rushmem_contract.schemas import filter_query, list_filters
+    from rushmem_tools.cli.memories import filter_flag
 
     for command in ("recall", "list"):
         dests = {a.dest for a in subcommand(command)._actions}

@@ -1,5 +1,5 @@
 """create_embedder builds in the providers Lambda runs and finds the others (the offline ``local``
-model, which lives in the tools) through the entry point group ``agent_memory.embedders``."""
+model, which lives in the tools) through the entry point group ``rushmem.embedders``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.embeddings import ENTRY_POINT_GROUP, create_embedder
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory_contract.errors import ConfigurationError
+from rushmem.config import Settings
+from rushmem.embeddings import ENTRY_POINT_GROUP, create_embedder
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem_contract.errors import ConfigurationError
 
 
 def registry_without_the_tools(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent_memory.extraction.parsing import UnparseableOutput, parse_memories
+from rushmem.extraction.parsing import UnparseableOutput, parse_memories
 
 ITEMS = [
     {"content": "The user prefers TypeScript.", "category": "preference", "is_evergreen": True},

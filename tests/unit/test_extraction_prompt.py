@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from agent_memory.extraction.prompt import MAX_PROMPT_MESSAGE_CHARS, build_prompt
-from agent_memory_contract.instructions import ExtractionInstructions
-from agent_memory_contract.models import CATEGORIES, ChatMessage
+from rushmem.extraction.prompt import MAX_PROMPT_MESSAGE_CHARS, build_prompt
+from rushmem_contract.instructions import ExtractionInstructions
+from rushmem_contract.models import CATEGORIES, ChatMessage
 
 CONVERSATION = [
     ChatMessage(role="user", content="Hi! My stack is TypeScript.", created_at=dt.datetime(2026, 11, 29, 10, 3)),
@@ -55,12 +55,12 @@ def test_the_prompt_and_the_database_allow_exactly_the_models_categories() -> No
     import re
     from pathlib import Path
 
-    from agent_memory_contract.models import CATEGORIES
+    from rushmem_contract.models import CATEGORIES
 
     prompt = build_prompt([], max_items=5)[0]
     (listed,) = re.findall(r"category is one of ([a-z, ]+)\.", prompt)
     assert listed.split(", ") == list(CATEGORIES)
-    migration = Path(__file__).resolve().parents[2] / "shared/agent_memory/store/migrations/0001_user_memories.sql"
+    migration = Path(__file__).resolve().parents[2] / "shared/rushmem/store/migrations/0001_user_memories.sql"
     (check,) = re.findall(r"CHECK \(category IN \(([^)]*)\)\)", migration.read_text(encoding="utf-8"))
     assert [c.strip(" '") for c in check.split(",")] == list(CATEGORIES)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.extraction.records import ExtractedMemory
-from agent_memory.extraction.rules import RulesExtractor, to_third_person
-from agent_memory_contract.instructions import ExtractionInstructions
-from agent_memory_contract.models import ChatMessage, ConversationEnded
+from rushmem.extraction.records import ExtractedMemory
+from rushmem.extraction.rules import RulesExtractor, to_third_person
+from rushmem_contract.instructions import ExtractionInstructions
+from rushmem_contract.models import ChatMessage, ConversationEnded
 
 REPO = Path(__file__).resolve().parents[2]
 

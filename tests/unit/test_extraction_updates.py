@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.extraction.parsing import parse_memories
-from agent_memory.extraction.prompt import build_prompt
-from agent_memory.extraction.records import MAX_EXPIRY, ExtractedMemory, Extraction, bound_expiry
-from agent_memory.extraction.updates import FactUpdate, resolve_updates
-from agent_memory.records import ExistingMemory
-from agent_memory_contract.models import ChatMessage
+from rushmem.extraction.parsing import parse_memories
+from rushmem.extraction.prompt import build_prompt
+from rushmem.extraction.records import MAX_EXPIRY, ExtractedMemory, Extraction, bound_expiry
+from rushmem.extraction.updates import FactUpdate, resolve_updates
+from rushmem.records import ExistingMemory
+from rushmem_contract.models import ChatMessage
 
 ENDED = dt.datetime(2026, 11, 29, 10, 15, tzinfo=dt.UTC)
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -1,4 +1,4 @@
-"""The HTTP door's pure logic (agent_memory.http): the query from chat messages, identity, error
+"""The HTTP door's pure logic (rushmem.http): the query from chat messages, identity, error
 mapping both ways."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.http import errors, identity, media
-from agent_memory_client import errors as client_errors
-from agent_memory_contract import kinds as http_errors
-from agent_memory_contract import schemas
-from agent_memory_contract.errors import (
+from rushmem.http import errors, identity, media
+from rushmem_client import errors as client_errors
+from rushmem_contract import kinds as http_errors
+from rushmem_contract import schemas
+from rushmem_contract.errors import (
     AgentMemoryError,
     ConfigurationError,
     DatabaseUnavailable,

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from agent_memory.config import get_settings
-from agent_memory.http.oauth import (
+from rushmem.config import get_settings
+from rushmem.http.oauth import (
     authorization_server_metadata,
     bearer_challenge,
     protected_resource_metadata,
     public_base_url,
 )
-from agent_memory_tools.local import runtime
-from agent_memory_tools.local.server import http_api_event
+from rushmem_tools.local import runtime
+from rushmem_tools.local.server import http_api_event
 from tests.support.recall import ROOT, TEMPLATE
 
 ISSUER = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbC123"

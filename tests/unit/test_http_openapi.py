@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agent_memory.http.openapi import REQUEST_EXAMPLES, TAGS, openapi_document
-from agent_memory_contract import schemas
-from agent_memory_contract.instructions import InstructionsRequest
-from agent_memory_contract.models import MemoryChanges
-from agent_memory_tools.local import runtime
+from rushmem.http.openapi import REQUEST_EXAMPLES, TAGS, openapi_document
+from rushmem_contract import schemas
+from rushmem_contract.instructions import InstructionsRequest
+from rushmem_contract.models import MemoryChanges
+from rushmem_tools.local import runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 BODIES: dict[tuple[str, str], type[BaseModel]] = {

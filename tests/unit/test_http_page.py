@@ -1,11 +1,11 @@
-"""The memory page's files (agent_memory.http.page): all shipped in the package, nothing fetched from
+"""The memory page's files (rushmem.http.page): all shipped in the package, nothing fetched from
 elsewhere, and a script that never turns text into markup."""
 
 from __future__ import annotations
 
 import re
 
-from agent_memory.http.page import CONTENT_TYPES, HEADERS, page_file
+from rushmem.http.page import CONTENT_TYPES, HEADERS, page_file
 
 
 def _text(name: str) -> str:

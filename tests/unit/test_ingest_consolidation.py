@@ -1,4 +1,4 @@
-"""Consolidation's decisions (agent_memory.ingest.consolidation.plan_merges), without a database."""
+"""Consolidation's decisions (rushmem.ingest.consolidation.plan_merges), without a database."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import uuid
 import numpy as np
 import pytest
 
-from agent_memory.ingest.consolidation import NearPair, near_pairs, plan_merges, plan_supersessions
-from agent_memory.records import LiveMemory
+from rushmem.ingest.consolidation import NearPair, near_pairs, plan_merges, plan_supersessions
+from rushmem.records import LiveMemory
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""agent_memory.ingest.facts: a near duplicate folds only into the same fact; one slot with another value
+"""rushmem.ingest.facts: a near duplicate folds only into the same fact; one slot with another value
 is an update (supersession); anything else is a new memory."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from agent_memory.ingest.facts import same_fact, updated_value
+from rushmem.ingest.facts import same_fact, updated_value
 
 NAMES = ["Alice", "Bob", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hiro"]
 VERBS = ["employs", "owes", "pays", "emails", "visits", "trusts", "hired", "met"]

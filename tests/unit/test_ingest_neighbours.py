@@ -1,4 +1,4 @@
-"""The write path's rule for a new fact and its stored neighbours (agent_memory.ingest.neighbours),
+"""The write path's rule for a new fact and its stored neighbours (rushmem.ingest.neighbours),
 without a database: the store reads the neighbours and carries out what the rule says."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import uuid
 
 import numpy as np
 
-from agent_memory.ingest.neighbours import SameFactRule
-from agent_memory.records import MemoryRow, Neighbour
+from rushmem.ingest.neighbours import SameFactRule
+from rushmem.records import MemoryRow, Neighbour
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

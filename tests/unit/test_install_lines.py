@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.registry import EMBEDDERS
-from agent_memory_tools.embedders.local import WEIGHTS_INSTALL
+from rushmem.registry import EMBEDDERS
+from rushmem_tools.embedders.local import WEIGHTS_INSTALL
 from tests.client.install_check import FORBIDDEN, makefile_lines, readme_lines
 
 ROOT = Path(__file__).resolve().parents[2]

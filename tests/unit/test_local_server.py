@@ -1,5 +1,5 @@
-"""The HTTP API v2 events `agent-memory serve` builds and the answers it reads back
-(agent_memory_tools.local.server)."""
+"""The HTTP API v2 events `rushmem serve` builds and the answers it reads back
+(rushmem_tools.local.server)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory_tools.local.server import BrowserGuard, http_answer, http_api_event, unverified_jwt_claims
+from rushmem_tools.local.server import BrowserGuard, http_answer, http_api_event, unverified_jwt_claims
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.config import Settings
-from agent_memory.extraction import bedrock as bedrock_extraction
-from agent_memory.providers import lifecycle
+from rushmem.config import Settings
+from rushmem.extraction import bedrock as bedrock_extraction
+from rushmem.providers import lifecycle
 from tests.support.bedrock import bedrock_client, model_answer, profile_answer
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)

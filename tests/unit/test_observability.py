@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_memory.observability import NoTracer, tracing_enabled
+from rushmem.observability import NoTracer, tracing_enabled
 
 
 def test_the_tracers_decorators_are_transparent_when_tracing_is_off() -> None:

@@ -1,4 +1,4 @@
-"""What marks a memory as carrying instructions (agent_memory.poison), what does not, and that the
+"""What marks a memory as carrying instructions (rushmem.poison), what does not, and that the
 prompt block never lets a marked instruction through verbatim."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_memory.poison import REMOVED, reasons, strip_memory_blocks
-from agent_memory.recall.block import build_memory_block, clean_memory_line
+from rushmem.poison import REMOVED, reasons, strip_memory_blocks
+from rushmem.recall.block import build_memory_block, clean_memory_line
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agent_memory.privacy import (
+from rushmem.privacy import (
     PiiPolicy,
     PiiPolicySetting,
     RegexDetector,

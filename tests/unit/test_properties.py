@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_memory.extraction.parsing import UnparseableOutput, parse_memories
-from agent_memory_contract.models import CATEGORIES, MAX_CONTENT_CHARS, ConversationEnded, normalize_content
+from rushmem.extraction.parsing import UnparseableOutput, parse_memories
+from rushmem_contract.models import CATEGORIES, MAX_CONTENT_CHARS, ConversationEnded, normalize_content
 
 # Separators and control characters: whitespace to Python's split() but not all of it to pydantic.
 blanks = st.text(alphabet=st.characters(categories=("Cc", "Zs", "Zl", "Zp")), max_size=6)

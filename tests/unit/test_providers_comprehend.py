@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.privacy import RegexDetector, redact, redact_many
-from agent_memory.providers.comprehend import ComprehendPiiDetector, chunks
-from agent_memory.providers.retry import RetryPolicy
-from agent_memory.usage import metering
-from agent_memory_contract.errors import ConfigurationError, ProviderError
+from rushmem.privacy import RegexDetector, redact, redact_many
+from rushmem.providers.comprehend import ComprehendPiiDetector, chunks
+from rushmem.providers.retry import RetryPolicy
+from rushmem.usage import metering
+from rushmem_contract.errors import ConfigurationError, ProviderError
 
 
 def _entity(text: str, value: str, kind: str, score: float = 0.99) -> dict[str, Any]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.embeddings import create_embedder
-from agent_memory.embeddings.openai import OpenAIEmbedder
-from agent_memory.extraction.openai import OpenAIChatExtractor
-from agent_memory_contract.errors import ConfigurationError
+from rushmem.config import Settings
+from rushmem.embeddings import create_embedder
+from rushmem.embeddings.openai import OpenAIEmbedder
+from rushmem.extraction.openai import OpenAIChatExtractor
+from rushmem_contract.errors import ConfigurationError
 
 
 class CountingTransport(httpx.MockTransport):

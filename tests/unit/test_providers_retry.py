@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.providers.retry import MAX_DELAY_S, Retryable, RetryPolicy, parse_retry_after
-from agent_memory_contract.errors import ProviderError
+from rushmem.config import Settings
+from rushmem.providers.retry import MAX_DELAY_S, Retryable, RetryPolicy, parse_retry_after
+from rushmem_contract.errors import ProviderError
 
 NOW = 1_800_000_000.0
 

@@ -7,8 +7,8 @@ import inspect
 import re
 from pathlib import Path
 
-import agent_memory
-from agent_memory import Memory
+import rushmem
+from rushmem import Memory
 
 API_DOCS = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 BLOCK = re.compile(r"<!-- memory-signatures -->\n```python\n(.*?)```", re.DOTALL)
@@ -49,8 +49,8 @@ def test_the_mem0_style_calls_exist_with_the_keywords_a_mem0_user_guesses() -> N
 
 
 def test_the_public_types_come_from_the_top_package() -> None:
-    for name in agent_memory.__all__:
-        assert getattr(agent_memory, name) is not None, name
+    for name in rushmem.__all__:
+        assert getattr(rushmem, name) is not None, name
     assert {"NewMemory", "MemoryChanges", "StoredIds", "RecallResult", "InvalidInput", "NotFound"} <= set(
-        agent_memory.__all__
+        rushmem.__all__
     )

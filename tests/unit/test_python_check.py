@@ -31,7 +31,7 @@ def test_an_older_python_is_named_with_its_version_and_path(found: tuple[int, in
     line = _script().problem(found, (3, 11), "/usr/bin/python3")
     version = ".".join(map(str, found))
     assert line is not None
-    assert line.startswith(f"agent-memory needs Python 3.11+, found {version} at /usr/bin/python3")
+    assert line.startswith(f"rushmem needs Python 3.11+, found {version} at /usr/bin/python3")
     assert "PYTHON=python3.11" in line
 
 
@@ -47,7 +47,7 @@ def test_the_script_refuses_with_one_line_and_exit_1(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), str(too_new)], capture_output=True, text=True, check=False)
     found = ".".join(map(str, sys.version_info[:3]))
     assert done.returncode == 1
-    assert done.stderr == f"agent-memory needs Python 99.0+, found {found} at {sys.executable}: " + (
+    assert done.stderr == f"rushmem needs Python 99.0+, found {found} at {sys.executable}: " + (
         "run make with PYTHON=python99.0 (or the path of a newer Python)\n"
     )
     too_new.write_text('[project]\nrequires-python = ">=3.0"\n')

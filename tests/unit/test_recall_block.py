@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_memory.recall.block import BLOCK_GUARD, build_memory_block, clean_memory_line
+from rushmem.recall.block import BLOCK_GUARD, build_memory_block, clean_memory_line
 
 
 def test_exact_article_format_without_the_guard() -> None:

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from agent_memory.recall.dates import in_any_window, query_time_windows
+from rushmem.recall.dates import in_any_window, query_time_windows
 
 NOW = dt.datetime(2023, 10, 23, 12, tzinfo=dt.UTC)
 

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.recall import dates
-from agent_memory.recall.plan import RecallPlan
-from agent_memory.recall.ranking import rank_candidates
-from agent_memory.recall.scoring import blend_rerank
-from agent_memory.records import Candidate
+from rushmem.config import Settings
+from rushmem.recall import dates
+from rushmem.recall.plan import RecallPlan
+from rushmem.recall.ranking import rank_candidates
+from rushmem.recall.scoring import blend_rerank
+from rushmem.records import Candidate
 
 NOW = dt.datetime(2023, 9, 1, tzinfo=dt.UTC)
 QUERY = "What did Caroline do on 25 May, 2023?"

@@ -7,7 +7,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from agent_memory.recall.scoring import apply_time_decay, fuse_weighted, mmr_select
+from rushmem.recall.scoring import apply_time_decay, fuse_weighted, mmr_select
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 
@@ -89,7 +89,7 @@ def test_mmr_picks_what_greedy_mmr_over_the_full_similarity_matrix_picks() -> No
 
 
 def test_hop_bonus_lifts_what_was_stated_with_the_best_candidates() -> None:
-    from agent_memory.recall.scoring import hop_bonus
+    from rushmem.recall.scoring import hop_bonus
 
     t1, t2, t3 = (dt.datetime(2023, 1, d, tzinfo=dt.UTC) for d in (1, 2, 3))
     relevance = [0.9, 0.2, 0.8, 0.1, 0.3]

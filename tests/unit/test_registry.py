@@ -1,4 +1,4 @@
-"""One registry of providers (agent_memory.registry): the settings take any installed provider's name
+"""One registry of providers (rushmem.registry): the settings take any installed provider's name
 and refuse any other with the list of what is installed; a plug-in of any kind is one factory
 registered under its kind's entry point group; built-in names never read the installed metadata."""
 
@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent_memory.config import Settings
-from agent_memory.embeddings import Embedder, create_embedder
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.extraction import Extractor, create_extractor
-from agent_memory.extraction.rules import RulesExtractor
-from agent_memory.registry import EMBEDDERS, KINDS, RERANKERS, ProviderKind
-from agent_memory.rerank import Reranker, create_reranker
-from agent_memory.service import Memory
+from rushmem.config import Settings
+from rushmem.embeddings import Embedder, create_embedder
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem.extraction import Extractor, create_extractor
+from rushmem.extraction.rules import RulesExtractor
+from rushmem.registry import EMBEDDERS, KINDS, RERANKERS, ProviderKind
+from rushmem.rerank import Reranker, create_reranker
+from rushmem.service import Memory
 
 INTERFACES: dict[str, type] = {"embedding_provider": Embedder, "llm_provider": Extractor, "rerank_provider": Reranker}
 

@@ -1,4 +1,4 @@
-"""Pagination cursors (agent_memory.service.pages): a cursor goes round, garbage names the field."""
+"""Pagination cursors (rushmem.service.pages): a cursor goes round, garbage names the field."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from agent_memory.service.pages import decode_cursor, decode_history_cursor, encode_cursor, encode_history_cursor
-from agent_memory_contract.errors import InvalidInput
-from agent_memory_contract.models import MemoryRecord
+from rushmem.service.pages import decode_cursor, decode_history_cursor, encode_cursor, encode_history_cursor
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.models import MemoryRecord
 
 
 def test_cursor_round_trip_and_garbage() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agent_memory.recall.scoring import mmr_select
+from rushmem.recall.scoring import mmr_select
 
 
 def _signs(vectors: np.ndarray) -> np.ndarray:

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from agent_memory.providers.rdsdata import StatementFailed, _translate
-from agent_memory.store.engine.dataapi_values import compose, decode_scalar
-from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
+from rushmem.providers.rdsdata import StatementFailed, _translate
+from rushmem.store.engine.dataapi_values import compose, decode_scalar
+from rushmem_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
 
 
 def test_placeholders_become_names_and_typed_values_are_cast() -> None:
@@ -86,7 +86,7 @@ def test_errors_become_the_packages_types() -> None:
 
 
 def test_scripts_split_into_statements_outside_literals_and_bodies() -> None:
-    from agent_memory.store.engine.dataapi_values import split_script
+    from rushmem.store.engine.dataapi_values import split_script
 
     script = """
     -- a comment; with a semicolon
@@ -105,7 +105,7 @@ def test_the_scram_verifier_is_libpqs() -> None:
     """Computed without libpq for the Data API path: the same keys libpq derives for the same salt."""
     import base64
 
-    from agent_memory.store.schema.roles import scram_sha256_verifier
+    from rushmem.store.schema.roles import scram_sha256_verifier
 
     # libpq's PQencryptPasswordConn("pencil", scram-sha-256) with this salt (RFC 7677's example password).
     salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -117,8 +117,8 @@ def test_the_scram_verifier_is_libpqs() -> None:
 
 
 def test_a_connection_only_attribute_names_what_it_needs() -> None:
-    from agent_memory.providers.rdsdata import DataApi, DataApiTarget
-    from agent_memory.store.engine.dataapi import DataApiConnection
+    from rushmem.providers.rdsdata import DataApi, DataApiTarget
+    from rushmem.store.engine.dataapi import DataApiConnection
 
     conn = DataApiConnection(DataApi(DataApiTarget("arn:aws:rds:eu-west-1:1:cluster:c", "arn:s", "db")))
     assert conn.api.target.region == "eu-west-1"

@@ -1,4 +1,4 @@
-"""Where reads go (agent_memory.store.engine.readers), without a database: fake endpoints that answer or
+"""Where reads go (rushmem.store.engine.readers), without a database: fake endpoints that answer or
 fail as a reader can."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent_memory.config import Settings
-from agent_memory.store.engine.readers import ReadRouter, reader_settings
-from agent_memory_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
+from rushmem.config import Settings
+from rushmem.store.engine.readers import ReadRouter, reader_settings
+from rushmem_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
 
 
 class Endpoint:

@@ -1,4 +1,4 @@
-"""The recall query's pure parts (agent_memory.store.memories.recall, .filters)."""
+"""The recall query's pure parts (rushmem.store.memories.recall, .filters)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from agent_memory.store.memories.filters import FILTERS, filter_params, filter_shape, filters_sql
-from agent_memory.store.memories.recall import text_query
-from agent_memory_contract.models import MemoryFilters
+from rushmem.store.memories.filters import FILTERS, filter_params, filter_shape, filters_sql
+from rushmem.store.memories.recall import text_query
+from rushmem_contract.models import MemoryFilters
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_every_filter_the_contract_accepts_has_its_row_in_the_store() -> None:
 
 def test_a_long_query_searches_each_word_once_and_at_most_the_bound() -> None:
     """Issue 32: the text leg's cost grew with the words of a pasted message times the rows they match."""
-    from agent_memory.store.memories.recall import MAX_TEXT_TERMS
+    from rushmem.store.memories.recall import MAX_TEXT_TERMS
 
     assert text_query("Tea tea TEA coffee tea") == "Tea or coffee"
     long = " ".join(f"word{i}" for i in range(10 * MAX_TEXT_TERMS))

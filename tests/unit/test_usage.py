@@ -16,17 +16,17 @@ from botocore.config import Config
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from agent_memory import prices
-from agent_memory.embeddings.bedrock import BedrockEmbedder
-from agent_memory.embeddings.hashing import HashEmbedder
-from agent_memory.embeddings.openai import OpenAIEmbedder
-from agent_memory.extraction.bedrock import BedrockConverseExtractor
-from agent_memory.extraction.openai import OpenAIChatExtractor
-from agent_memory.providers.eventbridge import MAX_ENTRIES, EventBridgePublisher
-from agent_memory.providers.http import OpenAICompatClient
-from agent_memory.providers.retry import RetryPolicy
-from agent_memory.usage import Meter, metering, record_usage
-from agent_memory_contract.models import ChatMessage
+from rushmem import prices
+from rushmem.embeddings.bedrock import BedrockEmbedder
+from rushmem.embeddings.hashing import HashEmbedder
+from rushmem.embeddings.openai import OpenAIEmbedder
+from rushmem.extraction.bedrock import BedrockConverseExtractor
+from rushmem.extraction.openai import OpenAIChatExtractor
+from rushmem.providers.eventbridge import MAX_ENTRIES, EventBridgePublisher
+from rushmem.providers.http import OpenAICompatClient
+from rushmem.providers.retry import RetryPolicy
+from rushmem.usage import Meter, metering, record_usage
+from rushmem_contract.models import ChatMessage
 
 FACTS = json.dumps({"memories": [{"content": "The user prefers TypeScript", "category": "preference"}]})
 
@@ -220,7 +220,7 @@ def test_the_publisher_sends_ten_entries_a_request_and_says_which_failed(events:
 def test_the_usage_buffer_is_due_by_count_or_age_and_keeps_each_day() -> None:
     import datetime as dt
 
-    from agent_memory.usage import UsageBuffer, UsageCount, UsageRow
+    from rushmem.usage import UsageBuffer, UsageCount, UsageRow
 
     now = [100.0]
     buffer = UsageBuffer(max_pending=3, max_age_s=30.0, clock=lambda: now[0])

@@ -2,7 +2,7 @@ import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { generateText, wrapLanguageModel, type ModelMessage } from "ai";
 import { MemoryClient, memoryMiddleware, rememberConversation } from "rushmem";
 
-// `agent-memory serve` locally; in AWS the API's execute-api URL (SigV4) or a token client.
+// `rushmem serve` locally; in AWS the API's execute-api URL (SigV4) or a token client.
 const memory = new MemoryClient(process.env.MEMORY_API_URL ?? "http://127.0.0.1:8080");
 
 export async function answer(model: LanguageModelV3, userId: string, chat: ModelMessage[]): Promise<string> {

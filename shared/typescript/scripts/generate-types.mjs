@@ -1,5 +1,5 @@
-// The API's types from its OpenAPI document (what `agent-memory serve` answers at /openapi.json, or
-// `agent-memory openapi --out FILE`), written to src/openapi.ts. With --check, nothing is written:
+// The API's types from its OpenAPI document (what `rushmem serve` answers at /openapi.json, or
+// `rushmem openapi --out FILE`), written to src/openapi.ts. With --check, nothing is written:
 // the exit status says whether src/openapi.ts is what the document generates (the tests run it, so
 // the package's types cannot drift from the API).
 //

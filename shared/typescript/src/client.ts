@@ -1,5 +1,5 @@
 // The memory API over HTTP: every operation of the API (docs/api.md), with the Python client's
-// semantics (agent_memory_client): the same auth rules, error kinds and retry policy.
+// semantics (rushmem_client): the same auth rules, error kinds and retry policy.
 import { checkConversation } from "./checks.js";
 import { AgentMemoryError, ConfigurationError, InvalidInput, NotFound, ServiceUnavailable, errorFromAnswer } from "./errors.js";
 import { CLIENT_BASE_DELAY_S, CLIENT_MAX_DELAY_S, CLIENT_RETRIES, backoff, isRetryableStatus, parseRetryAfter } from "./retry.js";
@@ -124,7 +124,7 @@ function sleep(seconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 }
 
-/** The agent-memory HTTP API (RecallFunction behind API Gateway, or `agent-memory serve`). Every
+/** The rushmem HTTP API (RecallFunction behind API Gateway, or `rushmem serve`). Every
  * operation is idempotent, so unreachable, timed out, 429 and 502-504 are retried `retries` times,
  * after the answer's Retry-After or a jittered backoff. Errors are the service's kinds (errors.ts). */
 export class MemoryClient {
@@ -290,7 +290,7 @@ export class MemoryClient {
     return this.run({ method: "POST", path: `/memories/${idPath(pendingId)}/review`, body });
   }
 
-  /** Everything the user has, as import lines (`agent-memory import` restores them), page after page. */
+  /** Everything the user has, as import lines (`rushmem import` restores them), page after page. */
   async *exportMemories(query: ExportQuery = {}): AsyncGenerator<ImportLine> {
     const { page_size, history, ...rest } = query;
     let cursor: string | null | undefined;

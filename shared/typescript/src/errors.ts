@@ -1,5 +1,5 @@
-// The service's typed errors, as the Python client raises them (agent_memory_contract.errors), and
-// the one table (agent_memory_contract.kinds) that turns an error answer back into one of them.
+// The service's typed errors, as the Python client raises them (rushmem_contract.errors), and
+// the one table (rushmem_contract.kinds) that turns an error answer back into one of them.
 // A test compares ERROR_KINDS with the Python table, so the two cannot drift.
 
 /** Base class: the message is safe to show. `status`, `code` and `requestId` are those of the
@@ -67,7 +67,7 @@ export interface ErrorKind {
   readonly code: string;
 }
 
-/** Every error code the API answers with, most specific first (as agent_memory_contract.kinds). */
+/** Every error code the API answers with, most specific first (as rushmem_contract.kinds). */
 export const ERROR_KINDS: readonly ErrorKind[] = [
   { error: InputTooLarge, status: 413, code: "input_too_large" },
   { error: Conflict, status: 409, code: "conflict" },
@@ -85,7 +85,7 @@ export const ERROR_KINDS: readonly ErrorKind[] = [
 
 function make(kind: ErrorKind, message: string, field: string | undefined): AgentMemoryError {
   const error = kind.error as unknown;
-  if (error === ProviderError) return new ProviderError("agent-memory API", message);
+  if (error === ProviderError) return new ProviderError("rushmem API", message);
   if (error === InputTooLarge || error === Conflict || error === InvalidInput) {
     return new (error as typeof InvalidInput)(message, field);
   }

@@ -1,4 +1,4 @@
-// rushmem: the agent-memory API for TypeScript (docs/api.md), and memory for AI SDK models.
+// rushmem: the rushmem API for TypeScript (docs/api.md), and memory for AI SDK models.
 export { MemoryClient, type Auth, type MemoryClientOptions, type MemoryList, type TokenSource } from "./client.js";
 export * from "./errors.js";
 export { CLIENT_BASE_DELAY_S, CLIENT_MAX_DELAY_S, CLIENT_RETRIES, RETRY_STATUSES, isRetryableStatus } from "./retry.js";

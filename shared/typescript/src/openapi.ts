@@ -511,7 +511,7 @@ export interface components {
         };
         /**
          * ImportLine
-         * @description One line of `agent-memory import` (and of an export): a memory plus its owner.
+         * @description One line of `rushmem import` (and of an export): a memory plus its owner.
          *
          *     An export also carries what makes the import an exact copy, which the import keeps: the id
          *     (never taken over when another user's memory has it: that line is refused), ``updated_at``
@@ -1321,7 +1321,7 @@ export interface components {
             day: string;
             /**
              * Estimated Usd
-             * @description This line at the price table's prices (see `agent-memory cost`).
+             * @description This line at the price table's prices (see `rushmem cost`).
              */
             estimated_usd: number;
             /** Input Tokens */

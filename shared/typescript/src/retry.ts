@@ -1,4 +1,4 @@
-// The one retry policy of agent-memory (agent_memory_contract.retry), the client's side: every
+// The one retry policy of rushmem (rushmem_contract.retry), the client's side: every
 // operation is idempotent, so what may have failed before the server acted (unreachable, timed out,
 // 429, 502, 503, 504) is retried, after the answer's Retry-After or a jittered exponential backoff.
 

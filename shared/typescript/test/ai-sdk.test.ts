@@ -1,4 +1,4 @@
-// The AI SDK middleware with the AI SDK's own mock language model, against a real `agent-memory
+// The AI SDK middleware with the AI SDK's own mock language model, against a real `rushmem
 // serve`: the system prompt the model receives, and the conversation handed to the write path.
 // Also runs the README's TypeScript example (examples/ai-sdk.ts, which the README quotes verbatim).
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// Every operation of the API through MemoryClient against a real `agent-memory serve`, its typed
+// Every operation of the API through MemoryClient against a real `rushmem serve`, its typed
 // errors, and the generated types against the OpenAPI document the server answers.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

@@ -1,4 +1,4 @@
-// The client's error kinds and retry policy are the Python contract's (agent_memory_contract.kinds
+// The client's error kinds and retry policy are the Python contract's (rushmem_contract.kinds
 // and .retry), compared here with the Python itself; and the retries do what the policy says,
 // against a stand-in for API Gateway that answers what the service's own 503 and a throttle answer.
 import assert from "node:assert/strict";
@@ -24,7 +24,7 @@ test("ERROR_KINDS and RETRY_STATUSES are the Python contract's", async () => {
     await runPython(
       [
         "import json",
-        "from agent_memory_contract import kinds, retry",
+        "from rushmem_contract import kinds, retry",
         "print(json.dumps({'kinds': [[k.code, k.status, k.error.__name__, k.retryable] for k in kinds.ERROR_KINDS],",
         "  'retry': sorted(int(s) for s in retry.RETRY_STATUSES),",
         "  'client': [retry.CLIENT_RETRIES, retry.CLIENT_BASE_DELAY_S, retry.CLIENT_MAX_DELAY_S]}))",

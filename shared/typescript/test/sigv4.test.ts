@@ -1,7 +1,7 @@
 // IAM callers: the client signs with the AWS SDK's SigV4 signer (credentials from the default chain,
 // here the environment), and an independent verifier written from the SigV4 specification
 // (tests/sigv4.py's gateway, standing where API Gateway's AWS_IAM authorizer stands) checks every
-// request before relaying it to a real `agent-memory serve`.
+// request before relaying it to a real `rushmem serve`.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createInterface } from "node:readline";

@@ -1,6 +1,6 @@
 // publishConversationEnded with the AWS SDK's own SQSClient, against a stand-in SQS endpoint on
 // 127.0.0.1 that answers SendMessage as SQS does (JSON protocol, the body's MD5, its error shapes);
-// the body it received is then what the write path of a real `agent-memory serve` takes.
+// the body it received is then what the write path of a real `rushmem serve` takes.
 import assert from "node:assert/strict";
 import { createHash, randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";

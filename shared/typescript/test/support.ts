@@ -1,4 +1,4 @@
-// What the tests share: the repository, its Python, and a real `agent-memory serve` on a fresh
+// What the tests share: the repository, its Python, and a real `rushmem serve` on a fresh
 // embedded PostgreSQL (hash embedder, rules extractor), started on a free port and stopped after.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, readFileSync } from "node:fs";
@@ -39,14 +39,14 @@ export interface Serve {
   log(): string;
 }
 
-/** `agent-memory serve --port 0` on a database of its own; resolves once it listens, warmed up (connected and
+/** `rushmem serve --port 0` on a database of its own; resolves once it listens, warmed up (connected and
  * migrated, the embedder loaded), so that no test's first request pays for the start under a busy CPU. */
 export async function startServe(args: string[] = []): Promise<Serve> {
   const data = mkdtempSync(join(tmpdir(), "rushmem-test-"));
   const logFile = join(data, "serve.log");
   const child: ChildProcessWithoutNullStreams = spawn(
     PYTHON,
-    ["-m", "agent_memory_tools", "serve", "--port", "0", "--no-page", ...args],
+    ["-m", "rushmem_tools", "serve", "--port", "0", "--no-page", ...args],
     {
       cwd: ROOT,
       env: pythonEnv({

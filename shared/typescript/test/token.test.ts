@@ -1,4 +1,4 @@
-// A token caller: `agent-memory serve --jwt-issuer` verifies every bearer token against a local
+// A token caller: `rushmem serve --jwt-issuer` verifies every bearer token against a local
 // OpenID Connect issuer (real RSA keys, its discovery document and JWKS served on 127.0.0.1), as the
 // stack's JWT authorizer does; the user is the token's `sub`.
 import assert from "node:assert/strict";

@@ -1,9 +1,0 @@
-"""The HTTP API's routes: a Powertools ``Router`` per resource, which RecallFunction's handler
-(functions/recall/app.py) includes in its resolver.
-
-A route parses the request (pydantic, through the resolver's validation), works out whose memories it
-may touch (:mod:`agent_memory.http.identity`), calls one :class:`~agent_memory.service.Memory` method
-and shapes the answer; errors become HTTP in :mod:`agent_memory.http.errors`. Nothing is built at
-import time: the service is imported and built on the first request (:mod:`agent_memory.lifecycle`),
-the MCP SDK on the first ``/mcp`` request.
-"""

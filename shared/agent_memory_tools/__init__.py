@@ -1,2 +1,0 @@
-"""What Lambda never runs: the ``agent-memory`` command, the local host (``invoke``, ``serve``,
-``demo``), the benchmarks and the cost calculator. Not in the Lambda layer."""

@@ -1,0 +1,26 @@
+"""Embedding providers behind one interface, chosen by ``AGENT_MEMORY_EMBEDDING_PROVIDER``.
+
+The runtime (the Lambda layer) builds in ``hash``, ``openai`` and ``bedrock``; any other provider is
+a factory ``(Settings) -> Embedder`` that an installed distribution registers under the entry point
+group ``rushmem.embedders``: the offline model ``local`` comes with the tools
+(rushmem_tools.embedders), which Lambda never has. See :mod:`rushmem.registry`: a provider's
+module is imported only when it is selected.
+"""
+
+from __future__ import annotations
+
+from rushmem.config import Settings
+from rushmem.embeddings.base import Embedder
+from rushmem.registry import EMBEDDERS
+
+__all__ = ["ENTRY_POINT_GROUP", "Embedder", "create_embedder"]
+
+ENTRY_POINT_GROUP = EMBEDDERS.group
+
+
+def create_embedder(settings: Settings) -> Embedder:
+    """Build the configured embedder. Cheap: models and clients load on first use."""
+    embedder = EMBEDDERS.build(settings.embedding_provider, settings)
+    if not isinstance(embedder, Embedder):
+        raise EMBEDDERS.built_wrong(settings.embedding_provider, embedder, "an Embedder")
+    return embedder

@@ -1,0 +1,87 @@
+"""What every LLM extractor shares: the prompt (:mod:`.prompt`), the tolerant parsing of the answer
+(:mod:`.parsing`) and the options mapped from the settings; a provider only sends the prompt."""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import TypedDict
+
+from rushmem.config import Settings
+from rushmem.extraction.base import Extractor
+from rushmem.extraction.parsing import UnparseableOutput, parse_memories
+from rushmem.extraction.prompt import build_prompt
+from rushmem.extraction.records import Extraction
+from rushmem.records import ExistingMemory
+from rushmem_contract.errors import ProviderError
+from rushmem_contract.instructions import ExtractionInstructions
+from rushmem_contract.models import ChatMessage
+
+
+class LLMOptions(TypedDict, total=False):
+    """What every LLM extractor takes besides its client and model (see :class:`LLMExtractor`)."""
+
+    temperature: float
+    max_tokens: int
+    window: int
+    max_items: int
+    max_chars: int
+
+
+def llm_options(settings: Settings) -> LLMOptions:
+    """The LLM extractor options from the settings (one mapping for every provider)."""
+    return LLMOptions(
+        temperature=settings.llm_temperature,
+        max_tokens=settings.llm_max_tokens,
+        window=settings.extraction_window,
+        max_items=settings.max_extracted_memories,
+        max_chars=settings.max_memory_chars,
+    )
+
+
+class LLMExtractor(Extractor):
+    """An extractor that asks a chat model (the prompt module's prompt) and parses its answer."""
+
+    updates_existing = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        window: int = 10,
+        max_items: int = 20,
+        max_chars: int = 2000,
+    ) -> None:
+        super().__init__(window=window, max_items=max_items, max_chars=max_chars)
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    def _extract(
+        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
+    ) -> Extraction:
+        return self._extract_with(messages, ended_at, existing, None)
+
+    def _extract_with(
+        self,
+        messages: list[ChatMessage],
+        ended_at: dt.datetime | None,
+        existing: Sequence[ExistingMemory],
+        instructions: ExtractionInstructions | None,
+    ) -> Extraction:
+        system, user = build_prompt(
+            messages, max_items=self.max_items, ended_at=ended_at, existing=existing, instructions=instructions
+        )
+        answer = self._complete(system, user)
+        try:
+            return parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)
+        except UnparseableOutput as exc:
+            # A provider failure, not bad input: the record's redelivery asks again and may well get an answer.
+            raise ProviderError(f"{self.provider} extraction", f"{self.model} gave no usable answer: {exc}") from exc
+
+    @abstractmethod
+    def _complete(self, system: str, user: str) -> str:
+        """The model's text answer to one system + user prompt."""

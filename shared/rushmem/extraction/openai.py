@@ -1,0 +1,95 @@
+"""Extraction with any OpenAI-compatible chat completions endpoint: Zhipu GLM (as in the article), OpenAI, ...
+
+Zhipu by configuration alone::
+
+    AGENT_MEMORY_LLM_PROVIDER=openai
+    AGENT_MEMORY_LLM_BASE_URL=https://open.bigmodel.cn/api/paas/v4
+    AGENT_MEMORY_LLM_MODEL=glm-4-flash
+    AGENT_MEMORY_LLM_API_KEY=...
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Unpack
+
+from rushmem.config import Settings
+from rushmem.extraction.llm import LLMExtractor, LLMOptions, llm_options
+from rushmem.providers.aws import llm_api_key
+from rushmem.providers.http import OpenAICompatClient
+from rushmem.usage import record_usage
+from rushmem_contract.errors import ProviderError
+
+if TYPE_CHECKING:
+    import httpx
+
+logger = logging.getLogger(__name__)
+
+ZHIPU_DEFAULT_MODEL = "glm-4-flash"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def default_model(base_url: str) -> str:
+    return ZHIPU_DEFAULT_MODEL if "bigmodel.cn" in base_url else OPENAI_DEFAULT_MODEL
+
+
+class OpenAIChatExtractor(LLMExtractor):
+    provider = "openai"
+    api_key_setting = "llm_api_key"
+
+    def __init__(
+        self, client: OpenAICompatClient, model: str, *, json_mode: bool = True, **options: Unpack[LLMOptions]
+    ) -> None:
+        super().__init__(model, **options)
+        self._client = client
+        self.json_mode = json_mode
+
+    @classmethod
+    def from_settings(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> OpenAIChatExtractor:
+        base_url = settings.llm_base_url or settings.openai_base_url
+        client = OpenAICompatClient.for_settings(
+            "openai chat",
+            base_url,
+            llm_api_key(settings),
+            settings,
+            transport,
+            key_settings="AGENT_MEMORY_LLM_API_KEY, or the embeddings' AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
+        )
+        model = settings.llm_model or default_model(base_url)
+        return cls(client, model, json_mode=settings.llm_json_mode, **llm_options(settings))
+
+    def _complete(self, system: str, user: str) -> str:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self.json_mode:
+            payload["response_format"] = {"type": "json_object"}
+        body = self._client.post_json("chat/completions", payload)
+        usage = body.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        record_usage(
+            "llm",
+            self.fingerprint,
+            calls=1,
+            input_tokens=_count(usage.get("prompt_tokens")),
+            output_tokens=_count(usage.get("completion_tokens")),
+            characters=len(system) + len(user),
+        )
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ProviderError("openai chat", f"{self.model}: the response has no choices")
+        message = choices[0].get("message") or {}
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise ProviderError("openai chat", f"{self.model}: the response has no message content")
+        if choices[0].get("finish_reason") == "length":
+            logger.warning("extraction answer cut at max_tokens=%d; keeping its complete items", self.max_tokens)
+        return content
+
+
+def _count(value: Any) -> int:
+    """A token count as the provider reported it; 0 when it reported none."""
+    return value if isinstance(value, int) and value > 0 else 0

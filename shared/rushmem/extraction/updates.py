@@ -1,0 +1,105 @@
+"""Update on write: what an LLM's "restates" and "replaces" references may do, and what not.
+
+The model saw the user's related memories under handles ("m1".."m8"); here the handles are
+mapped back to memory ids and checked. A reference is ignored (logged; the fact is then kept
+as a new memory) when:
+
+- it names a handle that was not shown (the model invented it, or wrote a raw id);
+- the fact is not similar enough to the memory it points at (cosine below
+  ``min_similarity``): "the user has a dog" cannot replace "the user prefers TypeScript";
+- the memory was already claimed by an earlier fact of the same answer (replaced twice, or
+  restated by one fact and replaced by another); several restatements of one memory are fine.
+
+Scope needs no check here: only memories the conversation's scope can see were shown. The
+store checks again, in the write transaction, that each target is still live and in scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from rushmem.extraction.records import ExtractedMemory
+from rushmem.records import ExistingMemory
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class FactUpdate:
+    """What one extracted fact does to existing memories (ids, never handles)."""
+
+    restates: uuid.UUID | None = None
+    replaces: tuple[uuid.UUID, ...] = ()
+    # A fact replacing a user-wide memory is itself user-wide, even from a project's conversation.
+    user_wide: bool = False
+    ignored: int = 0  # references dropped by the guards
+
+
+def resolve_updates(
+    facts: Sequence[ExtractedMemory],
+    vectors: Sequence[np.ndarray],
+    shown: Sequence[ExistingMemory],
+    *,
+    min_similarity: float,
+) -> list[FactUpdate]:
+    """One FactUpdate per fact (same order), with the model's references checked."""
+    by_handle = {m.handle: m for m in shown}
+    claims = _Claims()
+    updates: list[FactUpdate] = []
+    for index, (fact, vector) in enumerate(zip(facts, vectors, strict=True)):
+        refused: list[tuple[str, str, str]] = []  # (kind, handle, why)
+        restates: ExistingMemory | None = None
+        if fact.restates:
+            restates, why = _check(by_handle.get(fact.restates), "restates", vector, min_similarity, claims)
+            if why:
+                refused.append(("restates", fact.restates, why))
+        replaces: list[ExistingMemory] = []
+        for handle in fact.replaces:
+            if restates is not None and handle == restates.handle:
+                continue  # "the same as m1, and replaces m1": the same as m1
+            target, why = _check(by_handle.get(handle), "replaces", vector, min_similarity, claims)
+            if why:
+                refused.append(("replaces", handle, why))
+            elif target is not None and target not in replaces:
+                replaces.append(target)
+        for kind, handle, why in refused:
+            logger.warning("extracted item %d: %s %r ignored: it %s; the fact is kept as new", index, kind, handle, why)
+        if restates is not None:
+            claims.restated.add(restates.id)
+        claims.replaced.update(t.id for t in replaces)
+        updates.append(
+            FactUpdate(
+                restates=restates.id if restates else None,
+                replaces=tuple(t.id for t in replaces),
+                user_wide=any(t.project_id is None for t in replaces),
+                ignored=len(refused),
+            )
+        )
+    return updates
+
+
+@dataclasses.dataclass
+class _Claims:
+    """Memories already restated or replaced by earlier facts of the same answer."""
+
+    restated: set[uuid.UUID] = dataclasses.field(default_factory=set)
+    replaced: set[uuid.UUID] = dataclasses.field(default_factory=set)
+
+
+def _check(
+    target: ExistingMemory | None, kind: str, vector: np.ndarray, min_similarity: float, claims: _Claims
+) -> tuple[ExistingMemory | None, str | None]:
+    """(the target, None) when the reference may stand, else (None, why not)."""
+    if target is None:
+        return None, "names no memory that was shown"
+    similarity = float(np.dot(vector, target.embedding))
+    if similarity < min_similarity:
+        return None, f"is about something else (similarity {similarity:.2f} < {min_similarity:.2f})"
+    if target.id in claims.replaced or (kind == "replaces" and target.id in claims.restated):
+        return None, "points at a memory another fact already restates or replaces"
+    return target, None

@@ -1,0 +1,96 @@
+"""The bedrock-runtime client both Bedrock providers use (Titan embeddings, Converse extraction),
+the bedrock-agent-runtime client of the Rerank API, and how one call goes through the shared
+retry policy.
+
+botocore's own retries are off: its standard mode honours only a number of attempts, not the
+backoff delay nor the retry budget, so every retry is :mod:`.retry`'s, as for HTTP providers.
+boto3 is imported lazily: nothing here runs unless a Bedrock provider is configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rushmem.config import Settings
+from rushmem.providers.retry import Retryable, RetryPolicy, parse_retry_after
+from rushmem_contract.errors import ProviderError
+from rushmem_contract.retry import PROVIDER_RETRY_STATUSES
+
+T = TypeVar("T")
+
+# Error codes worth another try whatever their status (Bedrock's and botocore's throttling family).
+RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+
+
+def bedrock_runtime_client(settings: Settings) -> Any:
+    """A bedrock-runtime client with explicit timeouts and a single attempt per call."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=min(settings.http_timeout_s, 10),
+        read_timeout=settings.http_timeout_s,
+        # total_max_attempts counts the first call: 1 = botocore never retries (call_bedrock does).
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+    return boto3.client("bedrock-runtime", region_name=settings.bedrock_region, config=config)
+
+
+def bedrock_agent_runtime_client(settings: Settings, *, timeout_s: float) -> Any:
+    """A bedrock-agent-runtime client (the Rerank API) with a short timeout and a single attempt
+    per call: a reranker sits on recall's path, so it answers quickly or not at all."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=timeout_s,
+        read_timeout=timeout_s,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+    return boto3.client("bedrock-agent-runtime", region_name=settings.bedrock_region, config=config)
+
+
+def call_bedrock(
+    retry: RetryPolicy, provider: str, model: str, request: Callable[[], T], *, deadline: float | None = None
+) -> T:
+    """``request()`` (one Bedrock call, reading its answer) under the retry policy.
+
+    Throttling, 5xx, timeouts and connection errors are retried; other botocore errors (access
+    denied, validation, missing credentials) fail at once. Either way the error is a
+    :class:`ProviderError` naming ``provider`` and ``model``, without request details.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
+    def attempt() -> T:
+        try:
+            return request()
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", "Error"))
+            meta = exc.response.get("ResponseMetadata", {})
+            status = int(meta.get("HTTPStatusCode", 0) or 0)
+            message = f"{model}: {code}: {err.get('Message', '')}"
+            if code in RETRYABLE_CODES or status in PROVIDER_RETRY_STATUSES:
+                headers = meta.get("HTTPHeaders") or {}
+                raise Retryable(message, parse_retry_after(headers.get("retry-after"))) from exc
+            raise ProviderError(provider, message) from exc
+        except (BotoConnectionError, HTTPClientError) as exc:  # timeouts, refused, reset, cut streams
+            raise Retryable(f"{model}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise ProviderError(provider, f"{model}: {exc}") from exc
+
+    return retry.call(provider, attempt, deadline=deadline)

@@ -1,0 +1,135 @@
+"""Is each configured Bedrock model still offered? ``GetFoundationModel``'s ``modelLifecycle``.
+
+Bedrock retires model versions: a Legacy model keeps answering until its end-of-life date, then
+every call fails (``ResourceNotFoundException: This model version has reached the end of its
+life``) and every conversation would end in the dead-letter queue. MigrateFunction checks the
+configured models on every deploy and ``rushmem smoke --stack`` checks them again:
+ACTIVE passes, LEGACY passes with a warning naming the end-of-life date, and a model past its
+end of life, unknown in the region, or of another status fails, naming the model and what to set
+instead.
+
+A cross-Region inference profile id (``us.amazon...``, ``global.anthropic...``) is resolved
+with ``GetInferenceProfile`` to the foundation model it routes to; that model's lifecycle is the
+profile's. botocore's model lists the statuses ACTIVE and LEGACY; anything else is treated as
+unusable rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from rushmem.config import Settings
+
+# The geographic prefixes of system-defined (cross-Region) inference profile ids.
+PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
+
+# Each role's default model and the template parameter / setting that chooses it.
+DEFAULT_EXTRACTION_MODEL = "us.amazon.nova-2-lite-v1:0"
+DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
+DEFAULT_RERANK_MODEL = "amazon.rerank-v1:0"
+ROLES = {
+    "extraction": ("LlmModel", "AGENT_MEMORY_LLM_MODEL", DEFAULT_EXTRACTION_MODEL),
+    "embeddings": ("EmbeddingModel", "AGENT_MEMORY_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
+    "rerank": ("RerankModel", "AGENT_MEMORY_RERANK_MODEL", DEFAULT_RERANK_MODEL),
+}
+MISSING_CODES = frozenset({"ResourceNotFoundException", "ValidationException"})
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """One configured model's lifecycle as Bedrock reports it."""
+
+    role: str
+    model_id: str
+    foundation_model: str | None
+    status: str  # ACTIVE, LEGACY, EOL, MISSING, or another status Bedrock reported
+    end_of_life: datetime | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in {"ACTIVE", "LEGACY"}
+
+    @property
+    def warning(self) -> bool:
+        return self.status == "LEGACY"
+
+    def message(self) -> str:
+        parameter, variable, default = ROLES[self.role]
+        behind = f" (routes to {self.foundation_model})" if self.foundation_model not in {None, self.model_id} else ""
+        name = f"{self.role} model {self.model_id}{behind}"
+        eol = self.end_of_life.date().isoformat() if self.end_of_life else "no date given"
+        instead = f"set {parameter} (AGENT_MEMORY_{variable.removeprefix('AGENT_MEMORY_')}) to an Active model" + (
+            f", e.g. {default}" if self.model_id != default else ", see Bedrock's model lifecycle page"
+        )
+        if self.status == "ACTIVE":
+            return f"{name} is ACTIVE"
+        if self.status == "LEGACY":
+            return f"{name} is LEGACY, end of life {eol}: {instead} before then"
+        if self.status == "EOL":
+            return f"{name} reached its end of life ({eol}): calls fail; {instead}"
+        if self.status == "MISSING":
+            return f"{name} is not offered in this region ({self.detail}): {instead}"
+        return f"{name} has lifecycle status {self.status}: {instead}"
+
+
+def configured_models(settings: Settings) -> list[tuple[str, str]]:
+    """(role, model id) of every Bedrock model the settings would call."""
+    found: list[tuple[str, str]] = []
+    if settings.llm_provider == "bedrock":
+        found.append(("extraction", settings.llm_model or DEFAULT_EXTRACTION_MODEL))
+    if settings.embedding_provider == "bedrock":
+        found.append(("embeddings", settings.embedding_model or DEFAULT_EMBEDDING_MODEL))
+    if settings.rerank_provider == "bedrock":
+        found.append(("rerank", settings.rerank_model or DEFAULT_RERANK_MODEL))
+    return found
+
+
+def is_inference_profile(model_id: str) -> bool:
+    return model_id.split(".", 1)[0] in PROFILE_PREFIXES or ":inference-profile/" in model_id
+
+
+def check_models(client: Any, models: Sequence[tuple[str, str]], *, now: datetime | None = None) -> list[ModelCheck]:
+    """The lifecycle of each (role, model id), with ``client`` a ``bedrock`` (control plane) client."""
+    moment = now or datetime.now(UTC)
+    return [_check(client, role, model_id, moment) for role, model_id in models]
+
+
+def _check(client: Any, role: str, model_id: str, now: datetime) -> ModelCheck:
+    from botocore.exceptions import ClientError
+
+    foundation: str | None = model_id
+    try:
+        if is_inference_profile(model_id):
+            profile = client.get_inference_profile(inferenceProfileIdentifier=model_id)
+            arns = [m["modelArn"] for m in profile.get("models") or []]
+            if not arns:
+                return ModelCheck(role, model_id, None, "MISSING", detail="the profile names no model")
+            foundation = arns[0].rsplit("/", 1)[-1]
+        details = client.get_foundation_model(modelIdentifier=foundation)["modelDetails"]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in MISSING_CODES:
+            return ModelCheck(role, model_id, foundation, "MISSING", detail=code)
+        raise
+    lifecycle = details.get("modelLifecycle") or {}
+    status = str(lifecycle.get("status") or "UNKNOWN")
+    end = lifecycle.get("endOfLifeTime")
+    end_of_life = end if isinstance(end, datetime) else None
+    if end_of_life is not None and end_of_life.tzinfo is None:
+        end_of_life = end_of_life.replace(tzinfo=UTC)
+    if end_of_life is not None and end_of_life <= now:
+        status = "EOL"
+    return ModelCheck(role, model_id, foundation, status, end_of_life)
+
+
+def bedrock_control_client(settings: Settings) -> Any:
+    """A ``bedrock`` (control plane) client in the Bedrock region, with bounded timeouts."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=5, read_timeout=10, retries={"total_max_attempts": 3, "mode": "standard"})
+    return boto3.client("bedrock", region_name=settings.bedrock_region, config=config)

@@ -1,0 +1,53 @@
+"""The service: :class:`Memory` (the verbs) and its :class:`Admin` (operating the store), what the
+handlers, the CLI, MCP and in-process callers use (see :mod:`.memory`). Each verb checks its input
+against the settings, runs the pure steps of its path (:mod:`rushmem.ingest`,
+:mod:`rushmem.recall`) and the store's transactions (:mod:`rushmem.store`) in order.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from rushmem.config import Settings, get_settings
+from rushmem.service.base import utcnow as utcnow
+from rushmem.service.memory import Memory as Memory
+from rushmem.service.operating import Admin as Admin
+from rushmem.service.writing import BatchNotDurable as BatchNotDurable
+from rushmem.service.writing import IngestBatch as IngestBatch
+
+_service: Memory | None = None
+_service_lock = threading.Lock()
+
+
+def build_service(settings: Settings) -> Memory:
+    """The service for ``settings``: with AGENT_MEMORY_CELLS, a :class:`~.cells.CellMemory` that
+    routes each user's verbs to their cell's database; else a :class:`Memory`."""
+    if settings.cells:
+        from rushmem.service.cells import CellMemory
+
+        return CellMemory(settings)
+    return Memory(settings)
+
+
+def get_service() -> Memory:
+    """The process-wide :class:`Memory` (settings from the environment), built on first call."""
+    global _service
+    with _service_lock:
+        if _service is None:
+            _service = build_service(get_settings())
+        return _service
+
+
+def built_service() -> Memory | None:
+    """The process-wide service if one was built, without building it (shutdown hooks)."""
+    with _service_lock:
+        return _service
+
+
+def set_service(service: Memory | None) -> Memory | None:
+    """Make ``service`` the process-wide one (a local host such as ``rushmem serve`` runs the
+    handlers on the service it built from its own settings); None forgets it. Returns the previous one."""
+    global _service
+    with _service_lock:
+        previous, _service = _service, service
+    return previous

@@ -1,0 +1,237 @@
+"""What :class:`~rushmem.service.memory.Memory`'s verbs and its :class:`~.operating.Admin` work
+with, one :class:`Collaborators` object they share: the settings and the collaborators (embedder,
+extractor, reranker, database, read router), each built on first use and then reused (one per
+process / Lambda container); change events published after a commit."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from functools import cached_property, partial
+from typing import Any
+
+from rushmem.config import Settings
+from rushmem.embeddings import Embedder, create_embedder
+from rushmem.extraction import Extractor, create_extractor
+from rushmem.ingest.redaction import Redactor
+from rushmem.providers.aws import clear_secret_cache
+from rushmem.recall.plan import RecallPlan
+from rushmem.rerank import Reranker, create_reranker
+from rushmem.service.drain import Publish, drain_outbox
+from rushmem.store.accounts.usage import write_pending_usage
+from rushmem.store.engine.connection import Connection, Database, connect_failed
+from rushmem.store.engine.readers import ReadRouter, reader_settings
+from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.schema.migrate import prepare_connection
+from rushmem.usage import Meter, UsageBuffer, UsageRow
+from rushmem_contract.errors import DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Collaborators:
+    """The collaborators are cached properties: one given to the constructor stands in for the
+    built one, and forgetting one (``vars(self).pop``) has it built again on next use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        database: Database | None = None,
+        extractor: Extractor | None = None,
+        publisher: Publish | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.settings = settings
+        given = {
+            "embedder": embedder,
+            "db": database,
+            "extractor": extractor,
+            "publisher": publisher,
+            "reranker": reranker,
+        }
+        vars(self).update({name: value for name, value in given.items() if value is not None})
+
+    def built(self, name: str) -> Any:
+        """The collaborator ``name`` if it was built (or given), without building it."""
+        return vars(self).get(name)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return create_embedder(self.settings)
+
+    @cached_property
+    def extractor(self) -> Extractor:
+        return create_extractor(self.settings)
+
+    @cached_property
+    def reranker(self) -> Reranker | None:
+        """AGENT_MEMORY_RERANK_PROVIDER's reranker, None when there is none."""
+        return create_reranker(self.settings)
+
+    @cached_property
+    def db(self) -> Database:
+        """The writer's connection."""
+        return Database(self.settings, setup=self._prepare)
+
+    @cached_property
+    def reads(self) -> ReadRouter:
+        """Where reads go: the reader endpoint when one is configured, else (and as its fallback)
+        the writer (see :mod:`rushmem.store.engine.readers`)."""
+        settings = reader_settings(self.settings)
+        reader = None
+        if settings is not None:  # a replica is read-only: its connection never migrates
+            reader = Database(
+                settings, setup=partial(self._prepare, reader=True), application_name="agent-memory-reader"
+            )
+        return ReadRouter(
+            self.db,
+            reader,
+            retry_after_s=self.settings.db_reader_retry_after_s,
+            deadline_s=self.settings.db_read_deadline_s,
+            max_lag_s=self.settings.db_reader_max_lag_s,
+            lag_check_s=self.settings.db_reader_lag_check_s,
+            read_your_writes_s=self.settings.read_your_writes_s,
+        )
+
+    def _prepare(self, conn: Connection, *, reader: bool = False) -> VectorSchema:
+        return prepare_connection(
+            conn,
+            dimension=self.embedder.dimension,
+            fingerprint=self.embedder.fingerprint,
+            migrate=self.settings.auto_migrate and not reader,
+            role=self.settings.effective_db_role(),
+        )
+
+    @cached_property
+    def recall_plan(self) -> RecallPlan:
+        """How recalls find and rank, from the settings once (the benchmarks pass their own)."""
+        return RecallPlan.from_settings(self.settings)
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        """The write path's personal-data step (AGENT_MEMORY_PII; off by default)."""
+        from rushmem.providers.comprehend import pii_detectors
+
+        return Redactor(self.settings.pii, pii_detectors(self.settings))
+
+    @cached_property
+    def publisher(self) -> Publish:
+        """Puts change events on AGENT_MEMORY_EVENT_BUS."""
+        from rushmem.providers.eventbridge import EventBridgePublisher
+
+        return EventBridgePublisher.from_settings(self.settings).publish
+
+    def usage(self, meter: Meter) -> list[UsageRow]:
+        return meter.rows() if self.settings.usage_metering else []
+
+    # ---- usage counted in the container (reads on a reader endpoint) -------------------------
+
+    @cached_property
+    def usage_buffer(self) -> UsageBuffer:
+        return UsageBuffer(
+            max_pending=self.settings.usage_flush_max_pending, max_age_s=self.settings.usage_flush_interval_s
+        )
+
+    @cached_property
+    def _usage_flushing(self) -> threading.Lock:
+        return threading.Lock()
+
+    _usage_retry_at = 0.0
+
+    def count_later(self, user_id: str, rows: list[UsageRow]) -> None:
+        """Keep a read's counts in the container; when a batch is due, write it from a thread of its
+        own, so the read neither waits for the writer nor fails with it."""
+        buffer = self.usage_buffer
+        buffer.add(user_id, utcnow().date(), rows)
+        if buffer.due() and time.monotonic() >= self._usage_retry_at:
+            threading.Thread(target=self._flush_usage_quietly, name="usage-flush", daemon=True).start()
+
+    def _usage_waiting(self) -> bool:
+        buffer = self.built("usage_buffer")
+        return buffer is not None and len(buffer) > 0
+
+    def _flush_usage_quietly(self) -> None:
+        if not self._usage_flushing.acquire(blocking=False):
+            return  # a flush is under way: it takes what is waiting
+        try:
+            self.flush_usage()
+        except Exception:
+            # Not retried before the interval: a writer that is down would cost a connect timeout each read.
+            self._usage_retry_at = time.monotonic() + self.settings.usage_flush_interval_s
+            logger.warning("usage counts not written; kept for the next flush", exc_info=True)
+        finally:
+            self._usage_flushing.release()
+
+    def flush_usage(self) -> int:
+        """Write the usage counts this container keeps (see :class:`~rushmem.usage.UsageBuffer`) on
+        the writer in one round trip; the number of counts written. A connection found dead is
+        replaced once (as every idempotent read is: a count is added twice only if the connection
+        broke between the server's commit and its answer); when the writer cannot be reached the
+        counts are kept for the next flush; when the connection is lost again they are dropped
+        (logged as usage_lost), since they may have been written."""
+        buffer = self.built("usage_buffer")
+        if buffer is None or not len(buffer):
+            return 0
+        count = len(buffer)
+        pending = buffer.take()
+        try:
+            # Under the read deadline: a writer that hangs must not hold the writer's connection
+            # (and the reads that fall back to it) with it.
+            self.db.run(lambda conn: write_pending_usage(conn, pending), deadline_s=self.settings.db_read_deadline_s)
+        except DatabaseUnavailable as exc:
+            if connect_failed(exc):
+                buffer.put_back(pending)
+            else:
+                logger.error("usage_lost: the connection broke while usage was written", extra={"counts": count})
+            raise
+        self._usage_retry_at = 0.0
+        return count
+
+    def flush_usage_for_report(self) -> None:
+        """Before usage is read back: this container's waiting counts written (best effort)."""
+        try:
+            self.flush_usage()
+        except Exception:
+            logger.warning("usage counts not written before the usage report", exc_info=True)
+
+    def publish_changes(self, user_id: str | None) -> None:
+        """After a commit: put the changes it queued on the bus, and write the usage counts waiting in
+        the container (the writer just answered). Never fails the write: what is not published now
+        stays in the outbox for the next drain (the next write, or the scheduled one). The user's
+        reads go to the writer for a while (read-your-writes, where a reader is configured)."""
+        if user_id is not None:
+            self.reads.wrote(user_id)  # building the router does no I/O
+        if self._usage_waiting():
+            self._flush_usage_quietly()
+        if not self.settings.event_bus:
+            return
+        try:
+            drain_outbox(self.db, self.publisher, user_id=user_id, max_batches=1 if user_id is not None else 5)
+        except Exception:
+            logger.warning("change events not published after commit; the outbox keeps them", exc_info=True)
+
+    def close(self) -> None:
+        """Write the usage counts the container keeps (best effort), then close the database
+        connections (they are opened again on next use)."""
+        if self._usage_waiting():
+            self._flush_usage_quietly()
+        for name in ("db", "reads"):
+            if (built := self.built(name)) is not None:
+                built.close()
+
+    def release_secrets(self) -> None:
+        """Close the database connections (each logged in with a password or an IAM token), forget
+        cached secrets and the providers that hold one (their ``api_key_setting``); all are rebuilt on first use."""
+        self.close()
+        clear_secret_cache()
+        for name in ("embedder", "extractor", "reranker"):
+            if getattr(self.built(name), "api_key_setting", None):
+                vars(self).pop(name)

@@ -1,0 +1,147 @@
+"""Forgetting a user, with its receipt, and reading receipts back.
+
+A receipt is proof that a user's data was deleted, holding no personal data: its subject is
+HMAC-SHA256(key, user id) under a random per-deployment key (``erasure_key`` in
+``agent_memory_meta``, from migration 0009), so only someone who can read the database can match a
+receipt to an id. Why keyed, and what a receipt holds: docs/tenant-data.md (Erasure receipts).
+
+One transaction deletes the user's memories, history, ingest receipts and usage counts, stores
+the receipt and, when change events are on,
+queues 'user.erased'. The receipt is written in the same transaction as the deletion: there is
+a receipt exactly when the data went.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import uuid
+
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.transactions import user_transaction
+from rushmem_contract.errors import ConfigurationError
+from rushmem_contract.schemas import ErasureCounts, ErasureReceipt
+
+# Counted by deleting: each CTE's RETURNING feeds the receipt, in one statement.
+_ERASE = """
+WITH memories AS (DELETE FROM user_memories WHERE user_id = %(user_id)s RETURNING 1),
+     history AS (DELETE FROM memory_events WHERE user_id = %(user_id)s RETURNING 1),
+     receipts AS (DELETE FROM ingested_messages WHERE user_id = %(user_id)s RETURNING 1),
+     usage AS (DELETE FROM usage_daily WHERE user_id = %(user_id)s RETURNING 1),
+     -- writes waiting for review (0016) are memories too, not yet stored
+     held AS (DELETE FROM pending_memories WHERE user_id = %(user_id)s RETURNING 1)
+INSERT INTO erasure_receipts (id, subject_hash, requested_by, deleted)
+SELECT %(id)s, %(subject)s, %(requested_by)s,
+       jsonb_build_object('memories', (SELECT count(*) FROM memories) + (SELECT count(*) FROM held),
+                          'history', (SELECT count(*) FROM history),
+                          'ingest_receipts', (SELECT count(*) FROM receipts),
+                          'usage_rows', (SELECT count(*) FROM usage))
+RETURNING id, subject_hash, requested_by, erased_at, deleted
+"""
+
+_ERASED_EVENT = """
+INSERT INTO change_outbox (user_id, event, detail)
+SELECT %(user_id)s, 'user.erased', %(detail)s
+WHERE current_setting('agent_memory.outbox', true) IN ('ids', 'content')
+"""
+
+_RECEIPT = "SELECT id, subject_hash, requested_by, erased_at, deleted FROM erasure_receipts WHERE "
+
+
+# agent_memory_meta's entry holding the key (hex), written once by migration 0009.
+ERASURE_KEY = "erasure_key"
+
+
+def subject_hash(key: str, user_id: str) -> bytes:
+    """The receipt's subject: HMAC-SHA256 of the user id under the deployment's key (hex)."""
+    return hmac.new(bytes.fromhex(key), user_id.encode("utf-8"), hashlib.sha256).digest()
+
+
+def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureReceipt:
+    """Delete everything the store holds about the user and return the stored receipt."""
+    receipt_id = uuid.uuid4()
+    # The receipt is readable in this transaction by its id only (its row-level security).
+    settings = {"agent_memory.erasure_id": str(receipt_id)}
+    with user_transaction(conn, user_id, reason="forget_user", settings=settings):
+        key_row = conn.execute(
+            "SELECT value FROM agent_memory_meta WHERE key = %s",
+            [ERASURE_KEY],
+        ).fetchone()
+        if key_row is None or key_row[0] is None:
+            raise ConfigurationError("the store has no erasure key: run `rushmem migrate` (migration 0009)")
+        # The dense-user registry holds the user's common words (migration 0005), their partition
+        # the copy of their vectors and words (0013): emptied now, dropped by the next
+        # `rushmem dense-users` run.
+        conn.execute("DELETE FROM dense_memories WHERE user_id = %s", [user_id])
+        conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
+        # The user's projects' extraction instructions (migration 0015) are theirs too.
+        conn.execute("DELETE FROM extraction_instructions WHERE user_id = %s", [user_id])
+        with conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(
+                _ERASE,
+                {
+                    "user_id": user_id,
+                    "id": receipt_id,
+                    "subject": subject_hash(key_row[0], user_id),
+                    "requested_by": requested_by,
+                },
+            ).fetchone()
+        assert row is not None
+        receipt = _receipt(row)
+        conn.execute(
+            _ERASED_EVENT,
+            {
+                "user_id": user_id,
+                "detail": Jsonb({"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()}),
+            },
+        )
+    return receipt
+
+
+def get_receipt(conn: Connection, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt | None:
+    """The receipt with this id (None if there is none); with ``user_id``, only if it is that user's."""
+    with (
+        user_transaction(conn, "", settings={"agent_memory.erasure_id": str(receipt_id)}),
+        conn.cursor(row_factory=dict_row) as cur,
+    ):
+        subject = subject_hash(erasure_key(conn), user_id) if user_id is not None else None
+        row = cur.execute(
+            _RECEIPT + "id = %s AND (%s::bytea IS NULL OR subject_hash = %s)", [receipt_id, subject, subject]
+        ).fetchone()
+    return _receipt(row) if row else None
+
+
+def erasure_key(conn: Connection) -> str:
+    """The deployment's key for the receipts' subject hash."""
+    row = conn.execute("SELECT value FROM agent_memory_meta WHERE key = %s", [ERASURE_KEY]).fetchone()
+    if row is None:
+        raise ConfigurationError("the store has no erasure key: run `rushmem migrate` (migration 0009)")
+    return str(row[0])
+
+
+def receipts_for(conn: Connection, user_id: str) -> list[ErasureReceipt]:
+    """Every erasure of this user id, oldest first (found by its keyed hash)."""
+    subject = subject_hash(erasure_key(conn), user_id)
+    with (
+        user_transaction(conn, "", settings={"agent_memory.erasure_subject": subject.hex()}),
+        conn.cursor(row_factory=dict_row) as cur,
+    ):
+        rows = cur.execute(_RECEIPT + "subject_hash = %s ORDER BY erased_at, id", [subject]).fetchall()
+    return [_receipt(r) for r in rows]
+
+
+def _receipt(row: dict[str, object]) -> ErasureReceipt:
+    subject = row["subject_hash"]
+    assert isinstance(subject, bytes | memoryview)
+    return ErasureReceipt.model_validate(
+        {
+            "id": row["id"],
+            "subject": bytes(subject).hex(),
+            "requested_by": row["requested_by"],
+            "erased_at": row["erased_at"],
+            "deleted": ErasureCounts.model_validate(row["deleted"]),
+        }
+    )

@@ -1,0 +1,107 @@
+"""The ``extraction_instructions`` table (migration 0015): a user's project's instructions to the
+extractor, one row per version (a change inserts the next version; the older ones are the history)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.transactions import read_as_user, user_transaction
+from rushmem_contract.instructions import ExtractionInstructions, StoredInstructions
+
+_COLUMNS = "user_id, project_key, version, instructions, source, write_id, created_at"
+
+_LATEST = f"""
+SELECT {_COLUMNS} FROM extraction_instructions
+WHERE user_id = %(user_id)s AND project_key = %(project_key)s
+ORDER BY version DESC LIMIT 1
+"""
+
+_ALL = f"""
+SELECT {_COLUMNS} FROM extraction_instructions
+WHERE user_id = %(user_id)s AND project_key = %(project_key)s
+ORDER BY version DESC LIMIT %(limit)s
+"""
+
+# The next version under the user's lock (user_transaction(lock=True)): two writers never take one number.
+_INSERT = f"""
+INSERT INTO extraction_instructions (user_id, project_key, version, instructions, source, write_id)
+SELECT %(user_id)s, %(project_key)s, coalesce(max(version), 0) + 1, %(instructions)s, %(source)s, %(write_id)s
+FROM extraction_instructions WHERE user_id = %(user_id)s AND project_key = %(project_key)s
+RETURNING {_COLUMNS}
+"""
+
+
+def project_key(project_id: str | None) -> str:
+    return project_id or ""
+
+
+def _stored(row: dict[str, Any]) -> StoredInstructions:
+    return StoredInstructions(
+        user_id=row["user_id"],
+        project_id=row["project_key"] or None,
+        version=row["version"],
+        instructions=ExtractionInstructions.model_validate(row["instructions"]),
+        source=row["source"],
+        write_id=row["write_id"],
+        created_at=row["created_at"],
+    )
+
+
+def latest_instructions(conn: Connection, user_id: str, project_id: str | None) -> StoredInstructions | None:
+    """The project's current instructions, None when it has none stored; one round trip."""
+    params = {"user_id": user_id, "project_key": project_key(project_id)}
+    if getattr(conn, "single_statement_reads", False):
+        # Over the RDS Data API one request, the scope inside the statement (migration 0017): read on
+        # every ingested conversation, so it costs what the receipt check costs.
+        from rushmem.store.engine import dataapi
+
+        documents, _ = dataapi.read_as_user(
+            conn,  # type: ignore[arg-type]
+            f"SELECT to_jsonb(r) FROM ({_LATEST}) AS r",
+            params,
+            {"agent_memory.user_id": user_id},
+            None,
+        )
+        return _stored(documents[0]) if documents else None
+    rows = read_as_user(conn, user_id, _LATEST, params)
+    return _stored(rows[0]) if rows else None
+
+
+def instruction_versions(
+    conn: Connection, user_id: str, project_id: str | None, *, limit: int
+) -> list[StoredInstructions]:
+    """The project's last ``limit`` versions, oldest first."""
+    params = {"user_id": user_id, "project_key": project_key(project_id), "limit": limit}
+    rows = read_as_user(conn, user_id, _ALL, params)
+    return [_stored(row) for row in reversed(rows)]
+
+
+def set_instructions(
+    conn: Connection,
+    user_id: str,
+    project_id: str | None,
+    instructions: ExtractionInstructions,
+    *,
+    source: str | None,
+    write_id: uuid.UUID,
+) -> StoredInstructions:
+    """Store the next version of the project's instructions and return it."""
+    params = {
+        "user_id": user_id,
+        "project_key": project_key(project_id),
+        "instructions": Jsonb(instructions.model_dump(mode="json", exclude_defaults=True)),
+        "source": source,
+        "write_id": write_id,
+    }
+    with (
+        user_transaction(conn, user_id, source=source, reason="instructions", lock=True, write_id=write_id),
+        conn.cursor(row_factory=dict_row) as cur,
+    ):
+        row = cur.execute(_INSERT, params).fetchone()
+    assert row is not None
+    return _stored(row)

@@ -1,0 +1,120 @@
+"""The SQL behind what users and operators do with stored memories: list, history, forget, purge
+(forgetting a whole user, with its receipt, is :mod:`rushmem.store.accounts.erasures`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from psycopg import sql
+from psycopg.rows import class_row, dict_row
+
+from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.transactions import maintenance_transaction, user_transaction
+from rushmem.store.memories.scope import Scope, scope_filter, scope_params
+from rushmem_contract.models import MemoryEvent, MemoryRecord, UserCount
+
+MEMORY_COLUMNS = (
+    "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
+    "expires_at, superseded_by, superseded_at, metadata, injection, write_id, valid_from, valid_until"
+)
+
+
+def list_memories(
+    conn: Connection, scope: Scope, *, limit: int, after: tuple[dt.datetime, uuid.UUID] | None = None
+) -> list[MemoryRecord]:
+    """A page of the user's memories, newest first; ``after`` is the last row of the previous page."""
+    where = scope_filter(scope)
+    if after is not None:
+        where = sql.SQL("{} AND (created_at, id) < (%(after_at)s, %(after_id)s)").format(where)
+    query = sql.SQL("SELECT {cols} FROM user_memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s")
+    params = {
+        **scope_params(scope),
+        "limit": limit,
+        "after_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+    }
+    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
+        return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
+
+
+def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
+    """Delete one memory of this user (False when the user has none with that id), recording who asked."""
+    with user_transaction(conn, user_id, source=source):
+        row = conn.execute(
+            "DELETE FROM user_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, memory_id]
+        ).fetchone()
+    return row is not None
+
+
+_EVENT_COLUMNS = "memory_id, event, at, source, content, related_id, project_id, detail, write_id"
+
+
+def history(
+    conn: Connection, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
+) -> list[MemoryEvent]:
+    """The recorded changes of one memory, or of all of a user's memories, oldest first."""
+    return [event for _, event in history_page(conn, user_id, memory_id, limit=limit)]
+
+
+def history_page(
+    conn: Connection,
+    user_id: str,
+    memory_id: uuid.UUID | None = None,
+    *,
+    limit: int,
+    after: tuple[dt.datetime, int] | None = None,
+) -> list[tuple[int, MemoryEvent]]:
+    """Up to ``limit`` recorded changes, oldest first, each with its event id (the cursor's key with
+    ``at``); ``after``: the (at, id) of the previous page's last event."""
+    query = (
+        f"SELECT id, {_EVENT_COLUMNS} FROM memory_events "
+        "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+        "AND (%(after_at)s::timestamptz IS NULL OR (at, id) > (%(after_at)s, %(after_id)s)) "
+        "ORDER BY at, id LIMIT %(limit)s"
+    )
+    params = {
+        "user_id": user_id,
+        "memory_id": memory_id,
+        "limit": limit,
+        "after_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+    }
+    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(query, params).fetchall()
+    return [(row.pop("id"), MemoryEvent(**row)) for row in rows]
+
+
+_USER_COUNTS = """
+WITH stored AS (
+    SELECT user_id,
+           count(*) FILTER (WHERE superseded_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS memories,
+           count(*) AS stored
+    FROM user_memories GROUP BY user_id
+), held AS (
+    SELECT user_id, count(*) AS pending FROM pending_memories GROUP BY user_id
+)
+SELECT coalesce(s.user_id, h.user_id) AS user_id, coalesce(s.memories, 0) AS memories,
+       coalesce(s.stored, 0) AS stored, coalesce(h.pending, 0) AS pending
+FROM stored s FULL JOIN held h ON h.user_id = s.user_id
+ORDER BY 1 LIMIT %(limit)s
+"""
+
+
+def user_counts(conn: Connection, *, limit: int) -> list[UserCount]:
+    """Every user (up to ``limit``, by id) with their memory counts: across users, so as the
+    maintenance role (an operator's connection, as `rushmem serve` has)."""
+    with maintenance_transaction(conn, source="users"), conn.cursor(row_factory=class_row(UserCount)) as cur:
+        return cur.execute(_USER_COUNTS, {"limit": limit}).fetchall()
+
+
+def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime) -> tuple[int, int]:
+    """Remove expired memories and those superseded before the cut-off; (expired, superseded) counts.
+
+    Both are recorded in the history (as 'expired' / 'purged'), which is kept.
+    """
+    with maintenance_transaction(conn, source="purge", reason="expired", events=True):
+        expired = conn.execute("DELETE FROM user_memories WHERE expires_at <= %s", [now]).rowcount
+    with maintenance_transaction(conn, source="purge", reason="purged", events=True):
+        superseded = conn.execute("DELETE FROM user_memories WHERE superseded_at < %s", [superseded_before]).rowcount
+    return expired, superseded

@@ -1,0 +1,106 @@
+"""The SQL of writes that wait for review (migration 0016): hold them, list them, take one for a
+decision and close it. pending_memories is a table of its own, so no recall statement reads it;
+its trigger records each step in the history and the change events."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.rows import class_row, dict_row
+from psycopg.types.json import Jsonb
+
+from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.transactions import user_transaction
+from rushmem_contract.models import NewMemory, PendingMemory, content_hash
+
+_COLUMNS = "id, user_id, project_id, content, category, source, reasons, created_at, write_id"
+
+# The same fact held twice (a retried write) is one pending row: its id either way.
+_HOLD = """
+WITH held AS (
+    INSERT INTO pending_memories
+        (user_id, project_id, content, content_hash, category, source, reasons, memory, write_id)
+    VALUES (%(user_id)s, %(project_id)s, %(content)s, %(hash)s, %(category)s, %(source)s, %(reasons)s, %(memory)s,
+            %(write_id)s)
+    ON CONFLICT (user_id, coalesce(project_id, ''), content_hash) DO NOTHING
+    RETURNING id
+)
+SELECT id FROM held
+UNION ALL
+SELECT id FROM pending_memories
+WHERE user_id = %(user_id)s AND coalesce(project_id, '') = coalesce(%(project_id)s, '') AND content_hash = %(hash)s
+  AND NOT EXISTS (SELECT FROM held)
+"""
+
+
+def hold(
+    conn: Connection,
+    user_id: str,
+    memories: Sequence[tuple[NewMemory, list[str]]],
+    *,
+    project_id: str | None,
+    source: str | None,
+    write_id: uuid.UUID,
+) -> list[uuid.UUID]:
+    """Keep ``memories`` (each with why it waits) for review; their pending ids, in order."""
+    ids: list[uuid.UUID] = []
+    with user_transaction(conn, user_id, source=source, write_id=write_id):
+        for memory, reasons in memories:
+            scope = memory.project_id or project_id
+            params: dict[str, Any] = {
+                "user_id": user_id,
+                "project_id": scope,
+                "content": memory.content,
+                "hash": content_hash(memory.content),
+                "category": memory.category,
+                "source": source,
+                "reasons": reasons,
+                "memory": Jsonb(memory.model_dump(mode="json", exclude_defaults=True) | {"project_id": scope}),
+                "write_id": write_id,
+            }
+            row = conn.execute(_HOLD, params).fetchone()
+            assert row is not None  # inserted, or the row that conflicted
+            ids.append(row[0])
+    return ids
+
+
+def list_pending(conn: Connection, user_id: str, *, project_id: str | None, limit: int) -> list[PendingMemory]:
+    """The user's writes waiting for review (with a project: its own and the user-wide), oldest first."""
+    query = (
+        f"SELECT {_COLUMNS} FROM pending_memories WHERE user_id = %(user_id)s "
+        "AND (%(project_id)s::text IS NULL OR project_id = %(project_id)s OR project_id IS NULL) "
+        "ORDER BY created_at, id LIMIT %(limit)s"
+    )
+    with user_transaction(conn, user_id), conn.cursor(row_factory=class_row(PendingMemory)) as cur:
+        return cur.execute(query, {"user_id": user_id, "project_id": project_id, "limit": limit}).fetchall()
+
+
+def pending_memory(conn: Connection, user_id: str, pending_id: uuid.UUID) -> tuple[NewMemory, str | None] | None:
+    """The fact a pending write holds, as it will be written, and its source; None when there is none."""
+    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(
+            "SELECT memory, source FROM pending_memories WHERE user_id = %s AND id = %s", [user_id, pending_id]
+        ).fetchone()
+    return None if row is None else (NewMemory.model_validate(row["memory"]), row["source"])
+
+
+def close_pending(
+    conn: Connection,
+    user_id: str,
+    pending_id: uuid.UUID,
+    *,
+    approved_as: uuid.UUID | None,
+    source: str | None,
+    write_id: uuid.UUID,
+) -> bool:
+    """End a pending write: approved (as the memory ``approved_as``) or rejected; False when there
+    was none (decided meanwhile, or never this user's)."""
+    reason = "approved" if approved_as is not None else "rejected"
+    settings = {"agent_memory.approved_as": str(approved_as) if approved_as is not None else ""}
+    with user_transaction(conn, user_id, source=source, reason=reason, settings=settings, write_id=write_id):
+        row = conn.execute(
+            "DELETE FROM pending_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, pending_id]
+        ).fetchone()
+    return row is not None

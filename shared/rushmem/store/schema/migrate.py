@@ -1,0 +1,173 @@
+"""The schema: numbered SQL migrations (``migrations/*.sql``), the store's metadata, and what every
+new connection checks before use (the application role, the vector type, the model's column).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import logging
+import re
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+
+from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.dataapi import DataApiConnection
+from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem_contract.errors import ConfigurationError, SchemaMismatch
+
+logger = logging.getLogger(__name__)
+
+# Serialises migrations (and role changes) across processes and containers.
+MIGRATION_LOCK_KEY = 0x616D5F6D6967  # "am_mig"
+_MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def available_migrations() -> list[Migration]:
+    folder = importlib.resources.files("rushmem.store") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda m: m.version)
+
+
+def apply_migrations(conn: Connection, *, dimension: int, fingerprint: str) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction; returns the applied names.
+
+    Safe to run from many processes at once: an advisory lock serialises them and the
+    version table makes a second run a no-op.
+    """
+    if not 0 < dimension <= 16000:
+        raise SchemaMismatch(f"embedding dimension {dimension} is outside pgvector's range (1..16000)")
+    pending = pending_migrations(conn)
+    if not pending:
+        return []  # the common case (every cold start): read-only, no lock, no DDL privileges needed
+    try:
+        return _apply(conn, pending, dimension=dimension, fingerprint=fingerprint)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        raise SchemaMismatch(
+            f"the database needs migrations {names}, which this database user may not apply: "
+            "run `rushmem migrate` as the owner (on AWS the deploy's migration function does it)"
+        ) from exc
+
+
+def pending_migrations(conn: Connection) -> list[Migration]:
+    exists = conn.execute("SELECT to_regclass('agent_memory_migrations') IS NOT NULL").fetchone()
+    applied: set[int] = set()
+    if exists and exists[0]:
+        applied = {row[0] for row in conn.execute("SELECT version FROM agent_memory_migrations").fetchall()}
+    return [m for m in available_migrations() if m.version not in applied]
+
+
+def _apply(conn: Connection, pending: list[Migration], *, dimension: int, fingerprint: str) -> list[str]:
+    applied: list[str] = []
+    for migration in pending:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS agent_memory_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = conn.execute(
+                "SELECT 1 FROM agent_memory_migrations WHERE version = %s", [migration.version]
+            ).fetchone()
+            if done:
+                continue
+            # The only substitution is a validated integer: the SQL stays static otherwise.
+            conn.execute(migration.sql.replace("{dimension}", str(int(dimension))).encode())
+            conn.execute(
+                "INSERT INTO agent_memory_migrations (version, name) VALUES (%s, %s)",
+                [migration.version, migration.name],
+            )
+            if migration.version == 1:
+                conn.execute(
+                    "INSERT INTO agent_memory_meta (key, value) VALUES ('embedding_model', %s),"
+                    " ('embedding_dimension', %s) ON CONFLICT (key) DO NOTHING",
+                    [fingerprint, str(dimension)],
+                )
+            applied.append(f"{migration.version:04d}_{migration.name}")
+    return applied
+
+
+def register_types(conn: Connection) -> None:
+    """Teach the connection the vector type (binary and text), for connections set up by hand
+    (the Data API path needs nothing: vectors travel as text)."""
+    if not isinstance(conn, DataApiConnection):
+        register_vector(conn)
+
+
+def read_meta(conn: Connection) -> dict[str, str]:
+    exists = conn.execute("SELECT to_regclass('agent_memory_meta') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return {}
+    return dict(conn.execute("SELECT key, value FROM agent_memory_meta").fetchall())
+
+
+def resolve_vector_schema(meta: dict[str, str], *, dimension: int, fingerprint: str) -> VectorSchema:
+    if "embedding_dimension" not in meta:
+        raise SchemaMismatch("the database has no rushmem schema yet: run `rushmem migrate`")
+    current, current_dimension = meta.get("embedding_model", "unknown"), int(meta["embedding_dimension"])
+    if current == fingerprint and current_dimension == dimension:
+        return VectorSchema(fingerprint, "embedding", current)
+    if meta.get("previous_model") == fingerprint and int(meta.get("previous_dimension", 0)) == dimension:
+        logger.warning(
+            "the store moved to %s; this process still embeds with %s and reads the previous vectors "
+            "read-only until it is redeployed with the new model",
+            current,
+            fingerprint,
+        )
+        return VectorSchema(fingerprint, "embedding_prev", current)
+    raise SchemaMismatch(
+        f"the database holds {current_dimension}-dimensional embeddings from {current}, "
+        f"but the configured embedder is {fingerprint} ({dimension} dimensions); vectors from "
+        "different models cannot be mixed. Configure the same embedder, point "
+        "AGENT_MEMORY_DATABASE_URL / AGENT_MEMORY_DATA_DIR at another database, or move the store "
+        "to the new model with `rushmem reembed`."
+    )
+
+
+def prepare_connection(
+    conn: Connection, *, dimension: int, fingerprint: str, migrate: bool, role: str | None = None
+) -> VectorSchema:
+    """Run on every new connection: migrate (optionally), take the application role, register the
+    vector type, resolve which vector column this embedder may use."""
+    if migrate:
+        apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
+    data_api = isinstance(conn, DataApiConnection)
+    if role and data_api:
+        raise ConfigurationError(
+            f"AGENT_MEMORY_DB_ROLE={role} cannot be set on the RDS Data API (it shares sessions): let "
+            "AGENT_MEMORY_DB_SECRET_ARN name a login role that is a member of agent_memory_app"
+        )
+    if role:
+        # Session-level on purpose: this connection is ours alone (never a pooled one).
+        try:
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UndefinedObject) as exc:
+            user = conn.info.user
+            raise ConfigurationError(
+                f"database user {user} may not SET ROLE {role}: run the migration with these credentials "
+                f"(rushmem migrate, or the deploy's MigrateFunction), or have a DBA run "
+                f"GRANT {role} TO {user}"
+            ) from exc
+    bypass = conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()
+    if bypass and bypass[0]:
+        logger.warning(
+            "connected as a role that bypasses row-level security; set AGENT_MEMORY_DB_ROLE=agent_memory_app "
+            "or log in as a member of agent_memory_app"
+        )
+    schema = resolve_vector_schema(read_meta(conn), dimension=dimension, fingerprint=fingerprint)
+    register_types(conn)
+    return schema

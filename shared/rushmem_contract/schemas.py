@@ -1,0 +1,385 @@
+"""The HTTP API's request and response models, and the OpenAPI descriptions of its answers.
+
+Light on purpose (pydantic only): the Python client imports these too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Literal, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.models import (
+    DEFAULT_PAGE,
+    MAX_CURSOR_CHARS,
+    MAX_EXPLAIN_IDS,
+    MAX_MESSAGES,
+    MAX_PAGE,
+    MAX_RECALL_LIMIT,
+    AwareDatetime,
+    Consistency,
+    ConversationEnded,
+    MemoryEvent,
+    MemoryFilters,
+    NewMemory,
+    ProjectId,
+    ReviewDecision,
+    UserId,
+    WireModel,
+    describe_errors,
+)
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+
+
+class ContentPart(WireModel):
+    """One part of a multi-part chat message (OpenAI style); only text parts are read."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = "text"
+    text: str | None = None
+
+
+class RecallMessage(WireModel):
+    """A chat message as agent frameworks pass them around: any role, text or parts."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Annotated[str, StringConstraints(max_length=64)]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content.strip()
+        parts = self.content or []
+        return " ".join(p.text.strip() for p in parts if p.type == "text" and p.text and p.text.strip())
+
+
+def latest_user_query(messages: Sequence[RecallMessage]) -> str | None:
+    """The text of the latest user message that has text (the article's extractUserQuery)."""
+    for message in reversed(messages):
+        if message.role == "user" and (text := message.text()):
+            return text
+    return None
+
+
+CONSISTENCY_HELP = (
+    "Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a "
+    "moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a "
+    "reader, both read the one database."
+)
+
+
+# Two clocks, one name each at every door and down to the SQL (rushmem.store.memories.scope).
+NOW_HELP = (
+    "Evaluation time (ISO 8601): recall among the memories stored by then and current then, with decay and "
+    "date words measured from it (reproducible runs); omit for the present."
+)
+AS_OF_HELP = (
+    "Valid time (ISO 8601): what was true at this time, superseded versions included while they held; "
+    "omit for what is true now."
+)
+
+EXPLAIN_HELP = (
+    "Also answer why: every candidate the search considered with its signals (vector similarity, text rank, "
+    "date window, decay, MMR penalty, reranker score), its final score and why it was kept or dropped."
+)
+EXPLAIN_IDS_HELP = (
+    f"Memory ids to account for (implies explain, at most {MAX_EXPLAIN_IDS}): for each, whether it was a "
+    "candidate and, if not, why (another scope, superseded, expired, not yet valid, filtered out, pending review, "
+    "not near enough, not found)."
+)
+
+
+class RecallRequest(WireModel):
+    """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    project_id: ProjectId | None = Field(default=None, description="Also recall this project's memories.")
+    query: str | None = Field(default=None, description="What to recall memories for.")
+    messages: list[RecallMessage] | None = Field(
+        default=None, description="Chat messages; the query is the latest user message."
+    )
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_RECALL_LIMIT,
+        description=f"Most memories to return, 1..{MAX_RECALL_LIMIT} (default: the deployment's, 10 unless set).",
+    )
+    now: AwareDatetime | None = Field(default=None, description=NOW_HELP)
+    include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")
+    filters: MemoryFilters | None = Field(
+        default=None, description="Recall among the memories that match these only (all conditions hold)."
+    )
+    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+    as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
+    explain: bool = Field(default=False, description=EXPLAIN_HELP)
+    explain_ids: list[uuid.UUID] | None = Field(default=None, max_length=MAX_EXPLAIN_IDS, description=EXPLAIN_IDS_HELP)
+
+    def query_text(self) -> str:
+        """The query to use; InvalidInput naming the field when there is none or two."""
+        if self.query is not None and self.messages is not None:
+            raise InvalidInput("give either query or messages, not both", field="messages")
+        if self.messages is not None:
+            text = latest_user_query(self.messages)
+            if text is None:
+                raise InvalidInput("messages has no user message with text to recall for", field="messages")
+            return text
+        if self.query is None:
+            raise InvalidInput("query (or messages) is required", field="query")
+        return self.query
+
+
+class ListRequest(WireModel):
+    """GET /memories (as query parameters; the filters flattened: categories comma-separated,
+    metadata as JSON): a page of the user's memories, newest first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    project_id: ProjectId | None = Field(default=None, description="Also list this project's memories.")
+    limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Memories per page, 1..{MAX_PAGE}.")
+    cursor: str | None = Field(
+        default=None, max_length=MAX_CURSOR_CHARS, description="next_cursor of the previous page; omit for the first."
+    )
+    include_inactive: bool = Field(default=False, description="Also superseded and expired memories.")
+    filters: MemoryFilters | None = Field(default=None, description="Only the memories that match these.")
+    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+    as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
+
+
+class AddRequest(WireModel):
+    """POST /memories: store facts now (no LLM; the same rules as the write path)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = None
+    project_id: ProjectId | None = None
+    memories: list[NewMemory] = Field(
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        description="The facts, one short self-contained sentence each (AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST "
+        "at most).",
+    )
+
+
+class ReviewRequest(WireModel):
+    """POST /memories/{id}/review: a person's decision on a write held for review."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    decision: ReviewDecision = Field(
+        description="approve: written as any write (and recalled from now on); reject: nothing is stored."
+    )
+
+
+class ConversationRequest(ConversationEnded):
+    """POST /conversations: the write path's "conversation ended" message, over HTTP (user_id
+    is optional with a JWT, as everywhere)."""
+
+    user_id: UserId | None = None  # type: ignore[assignment]  # the JWT's sub when absent
+
+    def message(self, user_id: str) -> ConversationEnded:
+        """The message for ``user_id`` exactly as the SQS body would be (same receipt)."""
+        return ConversationEnded.model_validate({**self.model_dump(exclude_unset=True), "user_id": user_id})
+
+
+FilterKind = Literal["list", "object", "time", "text"]
+
+
+def filter_kind(name: str) -> FilterKind:
+    """How the filter ``name`` travels as one string (a query parameter, a flag): a list
+    comma-separated, an object as JSON, a date-time in ISO 8601, anything else as itself."""
+    annotation = MemoryFilters.model_fields[name].annotation
+    value = next(a for a in get_args(annotation) if a is not type(None))
+    base = get_origin(value) or value
+    if base is Annotated:
+        base = get_origin(get_args(value)[0]) or get_args(value)[0]
+    if base is list:
+        return "list"
+    if base is dict:
+        return "object"
+    return "time" if base is dt.datetime else "text"
+
+
+def filter_query(filters: MemoryFilters) -> dict[str, str]:
+    """The filters given, as GET /memories' query parameters (read back by :func:`list_filters`)."""
+    params: dict[str, str] = {}
+    for name in MemoryFilters.model_fields:
+        value = getattr(filters, name)
+        if value is None:
+            continue
+        kind = filter_kind(name)
+        if kind == "list":
+            params[name] = ",".join(value)
+        elif kind == "object":
+            params[name] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        else:
+            params[name] = value.isoformat() if kind == "time" else str(value)
+    return params
+
+
+def list_filters(query: Mapping[str, str | None]) -> MemoryFilters | None:
+    """The filters of GET /memories from its query parameters (lists comma-separated, objects
+    JSON); InvalidInput naming the parameter otherwise."""
+    raw: dict[str, object] = {}
+    for name, text in query.items():
+        if text is None:
+            continue
+        kind = filter_kind(name)
+        if kind == "list":
+            raw[name] = [c.strip() for c in text.split(",") if c.strip()]
+        elif kind == "object":
+            try:
+                raw[name] = json.loads(text)
+            except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
+                raise InvalidInput(f'{name} must be a JSON object, e.g. {{"team": "web"}}', field=name) from None
+        else:
+            raw[name] = text
+    if not raw:
+        return None
+    try:
+        return MemoryFilters.model_validate(raw)
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise InvalidInput(describe_errors(exc), field=str(loc[0]) if loc else None) from exc
+
+
+class _AsOf(WireModel):
+    as_of: AwareDatetime | None = None
+
+
+def as_of_param(value: str | None) -> dt.datetime | None:
+    """``as_of`` from a query parameter (ISO 8601); InvalidInput naming it otherwise."""
+    if value is None:
+        return None
+    try:
+        return _AsOf.model_validate({"as_of": value}).as_of
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc), field="as_of") from exc
+
+
+class MemoryHistory(WireModel):
+    """GET /memories/{id}/history: a page of one memory's recorded changes, oldest first; pass
+    ``next_cursor`` for the next page (None: the last). A page stops at ``limit`` events or at
+    MAX_PAGE_BYTES of them, whichever comes first."""
+
+    events: list[MemoryEvent]
+    next_cursor: str | None = None
+
+
+class ErrorDetail(WireModel):
+    # Optional in the schema too: answers leave out a null field (found by schemathesis).
+    field: str | None = None
+    message: str
+
+
+class ErrorBody(WireModel):
+    """Every error answer: what went wrong, which field, and the request id to find the logs."""
+
+    code: str
+    message: str
+    field: str | None = None
+    errors: list[ErrorDetail] | None = None
+    request_id: str | None = None
+
+
+def no_content(description: str) -> OpenAPIResponse:
+    """A bodiless answer (204): an empty content map, or the resolver would document its return type."""
+    return {"description": description, "content": {}}
+
+
+def documented(description: str, model: type[BaseModel] | None = None) -> OpenAPIResponse:
+    """One entry of a route's ``responses`` (OpenAPI)."""
+    if model is None:
+        return {"description": description}
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+# Error answers every route can give (others are listed per route).
+COMMON_ERRORS: dict[int, OpenAPIResponse] = {
+    400: documented("Invalid request: the message names the problem and the field", ErrorBody),
+    403: documented("user_id is not the authenticated user (JWT)", ErrorBody),
+    404: documented("No such route, or (DELETE one) no such memory for this user", ErrorBody),
+    405: documented("Method not allowed on this path (see Allow)", ErrorBody),
+    415: documented("The body is not JSON", ErrorBody),
+    500: documented("Unexpected error (details only in the logs, under request_id)", ErrorBody),
+    503: documented("Database unavailable or too slow; retry (Retry-After)", ErrorBody),
+}
+
+
+class ErasureCounts(BaseModel):
+    """How many rows of each kind went."""
+
+    memories: int = 0
+    history: int = 0
+    ingest_receipts: int = 0
+    usage_rows: int = 0  # usage_daily rows (one per day, kind of work and model)
+    # Rows of memory_entities, a table migration 0010 dropped: receipts written before it say how
+    # many went; the key stays so that every receipt has the same shape.
+    entity_links: int = 0
+
+
+class ErasureReceipt(BaseModel):
+    """What forgetting a user deleted, when and at whose request; the subject only as a keyed hash."""
+
+    id: uuid.UUID
+    subject: str = Field(description="HMAC-SHA256 of the user id under the deployment's key (hex), never the id.")
+    requested_by: str = Field(description="Who asked: 'user' (their own token), an IAM principal, 'cli', ...")
+    erased_at: dt.datetime
+    deleted: ErasureCounts
+
+
+class UsageLine(BaseModel):
+    """One day's count of one kind of work with one model (``model`` is "" where none applies)."""
+
+    day: dt.date
+    kind: str
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    characters: int
+    items: int
+    estimated_usd: float = Field(description="This line at the price table's prices (see `rushmem cost`).")
+
+
+class UsageReport(BaseModel):
+    """A user's usage from ``start`` to ``end`` (UTC days, both included) and what it cost."""
+
+    user_id: str
+    start: dt.date
+    end: dt.date
+    lines: list[UsageLine]
+    totals: dict[str, int] = Field(description="Calls per kind over the period.")
+    estimated_usd: float = Field(
+        description="Variable cost of this user's work; the stack's fixed cost is not shared out."
+    )
+    prices: str = Field(description="Which price table the estimate used.")
+
+
+class TenantUsage(BaseModel):
+    """One user's totals over a period (``rushmem usage --all``)."""
+
+    user_id: str
+    calls: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+    estimated_usd: float
+
+
+def usage_totals(lines: Sequence[UsageLine]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for line in lines:
+        totals[line.kind] = totals.get(line.kind, 0) + line.calls
+    return totals

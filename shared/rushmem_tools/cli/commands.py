@@ -1,0 +1,310 @@
+"""The memory commands of ``rushmem``: each parses its arguments, calls one service method and
+prints JSON Lines. Exit codes are the error table's (:mod:`rushmem_contract.kinds`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rushmem.ingest.importing import ImportReport
+from rushmem.service import Memory, set_service
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.kinds import EXIT_ERROR, EXIT_OK
+from rushmem_contract.models import (
+    MAX_HISTORY,
+    MemoryRecord,
+    NewMemory,
+    RecallQuery,
+    RecallResult,
+    describe_errors,
+)
+from rushmem_tools.cli.memories import filters_of
+from rushmem_tools.cli.output import Progress, emit, read_jsonl
+from rushmem_tools.cli.text import for_humans, write_memories, write_recall, write_settings
+
+RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
+
+
+def cmd_migrate(service: Memory, args: argparse.Namespace) -> int:
+    result = service.admin.migrate()
+    emit({"applied": result.applied, "embedder": service.admin.embedder.fingerprint})
+    return EXIT_OK
+
+
+def cmd_add(service: Memory, args: argparse.Namespace) -> int:
+    try:
+        memories = [
+            NewMemory(
+                content=text,
+                category=args.category,
+                is_evergreen=args.evergreen,
+                expires_at=args.expires_at,
+                valid_from=args.valid_from,
+                supersedes=args.supersedes,
+            )
+            for text in args.text
+        ]
+    except ValidationError as exc:
+        raise InvalidInput(describe_errors(exc), field="text") from exc
+    emit(service.add(memories, user_id=args.user, project_id=args.project, source=args.source))
+    return EXIT_OK
+
+
+def cmd_import(service: Memory, args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    report = ImportReport()
+    progress = Progress("lines")
+    if progress.enabled and args.file != "-":
+        progress.total = sum(1 for _ in read_jsonl(args.file))  # the time left needs it; a file reads fast
+    try:
+        service.admin.import_jsonl(read_jsonl(args.file), report, source=args.source, progress=progress.update)
+    finally:
+        progress.close()
+        # Printed even when a later chunk failed: what was taken before is committed.
+        emit({**report.model_dump(mode="json"), "seconds": round(time.monotonic() - started, 3)})
+    if report.skipped:
+        print(f"rushmem: {skipped_statement(report)}", file=sys.stderr)
+    # 0: every line that could be taken went in (a failure that stopped it raises, with its own code);
+    # what was skipped, and why, is in the summary and said on stderr.
+    return EXIT_OK
+
+
+def skipped_statement(report: ImportReport, shown: int = 10) -> str:
+    """One sentence on what an import left out: how many lines, which (the first few), where the reasons are."""
+    numbers = [str(line.line) for line in report.skipped_lines[:shown]]
+    more = f" and {report.skipped - len(numbers)} more" if report.skipped > len(numbers) else ""
+    plural = "s" if report.skipped != 1 else ""
+    return (
+        f"imported {report.taken} line{'s' if report.taken != 1 else ''}; skipped {report.skipped} line{plural} "
+        f"it could not take (line{plural} {', '.join(numbers)}{more}: the reasons are in the summary's skipped_lines)"
+    )
+
+
+def _recall_payload(result: RecallResult) -> dict[str, object]:
+    payload: dict[str, object] = {
+        "memories": [m.model_dump(mode="json") for m in result.memories],
+        "prompt_block": result.prompt_block,
+    }
+    if result.explanation is not None:
+        payload["explanation"] = result.explanation.model_dump(mode="json")
+    return payload
+
+
+def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
+    if args.queries:
+        return _recall_file(service, args)
+    if not args.user or not args.query:
+        raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
+    result = service.recall(
+        " ".join(args.query),
+        user_id=args.user,
+        project_id=args.project,
+        limit=args.limit,
+        now=args.now,
+        filters=filters_of(args),
+        as_of=args.as_of,
+        include_inactive=args.include_inactive,
+        explain=args.explain,
+        explain_ids=args.explain_ids,
+    )
+    if for_humans(args):
+        write_recall(result, sys.stdout)
+    else:
+        emit(_recall_payload(result))
+    return EXIT_OK
+
+
+def _recall_file(service: Memory, args: argparse.Namespace) -> int:
+    """One output line per input line (results stay aligned with the queries), then a summary."""
+    if not args.out:
+        raise InvalidInput("--queries needs --out FILE", field="out")
+    started = time.monotonic()
+    lines = list(read_jsonl(args.queries))
+    progress = Progress("recalled", len(lines))
+    done = failed = 0
+    problems: list[dict[str, object]] = []
+    out_path = Path(args.out)
+    with out_path.open("w", encoding="utf-8") as out:
+        for start in range(0, len(lines), RECALL_CHUNK):
+            batch = lines[start : start + RECALL_CHUNK]
+            parsed: list[RecallQuery | str] = []
+            for _number, text in batch:
+                try:
+                    parsed.append(RecallQuery.model_validate_json(text))
+                except ValidationError as exc:
+                    parsed.append(describe_errors(exc, "line"))
+            results = iter(service.recall_batch([p for p in parsed if isinstance(p, RecallQuery)], limit=args.limit))
+            for (number, _text), item in zip(batch, parsed, strict=True):
+                outcome = item if isinstance(item, str) else next(results)
+                if isinstance(outcome, RecallResult):
+                    emit(_recall_payload(outcome), out)
+                    done += 1
+                    continue
+                failed += 1
+                problems.append({"line": number, "reason": str(outcome)})
+                emit({"memories": [], "prompt_block": "", "error": str(outcome)}, out)
+            progress.update(done + failed)
+    progress.close()
+    emit(
+        {
+            "queries": len(lines),
+            "recalled": done,
+            "failed": failed,
+            "seconds": round(time.monotonic() - started, 3),
+            "out": str(out_path),
+            "failed_lines": problems,
+        }
+    )
+    return EXIT_OK
+
+
+def cmd_list(service: Memory, args: argparse.Namespace) -> int:
+    memories = _listed(service, args)
+    if for_humans(args):
+        write_memories(memories, sys.stdout, args.user)
+    else:
+        for memory in memories:
+            emit(memory)
+    return EXIT_OK
+
+
+def _listed(service: Memory, args: argparse.Namespace) -> Iterator[MemoryRecord]:
+    """The user's memories, newest first, page after page (printed as they come)."""
+    filters = filters_of(args)
+    cursor = None
+    remaining = args.limit
+    while True:
+        page = service.list(
+            user_id=args.user,
+            project_id=args.project,
+            limit=min(500, remaining) if remaining else 500,
+            cursor=cursor,
+            include_inactive=args.include_inactive,
+            filters=filters,
+            as_of=args.as_of,
+        )
+        yield from page.memories
+        if remaining:
+            remaining -= len(page.memories)
+            if remaining <= 0:
+                break
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+
+
+def cmd_forget(service: Memory, args: argparse.Namespace) -> int:
+    if args.id is not None:
+        deleted = service.delete(args.id, user_id=args.user)
+        emit({"user_id": args.user, "deleted": int(deleted)})
+        return EXIT_OK if deleted else EXIT_ERROR
+    if not args.all:
+        raise InvalidInput("forget needs --id ID, or --all to delete every memory of the user")
+    emit(service.forget_user(args.user, requested_by=args.by))
+    return EXIT_OK
+
+
+def cmd_move_user(service: Memory, args: argparse.Namespace) -> int:
+    """Move a user's memories to another cell (AGENT_MEMORY_CELLS; docs/capacity.md, Cells)."""
+    from rushmem.service.cells import CellMemory
+
+    if not isinstance(service, CellMemory):
+        raise InvalidInput("move-user needs AGENT_MEMORY_CELLS (users spread over cells)", field="to")
+    moved = service.move_user(args.user, args.to)
+    emit({"user_id": args.user, "cell": args.to, "moved": moved})
+    return EXIT_OK
+
+
+def cmd_history(service: Memory, args: argparse.Namespace) -> int:
+    # Page after page (the pages the API answers), up to --limit events in all.
+    left, cursor = args.limit, None
+    while True:
+        page = service.history_page(args.id, user_id=args.user, limit=min(left, MAX_HISTORY), cursor=cursor)
+        for event in page.events:
+            emit(event)
+        left -= len(page.events)
+        if page.next_cursor is None or left <= 0:
+            return EXIT_OK
+        cursor = page.next_cursor
+
+
+def cmd_purge(service: Memory, args: argparse.Namespace) -> int:
+    emit(service.admin.purge(now=args.now, superseded_days=args.superseded_days))
+    return EXIT_OK
+
+
+def cmd_reembed(service: Memory, args: argparse.Namespace) -> int:
+    if args.drop_previous:
+        emit({"dropped_previous": service.admin.drop_previous_vectors()})
+        return EXIT_OK
+    progress = Progress("re-embedded")
+    try:
+        result = service.admin.reembed(
+            batch_size=args.batch_size, restart=args.restart, max_batches=args.max_batches, progress=progress.update
+        )
+    finally:
+        progress.close()
+    emit(result)
+    return EXIT_OK
+
+
+def cmd_dense_users(service: Memory, args: argparse.Namespace) -> int:
+    report = service.admin.refresh_dense_users(min_memories=args.min_memories, max_seconds=args.max_seconds)
+    print(report.summary(), file=sys.stderr)
+    emit(report)
+    return EXIT_OK
+
+
+def cmd_consolidate(service: Memory, args: argparse.Namespace) -> int:
+    report = service.admin.consolidate(
+        max_seconds=args.max_seconds, cursor=args.cursor, restart=args.restart, threshold=args.threshold
+    )
+    print(report.summary(), file=sys.stderr)
+    emit(report)
+    return EXIT_OK
+
+
+def cmd_similarity(service: Memory, args: argparse.Namespace) -> int:
+    threshold = service.settings.supersede_min_similarity
+    for text, similarity in zip(args.others, service.admin.similarities(args.text, args.others), strict=True):
+        emit({"text": text, "similarity": round(similarity, 4), "may_update": similarity >= threshold})
+    return EXIT_OK
+
+
+def cmd_config(service: Memory, args: argparse.Namespace) -> int:
+    from rushmem.config import Settings
+    from rushmem_tools.settings_table import effective_settings, settings_table, with_settings_table
+
+    if args.write_table:
+        path = Path(args.write_table)
+        path.write_text(with_settings_table(path.read_text(encoding="utf-8")), encoding="utf-8")
+    elif args.markdown:
+        sys.stdout.write(settings_table() + "\n")
+    elif for_humans(args):
+        defaults = effective_settings(Settings.model_construct())
+        write_settings(effective_settings(service.settings), defaults, sys.stdout)
+    else:
+        emit(effective_settings(service.settings))
+    return EXIT_OK
+
+
+def cmd_invoke(service: Memory, args: argparse.Namespace) -> int:
+    from rushmem_tools.local import runtime
+    from rushmem_tools.local.stack import event_path, template_path
+
+    set_service(service)  # the handler runs on this command's settings
+    event = runtime.read_event(event_path(args.event))
+    emit(runtime.invoke(template_path(args.template), args.logical_id, event))
+    return EXIT_OK
+
+
+def cmd_demo(service: Memory, args: argparse.Namespace) -> int:
+    from rushmem_tools.local.demo import run_demo
+
+    set_service(service)  # the handlers run on this command's settings: one model load
+    return run_demo(sys.stdout, keep=args.keep)

