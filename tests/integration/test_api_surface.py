@@ -24,7 +24,7 @@ from rushmem_contract.models import ConversationEnded, MemoryFilters
 from rushmem_tools.cli import main
 from rushmem_tools.local.server import LocalApi, make_server
 from tests.conftest import TEMPLATE_DB, _new_database, url_for
-from tests.support.recall import TEMPLATE, body_of, event, invoke, with_body, with_request
+from tests.support.recall import TEMPLATE, body_of, event, invoke, serving, with_body, with_request
 
 USER, OTHER = "user-123", "user-456"
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
@@ -128,11 +128,8 @@ def test_export_pages_with_history_through_the_handler(lambda_env: str) -> None:
 
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(unverified_jwt=False) as url:
+        yield url
 
 
 def test_sync_client_against_serve(served: str) -> None:

@@ -5,7 +5,6 @@ the rules extractor (ignore phrases, categories), refused with a 4xx naming the 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,6 @@ from rushmem_contract.errors import InvalidInput
 from rushmem_contract.instructions import ExtractionInstructions
 from rushmem_contract.models import ConversationEnded, MemoryFilters
 from rushmem_tools.local import runtime as lambda_local
-from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.environment import use_lambda_environment
 from tests.support.ingest import (
     TEMPLATE,
@@ -29,8 +27,7 @@ from tests.support.ingest import (
     sqs_event,
     sqs_record,
 )
-from tests.support.recall import TEMPLATE as RECALL_TEMPLATE
-from tests.support.recall import body_of, invoke, with_body, with_request
+from tests.support.recall import body_of, invoke, serving, with_body, with_request
 
 CHAT = [
     {"role": "user", "content": "I love football. I prefer TypeScript. I am vegan."},
@@ -214,11 +211,8 @@ def test_the_http_api_sets_reads_and_versions_instructions_and_post_conversation
 
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(RECALL_TEMPLATE), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(unverified_jwt=False) as url:
+        yield url
 
 
 def test_both_clients_set_read_and_list_versions_and_get_the_field_of_a_refusal(served: str) -> None:

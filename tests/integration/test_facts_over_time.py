@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,9 +21,8 @@ from rushmem_client import MemoryClient
 from rushmem_contract.models import ChatMessage, ConversationEnded, ImportLine, MemoryChanges, NewMemory
 from rushmem_tools.cli import main
 from rushmem_tools.local import runtime as lambda_local
-from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.ingest import sqs_event, sqs_record
-from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
+from tests.support.recall import TEMPLATE, body_of, invoke, serving, with_body, with_request
 
 USER = "facts-user"
 T0 = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)
@@ -162,11 +160,8 @@ def test_a_replacement_valid_from_tomorrow_takes_over_tomorrow_at_every_door(lam
 
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE, unverified_jwt=True), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving() as url:
+        yield url
 
 
 def test_a_content_edit_at_every_door_keeps_the_text_valid_before_it(served: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -27,8 +26,7 @@ from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identit
 from rushmem.recall.block import BLOCK_START
 from rushmem.service import Memory
 from rushmem_client.mcp_auth import mcp_http_client
-from rushmem_tools.local.server import LocalApi, make_server
-from tests.support.recall import ROOT, TEMPLATE, token
+from tests.support.recall import ROOT, serving, token
 
 TOOLS = {
     "recall_memories",
@@ -63,11 +61,8 @@ def error_text(result: CallToolResult) -> str:
 
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE, unverified_jwt=True), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving() as url:
+        yield url
 
 
 @asynccontextmanager

@@ -5,7 +5,6 @@ written from AWS's Signature Version 4 specification (not botocore, which signs)
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from rushmem_client.mcp_auth import SigV4Auth, mcp_http_client
 from rushmem_contract.errors import ConfigurationError
-from rushmem_tools.local.server import LocalApi, make_server
-from tests.support.recall import TEMPLATE
+from tests.support.recall import serving
 from tests.support.sigv4 import ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN, verify
 
 
@@ -90,11 +88,8 @@ def test_the_region_comes_from_the_api_url_or_must_be_given(monkeypatch: pytest.
 
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(unverified_jwt=False) as url:
+        yield url
 
 
 def test_the_sdk_client_signs_every_request_and_the_tools_answer(served: str) -> None:

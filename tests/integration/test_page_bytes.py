@@ -6,7 +6,6 @@ stack would do."""
 from __future__ import annotations
 
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
 
@@ -14,8 +13,7 @@ import pytest
 
 from rushmem_client import MemoryClient
 from rushmem_contract.models import LAMBDA_RESPONSE_BYTES
-from rushmem_tools.local.server import LocalApi, make_server
-from tests.support.recall import TEMPLATE
+from tests.support.recall import serving
 
 USER = "u-large"
 COUNT = 320
@@ -23,11 +21,8 @@ COUNT = 320
 
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(unverified_jwt=False) as url:
+        yield url
 
 
 def _large(i: int) -> dict[str, object]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,8 +20,7 @@ from rushmem.service import Memory
 from rushmem_client import MemoryClient
 from rushmem_contract.errors import NotFound
 from rushmem_contract.models import ConversationEnded, MemoryChanges, NewMemory
-from rushmem_tools.local.server import LocalApi, make_server
-from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
+from tests.support.recall import body_of, invoke, serving, with_body, with_request
 from tests.support.replica import ReplicaPair
 
 USER = "user-123"
@@ -183,10 +181,8 @@ def test_the_client_asks_for_the_writer_when_it_must(
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
     unbounded_env(monkeypatch)
-    server = make_server(LocalApi(TEMPLATE), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = MemoryClient(f"http://127.0.0.1:{server.server_port}")
+    with serving(unverified_jwt=False) as url:
+        client = MemoryClient(url)
         with replay_paused(replica_pair):
             memory_id = client.add(["Uses pnpm"], user_id=USER).ids[0]
             assert client.recall("package manager", user_id=USER).memories == []
@@ -199,9 +195,6 @@ def test_the_client_asks_for_the_writer_when_it_must(
             assert [m.content for m in client.list_memories(user_id=USER, consistency="strong")] == ["Uses pnpm"]
             exported = client.export_memories(user_id=USER, consistency="strong")
             assert [line.content for line in exported] == ["Uses pnpm"]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_the_handler_counts_reads_the_writer_served_for_a_failed_reader(

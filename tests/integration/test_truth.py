@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -27,9 +26,8 @@ from rushmem_contract.errors import InvalidInput
 from rushmem_contract.models import ConversationEnded, NewMemory
 from rushmem_tools.cli import main
 from rushmem_tools.local import runtime as lambda_local
-from rushmem_tools.local.server import LocalApi, make_server
 from tests.support.ingest import sqs_event, sqs_record
-from tests.support.recall import TEMPLATE, body_of, invoke, with_body, with_request
+from tests.support.recall import TEMPLATE, body_of, invoke, serving, with_body, with_request
 
 USER = "truth-user"
 MARCH = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
@@ -304,11 +302,8 @@ def test_cli_add_supersedes_and_list_as_of(settings: Settings, capsys: pytest.Ca
 
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    server = make_server(LocalApi(TEMPLATE, unverified_jwt=True), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving() as url:
+        yield url
 
 
 def test_client_sync_and_async_supersede_and_read_as_of(served: str) -> None:

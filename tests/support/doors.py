@@ -20,7 +20,6 @@ import io
 import json
 import os
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -38,10 +37,9 @@ from rushmem_client import MemoryClient
 from rushmem_contract.errors import AgentMemoryError, InvalidInput
 from rushmem_contract.kinds import error_kind
 from rushmem_tools.cli import main as cli_main
-from rushmem_tools.local.server import LocalApi, make_server
+from tests.support.recall import serving
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TEMPLATE = os.path.join(REPO, "template.yaml")
 DOORS = ("cli", "client", "mcp-stdio", "mcp-http")
 
 
@@ -66,16 +64,9 @@ def token(sub: str, **claims: Any) -> str:
     return f"eyJhbGciOiJub25lIn0.{payload}.sig"
 
 
-@contextlib.contextmanager
-def served() -> Iterator[str]:
+def served() -> contextlib.AbstractContextManager[str]:
     """``rushmem serve --unverified-jwt`` on a free port of 127.0.0.1."""
-    server = make_server(LocalApi(__import__("pathlib").Path(TEMPLATE), unverified_jwt=True), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving()
 
 
 class Door:

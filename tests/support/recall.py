@@ -5,6 +5,7 @@ handler behind `rushmem serve`'s HTTP server (``start``, the ``served`` fixture)
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import threading
@@ -97,12 +98,21 @@ def start(unverified_jwt: bool = True) -> tuple[str, Any]:
     return f"http://127.0.0.1:{server.server_port}", server
 
 
+@contextlib.contextmanager
+def serving(unverified_jwt: bool = True) -> Iterator[str]:
+    """`rushmem serve` in this process on a free port for the block: its URL."""
+    url, server = start(unverified_jwt)
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def served(lambda_env: str) -> Iterator[str]:
-    url, server = start()
-    yield url
-    server.shutdown()
-    server.server_close()
+    with serving() as url:
+        yield url
 
 
 def token(sub: str) -> str:
