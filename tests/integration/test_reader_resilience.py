@@ -14,7 +14,7 @@ import pytest
 
 from rushmem.service import Memory
 from rushmem_contract.models import NewMemory
-from tests.integration.test_readers import replay_paused, settings_for
+from tests.integration.test_readers import replay_paused, sessions, settings_for
 from tests.support.recall import body_of, invoke, with_body
 from tests.support.replica import ReplicaPair
 
@@ -23,13 +23,7 @@ USER = "user-123"
 
 def writer_sessions(pair: ReplicaPair, database: str) -> int:
     """The service's sessions on the primary (the writer's application_name)."""
-    with psycopg.connect(pair.primary_url, autocommit=True) as primary:
-        row = primary.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = 'agent-memory'",
-            [database],
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return sessions(pair.primary_url, database, "agent-memory")
 
 
 def recall_counts(pair: ReplicaPair, database: str) -> int:

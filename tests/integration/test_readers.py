@@ -64,14 +64,19 @@ def replay_paused(pair: ReplicaPair) -> Iterator[None]:
     pair.sync()
 
 
-def reader_sessions(pair: ReplicaPair, database: str) -> int:
-    with psycopg.connect(pair.standby_url, autocommit=True) as standby:
-        row = standby.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = 'agent-memory-reader'",
-            [database],
+def sessions(server_url: str, database: str, application: str) -> int:
+    """The sessions on that server of ``database`` with that application_name."""
+    with psycopg.connect(server_url, autocommit=True) as server:
+        row = server.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+            [database, application],
         ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def reader_sessions(pair: ReplicaPair, database: str) -> int:
+    return sessions(pair.standby_url, database, "agent-memory-reader")
 
 
 def test_eventual_reads_come_from_the_reader_and_strong_ones_from_the_writer(
