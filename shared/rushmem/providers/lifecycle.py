@@ -26,7 +26,8 @@ from rushmem.config import Settings
 # The geographic prefixes of system-defined (cross-Region) inference profile ids.
 PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
 
-# Each role's default model and the template parameter / setting that chooses it.
+# Each role's default model (the Bedrock providers' own defaults: they import them from here, so the
+# model checked is the model called) and the template parameter / setting that chooses it.
 DEFAULT_EXTRACTION_MODEL = "us.amazon.nova-2-lite-v1:0"
 DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_RERANK_MODEL = "amazon.rerank-v1:0"
