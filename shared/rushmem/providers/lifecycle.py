@@ -63,7 +63,7 @@ class ModelCheck:
         behind = f" (routes to {self.foundation_model})" if self.foundation_model not in {None, self.model_id} else ""
         name = f"{self.role} model {self.model_id}{behind}"
         eol = self.end_of_life.date().isoformat() if self.end_of_life else "no date given"
-        instead = f"set {parameter} (AGENT_MEMORY_{variable.removeprefix('AGENT_MEMORY_')}) to an Active model" + (
+        instead = f"set {parameter} ({variable}) to an Active model" + (
             f", e.g. {default}" if self.model_id != default else ", see Bedrock's model lifecycle page"
         )
         if self.status == "ACTIVE":
