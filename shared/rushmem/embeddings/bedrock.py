@@ -17,11 +17,12 @@ import numpy.typing as npt
 from rushmem.config import Settings
 from rushmem.embeddings.base import Embedder
 from rushmem.providers.bedrock import bedrock_runtime_client, call_bedrock
+from rushmem.providers.lifecycle import DEFAULT_EMBEDDING_MODEL
 from rushmem.providers.retry import RetryPolicy
 from rushmem.usage import record_usage
 from rushmem_contract.errors import ConfigurationError, ProviderError
 
-DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
+DEFAULT_MODEL = DEFAULT_EMBEDDING_MODEL  # defined once, where the deploy checks its lifecycle
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
 MAX_PARALLEL_CALLS = 8
 PROVIDER = "bedrock embeddings"

@@ -17,13 +17,14 @@ from typing import Any, Unpack
 from rushmem.config import Settings
 from rushmem.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from rushmem.providers.bedrock import bedrock_runtime_client, call_bedrock
+from rushmem.providers.lifecycle import DEFAULT_EXTRACTION_MODEL
 from rushmem.providers.retry import RetryPolicy
 from rushmem.usage import record_usage
 from rushmem_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "us.amazon.nova-2-lite-v1:0"  # = providers.lifecycle.DEFAULT_EXTRACTION_MODEL
+DEFAULT_MODEL = DEFAULT_EXTRACTION_MODEL  # defined once, where the deploy checks its lifecycle
 PROVIDER = "bedrock converse"
 
 

@@ -26,7 +26,8 @@ from rushmem.config import Settings
 # The geographic prefixes of system-defined (cross-Region) inference profile ids.
 PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
 
-# Each role's default model and the template parameter / setting that chooses it.
+# Each role's default model (the Bedrock providers' own defaults: they import them from here, so the
+# model checked is the model called) and the template parameter / setting that chooses it.
 DEFAULT_EXTRACTION_MODEL = "us.amazon.nova-2-lite-v1:0"
 DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_RERANK_MODEL = "amazon.rerank-v1:0"
@@ -62,7 +63,7 @@ class ModelCheck:
         behind = f" (routes to {self.foundation_model})" if self.foundation_model not in {None, self.model_id} else ""
         name = f"{self.role} model {self.model_id}{behind}"
         eol = self.end_of_life.date().isoformat() if self.end_of_life else "no date given"
-        instead = f"set {parameter} (AGENT_MEMORY_{variable.removeprefix('AGENT_MEMORY_')}) to an Active model" + (
+        instead = f"set {parameter} ({variable}) to an Active model" + (
             f", e.g. {default}" if self.model_id != default else ", see Bedrock's model lifecycle page"
         )
         if self.status == "ACTIVE":

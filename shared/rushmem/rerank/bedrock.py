@@ -10,11 +10,12 @@ from typing import Any
 
 from rushmem.config import Settings
 from rushmem.providers.bedrock import bedrock_agent_runtime_client, call_bedrock
+from rushmem.providers.lifecycle import DEFAULT_RERANK_MODEL
 from rushmem.providers.retry import RetryPolicy
 from rushmem.rerank.base import Reranker, scores_by_index, short_retry
 from rushmem_contract.errors import ProviderError
 
-DEFAULT_MODEL = "amazon.rerank-v1:0"
+DEFAULT_MODEL = DEFAULT_RERANK_MODEL  # defined once, where the deploy checks its lifecycle
 PROVIDER = "bedrock rerank"
 
 

@@ -137,14 +137,18 @@ class CellMemory(Memory):
         """The name of the cell that holds (or would hold) the user."""
         return self._entry(user_id, write=False).cell
 
-    def _reading(self, user_id: str) -> Memory:
-        return self.cells[self._entry(user_id, write=False).cell]
-
-    def _writing(self, user_id: str) -> Memory:
+    def _writing_cell(self, user_id: str) -> str:
+        """The name of the cell the user's writes go to (placing a new user); UserMoving while they move."""
         entry = self._entry(user_id, write=True)
         if entry.moving:
             raise UserMoving("this user's memories are being moved to another cell; try again shortly")
-        return self.cells[entry.cell]
+        return entry.cell
+
+    def _reading(self, user_id: str) -> Memory:
+        return self.cells[self.cell_of(user_id)]
+
+    def _writing(self, user_id: str) -> Memory:
+        return self.cells[self._writing_cell(user_id)]
 
     # ---- one user's verbs: in their cell -----------------------------------------------------
 
@@ -227,12 +231,6 @@ class CellMemory(Memory):
             pii_dropped=sorted(dropped),
             write_id=write_id,
         )
-
-    def _writing_cell(self, user_id: str) -> str:
-        entry = self._entry(user_id, write=True)
-        if entry.moving:
-            raise UserMoving("this user's memories are being moved to another cell; try again shortly")
-        return entry.cell
 
     def forget_user(self, user_id: str, *, requested_by: str = "service") -> ErasureReceipt:
         """Erase the user in every cell (a move interrupted may have left a copy) and their directory
