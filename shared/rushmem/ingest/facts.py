@@ -200,12 +200,32 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _polarity_flipped(wo: list[str], wn: list[str]) -> bool:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Slots:
+    """What :func:`updated_value` reads of one text, worked out once per text rather than once per
+    pair (recall compares every project candidate with every user-wide one)."""
+
+    # "now", "currently", "anymore": when the statement holds, not what it says ("works at Initech
+    # now" updates "works at Globex").
+    words: tuple[str, ...]
+    names: frozenset[str]
+    negations: int
+
+
+@functools.lru_cache(maxsize=4096)
+def _slots(text: str) -> _Slots:
+    tokens = _tokens(text)
+    words = tuple(t.word for t in tokens if t.word not in _PRESENT)
+    return _Slots(words, frozenset(_names(tokens)), sum(w in _NEGATIONS for w in words))
+
+
+def _polarity_flipped(old: _Slots, new: _Slots) -> bool:
     """``new`` is ``old`` negated ("the user no longer drinks coffee" after "the user drinks coffee"),
     or the other way round: the same statement, only its polarity changed, so it ends (or starts
     again) what the other said."""
-    if sum(w in _NEGATIONS for w in wo) == sum(w in _NEGATIONS for w in wn):
+    if old.negations == new.negations:
         return False
+    wo, wn = old.words, new.words
     core_old = [_stem(w) for w in wo if w not in _ENDING]
     core_new = [_stem(w) for w in wn if w not in _ENDING]
     return core_old == core_new and any(w not in _STOPWORDS for w in core_old)
@@ -218,15 +238,13 @@ def updated_value(old: str, new: str) -> bool:
     or the same statement with the other polarity ("no longer drinks coffee" ends "drinks
     coffee"). Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify;
     nor does another weekday (another occurrence)."""
-    to, tn = _tokens(old), _tokens(new)
-    # "now", "currently", "anymore": when the statement holds, not what it says ("works at Initech
-    # now" updates "works at Globex").
-    wo, wn = [t.word for t in to if t.word not in _PRESENT], [t.word for t in tn if t.word not in _PRESENT]
+    so, sn = _slots(old), _slots(new)
+    wo, wn = so.words, sn.words
     if wo == wn:
         return False
-    if _polarity_flipped(wo, wn):
+    if _polarity_flipped(so, sn):
         return True
-    names = _names(to) | _names(tn)
+    names = so.names | sn.names
     # One contiguous change (required below) puts every word that only one text has in the
     # changed span, which may hold values and names only: checked first, as it turns most
     # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).

@@ -37,20 +37,19 @@ def plan_weights(plan: RecallPlan) -> dict[str, float]:
     }
 
 
-def _mmr_penalties(trace: RankTrace, embeddings: np.ndarray, lam: float) -> list[float]:
-    """Per ranked candidate, what MMR subtracted for likeness: for a pick, to those picked before
-    it; for the others, to every pick (what kept them out)."""
-    n = len(embeddings)
-    penalty = [0.0] * n
-    picked: list[int] = []
+def _mmr_penalties(trace: RankTrace, embeddings: scoring.Floats, lam: float, *, sign_codes: bool) -> list[float]:
+    """Per ranked candidate, what MMR subtracted for likeness (:func:`.scoring.likeness`): for a
+    pick, to those picked before it; for the others, to every pick (what kept them out)."""
+    penalty = [0.0] * len(embeddings)
+    closest = np.full(len(embeddings), -np.inf)  # to the picks so far
     for i in trace.order:
-        if picked:
-            penalty[i] = (1.0 - lam) * float(np.max(embeddings[picked] @ embeddings[i]))
-        picked.append(i)
-    if picked:
-        chosen = set(picked)
-        for i in (i for i in range(n) if i not in chosen):
-            penalty[i] = (1.0 - lam) * float(np.max(embeddings[picked] @ embeddings[i]))
+        if np.isfinite(closest[i]):
+            penalty[i] = (1.0 - lam) * float(closest[i])
+        closest = np.maximum(closest, scoring.likeness(embeddings, i, sign_codes=sign_codes))
+    picked = set(trace.order)
+    for i in range(len(embeddings)):
+        if i not in picked and np.isfinite(closest[i]):
+            penalty[i] = (1.0 - lam) * float(closest[i])
     return penalty
 
 
@@ -78,7 +77,12 @@ def explain_candidates(
             floor=plan.decay_floor,
         )
     penalties = (
-        _mmr_penalties(trace, np.vstack([c.embedding for c in chosen]).astype(np.float64), plan.mmr_lambda)
+        _mmr_penalties(
+            trace,
+            np.vstack([c.embedding for c in chosen]).astype(np.float64),
+            plan.mmr_lambda,
+            sign_codes=any(c.sign_code for c in chosen),
+        )
         if plan.mmr
         else None
     )

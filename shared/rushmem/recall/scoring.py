@@ -133,11 +133,15 @@ def mmr_select(
         pick = int(np.argmax(gain))
         chosen.append(pick)
         available[pick] = False
-        # Only the picked rows of the similarity matrix, and by einsum rather than `@`: a
-        # matmul goes to the BLAS thread pool, whose wake-ups cost more than this tiny
-        # product and stall for milliseconds when the other cores are busy.
-        similarity = np.einsum("ij,j->i", vectors, vectors[pick])
-        if sign_codes:
-            similarity = np.sin(np.pi / 2 * similarity)
-        max_sim = np.maximum(max_sim, similarity)
+        max_sim = np.maximum(max_sim, likeness(vectors, pick, sign_codes=sign_codes))
     return chosen
+
+
+def likeness(vectors: Floats, to: int, *, sign_codes: bool = False) -> Floats:
+    """The cosine of every row of ``vectors`` (unit vectors) with row ``to``, as MMR weighs it
+    (over sign codes, its estimate: see :func:`mmr_select`)."""
+    # Only one row of the similarity matrix, and by einsum rather than `@`: a matmul goes to the
+    # BLAS thread pool, whose wake-ups cost more than this tiny product and stall for
+    # milliseconds when the other cores are busy.
+    similarity: Floats = np.einsum("ij,j->i", vectors, vectors[to])
+    return np.sin(np.pi / 2 * similarity) if sign_codes else similarity
