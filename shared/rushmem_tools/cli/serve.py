@@ -9,12 +9,11 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from rushmem.service import Memory, set_service
 from rushmem_contract.errors import AgentMemoryError, InvalidInput
-from rushmem_tools.cli.output import emit
+from rushmem_tools.cli.output import AddCommand, emit
 from rushmem_tools.local.stack import TEMPLATE_HELP, template_path
 
 logger = logging.getLogger("rushmem.serve")
@@ -138,9 +137,6 @@ def cmd_openapi(service: Memory, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(document + "\n")
     return 0
-
-
-AddCommand = Callable[[str, Callable[[Memory, argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 def register(add: AddCommand) -> None:
