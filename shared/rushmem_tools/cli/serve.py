@@ -40,7 +40,7 @@ def _quiet_handlers() -> None:
 
 def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
-    from rushmem_tools.local.server import LocalApi, is_loopback, make_server
+    from rushmem_tools.local.server import LocalApi, is_loopback_name, make_server
 
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     if sys.stderr.isatty() and not args.verbose:
@@ -86,7 +86,7 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     if not args.no_warm:
         _warm_up(service)
     host, port = args.host, server.server_port
-    if not is_loopback(args.host) and verifier is None:
+    if not is_loopback_name(args.host) and verifier is None:
         logger.warning(
             "serving on %s: this server checks no signature or token; anyone who can reach it can read "
             "and delete every user's memories (--jwt-issuer makes every request show a verified token); it answers "
