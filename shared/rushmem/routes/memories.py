@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from rushmem.http.identity import caller_user_id, requester
 from rushmem.lifecycle import get_service
-from rushmem.routes.request import claims
+from rushmem.routes.request import claims, iam_arn
 from rushmem_contract import schemas
 from rushmem_contract.errors import InvalidInput, NotFound
 from rushmem_contract.models import (
@@ -214,7 +214,4 @@ def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> schemas.Era
         raise InvalidInput("user_id is required to forget all memories", field="user_id")
     token = claims(router)
     owner = caller_user_id(token, user_id)
-    authorizer = router.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
-    iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
-    iam_arn = iam.get("userArn") if isinstance(iam, dict) else None
-    return get_service().forget_user(owner, requested_by=requester(token, iam_arn))
+    return get_service().forget_user(owner, requested_by=requester(token, iam_arn(router)))
