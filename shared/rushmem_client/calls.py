@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from rushmem_client.common import region_from_host, without_none
+from rushmem_client.common import conversation_fields, region_from_host, without_none
 from rushmem_client.errors import error_from_answer
 from rushmem_contract import retry
 from rushmem_contract.errors import (
@@ -389,16 +389,13 @@ def add_messages(
     memories: Sequence[str | Mapping[str, Any] | NewMemory],
     ended_at: dt.datetime | None,
 ) -> Call[IngestOutcome]:
-    body = without_none(
+    body = conversation_fields(
         user_id=user_id,
         project_id=project_id,
         conversation_id=conversation_id,
         ended_at=ended_at,
-        messages=[m.model_dump() if isinstance(m, BaseModel) else m for m in messages],
-        memories=[
-            {"content": m} if isinstance(m, str) else m.model_dump() if isinstance(m, BaseModel) else m
-            for m in memories
-        ],
+        messages=messages,
+        memories=memories,
     )
     # The same checks as the SQS message (a user_id is needed only to validate here).
     checked(ConversationEnded, {**body, "user_id": user_id or "caller"})

@@ -12,11 +12,11 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from rushmem_client.common import region_from_host, without_none
+from rushmem_client.common import conversation_fields, region_from_host
 from rushmem_contract.errors import ConfigurationError, InvalidInput, ServiceUnavailable
-from rushmem_contract.models import ChatMessage, ConversationEnded, NewMemory
+from rushmem_contract.models import ChatMessage, ConversationEnded, NewMemory, describe_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -53,25 +53,18 @@ def publish_conversation_ended(
     the conversation (or the message's hash) as deduplication id."""
     try:
         message = ConversationEnded.model_validate(
-            without_none(
+            conversation_fields(
                 user_id=user_id,
                 project_id=project_id,
                 conversation_id=conversation_id,
                 ended_at=ended_at,
-                messages=[m.model_dump() if isinstance(m, BaseModel) else m for m in messages],
-                memories=[
-                    {"content": m} if isinstance(m, str) else m.model_dump() if isinstance(m, BaseModel) else m
-                    for m in memories
-                ],
+                messages=messages,
+                memories=memories,
             )
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        raise InvalidInput(
-            "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()),
-            field=field,
-        ) from exc
+        field = ".".join(str(p) for p in exc.errors()[0]["loc"]) or None
+        raise InvalidInput(describe_errors(exc, "message"), field=field) from exc
     body = message.model_dump_json(exclude_none=True)
     params: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": body}
     if queue_url.endswith(".fifo"):

@@ -103,37 +103,34 @@ def identity_of(ctx: Context) -> Identity:
     return identity
 
 
+def refusal(status: int, message: str, data: dict[str, Any], headers: Mapping[str, str] | None = None) -> HttpAnswer:
+    """A request refused before the SDK saw it, as MCP clients read it: the HTTP status and a
+    JSON-RPC error body without an id, whose message the SDK's client surfaces (a plain JSON body
+    would become a generic error)."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": JSONRPC_INVALID_REQUEST, "message": message, "data": data}}
+    return HttpAnswer(status, {"content-type": "application/json", **(headers or {})}, json.dumps(body).encode())
+
+
 def error_answer(exc: AgentMemoryError, request_id: str | None = None) -> HttpAnswer:
-    """A refused request as MCP clients read it: the HTTP status and a JSON-RPC error body,
-    whose message the SDK's client surfaces (a plain JSON body would become a generic error)."""
+    """A service error's refusal: the error table's status, code and public wording."""
     kind = error_kind(exc)
     data: dict[str, Any] = {"code": kind.code}
     if isinstance(exc, InvalidInput) and exc.field:
         data["field"] = exc.field
     if request_id:
         data["request_id"] = request_id
-    body = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": JSONRPC_INVALID_REQUEST, "message": kind.message(exc), "data": data},
-    }
-    return HttpAnswer(kind.status, {"content-type": "application/json"}, json.dumps(body).encode())
+    return refusal(kind.status, kind.message(exc), data)
 
 
 def not_allowed(method: str, request_id: str | None = None) -> HttpAnswer:
     """GET (the server-to-client stream) and DELETE (ending a session) have no meaning without
     sessions; the SDK would hold a GET open as an SSE stream, which a Lambda cannot."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": JSONRPC_INVALID_REQUEST,
-            "message": f"{method.upper()} is not allowed: this MCP endpoint is stateless, POST each JSON-RPC request",
-            "data": {"code": "method_not_allowed", **({"request_id": request_id} if request_id else {})},
-        },
-    }
-    headers = {"content-type": "application/json", "allow": "POST"}
-    return HttpAnswer(HTTPStatus.METHOD_NOT_ALLOWED.value, headers, json.dumps(body).encode())
+    return refusal(
+        HTTPStatus.METHOD_NOT_ALLOWED.value,
+        f"{method.upper()} is not allowed: this MCP endpoint is stateless, POST each JSON-RPC request",
+        {"code": "method_not_allowed", **({"request_id": request_id} if request_id else {})},
+        {"allow": "POST"},
+    )
 
 
 # --------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from rushmem.http.identity import caller_user_id, requester
 from rushmem.lifecycle import get_service
-from rushmem.routes.request import claims
+from rushmem.routes.request import claims, iam_arn
 from rushmem_contract import schemas
 from rushmem_contract.errors import InvalidInput, NotFound
 from rushmem_contract.models import (
@@ -20,7 +20,6 @@ from rushmem_contract.models import (
     DEFAULT_PAGE,
     MAX_CURSOR_CHARS,
     MAX_HISTORY,
-    MAX_PAGE,
     Consistency,
     ExportPage,
     MemoryChanges,
@@ -31,10 +30,18 @@ from rushmem_contract.models import (
     StoredIds,
     UserId,
 )
-from rushmem_contract.params import spread
+from rushmem_contract.params import bounds, spread
+from rushmem_contract.schemas import ListRequest
 
 router = Router()
 HISTORY_LIMIT_HELP = f"Events per page, 1..{MAX_HISTORY} (a page also stops at 5 MiB of them)."
+
+# The paging and reading parameters of GET /memories and /memories/export, with ListRequest's
+# bounds (the contract defines them once). as_of travels as text, parsed by schemas.as_of_param.
+PageLimit = Annotated[int, Query(**bounds(ListRequest, "limit"))]
+PageCursor = Annotated[str | None, Query(**bounds(ListRequest, "cursor"))]
+ReadConsistency = Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)]
+AsOf = Annotated[str | None, Query(max_length=64, description=schemas.AS_OF_HELP)]
 
 # A filter travels in the URL as text: kept well under URL limits (a longer one fits POST /recall).
 MAX_FILTER_PARAM = {"list": 512, "object": 2048, "time": 64, "text": 512}
@@ -73,11 +80,11 @@ def add_memories(request: schemas.AddRequest) -> StoredIds:
 def list_memories(
     user_id: Annotated[UserId | None, Query()] = None,
     project_id: Annotated[ProjectId | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    limit: PageLimit = DEFAULT_PAGE,
+    cursor: PageCursor = None,
     include_inactive: Annotated[bool, Query(description="Also superseded and expired memories.")] = False,
-    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
-    as_of: Annotated[str | None, Query(max_length=64, description=schemas.AS_OF_HELP)] = None,
+    consistency: ReadConsistency = "eventual",
+    as_of: AsOf = None,
     **filter_values: str | None,
 ) -> MemoryPage:
     owner = caller_user_id(claims(router), user_id)
@@ -102,10 +109,10 @@ def list_memories(
 def export_memories(
     user_id: Annotated[UserId | None, Query()] = None,
     history: Annotated[bool, Query(description="Each line with its memory's recorded changes.")] = False,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
-    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
-    as_of: Annotated[str | None, Query(max_length=64, description=schemas.AS_OF_HELP)] = None,
+    limit: PageLimit = DEFAULT_PAGE,
+    cursor: PageCursor = None,
+    consistency: ReadConsistency = "eventual",
+    as_of: AsOf = None,
 ) -> ExportPage:
     owner = caller_user_id(claims(router), user_id)
     return get_service().export(
@@ -126,7 +133,7 @@ def export_memories(
 def get_memory(
     memory_id: Annotated[uuid.UUID, Path()],
     user_id: Annotated[UserId | None, Query()] = None,
-    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
+    consistency: ReadConsistency = "eventual",
 ) -> MemoryRecord:
     owner = caller_user_id(claims(router), user_id)
     return get_service().get(memory_id, user_id=owner, consistency=consistency)
@@ -163,7 +170,7 @@ def memory_history(
     cursor: Annotated[
         str | None, Query(max_length=MAX_CURSOR_CHARS, description="The previous page's next_cursor.")
     ] = None,
-    consistency: Annotated[Consistency, Query(description=schemas.CONSISTENCY_HELP)] = "eventual",
+    consistency: ReadConsistency = "eventual",
 ) -> schemas.MemoryHistory:
     owner = caller_user_id(claims(router), user_id)
     page = get_service().history_page(memory_id, user_id=owner, limit=limit, cursor=cursor, consistency=consistency)
@@ -207,7 +214,4 @@ def forget_all(user_id: Annotated[UserId | None, Query()] = None) -> schemas.Era
         raise InvalidInput("user_id is required to forget all memories", field="user_id")
     token = claims(router)
     owner = caller_user_id(token, user_id)
-    authorizer = router.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
-    iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
-    iam_arn = iam.get("userArn") if isinstance(iam, dict) else None
-    return get_service().forget_user(owner, requested_by=requester(token, iam_arn))
+    return get_service().forget_user(owner, requested_by=requester(token, iam_arn(router)))

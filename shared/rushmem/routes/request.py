@@ -23,6 +23,14 @@ def claims(router: Router) -> dict[str, Any] | None:
     return jwt_claims(router.current_event.raw_event)
 
 
+def iam_arn(router: Router) -> str | None:
+    """The ARN of the IAM principal that signed the request (AWS_IAM route), if there is one."""
+    authorizer = router.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
+    iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
+    arn = iam.get("userArn") if isinstance(iam, dict) else None
+    return arn if isinstance(arn, str) else None
+
+
 def headers(router: Router) -> dict[str, str]:
     """The request's headers, names in lower case."""
     return {k.lower(): v for k, v in (router.current_event.headers or {}).items()}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -12,9 +11,7 @@ from rushmem.service import Memory
 from rushmem_contract.errors import InvalidInput
 from rushmem_contract.instructions import ExtractionInstructions
 from rushmem_contract.models import describe_errors, error_field
-from rushmem_tools.cli.output import emit
-
-Add = Callable[[str, Callable[[Memory, argparse.Namespace], int], str], argparse.ArgumentParser]
+from rushmem_tools.cli.output import AddCommand, emit
 
 
 def cmd_instructions(service: Memory, args: argparse.Namespace) -> int:
@@ -33,7 +30,7 @@ def cmd_instructions(service: Memory, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(add: Add) -> None:
+def register(add: AddCommand) -> None:
     p = add(
         "instructions",
         cmd_instructions,

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 from rushmem.service import Memory
 from rushmem_contract.errors import InvalidInput
 from rushmem_contract.models import ProjectId, UserId, describe_errors
-from rushmem_tools.cli.serve import AddCommand
+from rushmem_tools.cli.output import AddCommand
 
 _ID: TypeAdapter[str] = TypeAdapter(UserId)
 _PROJECT: TypeAdapter[str] = TypeAdapter(ProjectId)

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from rushmem.service import Memory
 from rushmem_contract.errors import InvalidInput
 from rushmem_contract.kinds import EXIT_ERROR, EXIT_OK
-from rushmem_contract.models import ConversationEnded, MemoryChanges, MemoryFilters, describe_errors
+from rushmem_contract.models import MAX_PAGE, ConversationEnded, MemoryChanges, MemoryFilters, describe_errors
 from rushmem_contract.schemas import filter_kind
 from rushmem_tools.cli.output import emit, parse_time
 
@@ -132,7 +132,9 @@ def cmd_export(service: Memory, args: argparse.Namespace) -> int:
     count, cursor = 0, None
     try:
         while True:
-            page = service.export(user_id=args.user, history=args.history, limit=500, cursor=cursor, as_of=args.as_of)
+            page = service.export(
+                user_id=args.user, history=args.history, limit=MAX_PAGE, cursor=cursor, as_of=args.as_of
+            )
             for line in page.lines:
                 out.write(line.model_dump_json(exclude_none=True) + "\n")
             count += len(page.lines)

@@ -1,4 +1,5 @@
-"""What every command shares: JSON Lines on stdout, progress on stderr, input files and times."""
+"""What every command shares: JSON Lines on stdout, progress on stderr, input files and times, and
+the type of cli.build_parser's ``add`` helper through which each command module registers."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rushmem.service import Memory
+
+# cli.build_parser's ``add(name, command, help)``: a subcommand's parser, its flags still to add.
+AddCommand = Callable[[str, Callable[["Memory", argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 def _json_default(value: Any) -> Any:

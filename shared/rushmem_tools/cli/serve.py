@@ -9,12 +9,11 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from rushmem.service import Memory, set_service
 from rushmem_contract.errors import AgentMemoryError, InvalidInput
-from rushmem_tools.cli.output import emit
+from rushmem_tools.cli.output import AddCommand, emit
 from rushmem_tools.local.stack import TEMPLATE_HELP, template_path
 
 logger = logging.getLogger("rushmem.serve")
@@ -41,7 +40,7 @@ def _quiet_handlers() -> None:
 
 def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
-    from rushmem_tools.local.server import LocalApi, is_loopback, make_server
+    from rushmem_tools.local.server import LocalApi, is_loopback_name, make_server
 
     logger.setLevel(logging.INFO)  # one access line per request on stderr
     if sys.stderr.isatty() and not args.verbose:
@@ -87,7 +86,7 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     if not args.no_warm:
         _warm_up(service)
     host, port = args.host, server.server_port
-    if not is_loopback(args.host) and verifier is None:
+    if not is_loopback_name(args.host) and verifier is None:
         logger.warning(
             "serving on %s: this server checks no signature or token; anyone who can reach it can read "
             "and delete every user's memories (--jwt-issuer makes every request show a verified token); it answers "
@@ -138,9 +137,6 @@ def cmd_openapi(service: Memory, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(document + "\n")
     return 0
-
-
-AddCommand = Callable[[str, Callable[[Memory, argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 def register(add: AddCommand) -> None:

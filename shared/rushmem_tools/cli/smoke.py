@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from rushmem.service import Memory
 from rushmem_contract.errors import AgentMemoryError, DatabaseResuming, NotFound, ProviderError
 from rushmem_contract.kinds import EXIT_OK
-from rushmem_tools.cli.output import emit
+from rushmem_tools.cli.output import AddCommand, emit
 
 if TYPE_CHECKING:
     from rushmem_client import MemoryClient
@@ -366,9 +366,6 @@ def cmd_smoke(service: Memory, args: argparse.Namespace) -> int:
     else:
         print(f"smoke: {verdict} ({passed} of {len(run.checks)} checks passed) against {run.url}")
     return EXIT_OK if run.passed else EXIT_FAILED
-
-
-AddCommand = Callable[[str, Callable[[Memory, argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 def register(add: AddCommand) -> None:

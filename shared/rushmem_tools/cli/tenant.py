@@ -9,15 +9,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import uuid
-from collections.abc import Callable
 
 from rushmem.privacy import PiiPolicy, redact_many
 from rushmem.service import Memory
 from rushmem_contract.errors import InvalidInput
 from rushmem_tools import costs
-from rushmem_tools.cli.output import emit
-
-Add = Callable[[str, Callable[[Memory, argparse.Namespace], int], str], argparse.ArgumentParser]
+from rushmem_tools.cli.output import AddCommand, emit
 
 
 def _day(value: str) -> dt.date:
@@ -141,7 +138,7 @@ def cmd_redact(service: Memory, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(add: Add) -> None:
+def register(add: AddCommand) -> None:
     p = add("usage", cmd_usage, "a user's usage per day (calls, tokens, characters) and its estimated cost")
     p.add_argument("--user")
     p.add_argument("--all", action="store_true", help="every user's totals, most expensive first (owner's credentials)")

@@ -213,6 +213,7 @@ def authority(value: str) -> tuple[str, int | None] | None:
 
 
 def is_loopback_name(name: str) -> bool:
+    """Whether ``name`` (a host name or an address) is this machine only: localhost, 127.0.0.0/8, ::1."""
     if name == "localhost":
         return True
     try:
@@ -443,13 +444,6 @@ def make_server(
     ``allowed_origins`` (:class:`BrowserGuard`)."""
     guard = BrowserGuard.for_bind(host, allowed_hosts, allowed_origins)
     return _Server((host, port), _handler_class(api, guard))
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def openapi_document(template: Path, logical_id: str = RECALL_FUNCTION) -> str:
