@@ -117,7 +117,7 @@ def test_an_llm_extraction_reads_the_related_memories_in_one_round_trip(settings
         finally:
             service.close()
     assert outcome[0].created == 1
-    assert "Fact 1 about the SVG editor" in chat.requests[0].json["messages"][1]["content"]  # shown to the model
+    assert "about the SVG editor" in chat.requests[0].json["messages"][1]["content"]  # stored facts shown to the model
     assert trips == 5
 
 
