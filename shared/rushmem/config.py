@@ -100,7 +100,8 @@ class Settings(BaseSettings):
         default=True,
         description="Send each transaction's statements in pipeline mode: a recall is one round trip to the "
         "database, a conversation written two (four when an extraction runs: its redelivery check and the "
-        "project's extraction instructions come first). Turn off if a proxy in front of PostgreSQL mishandles "
+        "project's extraction instructions come first; five with an LLM extractor, which is shown the user's "
+        "related memories). Turn off if a proxy in front of PostgreSQL mishandles "
         "pipelined requests.",
     )
     db_cluster_arn: str | None = Field(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 
 from rushmem.config import Settings
 from rushmem.service import Memory
 from rushmem_contract.errors import ConfigurationError, SchemaMismatch
-from rushmem_contract.models import NewMemory
+from rushmem_contract.models import ImportLine, NewMemory
 
 FACTS = [f"fact number {i} about topic {i % 7}" for i in range(25)]
 
@@ -69,6 +71,17 @@ def test_after_the_switch_the_old_deployment_reads_but_may_not_write(old: Memory
     assert Memory(settings_for(database_url, 256)).admin.drop_previous_vectors() is True
     with pytest.raises(SchemaMismatch):
         old.recall("topic 1", user_id="u1")
+
+
+def test_after_the_switch_the_old_deployment_may_not_restore_an_export_either(old: Memory, database_url: str) -> None:
+    # A restored line (one with its id) carries a vector of the old model, as an added fact does.
+    old.recall("topic 1", user_id="u1")
+    Memory(settings_for(database_url, 256)).admin.reembed()
+    old.recall("topic 1", user_id="u1")  # reconnected to the previous vectors
+    exported = ImportLine(user_id="u1", id=uuid.uuid4(), content="restored with the wrong model")
+    with pytest.raises(SchemaMismatch) as err:
+        old.import_([exported])
+    assert "redeployed" in str(err.value)
 
 
 def test_same_dimension_other_model_is_never_mixed(old: Memory, database_url: str) -> None:

@@ -12,10 +12,12 @@ from pgvector.psycopg.vector import VectorBinaryDumper, VectorDumper
 from psycopg.types import TypeInfo
 
 from rushmem.config import Settings
+from rushmem.extraction import create_extractor
 from rushmem.service import Memory
 from rushmem.store.engine.transactions import read_as_user
 from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.db import round_trips
+from tests.support.ingest import ChatServer, Reply, memories_answer
 
 
 class _TextRefused(VectorDumper):
@@ -90,6 +92,33 @@ def test_a_conversation_is_written_in_four_round_trips(service: Memory, tmp_path
     trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
     assert outcome[0].created == 2
     assert trips == 4
+
+
+def test_an_llm_extraction_reads_the_related_memories_in_one_round_trip(settings: Settings, tmp_path: Path) -> None:
+    # An LLM extractor is shown the user's memories most related to the conversation: one more
+    # round trip (BEGIN, the scope, the read and COMMIT go out together; it was three) on top of
+    # the four of a conversation with an extraction.
+    with ChatServer() as chat:
+        llm: dict[str, Any] = {
+            "llm_provider": "openai",
+            "llm_base_url": chat.base_url,
+            "llm_api_key": "sk-test",
+            "max_retries": 0,
+        }
+        service = Memory(settings.model_copy(update=llm), extractor=create_extractor(Settings(**llm)))
+        try:
+            service.add([NewMemory(content=f"Fact {i} about the SVG editor") for i in range(10)], user_id="u1")
+            chat.replies.append(Reply(body=memories_answer({"content": "The user prefers TypeScript."})))
+            conversation = ConversationEnded.model_validate(
+                {"user_id": "u1", "messages": [{"role": "user", "content": "I prefer TypeScript for the SVG editor."}]}
+            )
+            outcome: list[Any] = []
+            trips = round_trips(service, lambda: outcome.append(service.ingest_conversation(conversation)), tmp_path)
+        finally:
+            service.close()
+    assert outcome[0].created == 1
+    assert "about the SVG editor" in chat.requests[0].json["messages"][1]["content"]  # stored facts shown to the model
+    assert trips == 5
 
 
 def test_a_message_that_carries_its_memories_is_written_in_two_round_trips(service: Memory, tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from rushmem.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from rushmem.providers.bedrock import bedrock_runtime_client, call_bedrock
 from rushmem.providers.lifecycle import DEFAULT_EXTRACTION_MODEL
 from rushmem.providers.retry import RetryPolicy
-from rushmem.usage import record_usage
 from rushmem_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
@@ -65,14 +64,7 @@ class BedrockConverseExtractor(LLMExtractor):
 
         response = call_bedrock(self._retry, PROVIDER, self.model, request)
         usage = response.get("usage") or {}
-        record_usage(
-            "llm",
-            self.fingerprint,
-            calls=1,
-            input_tokens=_count(usage.get("inputTokens")),
-            output_tokens=_count(usage.get("outputTokens")),
-            characters=len(system) + len(user),
-        )
+        self._record_call(system, user, input_tokens=usage.get("inputTokens"), output_tokens=usage.get("outputTokens"))
         content = ((response.get("output") or {}).get("message") or {}).get("content") or []
         texts = [block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
         if not texts:
@@ -80,8 +72,3 @@ class BedrockConverseExtractor(LLMExtractor):
         if response.get("stopReason") == "max_tokens":
             logger.warning("extraction answer cut at maxTokens=%d; keeping its complete items", self.max_tokens)
         return "".join(texts)
-
-
-def _count(value: Any) -> int:
-    """A token count as Bedrock reported it; 0 when it reported none."""
-    return value if isinstance(value, int) and value > 0 else 0

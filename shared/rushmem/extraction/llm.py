@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from abc import abstractmethod
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from rushmem.config import Settings
 from rushmem.extraction.base import Extractor
@@ -14,6 +14,7 @@ from rushmem.extraction.parsing import UnparseableOutput, parse_memories
 from rushmem.extraction.prompt import build_prompt
 from rushmem.extraction.records import Extraction
 from rushmem.records import ExistingMemory
+from rushmem.usage import record_usage
 from rushmem_contract.errors import ProviderError
 from rushmem_contract.instructions import ExtractionInstructions
 from rushmem_contract.models import ChatMessage
@@ -85,3 +86,19 @@ class LLMExtractor(Extractor):
     @abstractmethod
     def _complete(self, system: str, user: str) -> str:
         """The model's text answer to one system + user prompt."""
+
+    def _record_call(self, system: str, user: str, *, input_tokens: Any, output_tokens: Any) -> None:
+        """Count one call to the model, with its token counts as the provider reported them."""
+        record_usage(
+            "llm",
+            self.fingerprint,
+            calls=1,
+            input_tokens=_count(input_tokens),
+            output_tokens=_count(output_tokens),
+            characters=len(system) + len(user),
+        )
+
+
+def _count(value: Any) -> int:
+    """A token count as the provider reported it; 0 when it reported none."""
+    return value if isinstance(value, int) and value > 0 else 0

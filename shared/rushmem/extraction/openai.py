@@ -17,7 +17,6 @@ from rushmem.config import Settings
 from rushmem.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from rushmem.providers.aws import llm_api_key
 from rushmem.providers.http import OpenAICompatClient
-from rushmem.usage import record_usage
 from rushmem_contract.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -70,13 +69,8 @@ class OpenAIChatExtractor(LLMExtractor):
         body = self._client.post_json("chat/completions", payload)
         usage = body.get("usage")
         usage = usage if isinstance(usage, dict) else {}
-        record_usage(
-            "llm",
-            self.fingerprint,
-            calls=1,
-            input_tokens=_count(usage.get("prompt_tokens")),
-            output_tokens=_count(usage.get("completion_tokens")),
-            characters=len(system) + len(user),
+        self._record_call(
+            system, user, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")
         )
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -88,8 +82,3 @@ class OpenAIChatExtractor(LLMExtractor):
         if choices[0].get("finish_reason") == "length":
             logger.warning("extraction answer cut at max_tokens=%d; keeping its complete items", self.max_tokens)
         return content
-
-
-def _count(value: Any) -> int:
-    """A token count as the provider reported it; 0 when it reported none."""
-    return value if isinstance(value, int) and value > 0 else 0

@@ -334,3 +334,12 @@ def read_as_user(
     cursor._load(conn.run_statement(statement, arguments))
     rows = cursor.fetchall()
     return [row[0] for row in rows], rows[0][1] if rows else None
+
+
+def read_rows_as_user(conn: DataApiConnection, user_id: str, query: str, params: Mapping[str, Any]) -> list[Any]:
+    """``query``'s rows as jsonb documents, read as ``user_id`` in one request (:func:`read_as_user`,
+    without a vector schema check): a read on every ingested conversation costs one request."""
+    documents, _ = read_as_user(
+        conn, f"SELECT to_jsonb(r) FROM ({query}) AS r", params, {"agent_memory.user_id": user_id}, None
+    )
+    return documents

@@ -221,7 +221,7 @@ def _check_schema(row: Any, schema: VectorSchema | None) -> None:
 def read_as_user(
     conn: Connection,
     user_id: str,
-    query: str,
+    query: str | sql.Composed,
     params: dict[str, Any],
     *,
     settings: dict[str, str] | None = None,

@@ -60,13 +60,7 @@ def latest_instructions(conn: Connection, user_id: str, project_id: str | None) 
         # every ingested conversation, so it costs what the receipt check costs.
         from rushmem.store.engine import dataapi
 
-        documents, _ = dataapi.read_as_user(
-            conn,  # type: ignore[arg-type]
-            f"SELECT to_jsonb(r) FROM ({_LATEST}) AS r",
-            params,
-            {"agent_memory.user_id": user_id},
-            None,
-        )
+        documents = dataapi.read_rows_as_user(conn, user_id, _LATEST, params)  # type: ignore[arg-type]
         return _stored(documents[0]) if documents else None
     rows = read_as_user(conn, user_id, _LATEST, params)
     return _stored(rows[0]) if rows else None

@@ -37,13 +37,7 @@ def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Rec
     if getattr(conn, "single_statement_reads", False):
         from rushmem.store.engine import dataapi
 
-        documents, _ = dataapi.read_as_user(
-            conn,  # type: ignore[arg-type]
-            f"SELECT to_jsonb(r) FROM ({_RECEIPT_AND_SERVER}) AS r",
-            params,
-            {"agent_memory.user_id": user_id},
-            None,
-        )
+        documents = dataapi.read_rows_as_user(conn, user_id, _RECEIPT_AND_SERVER, params)  # type: ignore[arg-type]
         return Receipt(bool(documents[0]["found"]), dt.datetime.fromisoformat(documents[0]["server_started"]))
     found = read_as_user(conn, user_id, _RECEIPT_AND_SERVER, params)
     return Receipt(bool(found[0]["found"]), found[0]["server_started"])

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from rushmem.records import ExistingMemory
 from rushmem.store.engine.connection import Connection, vector_column
-from rushmem.store.engine.transactions import user_transaction
+from rushmem.store.engine.transactions import read_as_user
 from rushmem.store.memories.scope import Scope, scope_filter, scope_params
 
 
@@ -21,17 +20,14 @@ def related_memories(
     """The user's live memories in scope most similar to any of ``vectors`` (best first, under
     handles m1, m2, ...), with their embeddings: what an LLM extractor is shown.
 
-    Exact, over the user's rows only: an index scan filtered to one user can come back short.
+    Exact, over the user's rows only: an index scan filtered to one user can come back short. One
+    round trip (read on every conversation an LLM extractor reads).
     """
     if not vectors or limit <= 0:
         return []
     query = sql.SQL(_RELATED).format(scope=scope_filter(scope), vec=sql.Identifier(vector_column(conn)))
     params: dict[str, Any] = {**scope_params(scope), "vectors": list(vectors), "limit": limit}
-    with (
-        user_transaction(conn, scope.user_id, vectors=True),
-        conn.cursor(row_factory=dict_row, binary=True) as cur,
-    ):
-        rows = cur.execute(query, params).fetchall()
+    rows = read_as_user(conn, scope.user_id, query, params, vectors=True)
     return [
         ExistingMemory(
             handle=f"m{i}",

@@ -11,7 +11,7 @@ from rushmem.records import MemoryRow, WriteOutcome
 from rushmem.store.accounts.usage import add_usage
 from rushmem.store.engine.connection import Connection
 from rushmem.store.engine.transactions import user_transaction
-from rushmem.store.memories.writes import row_params
+from rushmem.store.memories.writes import check_writable, row_params
 from rushmem.usage import UsageRow
 from rushmem_contract.errors import InvalidInput
 
@@ -95,6 +95,7 @@ def restore_memories(
     another user is refused (InvalidInput naming ``id``), and with it the whole call; so is a row
     whose ``superseded_by`` names no memory of its user (InvalidInput naming ``superseded_by``).
     """
+    check_writable(conn)  # as every write of vectors: never the previous model's into the new column
     outcomes: dict[int, WriteOutcome] = {}
     by_user: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
