@@ -22,19 +22,7 @@ from rushmem.http.body import parse_json_body
 from rushmem.http.errors import install_error_handlers, json_bodies_only
 from rushmem.lifecycle import get_service, register_shutdown_hooks, register_snapstart_hooks
 from rushmem.observability import logger, metrics, tracer
-from rushmem.routes import (
-    conversations,
-    docs,
-    erasures,
-    instructions,
-    mcp,
-    memories,
-    oauth,
-    page,
-    recall,
-    review,
-    usage,
-)
+from rushmem.routes import docs, mcp, oauth, operations, page
 
 # The body reader refuses lone surrogates, NaN and runaway nesting with a 400 (json.loads takes them).
 app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=parse_json_body)
@@ -49,7 +37,7 @@ app.configure_openapi(
 install_error_handlers(app, logger)
 # POST, PUT, PATCH and any body only as declared JSON (415): what a cross-site page cannot send.
 app.use(middlewares=[json_bodies_only])
-for routes in (recall, memories, review, conversations, instructions, erasures, usage, docs, page, oauth, mcp):
+for routes in (operations, docs, page, oauth, mcp):
     app.include_router(routes.router)
 # With SnapStart, every route's request validation is built before the snapshot, not on a first request.
 register_snapstart_hooks(warm=app.get_openapi_schema)

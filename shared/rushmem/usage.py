@@ -15,10 +15,13 @@ import contextlib
 import contextvars
 import dataclasses
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
+
+logger = logging.getLogger(__name__)
 
 # recall: one recall answered (characters: the query); conversation: one "conversation ended"
 # message written; write: memories stored by POST /memories, add or import (items: memories);
@@ -147,19 +150,34 @@ class UsageBuffer:
     reader endpoint, which cannot write: counting each on the writer would put a commit on the
     writer for every read). Each count keeps the UTC day it happened on.
 
-    ``due`` says when a flush is worth it: ``max_pending`` counts waiting, or the oldest waiting
-    ``max_age_s``. What a flush took and could not write is put back (:meth:`put_back`); what a
-    container holds when it is shut down without warning is lost (docs/serverless.md, Usage).
+    A flush is due at ``max_pending`` counts waiting, or when the oldest has waited ``max_age_s``;
+    :meth:`count` then starts one on a thread of its own, so the read that counted neither waits
+    for the writer nor fails with it. ``write`` stores a batch (on the writer, in one round trip);
+    what it could not store because the writer was unreachable (``kept(exc)``) is put back for the
+    next flush, and no flush is tried again before the interval. What a container holds when it is
+    shut down without warning is lost (docs/serverless.md, Usage).
     """
 
-    def __init__(self, *, max_pending: int, max_age_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        max_pending: int,
+        max_age_s: float,
+        write: Callable[[list[PendingUsage]], object],
+        kept: Callable[[Exception], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_pending = max_pending
         self.max_age_s = max_age_s
+        self._write = write
+        self._kept = kept
         self._clock = clock
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._meters: dict[tuple[str, dt.date], Meter] = {}
         self._count = 0
         self._oldest: float | None = None
+        self._retry_at = 0.0
 
     def add(self, user_id: str, day: dt.date, rows: Sequence[UsageRow]) -> None:
         if not rows:
@@ -171,6 +189,12 @@ class UsageBuffer:
             self._count += 1
             if self._oldest is None:
                 self._oldest = self._clock()
+
+    def count(self, user_id: str, day: dt.date, rows: Sequence[UsageRow]) -> None:
+        """Keep a read's counts; when a batch is due, write it from a thread of its own."""
+        self.add(user_id, day, rows)
+        if self.due() and self._clock() >= self._retry_at:
+            threading.Thread(target=self.flush_quietly, name="usage-flush", daemon=True).start()
 
     def __len__(self) -> int:
         """Counts added since the last flush took them."""
@@ -193,6 +217,38 @@ class UsageBuffer:
         """Counts a flush took but did not write (the writer was unreachable): kept for the next one."""
         for item in pending:
             self.add(item.user_id, item.day, item.rows)
+
+    def flush(self) -> int:
+        """Write what waits now; the number of counts written. What the writer could not be reached
+        for is kept (and the error raised); what may have been written when the connection broke
+        is dropped (logged as usage_lost) rather than counted twice."""
+        if not self._count:
+            return 0
+        count = len(self)
+        pending = self.take()
+        try:
+            self._write(pending)
+        except Exception as exc:
+            if self._kept(exc):
+                self.put_back(pending)
+            else:
+                logger.error("usage_lost: the connection broke while usage was written", extra={"counts": count})
+            raise
+        self._retry_at = 0.0
+        return count
+
+    def flush_quietly(self) -> None:
+        """:meth:`flush`, never raising: a failure is logged and waits for the interval (a writer
+        that is down would otherwise cost a connect timeout on every read)."""
+        if not self._flushing.acquire(blocking=False):
+            return  # a flush is under way: it takes what is waiting
+        try:
+            self.flush()
+        except Exception:
+            self._retry_at = self._clock() + self.max_age_s
+            logger.warning("usage counts not written; kept for the next flush", exc_info=True)
+        finally:
+            self._flushing.release()
 
 
 # ---- GET /usage ----------------------------------------------------------------------------

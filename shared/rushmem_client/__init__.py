@@ -17,7 +17,7 @@ boto3 for IAM signing and SQS: ``rushmem-client[aws]``); nothing of the server.
 """
 
 from rushmem_client.aio import AsyncMemoryClient
-from rushmem_client.http import MemoryClient, MemoryList
+from rushmem_client.http import MemoryClient
 from rushmem_client.sqs import publish_conversation_ended
 
-__all__ = ["AsyncMemoryClient", "MemoryClient", "MemoryList", "publish_conversation_ended"]
+__all__ = ["AsyncMemoryClient", "MemoryClient", "publish_conversation_ended"]

@@ -7,7 +7,7 @@ import hashlib
 import json
 import unicodedata
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from rushmem_contract.errors import InputTooLarge, InvalidInput
 from rushmem_contract.inputs import (
     JsonValueError,
     as_stored,
@@ -63,16 +64,65 @@ LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
 MAX_SUPERSEDES = 100
 
 
-def describe_errors(exc: ValidationError, whole: str = "value") -> str:
-    """A pydantic error as one line, field by field ("memories.0.content: ..."), never echoing input;
-    ``whole`` names the value when the error is about it as a whole."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in exc.errors())
+# Where a door's framework says a value came from (Powertools: body, query, path): not a field.
+_LOCATIONS = ("body", "query", "path", "header", "cookie")
 
 
-def error_field(exc: ValidationError) -> str | None:
-    """The field of a pydantic error's first problem ("memories[0].content"), None for the whole value."""
-    errors = exc.errors()
-    return field_path([p for p in errors[0]["loc"] if isinstance(p, str | int)]) or None if errors else None
+def _path_of(loc: Sequence[Any]) -> str:
+    parts = [p for p in loc if isinstance(p, str | int)]
+    if parts and parts[0] in _LOCATIONS:
+        parts = parts[1:]
+    return field_path(parts)
+
+
+def describe_errors(exc: ValidationError | Sequence[Mapping[str, Any]], whole: str = "value") -> str:
+    """Validation errors as one line, field by field ("memories[0].content: ..."), never echoing
+    input; ``whole`` names the value when the error is about it as a whole."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else exc
+    return "; ".join(f"{_path_of(e['loc']) or whole}: {str(e['msg']).removeprefix('Value error, ')}" for e in errors)
+
+
+def error_field(exc: ValidationError | Sequence[Mapping[str, Any]]) -> str | None:
+    """The field of the first problem ("memories[0].content"), None for the whole value."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else exc
+    return (_path_of(errors[0]["loc"]) or None) if errors else None
+
+
+def too_large(field: str, size: int, limit: int, unit: str = "characters") -> InputTooLarge:
+    """The one wording of an input over a limit, whether the limit is the wire format's ceiling
+    or the deployment's (smaller) setting: every door says it the same way."""
+    return InputTooLarge(f"{field} is {size} {unit}; the limit is {limit}", field=field)
+
+
+# pydantic's error types for a string or a list over its max_length.
+_TOO_LONG = {"string_too_long": "characters", "too_long": "items"}
+
+
+def _within(prefix: str | None, path: str) -> str:
+    if not prefix:
+        return path
+    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}" if path else prefix
+
+
+def refusal(
+    exc: ValidationError | Sequence[Mapping[str, Any]], whole: str = "value", prefix: str | None = None
+) -> InvalidInput:
+    """A validation failure as the error every door raises for it: InputTooLarge (413) for a value
+    over a length ceiling, InvalidInput (400) naming the first bad field otherwise. ``whole``
+    names the value when the problem is the value itself; ``prefix`` is where it sits in a larger
+    request (a door that validates one part of it)."""
+    errors = list(exc.errors() if isinstance(exc, ValidationError) else exc)
+    paths = [_within(prefix, _path_of(e["loc"])) for e in errors]
+    first, field = errors[0], paths[0] or None
+    unit = _TOO_LONG.get(str(first.get("type")))
+    if unit is not None and field:
+        value = first.get("input")
+        size = len(value) if isinstance(value, str | list | tuple | dict) else 0
+        return too_large(field, size, int((first.get("ctx") or {}).get("max_length", 0)), unit)
+    message = "; ".join(
+        f"{path or whole}: {str(e['msg']).removeprefix('Value error, ')}" for path, e in zip(paths, errors, strict=True)
+    )
+    return InvalidInput(message, field=field)
 
 
 def no_nul(value: str) -> str:
@@ -361,7 +411,8 @@ class MemoryChanges(WireModel):
     def changed(self) -> dict[str, Any]:
         """The fields given, with their new values (None: clear); metadata null is the empty object.
         How a new content is written (``typo_fix``) is no field of the memory."""
-        values = {name: getattr(self, name) for name in self.model_fields_set if name != "typo_fix"}
+        mine = MemoryChanges.model_fields
+        values = {name: getattr(self, name) for name in self.model_fields_set if name in mine and name != "typo_fix"}
         if "metadata" in values and values["metadata"] is None:
             values["metadata"] = {}
         return values

@@ -11,19 +11,37 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from rushmem_contract import shapes
 from rushmem_contract.errors import InvalidInput
+from rushmem_contract.instructions import MAX_INSTRUCTION_VERSIONS
 from rushmem_contract.models import (
+    DEFAULT_HISTORY_PAGE,
     DEFAULT_PAGE,
     MAX_CURSOR_CHARS,
     MAX_EXPLAIN_IDS,
+    MAX_HISTORY,
     MAX_MESSAGES,
     MAX_PAGE,
     MAX_RECALL_LIMIT,
+    MAX_SUPERSEDES,
     AwareDatetime,
+    Category,
+    ChatMessage,
     Consistency,
     ConversationEnded,
+    MemoryChanges,
     MemoryEvent,
     MemoryFilters,
     NewMemory,
@@ -31,6 +49,7 @@ from rushmem_contract.models import (
     ReviewDecision,
     UserId,
     WireModel,
+    WrittenMetadata,
     describe_errors,
 )
 
@@ -98,12 +117,21 @@ EXPLAIN_IDS_HELP = (
 )
 
 
+# The fields most requests share, defined once.
+CallerUser = Annotated[UserId | None, Field(description="Required without a JWT; with one, the token's sub.")]
+ReadConsistency = Annotated[Consistency, Field(description=CONSISTENCY_HELP)]
+PageCursor = Annotated[
+    str | None, Field(max_length=MAX_CURSOR_CHARS, description="next_cursor of the previous page; omit for the first.")
+]
+MemoryIdField = Annotated[uuid.UUID, Field(description="The memory's id.")]
+
+
 class RecallRequest(WireModel):
     """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    user_id: CallerUser = None
     project_id: ProjectId | None = Field(default=None, description="Also recall this project's memories.")
     query: str | None = Field(default=None, description="What to recall memories for.")
     messages: list[RecallMessage] | None = Field(
@@ -120,7 +148,7 @@ class RecallRequest(WireModel):
     filters: MemoryFilters | None = Field(
         default=None, description="Recall among the memories that match these only (all conditions hold)."
     )
-    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+    consistency: ReadConsistency = "eventual"
     as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
     explain: bool = Field(default=False, description=EXPLAIN_HELP)
     explain_ids: list[uuid.UUID] | None = Field(default=None, max_length=MAX_EXPLAIN_IDS, description=EXPLAIN_IDS_HELP)
@@ -145,53 +173,242 @@ class ListRequest(WireModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    user_id: CallerUser = None
     project_id: ProjectId | None = Field(default=None, description="Also list this project's memories.")
     limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Memories per page, 1..{MAX_PAGE}.")
-    cursor: str | None = Field(
-        default=None, max_length=MAX_CURSOR_CHARS, description="next_cursor of the previous page; omit for the first."
-    )
+    cursor: PageCursor = None
     include_inactive: bool = Field(default=False, description="Also superseded and expired memories.")
     filters: MemoryFilters | None = Field(default=None, description="Only the memories that match these.")
-    consistency: Consistency = Field(default="eventual", description=CONSISTENCY_HELP)
+    consistency: ReadConsistency = "eventual"
     as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
 
 
 class AddRequest(WireModel):
-    """POST /memories: store facts now (no LLM; the same rules as the write path)."""
+    """POST /memories: store facts now (no LLM; the same rules as the write path), or, given chat
+    ``messages`` (as mem0's add takes them), extract the facts worth keeping from them first.
+
+    ``memories`` may be one string, a list of strings or of objects (:class:`NewMemory`); the
+    call-wide fields (``category`` ... ``metadata``) apply to every memory that does not set its own.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: UserId | None = None
-    project_id: ProjectId | None = None
-    memories: list[NewMemory] = Field(
-        min_length=1,
+    user_id: CallerUser = None
+    project_id: ProjectId | None = Field(default=None, description="The project the memories belong to.")
+    messages: list[ChatMessage] | None = Field(
+        default=None,
         max_length=MAX_MESSAGES,
-        description="The facts, one short self-contained sentence each (AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST "
-        "at most).",
+        description="Chat messages instead of memories: the facts worth keeping are extracted from them.",
     )
+    # Checked after messages (validate_default): "nothing to store" names this field.
+    memories: Annotated[list[NewMemory], BeforeValidator(shapes.as_facts)] = Field(
+        default_factory=list,
+        max_length=MAX_MESSAGES,
+        validate_default=True,
+        description="The facts, one short self-contained sentence each (a string, or an object with its fields); "
+        "AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST at most.",
+    )
+    infer: bool | None = Field(
+        default=None,
+        description="true: extract facts from memories given as text too (each read as a user message); false: "
+        "store messages' texts as they are. Default: extract from messages only.",
+    )
+    category: Category | None = Field(default=None, description="Category of every memory that sets none.")
+    is_evergreen: bool | None = Field(default=None, description="true: the memories never fade with age in recall.")
+    expires_at: AwareDatetime | None = Field(default=None, description="When the memories stop holding (ISO 8601).")
+    valid_from: AwareDatetime | None = Field(default=None, description=NewMemory.model_fields["valid_from"].description)
+    supersedes: list[uuid.UUID] | None = Field(
+        default=None, max_length=MAX_SUPERSEDES, description=NewMemory.model_fields["supersedes"].description
+    )
+    metadata: WrittenMetadata | None = Field(
+        default=None, description="Added to every memory's metadata (a memory's own keys win)."
+    )
+
+    _chat = model_validator(mode="before")(shapes.chat_in_memories)
+
+    @field_validator("memories")
+    @classmethod
+    def _something_to_store(cls, value: list[NewMemory], info: ValidationInfo) -> list[NewMemory]:
+        messages = info.data.get("messages")
+        if not value and not messages:
+            raise ValueError("give the memories to store (or chat messages to extract them from)")
+        if value and messages:
+            raise ValueError("give either memories (facts) or messages (a conversation), not both")
+        return value
+
+    def facts(self) -> list[NewMemory]:
+        """The memories with the call-wide fields applied where a memory sets its own none."""
+        given = {name: getattr(self, name) for name in _CALL_WIDE if getattr(self, name) is not None}
+        if not given:
+            return list(self.memories)
+        out = []
+        for memory in self.memories:
+            own = memory.model_fields_set
+            update = {k: v for k, v in given.items() if k not in own and k != "metadata"}
+            if "metadata" in given:
+                update["metadata"] = {**given["metadata"], **memory.metadata}
+            out.append(memory.model_copy(update=update) if update else memory)
+        return out
+
+
+# AddRequest's fields that apply to every memory of the call.
+_CALL_WIDE = ("category", "is_evergreen", "expires_at", "valid_from", "supersedes", "metadata")
+
+
+class GetRequest(WireModel):
+    """GET /memories/{memory_id}: one of the user's memories, live or not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_id: MemoryIdField
+    user_id: CallerUser = None
+    consistency: ReadConsistency = "eventual"
+
+
+class UpdateRequest(MemoryChanges):
+    """PATCH /memories/{memory_id} (user_id in the query, the changes in the body)."""
+
+    memory_id: MemoryIdField
+    user_id: CallerUser = None
+
+    _whole = model_validator(mode="before")(shapes.changes_given_whole)
+
+
+class DeleteRequest(WireModel):
+    """DELETE /memories/{memory_id}: forget one of the user's memories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_id: MemoryIdField
+    user_id: CallerUser = None
+
+
+class HistoryRequest(WireModel):
+    """GET /memories/{memory_id}/history: a page of one memory's recorded changes, oldest first
+    (no memory_id, where a door allows it: the changes of every memory of the user)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_id: MemoryIdField | None = None
+    user_id: CallerUser = None
+    limit: int = Field(
+        default=DEFAULT_HISTORY_PAGE,
+        ge=1,
+        le=MAX_HISTORY,
+        description=f"Events per page, 1..{MAX_HISTORY} (a page also stops at 5 MiB of them).",
+    )
+    cursor: PageCursor = None
+    consistency: ReadConsistency = "eventual"
+
+
+class ExportRequest(WireModel):
+    """GET /memories/export: everything the user has, as import lines, newest first (a page)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: CallerUser = None
+    history: bool = Field(default=False, description="Each line with its memory's recorded changes.")
+    limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"Lines per page, 1..{MAX_PAGE}.")
+    cursor: PageCursor = None
+    consistency: ReadConsistency = "eventual"
+    as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
+
+
+class ForgetUserRequest(WireModel):
+    """DELETE /memories?user_id=...: erase everything stored about a user. The user is named even
+    with a JWT, so that a stray DELETE never wipes anything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: UserId = Field(description="The user to erase (with a JWT: the token's sub).")
+
+
+class PendingRequest(WireModel):
+    """GET /memories/pending: the user's writes held for review, oldest first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: CallerUser = None
+    project_id: ProjectId | None = Field(default=None, description="Also this project's held writes.")
+    limit: int = Field(default=MAX_PAGE, ge=1, le=MAX_PAGE, description=f"At most this many, 1..{MAX_PAGE}.")
 
 
 class ReviewRequest(WireModel):
-    """POST /memories/{id}/review: a person's decision on a write held for review."""
+    """POST /memories/{pending_id}/review: a person's decision on a write held for review."""
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: UserId | None = Field(default=None, description="Required without a JWT; with one, the token's sub.")
+    pending_id: uuid.UUID = Field(description="The held write's id (from the pending list).")
+    user_id: CallerUser = None
     decision: ReviewDecision = Field(
         description="approve: written as any write (and recalled from now on); reject: nothing is stored."
     )
+
+
+class UsersRequest(WireModel):
+    """GET /users: every user with their counts (trusted callers only: an IAM caller, the local server)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=MAX_PAGE, ge=1, le=MAX_PAGE, description=f"At most this many users, 1..{MAX_PAGE}.")
 
 
 class ConversationRequest(ConversationEnded):
     """POST /conversations: the write path's "conversation ended" message, over HTTP (user_id
     is optional with a JWT, as everywhere)."""
 
-    user_id: UserId | None = None  # type: ignore[assignment]  # the JWT's sub when absent
+    user_id: CallerUser = None  # type: ignore[assignment]  # the JWT's sub when absent
 
-    def message(self, user_id: str) -> ConversationEnded:
-        """The message for ``user_id`` exactly as the SQS body would be (same receipt)."""
-        return ConversationEnded.model_validate({**self.model_dump(exclude_unset=True), "user_id": user_id})
+    def message(self) -> ConversationEnded:
+        """The message exactly as the SQS body would be (same receipt); the user must be set."""
+        return ConversationEnded.model_validate(self.model_dump(exclude_unset=True))
+
+
+class InstructionsQuery(WireModel):
+    """GET /instructions: the extraction instructions a project's conversations are extracted with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: CallerUser = None
+    project_id: ProjectId | None = Field(default=None, description="The project (none: conversations without one).")
+
+
+class InstructionsHistoryRequest(InstructionsQuery):
+    """GET /instructions/history: the stored versions, oldest first."""
+
+    limit: int = Field(
+        default=MAX_INSTRUCTION_VERSIONS,
+        ge=1,
+        le=MAX_INSTRUCTION_VERSIONS,
+        description=f"The last this many versions, 1..{MAX_INSTRUCTION_VERSIONS}.",
+    )
+
+
+class UsageRequest(WireModel):
+    """GET /usage: a user's usage per day and its estimated cost (UTC days, both included)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    user_id: CallerUser = None
+    start: dt.date | None = Field(default=None, alias="from", description="First UTC day (default: 29 days ago).")
+    end: dt.date | None = Field(default=None, alias="to", description="Last UTC day, included (default: today).")
+
+
+class ErasureRequest(WireModel):
+    """GET /erasures/{erasure_id}: one erasure receipt (a JWT caller reads only its own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    erasure_id: uuid.UUID = Field(description="The receipt's id (DELETE /memories answers it).")
+    user_id: UserId | None = Field(default=None, description="Only this user's receipt (a JWT caller: its own).")
+
+
+class ErasuresRequest(WireModel):
+    """GET /erasures?user_id=...: every erasure receipt of a user id, oldest first (matched by the keyed hash)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: CallerUser = None
 
 
 FilterKind = Literal["list", "object", "time", "text"]
@@ -338,6 +555,12 @@ class ErasureReceipt(BaseModel):
     requested_by: str = Field(description="Who asked: 'user' (their own token), an IAM principal, 'cli', ...")
     erased_at: dt.datetime
     deleted: ErasureCounts
+
+
+class ErasureList(WireModel):
+    """A user id's erasure receipts, oldest first."""
+
+    receipts: list[ErasureReceipt]
 
 
 class UsageLine(BaseModel):

@@ -27,10 +27,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import TypeAdapter, ValidationError
 from starlette.types import Message
 
-from rushmem.http.identity import caller_user_id, token_user_id
 from rushmem.mcp.tools import Identity, MemoryTools, build_server
 from rushmem.observability import logger
-from rushmem.service import Memory
+from rushmem.service import Caller, Memory
 from rushmem_contract.errors import AgentMemoryError, ConfigurationError, Forbidden, InvalidInput
 from rushmem_contract.kinds import error_kind
 from rushmem_contract.models import ProjectId, UserId
@@ -78,20 +77,17 @@ def caller_identity(claims: Mapping[str, Any] | None, headers: Mapping[str, str]
     """
     requested = _header_id(headers, USER_HEADER, _user_id)
     project = _header_id(headers, PROJECT_HEADER, _project_id)
-    if claims is not None:
-        token_user_id(claims.get("sub"))  # a sub that breaks the user-id rules: 403 naming the claim
-    try:
-        user = caller_user_id(claims, requested)
-    except Forbidden as exc:
-        if requested is None:  # a token without 'sub': the message says so already
-            raise
-        raise Forbidden(f"the {USER_HEADER} header names another user; a token only acts for its own 'sub'") from exc
-    except InvalidInput as exc:
+    caller = Caller.for_request(claims, door="mcp")  # a sub that breaks the user-id rules: 403 naming the claim
+    if caller.user is not None:
+        if requested is not None and requested != caller.user:
+            raise Forbidden(f"the {USER_HEADER} header names another user; a token only acts for its own 'sub'")
+        return Identity(user_id=caller.user, project_id=project)
+    if requested is None:
         raise InvalidInput(
             f"the {USER_HEADER} header is required: a request without a JWT must name the user it acts for",
             field=USER_HEADER,
-        ) from exc
-    return Identity(user_id=user, project_id=project)
+        )
+    return Identity(user_id=requested, project_id=project)
 
 
 def identity_of(ctx: Context) -> Identity:

@@ -1,7 +1,8 @@
-"""The service: :class:`Memory` (the verbs) and its :class:`Admin` (operating the store), what the
-handlers, the CLI, MCP and in-process callers use (see :mod:`.memory`). Each verb checks its input
-against the settings, runs the pure steps of its path (:mod:`rushmem.ingest`,
-:mod:`rushmem.recall`) and the store's transactions (:mod:`rushmem.store`) in order.
+"""The service: :class:`Memory` (the operations, run by the dispatcher: :mod:`.dispatch`) and its
+:class:`Admin` (operating the store), what the handlers, the CLI, MCP and in-process callers use.
+Each verb (a module per kind of work) checks its input against the settings, runs the pure steps of
+its path (:mod:`rushmem.ingest`, :mod:`rushmem.recall`) and the store's transactions
+(:mod:`rushmem.store`) in order, on the collaborators of the user's cell (:mod:`.cells`).
 """
 
 from __future__ import annotations
@@ -10,22 +11,18 @@ import threading
 
 from rushmem.config import Settings, get_settings
 from rushmem.service.base import utcnow as utcnow
+from rushmem.service.batch import BatchNotDurable as BatchNotDurable
+from rushmem.service.caller import Caller as Caller
+from rushmem.service.memory import IngestBatch as IngestBatch
 from rushmem.service.memory import Memory as Memory
 from rushmem.service.operating import Admin as Admin
-from rushmem.service.writing import BatchNotDurable as BatchNotDurable
-from rushmem.service.writing import IngestBatch as IngestBatch
 
 _service: Memory | None = None
 _service_lock = threading.Lock()
 
 
 def build_service(settings: Settings) -> Memory:
-    """The service for ``settings``: with AGENT_MEMORY_CELLS, a :class:`~.cells.CellMemory` that
-    routes each user's verbs to their cell's database; else a :class:`Memory`."""
-    if settings.cells:
-        from rushmem.service.cells import CellMemory
-
-        return CellMemory(settings)
+    """The service for ``settings`` (with AGENT_MEMORY_CELLS, over every cell)."""
     return Memory(settings)
 
 

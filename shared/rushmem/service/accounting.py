@@ -1,4 +1,5 @@
-"""Usage read back with its cost: one user's days (``GET /usage``), every user's totals (operators).
+"""Usage read back with its cost: one user's days (``GET /usage``), every user's totals (operators);
+the users and their counts (``GET /users``).
 
 What the work used is metered by :mod:`rushmem.usage` and stored by
 :mod:`rushmem.store.accounts.usage`; prices are :mod:`rushmem.prices`."""
@@ -9,11 +10,14 @@ import datetime as dt
 from typing import Any
 
 from rushmem import prices
-from rushmem.config import Settings
 from rushmem.service.base import Collaborators, utcnow
+from rushmem.service.cells import Cells
+from rushmem.service.context import Context
 from rushmem.store.accounts.usage import user_usage
-from rushmem_contract.errors import InvalidInput
-from rushmem_contract.schemas import TenantUsage, UsageLine, UsageReport, usage_totals
+from rushmem.store.memories import catalog
+from rushmem_contract.errors import ConfigurationError, Forbidden, InvalidInput
+from rushmem_contract.models import UserCount, UserList
+from rushmem_contract.schemas import TenantUsage, UsageLine, UsageReport, UsageRequest, UsersRequest, usage_totals
 
 # GET /usage: the default period (days, today included) and the longest one asked at once.
 USAGE_DEFAULT_DAYS = 30
@@ -67,24 +71,36 @@ def tenant_totals(rows: list[dict[str, Any]]) -> list[TenantUsage]:
     return sorted(tenants.values(), key=lambda t: (-t.estimated_usd, t.user_id))
 
 
-class Accounting:
-    # Memory sets both: its settings, and the collaborators its verbs and its admin share.
-    settings: Settings
-    _parts: Collaborators
+def usage(parts: Collaborators, request: UsageRequest, ctx: Context) -> UsageReport:
+    """The user's usage per day, kind and model over the period (see :func:`usage_period`),
+    with its cost at the price table's prices."""
+    user_id = ctx.user
+    start, end = usage_period(request.start, request.end)
+    parts.flush_usage_for_report()
+    found = parts.db.run(lambda conn: user_usage(conn, user_id, start, end))
+    lines = [UsageLine(**row, estimated_usd=row_cost(row)) for row in found]
+    return UsageReport(
+        user_id=user_id,
+        start=start,
+        end=end,
+        lines=lines,
+        totals=usage_totals(lines),
+        estimated_usd=round(sum(line.estimated_usd for line in lines), 6),
+        prices=f"{prices.DEFAULT_PRICES.region} list prices of {prices.DEFAULT_PRICES.as_of}",
+    )
 
-    def usage(self, user_id: str, *, start: dt.date | None = None, end: dt.date | None = None) -> UsageReport:
-        """The user's usage per day, kind and model over the period (see :func:`usage_period`),
-        with its cost at the price table's prices."""
-        start, end = usage_period(start, end)
-        self._parts.flush_usage_for_report()
-        found = self._parts.db.run(lambda conn: user_usage(conn, user_id, start, end))
-        lines = [UsageLine(**row, estimated_usd=row_cost(row)) for row in found]
-        return UsageReport(
-            user_id=user_id,
-            start=start,
-            end=end,
-            lines=lines,
-            totals=usage_totals(lines),
-            estimated_usd=round(sum(line.estimated_usd for line in lines), 6),
-            prices=f"{prices.DEFAULT_PRICES.region} list prices of {prices.DEFAULT_PRICES.as_of}",
-        )
+
+def users(cells: Cells, request: UsersRequest, ctx: Context) -> UserList:
+    """Every user (by id, up to ``limit``) with their counts of memories and pending writes, from
+    every cell; for operators (the page's user picker under `rushmem serve`, an IAM caller)."""
+    found: list[UserCount] = []
+    for parts in cells.each():
+        try:
+            found += parts.db.run(lambda conn: catalog.user_counts(conn, limit=request.limit))
+        except ConfigurationError as exc:
+            # The stack's function connects as agent_memory_app, one user at a time: no listing there.
+            raise Forbidden(
+                "listing users needs a database connection in agent_memory_maintenance (the owner's, as "
+                "`rushmem serve` and `rushmem users` have); this deployment's has not"
+            ) from exc
+    return UserList(users=sorted(found, key=lambda u: u.user_id)[: request.limit])

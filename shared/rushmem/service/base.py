@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
-import time
 from functools import cached_property, partial
 from typing import Any
 
@@ -25,7 +23,7 @@ from rushmem.store.engine.connection import Connection, Database, connect_failed
 from rushmem.store.engine.readers import ReadRouter, reader_settings
 from rushmem.store.engine.vector_schema import VectorSchema
 from rushmem.store.schema.migrate import prepare_connection
-from rushmem.usage import Meter, UsageBuffer, UsageRow
+from rushmem.usage import Meter, PendingUsage, UsageBuffer, UsageRow
 from rushmem_contract.errors import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
@@ -136,71 +134,28 @@ class Collaborators:
 
     @cached_property
     def usage_buffer(self) -> UsageBuffer:
+        """Counts of reads a reader endpoint served, written to the writer in batches. Written under
+        the read deadline: a writer that hangs must not hold the writer's connection (and the reads
+        that fall back to it) with it."""
+
+        def write(pending: list[PendingUsage]) -> None:
+            self.db.run(lambda conn: write_pending_usage(conn, pending), deadline_s=self.settings.db_read_deadline_s)
+
         return UsageBuffer(
-            max_pending=self.settings.usage_flush_max_pending, max_age_s=self.settings.usage_flush_interval_s
+            max_pending=self.settings.usage_flush_max_pending,
+            max_age_s=self.settings.usage_flush_interval_s,
+            write=write,
+            kept=lambda exc: isinstance(exc, DatabaseUnavailable) and connect_failed(exc),
         )
-
-    @cached_property
-    def _usage_flushing(self) -> threading.Lock:
-        return threading.Lock()
-
-    _usage_retry_at = 0.0
-
-    def count_later(self, user_id: str, rows: list[UsageRow]) -> None:
-        """Keep a read's counts in the container; when a batch is due, write it from a thread of its
-        own, so the read neither waits for the writer nor fails with it."""
-        buffer = self.usage_buffer
-        buffer.add(user_id, utcnow().date(), rows)
-        if buffer.due() and time.monotonic() >= self._usage_retry_at:
-            threading.Thread(target=self._flush_usage_quietly, name="usage-flush", daemon=True).start()
 
     def _usage_waiting(self) -> bool:
         buffer = self.built("usage_buffer")
         return buffer is not None and len(buffer) > 0
 
-    def _flush_usage_quietly(self) -> None:
-        if not self._usage_flushing.acquire(blocking=False):
-            return  # a flush is under way: it takes what is waiting
-        try:
-            self.flush_usage()
-        except Exception:
-            # Not retried before the interval: a writer that is down would cost a connect timeout each read.
-            self._usage_retry_at = time.monotonic() + self.settings.usage_flush_interval_s
-            logger.warning("usage counts not written; kept for the next flush", exc_info=True)
-        finally:
-            self._usage_flushing.release()
-
-    def flush_usage(self) -> int:
-        """Write the usage counts this container keeps (see :class:`~rushmem.usage.UsageBuffer`) on
-        the writer in one round trip; the number of counts written. A connection found dead is
-        replaced once (as every idempotent read is: a count is added twice only if the connection
-        broke between the server's commit and its answer); when the writer cannot be reached the
-        counts are kept for the next flush; when the connection is lost again they are dropped
-        (logged as usage_lost), since they may have been written."""
-        buffer = self.built("usage_buffer")
-        if buffer is None or not len(buffer):
-            return 0
-        count = len(buffer)
-        pending = buffer.take()
-        try:
-            # Under the read deadline: a writer that hangs must not hold the writer's connection
-            # (and the reads that fall back to it) with it.
-            self.db.run(lambda conn: write_pending_usage(conn, pending), deadline_s=self.settings.db_read_deadline_s)
-        except DatabaseUnavailable as exc:
-            if connect_failed(exc):
-                buffer.put_back(pending)
-            else:
-                logger.error("usage_lost: the connection broke while usage was written", extra={"counts": count})
-            raise
-        self._usage_retry_at = 0.0
-        return count
-
     def flush_usage_for_report(self) -> None:
         """Before usage is read back: this container's waiting counts written (best effort)."""
-        try:
-            self.flush_usage()
-        except Exception:
-            logger.warning("usage counts not written before the usage report", exc_info=True)
+        if self._usage_waiting():
+            self.usage_buffer.flush_quietly()
 
     def publish_changes(self, user_id: str | None) -> None:
         """After a commit: put the changes it queued on the bus, and write the usage counts waiting in
@@ -210,7 +165,7 @@ class Collaborators:
         if user_id is not None:
             self.reads.wrote(user_id)  # building the router does no I/O
         if self._usage_waiting():
-            self._flush_usage_quietly()
+            self.usage_buffer.flush_quietly()
         if not self.settings.event_bus:
             return
         try:
@@ -222,7 +177,7 @@ class Collaborators:
         """Write the usage counts the container keeps (best effort), then close the database
         connections (they are opened again on next use)."""
         if self._usage_waiting():
-            self._flush_usage_quietly()
+            self.usage_buffer.flush_quietly()
         for name in ("db", "reads"):
             if (built := self.built(name)) is not None:
                 built.close()

@@ -3,16 +3,21 @@ ones a conversation's extraction uses (the project's stored ones, else the deplo
 
 from __future__ import annotations
 
-import builtins
 import logging
 import uuid
 
-from rushmem.config import Settings
 from rushmem.privacy.detectors import RegexDetector
 from rushmem.service.base import Collaborators
+from rushmem.service.context import Context
 from rushmem.store.extraction import instructions as store
 from rushmem_contract.errors import InvalidInput
-from rushmem_contract.instructions import MAX_INSTRUCTION_VERSIONS, ExtractionInstructions, StoredInstructions
+from rushmem_contract.instructions import (
+    ExtractionInstructions,
+    InstructionsHistory,
+    InstructionsRequest,
+    StoredInstructions,
+)
+from rushmem_contract.schemas import InstructionsHistoryRequest, InstructionsQuery
 
 logger = logging.getLogger(__name__)
 
@@ -45,53 +50,47 @@ def effective_instructions(parts: Collaborators, user_id: str, project_id: str |
     return StoredInstructions(user_id=user_id, project_id=project_id, instructions=default, deployment_default=True)
 
 
-class Instructing:
-    # Memory sets both: its settings, and the collaborators its verbs and its admin share.
-    settings: Settings
-    _parts: Collaborators
+def set_instructions(parts: Collaborators, request: InstructionsRequest, ctx: Context) -> StoredInstructions:
+    """Store the extraction instructions of the user's project (without ``project_id``: of the
+    user's conversations without a project) as its next version; the previous versions stay in
+    the history. Empty instructions are a version too (the deployment's then no longer apply).
+    InvalidInput naming the field for a credential in them."""
+    user_id, project_id = ctx.user, request.project_id
+    instructions = ExtractionInstructions.model_validate(
+        request.model_dump(exclude_unset=True, exclude={"user_id", "project_id"})
+    )
+    check_instructions(instructions)
+    write_id = uuid.uuid4()
+    stored: StoredInstructions = parts.db.run(
+        lambda conn: store.set_instructions(
+            conn, user_id, project_id, instructions, source=ctx.source, write_id=write_id
+        ),
+        retry=False,
+    )
+    ctx.wrote = True
+    logger.info(
+        "instructions set",
+        extra={"user_id": user_id, "project_id": project_id, "version": stored.version, "source": ctx.source},
+    )
+    return stored
 
-    def set_instructions(
-        self,
-        instructions: ExtractionInstructions,
-        *,
-        user_id: str,
-        project_id: str | None = None,
-        source: str | None = None,
-    ) -> StoredInstructions:
-        """Store the extraction instructions of the user's project (without ``project_id``: of the
-        user's conversations without a project) as its next version; the previous versions stay in
-        :meth:`instructions_history`. Empty instructions are a version too (the deployment's then
-        no longer apply). InvalidInput naming the field for a credential in them."""
-        instructions = ExtractionInstructions.model_validate(instructions.model_dump(exclude_unset=True))
-        check_instructions(instructions)
-        write_id = uuid.uuid4()
-        stored: StoredInstructions = self._parts.db.run(
-            lambda conn: store.set_instructions(
-                conn, user_id, project_id, instructions, source=source, write_id=write_id
-            ),
-            retry=False,
-        )
-        logger.info(
-            "instructions set",
-            extra={"user_id": user_id, "project_id": project_id, "version": stored.version, "source": source},
-        )
-        return stored
 
-    def instructions(self, *, user_id: str, project_id: str | None = None) -> StoredInstructions:
-        """The instructions a conversation of this user and project is extracted with: the stored
-        ones, else the deployment's (``deployment_default``), else empty (version 0)."""
-        found = effective_instructions(self._parts, user_id, project_id)
-        if found is None:
-            return StoredInstructions(user_id=user_id, project_id=project_id, instructions=ExtractionInstructions())
-        return found
+def get_instructions(parts: Collaborators, request: InstructionsQuery, ctx: Context) -> StoredInstructions:
+    """The instructions a conversation of this user and project is extracted with: the stored
+    ones, else the deployment's (``deployment_default``), else empty (version 0)."""
+    user_id = ctx.user
+    found = effective_instructions(parts, user_id, request.project_id)
+    if found is None:
+        return StoredInstructions(user_id=user_id, project_id=request.project_id, instructions=ExtractionInstructions())
+    return found
 
-    def instructions_history(
-        self, *, user_id: str, project_id: str | None = None, limit: int = MAX_INSTRUCTION_VERSIONS
-    ) -> builtins.list[StoredInstructions]:
-        """The stored versions of the project's instructions (the last ``limit``), oldest first."""
-        if not 1 <= limit <= MAX_INSTRUCTION_VERSIONS:
-            raise InvalidInput(f"limit must be between 1 and {MAX_INSTRUCTION_VERSIONS}, got {limit}", field="limit")
-        found: list[StoredInstructions] = self._parts.db.run(
-            lambda conn: store.instruction_versions(conn, user_id, project_id, limit=limit)
-        )
-        return found
+
+def instructions_history(
+    parts: Collaborators, request: InstructionsHistoryRequest, ctx: Context
+) -> InstructionsHistory:
+    """The stored versions of the project's instructions (the last ``limit``), oldest first."""
+    user_id = ctx.user
+    found: list[StoredInstructions] = parts.db.run(
+        lambda conn: store.instruction_versions(conn, user_id, request.project_id, limit=request.limit)
+    )
+    return InstructionsHistory(versions=found)

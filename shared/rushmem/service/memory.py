@@ -1,43 +1,63 @@
-"""The public API: :class:`Memory`, the verbs every door calls (the HTTP API, the queue consumer,
-MCP, the CLI) and in-process Python code too; its :attr:`~Memory.admin` operates the store.
+"""The public API: :class:`Memory`, the operations every door runs (the HTTP API, the queue consumer,
+MCP, the CLI), callable in-process too; its :attr:`~Memory.admin` operates the store.
 
-Memory's verbs are defined in a module per kind of work (:mod:`.writing` and :mod:`.reviewing`, :mod:`.reading`,
-:mod:`.editing`, :mod:`.accounting`), its base classes, so each verb's parameters are written once.
-What they work with is one object they share, composed rather than inherited: the settings and the
-collaborators, built on first use (:class:`.base.Collaborators`); :class:`.operating.Admin` works on
-that same object. Names follow mem0's where a verb exists there (add, get, update, delete, history).
+Memory is a thin facade: its methods are the rows of the contract's table, defined once for every
+Python door (:mod:`rushmem_contract.methods`: the same names, inputs and refusals as the clients'),
+each run by the dispatcher (:mod:`.dispatch`: the caller, the user's cell, the verb, then usage and
+events). Names follow mem0's where a verb exists there (add, search, get, get_all, update, delete,
+history).
 """
 
 from __future__ import annotations
 
+import builtins
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
+
+from pydantic import BaseModel
 
 from rushmem.config import Settings, get_settings
 from rushmem.embeddings import Embedder
 from rushmem.extraction import Extractor
 from rushmem.rerank import Reranker
-from rushmem.service.accounting import Accounting
-from rushmem.service.base import Collaborators
+from rushmem.service import moving, recalling, writing
+from rushmem.service.batch import QueueBatch
+from rushmem.service.caller import Caller
+from rushmem.service.cells import Cells
+from rushmem.service.context import OPTIONS, Context
+from rushmem.service.dispatch import Dispatcher
 from rushmem.service.drain import Publish
-from rushmem.service.editing import Editing
-from rushmem.service.instructing import Instructing
 from rushmem.service.operating import Admin
-from rushmem.service.reading import Reading
-from rushmem.service.reviewing import Reviewing
 from rushmem.store.engine.connection import Database
+from rushmem_contract import operations as ops
+from rushmem_contract.errors import InvalidInput
+from rushmem_contract.methods import Operations
+from rushmem_contract.models import ConversationEnded, ImportLine, IngestOutcome, RecallQuery, RecallResult, StoredIds
+from rushmem_contract.operations import Operation
+
+Req = TypeVar("Req", bound=BaseModel)
+Res = TypeVar("Res")
+
+# In-process code is trusted: it names the user of each call.
+IN_PROCESS = Caller()
 
 
-class Memory(Reviewing, Editing, Reading, Accounting, Instructing):
+class Memory(Operations):
     """Long-term memory for AI agents: add facts, recall them, read, edit and forget them.
 
     ``Memory()`` takes its settings from the environment (AGENT_MEMORY_*; by default an embedded
     PostgreSQL under AGENT_MEMORY_DATA_DIR and the local embedding model); ``Memory(settings)``
     or keyword overrides (``Memory(embedding_provider="hash")``) choose others, and the keyword
-    collaborators stand in for the ones the settings name. Construction does no I/O: the model and
-    the database connection are made on first use, then reused, and :meth:`close` (or leaving a
-    ``with Memory() as m:`` block) closes the connection.
+    collaborators stand in for the ones the settings name. With AGENT_MEMORY_CELLS, each user's
+    calls run in their cell. Construction does no I/O: the model and the database connection are
+    made on first use, then reused, and :meth:`close` (or leaving a ``with Memory() as m:`` block)
+    closes the connections.
     """
+
+    OPTIONS = OPTIONS
 
     def __init__(
         self,
@@ -57,20 +77,84 @@ class Memory(Reviewing, Editing, Reading, Accounting, Instructing):
             settings = Settings(**overrides) if overrides else get_settings()
         elif overrides:
             settings = Settings.model_validate({**settings.model_dump(), **overrides})
-        self._parts = Collaborators(
-            settings, embedder=embedder, database=database, extractor=extractor, publisher=publisher, reranker=reranker
-        )
-        self.admin = Admin(self._parts, self.import_)
+        given: dict[str, Any] = {
+            "embedder": embedder,
+            "database": database,
+            "extractor": extractor,
+            "publisher": publisher,
+            "reranker": reranker,
+        }
+        self.cells = Cells(settings, **{k: v for k, v in given.items() if v is not None})
+        self._dispatcher = Dispatcher(self.cells)
+        # Operating the store is the home cell's (where the directory lives).
+        self.admin = Admin(self.cells.parts[self.cells.home], self.import_)
 
     @property
     def settings(self) -> Settings:
-        """The settings, held once by the collaborators the verbs and the admin share: replacing them
-        here replaces them for both."""
-        return self._parts.settings
+        """The settings (with cells, the ones naming every cell; each cell's own point at its database)."""
+        return self.cells.settings
 
     @settings.setter
     def settings(self, value: Settings) -> None:
-        self._parts.settings = value
+        self.cells.settings = value
+        if not self.cells.many:
+            self.cells.parts[self.cells.home].settings = value
+
+    def invoke(self, op: Operation[Req, Res], request: Req, *, caller: Caller = IN_PROCESS, **options: Any) -> Res:
+        """Run one operation for ``caller`` (in-process code is trusted) through the dispatcher."""
+        return self._dispatcher.run(op, request, caller, **options)
+
+    # ---- work over many users: each part in its user's cell ---------------------------------
+
+    def recall_batch(
+        self, queries: Sequence[RecallQuery], *, limit: int | None = None
+    ) -> builtins.list[RecallResult | InvalidInput]:
+        """Recall for many queries, each cell's texts embedded in one batch; per query its result,
+        or the InvalidInput that refused it (the others still run), in the queries' order."""
+        results: builtins.list[RecallResult | InvalidInput | None] = [None] * len(queries)
+        for cell, indexes in self.cells.by_cell([q.user_id for q in queries], write=False).items():
+            parts = self.cells.parts[cell]
+            ctx = Context(caller=IN_PROCESS, user_id=None)
+            answers = recalling.recall_batch(parts, [queries[i] for i in indexes], ctx, limit=limit)
+            for i, answer in zip(indexes, answers, strict=True):
+                results[i] = answer
+        return [r for r in results if r is not None]
+
+    def import_(
+        self, lines: Sequence[ImportLine], *, source: str | None = "import", write_id: uuid.UUID | None = None
+    ) -> StoredIds:
+        """Load import lines of any users, each in its user's cell (one embedding pass, one upsert
+        statement per user and cell), taken as given: exact duplicates fold, near duplicates are
+        kept. An export's lines are restored with their ids and write ids; ``write_id`` names the
+        others' import (a new one by default). Ids in the lines' order."""
+        write_id = write_id or uuid.uuid4()
+        groups = self.cells.by_cell([line.user_id for line in lines], write=True)
+        parts = [
+            (indexes, writing.import_lines(self.cells.parts[cell], [lines[i] for i in indexes], source=source,
+                                           write_id=write_id))
+            for cell, indexes in groups.items()
+        ]  # fmt: skip
+        if len(parts) <= 1:
+            return parts[0][1] if parts else StoredIds(ids=[], created=0, refreshed=0, write_id=write_id)
+        return moving.merged_imports(parts, write_id)
+
+    @contextmanager
+    def ingest_batch(self) -> Iterator[IngestBatch]:
+        """A queue batch: each message ingested in its user's cell, committing without waiting for
+        the disk; every cell written to is flushed once on leaving the block (BatchNotDurable if it
+        could not be: none of the batch's messages may then be acknowledged)."""
+        with self._dispatcher.queue_batch() as batch:
+            yield IngestBatch(self, batch)
+
+    def move_user(self, user_id: str, to_cell: str) -> int:
+        """Move everything the user owns to ``to_cell`` (docs/capacity.md, Cells); the memories moved."""
+        return self.cells.move_user(user_id, to_cell, moving.copy_user)
+
+    def cell_of(self, user_id: str) -> str:
+        """The name of the cell that holds (or would hold) the user ("" without cells)."""
+        return self.cells.cell_of(user_id)
+
+    # ---- lifecycle ----------------------------------------------------------------------------
 
     def __enter__(self) -> Self:
         return self
@@ -82,4 +166,21 @@ class Memory(Reviewing, Editing, Reading, Accounting, Instructing):
 
     def close(self) -> None:
         """Close the database connections (they are opened again on next use)."""
-        self._parts.close()
+        self.cells.close()
+
+
+class IngestBatch:
+    """One queue batch's ingests (see :meth:`Memory.ingest_batch`); safe to use from several threads."""
+
+    def __init__(self, memory: Memory, batch: QueueBatch) -> None:
+        self._memory = memory
+        self.batch = batch
+
+    def ingest_conversation(self, message: ConversationEnded, **options: Any) -> IngestOutcome:
+        """As :meth:`Memory.ingest_conversation`, durable once the batch's block is left."""
+        caller = Caller(batch=self.batch)
+        return self._memory.invoke(ops.INGEST, ops.INGEST.build(message), caller=caller, **options)
+
+    @property
+    def pending(self) -> bool:
+        return self.batch.pending

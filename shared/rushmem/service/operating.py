@@ -31,8 +31,8 @@ from rushmem.store.indexes import partitions
 from rushmem.store.memories import catalog, consolidation
 from rushmem.store.schema import reembed
 from rushmem.store.schema.setup import MigrateResult, migrate
-from rushmem_contract.errors import ConfigurationError, Forbidden, InvalidInput
-from rushmem_contract.models import MAX_PAGE, ImportLine, StoredIds, UserCount, normalize_content
+from rushmem_contract.errors import ConfigurationError
+from rushmem_contract.models import ImportLine, StoredIds, normalize_content
 from rushmem_contract.schemas import TenantUsage
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class Admin:
 
     def flush_usage(self) -> int:
         """Write the usage counts this container keeps (reads on a reader endpoint) now; how many."""
-        return self._parts.flush_usage()
+        return self._parts.usage_buffer.flush()
 
     def release_secrets(self) -> None:
         """Close connections, forget cached secrets and API-keyed providers: before a SnapStart
@@ -262,21 +262,6 @@ class Admin:
         return [float(np.dot(vectors[0], v)) for v in vectors[1:]]
 
     # ---- accounting and change events -----------------------------------------------------
-
-    def users(self, *, limit: int = MAX_PAGE) -> list[UserCount]:
-        """Every user (by id, up to ``limit``) with their counts of memories and pending writes; for
-        operators (the page's user picker under `rushmem serve` or for an IAM caller)."""
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
-        try:
-            found: list[UserCount] = self._parts.db.run(lambda conn: catalog.user_counts(conn, limit=limit))
-        except ConfigurationError as exc:
-            # The stack's function connects as agent_memory_app, one user at a time: no listing there.
-            raise Forbidden(
-                "listing users needs a database connection in agent_memory_maintenance (the owner's, as "
-                "`rushmem serve` and `rushmem users` have); this deployment's has not"
-            ) from exc
-        return found
 
     def usage_by_user(self, *, start: dt.date | None = None, end: dt.date | None = None) -> list[TenantUsage]:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -14,18 +13,14 @@ from pydantic import ValidationError
 from rushmem.ingest.importing import ImportReport
 from rushmem.service import Memory, set_service
 from rushmem_contract.errors import InvalidInput
-from rushmem_contract.kinds import EXIT_ERROR, EXIT_OK
+from rushmem_contract.kinds import EXIT_OK
 from rushmem_contract.models import (
-    MAX_HISTORY,
-    MemoryRecord,
-    NewMemory,
     RecallQuery,
     RecallResult,
     describe_errors,
 )
-from rushmem_tools.cli.memories import filters_of
 from rushmem_tools.cli.output import Progress, emit, read_jsonl
-from rushmem_tools.cli.text import for_humans, write_memories, write_recall, write_settings
+from rushmem_tools.cli.text import for_humans, write_settings
 
 RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
 
@@ -33,25 +28,6 @@ RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
 def cmd_migrate(service: Memory, args: argparse.Namespace) -> int:
     result = service.admin.migrate()
     emit({"applied": result.applied, "embedder": service.admin.embedder.fingerprint})
-    return EXIT_OK
-
-
-def cmd_add(service: Memory, args: argparse.Namespace) -> int:
-    try:
-        memories = [
-            NewMemory(
-                content=text,
-                category=args.category,
-                is_evergreen=args.evergreen,
-                expires_at=args.expires_at,
-                valid_from=args.valid_from,
-                supersedes=args.supersedes,
-            )
-            for text in args.text
-        ]
-    except ValidationError as exc:
-        raise InvalidInput(describe_errors(exc), field="text") from exc
-    emit(service.add(memories, user_id=args.user, project_id=args.project, source=args.source))
     return EXIT_OK
 
 
@@ -95,32 +71,17 @@ def _recall_payload(result: RecallResult) -> dict[str, object]:
     return payload
 
 
-def cmd_recall(service: Memory, args: argparse.Namespace) -> int:
-    if args.queries:
-        return _recall_file(service, args)
-    if not args.user or not args.query:
-        raise InvalidInput("recall needs --user and a QUERY (or --queries FILE --out FILE)")
-    result = service.recall(
-        " ".join(args.query),
-        user_id=args.user,
-        project_id=args.project,
-        limit=args.limit,
-        now=args.now,
-        filters=filters_of(args),
-        as_of=args.as_of,
-        include_inactive=args.include_inactive,
-        explain=args.explain,
-        explain_ids=args.explain_ids,
-    )
-    if for_humans(args):
-        write_recall(result, sys.stdout)
-    else:
-        emit(_recall_payload(result))
-    return EXIT_OK
+def recall_flags(parser: argparse.ArgumentParser) -> None:
+    """`recall --queries FILE --out FILE`: many recalls, embedded in batches (benchmarks)."""
+    parser.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
+    parser.add_argument("--out", help="where --queries writes one result line per query")
 
 
-def _recall_file(service: Memory, args: argparse.Namespace) -> int:
-    """One output line per input line (results stay aligned with the queries), then a summary."""
+def recall_file(service: Memory, args: argparse.Namespace) -> bool:
+    """With --queries: one output line per input line (results stay aligned with the queries), then
+    a summary; False without (the one recall of the flags)."""
+    if not args.queries:
+        return False
     if not args.out:
         raise InvalidInput("--queries needs --out FILE", field="out")
     started = time.monotonic()
@@ -160,77 +121,14 @@ def _recall_file(service: Memory, args: argparse.Namespace) -> int:
             "failed_lines": problems,
         }
     )
-    return EXIT_OK
-
-
-def cmd_list(service: Memory, args: argparse.Namespace) -> int:
-    memories = _listed(service, args)
-    if for_humans(args):
-        write_memories(memories, sys.stdout, args.user)
-    else:
-        for memory in memories:
-            emit(memory)
-    return EXIT_OK
-
-
-def _listed(service: Memory, args: argparse.Namespace) -> Iterator[MemoryRecord]:
-    """The user's memories, newest first, page after page (printed as they come)."""
-    filters = filters_of(args)
-    cursor = None
-    remaining = args.limit
-    while True:
-        page = service.list(
-            user_id=args.user,
-            project_id=args.project,
-            limit=min(500, remaining) if remaining else 500,
-            cursor=cursor,
-            include_inactive=args.include_inactive,
-            filters=filters,
-            as_of=args.as_of,
-        )
-        yield from page.memories
-        if remaining:
-            remaining -= len(page.memories)
-            if remaining <= 0:
-                break
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-
-
-def cmd_forget(service: Memory, args: argparse.Namespace) -> int:
-    if args.id is not None:
-        deleted = service.delete(args.id, user_id=args.user)
-        emit({"user_id": args.user, "deleted": int(deleted)})
-        return EXIT_OK if deleted else EXIT_ERROR
-    if not args.all:
-        raise InvalidInput("forget needs --id ID, or --all to delete every memory of the user")
-    emit(service.forget_user(args.user, requested_by=args.by))
-    return EXIT_OK
+    return True
 
 
 def cmd_move_user(service: Memory, args: argparse.Namespace) -> int:
-    """Move a user's memories to another cell (AGENT_MEMORY_CELLS; docs/capacity.md, Cells)."""
-    from rushmem.service.cells import CellMemory
-
-    if not isinstance(service, CellMemory):
-        raise InvalidInput("move-user needs AGENT_MEMORY_CELLS (users spread over cells)", field="to")
+    """Move everything a user owns to another cell (AGENT_MEMORY_CELLS; docs/capacity.md, Cells)."""
     moved = service.move_user(args.user, args.to)
     emit({"user_id": args.user, "cell": args.to, "moved": moved})
     return EXIT_OK
-
-
-def cmd_history(service: Memory, args: argparse.Namespace) -> int:
-    # Page after page (the pages the API answers), up to --limit events in all.
-    left, cursor = args.limit, None
-    while True:
-        page = service.history_page(args.id, user_id=args.user, limit=min(left, MAX_HISTORY), cursor=cursor)
-        for event in page.events:
-            emit(event)
-        left -= len(page.events)
-        if page.next_cursor is None or left <= 0:
-            return EXIT_OK
-        cursor = page.next_cursor
 
 
 def cmd_purge(service: Memory, args: argparse.Namespace) -> int:

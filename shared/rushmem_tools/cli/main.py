@@ -9,69 +9,52 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import uuid
 from collections.abc import Callable, Sequence
-from typing import get_args
 
 from pydantic import TypeAdapter, ValidationError
 
 from rushmem import __version__
 from rushmem.config import Settings, get_settings
 from rushmem.service import Memory, build_service
+from rushmem_contract import operations as ops
 from rushmem_contract.errors import (
     AgentMemoryError,
     InvalidInput,
 )
 from rushmem_contract.kinds import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, error_kind
 from rushmem_contract.models import (
-    CATEGORIES,
-    MAX_PAGE,
-    MemoryChanges,
-    NewMemory,
     ProjectId,
-    ReviewDecision,
     Source,
     UserId,
     describe_errors,
 )
-from rushmem_contract.schemas import RecallRequest
 from rushmem_tools.bench import HELP as BENCH_HELP
 from rushmem_tools.bench import register as register_bench
-from rushmem_tools.cli import instructions as instructions_command
 from rushmem_tools.cli import mcp as mcp_command
+from rushmem_tools.cli import operations as generated
 from rushmem_tools.cli import serve, smoke, tenant
 from rushmem_tools.cli.commands import (
-    cmd_add,
     cmd_config,
     cmd_consolidate,
     cmd_demo,
     cmd_dense_users,
-    cmd_forget,
-    cmd_history,
     cmd_import,
     cmd_invoke,
-    cmd_list,
     cmd_migrate,
     cmd_move_user,
     cmd_purge,
-    cmd_recall,
     cmd_reembed,
     cmd_similarity,
+    recall_file,
+    recall_flags,
 )
-from rushmem_tools.cli.memories import (
-    add_filter_arguments,
-    cmd_export,
-    cmd_get,
-    cmd_ingest,
-    cmd_pending,
-    cmd_review,
-    cmd_update,
-    cmd_users,
-)
+from rushmem_tools.cli.memories import cmd_ingest
 from rushmem_tools.cli.output import parse_time
 from rushmem_tools.local.stack import TEMPLATE_HELP
 
-JSON_HELP = "print JSON Lines even on a terminal (they are printed whenever stdout is not one)"
+JSON_HELP = generated.JSON_HELP
+generated.EXTRA_FLAGS[ops.RECALL.name] = recall_flags
+generated.EXTRA_RUN[ops.RECALL.name] = recall_file
 
 
 def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
@@ -91,125 +74,22 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         p.set_defaults(func=func, command_parser=p)
         return p
 
-    add("migrate", cmd_migrate, "apply pending schema migrations (idempotent)")
+    # The operations of the contract's table: their flags are their requests' fields.
+    generated.register(add)
 
-    p = add("add", cmd_add, "store facts for a user")
-    p.add_argument("--user", required=True)
-    p.add_argument("--project")
-    p.add_argument("--category", default="fact", choices=CATEGORIES)
-    p.add_argument("--evergreen", action="store_true", help="never decays (identity, standing rules)")
-    p.add_argument("--expires-at", type=parse_time, help="ISO time after which recall leaves it out (purge removes it)")
-    p.add_argument("--valid-from", type=parse_time, help=NewMemory.model_fields["valid_from"].description)
-    p.add_argument(
-        "--supersedes",
-        type=uuid.UUID,
-        action="append",
-        default=[],
-        help=f"{NewMemory.model_fields['supersedes'].description} (repeatable)",
-    )
-    p.add_argument("--source", default="cli")
-    p.add_argument("text", nargs="+", help="one memory per argument")
+    assert ops.INGEST.cli is not None
+    p = add(ops.INGEST.cli.name, cmd_ingest, ops.INGEST.cli.help + ", as IngestFunction does")
+    p.add_argument("file", help="a JSON message or JSON Lines of them ('-' for stdin)")
+
+    add("migrate", cmd_migrate, "apply pending schema migrations (idempotent)")
 
     p = add("import", cmd_import, "bulk-load memories from JSON Lines ('-' for stdin)")
     p.add_argument("file")
     p.add_argument("--source", default="import")
 
-    p = add("recall", cmd_recall, "recall the memories relevant to a query")
-    p.add_argument("--user")
-    p.add_argument("--project")
-    p.add_argument(
-        "--limit",
-        type=int,
-        default=None,
-        help=RecallRequest.model_fields["limit"].description,
-    )
-    p.add_argument("--now", type=parse_time, help=RecallRequest.model_fields["now"].description)
-    p.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
-    p.add_argument("--out", help="where --queries writes one result line per query")
-    p.add_argument("--include-inactive", action="store_true", help="superseded and expired memories too (debugging)")
-    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
-    p.add_argument("--explain", action="store_true", help=RecallRequest.model_fields["explain"].description)
-    p.add_argument(
-        "--explain-id",
-        dest="explain_ids",
-        action="append",
-        type=uuid.UUID,
-        metavar="ID",
-        help=f"{RecallRequest.model_fields['explain_ids'].description} Repeat for several.",
-    )
-    add_filter_arguments(p)
-    p.add_argument("--json", action="store_true", help=JSON_HELP)
-    p.add_argument("query", nargs="*")
-
-    p = add("list", cmd_list, "print a user's memories, newest first (JSON Lines when piped)")
-    p.add_argument("--user", required=True)
-    p.add_argument("--project")
-    p.add_argument("--limit", type=int, default=None, help="at most this many (default all)")
-    p.add_argument("--include-inactive", action="store_true", help="superseded and expired too")
-    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
-    add_filter_arguments(p)
-    p.add_argument("--json", action="store_true", help=JSON_HELP)
-
-    p = add("get", cmd_get, "print one of a user's memories")
-    p.add_argument("--user", required=True)
-    p.add_argument("--id", type=uuid.UUID, required=True)
-
-    p = add(
-        "update",
-        cmd_update,
-        "change one memory (a new content is re-embedded and is a new version: the previous text stays true "
-        "until now, in the history); prints the memory",
-    )
-    p.add_argument("--user", required=True)
-    p.add_argument("--id", type=uuid.UUID, required=True)
-    p.add_argument("--content")
-    p.add_argument("--category", choices=CATEGORIES)
-    p.add_argument("--metadata", help='a JSON object that replaces the metadata ("null" clears it)')
-    p.add_argument("--expires-at", help="ISO time after which recall leaves it out, or 'never'")
-    p.add_argument("--evergreen", action=argparse.BooleanOptionalAction, default=None, help="never decays")
-    p.add_argument("--typo-fix", action="store_true", help=MemoryChanges.model_fields["typo_fix"].description)
-    p.add_argument("--source", default="cli")
-
-    p = add("export", cmd_export, "print everything a user has as import lines (JSON Lines), newest first")
-    p.add_argument("--user", required=True)
-    p.add_argument("--history", action="store_true", help="each line with its memory's recorded changes")
-    p.add_argument("--as-of", type=parse_time, help=RecallRequest.model_fields["as_of"].description)
-    p.add_argument("--out", help="file to write (default stdout)")
-
-    p = add(
-        "ingest",
-        cmd_ingest,
-        "hand 'conversation ended' messages (JSON, or JSON Lines) to the write path, as IngestFunction does",
-    )
-    p.add_argument("file", help="a JSON message or JSON Lines of them ('-' for stdin)")
-
-    p = add("forget", cmd_forget, "delete one memory (--id) or everything of a user's (--all: prints the receipt)")
-    p.add_argument("--user", required=True)
-    p.add_argument("--id", type=uuid.UUID)
-    p.add_argument("--all", action="store_true")
-    p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (--all; never the user's id)")
-
-    p = add("pending", cmd_pending, "a user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first")
-    p.add_argument("--user", required=True)
-    p.add_argument("--project")
-
-    p = add("review", cmd_review, "approve or reject a write held for review (approved: written and recalled)")
-    p.add_argument("--user", required=True)
-    p.add_argument("--id", type=uuid.UUID, required=True, help="the pending id (`pending` lists them)")
-    p.add_argument("--source", default="cli")
-    p.add_argument("decision", choices=get_args(ReviewDecision))
-
-    p = add("users", cmd_users, "every user with their counts of memories and pending writes, by id")
-    p.add_argument("--limit", type=int, default=MAX_PAGE)
-
-    p = add("move-user", cmd_move_user, "move a user's memories to another cell (with AGENT_MEMORY_CELLS)")
+    p = add("move-user", cmd_move_user, "move everything a user owns to another cell (with AGENT_MEMORY_CELLS)")
     p.add_argument("--user", required=True)
     p.add_argument("--to", required=True, help="the cell's name in AGENT_MEMORY_CELLS")
-
-    p = add("history", cmd_history, "the recorded changes of a user's memories (or of one), oldest first")
-    p.add_argument("--user", required=True)
-    p.add_argument("--id", type=uuid.UUID)
-    p.add_argument("--limit", type=int, default=1000)
 
     p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
     p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
@@ -285,7 +165,6 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     smoke.register(add)
     mcp_command.register(add)
     tenant.register(add)
-    instructions_command.register(add)
 
     if command == "bench":
         register_bench(sub)

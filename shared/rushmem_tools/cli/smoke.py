@@ -136,8 +136,8 @@ class _Steps:
         return f"{len(found)} recalled, the prompt block holds them"
 
     def listed(self) -> str:
-        page = self.client.list_memories(user_id=self.user, project_id=self.project, consistency="strong")
-        ids = {str(m.id) for m in page}
+        page = self.client.list(user_id=self.user, project_id=self.project, consistency="strong")
+        ids = {str(m.id) for m in page.memories}
         assert set(self.created) <= ids, f"listed {len(ids)}, not the 2 stored"
         return f"{len(ids)} listed"
 
@@ -166,7 +166,7 @@ class _Steps:
             {"role": "user", "content": f"And I prefer Fish as my shell for {marker}."},
         ]
         try:
-            outcome = self.client.add_messages(
+            outcome = self.client.ingest_conversation(
                 messages, user_id=self.user, project_id=self.project, conversation_id=f"smoke-{marker}"
             )
         except ProviderError as exc:
@@ -194,17 +194,20 @@ class _Steps:
 
     def forget(self) -> str:
         for memory_id in list(self.stored):
-            assert self.client.forget_memory(memory_id, user_id=self.user), f"{memory_id} was not there to forget"
+            try:
+                self.client.delete(memory_id, user_id=self.user)
+            except NotFound:
+                raise AssertionError(f"{memory_id} was not there to forget") from None
             self.stored.remove(memory_id)
         return f"{len(self.created)} forgotten"
 
     def gone(self) -> str:
         # The project's list also holds the user's memories of no project: only this run's must be gone.
-        listed = self.client.list_memories(user_id=self.user, project_id=self.project, consistency="strong")
-        left = [str(m.id) for m in listed if str(m.id) in self.created]
+        listed = self.client.list(user_id=self.user, project_id=self.project, consistency="strong")
+        left = [str(m.id) for m in listed.memories if str(m.id) in self.created]
         assert not left, f"{len(left)} forgotten memories still listed"
         try:
-            self.client.get_memory(self.created[0], user_id=self.user, consistency="strong")
+            self.client.get(self.created[0], user_id=self.user, consistency="strong")
         except NotFound:
             return "none left"
         raise AssertionError("a forgotten memory can still be read")
@@ -213,7 +216,7 @@ class _Steps:
         """A failed run leaves nothing behind either."""
         for memory_id in self.stored:
             with contextlib.suppress(AgentMemoryError, OSError):
-                self.client.forget_memory(memory_id, user_id=self.user)
+                self.client.delete(memory_id, user_id=self.user)
 
 
 def run_smoke(

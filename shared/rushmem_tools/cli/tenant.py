@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import uuid
 
 from rushmem.privacy import PiiPolicy, redact_many
 from rushmem.service import Memory
-from rushmem_contract.errors import InvalidInput
 from rushmem_tools import costs
 from rushmem_tools.cli.output import AddCommand, emit
 
@@ -24,14 +22,9 @@ def _day(value: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not an ISO date (YYYY-MM-DD): {value!r}") from exc
 
 
-def cmd_usage(service: Memory, args: argparse.Namespace) -> int:
-    if args.all:
-        for tenant in service.admin.usage_by_user(start=args.start, end=args.end):
-            emit(tenant)
-        return 0
-    if not args.user:
-        raise InvalidInput("usage needs --user U (or --all, with the owner's credentials)", field="user")
-    emit(service.usage(args.user, start=args.start, end=args.end))
+def cmd_usage_by_user(service: Memory, args: argparse.Namespace) -> int:
+    for tenant in service.admin.usage_by_user(start=args.start, end=args.end):
+        emit(tenant)
     return 0
 
 
@@ -102,17 +95,6 @@ def cmd_cost(service: Memory, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_erasure(service: Memory, args: argparse.Namespace) -> int:
-    if args.user:
-        for receipt in service.erasures(args.user):
-            emit(receipt)
-        return 0
-    if args.id is None:
-        raise InvalidInput("erasure needs a receipt ID, or --user U to find a user's receipts", field="id")
-    emit(service.erasure(args.id))
-    return 0
-
-
 def cmd_events(service: Memory, args: argparse.Namespace) -> int:
     if args.action == "drain":
         result = service.admin.drain_events(user_id=args.user)
@@ -139,19 +121,13 @@ def cmd_redact(service: Memory, args: argparse.Namespace) -> int:
 
 
 def register(add: AddCommand) -> None:
-    p = add("usage", cmd_usage, "a user's usage per day (calls, tokens, characters) and its estimated cost")
-    p.add_argument("--user")
-    p.add_argument("--all", action="store_true", help="every user's totals, most expensive first (owner's credentials)")
+    p = add("usage-by-user", cmd_usage_by_user, "every user's totals, most expensive first (owner's credentials)")
     p.add_argument("--from", dest="start", type=_day, help="first UTC day (default: 29 days before --to)")
     p.add_argument("--to", dest="end", type=_day, help="last UTC day, included (default: today)")
 
     p = add("cost", cmd_cost, "the stack's monthly cost for a volume, line by line, with its assumptions and prices")
     _cost_arguments(p)
     p.add_argument("--json", action="store_true", help="the estimate as JSON")
-
-    p = add("erasure", cmd_erasure, "an erasure receipt by id, or every receipt of a user id (--user)")
-    p.add_argument("id", nargs="?", type=uuid.UUID)
-    p.add_argument("--user", help="find this user id's receipts (by the keyed hash)")
 
     p = add("events", cmd_events, "change events: what waits in the outbox (status), or publish it now (drain)")
     p.add_argument("action", choices=["status", "drain"])

@@ -74,3 +74,56 @@ def replace_events(conn: Connection, user_id: str, events: Sequence[dict[str, An
                     "%(related_id)s, %(detail)s, %(write_id)s)",
                     [{**e, "detail": Jsonb(e["detail"])} for e in events],
                 )
+
+
+# What else a user owns, copied as it is by a move (memories, history and usage have their own
+# steps): held writes, extraction instructions and the queue's message receipts (a message
+# delivered again after the move is then still a duplicate). Columns in table order; the jsonb ones wrapped.
+OWNED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
+    "pending_memories": (
+        (
+            "id",
+            "user_id",
+            "project_id",
+            "content",
+            "content_hash",
+            "category",
+            "source",
+            "reasons",
+            "memory",
+            "write_id",
+            "created_at",
+        ),
+        frozenset({"memory"}),
+    ),
+    "extraction_instructions": (
+        ("user_id", "project_key", "version", "instructions", "source", "write_id", "created_at"),
+        frozenset({"instructions"}),
+    ),
+    "ingested_messages": (("user_id", "message_hash", "conversation_id", "memories", "ingested_at"), frozenset()),
+}
+
+
+def owned_rows(conn: Connection, user_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The user's rows of each table of :data:`OWNED`."""
+    return {
+        table: read_as_user(
+            conn, user_id, f"SELECT {', '.join(columns)} FROM {table} WHERE user_id = %(user)s", {"user": user_id}
+        )
+        for table, (columns, _) in OWNED.items()
+    }
+
+
+def put_owned_rows(conn: Connection, user_id: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Write the user's rows read by :func:`owned_rows` (another cell's), in one transaction; a row
+    already here (a move retried) is left as it is."""
+    with user_transaction(conn, user_id, source="cell-move"), conn.cursor() as cur:
+        for table, found in rows.items():
+            if not found:
+                continue
+            columns, documents = OWNED[table]
+            placeholders = ", ".join(f"%({c})s" for c in columns)
+            cur.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING",
+                [{k: Jsonb(v) if k in documents else v for k, v in row.items()} for row in found],
+            )

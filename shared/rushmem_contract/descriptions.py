@@ -1,5 +1,5 @@
-"""What the model reads to decide when and how to call the memory tools: the server's instructions
-and each tool's description (kept apart from the tools' code, which they describe)."""
+"""What a model reads to decide when and how to call the memory tools: the MCP server's
+instructions and each tool's description (:mod:`.operations` names them per row)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,89 @@
+"""The one dispatcher every operation runs through, whatever the door: the caller (whose memories
+it may touch), then the user's cell, then the operation's verb, then what follows a write (its
+usage counts and change events). Each row of the contract's table
+(:mod:`rushmem_contract.operations`) has its verb here; a test checks that none is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from rushmem.service import accounting, editing, instructing, reading, recalling, reviewing, writing
+from rushmem.service.batch import QueueBatch
+from rushmem.service.caller import Caller
+from rushmem.service.cells import Cells
+from rushmem.service.context import context
+from rushmem_contract import operations as ops
+from rushmem_contract.operations import Operation
+
+Req = TypeVar("Req", bound=BaseModel)
+Res = TypeVar("Res")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verb:
+    """An operation's verb: ``run(parts, request, ctx)`` on the user's cell, or, spanning cells,
+    ``run(cells, request, ctx)`` (the users listing, erasure and its receipts)."""
+
+    run: Callable[..., Any]
+    spans_cells: bool = False
+
+
+VERBS: dict[str, Verb] = {
+    ops.RECALL.name: Verb(recalling.recall),
+    ops.ADD.name: Verb(writing.add),
+    ops.LIST.name: Verb(reading.list_memories),
+    ops.EXPORT.name: Verb(reading.export),
+    ops.PENDING.name: Verb(reviewing.pending),
+    ops.GET.name: Verb(reading.get),
+    ops.UPDATE.name: Verb(editing.update),
+    ops.DELETE.name: Verb(editing.delete),
+    ops.HISTORY.name: Verb(reading.history),
+    ops.FORGET_USER.name: Verb(editing.forget_user, spans_cells=True),
+    ops.REVIEW.name: Verb(reviewing.review),
+    ops.USERS.name: Verb(accounting.users, spans_cells=True),
+    ops.INGEST.name: Verb(writing.ingest_conversation),
+    ops.GET_INSTRUCTIONS.name: Verb(instructing.get_instructions),
+    ops.SET_INSTRUCTIONS.name: Verb(instructing.set_instructions),
+    ops.INSTRUCTIONS_HISTORY.name: Verb(instructing.instructions_history),
+    ops.USAGE.name: Verb(accounting.usage),
+    ops.ERASURE.name: Verb(editing.erasure, spans_cells=True),
+    ops.ERASURES.name: Verb(editing.erasures, spans_cells=True),
+}
+
+
+class Dispatcher:
+    """Runs operations over the cells of one deployment (see the module's docstring)."""
+
+    def __init__(self, cells: Cells) -> None:
+        self.cells = cells
+
+    def run(self, op: Operation[Req, Res], request: Req, caller: Caller, **options: Any) -> Res:
+        verb = VERBS[op.name]
+        user_id = caller.user_for(op, getattr(request, "user_id", None))
+        ctx = context(caller, user_id, options)
+        if verb.spans_cells:
+            result: Res = verb.run(self.cells, request, ctx)
+            return result
+        assert user_id is not None  # only verbs spanning cells act for no user
+        parts = self.cells.writing(user_id) if op.writes else self.cells.reading(user_id)
+        if caller.batch is not None:
+            ctx.unflushed = caller.batch.unflushed(parts)
+        result = verb.run(parts, request, ctx)
+        if ctx.wrote:
+            parts.publish_changes(user_id)
+        return result
+
+    @contextlib.contextmanager
+    def queue_batch(self) -> Iterator[QueueBatch]:
+        """A queue batch (see :mod:`.batch`): flushed on leaving the block, BatchNotDurable if it
+        could not be (none of its messages may then be acknowledged). An error inside the block
+        leaves it without a flush."""
+        batch = QueueBatch()
+        yield batch
+        batch.flush()

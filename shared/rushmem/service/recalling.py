@@ -1,0 +1,245 @@
+"""Recall: the user's memories most relevant to a query, ranked, and the prompt block; one query or a
+batch (embedded together). On the reader endpoint when one is configured."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from rushmem.ingest.facts import outdated_across_scopes
+from rushmem.recall.block import build_memory_block
+from rushmem.recall.explain import explain_candidates, named_explanations, plan_weights
+from rushmem.recall.ranking import RankTrace, rank_candidates
+from rushmem.records import Candidate
+from rushmem.service.base import Collaborators, utcnow
+from rushmem.service.context import Context
+from rushmem.store.memories.named import named_memories
+from rushmem.store.memories.recall import hybrid_candidates
+from rushmem.store.memories.scope import Scope
+from rushmem.usage import metering
+from rushmem_contract.errors import DatabaseResuming, InputTooLarge, InvalidInput
+from rushmem_contract.inputs import has_visible, lone_surrogate
+from rushmem_contract.models import (
+    MAX_RECALL_LIMIT,
+    ExplainedName,
+    RecalledMemory,
+    RecallExplanation,
+    RecallQuery,
+    RecallResult,
+    normalize_content,
+)
+from rushmem_contract.operations import validated
+from rushmem_contract.schemas import RecallRequest
+
+logger = logging.getLogger(__name__)
+
+
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
+
+
+def _one_value_per_slot(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """A project's block holds one current value per slot: a value the other scope (user-wide or
+    the project's) corrected later is left out (each scope's own corrections are the write path's)."""
+    facts = [(c.project_id, c.content, c.valid_from or c.created_at) for c in candidates]
+    gone = outdated_across_scopes(facts)
+    return [c for i, c in enumerate(candidates) if i not in gone]
+
+
+def checked_query(parts: Collaborators, query: str, limit: int | None) -> tuple[str, int]:
+    """The query in its visible form and the limit to use; InvalidInput naming the field."""
+    query = query.strip()
+    if not query:
+        raise InvalidInput("query is empty", field="query")
+    if "\x00" in query:
+        raise InvalidInput("query contains a NUL character (U+0000)", field="query")
+    if (escape := lone_surrogate(query)) is not None:
+        raise InvalidInput(f"query contains a lone surrogate ({escape}), which is not text", field="query")
+    query = normalize_content(query)  # the visible form, as the memories are stored in
+    if not has_visible(query):
+        raise InvalidInput("query has no visible character", field="query")
+    if len(query) > parts.settings.max_query_chars:
+        raise InputTooLarge(
+            f"query is {len(query)} characters; the limit is {parts.settings.max_query_chars}", field="query"
+        )
+    limit = parts.settings.default_limit if limit is None else limit
+    if not 1 <= limit <= MAX_RECALL_LIMIT:
+        raise InvalidInput(f"limit must be between 1 and {MAX_RECALL_LIMIT}, got {limit}", field="limit")
+    return query, limit
+
+
+def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> RecallResult:
+    """The user's memories most relevant to the query (among those matching ``filters``), best
+    first, and the prompt block. The two clocks (see :class:`~rushmem.store.memories.scope.Scope`):
+    ``now``, when the recall is evaluated (what the store held then, the decay's and the date
+    words' reference); ``as_of``, valid time. ``explain`` (or ``explain_ids``): also why; without
+    it, ranking records nothing and no statement is added. The context may carry a plan, the
+    query's vector and the meter its embedding cost goes to (a batch, a benchmark)."""
+    user_id = ctx.user
+    query, limit = checked_query(parts, request.query_text(), request.limit)
+    explain_ids = request.explain_ids or ()
+    explain = request.explain or bool(explain_ids)
+    plan = ctx.plan or parts.recall_plan
+    with metering(ctx.usage) as meter:
+        vector = parts.embedder.embed_query(query) if ctx.query_vector is None else ctx.query_vector
+    meter.add("recall", calls=1, characters=len(query))
+    used = parts.usage(meter)
+    filters = request.filters
+    scope = Scope(
+        user_id,
+        request.project_id,
+        now=_aware(request.now),
+        include_inactive=request.include_inactive,
+        filters=None if filters is None or filters.empty else filters,
+        as_of=_aware(request.as_of),
+    )
+    k = plan.candidates_per_leg(limit)
+    # The present is read once, so the date windows and the decay measure from the same instant.
+    evaluated_at = scope.now or utcnow()
+    windows = plan.windows(query, evaluated_at)
+    on_reader = parts.reads.reader is not None and request.consistency == "eventual"
+    # On the writer alone the recall's own statement writes its usage count; where a reader is
+    # configured the count waits in the container for a batch (no writer round trip, nothing
+    # the writer's health can fail).
+    try:
+        candidates = parts.reads.run(
+            lambda conn: hybrid_candidates(
+                conn,
+                scope,
+                vector,
+                query,
+                k,
+                statement_timeout_ms=parts.settings.recall_statement_timeout_ms,
+                usage=() if on_reader else used,
+                windows=windows,
+                date_k=plan.date_k,
+            ),
+            consistency=request.consistency,
+            user_id=user_id,
+        )
+    except DatabaseResuming:
+        # A paused Aurora cluster wakes in ~15 s: the agent should answer now, without memories,
+        # rather than wait (AGENT_MEMORY_DB_RESUME_WAIT_S bounds any wait).
+        logger.warning("recall answered without memories: the database is resuming")
+        return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
+    if on_reader and used:
+        parts.usage_buffer.count(user_id, utcnow().date(), used)
+    if request.project_id is not None and request.as_of is None and not request.include_inactive:
+        candidates = _one_value_per_slot(candidates)
+    reranker = parts.reranker
+    trace = RankTrace() if explain else None
+    chosen = rank_candidates(
+        candidates,
+        plan,
+        limit=limit,
+        now=evaluated_at,
+        query=query,
+        windows=windows,
+        rerank=reranker.scores if reranker is not None else None,
+        trace=trace,
+    )
+    min_score = parts.settings.min_score
+    if min_score > 0:
+        chosen = [(c, score) for c, score in chosen if score >= min_score]
+    memories = [
+        RecalledMemory(
+            id=c.id,
+            content=c.content,
+            category=c.category,
+            score=round(score, 4),
+            created_at=c.created_at,
+            is_evergreen=c.is_evergreen,
+            project_id=c.project_id,
+            metadata=c.metadata,
+            injection=list(c.injection),
+        )
+        for c, score in chosen
+    ]
+    block = build_memory_block(
+        (m.content for m in memories), max_chars=parts.settings.max_block_chars, guard=parts.settings.prompt_guard
+    )
+    explanation = None
+    if trace is not None:
+        explanation = RecallExplanation(
+            now=evaluated_at,
+            as_of=scope.as_of,
+            limit=limit,
+            candidates_per_leg=k,
+            min_score=min_score,
+            weights=plan_weights(plan),
+            date_windows=list(windows),
+            reranked=bool(trace.rerank_scores),
+            candidates=explain_candidates(trace, plan, limit=limit, min_score=min_score, now=evaluated_at),
+            named=_explain_named(parts, scope, explain_ids, candidates, vector, query, evaluated_at, k),
+        )
+    return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)
+
+
+def _explain_named(
+    parts: Collaborators,
+    scope: Scope,
+    ids: Sequence[uuid.UUID],
+    candidates: Sequence[Candidate],
+    vector: np.ndarray,
+    query: str,
+    evaluated_at: dt.datetime,
+    k: int,
+) -> list[ExplainedName]:
+    """Why each named memory was (not) a candidate: one more statement, only when ids are named.
+    On the writer: a memory written a moment ago is named because the caller knows it."""
+    if not ids:
+        return []
+    rows = parts.reads.run(lambda conn: named_memories(conn, scope, ids, vector, query), consistency="strong")
+    return named_explanations(
+        ids,
+        rows,
+        {c.id for c in candidates},
+        project_id=scope.project_id,
+        now=scope.now,
+        evaluated_at=evaluated_at,
+        as_of=scope.as_of,
+        include_inactive=scope.include_inactive,
+        k=k,
+    )
+
+
+def recall_batch(
+    parts: Collaborators, queries: Sequence[RecallQuery], ctx: Context, *, limit: int | None = None
+) -> list[RecallResult | InvalidInput]:
+    """Recall for many queries of one cell, their texts embedded in one batch; per query its result,
+    or the InvalidInput that refused it (the others still run)."""
+    if not queries:
+        return []
+    texts = [normalize_content(q.query) or " " for q in queries]
+    with metering() as batch:
+        vectors = parts.embedder.embed(texts)
+    total = sum(len(t) for t in texts)
+    results: list[RecallResult | InvalidInput] = []
+    for query, text, vector in zip(queries, texts, vectors, strict=True):
+        try:
+            request = validated(
+                RecallRequest,
+                {
+                    "user_id": query.user_id,
+                    "query": query.query,
+                    "project_id": query.project_id,
+                    "limit": query.limit or limit,
+                    "now": query.now,
+                    "as_of": query.as_of,
+                    "filters": query.filters,
+                },
+            )
+            one = Context(
+                caller=ctx.caller,
+                user_id=query.user_id,
+                query_vector=vector,
+                usage=batch.share(len(text) / total),
+            )
+            results.append(recall(parts, request, one))
+        except InvalidInput as exc:
+            results.append(exc)
+    return results
