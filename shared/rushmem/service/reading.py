@@ -214,9 +214,7 @@ class Reading:
                 weights=plan_weights(plan),
                 date_windows=list(windows),
                 reranked=bool(trace.rerank_scores),
-                candidates=explain_candidates(
-                    trace, plan, limit=limit, min_score=self.settings.min_score, now=evaluated_at
-                ),
+                candidates=explain_candidates(trace, plan, limit=limit, min_score=self.settings.min_score),
                 named=self._explain_named(scope, explain_ids or (), candidates, vector, query, evaluated_at, k),
             )
         return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)
