@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from rushmem.store.schema.migrate import available_migrations
+from rushmem.store.schema.migrate import FUNCTIONS_NAME, available_migrations
 from rushmem_tools.local import runtime as lambda_local
 from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
 
@@ -68,7 +68,7 @@ def test_create_migrates_a_blank_database_and_answers_once(
 
     answer = invoke(event)
 
-    expected = [f"{m.version:04d}_{m.name}" for m in available_migrations()]
+    expected = [*(f"{m.version:04d}_{m.name}" for m in available_migrations()), FUNCTIONS_NAME]
     assert answer["Status"] == "SUCCESS", answer["Reason"]
     assert answer["Data"]["Applied"] == ",".join(expected)
     assert answer["Data"]["Embedder"].startswith("hash:")
@@ -166,7 +166,7 @@ def test_invoked_directly_it_returns_what_it_applied(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
     first = invoke({})
-    assert first["applied"] == [f"{m.version:04d}_{m.name}" for m in available_migrations()]
+    assert first["applied"] == [*(f"{m.version:04d}_{m.name}" for m in available_migrations()), FUNCTIONS_NAME]
     assert invoke({})["applied"] == []
 
 

@@ -22,7 +22,7 @@ from rushmem.store.indexes.dense import dense_index_names, partition_name
 from rushmem.store.memories import recall
 from rushmem.store.memories.filters import dense_filters_sql, filter_params, filter_shape
 from rushmem.store.memories.scope import Scope, scope_params
-from rushmem.store.schema.migrate import _apply, available_migrations
+from rushmem.store.schema.migrate import FUNCTIONS_NAME, _apply, available_migrations
 from rushmem_contract.models import ImportLine, MemoryFilters, NewMemory
 from rushmem_tools.cli.main import main
 from tests.support.db import round_trips
@@ -118,7 +118,7 @@ def test_a_database_migrated_before_0005_gets_it_on_the_next_migrate(blank_datab
         )
     try:
         later = [f"{m.version:04d}_{m.name}" for m in available_migrations() if m.version >= 13]
-        assert service.admin.migrate().applied == ["0005_dense_users", *later]
+        assert service.admin.migrate().applied == ["0005_dense_users", *later, FUNCTIONS_NAME]
         assert later[0] == "0013_dense_partitions"
         assert service.admin.migrate().applied == []
         with psycopg.connect(blank_database_url) as conn:
@@ -485,7 +485,7 @@ def test_a_store_with_0005s_partial_indexes_moves_to_partitions(blank_database_u
             conn.execute("SET ROLE agent_memory_maintenance")
             conn.execute("INSERT INTO agent_memory_dense_users (user_id, memories) VALUES ('busy', 31)")
         later = [f"{m.version:04d}_{m.name}" for m in available_migrations() if m.version >= 13]
-        assert service.admin.migrate().applied == later and later[0] == "0013_dense_partitions"
+        assert service.admin.migrate().applied == [*later, FUNCTIONS_NAME] and later[0] == "0013_dense_partitions"
         assert owner_rows(blank_database_url, "SELECT user_id FROM agent_memory_dense_users") == []
         assert len(service.recall("axolotl", user_id="busy", limit=40).memories) == 31
         assert service.admin.refresh_dense_users(min_memories=20).indexed == 1

@@ -22,6 +22,7 @@ from rushmem.extraction import Extraction, Extractor
 from rushmem.extraction.records import ExtractedMemory
 from rushmem.records import ExistingMemory
 from rushmem.service import Memory
+from rushmem_contract.instructions import ExtractionInstructions
 from rushmem_contract.models import ChatMessage, ConversationEnded, NewMemory
 from rushmem_tools.local import runtime as lambda_local
 from tests.support.db import rows
@@ -232,7 +233,11 @@ class RephrasingExtractor(Extractor):
         self.calls = 0
 
     def _extract(
-        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
+        self,
+        messages: list[ChatMessage],
+        ended_at: dt.datetime | None,
+        existing: Sequence[ExistingMemory],
+        instructions: ExtractionInstructions | None,
     ) -> Extraction:
         self.calls += 1
         text = f"The user's stack is TypeScript (take {self.calls})."

@@ -17,7 +17,7 @@ from rushmem.service import Memory
 from rushmem.store.indexes.dense import dense_index_names
 from rushmem.store.memories import recall
 from rushmem.store.memories.scope import Scope, scope_params
-from rushmem.store.schema.migrate import available_migrations
+from rushmem.store.schema.migrate import FUNCTIONS_NAME, available_migrations
 from rushmem_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
 from rushmem_contract.models import NewMemory
 
@@ -257,8 +257,8 @@ def test_migrations_are_idempotent_and_safe_concurrently(blank_database_url: str
         t.join()
     assert not errors
     applied = sorted(name for r in results for name in r)
-    # Each migration applied exactly once, whichever thread got to it.
-    assert applied == sorted(f"{m.version:04d}_{m.name}" for m in available_migrations())
+    # Each migration applied exactly once, whichever thread got to it, and the functions once after them.
+    assert applied == sorted([*(f"{m.version:04d}_{m.name}" for m in available_migrations()), FUNCTIONS_NAME])
     assert Memory(settings).admin.migrate().applied == []
 
 

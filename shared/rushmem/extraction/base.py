@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rushmem.extraction.instructions import apply_categories
 from rushmem.extraction.records import Extraction, bound_expiry
@@ -16,8 +18,8 @@ from rushmem_contract.models import ChatMessage
 class Extractor(ABC):
     """Turns the last ``window`` messages of a conversation into memory records.
 
-    Subclasses implement :meth:`_extract`; this class picks the window and enforces the caps
-    (count and length) whatever the provider returned.
+    A provider implements :meth:`_extract`; this class picks the window, maps the project's
+    categories and bounds the expiries whatever the provider returned.
     """
 
     provider: str
@@ -49,8 +51,8 @@ class Extractor(ABC):
 
         ``existing``: related stored memories to show (only extractors with ``updates_existing``
         use them). Expiries are checked against ``ended_at`` (else now). ``instructions``: the
-        project's (see :mod:`rushmem_contract.instructions`); an extractor that cannot read
-        them (one that only implements :meth:`_extract`) still gets the project's categories mapped.
+        project's (see :mod:`rushmem_contract.instructions`); a memory the provider put in one of the
+        project's categories is stored as it says, whether the provider read the prose or not.
         """
         recent = list(messages)[-self.window :]
         if not any(m.content.strip() for m in recent):
@@ -58,24 +60,59 @@ class Extractor(ABC):
         shown = existing if self.updates_existing else ()
         if instructions is not None and instructions.empty:
             instructions = None
-        extraction = self._extract_with(recent, ended_at, shown, instructions)
+        extraction = self._extract(recent, ended_at, shown, instructions)
         extraction = apply_categories(extraction, instructions)
         bound_expiry(extraction, ended_at or dt.datetime.now(dt.UTC))
         return extraction
 
-    def _extract_with(
+    @abstractmethod
+    def _extract(
         self,
         messages: list[ChatMessage],
         ended_at: dt.datetime | None,
         existing: Sequence[ExistingMemory],
         instructions: ExtractionInstructions | None,
     ) -> Extraction:
-        """As :meth:`_extract`, with the project's instructions; the built-in extractors override this
-        (a provider registered before instructions existed keeps working through :meth:`_extract`)."""
-        return self._extract(messages, ended_at, existing)
+        """Extract from exactly these messages (oldest first), shown ``existing`` (empty unless
+        ``updates_existing``), following the project's ``instructions`` (None: it has none)."""
 
-    @abstractmethod
-    def _extract(
-        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
-    ) -> Extraction:
-        """Extract from exactly these messages (oldest first)."""
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _adapt_earlier_hooks(cls)
+
+
+def _adapt_earlier_hooks(cls: type[Extractor]) -> None:
+    """Plug-ins written against the earlier two hooks keep working: ``_extract_with`` took what
+    :meth:`Extractor._extract` takes now; ``_extract(messages, ended_at, existing)`` read no
+    instructions and is called without them."""
+    own = vars(cls)
+    if "_extract_with" in own:
+        cls._extract = own["_extract_with"]  # type: ignore[method-assign]
+    elif "_extract" in own and _takes_no_instructions(own["_extract"]):
+        without: Callable[..., Extraction] = own["_extract"]
+
+        def _extract(
+            self: Extractor,
+            messages: list[ChatMessage],
+            ended_at: dt.datetime | None,
+            existing: Sequence[ExistingMemory],
+            instructions: ExtractionInstructions | None,
+        ) -> Extraction:
+            return without(self, messages, ended_at, existing)
+
+        cls._extract = _extract  # type: ignore[method-assign]
+
+
+def _takes_no_instructions(hook: Callable[..., Any]) -> bool:
+    """Whether ``hook`` is the earlier ``_extract``: callable with (self, messages, ended_at,
+    existing) and not with the instructions too."""
+    signature = inspect.signature(hook)
+
+    def takes(count: int) -> bool:
+        try:
+            signature.bind(*[None] * count)
+        except TypeError:
+            return False
+        return True
+
+    return takes(4) and not takes(5)

@@ -62,11 +62,6 @@ class LLMExtractor(Extractor):
         self.max_tokens = max_tokens
 
     def _extract(
-        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
-    ) -> Extraction:
-        return self._extract_with(messages, ended_at, existing, None)
-
-    def _extract_with(
         self,
         messages: list[ChatMessage],
         ended_at: dt.datetime | None,

@@ -340,11 +340,6 @@ class RulesExtractor(Extractor):
         )
 
     def _extract(
-        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
-    ) -> Extraction:
-        return self._extract_with(messages, ended_at, existing, None)
-
-    def _extract_with(
         self,
         messages: list[ChatMessage],
         ended_at: dt.datetime | None,

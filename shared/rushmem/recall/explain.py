@@ -1,8 +1,8 @@
 """An explained recall (``explain``): what ranking saw of every candidate and why each is in the
 answer or not, and, for memories the caller names, why one was not a candidate at all.
 
-Ranking fills a :class:`~.ranking.RankTrace` only when it is given one, so a recall that asks for no
-explanation does no extra work; everything else here runs after ranking, from that record. No I/O.
+Ranking records what it computed in a :class:`~.ranking.RankTrace` only when it is given one, so a
+recall that asks for no explanation does no extra work; this module only words that record. No I/O.
 """
 
 from __future__ import annotations
@@ -12,12 +12,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rushmem.recall import scoring
 from rushmem.recall.ranking import RankTrace
-from rushmem.records import NamedRow
-from rushmem_contract.models import ExplainedCandidate, ExplainedName, RecallSignals
+from rushmem.records import Candidate, NamedRow
+from rushmem_contract.models import CandidateOutcome, ExplainedCandidate, ExplainedName, RecallSignals
 
 if TYPE_CHECKING:
     from rushmem.recall.plan import RecallPlan
@@ -37,104 +34,45 @@ def plan_weights(plan: RecallPlan) -> dict[str, float]:
     }
 
 
-def _mmr_penalties(trace: RankTrace, embeddings: scoring.Floats, lam: float, *, sign_codes: bool) -> list[float]:
-    """Per ranked candidate, what MMR subtracted for likeness (:func:`.scoring.likeness`): for a
-    pick, to those picked before it; for the others, to every pick (what kept them out)."""
-    penalty = [0.0] * len(embeddings)
-    closest = np.full(len(embeddings), -np.inf)  # to the picks so far
-    for i in trace.order:
-        if np.isfinite(closest[i]):
-            penalty[i] = (1.0 - lam) * float(closest[i])
-        closest = np.maximum(closest, scoring.likeness(embeddings, i, sign_codes=sign_codes))
-    picked = set(trace.order)
-    for i in range(len(embeddings)):
-        if i not in picked and np.isfinite(closest[i]):
-            penalty[i] = (1.0 - lam) * float(closest[i])
-    return penalty
-
-
-def explain_candidates(
-    trace: RankTrace, plan: RecallPlan, *, limit: int, min_score: float, now: dt.datetime
-) -> list[ExplainedCandidate]:
+def explain_candidates(trace: RankTrace, plan: RecallPlan, *, limit: int, min_score: float) -> list[ExplainedCandidate]:
     """Every candidate with its signals, final score and outcome, in ranking order: the answer
-    first, then the dropped by score."""
-    legs = trace.legs
-    if legs is None or trace.final is None or trace.relevance is None:
+    first, then the dropped by score. Only words what ranking recorded in ``trace``; ``min_score``
+    is the cut the caller applied after ranking."""
+    legs, final, relevance, text = trace.legs, trace.final, trace.relevance, trace.text
+    if legs is None or final is None or relevance is None or text is None:
         return []
-    ranked = trace.ranked
-    chosen = [legs.candidates[i] for i in ranked]
-    final = trace.final
-    text = np.maximum(np.asarray([c.text_rank for c in chosen], dtype=np.float64), 0.0)
-    best_text = float(text.max(initial=0.0))
-    decay = np.ones(len(chosen))
-    if plan.decay:
-        decay = scoring.apply_time_decay(
-            decay,
-            [c.updated_at for c in chosen],
-            [c.is_evergreen or d for c, d in zip(chosen, trace.dated, strict=True)],
-            now=now,
-            half_life_days=plan.half_life_days,
-            floor=plan.decay_floor,
-        )
-    penalties = (
-        _mmr_penalties(
-            trace,
-            np.vstack([c.embedding for c in chosen]).astype(np.float64),
-            plan.mmr_lambda,
-            sign_codes=any(c.sign_code for c in chosen),
-        )
-        if plan.mmr
-        else None
-    )
-    by_relevance = {int(i): r for r, i in enumerate(np.argsort(-final, kind="stable"))}
+    ranked, penalties = trace.ranked, trace.mmr_penalty
     picks = {i: p for p, i in enumerate(trace.order)}
     out: list[tuple[tuple[int, float], ExplainedCandidate]] = []
-    for i, c in enumerate(chosen):
-        j = ranked[i]
-        score = float(final[i])
-        if i in picks and not (min_score > 0 and score < min_score):
-            outcome, why = "kept", "in the answer"
-        elif i in picks:
+    for i, j in enumerate(ranked):
+        score, place = float(final[i]), trace.by_score[i]
+        outcome: CandidateOutcome = trace.outcome[i]
+        why = "in the answer"
+        if outcome == "kept" and min_score > 0 and score < min_score:
             outcome, why = "below_min_score", f"its score {score:.4f} is below the minimum score {min_score:g}"
-        elif by_relevance[i] < limit:
-            outcome = "mmr"
+        elif outcome == "mmr":
             why = (
                 f"relevant enough for the first {limit}, but MMR chose less alike memories "
                 f"(penalty {penalties[i]:.4f} for likeness to one already chosen)"
                 if penalties is not None
                 else "left out for a more diverse pick"
             )
-        else:
-            outcome, why = "past_limit", f"{by_relevance[i] + 1}th by score; the answer holds {limit}"
+        elif outcome == "past_limit":
+            why = f"{place + 1}th by score; the answer holds {limit}"
         signals = RecallSignals(
             vector_similarity=round(trace.similarity[i], 6),
             vector_position=legs.vector_rank[j],
-            text_rank=round(float(text[i]) / best_text, 6) if best_text > 0 else 0.0,
+            text_rank=round(float(text[i]), 6),
             text_position=legs.text_position[j],
-            date_window=bool(trace.dated[i]) if trace.dated else False,
+            date_window=bool(trace.dated[i]),
             hop_bonus=round(float(trace.hop[i]), 6) if trace.hop is not None else 0.0,
             reranker_score=trace.rerank_scores.get(i),
-            relevance=round(float(trace.relevance[i]), 6),
-            decay=round(float(decay[i]), 6),
-            mmr_penalty=round(penalties[i], 6) if penalties is not None else None,
+            relevance=round(float(relevance[i]), 6),
+            decay=round(float(trace.decay[i]), 6) if trace.decay is not None else 1.0,
+            mmr_penalty=round(float(penalties[i]), 6) if penalties is not None else None,
         )
-        out.append(
-            (
-                (picks.get(i, len(picks) + by_relevance[i]), -score),
-                ExplainedCandidate(
-                    id=c.id,
-                    content=c.content,
-                    category=c.category,
-                    project_id=c.project_id,
-                    created_at=c.created_at,
-                    signals=signals,
-                    score=round(score, 4),
-                    position=None,  # numbered below, once sorted
-                    outcome=outcome,  # type: ignore[arg-type]
-                    why=why,
-                ),
-            )
-        )
+        key = (picks.get(i, len(picks) + place), -score)
+        out.append((key, _explained(legs.candidates[j], signals, score, outcome, why)))
     ranked_set = set(ranked)
     for j, c in enumerate(legs.candidates):
         if j in ranked_set:
@@ -151,19 +89,8 @@ def explain_candidates(
             decay=1.0,
             mmr_penalty=None,
         )
-        left_out = ExplainedCandidate(
-            id=c.id,
-            content=c.content,
-            category=c.category,
-            project_id=c.project_id,
-            created_at=c.created_at,
-            signals=signals,
-            score=0.0,
-            position=None,
-            outcome="leg_off",
-            why=f"this plan ranks the {plan.legs} leg only",
-        )
-        out.append(((len(chosen) * 2 + j, 0.0), left_out))
+        why = f"this plan ranks the {plan.legs} leg only"
+        out.append(((len(ranked) * 2 + j, 0.0), _explained(c, signals, 0.0, "leg_off", why)))
     out.sort(key=lambda pair: pair[0])
     explained = [e for _, e in out]
     position = 0
@@ -172,6 +99,23 @@ def explain_candidates(
             position += 1
             e.position = position
     return explained
+
+
+def _explained(
+    c: Candidate, signals: RecallSignals, score: float, outcome: CandidateOutcome, why: str
+) -> ExplainedCandidate:
+    return ExplainedCandidate(
+        id=c.id,
+        content=c.content,
+        category=c.category,
+        project_id=c.project_id,
+        created_at=c.created_at,
+        signals=signals,
+        score=round(score, 4),
+        position=None,  # numbered once sorted
+        outcome=outcome,
+        why=why,
+    )
 
 
 def explain_named(

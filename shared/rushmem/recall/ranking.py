@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -31,21 +32,32 @@ class LegPositions:
     text_position: list[int | None]
 
 
+# What ranking did with a candidate it ranked: picked it, left it out for a more diverse pick
+# although its score was among the first ``limit``, or scored it past the limit.
+RankOutcome = Literal["kept", "mmr", "past_limit"]
+
+
 @dataclasses.dataclass
 class RankTrace:
-    """Each ranking step's values, indexed like the candidates it ranked (``ranked``: their
-    indexes into ``legs.candidates``; the others were left out by a one-leg plan)."""
+    """What each ranking step computed, indexed like the candidates it ranked (``ranked``: their
+    indexes into ``legs.candidates``; the others were left out by a one-leg plan). An explanation
+    words these values and computes none of them again."""
 
     legs: LegPositions | None = None
     ranked: list[int] = dataclasses.field(default_factory=list)
     similarity: list[float] = dataclasses.field(default_factory=list)
+    text: scoring.Floats | None = None  # the text rank as fused: over the best candidate's
     fused: scoring.Floats | None = None
     hop: scoring.Floats | None = None
     rerank_scores: dict[int, float] = dataclasses.field(default_factory=dict)
     relevance: scoring.Floats | None = None  # before decay and the date boost
-    dated: list[bool] = dataclasses.field(default_factory=list)
+    decay: scoring.Floats | None = None  # the factor relevance was multiplied by; None: no decay
+    dated: list[bool] = dataclasses.field(default_factory=list)  # given the date boost
     final: scoring.Floats | None = None
     order: list[int] = dataclasses.field(default_factory=list)  # MMR's picks (or the top), best first
+    mmr_penalty: scoring.Floats | None = None  # what MMR subtracted for likeness; None: no MMR
+    by_score: list[int] = dataclasses.field(default_factory=list)  # place by final score, 0 = best
+    outcome: list[RankOutcome] = dataclasses.field(default_factory=list)
 
 
 def leg_positions(candidates: Sequence[Candidate]) -> LegPositions:
@@ -90,18 +102,18 @@ def rank_candidates(
         return []
     chosen = [legs.candidates[i] for i in keep]
     similarity = [1.0 - c.distance for c in chosen]
-    fused = _fused(similarity, [c.text_rank for c in chosen], plan)
+    text = scoring.scale_text_rank([c.text_rank for c in chosen])
+    fused = _fused(similarity, text, plan)
     relevance, hop = fused, None
     if plan.hop_boost > 0 and plan.hop_seeds > 0:
         hop = plan.hop_boost * scoring.hop_bonus(fused, [c.created_at for c in chosen], seeds=plan.hop_seeds)
         relevance = fused + hop
     if rerank is not None and plan.rerank and query:
         relevance = _reranked(chosen, relevance, rerank, query, plan, trace)
-    before_decay = relevance
+    before_decay, decay = relevance, None
     dated = _dated(chosen, plan, query, windows, now)
     if plan.decay:
-        relevance = scoring.apply_time_decay(
-            relevance,
+        decay = scoring.decay_factors(
             [c.updated_at for c in chosen],
             # Evergreen memories, and those from the time the query asks about, keep their score.
             [c.is_evergreen or d for c, d in zip(chosen, dated, strict=True)],
@@ -109,31 +121,51 @@ def rank_candidates(
             half_life_days=plan.half_life_days,
             floor=plan.decay_floor,
         )
+        relevance = relevance * decay
     if any(dated):
         relevance = relevance + plan.date_boost * np.asarray(dated, dtype=np.float64)
+    penalty = None
     if plan.mmr:
+        # Only an explained recall keeps what MMR subtracted.
+        penalty = np.zeros(len(chosen)) if trace is not None else None
         order = scoring.mmr_select(
             relevance,
             np.vstack([c.embedding for c in chosen]),
             lam=plan.mmr_lambda,
             limit=limit,
             sign_codes=any(c.sign_code for c in chosen),
+            penalties=penalty,
         )
     else:
         order = [int(i) for i in np.argsort(-relevance, kind="stable")[:limit]]
     if trace is not None:
-        trace.legs, trace.ranked, trace.similarity, trace.fused, trace.hop = legs, keep, similarity, fused, hop
-        trace.relevance, trace.dated, trace.final, trace.order = before_decay, dated, relevance, order
+        trace.legs, trace.ranked, trace.similarity, trace.text = legs, keep, similarity, text
+        trace.fused, trace.hop, trace.relevance, trace.decay = fused, hop, before_decay, decay
+        trace.dated, trace.final, trace.order, trace.mmr_penalty = dated, relevance, order, penalty
+        trace.by_score, trace.outcome = _outcomes(relevance, order, limit)
     return [(chosen[i], float(relevance[i])) for i in order]
 
 
-def _fused(similarity: Sequence[float], text_rank: Sequence[float], plan: RecallPlan) -> scoring.Floats:
-    """Both legs weighted, or one alone (the benchmarks' one-leg baselines)."""
+def _outcomes(final: scoring.Floats, order: Sequence[int], limit: int) -> tuple[list[int], list[RankOutcome]]:
+    """Each candidate's place by final score (0 = best) and what ranking did with it."""
+    by_score = [0] * len(final)
+    for place, i in enumerate(np.argsort(-final, kind="stable")):
+        by_score[int(i)] = place
+    picked = set(order)
+    outcome: list[RankOutcome] = [
+        "kept" if i in picked else "mmr" if place < limit else "past_limit" for i, place in enumerate(by_score)
+    ]
+    return by_score, outcome
+
+
+def _fused(similarity: Sequence[float], text: scoring.Floats, plan: RecallPlan) -> scoring.Floats:
+    """Both legs weighted, or one alone (the benchmarks' one-leg baselines); ``text`` already
+    scaled (:func:`.scoring.scale_text_rank`)."""
     if plan.legs == "vector":
-        return scoring.fuse_weighted(similarity, text_rank, vector_weight=1.0, text_weight=0.0)
+        return scoring.fuse_scaled(similarity, text, vector_weight=1.0, text_weight=0.0)
     if plan.legs == "text":
-        return scoring.fuse_weighted(similarity, text_rank, vector_weight=0.0, text_weight=1.0)
-    return scoring.fuse_weighted(similarity, text_rank, vector_weight=plan.vector_weight, text_weight=plan.text_weight)
+        return scoring.fuse_scaled(similarity, text, vector_weight=0.0, text_weight=1.0)
+    return scoring.fuse_scaled(similarity, text, vector_weight=plan.vector_weight, text_weight=plan.text_weight)
 
 
 def _dated(

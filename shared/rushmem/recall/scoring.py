@@ -22,14 +22,23 @@ def fuse_weighted(
     """The article's 0.7 x vector + 0.3 x text, with both parts on a 0..1 scale.
 
     Cosine similarity is clipped to [0, 1]; ts_rank values are tiny and unbounded, so they
-    are divided by the best rank among the candidates (a weight on raw ts_rank does
-    almost nothing). The result is divided by the weights' sum, so it stays in [0, 1].
+    are divided by the best rank among the candidates (:func:`scale_text_rank`: a weight on raw
+    ts_rank does almost nothing). The result is divided by the weights' sum, so it stays in [0, 1].
     """
-    sim = np.clip(np.asarray(similarity, dtype=np.float64), 0.0, 1.0)
+    return fuse_scaled(similarity, scale_text_rank(text_rank), vector_weight=vector_weight, text_weight=text_weight)
+
+
+def scale_text_rank(text_rank: Sequence[float]) -> Floats:
+    """ts_rank over the best candidate's, 0..1 (all 0 when none matched)."""
     text = np.maximum(np.asarray(text_rank, dtype=np.float64), 0.0)
     best = text.max(initial=0.0)
-    text_norm = text / best if best > 0 else text
-    return (vector_weight * sim + text_weight * text_norm) / (vector_weight + text_weight)
+    return text / best if best > 0 else text
+
+
+def fuse_scaled(similarity: Sequence[float], text: Floats, *, vector_weight: float, text_weight: float) -> Floats:
+    """:func:`fuse_weighted` on a text rank already scaled by :func:`scale_text_rank`."""
+    sim = np.clip(np.asarray(similarity, dtype=np.float64), 0.0, 1.0)
+    return (vector_weight * sim + text_weight * text) / (vector_weight + text_weight)
 
 
 def apply_time_decay(
@@ -41,17 +50,30 @@ def apply_time_decay(
     half_life_days: float,
     floor: float = 0.0,
 ) -> Floats:
-    """Scale relevance by recency: ``floor + (1 - floor) * 0.5 ** (age / half_life)``.
+    """Scale relevance by recency: the scores times their :func:`decay_factors`."""
+    factors = decay_factors(timestamps, evergreen, now=now, half_life_days=half_life_days, floor=floor)
+    return np.asarray(scores, dtype=np.float64) * factors
 
-    Evergreen memories (identity, standing rules) do not decay; a memory from the future
+
+def decay_factors(
+    timestamps: Sequence[dt.datetime],
+    evergreen: Sequence[bool],
+    *,
+    now: dt.datetime,
+    half_life_days: float,
+    floor: float = 0.0,
+) -> Floats:
+    """Per memory, ``floor + (1 - floor) * 0.5 ** (age / half_life)``.
+
+    Evergreen memories (identity, standing rules) do not decay (1); a memory from the future
     (clock skew) counts as brand new. ``floor`` keeps old but relevant facts findable.
     """
-    out = np.asarray(scores, dtype=np.float64).copy()
+    out = np.ones(len(timestamps), dtype=np.float64)
     for i, (ts, keep) in enumerate(zip(timestamps, evergreen, strict=True)):
         if keep:
             continue
         age_days = max((now - ts).total_seconds(), 0.0) / 86400.0
-        out[i] *= floor + (1.0 - floor) * math.pow(0.5, age_days / half_life_days)
+        out[i] = floor + (1.0 - floor) * math.pow(0.5, age_days / half_life_days)
     return out
 
 
@@ -103,7 +125,13 @@ def blend_rerank(relevance: npt.ArrayLike, rerank_scores: npt.ArrayLike, *, weig
 
 
 def mmr_select(
-    relevance: npt.ArrayLike, embeddings: npt.ArrayLike, *, lam: float, limit: int, sign_codes: bool = False
+    relevance: npt.ArrayLike,
+    embeddings: npt.ArrayLike,
+    *,
+    lam: float,
+    limit: int,
+    sign_codes: bool = False,
+    penalties: Floats | None = None,
 ) -> list[int]:
     """Maximal marginal relevance: pick ``limit`` indexes, trading relevance for novelty.
 
@@ -114,6 +142,10 @@ def mmr_select(
     ``sign_codes``: the embeddings are sign bits as +-1/sqrt(d) unit vectors; their dot product is
     1 - 2h/d for h differing bits, and the cosine it estimates is cos(pi h / d) = sin(pi/2 x dot)
     (the angle a differing bit stands for; mean error ~0.03 on 1024-d vectors).
+
+    ``penalties`` (an explained recall's; zeros, one per candidate) receives the likeness term
+    subtracted: for a pick, the one it was picked with; for the others, the one after the last pick
+    (what kept them out).
     """
     rel = np.asarray(relevance, dtype=np.float64)
     n = len(rel)
@@ -131,9 +163,13 @@ def mmr_select(
         redundancy = np.where(np.isfinite(max_sim), max_sim, 0.0)
         gain = np.where(available, lam * rel - (1.0 - lam) * redundancy, -np.inf)
         pick = int(np.argmax(gain))
+        if penalties is not None:
+            penalties[pick] = (1.0 - lam) * redundancy[pick]
         chosen.append(pick)
         available[pick] = False
         max_sim = np.maximum(max_sim, likeness(vectors, pick, sign_codes=sign_codes))
+    if penalties is not None:
+        penalties[available] = (1.0 - lam) * max_sim[available]
     return chosen
 
 

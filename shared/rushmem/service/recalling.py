@@ -173,7 +173,7 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
             weights=plan_weights(plan),
             date_windows=list(windows),
             reranked=bool(trace.rerank_scores),
-            candidates=explain_candidates(trace, plan, limit=limit, min_score=min_score, now=evaluated_at),
+            candidates=explain_candidates(trace, plan, limit=limit, min_score=min_score),
             named=_explain_named(parts, scope, explain_ids, candidates, vector, query, evaluated_at, k),
         )
     return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)

@@ -79,54 +79,7 @@ DROP POLICY IF EXISTS change_outbox_maintenance ON change_outbox;
 CREATE POLICY change_outbox_maintenance ON change_outbox TO agent_memory_maintenance
     USING (true) WITH CHECK (true);
 
-CREATE OR REPLACE FUNCTION agent_memory_outbox_change() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    mode   text := current_setting('agent_memory.outbox', true);
-    reason text := nullif(current_setting('agent_memory.change_reason', true), '');
-    src    text := nullif(current_setting('agent_memory.change_source', true), '');
-    kind   text;
-    m      user_memories;
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        m := NEW;
-        kind := 'memory.created';
-    ELSIF TG_OP = 'UPDATE' THEN
-        m := NEW;
-        IF OLD.superseded_at IS NULL AND NEW.superseded_at IS NOT NULL THEN
-            kind := 'memory.superseded';
-        ELSIF OLD.superseded_at IS NOT NULL AND NEW.superseded_at IS NULL THEN
-            kind := 'memory.revived';
-        ELSIF NEW.updated_at > OLD.updated_at THEN
-            kind := 'memory.refreshed';
-        ELSE
-            RETURN NULL;  -- a redelivery, an expiry or a re-embedding: nothing a consumer acts on
-        END IF;
-    ELSE
-        -- Forgetting a user sends one 'user.erased' event (written with the erasure), not one per memory.
-        IF reason = 'forget_user' THEN
-            RETURN NULL;
-        END IF;
-        m := OLD;
-        kind := CASE WHEN reason = 'expired' THEN 'memory.expired'
-                     WHEN reason = 'purged' THEN 'memory.purged'
-                     ELSE 'memory.forgotten' END;
-    END IF;
-    INSERT INTO change_outbox (user_id, event, memory_id, project_id, category, related_id, source, content)
-    VALUES (m.user_id, kind, m.id, m.project_id, m.category,
-            CASE WHEN kind = 'memory.superseded' THEN m.superseded_by END,
-            coalesce(src, m.source),
-            CASE WHEN mode = 'content' THEN m.content END);
-    RETURN NULL;
-END;
-$$;
-
-DROP TRIGGER IF EXISTS user_memories_outbox ON user_memories;
-CREATE TRIGGER user_memories_outbox
-    AFTER INSERT OR UPDATE OR DELETE ON user_memories
-    FOR EACH ROW
-    WHEN (current_setting('agent_memory.outbox', true) IN ('ids', 'content'))
-    EXECUTE FUNCTION agent_memory_outbox_change();
+-- The trigger writing them, and its function: functions.sql.
 
 -- ---- Erasure receipts --------------------------------------------------------------------------
 -- What forgetting a user deleted, when, at whose request; the subject only as

@@ -54,7 +54,7 @@ CREATE POLICY dense_memories_maintenance ON dense_memories TO agent_memory_maint
 ALTER TABLE agent_memory_dense_users ADD COLUMN IF NOT EXISTS ready boolean NOT NULL DEFAULT false;
 -- As the maintenance role: FORCE ROW LEVEL SECURITY (0005) hides every row from an owner that is
 -- not a superuser (the RDS master user is not), and a listed user without a partition would make
--- the triggers below fail their writes.
+-- the copy triggers fail their writes.
 DO $$
 BEGIN
     SET LOCAL ROLE agent_memory_maintenance;
@@ -63,97 +63,7 @@ BEGIN
 END
 $$;
 
--- The copy follows user_memories. INSERT and UPDATE go through the parent (tuple routing opens
--- only the user's partition); an upsert, because UPDATE ... FROM a transition table could not
--- name the user by value and would be planned over every partition. DELETE names each user by
--- value (EXECUTE plans it with the value: one partition).
-CREATE OR REPLACE FUNCTION agent_memory_dense_copy() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    gone record;
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        FOR gone IN
-            SELECT o.user_id, array_agg(o.id) AS ids FROM old_rows o
-            WHERE EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = o.user_id)
-            GROUP BY o.user_id
-        LOOP
-            EXECUTE format('DELETE FROM dense_memories WHERE user_id = %L AND id = ANY(%L::uuid[])',
-                           gone.user_id, gone.ids);
-        END LOOP;
-        RETURN NULL;
-    END IF;
-    -- An ordinary user's statement stops here, without opening (or locking) dense_memories.
-    IF NOT EXISTS (SELECT FROM new_rows n JOIN agent_memory_dense_users d ON d.user_id = n.user_id) THEN
-        RETURN NULL;
-    END IF;
-    INSERT INTO dense_memories AS c (user_id, id, project_id, category, metadata, created_at, updated_at,
-                                     expires_at, superseded_at, embedding, content_tsv)
-    SELECT n.user_id, n.id, n.project_id, n.category, n.metadata, n.created_at, n.updated_at,
-           n.expires_at, n.superseded_at, n.embedding, n.content_tsv
-    FROM new_rows n
-    WHERE EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = n.user_id)
-    ON CONFLICT (user_id, id) DO UPDATE SET
-        project_id = EXCLUDED.project_id, category = EXCLUDED.category, metadata = EXCLUDED.metadata,
-        created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
-        superseded_at = EXCLUDED.superseded_at, embedding = EXCLUDED.embedding,
-        content_tsv = EXCLUDED.content_tsv;
-    RETURN NULL;
-END;
-$$;
+-- The statement-level triggers keeping the copy (agent_memory_dense_copy) are in functions.sql.
 
-DROP TRIGGER IF EXISTS user_memories_dense_insert ON user_memories;
-CREATE TRIGGER user_memories_dense_insert AFTER INSERT ON user_memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_dense_copy();
-DROP TRIGGER IF EXISTS user_memories_dense_update ON user_memories;
-CREATE TRIGGER user_memories_dense_update AFTER UPDATE ON user_memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_dense_copy();
-DROP TRIGGER IF EXISTS user_memories_dense_delete ON user_memories;
-CREATE TRIGGER user_memories_dense_delete AFTER DELETE ON user_memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION agent_memory_dense_copy();
-
--- The dense text leg (0005) reads the user's partition: its GIN index, found by pruning on the
--- user id the query is built with. Same contract: ids only, the caller's user only.
-DO $$
-DECLARE
-    schema_name text := current_schema();
-BEGIN
-    EXECUTE format('GRANT CREATE ON SCHEMA %I TO agent_memory_maintenance', schema_name);
-    SET LOCAL ROLE agent_memory_maintenance;
-    EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION agent_memory_dense_text_leg(
-            q tsquery, k integer, p_project_id text, p_now timestamptz, p_include_inactive boolean,
-            p_categories text[], p_metadata jsonb, p_created_after timestamptz, p_created_before timestamptz
-        ) RETURNS TABLE (id uuid)
-        LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = %I, pg_temp AS $body$
-        DECLARE
-            scoped_user text := nullif(current_setting('agent_memory.user_id', true), '');
-        BEGIN
-            IF scoped_user IS NULL OR q IS NULL THEN
-                RETURN;
-            END IF;
-            RETURN QUERY EXECUTE
-                format('SELECT m.id FROM dense_memories m WHERE m.user_id = %%L AND m.content_tsv @@ %%L::tsquery',
-                       scoped_user, q)
-                || CASE WHEN p_project_id IS NULL THEN ''
-                        ELSE format(' AND (m.project_id = %%L OR m.project_id IS NULL)', p_project_id) END
-                || CASE WHEN p_include_inactive THEN ''
-                        ELSE format(' AND m.superseded_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > %%L)',
-                                    coalesce(p_now, now())) END
-                || CASE WHEN p_now IS NULL THEN '' ELSE format(' AND m.created_at <= %%L', p_now) END
-                || CASE WHEN p_categories IS NULL THEN ''
-                        ELSE format(' AND m.category = ANY(%%L::text[])', p_categories) END
-                || CASE WHEN p_metadata IS NULL THEN '' ELSE format(' AND m.metadata @> %%L::jsonb', p_metadata) END
-                || CASE WHEN p_created_after IS NULL THEN ''
-                        ELSE format(' AND m.created_at >= %%L', p_created_after) END
-                || CASE WHEN p_created_before IS NULL THEN ''
-                        ELSE format(' AND m.created_at < %%L', p_created_before) END
-                || format(' ORDER BY ts_rank_cd(m.content_tsv, %%L::tsquery) DESC, m.updated_at DESC, m.id'
-                          ' LIMIT %%s', q, k);
-        END
-        $body$
-    $f$, schema_name);
-    RESET ROLE;
-    EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM agent_memory_maintenance', schema_name);
-END
-$$;
+-- The dense text leg (0005) reads the user's partition from here on: its GIN index, found by
+-- pruning on the user id the query is built with (functions.sql).

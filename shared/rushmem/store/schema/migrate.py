@@ -1,10 +1,13 @@
-"""The schema: numbered SQL migrations (``migrations/*.sql``), the store's metadata, and what every
-new connection checks before use (the application role, the vector type, the model's column).
+"""The schema: numbered SQL migrations (``migrations/NNNN_*.sql``: tables, columns, indexes, data
+moves), the functions and their triggers (``migrations/functions.sql``, run again after a migration
+and whenever it changed), the store's metadata, and what every new connection checks before use (the application
+role, the vector type, the model's column).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.resources
 import logging
 import re
@@ -23,6 +26,12 @@ logger = logging.getLogger(__name__)
 # Serialises migrations (and role changes) across processes and containers.
 MIGRATION_LOCK_KEY = 0x616D5F6D6967  # "am_mig"
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+FUNCTIONS_FILE = "functions.sql"
+# functions.sql's row in agent_memory_migrations (no migration is numbered 0): its checksum as last
+# run. Applying a migration deletes the row, so the functions run again after every migration (one
+# may have dropped a table with its triggers) and a crash in between cannot skip them.
+FUNCTIONS_VERSION = 0
+FUNCTIONS_NAME = "functions"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,33 +51,59 @@ def available_migrations() -> list[Migration]:
     return sorted(found, key=lambda m: m.version)
 
 
+@dataclasses.dataclass(frozen=True)
+class Functions:
+    """functions.sql: every function of the schema and the triggers calling them, as they are now."""
+
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def schema_functions() -> Functions:
+    folder = importlib.resources.files("rushmem.store") / "migrations"
+    return Functions((folder / FUNCTIONS_FILE).read_text(encoding="utf-8"))
+
+
 def apply_migrations(conn: Connection, *, dimension: int, fingerprint: str) -> list[str]:
-    """Apply pending migrations in order, each in its own transaction; returns the applied names.
+    """Apply pending migrations in order, each in its own transaction, then functions.sql if it
+    changed or a migration was applied; returns what was applied (``functions`` for the latter).
 
     Safe to run from many processes at once: an advisory lock serialises them and the
     version table makes a second run a no-op.
     """
     if not 0 < dimension <= 16000:
         raise SchemaMismatch(f"embedding dimension {dimension} is outside pgvector's range (1..16000)")
-    pending = pending_migrations(conn)
-    if not pending:
+    applied_versions, checksum = _recorded(conn)
+    pending = [m for m in available_migrations() if m.version not in applied_versions]
+    functions = schema_functions()
+    if not pending and checksum == functions.checksum:
         return []  # the common case (every cold start): read-only, no lock, no DDL privileges needed
     try:
-        return _apply(conn, pending, dimension=dimension, fingerprint=fingerprint)
+        applied = _apply(conn, pending, dimension=dimension, fingerprint=fingerprint)
+        if _apply_functions(conn, functions):
+            applied.append(FUNCTIONS_NAME)
+        return applied
     except psycopg.errors.InsufficientPrivilege as exc:
-        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        names = ", ".join([*(f"{m.version:04d}_{m.name}" for m in pending), FUNCTIONS_FILE])
         raise SchemaMismatch(
-            f"the database needs migrations {names}, which this database user may not apply: "
+            f"the database needs {names}, which this database user may not apply: "
             "run `rushmem migrate` as the owner (on AWS the deploy's migration function does it)"
         ) from exc
 
 
-def pending_migrations(conn: Connection) -> list[Migration]:
+def _recorded(conn: Connection) -> tuple[set[int], str | None]:
+    """The migrations applied, and functions.sql's checksum as last run (None: not since the last
+    migration), in one statement."""
     exists = conn.execute("SELECT to_regclass('agent_memory_migrations') IS NOT NULL").fetchone()
-    applied: set[int] = set()
-    if exists and exists[0]:
-        applied = {row[0] for row in conn.execute("SELECT version FROM agent_memory_migrations").fetchall()}
-    return [m for m in available_migrations() if m.version not in applied]
+    if not exists or not exists[0]:
+        return set(), None
+    # Through to_jsonb, because a store before migration 0020 has no checksum column.
+    rows = conn.execute("SELECT version, to_jsonb(m) ->> 'checksum' FROM agent_memory_migrations m").fetchall()
+    versions = {row[0] for row in rows if row[0] != FUNCTIONS_VERSION}
+    return versions, next((row[1] for row in rows if row[0] == FUNCTIONS_VERSION), None)
 
 
 def _apply(conn: Connection, pending: list[Migration], *, dimension: int, fingerprint: str) -> list[str]:
@@ -85,12 +120,15 @@ def _apply(conn: Connection, pending: list[Migration], *, dimension: int, finger
             ).fetchone()
             if done:
                 continue
-            # The only substitution is a validated integer: the SQL stays static otherwise.
-            conn.execute(migration.sql.replace("{dimension}", str(int(dimension))).encode())
+            # A migration that only changed functions (now in functions.sql) is comments alone.
+            if _has_statements(migration.sql):
+                # The only substitution is a validated integer: the SQL stays static otherwise.
+                conn.execute(migration.sql.replace("{dimension}", str(int(dimension))).encode())
             conn.execute(
                 "INSERT INTO agent_memory_migrations (version, name) VALUES (%s, %s)",
                 [migration.version, migration.name],
             )
+            conn.execute("DELETE FROM agent_memory_migrations WHERE version = %s", [FUNCTIONS_VERSION])
             if migration.version == 1:
                 conn.execute(
                     "INSERT INTO agent_memory_meta (key, value) VALUES ('embedding_model', %s),"
@@ -99,6 +137,30 @@ def _apply(conn: Connection, pending: list[Migration], *, dimension: int, finger
                 )
             applied.append(f"{migration.version:04d}_{migration.name}")
     return applied
+
+
+def _apply_functions(conn: Connection, functions: Functions) -> bool:
+    """Run functions.sql unless its checksum is recorded (another process ran it meanwhile), and
+    record it; whether it ran. Only on a store with every migration applied: the functions name
+    its tables and types."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
+        row = conn.execute(
+            "SELECT checksum FROM agent_memory_migrations WHERE version = %s", [FUNCTIONS_VERSION]
+        ).fetchone()
+        if row is not None and row[0] == functions.checksum:
+            return False
+        conn.execute(functions.sql.encode())
+        conn.execute(
+            "INSERT INTO agent_memory_migrations (version, name, checksum) VALUES (%s, %s, %s)"
+            " ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
+            [FUNCTIONS_VERSION, FUNCTIONS_NAME, functions.checksum],
+        )
+    return True
+
+
+def _has_statements(script: str) -> bool:
+    return bool(re.sub(r"--[^\n]*", "", script).strip())
 
 
 def register_types(conn: Connection) -> None:

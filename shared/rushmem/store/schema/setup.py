@@ -20,8 +20,9 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class MigrateResult:
-    """The migrations applied now (none when the schema was current), and what happened to the
-    application's login role (None when none is configured)."""
+    """The migrations applied now (none when the schema was current; ``functions`` when
+    functions.sql ran), and what happened to the application's login role (None when none is
+    configured)."""
 
     applied: list[str]
     app_login: AppLogin | None
