@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,20 @@ def database_url(pg_server: str, _template_database: str) -> Iterator[str]:
     name = _new_database(pg_server, template=_template_database)
     yield url_for(pg_server, name)
     _drop_database(pg_server, name)
+
+
+@pytest.fixture
+def fresh_database(pg_server: str, _template_database: str) -> Iterator[Callable[[], str]]:
+    """Another migrated database each call (for a test that needs several), dropped afterwards."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(_new_database(pg_server, template=_template_database))
+        return url_for(pg_server, made[-1])
+
+    yield make
+    for name in made:
+        _drop_database(pg_server, name)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -8,9 +8,13 @@ class AgentMemoryError(Exception):
 
 
 class InvalidInput(AgentMemoryError):
-    """The request itself is wrong (names the field when there is one)."""
+    """The request itself is wrong (names the field when there is one). The message begins with
+    the field it names, so that every door shows the same line, whether it also carries the
+    field apart (HTTP, the clients) or not (an MCP tool's error, the CLI's)."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
+        if field and not message.startswith(field):
+            message = f"{field}: {message}"
         super().__init__(message)
         self.field = field
 

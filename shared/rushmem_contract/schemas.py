@@ -387,11 +387,11 @@ class InstructionsHistoryRequest(InstructionsQuery):
 class UsageRequest(WireModel):
     """GET /usage: a user's usage per day and its estimated cost (UTC days, both included)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
-    start: dt.date | None = Field(default=None, alias="from", description="First UTC day (default: 29 days ago).")
-    end: dt.date | None = Field(default=None, alias="to", description="Last UTC day, included (default: today).")
+    start: dt.date | None = Field(default=None, description="First UTC day (default: 29 days before end).")
+    end: dt.date | None = Field(default=None, description="Last UTC day, included (default: today).")
 
 
 class ErasureRequest(WireModel):

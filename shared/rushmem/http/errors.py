@@ -14,6 +14,7 @@ from rushmem.http import media
 from rushmem.http.body import NOT_BASE64
 from rushmem_contract.errors import AgentMemoryError, InvalidInput
 from rushmem_contract.kinds import INTERNAL, error_kind
+from rushmem_contract.models import refusal
 from rushmem_contract.retry import RETRY_AFTER_S
 from rushmem_contract.schemas import ErrorBody, ErrorDetail
 
@@ -156,15 +157,19 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
         ):
             return unsupported_media_type(found, request_id())
         details = describe_validation_errors(exc.errors())
-        first = details[0] if details else ErrorDetail(field=None, message="invalid request")
         log.info("request invalid", extra={"errors": [d.model_dump() for d in details]})
+        if any(e.get("type") == "json_invalid" or not e.get("loc")[1:] for e in exc.errors()):
+            # Not a field's problem (no JSON, or no body at all): said as the body's.
+            first = details[0] if details else ErrorDetail(field=None, message="invalid request")
+            message = "; ".join(d.message for d in details) or first.message
+            return error_response(
+                HTTPStatus.BAD_REQUEST, "invalid_input", message, errors=details, request_id=request_id()
+            )
+        # A field's: worded as every door words it (rushmem_contract.models.refusal).
+        refused = refusal(exc.errors(), "request")
+        kind = error_kind(refused)
         return error_response(
-            HTTPStatus.BAD_REQUEST,
-            "invalid_input",
-            "; ".join(d.message for d in details) or first.message,
-            field=first.field,
-            errors=details,
-            request_id=request_id(),
+            kind.status, kind.code, str(refused), field=refused.field, errors=details, request_id=request_id()
         )
 
     def not_text(exc: UnicodeDecodeError) -> Response[Any]:

@@ -16,7 +16,7 @@ from rushmem.ingest.redaction import REDACTED_KEY
 from rushmem.records import MemoryRow, WriteOutcome
 from rushmem_contract.errors import InputTooLarge, InvalidInput
 from rushmem_contract.inputs import JsonValueError, inspect_json
-from rushmem_contract.models import FactOutcome, NewMemory, content_hash, fact_key, metadata_chars
+from rushmem_contract.models import FactOutcome, NewMemory, content_hash, fact_key, metadata_chars, too_large
 
 _REFRESHED_AS = {"refreshed": "exact_duplicate", "near_duplicate": "near_duplicate", "restated": "restated"}
 
@@ -38,19 +38,14 @@ def check_new_memories(settings: Settings, memories: Sequence[NewMemory], field:
     if not memories:
         raise InvalidInput("no memories given", field=field)
     if len(memories) > settings.max_memories_per_request:
-        raise InputTooLarge(
-            f"{len(memories)} memories in one request; the limit is {settings.max_memories_per_request}", field=field
-        )
+        raise too_large(field, len(memories), settings.max_memories_per_request, "items")
     check_lengths(settings, memories, field)
 
 
 def check_lengths(settings: Settings, memories: Sequence[NewMemory], field: str) -> None:
     for i, memory in enumerate(memories):
         if len(memory.content) > settings.max_memory_chars:
-            raise InputTooLarge(
-                f"memory content is {len(memory.content)} characters; the limit is {settings.max_memory_chars}",
-                field=f"{field}[{i}].content",
-            )
+            raise too_large(f"{field}[{i}].content", len(memory.content), settings.max_memory_chars)
         if memory.metadata:
             check_metadata(settings, memory.metadata, f"{field}[{i}].metadata")
 
@@ -70,9 +65,7 @@ def check_metadata(settings: Settings, metadata: dict[str, Any], field: str) -> 
         raise InputTooLarge(f"metadata has {shape.keys} keys; the limit is {settings.max_metadata_keys}", field=field)
     chars = metadata_chars(metadata)
     if chars > settings.max_metadata_chars:
-        raise InputTooLarge(
-            f"metadata is {chars} characters as JSON; the limit is {settings.max_metadata_chars}", field=field
-        )
+        raise too_large(field, chars, settings.max_metadata_chars, "characters as JSON")
 
 
 def embed_unique(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray]:

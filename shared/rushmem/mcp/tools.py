@@ -31,7 +31,7 @@ from rushmem.recall.block import defused_text
 from rushmem.service import Caller, Memory
 from rushmem_contract import operations as ops
 from rushmem_contract.descriptions import INSTRUCTIONS
-from rushmem_contract.errors import AgentMemoryError, InvalidInput
+from rushmem_contract.errors import AgentMemoryError
 from rushmem_contract.kinds import error_kind
 from rushmem_contract.models import (
     ExplainedCandidate,
@@ -151,11 +151,9 @@ class Done(BaseModel):
 
 def tool_error(exc: AgentMemoryError) -> ToolError:
     """The model-facing message of a service error: the error table's code, then the HTTP API's
-    public wording ("invalid_input: limit: ...")."""
+    public wording ("invalid_input: limit: ...", which begins with the field it names)."""
     kind = error_kind(exc)
     message = kind.message(exc)
-    if isinstance(exc, InvalidInput) and exc.field and not message.startswith(exc.field):
-        message = f"{exc.field}: {message}"
     if kind.status >= 500:
         logger.error("tool failed: %s: %s", type(exc).__name__, exc)
     return ToolError(f"{kind.code}: {message}")

@@ -49,9 +49,9 @@ def usage_period(start: dt.date | None, end: dt.date | None) -> tuple[dt.date, d
         except OverflowError:  # an end in the first days of year 1
             start = dt.date.min
     if start > end:
-        raise InvalidInput(f"from ({start}) is after to ({end})", field="from")
+        raise InvalidInput(f"start ({start}) is after end ({end})", field="start")
     if (end - start).days >= USAGE_MAX_DAYS:
-        raise InvalidInput(f"at most {USAGE_MAX_DAYS} days at once", field="from")
+        raise InvalidInput(f"at most {USAGE_MAX_DAYS} days at once", field="start")
     return start, end
 
 

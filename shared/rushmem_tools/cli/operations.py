@@ -78,8 +78,9 @@ def add_fields(
             continue
         help_ = field.description or ""
         if name == positional:
-            many = get_origin(_inner(field.annotation)) is list
-            parser.add_argument(name, nargs="+" if many else "?" if not field.is_required() else None, help=help_)
+            # Words after the flags, any number (a text's words are joined): the request model says
+            # what is missing, as at every door (--input may give it too).
+            parser.add_argument(name, nargs="*", help=help_)
             continue
         flag = flag_of(name, field)
         inner = _inner(field.annotation)
