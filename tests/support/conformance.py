@@ -189,9 +189,10 @@ def run(
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
-# What differs from door to door by design: a tool's flag on defused text, who asked for an erasure,
-# and the door each change is recorded as coming from (its source: "api", "mcp", "cli"; none in-process).
-VOLATILE = {"content_defused", "requested_by"}
+# What differs from door to door by design: a tool's flag on defused text, who asked for an erasure
+# and the receipt's subject (keyed per database), and the door each change is recorded as coming
+# from (its source: "api", "mcp", "cli"; none in-process).
+VOLATILE = {"content_defused", "requested_by", "subject"}
 DOOR_SOURCES = {"api", "mcp", "cli", None}
 
 

@@ -123,20 +123,20 @@ def forget_user(cells: Cells, request: ForgetUserRequest, ctx: Context) -> Erasu
     """Delete everything stored about the user (memories, history, held writes, instructions,
     message receipts, usage) and return the erasure receipt stored with the deletion, in one
     transaction per cell (see :mod:`rushmem.store.accounts.erasures`): in the user's cell, and in
-    every other one, where an interrupted move may have left a copy; then the directory entry.
-    The receipt is the user's cell's; ``requested_by`` never holds the user's own id."""
+    any other that still holds something of theirs (an interrupted move's copy); then the directory
+    entry. The receipt is the user's cell's; ``requested_by`` never holds the user's own id."""
     user_id = ctx.user
     home = cells.reading(user_id)
-    found: dict[int, ErasureReceipt] = {}
-    for parts in cells.each():
-        receipt: ErasureReceipt = parts.db.run(
-            lambda conn: receipts.erase_user(conn, user_id, requested_by=ctx.requested_by), retry=False
-        )
+    others = [p for p in cells.each() if p is not home and p.db.run(lambda conn: receipts.holds_user(conn, user_id))]
+    receipt: ErasureReceipt = home.db.run(
+        lambda conn: receipts.erase_user(conn, user_id, requested_by=ctx.requested_by), retry=False
+    )
+    for parts in (home, *others):
+        if parts is not home:
+            parts.db.run(lambda conn: receipts.erase_user(conn, user_id, requested_by=ctx.requested_by), retry=False)
         parts.reads.erased(user_id)  # never served again by a reader that has not replayed this
         parts.publish_changes(user_id)
-        found[id(parts)] = receipt
     cells.forget(user_id)
-    receipt = found[id(home)]
     # The receipt's id, not the user's: logs outlive the erasure.
     logger.info("erased", extra={"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()})
     return receipt

@@ -48,11 +48,13 @@ def copy_user(source: Collaborators, target: Collaborators, user_id: str) -> int
         cursor = page.next_cursor
         if cursor is None:
             break
+    owned = source.db.run(lambda conn: owned_rows(conn, user_id))
+    target.db.run(lambda conn: put_owned_rows(conn, user_id, owned), retry=False)
+    # After everything that records events of its own (the copy's 'created', a held write's
+    # 'pending'): the history becomes exactly the one the user had.
     events = source.db.run(lambda conn: user_events(conn, user_id))
     target.db.run(lambda conn: replace_events(conn, user_id, events), retry=False)
     _copy_usage(source, target, user_id)
-    owned = source.db.run(lambda conn: owned_rows(conn, user_id))
-    target.db.run(lambda conn: put_owned_rows(conn, user_id, owned), retry=False)
     source.db.run(lambda conn: erasures.erase_user(conn, user_id, requested_by="cell-move"), retry=False)
     source.reads.erased(user_id)
     logger.info("user copied to another cell", extra={"memories": moved})

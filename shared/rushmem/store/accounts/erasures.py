@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from rushmem.store.engine.connection import Connection
-from rushmem.store.engine.transactions import user_transaction
+from rushmem.store.engine.transactions import read_as_user, user_transaction
 from rushmem_contract.errors import ConfigurationError
 from rushmem_contract.schemas import ErasureCounts, ErasureReceipt
 
@@ -58,6 +58,22 @@ ERASURE_KEY = "erasure_key"
 def subject_hash(key: str, user_id: str) -> bytes:
     """The receipt's subject: HMAC-SHA256 of the user id under the deployment's key (hex)."""
     return hmac.new(bytes.fromhex(key), user_id.encode("utf-8"), hashlib.sha256).digest()
+
+
+_HOLDS = """
+SELECT EXISTS (SELECT 1 FROM user_memories WHERE user_id = %(user)s)
+    OR EXISTS (SELECT 1 FROM memory_events WHERE user_id = %(user)s)
+    OR EXISTS (SELECT 1 FROM pending_memories WHERE user_id = %(user)s)
+    OR EXISTS (SELECT 1 FROM extraction_instructions WHERE user_id = %(user)s)
+    OR EXISTS (SELECT 1 FROM ingested_messages WHERE user_id = %(user)s)
+    OR EXISTS (SELECT 1 FROM usage_daily WHERE user_id = %(user)s) AS holds
+"""
+
+
+def holds_user(conn: Connection, user_id: str) -> bool:
+    """Whether this database holds anything of the user (another cell, after an interrupted move)."""
+    rows = read_as_user(conn, user_id, _HOLDS, {"user": user_id})
+    return bool(rows and rows[0]["holds"])
 
 
 def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureReceipt:
