@@ -17,6 +17,7 @@ from rushmem.config import Settings
 from rushmem.embeddings.hashing import HashEmbedder
 from rushmem.records import MemoryRow
 from rushmem.service import Memory
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.memories.scope import Scope
 from rushmem_contract.kinds import EXIT_USAGE
 from rushmem_contract.models import content_hash
@@ -265,8 +266,8 @@ def test_bench_plot_writes_the_png_and_its_numbers(
 # ---- the store functions behind the benchmarks -----------------------------------------
 
 
-def owner_connection(database_url: str) -> psycopg.Connection[tuple[object, ...]]:
-    conn = psycopg.connect(database_url, autocommit=True)
+def owner_connection(database_url: str) -> PgSession:
+    conn = PgSession.connect(database_url, autocommit=True)
     register_vector(conn)
     return conn
 

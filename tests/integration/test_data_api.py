@@ -9,7 +9,7 @@ import decimal
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import boto3
 import numpy as np
@@ -25,8 +25,7 @@ from psycopg.types.json import Jsonb
 from rushmem.config import Settings
 from rushmem.providers.rdsdata import DataApi, DataApiTarget
 from rushmem.service import Memory
-from rushmem.store.engine.connection import Connection
-from rushmem.store.engine.dataapi import DataApiConnection
+from rushmem.store.engine.dataapi import DataApiSession
 from rushmem_contract.errors import DatabaseResuming, DatabaseUnavailable
 from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.data_api import CLUSTER_ARN, MAX_RESPONSE_BYTES, DataApiStandIn, DenseEmbedder
@@ -37,12 +36,12 @@ FACTS = ["The user prefers pnpm over npm", "All SVG changes must sync to default
 
 
 @pytest.fixture
-def api(data_api_settings: Settings) -> Iterator[Connection]:
-    """A Data API connection as the service's login role, outside any service."""
+def api(data_api_settings: Settings) -> Iterator[DataApiSession]:
+    """A Data API session as the service's login role, outside any service."""
     s = data_api_settings
     target = DataApiTarget(str(s.db_cluster_arn), str(s.db_secret_arn), s.db_name, s.data_api_endpoint_url)
-    conn = DataApiConnection(DataApi(target))
-    yield cast(Connection, conn)
+    conn = DataApiSession(DataApi(target))
+    yield conn
     conn.close()
 
 
@@ -79,7 +78,7 @@ SELECT %(id)s::uuid AS id, %(at)s::timestamptz AS at, %(meta)s::jsonb AS meta, %
 """
 
 
-def test_values_come_back_as_psycopg_gives_them(api: Connection, database_url: str) -> None:
+def test_values_come_back_as_psycopg_gives_them(api: DataApiSession, database_url: str) -> None:
     params: dict[str, Any] = {
         "id": uuid.uuid4(),
         "at": dt.datetime(2026, 3, 1, 12, 30, 5, 123456, tzinfo=dt.UTC),
@@ -98,14 +97,14 @@ def test_values_come_back_as_psycopg_gives_them(api: Connection, database_url: s
     with psycopg.connect(database_url) as direct:
         register_vector(direct)
         expected = direct.cursor(row_factory=dict_row).execute(_VALUES, params).fetchone()
-    got = api.cursor(row_factory=dict_row).execute(_VALUES, params).fetchone()
+    got = api.execute_dicts(_VALUES, params).fetchone()
     assert got is not None and expected is not None
     assert got == expected
     assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in expected.items()}
     assert isinstance(got["v"], Vector) and got["at"].tzinfo is not None
 
 
-def test_a_sql_error_is_the_same_psycopg_error_and_the_transaction_rolls_back(api: Connection) -> None:
+def test_a_sql_error_is_the_same_psycopg_error_and_the_transaction_rolls_back(api: DataApiSession) -> None:
     with pytest.raises(psycopg.errors.UndefinedTable):
         api.execute("SELECT * FROM no_such_table WHERE id = %s", [1])
     user = uuid.uuid4().hex
@@ -125,7 +124,7 @@ def test_a_sql_error_is_the_same_psycopg_error_and_the_transaction_rolls_back(ap
         assert api.execute("SELECT count(*) FROM ingested_messages WHERE user_id = %s", [user]).fetchone() == (0,)
 
 
-def test_the_data_api_limits_are_kept(api: Connection, data_api: DataApiStandIn) -> None:
+def test_the_data_api_limits_are_kept(api: DataApiSession, data_api: DataApiStandIn) -> None:
     with pytest.raises(psycopg.ProgrammingError, match="64 KB"):
         api.execute("SELECT repeat('x', 70000)")
     with pytest.raises(psycopg.ProgrammingError, match="response size limit"):
@@ -141,15 +140,15 @@ def test_the_data_api_limits_are_kept(api: Connection, data_api: DataApiStandIn)
         )
     assert refused.value.response["Error"]["Code"] == "BadRequestException"
     with pytest.raises(DatabaseUnavailable, match="TransactionNotFoundException"):
-        cast(DataApiConnection, api).api.commit("no-such-transaction")
+        api.api.commit("no-such-transaction")
 
 
-def test_batch_execute_writes_every_parameter_set_in_one_request(api: Connection, data_api: DataApiStandIn) -> None:
+def test_batch_execute_writes_every_parameter_set_in_one_request(api: DataApiSession, data_api: DataApiStandIn) -> None:
     user = uuid.uuid4().hex
     data_api.reset_counts()
     with api.transaction():
         api.execute("SELECT set_config('agent_memory.user_id', %s, true)", [user])
-        api.cursor().executemany(
+        api.executemany(
             "INSERT INTO ingested_messages (user_id, message_hash, memories) VALUES (%s, %s, 0)",
             [[user, bytes([i])] for i in range(5)],
         )
@@ -372,19 +371,16 @@ def test_recall_limit_50_over_dense_1024d_vectors_fits_the_response_limit(
     )
 
 
-def test_full_vectors_at_that_size_exceed_the_response_limit(dense_store: Memory, data_api: DataApiStandIn) -> None:
+def test_full_vectors_at_that_size_exceed_the_response_limit(
+    dense_store: Memory, data_api: DataApiStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What recall did before: every candidate's vector as text. The stand-in refuses the answer
     as the Data API does, so the compact form is what keeps limit 50 working."""
-    from rushmem.store.engine.dataapi import DataApiConnection
-
     dense_store.recall("warm up", user_id="u-dense", limit=5)
     data_api.response_bytes.clear()
-    try:
-        DataApiConnection.sign_code_vectors = False  # type: ignore[misc]
-        with pytest.raises(Exception, match="response size limit"):
-            dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=50)
-    finally:
-        DataApiConnection.sign_code_vectors = True  # type: ignore[misc]
+    monkeypatch.setattr(DataApiSession, "sign_code_vectors", False)
+    with pytest.raises(Exception, match="response size limit"):
+        dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=50)
     assert max(data_api.response_bytes) > MAX_RESPONSE_BYTES
 
 
@@ -404,7 +400,7 @@ def test_sign_bits_keep_mmr_close_to_the_full_vectors(dense_store: Memory, blank
 
 
 def test_the_one_statement_recall_is_bound_by_row_level_security(
-    data_api_service: Memory, data_api: DataApiStandIn, api: Connection
+    data_api_service: Memory, data_api: DataApiStandIn, api: DataApiSession
 ) -> None:
     """The scope travels inside the statement, and the policies still decide: a user recalls only
     their own memories, and the function run without a user sees nothing."""

@@ -13,6 +13,7 @@ import pytest
 
 from rushmem.config import Settings
 from rushmem.service import Memory
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import read_as_user, user_transaction
 from rushmem_contract.errors import DatabaseUnavailable, StatementTimeout
 from rushmem_contract.models import NewMemory
@@ -70,7 +71,7 @@ def test_losing_the_server_while_setting_a_connection_up_is_database_unavailable
     """A restart between connect() and the setup queries raised a raw psycopg error (a flaky 500)."""
     from rushmem.store.engine.connection import Database
 
-    def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    def setup(conn: Session) -> None:
         raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
 
     database = Database(Settings(database_url=database_url, embedding_provider="hash"), setup=setup)
@@ -83,7 +84,7 @@ def test_a_statement_failing_while_setting_a_connection_up_is_reported_as_itself
     """ProgramLimitExceeded is an OperationalError too; it was reported as a lost connection."""
     from rushmem.store.engine.connection import Database
 
-    def setup(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    def setup(conn: Session) -> None:
         conn.execute("CREATE TEMP TABLE wide (v vector(3000))")
         conn.execute("CREATE INDEX ON wide USING hnsw (v vector_cosine_ops)")  # HNSW stops at 2,000 dimensions
 
@@ -117,7 +118,7 @@ def killable(database_url: str) -> Iterator[None]:
 
 @pytest.mark.usefixtures("killable")
 def test_a_connection_lost_inside_a_write_transaction_is_unavailable_then_replaced(service: Memory) -> None:
-    def work(conn: psycopg.Connection) -> None:
+    def work(conn: Session) -> None:
         with user_transaction(conn, "u1"):
             conn.execute(_KILL_SELF)  # no result needed: it is still queued when COMMIT goes out
 

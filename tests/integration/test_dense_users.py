@@ -17,6 +17,7 @@ from pgvector.psycopg import register_vector
 
 from rushmem.config import Settings
 from rushmem.service import Memory
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.engine.transactions import user_transaction
 from rushmem.store.indexes.dense import dense_index_names, partition_name
 from rushmem.store.memories import recall
@@ -110,7 +111,7 @@ def test_a_database_migrated_before_0005_gets_it_on_the_next_migrate(blank_datab
     """Deployed stores have 0006-0009 and the table-wide HNSW index: 0005 comes after them."""
     settings = Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False)
     service = Memory(settings)
-    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+    with PgSession.connect(blank_database_url, autocommit=True) as conn:
         older = [m for m in available_migrations() if m.version != 5 and m.version < 13]
         _apply(conn, older, dimension=384, fingerprint=service.admin.embedder.fingerprint)
         conn.execute(
@@ -390,8 +391,8 @@ def test_what_a_recall_or_a_write_locks_does_not_grow_with_the_dense_users(servi
     crowd(service, database_url, dense=2, ordinary=3)
     few = (locks_of_a_recall(service, "o1"), locks_of_a_recall(service, "d1"))
     for batch in range(3):
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(
+        with psycopg.connect(database_url, autocommit=True) as owner:
+            owner.execute(
                 "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
                 "SELECT 'e' || %(b)s || '-' || i, 'extra ' || n, sha256(convert_to(i || '-' || n || %(b)s, 'UTF8')), "
                 "(SELECT array_agg(cos(n + g + i))::vector(384) FROM generate_series(1, 384) g) "
@@ -463,7 +464,7 @@ def test_a_store_with_0005s_partial_indexes_moves_to_partitions(blank_database_u
     right), and the next dense-users run builds their partition and drops the partial indexes."""
     settings = Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False)
     service = Memory(settings)
-    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+    with PgSession.connect(blank_database_url, autocommit=True) as conn:
         older = [m for m in available_migrations() if m.version < 13]
         _apply(conn, older, dimension=384, fingerprint=service.admin.embedder.fingerprint)
     texts = [*(f"the user wrote memo number {i}" for i in range(30)), "the user keeps a pet axolotl called Quetzal"]

@@ -169,16 +169,16 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(
     for start in range(0, 300, 100):
         old = (f"old note {i}: zebra quantum harmonica, replaced long ago" for i in range(start, start + 100))
         remember(service, "lonely", *old)
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with psycopg.connect(database_url, autocommit=True) as owner:
         # 20,000 rows of 1,000 other users (20 each: none of them dense).
-        conn.execute(
+        owner.execute(
             "INSERT INTO user_memories (user_id, content, content_hash, embedding) "
             "SELECT 'crowd-' || (g % 1000), 'crowd memory ' || g, sha256(g::text::bytea), "
             "(SELECT array_agg(random() - 0.5)::vector(384) FROM generate_series(1, 384) WHERE g > 0) "
             "FROM generate_series(1, 20000) g"
         )
         # Ended memories stay in the user's index; the scope filter drops them during the scan.
-        conn.execute("UPDATE user_memories SET superseded_at = now() WHERE user_id = 'lonely' AND content LIKE 'old%'")
+        owner.execute("UPDATE user_memories SET superseded_at = now() WHERE user_id = 'lonely' AND content LIKE 'old%'")
     assert service.admin.refresh_dense_users(min_memories=100).indexed == 1
 
     conn = service.admin.db.connection()
@@ -196,7 +196,7 @@ def test_a_user_gets_min_limit_and_their_memories_despite_a_crowd(
     with conn.transaction():
         conn.execute("SELECT set_config('agent_memory.user_id', 'lonely', true)")
         conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + dense_shape, params))
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + dense_shape, params).fetchall())
     assert dense_index_names("lonely")[0] in plan  # the user's own HNSW index
     # The index alone comes back short. HNSW levels are random: now and then a graph leads the
     # search to the live notes anyway; a rebuilt index draws new levels.

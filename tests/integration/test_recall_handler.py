@@ -18,6 +18,7 @@ import pytest
 from rushmem.config import get_settings
 from rushmem.observability import logger, metrics
 from rushmem.service import Memory, get_service, set_service
+from rushmem.store.engine.pg import PgSession
 from tests.support.ingest import supersede
 from tests.support.recall import (
     ROOT,
@@ -417,6 +418,7 @@ def test_invocations_reuse_one_service_connection_and_embedder(lambda_env: str) 
 def test_a_dropped_connection_is_replaced_on_the_next_request(lambda_env: str) -> None:
     invoke("http-memories-add.json")
     old = get_service().admin.db.connection()
+    assert isinstance(old, PgSession)
     with psycopg.connect(lambda_env, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [old.info.backend_pid])
     result = invoke("http-recall-iam.json")

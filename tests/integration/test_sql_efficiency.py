@@ -14,6 +14,7 @@ from psycopg.types import TypeInfo
 from rushmem.config import Settings
 from rushmem.extraction import create_extractor
 from rushmem.service import Memory
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.engine.transactions import read_as_user
 from rushmem_contract.models import ConversationEnded, NewMemory
 from tests.support.db import round_trips
@@ -29,6 +30,7 @@ class _TextRefused(VectorDumper):
 def binary_only(service: Memory) -> Memory:
     """The service's connection with the text form of vectors refused (binary still works)."""
     conn = service.admin.db.connection()
+    assert isinstance(conn, PgSession)  # psycopg's adapters
     info = TypeInfo.fetch(conn, "vector")
     assert info is not None
     refused = type("TextRefused", (_TextRefused,), {"oid": info.oid})
@@ -174,6 +176,7 @@ def test_with_pipelining_off_the_same_work_waits_for_every_statement(settings: S
 def test_a_failed_recall_leaves_the_connection_usable(service: Memory) -> None:
     service.add([NewMemory(content="Prefers TypeScript")], user_id="u1")
     conn = service.admin.db.connection()
+    assert isinstance(conn, PgSession)
     with pytest.raises(psycopg.errors.UndefinedColumn):
         read_as_user(conn, "u1", "SELECT no_such_column FROM user_memories", {})
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

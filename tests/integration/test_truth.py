@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
-import psycopg
 import pytest
 from mcp import Client
 
 from rushmem.config import Settings
 from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from rushmem.service import Memory, get_service
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.schema.migrate import _apply, available_migrations
 from rushmem_client import AsyncMemoryClient, MemoryClient
 from rushmem_contract.errors import InvalidInput
@@ -208,7 +208,7 @@ def test_migration_0011_dates_existing_memories_by_when_they_were_stated(blank_d
     settings = Settings(database_url=blank_database_url, embedding_provider="hash", auto_migrate=False)
     service = Memory(settings)
     vector = "[" + ",".join(["0.05"] * 384) + "]"
-    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+    with PgSession.connect(blank_database_url, autocommit=True) as conn:
         before = [m for m in available_migrations() if m.version < 11]
         _apply(conn, before, dimension=384, fingerprint=service.admin.embedder.fingerprint)
         old, new = uuid.uuid4(), uuid.uuid4()

@@ -57,10 +57,10 @@ def test_imports_for_annotations_count() -> None:
 @pytest.mark.parametrize(
     ("importer", "imported"),
     [
-        # Inside one package: transactions imports connection.
-        ("rushmem.store.engine.connection", "rushmem.store.engine.transactions"),
-        # Across subpackages (writes imports connection): the cycle shows in their common parent.
-        ("rushmem.store.engine.connection", "rushmem.store.memories.writes"),
+        # Inside one package: transactions imports session.
+        ("rushmem.store.engine.session", "rushmem.store.engine.transactions"),
+        # Across subpackages (writes imports session): the cycle shows in their common parent.
+        ("rushmem.store.engine.session", "rushmem.store.memories.writes"),
     ],
 )
 def test_a_planted_cycle_is_found(importer: str, imported: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 
 from rushmem.service import Memory
+from rushmem.store.engine.pg import PgSession
 
 
 def round_trips(service: Memory, work: Any, tmp_path: Path) -> int:
@@ -18,6 +19,7 @@ def round_trips(service: Memory, work: Any, tmp_path: Path) -> int:
     (Not the sent/answered alternations: psycopg reads early results between sends when they
     are already there, which a loaded machine makes more likely.)"""
     conn = service.admin.db.connection()
+    assert isinstance(conn, PgSession)  # libpq's trace: a connection's
     trace = tmp_path / "libpq.trace"
     with trace.open("w") as out:
         conn.pgconn.trace(out.fileno())

@@ -116,12 +116,13 @@ def test_the_scram_verifier_is_libpqs() -> None:
     )
 
 
-def test_a_connection_only_attribute_names_what_it_needs() -> None:
+def test_what_needs_a_session_of_its_own_says_so_on_the_data_api() -> None:
     from rushmem.providers.rdsdata import DataApi, DataApiTarget
-    from rushmem.store.engine.dataapi import DataApiConnection
+    from rushmem.store.engine.dataapi import DataApiSession
+    from rushmem.store.engine.session import Session
+    from rushmem.store.indexes.partitions import refresh_dense_users
 
-    conn = DataApiConnection(DataApi(DataApiTarget("arn:aws:rds:eu-west-1:1:cluster:c", "arn:s", "db")))
-    assert conn.api.target.region == "eu-west-1"
-    with pytest.raises(ConfigurationError, match="pgconn needs a direct PostgreSQL connection"):
-        _ = conn.pgconn
-    assert getattr(conn, "adapters", None) is None  # still an AttributeError for getattr's default
+    conn: Session = DataApiSession(DataApi(DataApiTarget("arn:aws:rds:eu-west-1:1:cluster:c", "arn:s", "db")))
+    assert not conn.owns_session and conn.single_statement_reads and conn.sign_code_vectors
+    with pytest.raises(ConfigurationError, match="needs a direct connection"):
+        refresh_dense_users(conn, min_memories=10, max_text_matches=10)

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from rushmem.records import MemoryRow
 from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.engine.transactions import user_transaction
 from rushmem.store.memories.catalog import MEMORY_COLUMNS
 from rushmem.store.memories.recall import TS_CONFIG
@@ -82,6 +82,8 @@ def copy_memories(conn: Connection, rows: Iterable[MemoryRow]) -> int:
     PostgreSQL refuses COPY FROM into a table with row-level security for any role the
     policies apply to, so this needs a superuser or a BYPASSRLS role. Returns the rows written.
     """
+    if not isinstance(conn, PgSession):
+        raise ConfigurationError("bulk loading with COPY needs a direct PostgreSQL connection, not the RDS Data API")
     count = 0
     now = dt.datetime.now(dt.UTC)
     statement = sql.SQL("COPY user_memories ({}) FROM STDIN WITH (FORMAT BINARY)").format(
@@ -160,11 +162,10 @@ def article_seed_query(
     # Never prepared: a generic plan would parse the tsquery again for every row, which
     # would make the baseline slower than the article's query really is.
     if scope is None:
-        with conn.cursor(row_factory=dict_row, binary=True) as cur:
-            return cur.execute(query, params, prepare=False).fetchall()
+        return conn.execute_dicts(query, params, prepare=False, binary=True).fetchall()
     params.update(scope_params(scope))
-    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=dict_row, binary=True) as cur:
-        return cur.execute(query, params, prepare=False).fetchall()
+    with user_transaction(conn, scope.user_id):
+        return conn.execute_dicts(query, params, prepare=False, binary=True).fetchall()
 
 
 def hnsw_insert_rate(conn: Connection, vectors: Sequence[np.ndarray], *, batch: int, dimension: int) -> float:

@@ -8,11 +8,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import read_as_user, user_transaction
 
 
-def cell_entry(conn: Connection, user_id: str) -> tuple[str, bool] | None:
+def cell_entry(conn: Session, user_id: str) -> tuple[str, bool] | None:
     """The user's (cell, moving), None when the user has no entry yet."""
     rows = read_as_user(
         conn, user_id, "SELECT cell, moving FROM cell_directory WHERE user_id = %(user)s", {"user": user_id}
@@ -20,7 +20,7 @@ def cell_entry(conn: Connection, user_id: str) -> tuple[str, bool] | None:
     return (str(rows[0]["cell"]), bool(rows[0]["moving"])) if rows else None
 
 
-def claim_cell(conn: Connection, user_id: str, cell: str) -> tuple[str, bool]:
+def claim_cell(conn: Session, user_id: str, cell: str) -> tuple[str, bool]:
     """The user's entry, written with ``cell`` if there was none (the first write places the user)."""
     with user_transaction(conn, user_id):
         conn.execute(
@@ -32,7 +32,7 @@ def claim_cell(conn: Connection, user_id: str, cell: str) -> tuple[str, bool]:
     return str(row[0]), bool(row[1])
 
 
-def set_cell(conn: Connection, user_id: str, cell: str, *, moving: bool) -> None:
+def set_cell(conn: Session, user_id: str, cell: str, *, moving: bool) -> None:
     """Point the user at ``cell`` (a move's steps: hold the writes, then switch)."""
     with user_transaction(conn, user_id):
         conn.execute(
@@ -42,7 +42,7 @@ def set_cell(conn: Connection, user_id: str, cell: str, *, moving: bool) -> None
         )
 
 
-def forget_cell(conn: Connection, user_id: str) -> None:
+def forget_cell(conn: Session, user_id: str) -> None:
     """Delete the user's entry (their erasure: the directory holds their id)."""
     with user_transaction(conn, user_id):
         conn.execute("DELETE FROM cell_directory WHERE user_id = %s", [user_id])
@@ -51,7 +51,7 @@ def forget_cell(conn: Connection, user_id: str) -> None:
 _EVENT_COLUMNS = "memory_id, user_id, project_id, event, at, source, content, related_id, detail, write_id"
 
 
-def user_events(conn: Connection, user_id: str) -> list[dict[str, Any]]:
+def user_events(conn: Session, user_id: str) -> list[dict[str, Any]]:
     """Every history event of the user, oldest first (a move copies them)."""
     return read_as_user(
         conn,
@@ -61,19 +61,18 @@ def user_events(conn: Connection, user_id: str) -> list[dict[str, Any]]:
     )
 
 
-def replace_events(conn: Connection, user_id: str, events: Sequence[dict[str, Any]]) -> None:
+def replace_events(conn: Session, user_id: str, events: Sequence[dict[str, Any]]) -> None:
     """Make the user's history in this cell ``events`` (a move: the copy's own 'created' events give
     way to the history the user had), in one transaction; event ids are this cell's own."""
     with user_transaction(conn, user_id, source="cell-move"):
         conn.execute("DELETE FROM memory_events WHERE user_id = %s", [user_id])
         if events:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    f"INSERT INTO memory_events ({_EVENT_COLUMNS}) VALUES "
-                    "(%(memory_id)s, %(user_id)s, %(project_id)s, %(event)s, %(at)s, %(source)s, %(content)s, "
-                    "%(related_id)s, %(detail)s, %(write_id)s)",
-                    [{**e, "detail": Jsonb(e["detail"])} for e in events],
-                )
+            conn.executemany(
+                f"INSERT INTO memory_events ({_EVENT_COLUMNS}) VALUES "
+                "(%(memory_id)s, %(user_id)s, %(project_id)s, %(event)s, %(at)s, %(source)s, %(content)s, "
+                "%(related_id)s, %(detail)s, %(write_id)s)",
+                [{**e, "detail": Jsonb(e["detail"])} for e in events],
+            )
 
 
 # What else a user owns, copied as it is by a move (memories, history and usage have their own
@@ -104,7 +103,7 @@ OWNED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
 }
 
 
-def owned_rows(conn: Connection, user_id: str) -> dict[str, list[dict[str, Any]]]:
+def owned_rows(conn: Session, user_id: str) -> dict[str, list[dict[str, Any]]]:
     """The user's rows of each table of :data:`OWNED`."""
     return {
         table: read_as_user(
@@ -114,16 +113,16 @@ def owned_rows(conn: Connection, user_id: str) -> dict[str, list[dict[str, Any]]
     }
 
 
-def put_owned_rows(conn: Connection, user_id: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+def put_owned_rows(conn: Session, user_id: str, rows: dict[str, list[dict[str, Any]]]) -> None:
     """Write the user's rows read by :func:`owned_rows` (another cell's), in one transaction; a row
     already here (a move retried) is left as it is."""
-    with user_transaction(conn, user_id, source="cell-move"), conn.cursor() as cur:
+    with user_transaction(conn, user_id, source="cell-move"):
         for table, found in rows.items():
             if not found:
                 continue
             columns, documents = OWNED[table]
             placeholders = ", ".join(f"%({c})s" for c in columns)
-            cur.executemany(
+            conn.executemany(
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING",
                 [{k: Jsonb(v) if k in documents else v for k, v in row.items()} for row in found],
             )

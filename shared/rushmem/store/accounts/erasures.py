@@ -17,10 +17,9 @@ import hashlib
 import hmac
 import uuid
 
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import read_as_user, user_transaction
 from rushmem_contract.errors import ConfigurationError
 from rushmem_contract.schemas import ErasureCounts, ErasureReceipt
@@ -70,13 +69,13 @@ SELECT EXISTS (SELECT 1 FROM user_memories WHERE user_id = %(user)s)
 """
 
 
-def holds_user(conn: Connection, user_id: str) -> bool:
+def holds_user(conn: Session, user_id: str) -> bool:
     """Whether this database holds anything of the user (another cell, after an interrupted move)."""
     rows = read_as_user(conn, user_id, _HOLDS, {"user": user_id})
     return bool(rows and rows[0]["holds"])
 
 
-def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureReceipt:
+def erase_user(conn: Session, user_id: str, *, requested_by: str) -> ErasureReceipt:
     """Delete everything the store holds about the user and return the stored receipt."""
     receipt_id = uuid.uuid4()
     # The receipt is readable in this transaction by its id only (its row-level security).
@@ -95,16 +94,15 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
         conn.execute("DELETE FROM agent_memory_dense_users WHERE user_id = %s", [user_id])
         # The user's projects' extraction instructions (migration 0015) are theirs too.
         conn.execute("DELETE FROM extraction_instructions WHERE user_id = %s", [user_id])
-        with conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(
-                _ERASE,
-                {
-                    "user_id": user_id,
-                    "id": receipt_id,
-                    "subject": subject_hash(key_row[0], user_id),
-                    "requested_by": requested_by,
-                },
-            ).fetchone()
+        row = conn.execute_dicts(
+            _ERASE,
+            {
+                "user_id": user_id,
+                "id": receipt_id,
+                "subject": subject_hash(key_row[0], user_id),
+                "requested_by": requested_by,
+            },
+        ).fetchone()
         assert row is not None
         receipt = _receipt(row)
         conn.execute(
@@ -117,20 +115,17 @@ def erase_user(conn: Connection, user_id: str, *, requested_by: str) -> ErasureR
     return receipt
 
 
-def get_receipt(conn: Connection, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt | None:
+def get_receipt(conn: Session, receipt_id: uuid.UUID, *, user_id: str | None = None) -> ErasureReceipt | None:
     """The receipt with this id (None if there is none); with ``user_id``, only if it is that user's."""
-    with (
-        user_transaction(conn, "", settings={"agent_memory.erasure_id": str(receipt_id)}),
-        conn.cursor(row_factory=dict_row) as cur,
-    ):
+    with user_transaction(conn, "", settings={"agent_memory.erasure_id": str(receipt_id)}):
         subject = subject_hash(erasure_key(conn), user_id) if user_id is not None else None
-        row = cur.execute(
+        row = conn.execute_dicts(
             _RECEIPT + "id = %s AND (%s::bytea IS NULL OR subject_hash = %s)", [receipt_id, subject, subject]
         ).fetchone()
     return _receipt(row) if row else None
 
 
-def erasure_key(conn: Connection) -> str:
+def erasure_key(conn: Session) -> str:
     """The deployment's key for the receipts' subject hash."""
     row = conn.execute("SELECT value FROM agent_memory_meta WHERE key = %s", [ERASURE_KEY]).fetchone()
     if row is None:
@@ -138,14 +133,11 @@ def erasure_key(conn: Connection) -> str:
     return str(row[0])
 
 
-def receipts_for(conn: Connection, user_id: str) -> list[ErasureReceipt]:
+def receipts_for(conn: Session, user_id: str) -> list[ErasureReceipt]:
     """Every erasure of this user id, oldest first (found by its keyed hash)."""
     subject = subject_hash(erasure_key(conn), user_id)
-    with (
-        user_transaction(conn, "", settings={"agent_memory.erasure_subject": subject.hex()}),
-        conn.cursor(row_factory=dict_row) as cur,
-    ):
-        rows = cur.execute(_RECEIPT + "subject_hash = %s ORDER BY erased_at, id", [subject]).fetchall()
+    with user_transaction(conn, "", settings={"agent_memory.erasure_subject": subject.hex()}):
+        rows = conn.execute_dicts(_RECEIPT + "subject_hash = %s ORDER BY erased_at, id", [subject]).fetchall()
     return [_receipt(r) for r in rows]
 
 

@@ -13,14 +13,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg.rows import dict_row
-
-from rushmem.store.engine.connection import Connection
-from rushmem.store.engine.transactions import (
-    maintenance_transaction,
-    pipeline_of_transactions,
-    user_transaction,
-)
+from rushmem.store.engine.session import Session
+from rushmem.store.engine.transactions import maintenance_transaction, user_transaction
 from rushmem.usage import PendingUsage, UsageRow
 
 UPSERT_USAGE = """
@@ -54,7 +48,7 @@ def usage_params(user_id: str, rows: Sequence[UsageRow], *, day: dt.date | None 
     }
 
 
-def add_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
+def add_usage(conn: Session, user_id: str, rows: Sequence[UsageRow]) -> None:
     """Add ``rows`` to the user's counts of today (UTC), in the caller's user transaction.
     Nothing is fetched: in a pipelined transaction it travels with the next statement."""
     if rows:
@@ -64,14 +58,14 @@ def add_usage(conn: Connection, user_id: str, rows: Sequence[UsageRow]) -> None:
 _FLUSH_SCOPE = "SELECT set_config('agent_memory.user_id', %s, true), set_config('synchronous_commit', 'off', true)"
 
 
-def write_pending_usage(conn: Connection, pending: Sequence[PendingUsage]) -> None:
+def write_pending_usage(conn: Session, pending: Sequence[PendingUsage]) -> None:
     """Write counts kept in the container (:class:`~rushmem.usage.UsageBuffer`): a transaction per
     user and day (row-level security admits one user at a time), all sent in one pipeline, so the
     batch costs one round trip. Commits do not wait for the disk: a crash may lose the last moment's
     counts, never a memory."""
     if not pending:
         return
-    with pipeline_of_transactions(conn) as pipelined:
+    with conn.pipeline_of_transactions() as pipelined:
         for item in pending:
             values = usage_params(item.user_id, item.rows, day=item.day)
             if not pipelined:  # the RDS Data API, or pipelining off: a transaction each
@@ -87,20 +81,20 @@ def write_pending_usage(conn: Connection, pending: Sequence[PendingUsage]) -> No
 _COUNTS = "calls, input_tokens, output_tokens, characters, items"
 
 
-def user_usage(conn: Connection, user_id: str, start: dt.date, end: dt.date) -> list[dict[str, Any]]:
+def user_usage(conn: Session, user_id: str, start: dt.date, end: dt.date) -> list[dict[str, Any]]:
     """The user's usage rows from ``start`` to ``end`` (both included), by day, kind and model."""
-    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(
+    with user_transaction(conn, user_id):
+        return conn.execute_dicts(
             f"SELECT day, kind, model, {_COUNTS} FROM usage_daily "
             "WHERE user_id = %s AND day BETWEEN %s AND %s ORDER BY day, kind, model",
             [user_id, start, end],
         ).fetchall()
 
 
-def all_usage(conn: Connection, start: dt.date, end: dt.date) -> list[dict[str, Any]]:
+def all_usage(conn: Session, start: dt.date, end: dt.date) -> list[dict[str, Any]]:
     """Every user's usage over the period, summed by user, kind and model (maintenance role)."""
-    with maintenance_transaction(conn, source="usage"), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(
+    with maintenance_transaction(conn, source="usage"):
+        return conn.execute_dicts(
             "SELECT user_id, kind, model, sum(calls)::bigint AS calls, sum(input_tokens)::bigint AS input_tokens, "
             "sum(output_tokens)::bigint AS output_tokens, sum(characters)::bigint AS characters, "
             "sum(items)::bigint AS items FROM usage_daily WHERE day BETWEEN %s AND %s "

@@ -17,13 +17,16 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar, cast
+from typing import Any, TypeAlias
 
 import psycopg
-from psycopg.abc import PQGen
 
 from rushmem.config import Settings
+from rushmem.providers.rdsdata import DataApi, DataApiTarget
+from rushmem.store.engine.dataapi import DataApiSession
 from rushmem.store.engine.embedded import start_embedded_server
+from rushmem.store.engine.pg import DeadlineExceeded, PgSession
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.vector_schema import VectorSchema
 from rushmem_contract.errors import (
     ConfigurationError,
@@ -35,17 +38,12 @@ from rushmem_contract.errors import (
 
 logger = logging.getLogger(__name__)
 
-Connection = psycopg.Connection[Any]
-RV = TypeVar("RV")
+# The name the service and the tools give what the store's functions take.
+Connection: TypeAlias = Session
 
 
 class _ConnectFailed(DatabaseUnavailable):
     """Opening a new connection failed."""
-
-
-class DeadlineExceeded(DatabaseUnavailable):
-    """The server did not answer within the call's deadline (``db_read_deadline_s``): frozen, partitioned
-    or overloaded. The connection was closed (its state is unknown)."""
 
 
 def connect_failed(exc: BaseException) -> bool:
@@ -112,49 +110,6 @@ def describe_target(settings: Settings) -> str:
     return f"embedded PostgreSQL in {settings.resolved_data_dir()}"
 
 
-class AppConnection(psycopg.Connection[Any]):
-    """The service's connections: psycopg's, plus whether transactions may be pipelined on them
-    (``AGENT_MEMORY_DB_PIPELINE``), the vector column they use (None: not checked, as on the
-    plain connections tests and administration open) and whether their writes emit change events
-    (``AGENT_MEMORY_EVENT_BUS``)."""
-
-    pipeline_transactions: bool = True
-    vector_schema: VectorSchema | None = None
-    # What the change outbox records of this connection's writes: "ids", "content", or None (nothing).
-    change_events: str | None = None
-    # time.monotonic() instant past which waiting for the server gives up (None: no deadline), and
-    # whether it did: set around a call by Database.run(deadline_s=...).
-    deadline_at: float | None = None
-    deadline_hit: bool = False
-
-    def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
-        """psycopg's wait for the server, bounded by the deadline: a server that accepts bytes and
-        never answers (SIGSTOP, a hung host) is given up on by the client, since no server-side
-        timeout (statement_timeout) and no TCP timeout (the peer's kernel still acknowledges) can fire."""
-        deadline = self.deadline_at
-        if deadline is None:
-            return super().wait(gen, interval, timeout)
-        remaining = max(0.0, deadline - time.monotonic())
-        try:
-            return super().wait(gen, interval, remaining if timeout is None else min(timeout, remaining))
-        except psycopg.OperationalError as exc:
-            if time.monotonic() < deadline:
-                raise
-            self.deadline_hit = True
-            self.pgconn.finish()  # a reply may still come: the session cannot be reused
-            raise DeadlineExceeded("the database did not answer within the deadline") from exc
-
-
-def vector_schema_of(conn: Connection) -> VectorSchema | None:
-    """The vector column ``conn`` was set up for; None for a connection not opened by :class:`Database`."""
-    return getattr(conn, "vector_schema", None)
-
-
-def vector_column(conn: Connection) -> str:
-    schema = vector_schema_of(conn)
-    return schema.column if schema is not None else "embedding"
-
-
 # SQLSTATEs of a session the server ended or would not start: class 08 (connection exception)
 # and these of class 57 (operator intervention).
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
@@ -167,29 +122,35 @@ def _connection_lost(exc: psycopg.OperationalError) -> bool:
     return state is None or state.startswith("08") or state in _SESSION_ENDED
 
 
+def _gone(conn: PgSession | DataApiSession) -> bool:
+    """Closed, or (a connection) broken: a new session is needed."""
+    return conn.closed or (isinstance(conn, PgSession) and conn.broken)
+
+
 class Database:
-    """One connection per process (a Lambda container runs one request at a time).
+    """One session per process (a Lambda container runs one request at a time): a psycopg
+    connection, or the RDS Data API.
 
     Opened lazily, checked before use and reopened when it broke (a frozen container's
     socket may have been dropped by the server or RDS Proxy meanwhile). ``setup`` runs
-    once per new connection (migrations, type registration, the schema check) and returns
-    the vector column the connection uses.
+    once per new session (migrations, type registration, the schema check) and returns
+    the vector column the session uses.
     """
 
     def __init__(
         self,
         settings: Settings,
-        setup: Callable[[Connection], VectorSchema | None] | None = None,
+        setup: Callable[[Session], VectorSchema | None] | None = None,
         *,
         application_name: str = "agent-memory",
     ) -> None:
         self.settings = settings
         self._setup = setup
         self.application_name = application_name  # tells the writer's sessions from the reader's
-        self._conn: Connection | None = None
+        self._conn: PgSession | DataApiSession | None = None
         self._lock = threading.RLock()
 
-    def _connect(self, deadline_at: float | None = None) -> Connection:
+    def _connect(self, deadline_at: float | None = None) -> PgSession | DataApiSession:
         if self.settings.uses_data_api:
             return self._data_api()
         conninfo, kwargs = resolve_conninfo(self.settings)
@@ -198,7 +159,7 @@ class Database:
             timeout = min(timeout, max(0.0, deadline_at - time.monotonic()))
         deadline_s = self.settings.db_read_deadline_s
         try:
-            conn = AppConnection.connect(
+            conn = PgSession.connect(
                 conninfo,
                 autocommit=True,  # transactions are explicit: conn.transaction()
                 connect_timeout=max(1, int(timeout)),
@@ -240,12 +201,9 @@ class Database:
             raise
         return conn
 
-    def _data_api(self) -> Connection:
-        """The Data API as this process's connection: opening it sends nothing; setup's statements
+    def _data_api(self) -> DataApiSession:
+        """The Data API as this process's session: opening it sends nothing; setup's statements
         are its first requests."""
-        from rushmem.providers.rdsdata import DataApi, DataApiTarget
-        from rushmem.store.engine.dataapi import DataApiConnection
-
         settings = self.settings
         if not settings.db_secret_arn:
             raise ConfigurationError(
@@ -259,23 +217,21 @@ class Database:
             connect_timeout_s=settings.connect_timeout_s,
             resume_wait_s=settings.db_resume_wait_s,
         )
-        api = DataApiConnection(DataApi(target))
+        conn = DataApiSession(DataApi(target))
         if settings.event_bus:
-            api.change_events = "content" if settings.event_content else "ids"
-        # Typed as the connection the store's functions take: it has the part of it they use.
-        conn = cast(Connection, api)
+            conn.change_events = "content" if settings.event_content else "ids"
         if self._setup is not None:
             try:
-                api.vector_schema = self._setup(conn)
+                conn.vector_schema = self._setup(conn)
             except BaseException:
-                api.close()
+                conn.close()
                 raise
         return conn
 
-    def connection(self, deadline_at: float | None = None) -> Connection:
+    def connection(self, deadline_at: float | None = None) -> Session:
         with self._lock:
             conn = self._conn
-            if conn is None or conn.closed or conn.broken:
+            if conn is None or _gone(conn):
                 if conn is not None:
                     logger.info("reconnecting to the database")
                     conn.close()
@@ -284,12 +240,13 @@ class Database:
             return conn
 
     @contextlib.contextmanager
-    def session(self, deadline_at: float | None = None) -> Iterator[Connection]:
+    def session(self, deadline_at: float | None = None) -> Iterator[Session]:
         """A live connection; a connection-level failure inside becomes DatabaseUnavailable, and
         waiting past ``deadline_at`` (a time.monotonic() instant) DeadlineExceeded."""
         with self._lock:
             conn = self.connection(deadline_at)
-            bounded = conn if isinstance(conn, AppConnection) and deadline_at is not None else None
+            pg = conn if isinstance(conn, PgSession) else None  # only a connection can break, or wait
+            bounded = pg if deadline_at is not None else None
             if bounded is not None:
                 bounded.deadline_at, bounded.deadline_hit = deadline_at, False
             try:
@@ -299,14 +256,14 @@ class Database:
             except Exception as exc:
                 if bounded is not None and bounded.deadline_hit:  # psycopg's error on the connection it closed
                     raise DeadlineExceeded(f"{describe_target(self.settings)} did not answer in time") from exc
-                if isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed):
+                if isinstance(exc, psycopg.OperationalError) and (conn.closed or (pg is not None and pg.broken)):
                     raise DatabaseUnavailable(f"lost the connection to {describe_target(self.settings)}") from exc
                 raise
             finally:
                 if bounded is not None:
                     bounded.deadline_at = None
 
-    def run(self, work: Callable[[Connection], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
+    def run(self, work: Callable[[Session], Any], *, retry: bool = True, deadline_s: float | None = None) -> Any:
         """Run ``work`` (one or more whole transactions); retry once on a fresh connection if the
         old one turns out to be dead. Only idempotent work may pass ``retry=True``. ``deadline_s``:
         the longest the call waits for the server, connecting included (see :class:`DeadlineExceeded`)."""

@@ -1,9 +1,8 @@
-"""The store's statements through the RDS Data API: a connection-like object with the part of
-psycopg's Connection the service's transactions use (``execute``, ``cursor``, ``transaction``).
+"""The store's session over the RDS Data API (:class:`~rushmem.store.engine.session.Session`).
 
-The same SQL runs on both paths. What differs is how values travel:
+The same SQL runs on both engines. What differs is how values travel (:mod:`.dataapi_values`):
 
-- placeholders: psycopg's ``%s`` / ``%(name)s`` (and ``%b``) become the Data API's ``:name``;
+- placeholders: ``%s`` / ``%(name)s`` (and ``%b``) become the Data API's ``:name``;
 - values: the Data API types a string parameter as varchar and takes no arrays, so every value
   psycopg would send with its own type (UUID, timestamps, JSON, vectors, arrays) travels as
   its PostgreSQL text form and is cast in the statement: ``CAST(:p AS vector)``,
@@ -13,10 +12,10 @@ The same SQL runs on both paths. What differs is how values travel:
 
 Transactions are BeginTransaction / CommitTransaction / RollbackTransaction around statements
 carrying the transaction id: the user's scope (set_config(..., true)) is set in the same
-transaction as on a connection. There is no pipeline: each statement is one HTTPS request.
-
-Maintenance that needs a real session (COPY, pipelines, libpq's password encryption) is not
-here: a connection-only attribute raises ConfigurationError naming it.
+transaction as on a connection. There is no pipeline: each statement is one HTTPS request, so a
+read as the user is one statement (:meth:`DataApiSession.read_once_as_user`, migration 0017).
+There is no session either (requests share the cluster's): what needs one (COPY, SET ROLE, session
+locks, libpq's password encryption) is for a direct connection.
 """
 
 from __future__ import annotations
@@ -25,179 +24,96 @@ import base64
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import psycopg
-from psycopg.pq import ExecStatus
-from psycopg.rows import RowFactory
 
 from rushmem.providers.rdsdata import DataApi, StatementFailed
 from rushmem.store.engine.dataapi_values import compose, decode_scalar, split_script
+from rushmem.store.engine.session import Params, Query
 from rushmem.store.engine.vector_schema import VectorSchema
-from rushmem_contract.errors import ConfigurationError
 
 
-class _Shape:
-    """What psycopg's row factories read of a result: its status and column names."""
+class DataApiRows:
+    """One Data API answer, whole: its rows (tuples, or dicts by column name), fetched in order."""
 
-    status = ExecStatus.TUPLES_OK
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        self.nfields = len(names)
-
-    def fname(self, index: int) -> bytes:
-        return self.names[index].encode()
-
-
-class DataApiCursor:
-    """A cursor over one Data API answer; rows are made by psycopg's row factories."""
-
-    _encoding = "utf-8"  # read by psycopg's row factories
-
-    def __init__(self, conn: DataApiConnection, row_factory: RowFactory[Any] | None = None) -> None:
-        self._conn = conn
-        self._row_factory = row_factory
-        self.pgresult: _Shape | None = None
-        self.rowcount = -1
-        self._rows: list[Any] = []
+    def __init__(self, rows: list[Any] | None, rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
         self._next = 0
 
-    def __enter__(self) -> DataApiCursor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._rows = []
-
-    def execute(
-        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
-    ) -> DataApiCursor:
-        text, parameters = compose(query, params)
-        response = self._conn.run_statement(text, parameters)
-        self._load(response)
-        return self
-
-    def executemany(self, query: Any, params_seq: Sequence[Any], *, returning: bool = False) -> None:
-        """One BatchExecuteStatement for every parameter set (a DML statement, no rows back)."""
-        sets = [compose(query, params) for params in params_seq]
-        if not sets:
-            return
-        if len({text for text, _ in sets}) != 1:
-            raise psycopg.ProgrammingError("executemany's parameter sets would need different casts")
-        response = self._conn.run_batch(sets[0][0], [p for _, p in sets])
-        self.pgresult = None
-        self.rowcount = len(response.get("updateResults", []))
-        self._rows = []
-
-    def _load(self, response: Mapping[str, Any]) -> None:
-        self._next = 0
-        metadata = response.get("columnMetadata")
-        if not metadata:
-            self.pgresult = None
-            self._rows = []
-            self.rowcount = int(response.get("numberOfRecordsUpdated", 0))
-            return
-        names = [str(c.get("label") or c.get("name") or "?column?") for c in metadata]
-        types = [str(c.get("typeName", "")) for c in metadata]
-        self.pgresult = _Shape(names)
-        decoded = [
-            tuple(decode_scalar(types[i], field) for i, field in enumerate(record))
-            for record in response.get("records", [])
-        ]
-        make = (self._row_factory or _tuple_row)(self)  # type: ignore[arg-type]
-        self._rows = [make(values) for values in decoded]
-        self.rowcount = len(self._rows)
+    @property
+    def rownumber(self) -> int | None:
+        return None if self._rows is None else self._next
 
     def fetchone(self) -> Any:
-        if self._next >= len(self._rows):
+        if self._rows is None or self._next >= len(self._rows):
             return None
-        row = self._rows[self._next]
         self._next += 1
-        return row
+        return self._rows[self._next - 1]
 
     def fetchall(self) -> list[Any]:
-        rows = self._rows[self._next :]
-        self._next = len(self._rows)
+        rows = (self._rows or [])[self._next :]
+        self._next += len(rows)
         return rows
 
-    def __iter__(self) -> Iterator[Any]:
-        while (row := self.fetchone()) is not None:
-            yield row
 
-
-def _tuple_row(cursor: object) -> Any:
-    return tuple
-
-
-class NeedsConnection(ConfigurationError, AttributeError):
-    """A psycopg-only attribute (pgconn, info, adapters, COPY ...) asked of the Data API path; an
-    AttributeError too, so ``getattr(conn, name, default)`` keeps working."""
-
-
-class DataApiConnection:
-    """The Data API as the store's connection: statements outside a transaction commit on their
-    own (autocommit, as the service's connections); ``transaction()`` is BeginTransaction ...
-    CommitTransaction, and a savepoint when nested."""
-
-    autocommit = True
-    pipeline_transactions = False  # nothing to pipeline: every statement is its own request
-    broken = False
+class DataApiSession:
+    """The Data API as the store's session: statements outside a transaction commit on their own;
+    ``transaction()`` is BeginTransaction ... CommitTransaction, and a savepoint when nested."""
 
     # Recall asks for its candidates' vectors as sign bits (store.memories.recall): every answer
     # is JSON text under the Data API's 1 MiB limit.
     sign_code_vectors = True
-    # Reads run as one statement (read_as_user below), not a four-request transaction.
-    single_statement_reads = True
+    single_statement_reads = True  # each request costs ~100 ms: see read_once_as_user
+    owns_session = False
+    autocommit = True
 
     def __init__(self, api: DataApi) -> None:
         self.api = api
         self.closed = False
         self.vector_schema: VectorSchema | None = None
         self.change_events: str | None = None
-        self.prepare_threshold: int | None = None
         self._transaction_id: str | None = None
         self._savepoints = 0
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise NeedsConnection(
-            f"{name} needs a direct PostgreSQL connection; the RDS Data API path does not have one "
-            "(run this task with AGENT_MEMORY_DB_HOST or AGENT_MEMORY_DATABASE_URL)"
-        )
-
-    def run_statement(self, text: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return self.api.execute(text, parameters, self._transaction_id)
-        except StatementFailed as exc:
-            raise _psycopg_error(exc) from exc
-
-    def run_batch(self, text: str, parameter_sets: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        try:
-            return self.api.batch_execute(text, parameter_sets, self._transaction_id)
-        except StatementFailed as exc:
-            raise _psycopg_error(exc) from exc
-
-    def cursor(self, *, row_factory: RowFactory[Any] | None = None, binary: bool = False) -> DataApiCursor:
-        return DataApiCursor(self, row_factory)
-
     def execute(
-        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool = False
-    ) -> DataApiCursor:
-        if params is None:
-            text, _ = compose(query, None)
-            statements = split_script(text)
-            if len(statements) > 1:
-                # A script (a migration): one call per statement, in the caller's transaction.
-                cursor = self.cursor()
-                for statement in statements:
-                    cursor.execute(statement)
-                return cursor
-        return self.cursor().execute(query, params)
+        self, query: Query, params: Params | None = None, *, prepare: bool | None = None, binary: bool = False
+    ) -> DataApiRows:
+        if params is None and len(statements := split_script(compose(query, None)[0])) > 1:
+            # A script (a migration): one call per statement, in the caller's transaction.
+            for statement in statements[:-1]:
+                self._run(statement, None, dicts=False)
+            query = statements[-1]
+        return self._run(query, params, dicts=False)
+
+    def execute_dicts(
+        self, query: Query, params: Params | None = None, *, prepare: bool | None = None, binary: bool = False
+    ) -> DataApiRows:
+        return self._run(query, params, dicts=True)
+
+    def executemany(self, query: Query, params_seq: Iterable[Params]) -> None:
+        """One BatchExecuteStatement for every parameter set."""
+        sets = [compose(query, params) for params in params_seq]
+        if not sets:
+            return
+        if len({text for text, _ in sets}) != 1:
+            raise psycopg.ProgrammingError("executemany's parameter sets would need different casts")
+        with _errors():
+            self.api.batch_execute(sets[0][0], [p for _, p in sets], self._transaction_id)
+
+    def _run(self, query: Query, params: Params | None, *, dicts: bool) -> DataApiRows:
+        text, parameters = compose(query, params)
+        with _errors():
+            response = self.api.execute(text, parameters, self._transaction_id)
+        metadata = response.get("columnMetadata")
+        if not metadata:
+            return DataApiRows(None, int(response.get("numberOfRecordsUpdated", 0)))
+        names = [str(c.get("label") or c.get("name") or "?column?") for c in metadata]
+        types = [str(c.get("typeName", "")) for c in metadata]
+        rows = [tuple(decode_scalar(types[i], field) for i, field in enumerate(r)) for r in response.get("records", [])]
+        return DataApiRows([dict(zip(names, r, strict=True)) for r in rows] if dicts else rows, len(rows))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -214,10 +130,14 @@ class DataApiConnection:
                 self.api.rollback(transaction_id)
             raise
         transaction_id, self._transaction_id = self._transaction_id, None
-        try:
+        with _errors():
             self.api.commit(transaction_id)
-        except StatementFailed as exc:
-            raise _psycopg_error(exc) from exc
+
+    pipelined_transaction = transaction  # nothing to pipeline: every statement is its own request
+
+    @contextlib.contextmanager
+    def pipeline_of_transactions(self) -> Iterator[bool]:
+        yield False
 
     @contextlib.contextmanager
     def _savepoint(self) -> Iterator[None]:
@@ -231,32 +151,65 @@ class DataApiConnection:
             raise
         self.execute(f"RELEASE SAVEPOINT {name}")
 
-    @contextlib.contextmanager
-    def pipeline(self) -> Iterator[None]:
-        yield
-
-    def rollback(self) -> None:
-        if self._transaction_id is not None:
-            transaction_id, self._transaction_id = self._transaction_id, None
-            self.api.rollback(transaction_id)
+    def read_once_as_user(
+        self,
+        user_id: str,
+        query: Query,
+        params: Mapping[str, Any],
+        *,
+        settings: Mapping[str, str] | None = None,
+        vectors: bool = False,
+    ) -> list[Any]:
+        """One read under row-level security in a single request (migration 0017): the settings
+        (the user first) set for the statement's own transaction, then ``query``, whose rows come back
+        as jsonb values (the query selects ``to_jsonb(...)``); with ``vectors``, the vector schema's
+        fingerprint from agent_memory_meta, read in the same snapshot (no lock needed: one statement
+        cannot see a switch half-way)."""
+        schema = self.vector_schema if vectors else None
+        scope = {"agent_memory.user_id": user_id, **(settings or {})}
+        scope.pop("statement_timeout", None)  # not settable inside a running statement: the login has its own
+        inner, values = _from_params(*compose(query, params))
+        fingerprint = "(SELECT value FROM agent_memory_meta WHERE key = :meta_key)" if schema else "NULL"
+        statement = (
+            "SELECT agent_memory_read_as(CAST(:settings AS jsonb), :query, CAST(:params AS jsonb)) AS row, "
+            f"{fingerprint} AS fingerprint"
+        )
+        arguments = [
+            {"name": "settings", "value": {"stringValue": json.dumps(scope)}},
+            {"name": "query", "value": {"stringValue": inner}},
+            {"name": "params", "value": {"stringValue": json.dumps(values)}},
+        ]
+        if schema:
+            arguments.append({"name": "meta_key", "value": {"stringValue": schema.meta_key}})
+        with _errors():
+            response = self.api.execute(statement, arguments, self._transaction_id)
+        records = response.get("records", [])
+        if records and schema is not None:
+            schema.check(decode_scalar("text", records[0][1]))
+        return [decode_scalar("jsonb", record[0]) for record in records]
 
     def close(self) -> None:
         if self._transaction_id is not None:
+            transaction_id, self._transaction_id = self._transaction_id, None
             with contextlib.suppress(Exception):
-                self.rollback()
+                self.api.rollback(transaction_id)
         self.closed = True
 
 
-def _psycopg_error(exc: StatementFailed) -> psycopg.Error:
-    """The psycopg error class of the statement's SQLSTATE, so the store handles a failed statement
-    the same way on both paths (QueryCanceled is a statement timeout, UniqueViolation a race ...)."""
-    cls: type[psycopg.Error] = psycopg.ProgrammingError
-    if exc.sqlstate:
-        try:
-            cls = psycopg.errors.lookup(exc.sqlstate)
-        except KeyError:
-            cls = psycopg.DatabaseError
-    return cls(str(exc))
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """A failed statement as the psycopg error class of its SQLSTATE, so the store handles it the same
+    way on both engines (QueryCanceled is a statement timeout, UniqueViolation a race ...)."""
+    try:
+        yield
+    except StatementFailed as exc:
+        cls: type[psycopg.Error] = psycopg.ProgrammingError
+        if exc.sqlstate:
+            try:
+                cls = psycopg.errors.lookup(exc.sqlstate)
+            except KeyError:
+                cls = psycopg.DatabaseError
+        raise cls(str(exc)) from exc
 
 
 _HINT_CASTS = {
@@ -302,44 +255,3 @@ def _from_params(text: str, parameters: list[dict[str, Any]]) -> tuple[str, dict
         # A function, not a replacement string: the expression's backslashes are not escapes.
         text = re.sub(rf"(?<!:):{name}\b", _constant(expression), text)
     return text, values
-
-
-def read_as_user(
-    conn: DataApiConnection,
-    query: str,
-    params: Mapping[str, Any],
-    settings: Mapping[str, str],
-    meta_key: str | None,
-) -> tuple[list[Any], Any]:
-    """One read under row-level security in a single Data API request (migration 0017): the
-    settings (the user first) set for the statement's own transaction, then ``query``, whose rows
-    come back as jsonb values (the query selects ``to_jsonb(...)``); and the vector schema's
-    fingerprint from agent_memory_meta, read in the same snapshot (no lock needed: one statement
-    cannot see a switch half-way)."""
-    text, parameters = compose(query, params)
-    inner, values = _from_params(text, parameters)
-    fingerprint = "(SELECT value FROM agent_memory_meta WHERE key = :meta_key)" if meta_key else "NULL"
-    statement = (
-        "SELECT agent_memory_read_as(CAST(:settings AS jsonb), :query, CAST(:params AS jsonb)) AS row, "
-        f"{fingerprint} AS fingerprint"
-    )
-    arguments = [
-        {"name": "settings", "value": {"stringValue": json.dumps(dict(settings))}},
-        {"name": "query", "value": {"stringValue": inner}},
-        {"name": "params", "value": {"stringValue": json.dumps(values)}},
-    ]
-    if meta_key:
-        arguments.append({"name": "meta_key", "value": {"stringValue": meta_key}})
-    cursor = conn.cursor()
-    cursor._load(conn.run_statement(statement, arguments))
-    rows = cursor.fetchall()
-    return [row[0] for row in rows], rows[0][1] if rows else None
-
-
-def read_rows_as_user(conn: DataApiConnection, user_id: str, query: str, params: Mapping[str, Any]) -> list[Any]:
-    """``query``'s rows as jsonb documents, read as ``user_id`` in one request (:func:`read_as_user`,
-    without a vector schema check): a read on every ingested conversation costs one request."""
-    documents, _ = read_as_user(
-        conn, f"SELECT to_jsonb(r) FROM ({query}) AS r", params, {"agent_memory.user_id": user_id}, None
-    )
-    return documents

@@ -22,7 +22,9 @@ from typing import Any, Literal
 import psycopg
 
 from rushmem.config import Settings
-from rushmem.store.engine.connection import Connection, Database, DeadlineExceeded
+from rushmem.store.engine.connection import Database
+from rushmem.store.engine.pg import DeadlineExceeded
+from rushmem.store.engine.session import Session
 from rushmem_contract.errors import ConfigurationError, DatabaseUnavailable, StatementTimeout
 from rushmem_contract.models import Consistency
 
@@ -67,7 +69,7 @@ def _lsn(text: str) -> int:
     return (int(high, 16) << 32) + int(low, 16)
 
 
-def writer_lsn(conn: Connection) -> int | None:
+def writer_lsn(conn: Session) -> int | None:
     """The writer's WAL position now (after a commit returned: past everything it wrote); None where
     the server does not say (Aurora)."""
     try:
@@ -135,7 +137,7 @@ class ReadRouter:
         return self.reader is not None and self._clock() >= self._reader_down_until
 
     def run(
-        self, work: Callable[[Connection], Any], *, consistency: Consistency = "eventual", user_id: str | None = None
+        self, work: Callable[[Session], Any], *, consistency: Consistency = "eventual", user_id: str | None = None
     ) -> Any:
         """Run read-only ``work`` (whole transactions, idempotent) where it belongs: ``user_id``, whose
         data it reads, is sent to the writer while the reader may not have their last write or erasure."""
@@ -253,7 +255,7 @@ class ReadRouter:
         state = self._replay = ReplayState(measured_at=self._clock(), lag_s=float(lag), replay_lsn=lsn)
         return state
 
-    def _measure(self, conn: Connection) -> tuple[int | None, float]:
+    def _measure(self, conn: Session) -> tuple[int | None, float]:
         """(replay position, lag in seconds); the first query the reader knows is kept."""
         while (query := self._lag_query) is not None:
             try:

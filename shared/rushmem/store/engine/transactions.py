@@ -1,28 +1,25 @@
-"""Transactions on one user's memories (or, for maintenance, on everyone's), and pipelining.
+"""Transactions on one user's memories (or, for maintenance, on everyone's), on either engine.
 
 Row-level security admits the user a transaction names (``agent_memory.user_id``); the
-history trigger records the source and reason it names. Statements are pipelined so that a
-read is one network round trip and a write a few, which counts between Lambda and the database.
+history trigger records the source and reason it names. Statements are pipelined where the engine
+can (:meth:`Session.pipelined_transaction`) so that a read is one network round trip and a write a
+few, which counts between Lambda and the database.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
-from rushmem.store.engine.connection import Connection, vector_schema_of
+from rushmem.store.engine.session import Query, Rows, Session
 from rushmem.store.engine.vector_schema import VectorSchema
-from rushmem_contract.errors import ConfigurationError, SchemaChanged
-
-logger = logging.getLogger(__name__)
+from rushmem_contract.errors import ConfigurationError
 
 # Held shared by every transaction that reads or writes vectors, exclusively by the re-embedding
 # switch: a query never runs against a column that changed model under it.
@@ -48,7 +45,7 @@ def _begin_sql(extra_settings: tuple[str, ...], lock: bool, meta_key: str | None
 
 @contextlib.contextmanager
 def user_transaction(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     *,
     source: str | None = None,
@@ -57,7 +54,7 @@ def user_transaction(
     settings: dict[str, str] | None = None,
     vectors: bool = False,
     write_id: uuid.UUID | None = None,
-) -> Iterator[Connection]:
+) -> Iterator[Session]:
     """One transaction on one user's memories.
 
     Sets, for this transaction only (set_config(..., true): safe on pooled connections),
@@ -67,7 +64,7 @@ def user_transaction(
     that the rows it touches and the history events it causes record (migration 0012); with ``vectors``, checks in
     the same round trip that the store still uses the model the connection was set up for.
 
-    The block runs in pipeline mode (see ``pipelined_transaction``; off with AGENT_MEMORY_DB_PIPELINE=false):
+    The block runs in pipeline mode (see ``Session.pipelined_transaction``; off with AGENT_MEMORY_DB_PIPELINE=false):
     a statement is sent, and its rowcount known, only when a result is fetched or the block
     ends; use RETURNING and fetch when the block needs to know what a statement did.
     """
@@ -87,9 +84,9 @@ def user_transaction(
 
 @contextlib.contextmanager
 def user_transaction_with(
-    conn: Connection,
+    conn: Session,
     user_id: str,
-    send: Callable[[Connection], T],
+    send: Callable[[Session], T],
     *,
     source: str | None = None,
     reason: str | None = None,
@@ -103,98 +100,25 @@ def user_transaction_with(
     returned (its cursors, whose results are there). The statements run after the lock is
     taken, and the block runs only once the schema check passed; a statement that failed
     because the store changed model raises SchemaChanged, as the check would have."""
-    schema = vector_schema_of(conn) if vectors else None
+    schema = conn.vector_schema if vectors else None
     if write_id is not None:
         settings = {**(settings or {}), "agent_memory.write_id": str(write_id)}
-    events = getattr(conn, "change_events", None)
-    if events:
+    if conn.change_events:
         # The outbox trigger (migration 0009) records this transaction's changes only when told to.
-        settings = {**(settings or {}), "agent_memory.outbox": events}
+        settings = {**(settings or {}), "agent_memory.outbox": conn.change_events}
     query, values = _begin(user_id, source=source, reason=reason, lock=lock, settings=settings, schema=schema)
-    with pipelined_transaction(conn):
+    with conn.pipelined_transaction():
         begin = conn.execute(query, values)
         try:
             sent = send(conn)
             # In pipeline mode this one fetch waits for every statement sent so far.
             row = begin.fetchone()
         except psycopg.Error:
-            if begin.pgresult is not None and begin.rowcount == 1:
+            if begin.rownumber is not None and begin.rowcount == 1:  # its answer came before the error
                 _check_schema(begin.fetchone(), schema)
             raise
         _check_schema(row, schema)
         yield sent
-
-
-@contextlib.contextmanager
-def pipelined_transaction(conn: Connection) -> Iterator[None]:
-    """A transaction whose BEGIN travels with the first statement and whose COMMIT travels
-    with the last ones (pipeline mode): two round trips fewer than ``conn.transaction()``,
-    which waits for each on its own. Statements in the block are sent when a result is
-    needed; an error, or an exception in the block, rolls everything back. Inside a
-    caller's transaction, on a connection that is not in autocommit, or with pipelining
-    turned off, it is a plain ``conn.transaction()``: a savepoint, or psycopg's own BEGIN (on the
-    RDS Data API, which pipelines nothing: BeginTransaction and CommitTransaction).
-    """
-    if not (_may_pipeline(conn) and conn.autocommit and _idle(conn)):
-        with conn.transaction():
-            yield
-        return
-    try:
-        with conn.pipeline():
-            conn.execute("BEGIN")
-            yield
-            conn.execute("COMMIT")
-    except BaseException:
-        _recover(conn)
-        raise
-
-
-@contextlib.contextmanager
-def pipeline_of_transactions(conn: Connection) -> Iterator[bool]:
-    """A pipeline for several whole transactions the block sends itself (``BEGIN`` ... ``COMMIT``
-    each), all sent with one Sync at the end: one round trip. Yields False, with no pipeline, where
-    none can be (the RDS Data API, pipelining off, a transaction already open): the caller then
-    runs its transactions one by one."""
-    if not (_may_pipeline(conn) and conn.autocommit and _idle(conn)):
-        yield False
-        return
-    try:
-        with conn.pipeline():
-            yield True
-    except BaseException:
-        _recover(conn)
-        raise
-
-
-def _idle(conn: Connection) -> bool:
-    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-
-
-def _may_pipeline(conn: Connection) -> bool:
-    """Pipeline mode unless AGENT_MEMORY_DB_PIPELINE turned it off for this connection (a
-    plain psycopg connection, as tests open, may), or the caller already runs a pipeline."""
-    wanted = bool(getattr(conn, "pipeline_transactions", True))
-    return wanted and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
-
-
-def _recover(conn: Connection) -> None:
-    """After a failed pipelined transaction: roll it back, or close a connection that can't be.
-
-    Not a plain ROLLBACK: rollback() also forgets the statements psycopg prepared, some of
-    which an aborted pipeline never let reach the server. When the server went away with
-    statements still in flight, psycopg may fail to leave pipeline mode ("cannot exit
-    pipeline mode while busy") before the connection looks broken; closing it then makes the
-    caller see a lost connection (DatabaseUnavailable, retried), not an unexplained error.
-    """
-    if conn.closed:
-        return
-    if conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF:
-        try:
-            conn.rollback()
-            return
-        except psycopg.Error:
-            logger.debug("rollback after a failed transaction failed", exc_info=True)
-    conn.close()
 
 
 def _begin(
@@ -203,7 +127,7 @@ def _begin(
     source: str | None = None,
     reason: str | None = None,
     lock: bool = False,
-    settings: dict[str, str] | None = None,
+    settings: Mapping[str, str] | None = None,
     schema: VectorSchema | None = None,
 ) -> tuple[str, list[Any]]:
     extra = tuple(settings or {})
@@ -214,51 +138,50 @@ def _begin(
 
 
 def _check_schema(row: Any, schema: VectorSchema | None) -> None:
-    if schema is not None and row is not None and row[-1] != schema.fingerprint:
-        raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
+    if schema is not None and row is not None:
+        schema.check(row[-1])
 
 
 def read_as_user(
-    conn: Connection,
+    conn: Session,
     user_id: str,
-    query: str | sql.Composed,
-    params: dict[str, Any],
+    query: Query,
+    params: Mapping[str, Any],
     *,
-    settings: dict[str, str] | None = None,
+    settings: Mapping[str, str] | None = None,
     vectors: bool = False,
 ) -> list[dict[str, Any]]:
     """One read-only statement in a user transaction, in a single round trip.
 
     The same statements as ``user_transaction`` (BEGIN, the scope set_config, the query,
-    COMMIT), but nothing is fetched inside the transaction, so ``pipelined_transaction`` sends them
+    COMMIT), but nothing is fetched inside the transaction, so a pipelined transaction sends them
     all with one Sync: one network round trip instead of four, which counts between Lambda
     and the database. The schema check runs after COMMIT, which is harmless for a read: the
     rows are discarded when it fails.
     """
-    schema = vector_schema_of(conn) if vectors else None
+    schema = conn.vector_schema if vectors else None
     begin_sql, values = _begin(user_id, settings=settings, schema=schema)
-    # Binary results: parsing 384 floats per row from text costs more than the query itself.
-    cur = conn.cursor(row_factory=dict_row, binary=True)
-    begin: psycopg.Cursor[Any] | None = None
+    begin: Rows | None = None
     try:
-        with pipelined_transaction(conn):
+        with conn.pipelined_transaction():
             begin = conn.execute(begin_sql, values)
-            cur.execute(query, params)
+            # Binary results: parsing 384 floats per row from text costs more than the query itself.
+            rows = conn.execute_dicts(query, params, binary=True)
     except psycopg.Error:
         # The query may have failed *because* the store moved to another model (the vector
         # column changed dimension): that, not the query's error, is what the caller handles.
-        if begin is not None and begin.pgresult is not None and begin.rowcount == 1:
+        if begin is not None and begin.rownumber is not None and begin.rowcount == 1:
             _check_schema(begin.fetchone(), schema)
         raise
     assert begin is not None
     _check_schema(begin.fetchone(), schema)
-    return cur.fetchall()
+    return rows.fetchall()
 
 
 @contextlib.contextmanager
 def maintenance_transaction(
-    conn: Connection, *, source: str, reason: str | None = None, events: bool = False
-) -> Iterator[Connection]:
+    conn: Session, *, source: str, reason: str | None = None, events: bool = False
+) -> Iterator[Session]:
     """A transaction across all users (purge, re-embedding) as agent_memory_maintenance; with
     ``events``, its changes go to the change outbox when the connection publishes them."""
     with conn.transaction():
@@ -273,6 +196,6 @@ def maintenance_transaction(
             "SELECT set_config('agent_memory.change_source', %s, true), "
             "set_config('agent_memory.change_reason', %s, true), "
             "set_config('agent_memory.outbox', %s, true)",
-            [source, reason or "", (getattr(conn, "change_events", None) or "") if events else ""],
+            [source, reason or "", (conn.change_events or "") if events else ""],
         )
         yield conn

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rushmem_contract.errors import SchemaChanged
+
 
 @dataclasses.dataclass(frozen=True)
 class VectorSchema:
@@ -29,3 +31,9 @@ class VectorSchema:
     def meta_key(self) -> str:
         """The agent_memory_meta entry naming the model of ``column``."""
         return "embedding_model" if self.writable else "previous_model"
+
+    def check(self, fingerprint: object) -> None:
+        """SchemaChanged when the store's model for ``column`` (read in the same transaction or
+        statement) is no longer this one: ``rushmem reembed`` switched models."""
+        if fingerprint != self.fingerprint:
+            raise SchemaChanged(f"the vectors this process reads ({self.column}) are no longer {self.fingerprint}")

@@ -16,11 +16,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
-from psycopg.rows import class_row
 from pydantic import BaseModel
 
-from rushmem.store.engine.connection import Connection
-from rushmem.store.engine.transactions import pipelined_transaction, user_transaction
+from rushmem.store.engine.session import Session
+from rushmem.store.engine.transactions import user_transaction
 
 EventType = Literal[
     "memory.created",
@@ -105,27 +104,25 @@ WHERE o.id = t.id
 
 
 @contextlib.contextmanager
-def outbox_transaction(conn: Connection, user_id: str | None) -> Iterator[Connection]:
+def outbox_transaction(conn: Session, user_id: str | None) -> Iterator[Session]:
     """One user's outbox (``user_id``), or everyone's (None: the scheduled drain)."""
     if user_id is not None:
         with user_transaction(conn, user_id):
             yield conn
         return
-    with pipelined_transaction(conn):
+    with conn.pipelined_transaction():
         conn.execute("SELECT set_config('agent_memory.outbox_drain', 'on', true)")
         yield conn
 
 
-def claim(conn: Connection, *, user_id: str | None, limit: int, lease_s: float) -> list[ChangeEvent]:
+def claim(conn: Session, *, user_id: str | None, limit: int, lease_s: float) -> list[ChangeEvent]:
     """Lease up to ``limit`` due events (oldest first) and commit, so the publish holds no transaction."""
-    with outbox_transaction(conn, user_id), conn.cursor(row_factory=class_row(ChangeEvent)) as cur:
-        found = cur.execute(_CLAIM, {"user_id": user_id, "limit": limit, "lease_s": lease_s}).fetchall()
-    return sorted(found, key=lambda e: e.id)
+    with outbox_transaction(conn, user_id):
+        rows = conn.execute_dicts(_CLAIM, {"user_id": user_id, "limit": limit, "lease_s": lease_s}).fetchall()
+    return sorted((ChangeEvent(**row) for row in rows), key=lambda e: e.id)
 
 
-def settle(
-    conn: Connection, *, user_id: str | None, published: Sequence[int], failed: Sequence[tuple[int, str]]
-) -> None:
+def settle(conn: Session, *, user_id: str | None, published: Sequence[int], failed: Sequence[tuple[int, str]]) -> None:
     """Delete what the bus accepted; push back what it refused, with the reason."""
     with outbox_transaction(conn, user_id):
         if published:
@@ -137,7 +134,7 @@ def settle(
             )
 
 
-def pending(conn: Connection, *, user_id: str | None) -> tuple[int, dt.datetime | None, int, str | None]:
+def pending(conn: Session, *, user_id: str | None) -> tuple[int, dt.datetime | None, int, str | None]:
     """(events waiting, the oldest's time, how many failed at least once, the latest error)."""
     with outbox_transaction(conn, user_id):
         row = conn.execute(

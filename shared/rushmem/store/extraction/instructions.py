@@ -6,10 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.session import Session, json_rows
 from rushmem.store.engine.transactions import read_as_user, user_transaction
 from rushmem_contract.instructions import ExtractionInstructions, StoredInstructions
 
@@ -52,22 +51,17 @@ def _stored(row: dict[str, Any]) -> StoredInstructions:
     )
 
 
-def latest_instructions(conn: Connection, user_id: str, project_id: str | None) -> StoredInstructions | None:
+def latest_instructions(conn: Session, user_id: str, project_id: str | None) -> StoredInstructions | None:
     """The project's current instructions, None when it has none stored; one round trip."""
     params = {"user_id": user_id, "project_key": project_key(project_id)}
-    if getattr(conn, "single_statement_reads", False):
-        # Over the RDS Data API one request, the scope inside the statement (migration 0017): read on
-        # every ingested conversation, so it costs what the receipt check costs.
-        from rushmem.store.engine import dataapi
-
-        documents = dataapi.read_rows_as_user(conn, user_id, _LATEST, params)  # type: ignore[arg-type]
-        return _stored(documents[0]) if documents else None
-    rows = read_as_user(conn, user_id, _LATEST, params)
+    # Read on every ingested conversation, so it costs what the receipt check costs: one request
+    # (its row as JSON where the read is one statement; the model reads either form).
+    rows = conn.read_once_as_user(user_id, json_rows(_LATEST) if conn.single_statement_reads else _LATEST, params)
     return _stored(rows[0]) if rows else None
 
 
 def instruction_versions(
-    conn: Connection, user_id: str, project_id: str | None, *, limit: int
+    conn: Session, user_id: str, project_id: str | None, *, limit: int
 ) -> list[StoredInstructions]:
     """The project's last ``limit`` versions, oldest first."""
     params = {"user_id": user_id, "project_key": project_key(project_id), "limit": limit}
@@ -76,7 +70,7 @@ def instruction_versions(
 
 
 def set_instructions(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     project_id: str | None,
     instructions: ExtractionInstructions,
@@ -92,10 +86,7 @@ def set_instructions(
         "source": source,
         "write_id": write_id,
     }
-    with (
-        user_transaction(conn, user_id, source=source, reason="instructions", lock=True, write_id=write_id),
-        conn.cursor(row_factory=dict_row) as cur,
-    ):
-        row = cur.execute(_INSERT, params).fetchone()
+    with user_transaction(conn, user_id, source=source, reason="instructions", lock=True, write_id=write_id):
+        row = conn.execute_dicts(_INSERT, params).fetchone()
     assert row is not None
     return _stored(row)

@@ -23,8 +23,8 @@ from psycopg import sql
 from pydantic import BaseModel
 
 from rushmem.config import Settings
-from rushmem.store.engine.connection import Connection, Database
-from rushmem.store.engine.dataapi import DataApiConnection
+from rushmem.store.engine.connection import Database
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import maintenance_transaction
 from rushmem.store.indexes.dense import (
     HNSW_HALFVEC_MAX_DIM,
@@ -67,7 +67,7 @@ class DenseUsersReport(BaseModel):
 
 
 def refresh_dense_users(
-    conn: Connection,
+    conn: Session,
     *,
     min_memories: int,
     max_text_matches: int,
@@ -81,8 +81,7 @@ def refresh_dense_users(
     Stops starting new builds after ``max_seconds``."""
     if not conn.autocommit:
         raise ConfigurationError("refresh_dense_users needs an autocommit connection (CREATE INDEX CONCURRENTLY)")
-    if isinstance(conn, DataApiConnection):
-        # Its lock is the session's, and the Data API shares sessions between calls.
+    if not conn.owns_session:  # the RDS Data API shares sessions between calls
         raise ConfigurationError("refresh_dense_users needs a direct connection (its lock is per session)")
     if min_memories < 2:
         raise InvalidInput("min_memories must be at least 2", field="min_memories")
@@ -110,7 +109,7 @@ def refresh_dense_users(
 
 
 def _refresh(
-    conn: Connection,
+    conn: Session,
     *,
     dimension: int,
     min_memories: int,
@@ -124,13 +123,11 @@ def _refresh(
     with maintenance_transaction(conn, source="dense-users"):
         # One pass over the scope b-tree (~1 s per million rows).
         counts: dict[str, int] = dict(
-            conn.execute(  # type: ignore[arg-type]
+            conn.execute(
                 "SELECT user_id, count(*) FROM user_memories GROUP BY user_id HAVING count(*) >= %s", [keep_from]
             ).fetchall()
         )
-        listed: dict[str, bool] = dict(
-            conn.execute("SELECT user_id, ready FROM agent_memory_dense_users").fetchall()  # type: ignore[arg-type]
-        )
+        listed: dict[str, bool] = dict(conn.execute("SELECT user_id, ready FROM agent_memory_dense_users").fetchall())
     dense = {u: n for u, n in counts.items() if n >= min_memories or u in listed}
     for user_id in sorted(listed.keys() - dense.keys()):
         _unlist(conn, user_id)
@@ -168,7 +165,7 @@ def _refresh(
     return report
 
 
-def _old_partial_indexes(conn: Connection) -> list[str]:
+def _old_partial_indexes(conn: Session) -> list[str]:
     rows = conn.execute(
         "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
         "WHERE i.indrelid = 'user_memories'::regclass AND starts_with(c.relname, %s) ORDER BY c.relname",
@@ -177,7 +174,7 @@ def _old_partial_indexes(conn: Connection) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _partitions(conn: Connection) -> list[str]:
+def _partitions(conn: Session) -> list[str]:
     """Every table named like a dense user's partition: attached, or left detached by an interrupted run."""
     rows = conn.execute(
         "SELECT relname FROM pg_class WHERE relkind = 'r' AND starts_with(relname, %s) "
@@ -187,7 +184,7 @@ def _partitions(conn: Connection) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _attached(conn: Connection, name: str) -> bool:
+def _attached(conn: Session, name: str) -> bool:
     row = conn.execute(
         "SELECT EXISTS (SELECT FROM pg_inherits WHERE inhrelid = to_regclass(%s) "
         "AND inhparent = 'dense_memories'::regclass)",
@@ -196,7 +193,7 @@ def _attached(conn: Connection, name: str) -> bool:
     return bool(row and row[0])
 
 
-def _match_dimension(conn: Connection, dimension: int) -> None:
+def _match_dimension(conn: Session, dimension: int) -> None:
     """After a re-embedding to another dimension (which unlists every user), the copy's column takes
     the new one; by then no partition is left, so nothing is rewritten."""
     row = conn.execute(
@@ -211,7 +208,7 @@ def _match_dimension(conn: Connection, dimension: int) -> None:
         )
 
 
-def _ensure_partition(conn: Connection, user_id: str, dimension: int, *, ready: bool, concurrently: bool) -> bool:
+def _ensure_partition(conn: Session, user_id: str, dimension: int, *, ready: bool, concurrently: bool) -> bool:
     """Give the user a filled, indexed partition; True when something had to be done. Each step is
     idempotent, so a run interrupted anywhere is finished by the next. A ready partition is not
     filled again (the triggers keep it), only rid of rows deleted during its fill."""
@@ -282,7 +279,7 @@ def _ensure_partition(conn: Connection, user_id: str, dimension: int, *, ready: 
     return changed
 
 
-def _mark_ready(conn: Connection, user_id: str, memories: int, max_text_matches: int) -> None:
+def _mark_ready(conn: Session, user_id: str, memories: int, max_text_matches: int) -> None:
     """Ready for recall, with the lexemes more than ``max_text_matches`` of the user's memories contain."""
     with maintenance_transaction(conn, source="dense-users"):
         common = conn.execute(
@@ -297,7 +294,7 @@ def _mark_ready(conn: Connection, user_id: str, memories: int, max_text_matches:
         )
 
 
-def _unlist(conn: Connection, user_id: str) -> None:
+def _unlist(conn: Session, user_id: str) -> None:
     """Recall goes back to exact search for the user; their partition is dropped."""
     with maintenance_transaction(conn, source="dense-users"):
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [user_id])
@@ -305,7 +302,7 @@ def _unlist(conn: Connection, user_id: str) -> None:
     _drop_partition(conn, partition_name(user_id), concurrently=True)
 
 
-def _drop_partition(conn: Connection, name: str, *, concurrently: bool) -> None:
+def _drop_partition(conn: Session, name: str, *, concurrently: bool) -> None:
     """Detach (CONCURRENTLY: reads and writes of other users go on) and drop a partition nobody is
     listed for; its rows are a copy."""
     table = sql.Identifier(name)
@@ -325,7 +322,7 @@ def _drop_partition(conn: Connection, name: str, *, concurrently: bool) -> None:
     _owner_ddl(conn, sql.SQL("DROP TABLE IF EXISTS {}").format(table))
 
 
-def _drop_indexes(conn: Connection, names: Iterable[str], *, concurrently: bool) -> None:
+def _drop_indexes(conn: Session, names: Iterable[str], *, concurrently: bool) -> None:
     for name in names:
         _owner_ddl(
             conn,
@@ -335,7 +332,7 @@ def _drop_indexes(conn: Connection, names: Iterable[str], *, concurrently: bool)
         )
 
 
-def _owner_ddl(conn: Connection, statement: sql.Composed) -> None:
+def _owner_ddl(conn: Session, statement: sql.Composed) -> None:
     try:
         conn.execute(statement)
     except psycopg.errors.InsufficientPrivilege as exc:

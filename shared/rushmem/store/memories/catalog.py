@@ -7,9 +7,8 @@ import datetime as dt
 import uuid
 
 from psycopg import sql
-from psycopg.rows import class_row, dict_row
 
-from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import maintenance_transaction, user_transaction
 from rushmem.store.memories.scope import Scope, scope_filter, scope_params
 from rushmem_contract.models import MemoryEvent, MemoryRecord, UserCount
@@ -21,7 +20,7 @@ MEMORY_COLUMNS = (
 
 
 def list_memories(
-    conn: Connection, scope: Scope, *, limit: int, after: tuple[dt.datetime, uuid.UUID] | None = None
+    conn: Session, scope: Scope, *, limit: int, after: tuple[dt.datetime, uuid.UUID] | None = None
 ) -> list[MemoryRecord]:
     """A page of the user's memories, newest first; ``after`` is the last row of the previous page."""
     where = scope_filter(scope)
@@ -34,11 +33,12 @@ def list_memories(
         "after_at": after[0] if after else None,
         "after_id": after[1] if after else None,
     }
-    with user_transaction(conn, scope.user_id), conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
-        return cur.execute(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
+    with user_transaction(conn, scope.user_id):
+        rows = conn.execute_dicts(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
+    return [MemoryRecord(**row) for row in rows]
 
 
-def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
+def delete_memory(conn: Session, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
     """Delete one memory of this user (False when the user has none with that id), recording who asked."""
     with user_transaction(conn, user_id, source=source):
         row = conn.execute(
@@ -50,15 +50,13 @@ def delete_memory(conn: Connection, user_id: str, memory_id: uuid.UUID, *, sourc
 _EVENT_COLUMNS = "memory_id, event, at, source, content, related_id, project_id, detail, write_id"
 
 
-def history(
-    conn: Connection, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000
-) -> list[MemoryEvent]:
+def history(conn: Session, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000) -> list[MemoryEvent]:
     """The recorded changes of one memory, or of all of a user's memories, oldest first."""
     return [event for _, event in history_page(conn, user_id, memory_id, limit=limit)]
 
 
 def history_page(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     memory_id: uuid.UUID | None = None,
     *,
@@ -80,8 +78,8 @@ def history_page(
         "after_at": after[0] if after else None,
         "after_id": after[1] if after else None,
     }
-    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(query, params).fetchall()
+    with user_transaction(conn, user_id):
+        rows = conn.execute_dicts(query, params).fetchall()
     return [(row.pop("id"), MemoryEvent(**row)) for row in rows]
 
 
@@ -101,14 +99,15 @@ ORDER BY 1 LIMIT %(limit)s
 """
 
 
-def user_counts(conn: Connection, *, limit: int) -> list[UserCount]:
+def user_counts(conn: Session, *, limit: int) -> list[UserCount]:
     """Every user (up to ``limit``, by id) with their memory counts: across users, so as the
     maintenance role (an operator's connection, as `rushmem serve` has)."""
-    with maintenance_transaction(conn, source="users"), conn.cursor(row_factory=class_row(UserCount)) as cur:
-        return cur.execute(_USER_COUNTS, {"limit": limit}).fetchall()
+    with maintenance_transaction(conn, source="users"):
+        rows = conn.execute_dicts(_USER_COUNTS, {"limit": limit}).fetchall()
+    return [UserCount(**row) for row in rows]
 
 
-def purge(conn: Connection, *, now: dt.datetime, superseded_before: dt.datetime) -> tuple[int, int]:
+def purge(conn: Session, *, now: dt.datetime, superseded_before: dt.datetime) -> tuple[int, int]:
     """Remove expired memories and those superseded before the cut-off; (expired, superseded) counts.
 
     Both are recorded in the history (as 'expired' / 'purged'), which is kept.

@@ -16,7 +16,7 @@ import numpy as np
 from psycopg import sql
 
 from rushmem.records import LiveMemory
-from rushmem.store.engine.connection import Connection, vector_column
+from rushmem.store.engine.session import Session, vector_column
 from rushmem.store.engine.transactions import maintenance_transaction, user_transaction
 from rushmem.store.memories.writes import supersede_memories
 
@@ -24,7 +24,7 @@ from rushmem.store.memories.writes import supersede_memories
 CHECKPOINT_KEY = "consolidate_after"
 
 
-def users_after(conn: Connection, *, after: str, limit: int) -> list[str]:
+def users_after(conn: Session, *, after: str, limit: int) -> list[str]:
     """Up to ``limit`` users with live memories, in id order, after ``after`` (''= from the start).
     Across users: as agent_memory_maintenance."""
     with maintenance_transaction(conn, source="consolidate"):
@@ -36,13 +36,13 @@ def users_after(conn: Connection, *, after: str, limit: int) -> list[str]:
     return [r[0] for r in rows]
 
 
-def read_checkpoint(conn: Connection) -> str:
+def read_checkpoint(conn: Session) -> str:
     with maintenance_transaction(conn, source="consolidate"):
         row = conn.execute("SELECT value FROM agent_memory_meta WHERE key = %s", [CHECKPOINT_KEY]).fetchone()
     return row[0] if row else ""
 
 
-def write_checkpoint(conn: Connection, *, after: str) -> None:
+def write_checkpoint(conn: Session, *, after: str) -> None:
     with maintenance_transaction(conn, source="consolidate"):
         conn.execute("UPDATE agent_memory_meta SET value = %s WHERE key = %s", [after, CHECKPOINT_KEY])
 
@@ -54,23 +54,20 @@ ORDER BY valid_from, created_at, id
 """
 
 
-def live_memories(conn: Connection, user_id: str) -> list[LiveMemory]:
+def live_memories(conn: Session, user_id: str) -> list[LiveMemory]:
     """The user's live memories, oldest first (valid time, then when stated), with their embeddings
     (one read; the comparing is done in memory: one matrix product per scope, see
     rushmem.ingest.consolidation)."""
-    with (
-        user_transaction(conn, user_id, vectors=True),
-        conn.cursor(binary=True) as cur,
-    ):
+    with user_transaction(conn, user_id, vectors=True):
         query = sql.SQL(_LIVE).format(vec=sql.Identifier(vector_column(conn)))
-        rows = cur.execute(query, {"user_id": user_id}).fetchall()
+        rows = conn.execute(query, {"user_id": user_id}, binary=True).fetchall()
     return [
         LiveMemory(r[0], r[1], r[2], r[3], np.asarray(r[4].to_numpy(), dtype=np.float32), valid_from=r[5]) for r in rows
     ]
 
 
 def merge(
-    conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, write_id: uuid.UUID
+    conn: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, write_id: uuid.UUID
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Merge each (duplicate, kept) pair, both still live, in one transaction of the user (their
     writers wait); the pairs actually merged. Recorded in the history ('merged' on the duplicate,
@@ -91,7 +88,7 @@ def merge(
 
 
 def supersede(
-    conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, write_id: uuid.UUID
+    conn: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *, write_id: uuid.UUID
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Supersede each stale memory by its update, both still live, in one transaction of the user
     (the write path's statement: valid-until set to when the update became true); the pairs done.

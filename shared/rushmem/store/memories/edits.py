@@ -10,12 +10,11 @@ from typing import Any
 
 import numpy as np
 from psycopg import sql
-from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
 from rushmem import poison
 from rushmem.store.accounts.usage import add_usage
-from rushmem.store.engine.connection import Connection, vector_column, vector_schema_of
+from rushmem.store.engine.session import Session, vector_column
 from rushmem.store.engine.transactions import read_as_user, user_transaction
 from rushmem.store.memories.catalog import MEMORY_COLUMNS
 from rushmem.usage import UsageRow
@@ -66,7 +65,7 @@ _SETTERS = {
 }
 
 
-def get_memory(conn: Connection, user_id: str, memory_id: uuid.UUID) -> MemoryRecord | None:
+def get_memory(conn: Session, user_id: str, memory_id: uuid.UUID) -> MemoryRecord | None:
     """The user's memory with this id (live or not), or None: one round trip."""
     rows = read_as_user(conn, user_id, _GET, {"user_id": user_id, "id": memory_id})
     return MemoryRecord.model_validate(rows[0]) if rows else None
@@ -82,7 +81,7 @@ def _update_sql(fields: frozenset[str], column: str) -> sql.Composed:
 
 
 def update_memory(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     memory_id: uuid.UUID,
     changes: dict[str, Any],
@@ -118,7 +117,7 @@ def update_memory(
         if "content" in changes:
             if embedding is None:
                 raise ValueError("a new content needs its embedding")
-            schema = vector_schema_of(conn)
+            schema = conn.vector_schema
             if schema is not None and not schema.writable:
                 raise SchemaMismatch(
                     f"the store now embeds with {schema.current_model}; this process uses {schema.fingerprint} "
@@ -138,13 +137,12 @@ def update_memory(
         column = vector_column(conn)
         previous = None
         if "content" in changes and keep_past:
-            with conn.cursor(row_factory=dict_row) as cur:
-                previous = cur.execute(sql.SQL(_CURRENT_ROW).format(vec=sql.Identifier(column)), params).fetchone()
+            previous = conn.execute_dicts(sql.SQL(_CURRENT_ROW).format(vec=sql.Identifier(column)), params).fetchone()
             if previous is not None and bytes(previous["content_hash"]) == params["hash"]:
                 previous = None  # the same fact reworded (case, spacing): no new version
         fields = frozenset(changes) | ({"valid_from"} if previous is not None else set())
-        with conn.cursor(row_factory=class_row(MemoryRecord)) as cur:
-            updated = cur.execute(_update_sql(fields, column), params).fetchone()
+        found = conn.execute_dicts(_update_sql(fields, column), params).fetchone()
+        updated = MemoryRecord(**found) if found is not None else None
         if updated is not None and previous is not None:
             version = {**previous, "id": memory_id, "metadata": Jsonb(previous["metadata"])}
             conn.execute(sql.SQL(_KEEP_VERSION).format(vec=sql.Identifier(column)), version)
@@ -153,7 +151,7 @@ def update_memory(
         return updated
 
 
-def histories(conn: Connection, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:
+def histories(conn: Session, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:
     """The recorded changes of several of the user's memories, oldest first (one round trip)."""
     query = (
         "SELECT memory_id, event, at, source, content, related_id, project_id, detail, write_id FROM memory_events "

@@ -9,12 +9,11 @@ import datetime as dt
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from rushmem.records import IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
 from rushmem.store.accounts.usage import UPSERT_USAGE, add_usage, usage_params
-from rushmem.store.engine.connection import Connection
-from rushmem.store.engine.transactions import pipelined_transaction, read_as_user, user_transaction_with
+from rushmem.store.engine.session import Rows, Session, json_rows
+from rushmem.store.engine.transactions import user_transaction_with
 from rushmem.store.memories.writes import (
     Nearest,
     PendingUpsert,
@@ -30,17 +29,15 @@ from rushmem.store.memories.writes import (
 from rushmem.usage import UsageRow
 
 
-def message_ingested(conn: Connection, user_id: str, message_hash: bytes) -> Receipt:
+def message_ingested(conn: Session, user_id: str, message_hash: bytes) -> Receipt:
     """Whether this exact ingest message was already written (a redelivery); one round trip (over
     the RDS Data API one request, the scope inside the statement as recall's: migration 0017)."""
     params = {"user_id": user_id, "hash": message_hash}
-    if getattr(conn, "single_statement_reads", False):
-        from rushmem.store.engine import dataapi
-
-        documents = dataapi.read_rows_as_user(conn, user_id, _RECEIPT_AND_SERVER, params)  # type: ignore[arg-type]
-        return Receipt(bool(documents[0]["found"]), dt.datetime.fromisoformat(documents[0]["server_started"]))
-    found = read_as_user(conn, user_id, _RECEIPT_AND_SERVER, params)
-    return Receipt(bool(found[0]["found"]), found[0]["server_started"])
+    if conn.single_statement_reads:
+        document = conn.read_once_as_user(user_id, json_rows(_RECEIPT_AND_SERVER), params)[0]
+        return Receipt(bool(document["found"]), dt.datetime.fromisoformat(document["server_started"]))
+    row = conn.read_once_as_user(user_id, _RECEIPT_AND_SERVER, params)[0]
+    return Receipt(bool(row["found"]), row["server_started"])
 
 
 _RECEIPT = "SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s"
@@ -90,7 +87,7 @@ class UnflushedWrites:
         return bool(self._server_starts)
 
 
-def flush_writes(conn: Connection) -> dt.datetime:
+def flush_writes(conn: Session) -> dt.datetime:
     """Wait until every transaction committed so far, by any session, is on disk; returns when
     the server started, to compare with the start times the writes saw.
 
@@ -101,7 +98,7 @@ def flush_writes(conn: Connection) -> dt.datetime:
     decoding message is the smallest such write any role may make (it touches no table and
     means nothing to a database without logical decoding). One round trip.
     """
-    with pipelined_transaction(conn):
+    with conn.pipelined_transaction():
         conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
         cur = conn.execute("SELECT pg_logical_emit_message(true, 'agent-memory', 'flush'), pg_postmaster_start_time()")
     row = cur.fetchone()
@@ -123,7 +120,7 @@ FOR UPDATE
 
 
 def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, receipt, usage, fold thresholds)
-    conn: Connection,
+    conn: Session,
     user_id: str,
     message_hash: bytes,
     rows: Sequence[MemoryRow],
@@ -156,7 +153,7 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
 
     # One round trip with BEGIN, its lock and schema check: the receipt, the update targets still
     # live, and every row's nearest memories (those of rows the targets settle are then ignored).
-    def send(c: Connection) -> tuple[Any, Any, Nearest | None]:
+    def send(c: Session) -> tuple[Rows, Rows | None, Nearest | None]:
         receipt = c.execute(_RECEIPT_AND_SERVER, {"user_id": user_id, "hash": message_hash})
         found = (
             c.execute(_LIVE_TARGETS, {"user_id": user_id, "ids": sorted(targets), "project_id": updates.project_id})

@@ -13,7 +13,7 @@ import numpy as np
 from psycopg import sql
 
 from rushmem.records import NamedRow
-from rushmem.store.engine.connection import Connection, vector_column
+from rushmem.store.engine.session import Session, vector_column
 from rushmem.store.engine.transactions import read_as_user
 from rushmem.store.memories.filters import filters_sql
 from rushmem.store.memories.recall import TS_CONFIG, text_query
@@ -56,7 +56,7 @@ def _named_sql(shape: ScopeShape, column: str) -> str:
 
 
 def named_memories(
-    conn: Connection, scope: Scope, ids: Sequence[uuid.UUID], query_vector: np.ndarray, query_text: str
+    conn: Session, scope: Scope, ids: Sequence[uuid.UUID], query_vector: np.ndarray, query_text: str
 ) -> dict[uuid.UUID, NamedRow]:
     """The user's memories among ``ids`` (another user's id is simply absent), by id."""
     params = {

@@ -8,10 +8,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import user_transaction
 from rushmem_contract.models import NewMemory, PendingMemory, content_hash
 
@@ -36,7 +35,7 @@ WHERE user_id = %(user_id)s AND coalesce(project_id, '') = coalesce(%(project_id
 
 
 def hold(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     memories: Sequence[tuple[NewMemory, list[str]]],
     *,
@@ -66,28 +65,29 @@ def hold(
     return ids
 
 
-def list_pending(conn: Connection, user_id: str, *, project_id: str | None, limit: int) -> list[PendingMemory]:
+def list_pending(conn: Session, user_id: str, *, project_id: str | None, limit: int) -> list[PendingMemory]:
     """The user's writes waiting for review (with a project: its own and the user-wide), oldest first."""
     query = (
         f"SELECT {_COLUMNS} FROM pending_memories WHERE user_id = %(user_id)s "
         "AND (%(project_id)s::text IS NULL OR project_id = %(project_id)s OR project_id IS NULL) "
         "ORDER BY created_at, id LIMIT %(limit)s"
     )
-    with user_transaction(conn, user_id), conn.cursor(row_factory=class_row(PendingMemory)) as cur:
-        return cur.execute(query, {"user_id": user_id, "project_id": project_id, "limit": limit}).fetchall()
+    with user_transaction(conn, user_id):
+        rows = conn.execute_dicts(query, {"user_id": user_id, "project_id": project_id, "limit": limit}).fetchall()
+    return [PendingMemory(**row) for row in rows]
 
 
-def pending_memory(conn: Connection, user_id: str, pending_id: uuid.UUID) -> tuple[NewMemory, str | None] | None:
+def pending_memory(conn: Session, user_id: str, pending_id: uuid.UUID) -> tuple[NewMemory, str | None] | None:
     """The fact a pending write holds, as it will be written, and its source; None when there is none."""
-    with user_transaction(conn, user_id), conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute(
+    with user_transaction(conn, user_id):
+        row = conn.execute_dicts(
             "SELECT memory, source FROM pending_memories WHERE user_id = %s AND id = %s", [user_id, pending_id]
         ).fetchone()
     return None if row is None else (NewMemory.model_validate(row["memory"]), row["source"])
 
 
 def close_pending(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     pending_id: uuid.UUID,
     *,

@@ -26,13 +26,12 @@ from psycopg import sql
 
 from rushmem.records import Candidate, Window
 from rushmem.store.accounts.usage import UPSERT_USAGE, usage_params
-from rushmem.store.engine.connection import Connection, vector_column, vector_schema_of
-from rushmem.store.engine.transactions import read_as_user
+from rushmem.store.engine.session import Session, vector_column
 from rushmem.store.indexes.dense import HNSW_VECTOR_MAX_DIM, ann_expression
 from rushmem.store.memories.filters import dense_filters_sql
 from rushmem.store.memories.scope import Scope, ScopeShape, scope_params, scope_sql
 from rushmem.usage import UsageRow
-from rushmem_contract.errors import SchemaChanged, StatementTimeout
+from rushmem_contract.errors import StatementTimeout
 
 TS_CONFIG = "english"  # must match the generated content_tsv column
 # The distinct words of a query the full-text leg searches for (a question has a dozen or two).
@@ -231,7 +230,7 @@ def hybrid_sql(shape: HybridShape) -> str:
 
 
 def hybrid_candidates(
-    conn: Connection,
+    conn: Session,
     scope: Scope,
     query_vector: np.ndarray,
     query_text: str,
@@ -281,8 +280,8 @@ def hybrid_candidates(
         dated=dated,
         dense=DENSE_USERS.seen(scope.user_id) and not timed,
         half_dimension=dimension if dimension > HNSW_VECTOR_MAX_DIM else 0,
-        sign_codes=bool(getattr(conn, "sign_code_vectors", False)),
-        as_json=bool(getattr(conn, "single_statement_reads", False)),
+        sign_codes=conn.sign_code_vectors,
+        as_json=conn.single_statement_reads,
     )
     for _attempt in range(_MAX_STATEMENTS):
         values = {**params, **usage_params(scope.user_id, usage)} if shape.usage else params
@@ -339,7 +338,7 @@ DENSE_USERS = DenseUsers()
 
 
 def _run_hybrid(
-    conn: Connection, query: str, params: dict[str, Any], k: int, statement_timeout_ms: int
+    conn: Session, query: str, params: dict[str, Any], k: int, statement_timeout_ms: int
 ) -> list[dict[str, Any]]:
     local = {
         "statement_timeout": str(statement_timeout_ms),
@@ -361,35 +360,11 @@ def _run_hybrid(
         # (a crash may lose the last moment's counts, never a memory), so the read stays as fast.
         local["synchronous_commit"] = "off"
     try:
-        if getattr(conn, "single_statement_reads", False):
-            return _read_in_one_statement(conn, query, params, local)
-        return read_as_user(conn, params["user_id"], query, params, settings=local, vectors=True)
+        rows = conn.read_once_as_user(params["user_id"], query, params, settings=local, vectors=True)
     except psycopg.errors.QueryCanceled as exc:
         raise StatementTimeout(f"recall query exceeded statement_timeout ({statement_timeout_ms} ms)") from exc
-
-
-def _read_in_one_statement(
-    conn: Connection, query: str, params: dict[str, Any], local: dict[str, str]
-) -> list[dict[str, Any]]:
-    """The Data API's read: the scope and settings inside the statement (one request, no
-    transaction; migration 0017), the rows back from jsonb with the types the other path gives."""
-    from rushmem.store.engine import dataapi
-
-    schema = vector_schema_of(conn)
-    settings = {
-        "agent_memory.user_id": params["user_id"],
-        **{name: value for name, value in local.items() if name != "statement_timeout"},
-    }
-    documents, fingerprint = dataapi.read_as_user(
-        conn,  # type: ignore[arg-type]
-        query,
-        params,
-        settings,
-        schema.meta_key if schema is not None else None,
-    )
-    if documents and schema is not None and fingerprint != schema.fingerprint:
-        raise SchemaChanged(f"the vectors this process reads ({schema.column}) are no longer {schema.fingerprint}")
-    return [_typed(document) for document in documents]
+    # One statement's rows come back as JSON documents (see HybridShape.as_json): typed here.
+    return [_typed(row) for row in rows] if conn.single_statement_reads else rows
 
 
 _UUIDS = ("id", "superseded_by")
@@ -397,7 +372,7 @@ _TIMES = ("created_at", "updated_at", "expires_at", "superseded_at", "valid_from
 
 
 def _typed(document: dict[str, Any]) -> dict[str, Any]:
-    """A candidate row from its jsonb form: ids and timestamps back to their Python types."""
+    """A candidate row from its jsonb form: ids and timestamps back to the types a row has."""
     row = dict(document)
     for name in _UUIDS:
         if row.get(name) is not None:

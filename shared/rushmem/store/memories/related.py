@@ -9,14 +9,12 @@ import numpy as np
 from psycopg import sql
 
 from rushmem.records import ExistingMemory
-from rushmem.store.engine.connection import Connection, vector_column
+from rushmem.store.engine.session import Session, vector_column
 from rushmem.store.engine.transactions import read_as_user
 from rushmem.store.memories.scope import Scope, scope_filter, scope_params
 
 
-def related_memories(
-    conn: Connection, scope: Scope, vectors: Sequence[np.ndarray], *, limit: int
-) -> list[ExistingMemory]:
+def related_memories(conn: Session, scope: Scope, vectors: Sequence[np.ndarray], *, limit: int) -> list[ExistingMemory]:
     """The user's live memories in scope most similar to any of ``vectors`` (best first, under
     handles m1, m2, ...), with their embeddings: what an LLM extractor is shown.
 

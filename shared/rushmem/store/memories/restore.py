@@ -9,7 +9,7 @@ from typing import Any
 
 from rushmem.records import MemoryRow, WriteOutcome
 from rushmem.store.accounts.usage import add_usage
-from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import user_transaction
 from rushmem.store.memories.writes import check_writable, row_params
 from rushmem.usage import UsageRow
@@ -63,7 +63,7 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
 _HAS = "SELECT id FROM user_memories WHERE user_id = %(user_id)s AND id = ANY(%(ids)s)"
 
 
-def _check_successors(conn: Connection, user_id: str, rows: Sequence[MemoryRow]) -> None:
+def _check_successors(conn: Session, user_id: str, rows: Sequence[MemoryRow]) -> None:
     """Every restored row's ``superseded_by`` names a memory the user has (stored before, or in this
     call): InvalidInput naming ``superseded_by`` otherwise, the same for another user's memory as for
     none (nothing leaks), and the transaction with the row rolls back."""
@@ -80,7 +80,7 @@ def _check_successors(conn: Connection, user_id: str, rows: Sequence[MemoryRow])
 
 
 def restore_memories(
-    conn: Connection,
+    conn: Session,
     rows: Sequence[MemoryRow],
     *,
     source: str | None,

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from rushmem.records import MemoryRow, Neighbour, NeighbourRule, WriteOutcome
 from rushmem.store.accounts.usage import add_usage
-from rushmem.store.engine.connection import Connection, vector_schema_of
+from rushmem.store.engine.session import Rows, Session
 from rushmem.store.engine.transactions import (
     user_transaction,
 )
@@ -159,7 +159,7 @@ def row_params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
 
 
 def upsert_memories(
-    conn: Connection,
+    conn: Session,
     rows: Sequence[MemoryRow],
     *,
     neighbours: NeighbourRule | None = None,
@@ -212,8 +212,8 @@ def upsert_memories(
     return [outcomes[i] for i in range(len(rows))]
 
 
-def check_writable(conn: Connection) -> None:
-    schema = vector_schema_of(conn)
+def check_writable(conn: Session) -> None:
+    schema = conn.vector_schema
     if schema is not None and not schema.writable:
         raise SchemaMismatch(
             f"the store now embeds with {schema.current_model}; this process uses {schema.fingerprint} and "
@@ -223,7 +223,7 @@ def check_writable(conn: Connection) -> None:
 
 
 def _check_named_targets(
-    conn: Connection, user_id: str, rows: Sequence[MemoryRow], named: Mapping[int, Sequence[tuple[uuid.UUID, str]]]
+    conn: Session, user_id: str, rows: Sequence[MemoryRow], named: Mapping[int, Sequence[tuple[uuid.UUID, str]]]
 ) -> None:
     """The memories a caller says rows supersede: the user's, visible from each row's scope."""
     if not named:
@@ -237,7 +237,7 @@ def _check_named_targets(
 
 
 def _supersede_named(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     named: Mapping[int, Sequence[tuple[uuid.UUID, str]]],
     outcomes: dict[int, WriteOutcome],
@@ -268,7 +268,7 @@ def _supersede_named(
 
 
 def _write_rows(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     rows: Sequence[MemoryRow],
     indexes: list[int],
@@ -289,7 +289,7 @@ class PendingUpsert:
     """The upsert of a user's rows, sent; its RETURNING read when the ids are needed (in
     pipeline mode that may be after COMMIT, which then travels in the same round trip)."""
 
-    def __init__(self, conn: Connection, rows: Sequence[MemoryRow], indexes: list[int]) -> None:
+    def __init__(self, conn: Session, rows: Sequence[MemoryRow], indexes: list[int]) -> None:
         batch = [rows[i] for i in indexes]
         self._by_key = {(r.project_id, r.content_hash): i for i, r in zip(indexes, batch, strict=True)}
         self._cursor = conn.execute(_UPSERT, row_params(batch)) if batch else None
@@ -304,7 +304,7 @@ class PendingUpsert:
 
 
 def _supersede_updated(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     rows: Sequence[MemoryRow],
     updates: Mapping[int, Sequence[Neighbour]],
@@ -352,20 +352,20 @@ def record_updated(
 
 
 def supersede_memories(
-    conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
+    conn: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """Mark live memories (old) as replaced by new ones; the (old, new) pairs actually marked."""
     return superseded_pairs(send_supersede(conn, user_id, pairs))
 
 
-def send_supersede(conn: Connection, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Any:
+def send_supersede(conn: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Rows | None:
     """The supersession of ``pairs``, sent (its RETURNING read by :func:`superseded`); None for none."""
     if not pairs:
         return None
     return conn.execute(_SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id})
 
 
-def superseded_pairs(cursor: Any) -> list[tuple[uuid.UUID, uuid.UUID]]:
+def superseded_pairs(cursor: Rows | None) -> list[tuple[uuid.UUID, uuid.UUID]]:
     return [] if cursor is None else [(r[0], r[1]) for r in cursor.fetchall()]
 
 
@@ -373,13 +373,13 @@ def superseded_pairs(cursor: Any) -> list[tuple[uuid.UUID, uuid.UUID]]:
 class Nearest:
     """The near-neighbour read, sent: its cursor, the rows it asked about, the rule to apply."""
 
-    cursor: Any
+    cursor: Rows
     indexes: list[int]
     rule: NeighbourRule
 
 
 def send_nearest(
-    conn: Connection, user_id: str, rows: Sequence[MemoryRow], indexes: list[int], rule: NeighbourRule | None
+    conn: Session, user_id: str, rows: Sequence[MemoryRow], indexes: list[int], rule: NeighbourRule | None
 ) -> Nearest | None:
     """Send the read of each row's nearest live memories in its scope (nothing fetched: in
     pipeline mode it travels with the next statement whose result is needed); None when no
@@ -405,7 +405,7 @@ def send_nearest(
 
 
 def apply_nearest(
-    conn: Connection,
+    conn: Session,
     user_id: str,
     rows: Sequence[MemoryRow],
     nearest: Nearest | None,
@@ -431,7 +431,7 @@ def apply_nearest(
     return matches.updates
 
 
-def refresh(conn: Connection, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:
+def refresh(conn: Session, user_id: str, restated: Sequence[tuple[uuid.UUID, MemoryRow]]) -> None:
     """Refresh existing memories (id) with what a restating row brings: its time, metadata, expiry."""
     if not restated:
         return

@@ -17,7 +17,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from rushmem.store.engine.connection import Connection
-from rushmem.store.engine.dataapi import DataApiConnection
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.engine.vector_schema import VectorSchema
 from rushmem_contract.errors import ConfigurationError, SchemaMismatch
 
@@ -166,7 +166,7 @@ def _has_statements(script: str) -> bool:
 def register_types(conn: Connection) -> None:
     """Teach the connection the vector type (binary and text), for connections set up by hand
     (the Data API path needs nothing: vectors travel as text)."""
-    if not isinstance(conn, DataApiConnection):
+    if isinstance(conn, PgSession):
         register_vector(conn)
 
 
@@ -207,13 +207,12 @@ def prepare_connection(
     vector type, resolve which vector column this embedder may use."""
     if migrate:
         apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
-    data_api = isinstance(conn, DataApiConnection)
-    if role and data_api:
+    if role and not isinstance(conn, PgSession):
         raise ConfigurationError(
             f"AGENT_MEMORY_DB_ROLE={role} cannot be set on the RDS Data API (it shares sessions): let "
             "AGENT_MEMORY_DB_SECRET_ARN name a login role that is a member of agent_memory_app"
         )
-    if role:
+    if role and isinstance(conn, PgSession):
         # Session-level on purpose: this connection is ours alone (never a pooled one).
         try:
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from rushmem.store.engine.connection import Connection
-from rushmem.store.engine.dataapi import DataApiConnection
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.schema.migrate import MIGRATION_LOCK_KEY
 from rushmem_contract.errors import ConfigurationError
 
@@ -188,7 +188,7 @@ def ensure_app_login(conn: Connection, name: str, *, password: str | None = None
 def _password_verifier(conn: Connection, password: str, name: str) -> str:
     """What ALTER ROLE ... PASSWORD stores: libpq's hash on a connection; on the RDS Data API (no
     libpq session) the SCRAM-SHA-256 verifier computed here, the only kind the Data API logs in with."""
-    if isinstance(conn, DataApiConnection):
+    if not isinstance(conn, PgSession):
         return scram_sha256_verifier(password)
     return bytes(conn.pgconn.encrypt_password(password.encode(), name.encode())).decode()
 

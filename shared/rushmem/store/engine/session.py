@@ -1,0 +1,110 @@
+"""What the store's SQL runs on: one small protocol, implemented once per engine (a psycopg
+connection, :mod:`.pg`; the RDS Data API, :mod:`.dataapi`). Neither imitates the other: each
+declares what it can do (the capabilities below), and the SQL that depends on it asks.
+
+Statements are written once, with DB-API's ``%s`` / ``%(name)s`` placeholders, composed with
+:mod:`psycopg.sql` where they vary, values in their Python types (``Jsonb`` for JSON); a failed
+statement raises psycopg's error class of its SQLSTATE on both engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeAlias
+
+from psycopg import sql
+
+from rushmem.store.engine.vector_schema import VectorSchema
+
+Query: TypeAlias = str | bytes | sql.SQL | sql.Composed
+Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
+
+
+class Rows(Protocol):
+    """A statement's answer (the part of a DB-API cursor the store reads). Where statements are
+    pipelined it arrives when a row is first asked for, or when the transaction ends: ``rownumber``
+    is None until then (and for a statement without rows)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def rownumber(self) -> int | None: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Session(Protocol):
+    """A session of the store; outside a transaction every statement commits on its own."""
+
+    vector_schema: VectorSchema | None  # the column it was set up to use (None: not checked)
+    change_events: str | None  # what the change outbox records of its writes: "ids", "content", None
+    # What the engine can do:
+    sign_code_vectors: bool  # recall reads its candidates' vectors as sign bits (answers are size-limited)
+    single_statement_reads: bool  # read_once_as_user's query runs inside one statement (see there)
+    owns_session: bool  # session state (SET ROLE, session advisory locks) lasts from statement to statement
+    autocommit: bool
+
+    @property
+    def closed(self) -> bool: ...
+
+    def execute(
+        self, query: Query, params: Params | None = None, *, prepare: bool | None = None, binary: bool = False
+    ) -> Rows:
+        """Run a statement; without parameters, a script of several. ``prepare`` and ``binary``
+        (results in binary: faster to parse for vectors) are hints an engine without the choice ignores."""
+        ...
+
+    def execute_dicts(
+        self, query: Query, params: Params | None = None, *, prepare: bool | None = None, binary: bool = False
+    ) -> Rows:
+        """As :meth:`execute`, each row a dict by column name."""
+        ...
+
+    def executemany(self, query: Query, params_seq: Iterable[Params]) -> None:
+        """One statement for every parameter set, no rows back."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A transaction (a savepoint inside one)."""
+        ...
+
+    def pipelined_transaction(self) -> AbstractContextManager[None]:
+        """A transaction whose statements go out without waiting where the engine can (BEGIN with the
+        first, COMMIT with the last: a read is one round trip); elsewhere :meth:`transaction`."""
+        ...
+
+    def pipeline_of_transactions(self) -> AbstractContextManager[bool]:
+        """A pipeline for several whole transactions the block sends itself (``BEGIN`` ... ``COMMIT``),
+        all sent at once; False, and no pipeline, where there can be none: the caller then runs its
+        transactions one by one."""
+        ...
+
+    def read_once_as_user(
+        self,
+        user_id: str,
+        query: Query,
+        params: Mapping[str, Any],
+        *,
+        settings: Mapping[str, str] | None = None,
+        vectors: bool = False,
+    ) -> list[Any]:
+        """``query``'s rows read as ``user_id`` under row-level security (with the transaction-local
+        ``settings``) in one request or round trip, each a dict by column name; with ``vectors``,
+        SchemaChanged when the store no longer uses the model this session was set up for. With
+        :attr:`single_statement_reads` (agent_memory_read_as, migration 0017), ``query`` must yield
+        each row as one jsonb value (:func:`json_rows`), and the rows come back as those documents."""
+        ...
+
+
+def json_rows(query: str) -> str:
+    """``query`` with each row as one jsonb value, as :attr:`Session.single_statement_reads` asks."""
+    return f"SELECT to_jsonb(r) FROM ({query}) AS r"
+
+
+def vector_column(conn: Session) -> str:
+    """The embedding column ``conn`` reads (a re-embedding's grace period: the previous model's)."""
+    return conn.vector_schema.column if conn.vector_schema is not None else "embedding"
