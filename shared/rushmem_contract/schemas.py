@@ -6,10 +6,9 @@ Light on purpose (pydantic only): the Python client imports these too.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Literal, get_args, get_origin
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import (
     BaseModel,
@@ -17,7 +16,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -50,7 +48,6 @@ from rushmem_contract.models import (
     UserId,
     WireModel,
     WrittenMetadata,
-    describe_errors,
 )
 
 if TYPE_CHECKING:
@@ -409,81 +406,6 @@ class ErasuresRequest(WireModel):
     model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
-
-
-FilterKind = Literal["list", "object", "time", "text"]
-
-
-def filter_kind(name: str) -> FilterKind:
-    """How the filter ``name`` travels as one string (a query parameter, a flag): a list
-    comma-separated, an object as JSON, a date-time in ISO 8601, anything else as itself."""
-    annotation = MemoryFilters.model_fields[name].annotation
-    value = next(a for a in get_args(annotation) if a is not type(None))
-    base = get_origin(value) or value
-    if base is Annotated:
-        base = get_origin(get_args(value)[0]) or get_args(value)[0]
-    if base is list:
-        return "list"
-    if base is dict:
-        return "object"
-    return "time" if base is dt.datetime else "text"
-
-
-def filter_query(filters: MemoryFilters) -> dict[str, str]:
-    """The filters given, as GET /memories' query parameters (read back by :func:`list_filters`)."""
-    params: dict[str, str] = {}
-    for name in MemoryFilters.model_fields:
-        value = getattr(filters, name)
-        if value is None:
-            continue
-        kind = filter_kind(name)
-        if kind == "list":
-            params[name] = ",".join(value)
-        elif kind == "object":
-            params[name] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        else:
-            params[name] = value.isoformat() if kind == "time" else str(value)
-    return params
-
-
-def list_filters(query: Mapping[str, str | None]) -> MemoryFilters | None:
-    """The filters of GET /memories from its query parameters (lists comma-separated, objects
-    JSON); InvalidInput naming the parameter otherwise."""
-    raw: dict[str, object] = {}
-    for name, text in query.items():
-        if text is None:
-            continue
-        kind = filter_kind(name)
-        if kind == "list":
-            raw[name] = [c.strip() for c in text.split(",") if c.strip()]
-        elif kind == "object":
-            try:
-                raw[name] = json.loads(text)
-            except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
-                raise InvalidInput(f'{name} must be a JSON object, e.g. {{"team": "web"}}', field=name) from None
-        else:
-            raw[name] = text
-    if not raw:
-        return None
-    try:
-        return MemoryFilters.model_validate(raw)
-    except ValidationError as exc:
-        loc = exc.errors()[0]["loc"]
-        raise InvalidInput(describe_errors(exc), field=str(loc[0]) if loc else None) from exc
-
-
-class _AsOf(WireModel):
-    as_of: AwareDatetime | None = None
-
-
-def as_of_param(value: str | None) -> dt.datetime | None:
-    """``as_of`` from a query parameter (ISO 8601); InvalidInput naming it otherwise."""
-    if value is None:
-        return None
-    try:
-        return _AsOf.model_validate({"as_of": value}).as_of
-    except ValidationError as exc:
-        raise InvalidInput(describe_errors(exc), field="as_of") from exc
 
 
 class MemoryHistory(WireModel):

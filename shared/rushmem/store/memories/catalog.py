@@ -50,11 +50,6 @@ def delete_memory(conn: Session, user_id: str, memory_id: uuid.UUID, *, source: 
 _EVENT_COLUMNS = "memory_id, event, at, source, content, related_id, project_id, detail, write_id"
 
 
-def history(conn: Session, user_id: str, memory_id: uuid.UUID | None = None, *, limit: int = 1000) -> list[MemoryEvent]:
-    """The recorded changes of one memory, or of all of a user's memories, oldest first."""
-    return [event for _, event in history_page(conn, user_id, memory_id, limit=limit)]
-
-
 def history_page(
     conn: Session,
     user_id: str,
