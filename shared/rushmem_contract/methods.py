@@ -11,6 +11,7 @@ Names follow mem0's where it has the verb (``search``, ``get_all``, ``update``, 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, overload
 
@@ -39,6 +40,7 @@ class Method(Generic[Req, Res]):
     def __init__(self, op: Operation[Req, Res]) -> None:
         self.op = op
         self.__doc__ = op.summary
+        self.signature = signature(op)
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...
@@ -58,7 +60,25 @@ class Method(Generic[Req, Res]):
 
         call.__name__ = op.name
         call.__doc__ = op.summary
+        call.__signature__ = self.signature  # type: ignore[attr-defined]  # what help() and IDEs show
         return call
+
+
+def signature(op: Operation[Any, Any]) -> inspect.Signature:
+    """A method's parameters as its row says: the positional ones first, then every other field of
+    the request as a keyword, with the model's defaults; the answer the row's response."""
+    fields = op.request.model_fields
+    params: list[inspect.Parameter] = []
+    for name in op.positional:
+        field = fields.get(name)
+        default = None if field is None or not field.is_required() else inspect.Parameter.empty
+        params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
+    for name, field in fields.items():
+        if name in op.positional:
+            continue
+        default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
+    return inspect.Signature(params, return_annotation=op.response.__name__ if op.response else "None")
 
 
 class Operations:

@@ -206,3 +206,11 @@ def cmd_demo(service: Memory, args: argparse.Namespace) -> int:
 
     set_service(service)  # the handlers run on this command's settings: one model load
     return run_demo(sys.stdout, keep=args.keep)
+
+
+def cmd_reference(service: Memory, args: argparse.Namespace) -> int:
+    """Regenerate the docs' reference lists (routes, tools, commands, methods) from the table."""
+    from rushmem_tools import reference
+
+    emit({"changed": reference.write(Path(args.docs))})
+    return EXIT_OK

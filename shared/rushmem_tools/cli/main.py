@@ -44,6 +44,7 @@ from rushmem_tools.cli.commands import (
     cmd_move_user,
     cmd_purge,
     cmd_reembed,
+    cmd_reference,
     cmd_similarity,
     recall_file,
     recall_flags,
@@ -90,6 +91,9 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add("move-user", cmd_move_user, "move everything a user owns to another cell (with AGENT_MEMORY_CELLS)")
     p.add_argument("--user", required=True)
     p.add_argument("--to", required=True, help="the cell's name in AGENT_MEMORY_CELLS")
+
+    p = add("reference", cmd_reference, "regenerate the docs' lists of routes, tools, commands and methods")
+    p.add_argument("--docs", default="docs", help="the docs folder (default ./docs)")
 
     p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
     p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")

@@ -1,0 +1,126 @@
+"""The reference lists of the docs, generated from the table of operations so that they cannot drift:
+the HTTP routes (docs/api.md), the MCP tools as the server lists them (docs/mcp.md), the CLI's
+subcommands (docs/cli.md) and the Python methods (docs/api.md). Each sits between markers
+(``<!-- routes:start -->`` ... ``<!-- routes:end -->``); ``rushmem reference --write`` regenerates
+them and tests/unit/test_docs.py fails when one is stale."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rushmem_contract import operations as ops
+from rushmem_contract.methods import Method, Operations
+
+
+def _fields(op: ops.Operation[Any, Any], names: tuple[str, ...]) -> str:
+    shown = []
+    for name in names:
+        field = op.request.model_fields[name]
+        nested = ops._nested(field)
+        if nested is not None and not op.has_body:
+            shown += [f"`{n}`" for n in nested.model_fields]
+            continue
+        wire = field.alias or name
+        shown.append(f"`{wire}`" if field.is_required() else f"`{wire}`?")
+    return ", ".join(shown)
+
+
+def routes_table() -> str:
+    """Every route: what it takes (path, query, body) and what it answers."""
+    lines = ["| route | takes | answers |", "| --- | --- | --- |"]
+    for op in ops.OPERATIONS:
+        takes = []
+        if op.query_fields():
+            takes.append("query " + _fields(op, op.query_fields()))
+        if op.has_body:
+            body = op.body.__name__ if op.body is not None else None
+            takes.append(f"body `{body}`" if body else "body " + _fields(op, op.body_fields()))
+        answer = f"{op.status} `{op.response.__name__}`" if op.response is not None else f"{op.status}"
+        lines.append(f"| `{op.method} {op.path}` | {'; '.join(takes) or '-'} | {answer}: {op.summary} |")
+    return "\n".join(lines)
+
+
+def tools_table(surface: str = "all") -> str:
+    """The MCP tools as the server lists them: name, title, arguments, whether in the small surface."""
+    import anyio
+
+    from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
+
+    server = build_server(MemoryTools(lambda: None, fixed_identity(Identity("-"))), surface)  # type: ignore[arg-type,return-value]
+
+    async def listed() -> list[Any]:
+        return list(await server.list_tools())
+
+    core = {op.mcp.name for op in ops.OPERATIONS if op.mcp is not None and op.mcp.core}
+    lines = ["| tool | what it does | arguments | offered |", "| --- | --- | --- | --- |"]
+    for tool in anyio.run(listed):
+        first = (tool.description or "").split("\n\n", 1)[0].replace("\n", " ")
+        arguments = ", ".join(f"`{name}`" for name in tool.input_schema.get("properties", {}))
+        offered = "always" if tool.name in core else "`--tools all`"
+        lines.append(f"| `{tool.name}` | {first} | {arguments} | {offered} |")
+    return "\n".join(lines)
+
+
+def commands_table() -> str:
+    """The CLI's subcommand for each row and the flags its request's fields become."""
+    from rushmem_tools.cli.main import build_parser
+
+    parser = build_parser(None)
+    sub = next(a for a in parser._actions if a.dest == "command")
+    lines = ["| command | operation | flags |", "| --- | --- | --- |"]
+    for op in ops.OPERATIONS:
+        if op.cli is None:
+            continue
+        command = sub.choices[op.cli.name]  # type: ignore[index]
+        flags = [a.option_strings[-1] if a.option_strings else a.dest.upper() for a in command._actions[1:]]
+        lines.append(f"| `rushmem {op.cli.name}` | `{op.name}` | {' '.join(f'`{f}`' for f in flags)} |")
+    return "\n".join(lines)
+
+
+def methods_block() -> str:
+    """Every operation as a Python method (the in-process Memory's and both clients'), as declared."""
+    lines = ["```python"]
+    for name, value in sorted(vars(Operations).items()):
+        if isinstance(value, Method):
+            alias = f"  # = {value.op.name}" if name != value.op.name else ""
+            lines.append(f"{name}{value.signature}{alias}".replace("'", ""))
+    lines.append("```")
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
+    "routes": ("api.md", routes_table),
+    "methods": ("api.md", methods_block),
+    "tools": ("mcp.md", tools_table),
+    "commands": ("cli.md", commands_table),
+}
+
+
+def with_block(text: str, name: str, content: str) -> str:
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    first, last = text.find(start), text.find(end)
+    if first < 0 or last < first:
+        raise ValueError(f"no {start} ... {end} block")
+    return text[: first + len(start)] + "\n" + content + "\n" + text[last:]
+
+
+def regenerated(docs: Path) -> dict[Path, str]:
+    """Each page of ``docs`` that holds a block, with its blocks regenerated."""
+    pages: dict[Path, str] = {}
+    for name, (page, make) in BLOCKS.items():
+        path = docs / page
+        pages[path] = with_block(pages.get(path) or path.read_text(encoding="utf-8"), name, make())
+    return pages
+
+
+def write(docs: Path) -> list[str]:
+    """Regenerate the blocks in place; the pages that changed."""
+    changed = []
+    for path, text in regenerated(docs).items():
+        if path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(str(path))
+    return changed
+
