@@ -178,6 +178,19 @@ describe("MemoryClient against serve", () => {
   });
 });
 
+describe("examples/client.ts (docs/typescript.md's tour)", () => {
+  test("runs against serve", async () => {
+    process.env.MEMORY_API_URL = serve.url;
+    const { tour } = await import("../examples/client.js");
+    const seen = await tour("example-user");
+    assert.ok(seen.prompt_block.startsWith("[RUSH_MEMORY]") && seen.prompt_block.includes("TypeScript"), seen.prompt_block);
+    assert.deepEqual(seen.decisions.map((m) => m.content), ["Every SVG change syncs to defaultSVG"]);
+    assert.equal(seen.updated.content, "The user prefers TypeScript, strict");
+    assert.equal(seen.gone, null);
+    assert.deepEqual(seen.all.map((m) => m.content).sort(), ["Every SVG change syncs to defaultSVG", "The user deploys with SAM"]);
+  });
+});
+
 describe("errors come back typed, as the server words them", () => {
   test("invalid input names the field", async () => {
     await assert.rejects(client.recall({ query: "x", user_id: "u", limit: 51 }), (e: unknown) => {
