@@ -75,7 +75,7 @@ def test_each_operation_names_its_request_model_and_where_each_field_travels(doc
         assert sorted(travels) == sorted(models[wire["request"]]["properties"]), name
         assert list(wire["encoding"]) == wire["query"]
     assert found["update"]["x-rushmem"]["query"] == ["user_id"]
-    assert found["usage"]["x-rushmem"]["query"] == ["user_id", "from", "to"], "an alias is the wire name"
+    assert found["usage"]["x-rushmem"]["query"] == ["user_id", "start", "end"]
 
 
 def test_a_query_encoding_says_what_the_contract_sends(document: dict[str, Any]) -> None:
@@ -111,4 +111,4 @@ def test_every_reference_resolves_and_requests_validate_as_the_contract_reads_th
     assert not valid("AddRequest", {"memories": [""]})
     assert valid("GetRequest", {"memory_id": "00000000-0000-4000-8000-000000000000"})
     assert not valid("GetRequest", {"memory_id": "00000000-0000-4000-8000-000000000000", "bogus": 1})
-    assert valid("UsageRequest", {"user_id": "u", "from": "2024-01-01"})
+    assert valid("UsageRequest", {"user_id": "u", "start": "2024-01-01"})

@@ -123,7 +123,7 @@ def _encoding(model: type[BaseModel], names: tuple[str, ...]) -> dict[str, Any]:
 
 def wire_of(op: Operation[Any, Any]) -> dict[str, Any]:
     """An operation's ``x-rushmem``: its request model and where each field travels, by the names the
-    request's schema uses (a field's alias: UsageRequest's ``from``), so that a client generated from
+    request's schema uses (a field's alias, where it has one), so that a client generated from
     the document sends requests as :meth:`~rushmem_contract.operations.Operation.http` does."""
     fields = op.request.model_fields
     return {

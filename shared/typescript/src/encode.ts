@@ -8,7 +8,7 @@
 // refuse, in the words the contract's validation uses (so every door says the same): a missing or
 // dot-segment path field (it would reach another route), and in the query string an unknown field, a
 // nested model that is no object or a list that is no list (the server would never see them as given).
-import { InvalidInput } from "./errors.js";
+import { ERROR_KINDS, InvalidInput } from "./errors.js";
 
 /** How a query field travels: text, a list (comma-separated), an object (JSON), or a nested model's
  * fields in its place. */
@@ -46,12 +46,19 @@ export function encodeRfc3986(value: string): string {
   return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
+/** A refusal before sending: the code the server answers for it (no status: nothing was sent). */
+function refused(message: string, field?: string): InvalidInput {
+  const error = new InvalidInput(message, field);
+  error.code = ERROR_KINDS.find((kind) => kind.error === InvalidInput)?.code;
+  return error;
+}
+
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Date);
 }
 
 function wellFormed(value: string, field: string): string {
-  if (!value.isWellFormed()) throw new InvalidInput(`${field} contains a lone surrogate, which is not text`, field);
+  if (!value.isWellFormed()) throw refused(`${field} contains a lone surrogate, which is not text`, field);
   return value;
 }
 
@@ -63,12 +70,12 @@ function text(value: unknown): string {
 }
 
 function pathSegment(name: string, format: string, value: unknown): string {
-  if (value === undefined || value === null) throw new InvalidInput(`${name}: Field required`, name);
+  if (value === undefined || value === null) throw refused(`${name}: Field required`, name);
   const segment = wellFormed(text(value), name);
   // "", "." and ".." would change the URL's path itself (another route): refused as the model would.
   if (segment === "" || segment === "." || segment === "..") {
     const why = format === "uuid" ? (segment ? "invalid character: found `.` at 0" : "invalid length: found 0") : undefined;
-    throw new InvalidInput(why ? `${name}: Input should be a valid UUID, ${why}` : `${name}: cannot be ${JSON.stringify(segment)} in a URL path`, name);
+    throw refused(why ? `${name}: Input should be a valid UUID, ${why}` : `${name}: cannot be ${JSON.stringify(segment)} in a URL path`, name);
   }
   return encodeRfc3986(segment);
 }
@@ -79,14 +86,14 @@ function queryValues(fields: Readonly<Record<string, QueryEncoding>>, values: Re
     if (value === undefined || value === null) continue;
     const field = within + name;
     if (typeof encoding === "object") {
-      if (!isObject(value)) throw new InvalidInput(`${field}: Input should be a valid dictionary or instance of ${encoding.model}`, field);
+      if (!isObject(value)) throw refused(`${field}: Input should be a valid dictionary or instance of ${encoding.model}`, field);
       refuseUnknown(value, encoding.fields, `${field}.`);
       queryValues(encoding.fields, value, `${field}.`, out);
       continue;
     }
     let sent: string;
     if (encoding === "list") {
-      if (!Array.isArray(value)) throw new InvalidInput(`${field}: Input should be a valid list`, field);
+      if (!Array.isArray(value)) throw refused(`${field}: Input should be a valid list`, field);
       sent = value.map(text).join(",");
     } else {
       sent = encoding === "object" ? JSON.stringify(value) : text(value);
@@ -98,7 +105,7 @@ function queryValues(fields: Readonly<Record<string, QueryEncoding>>, values: Re
 function refuseUnknown(values: Record<string, unknown>, known: Readonly<Record<string, unknown>>, within = ""): void {
   for (const [name, value] of Object.entries(values)) {
     if (!(name in known) && value !== undefined) {
-      throw new InvalidInput(`${within}${name}: Extra inputs are not permitted`, `${within}${name}`);
+      throw refused(`${within}${name}: Extra inputs are not permitted`, `${within}${name}`);
     }
   }
 }
@@ -106,7 +113,7 @@ function refuseUnknown(values: Record<string, unknown>, known: Readonly<Record<s
 /** The request of `spec`'s operation as it travels. */
 export function encodeRequest(spec: OperationSpec, request: unknown): HttpRequest {
   const values = request ?? {};
-  if (!isObject(values)) throw new InvalidInput(`Input should be a valid dictionary or instance of ${spec.request}`);
+  if (!isObject(values)) throw refused(`Input should be a valid dictionary or instance of ${spec.request}`);
   let path = spec.route;
   for (const [name, format] of Object.entries(spec.path)) {
     path = path.replace(`{${name}}`, pathSegment(name, format, values[name]));

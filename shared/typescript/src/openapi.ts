@@ -1816,17 +1816,17 @@ export interface components {
          */
         UsageRequest: {
             /**
-             * From
-             * @description First UTC day (default: 29 days ago).
-             * @default null
-             */
-            from?: string | null;
-            /**
-             * To
+             * End
              * @description Last UTC day, included (default: today).
              * @default null
              */
-            to?: string | null;
+            end?: string | null;
+            /**
+             * Start
+             * @description First UTC day (default: 29 days before end).
+             * @default null
+             */
+            start?: string | null;
             /**
              * User Id
              * @description Required without a JWT; with one, the token's sub.
@@ -3536,10 +3536,10 @@ export interface operations {
     usage: {
         parameters: {
             query?: {
-                /** @description First UTC day (default: 29 days ago). */
-                from?: string | null;
                 /** @description Last UTC day, included (default: today). */
-                to?: string | null;
+                end?: string | null;
+                /** @description First UTC day (default: 29 days before end). */
+                start?: string | null;
                 /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };

@@ -61,7 +61,7 @@ export const OPERATIONS = {
   getInstructions: {"operationId":"get_instructions","method":"GET","route":"/instructions","status":200,"request":"InstructionsQuery","path":{},"query":{"user_id":"text","project_id":"text"},"body":null},
   setInstructions: {"operationId":"set_instructions","method":"PUT","route":"/instructions","status":200,"request":"InstructionsRequest","path":{},"query":{},"body":["instructions","keep","ignore","categories","user_id","project_id"]},
   instructionsHistory: {"operationId":"instructions_history","method":"GET","route":"/instructions/history","status":200,"request":"InstructionsHistoryRequest","path":{},"query":{"user_id":"text","project_id":"text","limit":"text"},"body":null},
-  usage: {"operationId":"usage","method":"GET","route":"/usage","status":200,"request":"UsageRequest","path":{},"query":{"user_id":"text","from":"text","to":"text"},"body":null},
+  usage: {"operationId":"usage","method":"GET","route":"/usage","status":200,"request":"UsageRequest","path":{},"query":{"user_id":"text","start":"text","end":"text"},"body":null},
   erasures: {"operationId":"erasures","method":"GET","route":"/erasures","status":200,"request":"ErasuresRequest","path":{},"query":{"user_id":"text"},"body":null},
 } as const satisfies Record<string, OperationSpec>;
 

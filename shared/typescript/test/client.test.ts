@@ -158,7 +158,7 @@ describe("MemoryClient against serve", () => {
     assert.ok(recalled.memories.some((m) => /Vitest/.test(m.content)), JSON.stringify(recalled.memories));
 
     const day = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10);
-    const usage = await client.usage({ user_id: u, from: day(7), to: day(0) });
+    const usage = await client.usage({ user_id: u, start: day(7), end: day(0) });
     assert.equal(usage.user_id, u);
     assert.ok(usage.lines.some((l) => l.kind === "recall"), JSON.stringify(usage.lines));
 
@@ -232,6 +232,7 @@ describe("errors come back typed, as the server words them", () => {
       assert.rejects(call, (e: unknown) => {
         assert.ok(e instanceof InvalidInput);
         assert.equal(e.status, undefined, "nothing was sent");
+        assert.equal(e.code, "invalid_input");
         assert.equal(e.field, field);
         assert.equal(e.message, message);
         return true;

@@ -52,7 +52,7 @@ test("each call's answer or error, one line each, in order", async () => {
     message: "limit: Input should be less than or equal to 50",
   });
   assert.ok(forgotten?.ok.id, JSON.stringify(forgotten));
-  assert.deepEqual(extra?.error, { kind: "InvalidInput", code: null, status: null, field: "limt", message: "limt: Extra inputs are not permitted" });
+  assert.deepEqual(extra?.error, { kind: "InvalidInput", code: "invalid_input", status: null, field: "limt", message: "limt: Extra inputs are not permitted" });
   assert.equal(unknown?.error?.kind, "BadLine");
   assert.equal(bad?.error?.kind, "BadLine");
 });

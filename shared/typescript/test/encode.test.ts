@@ -37,7 +37,7 @@ const CASES: Array<[string, Record<string, unknown>]> = [
   ["get_instructions", { user_id: "u", project_id: "p" }],
   ["set_instructions", { user_id: "u", project_id: "p", instructions: "Keep the tooling.", ignore: ["football"] }],
   ["instructions_history", { user_id: "u", project_id: "p", limit: 2 }],
-  ["usage", { user_id: "u", from: "2024-01-01", to: "2024-01-31" }],
+  ["usage", { user_id: "u", start: "2024-01-01", end: "2024-01-31" }],
   ["erasure", { erasure_id: ID }],
   ["erasures", { user_id: "u" }],
   ["pending", { user_id: "u", project_id: "p", limit: 5 }],
