@@ -4,7 +4,7 @@
 // (specification v3: `ai` 6) by shape, so this package imports nothing of the AI SDK.
 import type { MemoryClient } from "./client.js";
 import { publishConversationEnded, type PublishOptions } from "./sqs.js";
-import type { ChatMessage, ConversationOptions, IngestOutcome, MemoryFilters, RecallResult } from "./types.js";
+import type { ChatMessage, ConversationRequest, IngestOutcome, MemoryFilters, RecallResult } from "./openapi.js";
 
 /** A part of a prompt message, as the AI SDK passes them to a model (only text parts are read). */
 interface PromptPart {
@@ -117,7 +117,8 @@ export function toChatMessages(messages: readonly ConversationMessage[]): ChatMe
   return out;
 }
 
-export interface Conversation extends ConversationOptions {
+/** POST /conversations' request, with the AI SDK's messages. */
+export interface Conversation extends Omit<ConversationRequest, "messages"> {
   messages: readonly ConversationMessage[];
 }
 
@@ -136,5 +137,5 @@ export function rememberConversation(to: MemoryClient | QueueTarget, conversatio
     const { queueUrl, ...options } = to;
     return publishConversationEnded(queueUrl, { ...rest, user_id: rest.user_id as string, messages: chat }, options);
   }
-  return to.addMessages(chat, rest);
+  return to.ingestConversation({ ...rest, messages: chat });
 }

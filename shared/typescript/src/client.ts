@@ -1,44 +1,12 @@
-// The memory API over HTTP: every operation of the API (docs/api.md), with the Python client's
-// semantics (rushmem_client): the same auth rules, error kinds and retry policy.
-import { checkConversation } from "./checks.js";
-import { AgentMemoryError, ConfigurationError, InvalidInput, NotFound, ServiceUnavailable, errorFromAnswer } from "./errors.js";
+// The memory API over HTTP: its operations are generated from the API's OpenAPI document
+// (src/operations.ts: one method per operation, each taking its request model); this is the
+// transport under them, with the Python client's semantics (rushmem_client): the same auth rules,
+// error kinds and retry policy.
+import { encodeRequest, encodeRfc3986, type HttpRequest } from "./encode.js";
+import { AgentMemoryError, ConfigurationError, ServiceUnavailable, errorFromAnswer } from "./errors.js";
+import { OPERATIONS, Operations, PAGES, type OperationName, type PageItems, type PagedOperation, type Requests, type Responses } from "./operations.js";
 import { CLIENT_BASE_DELAY_S, CLIENT_MAX_DELAY_S, CLIENT_RETRIES, backoff, isRetryableStatus, parseRetryAfter } from "./retry.js";
 import { type AwsCredentials, type CredentialsProvider, SigV4Signer } from "./sigv4.js";
-import type {
-  AddOptions,
-  ChatMessage,
-  ConversationOptions,
-  ErasureReceipt,
-  ExportPage,
-  ExportQuery,
-  GetQuery,
-  HistoryQuery,
-  ImportLine,
-  IngestOutcome,
-  InstructionsHistoryQuery,
-  InstructionsQuery,
-  InstructionsRequest,
-  ListQuery,
-  MemoryChanges,
-  MemoryEvent,
-  MemoryFilters,
-  MemoryPage,
-  MemoryRecord,
-  NewMemory,
-  PendingMemory,
-  PendingQuery,
-  RecallRequest,
-  RecallResult,
-  ReviewDecision,
-  ReviewOutcome,
-  StoredIds,
-  StoredInstructions,
-  UserCount,
-  UsersQuery,
-  UsageQuery,
-  UsageReport,
-  UserQuery,
-} from "./types.js";
 
 export type Auth = "iam" | "jwt" | "none";
 /** A bearer token, or a function returning a fresh one for each request. */
@@ -64,55 +32,10 @@ export interface MemoryClientOptions {
 
 const EXECUTE_API_HOST = /^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$/;
 
-type QueryValue = string | number | boolean | null | undefined;
-type QueryParams = Record<string, QueryValue>;
-
-interface Call<T> {
-  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-  path: string;
-  query?: QueryParams;
-  body?: unknown;
-  /** The result of a 404 not_found (undefined: raise NotFound). */
-  missing?: T;
-  empty?: T;
-}
-
-/** One page of memories, newest first; `next_cursor` fetches the next (null: the last). */
-export interface MemoryList extends MemoryPage, Iterable<MemoryRecord> {}
-
 function inferAuth(apiUrl: URL, auth: Auth | undefined, token: TokenSource | undefined): Auth {
   if (auth !== undefined) return auth;
   if (token !== undefined) return "jwt";
   return EXECUTE_API_HOST.test(apiUrl.hostname.toLowerCase()) ? "iam" : "none";
-}
-
-/** RFC 3986 encoding, as SigV4 canonicalises: the URL that is signed is the URL that is sent. */
-export function encodeRfc3986(value: string): string {
-  return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-}
-
-function checkText(value: string, field: string): string {
-  if (!value.isWellFormed()) throw new InvalidInput(`${field} contains a lone surrogate, which is not text`, field);
-  return value;
-}
-
-function idPath(id: string, field = "memory_id"): string {
-  if (typeof id !== "string" || !id) throw new InvalidInput(`${field} must be a non-empty string`, field);
-  return encodeRfc3986(checkText(id, field));
-}
-
-function bool(value: boolean | null | undefined): string | undefined {
-  return value ? "true" : undefined;
-}
-
-function filterParams(filters: MemoryFilters | null | undefined): QueryParams {
-  if (!filters) return {};
-  return {
-    categories: filters.categories?.length ? filters.categories.join(",") : undefined,
-    metadata: filters.metadata != null ? JSON.stringify(filters.metadata) : undefined,
-    created_after: filters.created_after ?? undefined,
-    created_before: filters.created_before ?? undefined,
-  };
 }
 
 /** An environment variable where there is a process (Node), else nothing (a browser, an edge runtime). */
@@ -124,10 +47,12 @@ function sleep(seconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 }
 
-/** The rushmem HTTP API (RecallFunction behind API Gateway, or `rushmem serve`). Every
- * operation is idempotent, so unreachable, timed out, 429 and 502-504 are retried `retries` times,
- * after the answer's Retry-After or a jittered backoff. Errors are the service's kinds (errors.ts). */
-export class MemoryClient {
+/** The rushmem HTTP API (RecallFunction behind API Gateway, or `rushmem serve`): every operation
+ * as a method taking its request model (`client.list({ user_id, filters: { categories: ["fact"] } })`),
+ * generated from the API's OpenAPI document (src/operations.ts). Every operation is idempotent, so
+ * unreachable, timed out, 429 and 502-504 are retried `retries` times, after the answer's Retry-After
+ * or a jittered backoff. Errors are the service's kinds (errors.ts), as the server words them. */
+export class MemoryClient extends Operations {
   readonly apiUrl: string;
   readonly auth: Auth;
   private readonly token: TokenSource | undefined;
@@ -137,6 +62,7 @@ export class MemoryClient {
   private readonly signer: SigV4Signer | undefined;
 
   constructor(apiUrl: string, options: MemoryClientOptions = {}) {
+    super();
     let url: URL;
     try {
       url = new URL(apiUrl);
@@ -166,152 +92,29 @@ export class MemoryClient {
     }
   }
 
-  // ---- the API ---------------------------------------------------------------------------
+  // ---- the API: the generated methods (Operations) send through this ----------------------
 
-  /** The memories relevant to `query` (or to the latest user message of `messages`) and the
-   * [RUSH_MEMORY] block for the system prompt. */
-  async recall(request: RecallRequest): Promise<RecallResult> {
-    return this.run({ method: "POST", path: "/recall", body: request });
+  protected async invoke<K extends OperationName>(name: K, request: Requests[K]): Promise<Responses[K]> {
+    const spec = OPERATIONS[name];
+    return (await this.send(encodeRequest(spec, request), spec.status === 204)) as Responses[K];
   }
 
-  /** Store facts now (no LLM): ids in input order, and per fact what happened. A string is a fact. */
-  async add(memories: ReadonlyArray<string | NewMemory>, options: AddOptions = {}): Promise<StoredIds> {
-    const items = memories.map((m) => (typeof m === "string" ? { content: m } : m));
-    return this.run({ method: "POST", path: "/memories", body: { ...options, memories: items } });
-  }
-
-  /** Hand a finished conversation to the write path now (POST /conversations): the server extracts
-   * and stores what is worth keeping. The same conversation twice is a `duplicate`. */
-  async addMessages(messages: readonly ChatMessage[], options: ConversationOptions = {}): Promise<IngestOutcome> {
-    // The same checks as the queue's message (the user may come from a token here).
-    checkConversation({ ...options, messages: [...messages] }, { userRequired: false });
-    return this.run({ method: "POST", path: "/conversations", body: { ...options, messages } });
-  }
-
-  /** One page of the user's memories, newest first (iterate it); `next_cursor` fetches the next. */
-  async listMemories(query: ListQuery = {}): Promise<MemoryList> {
-    const { filters, include_inactive, ...rest } = query;
-    const page = await this.run<MemoryPage>({
-      method: "GET",
-      path: "/memories",
-      query: { ...rest, include_inactive: bool(include_inactive), ...filterParams(filters) },
-    });
-    return { ...page, [Symbol.iterator]: () => page.memories[Symbol.iterator]() };
-  }
-
-  /** Every memory of the user (matching `filters`), page after page. */
-  async *iterMemories(query: Omit<ListQuery, "cursor"> = {}): AsyncGenerator<MemoryRecord> {
+  /** Every item of a paged operation's answers, page after page (`for await (const m of
+   * client.pages("list", { user_id }))`: every memory), following `next_cursor`. */
+  async *pages<K extends PagedOperation>(name: K, request: Omit<Requests[K], "cursor">): AsyncGenerator<PageItems[K]> {
     let cursor: string | null | undefined;
     do {
-      const page = await this.listMemories({ limit: 500, ...query, cursor });
-      yield* page.memories;
-      cursor = page.next_cursor;
-    } while (cursor);
-  }
-
-  /** One memory of the user (live or not); NotFound when the user has none with that id. */
-  async getMemory(memoryId: string, query: GetQuery = {}): Promise<MemoryRecord> {
-    return this.run({ method: "GET", path: `/memories/${idPath(memoryId)}`, query });
-  }
-
-  /** Change a memory (a field left out stays; null clears `expires_at` or `metadata`); it as it now is.
-   * Conflict (field `content`) when another memory of the scope already states the new content. */
-  async updateMemory(memoryId: string, changes: MemoryChanges, query: UserQuery = {}): Promise<MemoryRecord> {
-    return this.run({ method: "PATCH", path: `/memories/${idPath(memoryId)}`, query, body: changes });
-  }
-
-  /** Delete one memory (its text leaves the history too); false when the user has none with that id. */
-  async forgetMemory(memoryId: string, query: UserQuery = {}): Promise<boolean> {
-    return this.run({ method: "DELETE", path: `/memories/${idPath(memoryId)}`, query, missing: false, empty: true });
-  }
-
-  /** Delete everything stored about the user; the erasure receipt. */
-  async forgetUser(userId: string): Promise<ErasureReceipt> {
-    return this.run({ method: "DELETE", path: "/memories", query: { user_id: userId } });
-  }
-
-  /** A stored erasure receipt (NotFound if none; with a token, only the caller's own). */
-  async erasure(erasureId: string): Promise<ErasureReceipt> {
-    return this.run({ method: "GET", path: `/erasures/${idPath(erasureId, "erasure_id")}` });
-  }
-
-  /** The user's usage per UTC day from `from` to `to` (YYYY-MM-DD, both included; default the last 30 days). */
-  async usage(query: UsageQuery = {}): Promise<UsageReport> {
-    return this.run({ method: "GET", path: "/usage", query });
-  }
-
-  /** The extraction instructions a project's conversations are extracted with (version 0: none stored). */
-  async instructions(query: InstructionsQuery = {}): Promise<StoredInstructions> {
-    return this.run({ method: "GET", path: "/instructions", query });
-  }
-
-  /** Replace a project's extraction instructions (a new version); InvalidInput names a bad field. */
-  async setInstructions(request: InstructionsRequest): Promise<StoredInstructions> {
-    return this.run({ method: "PUT", path: "/instructions", body: request });
-  }
-
-  /** Every stored version of a project's extraction instructions, oldest first. */
-  async instructionsHistory(query: InstructionsHistoryQuery = {}): Promise<StoredInstructions[]> {
-    const answer = await this.run<{ versions: StoredInstructions[] }>({ method: "GET", path: "/instructions/history", query });
-    return answer.versions;
-  }
-
-  /** Every recorded change of one of the user's memories, oldest first, page after page (NotFound if none). */
-  async history(memoryId: string, query: Omit<HistoryQuery, "cursor"> = {}): Promise<MemoryEvent[]> {
-    const events: MemoryEvent[] = [];
-    let cursor: string | undefined;
-    do {
-      const answer = await this.run<{ events: MemoryEvent[]; next_cursor?: string | null }>({
-        method: "GET",
-        path: `/memories/${idPath(memoryId)}/history`,
-        query: { ...query, cursor },
-      });
-      events.push(...answer.events);
-      cursor = answer.next_cursor ?? undefined;
-    } while (cursor);
-    return events;
-  }
-
-  /** The user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first: never recalled until approved. */
-  async pending(query: PendingQuery = {}): Promise<PendingMemory[]> {
-    const answer = await this.run<{ memories: PendingMemory[] }>({ method: "GET", path: "/memories/pending", query });
-    return answer.memories;
-  }
-
-  /** Every user with their counts of memories: for an IAM caller or the local server (a JWT caller gets Forbidden). */
-  async users(query: UsersQuery = {}): Promise<UserCount[]> {
-    const answer = await this.run<{ users: UserCount[] }>({ method: "GET", path: "/users", query });
-    return answer.users;
-  }
-
-  /** Approve (written as any write, recalled from now on) or reject a write held for review. */
-  async review(pendingId: string, decision: ReviewDecision, query: UserQuery = {}): Promise<ReviewOutcome> {
-    const body = { decision, ...(query.user_id ? { user_id: query.user_id } : {}) };
-    return this.run({ method: "POST", path: `/memories/${idPath(pendingId)}/review`, body });
-  }
-
-  /** Everything the user has, as import lines (`rushmem import` restores them), page after page. */
-  async *exportMemories(query: ExportQuery = {}): AsyncGenerator<ImportLine> {
-    const { page_size, history, ...rest } = query;
-    let cursor: string | null | undefined;
-    do {
-      const page: ExportPage = await this.run({
-        method: "GET",
-        path: "/memories/export",
-        query: { ...rest, history: bool(history), limit: page_size, cursor },
-      });
-      yield* page.lines;
-      cursor = page.next_cursor;
+      const page = (await this.invoke(name, { ...request, cursor } as Requests[K])) as unknown as Record<string, unknown>;
+      yield* page[PAGES[name]] as Array<PageItems[K]>;
+      cursor = page.next_cursor as string | null | undefined;
     } while (cursor);
   }
 
   // ---- transport -------------------------------------------------------------------------
 
-  private url(call: Call<unknown>): string {
-    const pairs = Object.entries(call.query ?? {})
-      .filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined && entry[1] !== null)
-      .map(([key, value]) => [key, checkText(String(value), key)] as const)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  private url(call: HttpRequest): string {
+    // Sorted, as SigV4 canonicalises the query string (the URL signed is the URL sent).
+    const pairs = [...call.query].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const search = pairs.map(([k, v]) => `${encodeRfc3986(k)}=${encodeRfc3986(v)}`).join("&");
     return this.apiUrl + call.path + (search ? `?${search}` : "");
   }
@@ -328,13 +131,10 @@ export class MemoryClient {
     return headers;
   }
 
-  private async run<T>(call: Call<T>): Promise<T> {
+  /** One request, retried as the policy says; its JSON answer (undefined when `empty`: 204). */
+  private async send(call: HttpRequest, empty: boolean): Promise<unknown> {
     const url = this.url(call);
-    let body: string | undefined;
-    if (call.body !== undefined) {
-      body = JSON.stringify(call.body);
-      if (!body.isWellFormed()) throw new InvalidInput("the request contains a lone surrogate, which is not text");
-    }
+    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
     for (let attempt = 1; ; attempt++) {
       let wait: number | undefined;
       let failure: AgentMemoryError;
@@ -346,13 +146,13 @@ export class MemoryClient {
           signal: AbortSignal.timeout(this.timeoutMs),
         });
         if (response.ok) {
-          if (response.status === 204 || call.empty !== undefined) {
+          if (empty || response.status === 204) {
             await response.body?.cancel();
-            return call.empty as T;
+            return undefined;
           }
           const text = await response.text();
           try {
-            return JSON.parse(text) as T;
+            return JSON.parse(text) as unknown;
           } catch (cause) {
             throw new AgentMemoryError(`${call.method} ${call.path}: not the JSON answer this client expects`, { cause });
           }
@@ -365,7 +165,6 @@ export class MemoryClient {
           answer = { message: text.slice(0, 200) };
         }
         failure = errorFromAnswer(response.status, answer, response.headers.get("apigw-requestid") ?? undefined);
-        if (failure instanceof NotFound && call.missing !== undefined) return call.missing;
         if (!isRetryableStatus(response.status)) throw failure;
         wait = parseRetryAfter(response.headers.get("retry-after"), CLIENT_MAX_DELAY_S);
       } catch (error) {

@@ -12,7 +12,24 @@ export interface paths {
         get?: never;
         put?: never;
         /** Hand a finished conversation to the write path now and get what it stored */
-        post: operations["add_conversation_conversations_post"];
+        post: operations["ingest_conversation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every erasure receipt of a user id, oldest first (matched by the keyed hash) */
+        get: operations["erasures"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -27,7 +44,7 @@ export interface paths {
             cookie?: never;
         };
         /** An erasure receipt: what forgetting a user deleted, when, at whose request */
-        get: operations["erasure_erasures__erasure_id__get"];
+        get: operations["erasure"];
         put?: never;
         post?: never;
         delete?: never;
@@ -44,9 +61,9 @@ export interface paths {
             cookie?: never;
         };
         /** The extraction instructions a project's conversations are extracted with */
-        get: operations["get_instructions_instructions_get"];
+        get: operations["get_instructions"];
         /** Replace a project's extraction instructions (the previous version stays in the history) */
-        put: operations["put_instructions_instructions_put"];
+        put: operations["set_instructions"];
         post?: never;
         delete?: never;
         options?: never;
@@ -62,7 +79,7 @@ export interface paths {
             cookie?: never;
         };
         /** Every stored version of a project's extraction instructions, oldest first */
-        get: operations["instructions_history_instructions_history_get"];
+        get: operations["instructions_history"];
         put?: never;
         post?: never;
         delete?: never;
@@ -79,12 +96,12 @@ export interface paths {
             cookie?: never;
         };
         /** A page of the caller's memories, newest first */
-        get: operations["list_memories_memories_get"];
+        get: operations["list"];
         put?: never;
-        /** Store memories now (no LLM) */
-        post: operations["add_memories_memories_post"];
+        /** Store memories now (facts as given; chat messages through extraction) */
+        post: operations["add"];
         /** Forget everything stored about a user (user_id is required, also with a JWT); the erasure receipt */
-        delete: operations["forget_all_memories_delete"];
+        delete: operations["forget_user"];
         options?: never;
         head?: never;
         patch?: never;
@@ -98,15 +115,15 @@ export interface paths {
             cookie?: never;
         };
         /** One of the caller's memories */
-        get: operations["get_memory_memories__memory_id__get"];
+        get: operations["get"];
         put?: never;
         post?: never;
         /** Forget one of the caller's memories */
-        delete: operations["forget_memory_memories__memory_id__delete"];
+        delete: operations["delete"];
         options?: never;
         head?: never;
         /** Change one of the caller's memories (fields left out stay; null clears expires_at or metadata) */
-        patch: operations["update_memory_memories__memory_id__patch"];
+        patch: operations["update"];
         trace?: never;
     };
     "/memories/{memory_id}/history": {
@@ -116,8 +133,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every recorded change of one of the caller's memories, oldest first */
-        get: operations["memory_history_memories__memory_id__history_get"];
+        /** A page of the recorded changes of one of the caller's memories, oldest first */
+        get: operations["history"];
         put?: never;
         post?: never;
         delete?: never;
@@ -136,7 +153,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Approve or reject one of the caller's writes held for review */
-        post: operations["review_memory_memories__pending_id__review_post"];
+        post: operations["review"];
         delete?: never;
         options?: never;
         head?: never;
@@ -151,7 +168,7 @@ export interface paths {
             cookie?: never;
         };
         /** Everything the caller has, as import lines (a page; follow next_cursor) */
-        get: operations["export_memories_memories_export_get"];
+        get: operations["export"];
         put?: never;
         post?: never;
         delete?: never;
@@ -168,7 +185,7 @@ export interface paths {
             cookie?: never;
         };
         /** The caller's writes waiting for review (never recalled until approved), oldest first */
-        get: operations["pending_memories_memories_pending_get"];
+        get: operations["pending"];
         put?: never;
         post?: never;
         delete?: never;
@@ -187,7 +204,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Memories relevant to a query, and the prompt block */
-        post: operations["recall_recall_post"];
+        post: operations["recall"];
         delete?: never;
         options?: never;
         head?: never;
@@ -202,7 +219,7 @@ export interface paths {
             cookie?: never;
         };
         /** A user's usage per day (recalls, conversations, writes, LLM and embedding calls, tokens) and its cost */
-        get: operations["usage_usage_get"];
+        get: operations["usage"];
         put?: never;
         post?: never;
         delete?: never;
@@ -219,7 +236,7 @@ export interface paths {
             cookie?: never;
         };
         /** Every user with their counts of memories (an IAM caller or the local server; not a JWT user) */
-        get: operations["users_users_get"];
+        get: operations["users"];
         put?: never;
         post?: never;
         delete?: never;
@@ -234,18 +251,70 @@ export interface components {
     schemas: {
         /**
          * AddRequest
-         * @description POST /memories: store facts now (no LLM; the same rules as the write path).
+         * @description POST /memories: store facts now (no LLM; the same rules as the write path), or, given chat
+         *     ``messages`` (as mem0's add takes them), extract the facts worth keeping from them first.
+         *
+         *     ``memories`` may be one string, a list of strings or of objects (:class:`NewMemory`); the
+         *     call-wide fields (``category`` ... ``metadata``) apply to every memory that does not set its own.
          */
         AddRequest: {
             /**
-             * Memories
-             * @description The facts, one short self-contained sentence each (AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST at most).
+             * Category
+             * @description Category of every memory that sets none.
              */
-            memories: components["schemas"]["NewMemory"][];
-            /** Project Id */
+            category?: ("identity" | "preference" | "project" | "decision" | "fact" | "other") | null;
+            /**
+             * Expires At
+             * @description When the memories stop holding (ISO 8601).
+             */
+            expires_at?: string | null;
+            /**
+             * Infer
+             * @description true: extract facts from memories given as text too (each read as a user message); false: store messages' texts as they are. Default: extract from messages only.
+             */
+            infer?: boolean | null;
+            /**
+             * Is Evergreen
+             * @description true: the memories never fade with age in recall.
+             */
+            is_evergreen?: boolean | null;
+            /**
+             * Memories
+             * @description The facts, one short self-contained sentence each (a string, or an object with its fields); AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST at most.
+             */
+            memories?: string | components["schemas"]["NewMemory"] | (string | components["schemas"]["NewMemory"])[];
+            /**
+             * Messages
+             * @description Chat messages instead of memories: the facts worth keeping are extracted from them.
+             */
+            messages?: components["schemas"]["ChatMessage"][] | null;
+            /**
+             * Metadata
+             * @description Added to every memory's metadata (a memory's own keys win).
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Project Id
+             * @description The project the memories belong to.
+             */
             project_id?: string | null;
-            /** User Id */
+            /**
+             * Supersedes
+             * @description Ids of the user's memories this fact replaces (a correction): they leave current recall and stay in history, valid until this fact's valid_from.
+             */
+            supersedes?: string[] | null;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             */
             user_id?: string | null;
+            /**
+             * Valid From
+             * @description When the fact became true (ISO 8601); default: when it was stated (created_at, else now). Recall, list and export `as_of` read it.
+             */
+            valid_from?: string | null;
         };
         /**
          * ChatMessage
@@ -291,7 +360,28 @@ export interface components {
             messages?: components["schemas"]["ChatMessage"][];
             /** Project Id */
             project_id?: string | null;
-            /** User Id */
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             */
+            user_id?: string | null;
+        };
+        /**
+         * DeleteRequest
+         * @description DELETE /memories/{memory_id}: forget one of the user's memories.
+         */
+        DeleteRequest: {
+            /**
+             * Memory Id
+             * Format: uuid
+             * @description The memory's id.
+             */
+            memory_id: string;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
             user_id?: string | null;
         };
         /**
@@ -326,6 +416,14 @@ export interface components {
             usage_rows?: number;
         };
         /**
+         * ErasureList
+         * @description A user id's erasure receipts, oldest first.
+         */
+        ErasureList: {
+            /** Receipts */
+            receipts: components["schemas"]["ErasureReceipt"][];
+        };
+        /**
          * ErasureReceipt
          * @description What forgetting a user deleted, when and at whose request; the subject only as a keyed hash.
          */
@@ -351,6 +449,36 @@ export interface components {
              * @description HMAC-SHA256 of the user id under the deployment's key (hex), never the id.
              */
             subject: string;
+        };
+        /**
+         * ErasureRequest
+         * @description GET /erasures/{erasure_id}: one erasure receipt (a JWT caller reads only its own).
+         */
+        ErasureRequest: {
+            /**
+             * Erasure Id
+             * Format: uuid
+             * @description The receipt's id (DELETE /memories answers it).
+             */
+            erasure_id: string;
+            /**
+             * User Id
+             * @description Only this user's receipt (a JWT caller: its own).
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /**
+         * ErasuresRequest
+         * @description GET /erasures?user_id=...: every erasure receipt of a user id, oldest first (matched by the keyed hash).
+         */
+        ErasuresRequest: {
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
         };
         /**
          * ErrorBody
@@ -454,6 +582,49 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * ExportRequest
+         * @description GET /memories/export: everything the user has, as import lines, newest first (a page).
+         */
+        ExportRequest: {
+            /**
+             * As Of
+             * @description Valid time (ISO 8601): what was true at this time, superseded versions included while they held; omit for what is true now.
+             * @default null
+             */
+            as_of?: string | null;
+            /**
+             * Consistency
+             * @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database.
+             * @default eventual
+             * @enum {string}
+             */
+            consistency?: "eventual" | "strong";
+            /**
+             * Cursor
+             * @description next_cursor of the previous page; omit for the first.
+             * @default null
+             */
+            cursor?: string | null;
+            /**
+             * History
+             * @description Each line with its memory's recorded changes.
+             * @default false
+             */
+            history?: boolean;
+            /**
+             * Limit
+             * @description Lines per page, 1..500.
+             * @default 100
+             */
+            limit?: number;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /**
          * ExtractionInstructions
          * @description What the extractor keeps and ignores in a project's conversations, and its own categories.
          */
@@ -508,6 +679,80 @@ export interface components {
              * @description Set when the fact was true before a stored version of it (valid_from): it is kept as history, superseded at once by that memory.
              */
             superseded_by?: string | null;
+        };
+        /**
+         * ForgetUserRequest
+         * @description DELETE /memories?user_id=...: erase everything stored about a user. The user is named even
+         *     with a JWT, so that a stray DELETE never wipes anything.
+         */
+        ForgetUserRequest: {
+            /**
+             * User Id
+             * @description The user to erase (with a JWT: the token's sub).
+             */
+            user_id: string;
+        };
+        /**
+         * GetRequest
+         * @description GET /memories/{memory_id}: one of the user's memories, live or not.
+         */
+        GetRequest: {
+            /**
+             * Consistency
+             * @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database.
+             * @default eventual
+             * @enum {string}
+             */
+            consistency?: "eventual" | "strong";
+            /**
+             * Memory Id
+             * Format: uuid
+             * @description The memory's id.
+             */
+            memory_id: string;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /**
+         * HistoryRequest
+         * @description GET /memories/{memory_id}/history: a page of one memory's recorded changes, oldest first
+         *     (no memory_id, where a door allows it: the changes of every memory of the user).
+         */
+        HistoryRequest: {
+            /**
+             * Consistency
+             * @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database.
+             * @default eventual
+             * @enum {string}
+             */
+            consistency?: "eventual" | "strong";
+            /**
+             * Cursor
+             * @description next_cursor of the previous page; omit for the first.
+             * @default null
+             */
+            cursor?: string | null;
+            /**
+             * Limit
+             * @description Events per page, 1..10000 (a page also stops at 5 MiB of them).
+             * @default 1000
+             */
+            limit?: number;
+            /**
+             * Memory Id
+             * @default null
+             */
+            memory_id?: string | null;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
         };
         /**
          * ImportLine
@@ -655,6 +900,48 @@ export interface components {
             versions: components["schemas"]["StoredInstructions"][];
         };
         /**
+         * InstructionsHistoryRequest
+         * @description GET /instructions/history: the stored versions, oldest first.
+         */
+        InstructionsHistoryRequest: {
+            /**
+             * Limit
+             * @description The last this many versions, 1..100.
+             * @default 100
+             */
+            limit?: number;
+            /**
+             * Project Id
+             * @description The project (none: conversations without one).
+             * @default null
+             */
+            project_id?: string | null;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /**
+         * InstructionsQuery
+         * @description GET /instructions: the extraction instructions a project's conversations are extracted with.
+         */
+        InstructionsQuery: {
+            /**
+             * Project Id
+             * @description The project (none: conversations without one).
+             * @default null
+             */
+            project_id?: string | null;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /**
          * InstructionsRequest
          * @description ``PUT /instructions``: the instructions of one user's project (none: the user's conversations
          *     without a project), replacing the previous version (kept in the history).
@@ -680,6 +967,61 @@ export interface components {
             /** Project Id */
             project_id?: string | null;
             /** User Id */
+            user_id?: string | null;
+        };
+        /**
+         * ListRequest
+         * @description GET /memories (as query parameters; the filters flattened: categories comma-separated,
+         *     metadata as JSON): a page of the user's memories, newest first.
+         */
+        ListRequest: {
+            /**
+             * As Of
+             * @description Valid time (ISO 8601): what was true at this time, superseded versions included while they held; omit for what is true now.
+             * @default null
+             */
+            as_of?: string | null;
+            /**
+             * Consistency
+             * @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database.
+             * @default eventual
+             * @enum {string}
+             */
+            consistency?: "eventual" | "strong";
+            /**
+             * Cursor
+             * @description next_cursor of the previous page; omit for the first.
+             * @default null
+             */
+            cursor?: string | null;
+            /**
+             * @description Only the memories that match these.
+             * @default null
+             */
+            filters?: components["schemas"]["MemoryFilters"] | null;
+            /**
+             * Include Inactive
+             * @description Also superseded and expired memories.
+             * @default false
+             */
+            include_inactive?: boolean;
+            /**
+             * Limit
+             * @description Memories per page, 1..500.
+             * @default 100
+             */
+            limit?: number;
+            /**
+             * Project Id
+             * @description Also list this project's memories.
+             * @default null
+             */
+            project_id?: string | null;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
             user_id?: string | null;
         };
         /**
@@ -943,6 +1285,30 @@ export interface components {
         PendingPage: {
             /** Memories */
             memories: components["schemas"]["PendingMemory"][];
+        };
+        /**
+         * PendingRequest
+         * @description GET /memories/pending: the user's writes held for review, oldest first.
+         */
+        PendingRequest: {
+            /**
+             * Limit
+             * @description At most this many, 1..500.
+             * @default 500
+             */
+            limit?: number;
+            /**
+             * Project Id
+             * @description Also this project's held writes.
+             * @default null
+             */
+            project_id?: string | null;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
         };
         /**
          * ProjectCategory
@@ -1218,9 +1584,30 @@ export interface components {
         };
         /**
          * ReviewRequest
-         * @description POST /memories/{id}/review: a person's decision on a write held for review.
+         * @description POST /memories/{pending_id}/review: a person's decision on a write held for review.
          */
         ReviewRequest: {
+            /**
+             * Decision
+             * @description approve: written as any write (and recalled from now on); reject: nothing is stored.
+             * @enum {string}
+             */
+            decision: "approve" | "reject";
+            /**
+             * Pending Id
+             * Format: uuid
+             * @description The held write's id (from the pending list).
+             */
+            pending_id: string;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /** ReviewRequestBody */
+        ReviewRequestBody: {
             /**
              * Decision
              * @description approve: written as any write (and recalled from now on); reject: nothing is stored.
@@ -1306,6 +1693,57 @@ export interface components {
             write_id?: string | null;
         };
         /**
+         * UpdateRequest
+         * @description PATCH /memories/{memory_id} (user_id in the query, the changes in the body).
+         */
+        UpdateRequest: {
+            /**
+             * Category
+             * @default null
+             */
+            category?: ("identity" | "preference" | "project" | "decision" | "fact" | "other") | null;
+            /**
+             * Content
+             * @default null
+             */
+            content?: string | null;
+            /**
+             * Expires At
+             * @default null
+             */
+            expires_at?: string | null;
+            /**
+             * Is Evergreen
+             * @default null
+             */
+            is_evergreen?: boolean | null;
+            /**
+             * Memory Id
+             * Format: uuid
+             * @description The memory's id.
+             */
+            memory_id: string;
+            /**
+             * Metadata
+             * @default null
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Typo Fix
+             * @description true: the new content only fixes how the fact was written (a typo), not what it says, and is changed in place for the past too. Otherwise a new content is a new version: the previous text stays true until now (as_of before the change reads it; it is in the history), the memory says the new text from now on.
+             * @default false
+             */
+            typo_fix?: boolean;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /**
          * UsageLine
          * @description One day's count of one kind of work with one model (``model`` is "" where none applies).
          */
@@ -1373,6 +1811,30 @@ export interface components {
             user_id: string;
         };
         /**
+         * UsageRequest
+         * @description GET /usage: a user's usage per day and its estimated cost (UTC days, both included).
+         */
+        UsageRequest: {
+            /**
+             * End
+             * @description Last UTC day, included (default: today).
+             * @default null
+             */
+            end?: string | null;
+            /**
+             * Start
+             * @description First UTC day (default: 29 days before end).
+             * @default null
+             */
+            start?: string | null;
+            /**
+             * User Id
+             * @description Required without a JWT; with one, the token's sub.
+             * @default null
+             */
+            user_id?: string | null;
+        };
+        /**
          * UserCount
          * @description One user and how many memories they have (``GET /users``: the page's user picker).
          */
@@ -1400,6 +1862,18 @@ export interface components {
             /** Users */
             users: components["schemas"]["UserCount"][];
         };
+        /**
+         * UsersRequest
+         * @description GET /users: every user with their counts (trusted callers only: an IAM caller, the local server).
+         */
+        UsersRequest: {
+            /**
+             * Limit
+             * @description At most this many users, 1..500.
+             * @default 500
+             */
+            limit?: number;
+        };
     };
     responses: never;
     parameters: never;
@@ -1409,7 +1883,7 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
-    add_conversation_conversations_post: {
+    ingest_conversation: {
         parameters: {
             query?: never;
             header?: never;
@@ -1439,7 +1913,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description What the message did (duplicate: it was written before) */
+            /** @description Hand a finished conversation to the write path now and get what it stored */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1531,9 +2005,98 @@ export interface operations {
             };
         };
     };
-    erasure_erasures__erasure_id__get: {
+    erasures: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Required without a JWT; with one, the token's sub. */
+                user_id?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every erasure receipt of a user id, oldest first (matched by the keyed hash) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureList"];
+                };
+            };
+            /** @description Invalid request: the message names the problem and the field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description user_id is not the authenticated user (JWT) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such route, or (DELETE one) no such memory for this user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed on this path (see Allow) */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unexpected error (details only in the logs, under request_id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable or too slow; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    erasure: {
+        parameters: {
+            query?: {
+                /** @description Only this user's receipt (a JWT caller: its own). */
+                user_id?: string | null;
+            };
             header?: never;
             path: {
                 erasure_id: string;
@@ -1542,7 +2105,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The receipt */
+            /** @description An erasure receipt: what forgetting a user deleted, when, at whose request */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1616,11 +2179,12 @@ export interface operations {
             };
         };
     };
-    get_instructions_instructions_get: {
+    get_instructions: {
         parameters: {
             query?: {
                 /** @description The project (none: conversations without one). */
                 project_id?: string | null;
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -1629,7 +2193,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The current version (version 0: none stored; the deployment's, if any, are shown) */
+            /** @description The extraction instructions a project's conversations are extracted with */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1703,7 +2267,7 @@ export interface operations {
             };
         };
     };
-    put_instructions_instructions_put: {
+    set_instructions: {
         parameters: {
             query?: never;
             header?: never;
@@ -1736,7 +2300,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The stored version */
+            /** @description Replace a project's extraction instructions (the previous version stays in the history) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1810,11 +2374,14 @@ export interface operations {
             };
         };
     };
-    instructions_history_instructions_history_get: {
+    instructions_history: {
         parameters: {
             query?: {
+                /** @description The last this many versions, 1..100. */
                 limit?: number;
+                /** @description The project (none: conversations without one). */
                 project_id?: string | null;
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -1823,7 +2390,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The versions */
+            /** @description Every stored version of a project's extraction instructions, oldest first */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1897,7 +2464,7 @@ export interface operations {
             };
         };
     };
-    list_memories_memories_get: {
+    list: {
         parameters: {
             query?: {
                 /** @description Valid time (ISO 8601): what was true at this time, superseded versions included while they held; omit for what is true now. */
@@ -1910,13 +2477,17 @@ export interface operations {
                 created_after?: string | null;
                 /** @description Only memories created before this ISO 8601 date-time. */
                 created_before?: string | null;
+                /** @description next_cursor of the previous page; omit for the first. */
                 cursor?: string | null;
                 /** @description Also superseded and expired memories. */
                 include_inactive?: boolean;
+                /** @description Memories per page, 1..500. */
                 limit?: number;
                 /** @description Only memories whose metadata contains this JSON object, e.g. {"team": "web"}. */
                 metadata?: string | null;
+                /** @description Also list this project's memories. */
                 project_id?: string | null;
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -1925,7 +2496,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page and the next cursor */
+            /** @description A page of the caller's memories, newest first */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1999,7 +2570,7 @@ export interface operations {
             };
         };
     };
-    add_memories_memories_post: {
+    add: {
         parameters: {
             query?: never;
             header?: never;
@@ -2028,7 +2599,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Stored; ids in input order */
+            /** @description Store memories now (facts as given; chat messages through extraction) */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -2111,10 +2682,11 @@ export interface operations {
             };
         };
     };
-    forget_all_memories_delete: {
+    forget_user: {
         parameters: {
             query?: {
-                user_id?: string | null;
+                /** @description The user to erase (with a JWT: the token's sub). */
+                user_id?: string;
             };
             header?: never;
             path?: never;
@@ -2122,7 +2694,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description All deleted: the receipt (counts, time, requester; the user only as a keyed hash), also readable later at /erasures/{id} */
+            /** @description Forget everything stored about a user (user_id is required, also with a JWT); the erasure receipt */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2196,11 +2768,12 @@ export interface operations {
             };
         };
     };
-    get_memory_memories__memory_id__get: {
+    get: {
         parameters: {
             query?: {
                 /** @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database. */
                 consistency?: "eventual" | "strong";
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -2211,7 +2784,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The memory (live or not) */
+            /** @description One of the caller's memories */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2285,9 +2858,10 @@ export interface operations {
             };
         };
     };
-    forget_memory_memories__memory_id__delete: {
+    delete: {
         parameters: {
             query?: {
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -2298,7 +2872,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Deleted */
+            /** @description Forget one of the caller's memories */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -2370,9 +2944,10 @@ export interface operations {
             };
         };
     };
-    update_memory_memories__memory_id__patch: {
+    update: {
         parameters: {
             query?: {
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -2393,7 +2968,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The memory as it now is */
+            /** @description Change one of the caller's memories (fields left out stay; null clears expires_at or metadata) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2485,26 +3060,27 @@ export interface operations {
             };
         };
     };
-    memory_history_memories__memory_id__history_get: {
+    history: {
         parameters: {
             query?: {
                 /** @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database. */
                 consistency?: "eventual" | "strong";
-                /** @description The previous page's next_cursor. */
+                /** @description next_cursor of the previous page; omit for the first. */
                 cursor?: string | null;
                 /** @description Events per page, 1..10000 (a page also stops at 5 MiB of them). */
                 limit?: number;
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
             path: {
-                memory_id: string;
+                memory_id: string | null;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The memory's history */
+            /** @description A page of the recorded changes of one of the caller's memories, oldest first */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2578,7 +3154,7 @@ export interface operations {
             };
         };
     };
-    review_memory_memories__pending_id__review_post: {
+    review: {
         parameters: {
             query?: never;
             header?: never;
@@ -2589,11 +3165,11 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["ReviewRequest"];
+                "application/json": components["schemas"]["ReviewRequestBody"];
             };
         };
         responses: {
-            /** @description What the decision did (approved: the memory it became) */
+            /** @description Approve or reject one of the caller's writes held for review */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2667,17 +3243,20 @@ export interface operations {
             };
         };
     };
-    export_memories_memories_export_get: {
+    export: {
         parameters: {
             query?: {
                 /** @description Valid time (ISO 8601): what was true at this time, superseded versions included while they held; omit for what is true now. */
                 as_of?: string | null;
                 /** @description Where a deployment with a reader endpoint reads: 'eventual' (the reader; it may miss a write made a moment ago: usually well under a second) or 'strong' (the writer: every committed write). Without a reader, both read the one database. */
                 consistency?: "eventual" | "strong";
+                /** @description next_cursor of the previous page; omit for the first. */
                 cursor?: string | null;
                 /** @description Each line with its memory's recorded changes. */
                 history?: boolean;
+                /** @description Lines per page, 1..500. */
                 limit?: number;
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -2686,7 +3265,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of import lines */
+            /** @description Everything the caller has, as import lines (a page; follow next_cursor) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2760,11 +3339,14 @@ export interface operations {
             };
         };
     };
-    pending_memories_memories_pending_get: {
+    pending: {
         parameters: {
             query?: {
+                /** @description At most this many, 1..500. */
                 limit?: number;
+                /** @description Also this project's held writes. */
                 project_id?: string | null;
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -2773,7 +3355,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The pending writes */
+            /** @description The caller's writes waiting for review (never recalled until approved), oldest first */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2847,7 +3429,7 @@ export interface operations {
             };
         };
     };
-    recall_recall_post: {
+    recall: {
         parameters: {
             query?: never;
             header?: never;
@@ -2868,7 +3450,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The memories, best first, and the prompt block */
+            /** @description Memories relevant to a query, and the prompt block */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2951,13 +3533,14 @@ export interface operations {
             };
         };
     };
-    usage_usage_get: {
+    usage: {
         parameters: {
             query?: {
-                /** @description First UTC day (default: 29 days ago). */
-                from?: string | null;
                 /** @description Last UTC day, included (default: today). */
-                to?: string | null;
+                end?: string | null;
+                /** @description First UTC day (default: 29 days before end). */
+                start?: string | null;
+                /** @description Required without a JWT; with one, the token's sub. */
                 user_id?: string | null;
             };
             header?: never;
@@ -2966,7 +3549,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Usage lines and estimated cost */
+            /** @description A user's usage per day (recalls, conversations, writes, LLM and embedding calls, tokens) and its cost */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3040,9 +3623,10 @@ export interface operations {
             };
         };
     };
-    users_users_get: {
+    users: {
         parameters: {
             query?: {
+                /** @description At most this many users, 1..500. */
                 limit?: number;
             };
             header?: never;
@@ -3051,7 +3635,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The users, by id */
+            /** @description Every user with their counts of memories (an IAM caller or the local server; not a JWT user) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3126,6 +3710,65 @@ export interface operations {
         };
     };
 }
+
+// Each schema by its name.
+export type AddRequest = components["schemas"]["AddRequest"];
+export type ChatMessage = components["schemas"]["ChatMessage"];
+export type ContentPart = components["schemas"]["ContentPart"];
+export type ConversationRequest = components["schemas"]["ConversationRequest"];
+export type DeleteRequest = components["schemas"]["DeleteRequest"];
+export type ErasureCounts = components["schemas"]["ErasureCounts"];
+export type ErasureList = components["schemas"]["ErasureList"];
+export type ErasureReceipt = components["schemas"]["ErasureReceipt"];
+export type ErasureRequest = components["schemas"]["ErasureRequest"];
+export type ErasuresRequest = components["schemas"]["ErasuresRequest"];
+export type ErrorBody = components["schemas"]["ErrorBody"];
+export type ErrorDetail = components["schemas"]["ErrorDetail"];
+export type ExplainedCandidate = components["schemas"]["ExplainedCandidate"];
+export type ExplainedName = components["schemas"]["ExplainedName"];
+export type ExportPage = components["schemas"]["ExportPage"];
+export type ExportRequest = components["schemas"]["ExportRequest"];
+export type ExtractionInstructions = components["schemas"]["ExtractionInstructions"];
+export type FactOutcome = components["schemas"]["FactOutcome"];
+export type ForgetUserRequest = components["schemas"]["ForgetUserRequest"];
+export type GetRequest = components["schemas"]["GetRequest"];
+export type HistoryRequest = components["schemas"]["HistoryRequest"];
+export type ImportLine = components["schemas"]["ImportLine"];
+export type IngestOutcome = components["schemas"]["IngestOutcome"];
+export type InstructionsHistory = components["schemas"]["InstructionsHistory"];
+export type InstructionsHistoryRequest = components["schemas"]["InstructionsHistoryRequest"];
+export type InstructionsQuery = components["schemas"]["InstructionsQuery"];
+export type InstructionsRequest = components["schemas"]["InstructionsRequest"];
+export type ListRequest = components["schemas"]["ListRequest"];
+export type MemoryChanges = components["schemas"]["MemoryChanges"];
+export type MemoryEvent = components["schemas"]["MemoryEvent"];
+export type MemoryFilters = components["schemas"]["MemoryFilters"];
+export type MemoryHistory = components["schemas"]["MemoryHistory"];
+export type MemoryPage = components["schemas"]["MemoryPage"];
+export type MemoryRecord = components["schemas"]["MemoryRecord"];
+export type NewMemory = components["schemas"]["NewMemory"];
+export type PendingMemory = components["schemas"]["PendingMemory"];
+export type PendingPage = components["schemas"]["PendingPage"];
+export type PendingRequest = components["schemas"]["PendingRequest"];
+export type ProjectCategory = components["schemas"]["ProjectCategory"];
+export type RecallExplanation = components["schemas"]["RecallExplanation"];
+export type RecallMessage = components["schemas"]["RecallMessage"];
+export type RecallRequest = components["schemas"]["RecallRequest"];
+export type RecallResult = components["schemas"]["RecallResult"];
+export type RecallSignals = components["schemas"]["RecallSignals"];
+export type RecalledMemory = components["schemas"]["RecalledMemory"];
+export type ReviewOutcome = components["schemas"]["ReviewOutcome"];
+export type ReviewRequest = components["schemas"]["ReviewRequest"];
+export type ReviewRequestBody = components["schemas"]["ReviewRequestBody"];
+export type StoredIds = components["schemas"]["StoredIds"];
+export type StoredInstructions = components["schemas"]["StoredInstructions"];
+export type UpdateRequest = components["schemas"]["UpdateRequest"];
+export type UsageLine = components["schemas"]["UsageLine"];
+export type UsageReport = components["schemas"]["UsageReport"];
+export type UsageRequest = components["schemas"]["UsageRequest"];
+export type UserCount = components["schemas"]["UserCount"];
+export type UserList = components["schemas"]["UserList"];
+export type UsersRequest = components["schemas"]["UsersRequest"];
 
 /** The write path's limits, from the OpenAPI document. */
 export const WIRE_LIMITS = {

@@ -1,8 +1,7 @@
 // The write path from an agent backend: the "conversation ended" message (the body of
 // POST /conversations) sent to the ingest queue. @aws-sdk/client-sqs is an optional peer, loaded here only.
-import { checkConversation } from "./checks.js";
 import { ConfigurationError, InvalidInput, ServiceUnavailable } from "./errors.js";
-import type { ConversationRequest } from "./types.js";
+import { WIRE_LIMITS, type ConversationRequest } from "./openapi.js";
 
 /** The message IngestFunction reads: a user (required on the queue) and messages and/or memories. */
 export type ConversationEnded = ConversationRequest & { user_id: string };
@@ -17,6 +16,48 @@ export interface PublishOptions {
   region?: string;
   /** An SQSClient of your own (endpoint, credentials, retries); default a new one. */
   sqs?: SqsSender;
+}
+
+// The checks the write path's model makes first (ConversationEnded), with its limits as the OpenAPI
+// document states them (WIRE_LIMITS, generated): no server sees a queued message before the consumer,
+// so a message it would refuse (and dead-letter) is refused here, naming the field, and nothing is sent.
+/** Characters as the service counts them (code points, not UTF-16 units). */
+function chars(text: string): number {
+  let n = 0;
+  for (const _ of text) n++;
+  return n;
+}
+
+function checkText(value: unknown, field: string, max: number, { required = true } = {}): void {
+  if (typeof value !== "string" || (required && !value.trim())) {
+    throw new InvalidInput(`${field} must be a ${required ? "non-empty " : ""}string`, field);
+  }
+  if (!value.isWellFormed()) throw new InvalidInput(`${field} contains a lone surrogate, which is not text`, field);
+  if (chars(value) > max) throw new InvalidInput(`${field} is longer than ${max} characters`, field);
+}
+
+function checkConversation(message: ConversationEnded): void {
+  checkText(message.user_id, "user_id", WIRE_LIMITS.userIdMaxChars);
+  if (message.conversation_id != null) {
+    checkText(message.conversation_id, "conversation_id", WIRE_LIMITS.conversationIdMaxChars, { required: false });
+  }
+  const messages = message.messages ?? [];
+  const memories = message.memories ?? [];
+  if (!messages.length && !memories.length) {
+    throw new InvalidInput("the message needs 'messages' or 'memories' (both are empty or missing)", "messages");
+  }
+  if (messages.length > WIRE_LIMITS.maxMessages) {
+    throw new InvalidInput(`messages: at most ${WIRE_LIMITS.maxMessages}`, "messages");
+  }
+  if (memories.length > WIRE_LIMITS.maxMemories) {
+    throw new InvalidInput(`memories: at most ${WIRE_LIMITS.maxMemories}`, "memories");
+  }
+  const roles: readonly string[] = WIRE_LIMITS.roles;
+  messages.forEach((m, i) => {
+    if (!roles.includes(m?.role)) throw new InvalidInput(`messages[${i}].role must be one of ${roles.join(", ")}`, `messages[${i}].role`);
+    checkText(m.content, `messages[${i}].content`, WIRE_LIMITS.messageMaxChars, { required: false });
+  });
+  memories.forEach((m, i) => checkText(m?.content, `memories[${i}].content`, WIRE_LIMITS.memoryMaxChars));
 }
 
 // Web Crypto, not node:crypto: the package imports nothing of Node's own modules (edge runtimes).
@@ -44,7 +85,7 @@ const CONFIGURATION = new Set([
 /** Send the write-path message to the ingest queue; the SQS MessageId. A FIFO queue gets the user as
  * message group and the conversation (or the body's hash) as deduplication id, as the Python client. */
 export async function publishConversationEnded(queueUrl: string, message: ConversationEnded, options: PublishOptions = {}): Promise<string> {
-  checkConversation(message, { userRequired: true });
+  checkConversation(message);
   const body = JSON.stringify(Object.fromEntries(Object.entries(message).filter(([, v]) => v !== undefined && v !== null)));
   if (!body.isWellFormed()) throw new InvalidInput("the message contains a lone surrogate, which is not text");
   let sqs: typeof import("@aws-sdk/client-sqs");

@@ -44,13 +44,14 @@ let client: MemoryClient;
 before(async () => {
   serve = await startServe();
   client = new MemoryClient(serve.url, { timeoutMs: 30_000 });
-  await client.add(
-    [
+  await client.add({
+    memories: [
       { content: "The user prefers TypeScript", category: "preference" },
       { content: "Every SVG change must be synced to defaultSVG", category: "decision" },
     ],
-    { user_id: "mw-user", project_id: "svg-editor" },
-  );
+    user_id: "mw-user",
+    project_id: "svg-editor",
+  });
 });
 after(async () => {
   await serve?.stop();

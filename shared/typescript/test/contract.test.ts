@@ -1,5 +1,5 @@
-// The client's error kinds and retry policy are the Python contract's (rushmem_contract.kinds
-// and .retry), compared here with the Python itself; and the retries do what the policy says,
+// The client's error kinds, retry policy and methods are the Python contract's (rushmem_contract.kinds,
+// .retry, and .methods: the Python doors' method names), compared here with the Python itself; and the retries do what the policy says,
 // against a stand-in for API Gateway that answers what the service's own 503 and a throttle answer.
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -13,6 +13,8 @@ import {
   DatabaseUnavailable,
   ERROR_KINDS,
   MemoryClient,
+  OPERATIONS,
+  Operations,
   RETRY_STATUSES,
   ServiceUnavailable,
   isRetryableStatus,
@@ -35,6 +37,38 @@ test("ERROR_KINDS and RETRY_STATUSES are the Python contract's", async () => {
   assert.deepEqual(ours, python.kinds);
   assert.deepEqual([...RETRY_STATUSES].sort(), python.retry);
   assert.deepEqual([CLIENT_RETRIES, CLIENT_BASE_DELAY_S, CLIENT_MAX_DELAY_S], python.client);
+});
+
+test("the client's methods are the Python doors' (the table's rows and mem0's aliases), camelCase", async () => {
+  const python = JSON.parse(
+    await runPython(
+      [
+        "import json",
+        "from rushmem_contract.methods import Method, Operations",
+        "from rushmem_contract.operations import OPERATIONS",
+        "methods = {name: m.op.name for name, m in vars(Operations).items() if isinstance(m, Method)}",
+        "print(json.dumps({'methods': methods, 'rows': [op.name for op in OPERATIONS]}))",
+      ].join("\n"),
+    ),
+  ) as { methods: Record<string, string>; rows: string[] };
+  const camel = (name: string) => name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+  const ours = Object.getOwnPropertyNames(Operations.prototype).filter((name) => name !== "constructor");
+  assert.deepEqual(ours.sort(), Object.keys(python.methods).map(camel).sort());
+  assert.deepEqual(Object.values(OPERATIONS).map((spec) => spec.operationId).sort(), [...python.rows].sort());
+  // Each method runs its row (an alias its target's), as the Python one does.
+  class Recorder extends Operations {
+    ran: string[] = [];
+    protected async invoke(name: string): Promise<never> {
+      this.ran.push(name);
+      return undefined as never;
+    }
+  }
+  const recorder = new Recorder();
+  for (const [name, row] of Object.entries(python.methods)) {
+    await (recorder as unknown as Record<string, (request: object) => Promise<unknown>>)[camel(name)]!({});
+    assert.equal(recorder.ran.at(-1), camel(row), name);
+  }
+  assert.ok(new MemoryClient("http://127.0.0.1:1") instanceof Operations);
 });
 
 async function stub(answers: Array<[number, Record<string, string>, unknown]>) {

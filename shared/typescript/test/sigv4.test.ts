@@ -43,23 +43,23 @@ after(async () => {
 test("every kind of request, signed from the default credential chain, passes the verifier", async () => {
   const client = new MemoryClient(gatewayUrl, { auth: "iam", region: "eu-west-1", timeoutMs: 30_000 });
   assert.equal(client.auth, "iam");
-  const { ids } = await client.add(
-    [{ content: "The user prefers TypeScript, strict mode & ESM", category: "preference", metadata: { team: "web/ui", "a b": "ç" } }],
-    { user_id: "iam user+1" },
-  );
+  const { ids } = await client.add({
+    memories: [{ content: "The user prefers TypeScript, strict mode & ESM", category: "preference", metadata: { team: "web/ui", "a b": "ç" } }],
+    user_id: "iam user+1",
+  });
   const recalled = await client.recall({ query: "TypeScript?", user_id: "iam user+1" });
   assert.equal(recalled.memories[0]?.id, ids[0]);
   // A query string with characters SigV4 encodes (spaces, '+', '/', JSON, non-ASCII): signed as sent.
-  const page = await client.listMemories({
+  const page = await client.list({
     user_id: "iam user+1",
     filters: { metadata: { team: "web/ui", "a b": "ç" }, categories: ["preference", "fact"], created_after: "2020-01-01T00:00:00+00:00" },
   });
   assert.deepEqual(page.memories.map((m) => m.id), ids);
-  const updated = await client.updateMemory(ids[0]!, { is_evergreen: true }, { user_id: "iam user+1" });
+  const updated = await client.update({ memory_id: ids[0]!, user_id: "iam user+1", is_evergreen: true });
   assert.equal(updated.is_evergreen, true);
-  assert.equal(await client.forgetMemory(ids[0]!, { user_id: "iam user+1" }), true);
-  const receipt = await client.forgetUser("iam user+1");
-  assert.equal((await client.erasure(receipt.id)).id, receipt.id);
+  await client.delete({ memory_id: ids[0]!, user_id: "iam user+1" });
+  const receipt = await client.forgetUser({ user_id: "iam user+1" });
+  assert.equal((await client.erasure({ erasure_id: receipt.id })).id, receipt.id);
 });
 
 test("a wrong secret is refused by the verifier: Forbidden", async () => {
@@ -68,7 +68,7 @@ test("a wrong secret is refused by the verifier: Forbidden", async () => {
     region: "eu-west-1",
     credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: "not-the-secret" },
   });
-  await assert.rejects(client.listMemories({ user_id: "u" }), (e: unknown) => e instanceof Forbidden && e.status === 403);
+  await assert.rejects(client.list({ user_id: "u" }), (e: unknown) => e instanceof Forbidden && e.status === 403);
 });
 
 test("an execute-api URL means IAM, with the region from the host", () => {

@@ -108,7 +108,7 @@ test("a message the consumer would refuse is refused here, and nothing is sent",
   assert.equal(sent.length, 0);
   // The limit is the service's: serve refuses the same message.
   const fits = new MemoryClient(serve.url);
-  await assert.rejects(fits.addMessages([{ role: "user", content: long }], { user_id: "u" }), InvalidInput);
+  await assert.rejects(fits.ingestConversation({ messages: [{ role: "user", content: long }], user_id: "u" }), InvalidInput);
   const answer = await fetch(`${serve.url}/conversations`, {
     method: "POST",
     headers: { "content-type": "application/json" },

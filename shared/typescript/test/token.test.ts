@@ -71,19 +71,19 @@ after(async () => {
 test("a token acts for its own user: no user_id needed", async () => {
   const alice = new MemoryClient(serve.url, { token: issuer.token("alice"), timeoutMs: 30_000 });
   assert.equal(alice.auth, "jwt");
-  const stored = await alice.add(["The user prefers dark mode"]);
+  const stored = await alice.add({ memories: "The user prefers dark mode" });
   assert.equal(stored.ids.length, 1);
   const recalled = await alice.recall({ query: "dark mode?" });
   assert.deepEqual(recalled.memories.map((m) => m.content), ["The user prefers dark mode"]);
   // A function gives a fresh token per request (what a session's refresh does).
   let calls = 0;
   const refreshing = new MemoryClient(serve.url, { token: async () => (calls++, issuer.token("alice")) });
-  const page = await refreshing.listMemories();
+  const page = await refreshing.list();
   assert.equal(page.memories.length, 1);
   assert.equal(calls, 1);
   // Another user's token sees none of it.
   const bob = new MemoryClient(serve.url, { token: issuer.token("bob") });
-  assert.equal((await bob.listMemories()).memories.length, 0);
+  assert.equal((await bob.list()).memories.length, 0);
 });
 
 test("a token cannot name another user, and a refused or missing token is Forbidden", async () => {
@@ -95,7 +95,7 @@ test("a token cannot name another user, and a refused or missing token is Forbid
     return true;
   });
   for (const token of [issuer.token("alice", { expiresIn: -600 }), issuer.token("alice", { key: issuer.otherKey() }), "not-a-jwt"]) {
-    await assert.rejects(new MemoryClient(serve.url, { token }).listMemories(), (e: unknown) => e instanceof Forbidden && e.status === 401);
+    await assert.rejects(new MemoryClient(serve.url, { token }).list(), (e: unknown) => e instanceof Forbidden && e.status === 401);
   }
-  await assert.rejects(new MemoryClient(serve.url).listMemories({ user_id: "alice" }), (e: unknown) => e instanceof Forbidden && e.status === 401);
+  await assert.rejects(new MemoryClient(serve.url).list({ user_id: "alice" }), (e: unknown) => e instanceof Forbidden && e.status === 401);
 });
