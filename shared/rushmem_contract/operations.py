@@ -183,6 +183,33 @@ class Operation(Generic[Req, Res]):
         data.update(path)
         return validated(self.request, data)
 
+    def wire(self) -> dict[str, Any]:
+        """Where each field travels, by the names the request's schema uses (its alias, where it has
+        one), for a client generated from the OpenAPI document (its ``x-rushmem``): the request
+        model, the path, query and body fields, and how each query field is written ("text",
+        "list", "object", or a nested model's fields in its place)."""
+
+        def encoding(model: type[BaseModel], names: Sequence[str]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for name in names:
+                field = model.model_fields[name]
+                nested = _nested(field)
+                out[_wire_name(field, name)] = (
+                    {"model": nested.__name__, "fields": encoding(nested, list(nested.model_fields))}
+                    if nested is not None
+                    else value_kind(field.annotation)
+                )
+            return out
+
+        fields = self.request.model_fields
+        return {
+            "request": self.request.__name__,
+            "path": list(self.path_fields),
+            "query": [_wire_name(fields[name], name) for name in self.query_fields()],
+            "body": [_wire_name(fields[name], name) for name in self.body_fields()],
+            "encoding": encoding(self.request, self.query_fields()),
+        }
+
     def _query_names(self) -> set[str]:
         return {_wire_name(self.request.model_fields[name], name) for name in self.query_fields()}
 

@@ -27,6 +27,7 @@ from rushmem_contract.instructions import MAX_INSTRUCTION_VERSIONS
 from rushmem_contract.models import (
     DEFAULT_HISTORY_PAGE,
     DEFAULT_PAGE,
+    MAX_CONTENT_CHARS,
     MAX_CURSOR_CHARS,
     MAX_EXPLAIN_IDS,
     MAX_HISTORY,
@@ -180,6 +181,11 @@ class ListRequest(WireModel):
     as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
 
 
+# What AddRequest's memories accept (a text is a fact's content), as its schema says.
+FactText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_CONTENT_CHARS)]
+FactsInput = FactText | NewMemory | list[FactText | NewMemory]
+
+
 class AddRequest(WireModel):
     """POST /memories: store facts now (no LLM; the same rules as the write path), or, given chat
     ``messages`` (as mem0's add takes them), extract the facts worth keeping from them first.
@@ -197,8 +203,9 @@ class AddRequest(WireModel):
         max_length=MAX_MESSAGES,
         description="Chat messages instead of memories: the facts worth keeping are extracted from them.",
     )
-    # Checked after messages (validate_default): "nothing to store" names this field.
-    memories: Annotated[list[NewMemory], BeforeValidator(shapes.as_facts)] = Field(
+    # Checked after messages (validate_default): "nothing to store" names this field. One text, one
+    # object, or a list of either (shapes.as_facts), as its schema says.
+    memories: Annotated[list[NewMemory], BeforeValidator(shapes.as_facts, json_schema_input_type=FactsInput)] = Field(
         default_factory=list,
         max_length=MAX_MESSAGES,
         validate_default=True,

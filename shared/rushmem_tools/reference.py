@@ -123,4 +123,3 @@ def write(docs: Path) -> list[str]:
             path.write_text(text, encoding="utf-8")
             changed.append(str(path))
     return changed
-

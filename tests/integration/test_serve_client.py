@@ -145,7 +145,7 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
         ("GET", "/memories/{memory_id}"), ("PATCH", "/memories/{memory_id}"), ("GET", "/memories/export"),
         ("POST", "/conversations"),
         ("GET", "/instructions"), ("PUT", "/instructions"), ("GET", "/instructions/history"),
-        ("GET", "/usage"), ("GET", "/erasures/{erasure_id}"),
+        ("GET", "/usage"), ("GET", "/erasures/{erasure_id}"), ("GET", "/erasures"),
         ("GET", "/memories/pending"), ("POST", "/memories/{pending_id}/review"), ("GET", "/users"),
     }  # fmt: skip
     assert "422" not in {code for ops in document["paths"].values() for op in ops.values() for code in op["responses"]}
@@ -156,32 +156,21 @@ def test_openapi_command_writes_the_resolvers_document(tmp_path: Path, capsys: p
     assert json.loads(capsys.readouterr().out) == document
 
 
-def test_the_templates_http_api_routes_are_the_resolvers_routes() -> None:
-    """A route the resolver has but the template lacks would be 404 from API Gateway, and vice versa;
-    a route without security in the API definition would be open to anyone."""
+def test_every_route_of_the_resolver_reaches_it_through_the_templates_http_api() -> None:
+    """The template routes the root, the OAuth metadata and everything else (``/{proxy+}``, any
+    method) to the function, each with its authorisation in the API's definition (else it would be
+    open): every route of the resolver, the operations' included, is reachable with the parameter's
+    authorisation, and a new operation needs no route in the template."""
     from rushmem_tools.local.runtime import load_template
-    from rushmem_tools.local.server import openapi_document
 
     resources = load_template(TEMPLATE)["Resources"]
     events = resources["RecallFunction"]["Properties"]["Events"].values()
-    routed = {(e["Properties"]["Method"].upper(), re.sub(r"\{[^}]+\}", "{}", e["Properties"]["Path"]))
-              for e in events if e["Type"] == "HttpApi"}  # fmt: skip
-    # The catch-all sends unknown paths and wrong methods to the function's JSON 404/405.
-    routed.discard(("ANY", "/{}"))
-    document = json.loads(openapi_document(TEMPLATE))
-    served = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in document["paths"].items() for m in ops}
-    # MCP speaks JSON-RPC at /mcp, the memory page is HTML at /, and the OAuth metadata is for MCP
-    # hosts: routes of the resolver, left out of the OpenAPI document.
-    served |= {("POST", "/mcp"), ("GET", "/")}
-    served |= {("GET", path) for path in PUBLIC_PATHS}
-    assert routed == served
-    # Every route also has its authorisation in the API's definition (else it would be open).
-    paths = resources["MemoryApi"]["Properties"]["DefinitionBody"]["paths"]
-    secured = {(m.upper(), re.sub(r"\{[^}]+\}", "{}", p)) for p, ops in paths.items() for m, op in ops.items()
-               if op.get("security")}  # fmt: skip
-    # ... but the OAuth metadata, which MCP hosts read before they have a token.
+    routed = {(e["Properties"]["Method"].upper(), e["Properties"]["Path"]) for e in events if e["Type"] == "HttpApi"}
     public = {("GET", path) for path in PUBLIC_PATHS}
-    assert secured == (served - public) | {("X-AMAZON-APIGATEWAY-ANY-METHOD", "/{}")}
+    assert routed == {("GET", "/"), ("ANY", "/{proxy+}")} | public
+    paths = resources["MemoryApi"]["Properties"]["DefinitionBody"]["paths"]
+    secured = {(m.upper(), p) for p, ops in paths.items() for m, op in ops.items() if op.get("security")}
+    assert secured == {("GET", "/"), ("X-AMAZON-APIGATEWAY-ANY-METHOD", "/{proxy+}")}
 
 
 # ---- the client ----------------------------------------------------------------------------

@@ -10,16 +10,12 @@ among the schemas and, as ``x-rushmem``, where each of its fields travels (:func
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, BeforeValidator
-from pydantic.fields import FieldInfo
 from pydantic.json_schema import models_json_schema
 
-from rushmem_contract import shapes
-from rushmem_contract.operations import OPERATIONS, Operation, value_kind
+from rushmem_contract.operations import OPERATIONS
 
 _cache: dict[int, str] = {}
 
@@ -92,94 +88,20 @@ REQUEST_EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 
-def _wire(field: FieldInfo, name: str) -> str:
-    return field.alias or name
-
-
-def _model_of(field: FieldInfo) -> type[BaseModel] | None:
-    """The model a field holds (``Model`` or ``Model | None``): its fields travel flattened in a query."""
-    for candidate in (field.annotation, *getattr(field.annotation, "__args__", ())):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
-
-
-def _encoding(model: type[BaseModel], names: tuple[str, ...]) -> dict[str, Any]:
-    """How each query field travels (:func:`rushmem_contract.operations.encode_query`): "text", "list"
-    (comma-separated), "object" (JSON), or a nested model's fields in its place (its name and theirs)."""
-    out: dict[str, Any] = {}
-    for name in names:
-        field = model.model_fields[name]
-        nested = _model_of(field)
-        if nested is not None:
-            out[_wire(field, name)] = {
-                "model": nested.__name__,
-                "fields": _encoding(nested, tuple(nested.model_fields)),
-            }
-        else:
-            out[_wire(field, name)] = value_kind(field.annotation)
-    return out
-
-
-def wire_of(op: Operation[Any, Any]) -> dict[str, Any]:
-    """An operation's ``x-rushmem``: its request model and where each field travels, by the names the
-    request's schema uses (a field's alias, where it has one), so that a client generated from
-    the document sends requests as :meth:`~rushmem_contract.operations.Operation.http` does."""
-    fields = op.request.model_fields
-    return {
-        "request": op.request.__name__,
-        "path": list(op.path_fields),
-        "query": [_wire(fields[name], name) for name in op.query_fields()],
-        "body": [_wire(fields[name], name) for name in op.body_fields()],
-        "encoding": _encoding(op.request, op.query_fields()),
-    }
-
-
-def _facts_input(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
-    """A list-of-facts field's schema as :func:`rushmem_contract.shapes.as_facts` reads it: one
-    string or one object, or a list of either (a string is a fact's content)."""
-    item = schema["items"]
-    target = schemas.get(item.get("$ref", "").rsplit("/", 1)[-1], {})
-    text = dict(target.get("properties", {}).get("content", {"type": "string"}))
-    text.pop("title", None)
-    listed = {k: v for k, v in schema.items() if k not in ("title", "description", "default")}
-    listed["items"] = {"anyOf": [text, item]}
-    outer = {k: v for k, v in schema.items() if k in ("title", "description", "default")}
-    return {"anyOf": [text, item, listed], **outer}
-
-
-# Before-validators that accept more than the field's type, and what the schema should say instead
-# (pydantic's schema is the type's; without this, generated clients would refuse a plain string).
-INPUT_SHAPES: dict[Any, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {shapes.as_facts: _facts_input}
-
-
-def _widened(model: type[BaseModel], schemas: dict[str, Any]) -> None:
-    schema = schemas.get(model.__name__)
-    if schema is None:
-        return
-    for name, field in model.model_fields.items():
-        prop = schema.get("properties", {}).get(_wire(field, name))
-        for item in field.metadata:
-            widen = INPUT_SHAPES.get(item.func) if isinstance(item, BeforeValidator) else None
-            # Only while the schema is the type's list (a json_schema_input_type in the contract says it already).
-            if widen is not None and prop is not None and prop.get("type") == "array":
-                schema["properties"][_wire(field, name)] = widen(prop, schemas)
-
-
 def _add_requests(document: dict[str, Any]) -> None:
     """Each row's request model among the schemas (those the routes already put there are kept:
-    they are the same models) and each operation's ``x-rushmem`` (:func:`wire_of`)."""
+    they are the same models) and each operation's ``x-rushmem``: its request model and where each
+    field travels (:meth:`~rushmem_contract.operations.Operation.wire`), from which the TypeScript
+    client's methods are generated."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     models = list(dict.fromkeys(op.request for op in OPERATIONS))
     _, top = models_json_schema([(model, "validation") for model in models], ref_template=REF_TEMPLATE)
     for name, schema in top.get("$defs", {}).items():
         schemas.setdefault(name, schema)
-    for model in models:
-        _widened(model, schemas)
     for op in OPERATIONS:
         operation = document.get("paths", {}).get(op.path, {}).get(op.method.lower())
         if operation is not None:  # an app that routes only some of the rows documents only those
-            operation["x-rushmem"] = wire_of(op)
+            operation["x-rushmem"] = op.wire()
 
 
 def _tag_of(path: str) -> str | None:
