@@ -6,6 +6,7 @@ them and tests/unit/test_docs.py fails when one is stale."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,12 +81,23 @@ def commands_table() -> str:
 
 
 def methods_block() -> str:
-    """Every operation as a Python method (the in-process Memory's and both clients'), as declared."""
-    lines = ["```python"]
+    """Every operation as a Python method (the in-process Memory's and both clients'), as declared,
+    then the in-process Memory's own methods (work over many users, lifecycle)."""
+    from rushmem import Memory
+
+    lines = ["```python", "# Memory, MemoryClient and AsyncMemoryClient (awaited): the operations"]
     for name, value in sorted(vars(Operations).items()):
         if isinstance(value, Method):
             alias = f"  # = {value.op.name}" if name != value.op.name else ""
             lines.append(f"{name}{value.signature}{alias}".replace("'", ""))
+    lines.append("# Memory's own")
+    for name, member in sorted(vars(Memory).items()):
+        if not name.startswith("_") and inspect.isfunction(member):
+            params = [
+                p.replace(annotation=inspect.Parameter.empty) for p in inspect.signature(member).parameters.values()
+            ]
+            shown = inspect.signature(member).replace(parameters=params[1:], return_annotation=inspect.Signature.empty)
+            lines.append(f"{name}{shown}")
     lines.append("```")
     return "\n".join(lines)
 

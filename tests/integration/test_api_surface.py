@@ -139,27 +139,27 @@ def test_sync_client_against_serve(served: str) -> None:
         [{"content": "Prefers pnpm", "category": "preference", "metadata": {"team": "web"}}, "Lives in Lisbon"],
         user_id="u1",
     )
-    assert {m.content for m in client.list_memories(user_id="u1")} == {"Prefers pnpm", "Lives in Lisbon"}
-    assert len(client.list_memories(user_id="u1", filters={"categories": ["preference"]})) == 1
+    assert {m.content for m in client.list(user_id="u1")} == {"Prefers pnpm", "Lives in Lisbon"}
+    assert len(client.list(user_id="u1", filters={"categories": ["preference"]})) == 1
     recalled = client.recall("pnpm", user_id="u1", filters=MemoryFilters(metadata={"team": "web"}))
     assert [m.id for m in recalled.memories] == [stored.ids[0]]
-    memory = client.get_memory(stored.ids[0], user_id="u1")
+    memory = client.get(stored.ids[0], user_id="u1")
     assert memory.metadata == {"team": "web"}
-    updated = client.update_memory(stored.ids[0], user_id="u1", content="Prefers bun", metadata=None)
+    updated = client.update(stored.ids[0], user_id="u1", content="Prefers bun", metadata=None)
     assert (updated.content, updated.metadata) == ("Prefers bun", {})
     with pytest.raises(Conflict) as clash:
-        client.update_memory(stored.ids[0], {"content": "lives in lisbon"}, user_id="u1")
+        client.update(stored.ids[0], {"content": "lives in lisbon"}, user_id="u1")
     assert clash.value.field == "content"
     with pytest.raises(NotFound):
-        client.get_memory(stored.ids[0], user_id="u2")
+        client.get(stored.ids[0], user_id="u2")
     with pytest.raises(InvalidInput) as bad:
         client.recall("x", user_id="u1", filters={"metadata": "nope"})
     assert bad.value.field == "filters.metadata"
-    outcome = client.add_messages(
+    outcome = client.ingest_conversation(
         [{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1", conversation_id="c-1"
     )
     assert outcome.status == "stored"
-    assert client.add_messages([{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1",
+    assert client.ingest_conversation([{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1",
                                conversation_id="c-1").status == "duplicate"  # fmt: skip
     lines = list(client.export_memories(user_id="u1", history=True, page_size=1))
     # Everything: the current memories and the version the edit kept ("Prefers pnpm", until the edit).
@@ -181,17 +181,17 @@ def test_async_client_has_the_same_methods_and_answers(served: str) -> None:
         async with AsyncMemoryClient(served) as client:
             stored = await client.add(["Prefers pnpm", "Lives in Lisbon"], user_id="u1")
             assert {m.content async for m in client.iter_memories(user_id="u1")} == {"Prefers pnpm", "Lives in Lisbon"}
-            page = await client.list_memories(user_id="u1", limit=1)
+            page = await client.list(user_id="u1", limit=1)
             assert len(page) == 1 and page.next_cursor
             result = await client.recall("pnpm", user_id="u1", filters={"categories": ["fact"]})
             assert result.memories[0].id == stored.ids[0]
-            updated = await client.update_memory(stored.ids[0], user_id="u1", category="preference")
+            updated = await client.update(stored.ids[0], user_id="u1", category="preference")
             assert updated.category == "preference"
-            assert (await client.get_memory(stored.ids[0], user_id="u1")).category == "preference"
+            assert (await client.get(stored.ids[0], user_id="u1")).category == "preference"
             with pytest.raises(NotFound):
-                await client.get_memory(uuid.uuid4(), user_id="u1")
+                await client.get(uuid.uuid4(), user_id="u1")
             assert await client.forget_memory(uuid.uuid4(), user_id="u1") is False
-            outcome = await client.add_messages([{"role": "user", "content": "I use Vim."}], user_id="u1")
+            outcome = await client.ingest_conversation([{"role": "user", "content": "I use Vim."}], user_id="u1")
             assert outcome.status == "stored"
             lines = [line async for line in client.export_memories(user_id="u1")]
             assert len(lines) == len([m async for m in client.iter_memories(user_id="u1")])
@@ -214,7 +214,7 @@ def test_export_then_import_into_an_empty_database_recalls_the_same(
         project_id="svg",
     )
     (lisbon,) = client.add(["Lives in Lisbon"], user_id="u1").ids
-    client.update_memory(lisbon, user_id="u1", content="Lives in Porto")
+    client.update(lisbon, user_id="u1", content="Lives in Porto")
     before = client.recall("editor export in TypeScript", user_id="u1", project_id="svg", now=NOW)
     export = tmp_path / "u1.jsonl"
     export.write_text(

@@ -57,10 +57,10 @@ def test_true_duplicates_are_merged_into_the_oldest_and_lookalike_facts_are_not(
     # Different facts are never merged: a role swap stays two memories; an age and its update are
     # no duplicates either (the older is superseded by the newer, see the test below).
     assert set(different[1]) <= live and set(elsewhere) <= live
-    assert all(e.event != "merged" for ids in different for i in ids for e in service.history(i, user_id="u1"))
+    assert all(e.event != "merged" for ids in different for i in ids for e in service.history(i, user_id="u1").events)
     assert {m.id for m in service.list(user_id="u2").memories} == {other_user[0]}
     # The merge is in the history, under the run's write id, and points at the kept memory.
-    merged = service.history(same, user_id="u1")[-1]
+    merged = service.history(same, user_id="u1").events[-1]
     assert (merged.event, merged.related_id, merged.source, merged.write_id) == (
         "merged", keep, "consolidate", report.write_id
     )  # fmt: skip
@@ -118,7 +118,7 @@ def test_a_stale_fact_beside_its_update_is_superseded_and_other_facts_are_not(se
     old, middle = service.get(age31, user_id="u1"), service.get(age32, user_id="u1")
     assert (old.superseded_by, middle.superseded_by) == (age32, age33)
     assert old.valid_until == middle.valid_from == T0 + dt.timedelta(days=1)
-    event = service.history(age31, user_id="u1")[-1]
+    event = service.history(age31, user_id="u1").events[-1]
     assert (event.event, event.related_id, event.write_id) == ("superseded", age32, report.write_id)
     then = service.recall("How old is the user?", user_id="u1", as_of=T0 + dt.timedelta(hours=12))
     assert "The user is 31 years old" in [m.content for m in then.memories]

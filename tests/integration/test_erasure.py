@@ -61,8 +61,8 @@ def test_the_receipt_counts_what_went_and_holds_no_personal_data(service: Memory
     assert len(stored) == 1 and USER not in json.dumps(stored)
     # Retrievable later, by id, and by the user id (matched through the key).
     assert service.erasure(receipt.id) == receipt
-    assert service.erasures(USER) == [receipt]
-    assert service.erasures("someone-else") == []
+    assert service.erasures(USER).receipts == [receipt]
+    assert service.erasures("someone-else").receipts == []
     with pytest.raises(NotFound):
         service.erasure(uuid.uuid4())
 

@@ -80,15 +80,17 @@ def test_a_projects_instructions_change_what_the_queue_path_keeps_with_the_rules
 
 
 def test_instructions_are_versioned_and_erased_with_the_user(service: Memory) -> None:
-    assert service.instructions(user_id="u", project_id="p").version == 0
+    assert service.get_instructions(user_id="u", project_id="p").version == 0
     service.set_instructions(DIET, user_id="u", project_id="p")
     second = service.set_instructions(ExtractionInstructions(keep=["deadlines"]), user_id="u", project_id="p")
-    assert second.version == 2 and service.instructions(user_id="u", project_id="p").instructions.keep == ["deadlines"]
-    history = service.instructions_history(user_id="u", project_id="p")
+    assert second.version == 2 and service.get_instructions(user_id="u", project_id="p").instructions.keep == [
+        "deadlines"
+    ]
+    history = service.instructions_history(user_id="u", project_id="p").versions
     assert [v.version for v in history] == [1, 2] and history[0].instructions == DIET
-    assert service.instructions_history(user_id="someone-else", project_id="p") == []
+    assert service.instructions_history(user_id="someone-else", project_id="p").versions == []
     service.forget_user("u")
-    assert service.instructions_history(user_id="u", project_id="p") == []
+    assert service.instructions_history(user_id="u", project_id="p").versions == []
 
 
 def test_the_deployments_instructions_apply_where_a_project_has_none(database_url: str) -> None:
@@ -98,7 +100,7 @@ def test_the_deployments_instructions_apply_where_a_project_has_none(database_ur
         db_role="agent_memory_app",
         extraction_instructions={"ignore": ["football"]},
     ) as service:
-        assert service.instructions(user_id="u", project_id="p").deployment_default
+        assert service.get_instructions(user_id="u", project_id="p").deployment_default
         service.ingest_conversation(
             ConversationEnded.model_validate({"user_id": "u", "project_id": "p", "messages": CHAT})
         )
@@ -118,7 +120,7 @@ def test_a_secret_in_instructions_is_refused_naming_the_field(
     with pytest.raises(InvalidInput) as refused:
         service.set_instructions(ExtractionInstructions.model_validate(body), user_id="u")
     assert refused.value.field == field
-    assert service.instructions_history(user_id="u") == []
+    assert service.instructions_history(user_id="u").versions == []
 
 
 @pytest.fixture
@@ -217,7 +219,7 @@ def served(lambda_env: str) -> Iterator[str]:
 
 def test_both_clients_set_read_and_list_versions_and_get_the_field_of_a_refusal(served: str) -> None:
     client = MemoryClient(served)
-    assert client.instructions(user_id="u1", project_id="web").version == 0
+    assert client.get_instructions(user_id="u1", project_id="web").version == 0
     stored = client.set_instructions(DIET, user_id="u1", project_id="web")
     assert stored.version == 1 and stored.instructions == DIET
     with pytest.raises(InvalidInput) as refused:
@@ -228,6 +230,6 @@ def test_both_clients_set_read_and_list_versions_and_get_the_field_of_a_refusal(
         async with AsyncMemoryClient(served) as aclient:
             await aclient.set_instructions({"keep": ["recipes"]}, user_id="u1", project_id="web")
             assert (await aclient.instructions(user_id="u1", project_id="web")).instructions.keep == ["recipes"]
-            return [v.version for v in await aclient.instructions_history(user_id="u1", project_id="web")]
+            return [v.version for v in await aclient.instructions_history(user_id="u1", project_id="web").versions]
 
     assert asyncio.run(run()) == [1, 2]

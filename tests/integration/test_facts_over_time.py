@@ -198,9 +198,7 @@ def test_a_content_edit_at_every_door_keeps_the_text_valid_before_it(served: str
         main(["update", "--user", f"{USER}-cli", "--id", ids["cli"], "--content", "The user drives a Tesla (cli)"]) == 0
     )
     with MemoryClient(served, auth="none", timeout=30) as client:
-        assert client.update_memory(
-            ids["client"], user_id=f"{USER}-client", content="The user drives a Tesla (client)"
-        ).id
+        assert client.update(ids["client"], user_id=f"{USER}-client", content="The user drives a Tesla (client)").id
     for door in ("http", "mcp", "cli", "client"):
         user = f"{USER}-{door}"
         assert _current(service, user=user) == [f"The user drives a Tesla ({door})"], door

@@ -55,7 +55,7 @@ def test_update_content_reembeds_rehashes_refreshes_and_records_the_previous_val
     assert stored is not None
     assert bytes(stored[0]) == content_hash("Prefers pnpm now")
     assert np.allclose(stored[1].to_numpy(), service.admin.embedder.embed(["Prefers pnpm now"])[0], atol=1e-6)
-    events = service.history(memory_id, user_id="u1")
+    events = service.history(memory_id, user_id="u1").events
     assert [e.event for e in events] == ["created", "updated"]
     assert events[-1].source == "api" and events[-1].content == "Prefers pnpm now"
     assert events[-1].detail == {"previous": {"content": "Prefers npm"}}
@@ -77,14 +77,14 @@ def test_update_other_fields_and_null_clears_expiry_and_metadata(service: Memory
     assert updated.updated_at == before.updated_at  # no new statement: time decay is unchanged
     cleared = service.update(memory_id, MemoryChanges.model_validate({"metadata": None}), user_id="u1")
     assert cleared.metadata == {}
-    (_created, first, second) = service.history(memory_id, user_id="u1")
+    (_created, first, second) = service.history(memory_id, user_id="u1").events
     assert first.event == second.event == "updated"
     assert first.detail["previous"] == {
         "category": "fact", "is_evergreen": False, "metadata": {"a": 1}, "expires_at": "2999-01-01T00:00:00+00:00"
     }  # fmt: skip
     # Nothing given: nothing written, no event.
     assert service.update(memory_id, MemoryChanges(), user_id="u1") == cleared
-    assert len(service.history(memory_id, user_id="u1")) == 3
+    assert len(service.history(memory_id, user_id="u1").events) == 3
 
 
 def test_update_refuses_null_for_what_cannot_be_cleared_and_unknown_fields() -> None:
@@ -120,7 +120,7 @@ def test_update_of_another_users_memory_is_not_found_and_changes_nothing(service
     with pytest.raises(NotFound):
         service.update(mine, MemoryChanges(content="Prefers yarn"), user_id="u2")
     assert service.get(mine, user_id="u1").category == "fact"
-    assert [e.event for e in service.history(mine, user_id="u1")] == ["created"]
+    assert [e.event for e in service.history(mine, user_id="u1").events] == ["created"]
 
 
 def test_update_content_longer_than_the_setting_is_too_large(service: Memory) -> None:

@@ -103,7 +103,7 @@ def test_a_memory_history_of_hundreds_of_metadata_edits_comes_in_pages_under_6_m
     with MemoryClient(served) as client:
         memory_id = client.add([_large(0)], user_id=USER).ids[0]
         for i in range(1, EDITS + 1):
-            client.update_memory(memory_id, metadata=_large(i)["metadata"], user_id=USER)
+            client.update(memory_id, metadata=_large(i)["metadata"], user_id=USER)
         status, body = _get(f"{served}/memories/{memory_id}/history?user_id={USER}")
         assert status == 200, body[:200]
         first = json.loads(body)
@@ -121,7 +121,7 @@ def test_a_memory_history_of_hundreds_of_metadata_edits_comes_in_pages_under_6_m
         assert len(events) == EDITS + 1 and events == sorted(events)  # created, then every edit, once each
         assert max(sizes) < LAMBDA_RESPONSE_BYTES
         assert sum(sizes) > LAMBDA_RESPONSE_BYTES  # the whole history in one answer would not fit
-        assert len(client.history(memory_id, user_id=USER)) == EDITS + 1  # the client follows the cursor
+        assert len(client.history(memory_id, user_id=USER).events) == EDITS + 1  # the client follows the cursor
         print(
             f"\nhistory of {EDITS + 1} events: {len(sizes)} pages, largest {max(sizes) / 2**20:.2f} MiB, "
             f"all {sum(sizes) / 2**20:.2f} MiB in Lambda's results"

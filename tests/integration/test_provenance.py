@@ -64,12 +64,12 @@ def test_each_write_has_its_own_id_on_the_memories_and_events_it_touched(service
     assert stored_write_ids(database_url, pnpm) == (again.write_id, [first.write_id, again.write_id])
     assert stored_write_ids(database_url, lisbon) == (first.write_id, [first.write_id])
     assert service.get(pnpm, user_id="u1").write_id == again.write_id
-    assert [(e.event, e.write_id) for e in service.history(pnpm, user_id="u1")] == [
+    assert [(e.event, e.write_id) for e in service.history(pnpm, user_id="u1").events] == [
         ("created", first.write_id), ("refreshed", again.write_id)
     ]  # fmt: skip
     edited = service.update(lisbon, MemoryChanges(content="Lives in Porto"), user_id="u1", source="api")
     assert edited.write_id not in (None, first.write_id)
-    assert service.history(lisbon, user_id="u1")[-1].write_id == edited.write_id
+    assert service.history(lisbon, user_id="u1").events[-1].write_id == edited.write_id
 
 
 def test_an_ingested_conversation_names_its_write_and_its_conversation(service: Memory) -> None:
@@ -77,7 +77,7 @@ def test_an_ingested_conversation_names_its_write_and_its_conversation(service: 
         ConversationEnded(user_id="u1", conversation_id="c-7", memories=[NewMemory(content="Deploys on Fridays")])
     )
     assert outcome.write_id is not None
-    (event,) = service.history(outcome.ids[0], user_id="u1")
+    (event,) = service.history(outcome.ids[0], user_id="u1").events
     assert (event.write_id, event.source) == (outcome.write_id, "c-7")
     assert service.get(outcome.ids[0], user_id="u1").write_id == outcome.write_id
     # A redelivery writes nothing: no new write id, the memory keeps the first one.
@@ -98,7 +98,9 @@ def test_export_lines_carry_the_write_id_and_import_keeps_it(service: Memory) ->
     memory = service.get(stored.ids[0], user_id="u1")
     assert memory.write_id == stored.write_id  # the exported memory's write, kept
     # Its new history starts with the import, under the import's write id.
-    assert [(e.event, e.write_id) for e in service.history(memory.id, user_id="u1")] == [("created", restored.write_id)]
+    assert [(e.event, e.write_id) for e in service.history(memory.id, user_id="u1").events] == [
+        ("created", restored.write_id)
+    ]
 
 
 def test_a_whole_jsonl_import_is_one_write(service: Memory) -> None:
@@ -121,16 +123,16 @@ def test_deleting_a_memory_removes_its_content_from_history_and_keeps_a_tombston
     kept = service.add(["Prefers pnpm"], user_id="u1").ids[0]
     assert contents_left(database_url, memory_id, "1234")  # the history holds the old versions
     assert service.delete(memory_id, user_id="u1", source="support-desk")
-    events = service.history(memory_id, user_id="u1")
+    events = service.history(memory_id, user_id="u1").events
     assert [e.event for e in events] == ["created", "refreshed", "updated", "deleted"]
     assert all(e.content is None for e in events)
     assert events[2].detail == {"previous": {}}  # what the edit changed is gone with the text
     tombstone = events[-1]
     assert (tombstone.memory_id, tombstone.source, tombstone.content) == (memory_id, "support-desk", None)
     assert contents_left(database_url, memory_id, "1234") == contents_left(database_url, memory_id, "4417") == []
-    assert "4417" not in json.dumps([e.model_dump(mode="json") for e in service.history(user_id="u1")])
+    assert "4417" not in json.dumps([e.model_dump(mode="json") for e in service.history(user_id="u1").events])
     # Other memories' history is untouched.
-    assert [e.content for e in service.history(kept, user_id="u1")] == ["Prefers pnpm"]
+    assert [e.content for e in service.history(kept, user_id="u1").events] == ["Prefers pnpm"]
 
 
 def test_a_deleted_memorys_text_leaves_the_change_outbox(settings: Settings, database_url: str) -> None:
@@ -188,13 +190,13 @@ def test_the_clients_read_write_ids_and_tombstones(served: str) -> None:
     client = MemoryClient(served)
     stored = client.add([SECRET], user_id="u1")
     assert stored.write_id is not None
-    assert client.get_memory(stored.ids[0], user_id="u1").write_id == stored.write_id
+    assert client.get(stored.ids[0], user_id="u1").write_id == stored.write_id
     (line,) = list(client.export_memories(user_id="u1"))
     assert line.write_id == stored.write_id
-    outcome = client.add_messages([{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1")
+    outcome = client.ingest_conversation([{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1")
     assert outcome.write_id is not None
     assert client.forget_memory(stored.ids[0], user_id="u1")
-    events = client.history(stored.ids[0], user_id="u1")
+    events = client.history(stored.ids[0], user_id="u1").events
     assert [e.event for e in events] == ["created", "deleted"] and all(e.content is None for e in events)
 
     async def scenario() -> None:
@@ -218,7 +220,7 @@ def test_mcp_tools_return_write_ids_and_forget_leaves_a_tombstone(service: Memor
             )
             assert handed.structured_content is not None and handed.structured_content["write_id"]
             await client.call_tool("forget_memory", {"memory_id": memory_id})
-            events = service.history(uuid.UUID(memory_id), user_id="u1")
+            events = service.history(uuid.UUID(memory_id), user_id="u1").events
             assert [e.event for e in events] == ["created", "deleted"] and all(e.content is None for e in events)
             assert events[0].write_id == uuid.UUID(stored["write_id"])
 

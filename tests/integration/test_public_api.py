@@ -115,7 +115,7 @@ def test_the_verbs_read_edit_and_forget_what_add_stored(embedded_default: Path) 
         with pytest.raises(NotFound):
             m.get(memory_id, user_id="u-2")  # another user's id is no memory at all
         assert m.update(memory_id, MemoryChanges(content="Uses neovim"), user_id="u-1").content == "Uses neovim"
-        assert [e.event for e in m.history(memory_id, user_id="u-1")] == ["created", "updated"]
+        assert [e.event for e in m.history(memory_id, user_id="u-1").events] == ["created", "updated"]
         assert [r.content for r in m.list(user_id="u-1").memories] == ["Uses neovim"]
         exported = m.export(user_id="u-1").lines
         assert m.delete(memory_id, user_id="u-1") and not m.delete(memory_id, user_id="u-1")
@@ -126,7 +126,7 @@ def test_the_verbs_read_edit_and_forget_what_add_stored(embedded_default: Path) 
         )
         assert outcome.status == "stored"
         receipt = m.forget_user("u-2")
-        assert m.list(user_id="u-2").memories == [] and m.erasures("u-2") == [receipt]
+        assert m.list(user_id="u-2").memories == [] and m.erasures("u-2").receipts == [receipt]
         assert {r.content for r in m.list(user_id="u-1").memories} == {"Uses neovim", "Prefers dark mode"}
 
 

@@ -194,10 +194,10 @@ def test_the_client_asks_for_the_writer_when_it_must(
             strong = client.recall("package manager", user_id=USER, consistency="strong")
             assert [m.content for m in strong.memories] == ["Uses pnpm"]
             with pytest.raises(NotFound):
-                client.get_memory(memory_id, user_id=USER)
-            assert client.get_memory(memory_id, user_id=USER, consistency="strong").content == "Uses pnpm"
-            assert list(client.list_memories(user_id=USER)) == []
-            assert [m.content for m in client.list_memories(user_id=USER, consistency="strong")] == ["Uses pnpm"]
+                client.get(memory_id, user_id=USER)
+            assert client.get(memory_id, user_id=USER, consistency="strong").content == "Uses pnpm"
+            assert list(client.list(user_id=USER)) == []
+            assert [m.content for m in client.list(user_id=USER, consistency="strong")] == ["Uses pnpm"]
             exported = client.export_memories(user_id=USER, consistency="strong")
             assert [line.content for line in exported] == ["Uses pnpm"]
 

@@ -47,7 +47,7 @@ def test_a_flagged_write_waits_and_is_never_recalled_until_approved(settings: Se
         stored = service.add(["Likes green tea", INJECTION, PII], user_id="u1", source="api")
         assert stored.created == 1 and len(stored.pending) == 2
         assert recalled(service) == {"Likes green tea"}
-        pending = service.pending(user_id="u1")
+        pending = service.pending(user_id="u1").memories
         assert [(p.id, p.content) for p in pending] == list(zip(stored.pending, [INJECTION, PII], strict=True))
         assert pending[0].reasons == REASONS and pending[1].reasons == ["pii:email"]
         # Not in the list, the export or a recall with superseded and expired ones: it is no memory yet.
@@ -65,18 +65,18 @@ def test_a_flagged_write_waits_and_is_never_recalled_until_approved(settings: Se
         rejected = service.review(stored.pending[1], "reject", user_id="u1", source="page")
         assert rejected.memory_id is None
         assert recalled(service) == {"Likes green tea", INJECTION}
-        assert service.pending(user_id="u1") == []
+        assert service.pending(user_id="u1").memories == []
         with pytest.raises(NotFound):
             service.review(stored.pending[1], "approve", user_id="u1")
 
         # The history: held, then approved as the memory (which has its own 'created').
-        held = service.history(stored.pending[0], user_id="u1")
+        held = service.history(stored.pending[0], user_id="u1").events
         assert [e.event for e in held] == ["pending", "approved"]
         assert held[0].detail == {"reasons": REASONS} and held[1].related_id == approved.memory_id
         assert held[1].source == "page"
-        assert [e.event for e in service.history(approved.memory_id, user_id="u1")] == ["created"]
+        assert [e.event for e in service.history(approved.memory_id, user_id="u1").events] == ["created"]
         # A rejected write's text leaves its history, as a deleted memory's does.
-        dropped = service.history(stored.pending[1], user_id="u1")
+        dropped = service.history(stored.pending[1], user_id="u1").events
         assert [(e.event, e.content) for e in dropped] == [("pending", None), ("rejected", None)]
     with psycopg.connect(database_url) as conn:
         events = conn.execute(
@@ -99,11 +99,11 @@ def test_untrusted_sources_wait_and_the_rest_is_written_as_before(settings: Sett
         from_api = service.add(["Prefers yarn"], user_id="u1", source="api")
         assert from_mcp.ids == [] and len(from_mcp.pending) == 1
         assert from_api.pending == [] and len(from_api.ids) == 1
-        assert service.pending(user_id="u1")[0].reasons == ["untrusted_source"]
+        assert service.pending(user_id="u1").memories[0].reasons == ["untrusted_source"]
         # The same fact held twice waits once.
         assert service.add(["Prefers pnpm"], user_id="u1", source="mcp").pending == from_mcp.pending
         # Another user sees none of it, nor can decide it.
-        assert service.pending(user_id="u2") == []
+        assert service.pending(user_id="u2").memories == []
         with pytest.raises(NotFound):
             service.review(from_mcp.pending[0], "approve", user_id="u2")
     with Memory(settings) as off:  # off (the default): written at once, as before
@@ -116,7 +116,7 @@ def test_forgetting_a_user_removes_what_waits_for_review(settings: Settings) -> 
         service.add([INJECTION], user_id="u1")
         receipt = service.forget_user("u1", requested_by="test")
         assert receipt.deleted.memories == 1
-        assert service.pending(user_id="u1") == []
+        assert service.pending(user_id="u1").memories == []
 
 
 def test_the_cli_lists_approves_and_rejects(
@@ -187,7 +187,7 @@ def test_a_pending_write_is_never_recalled_until_approved_through_every_door(
         by_mcp, held_by_mcp = anyio.run(mcp)
         # The client, over HTTP: the same.
         with MemoryClient(served_url) as client:
-            pending = client.pending(user_id="u1")
+            pending = client.pending(user_id="u1").memories
             by_client = {m.content for m in client.recall(QUERY + " pnpm", user_id="u1", limit=20).memories}
             assert [p.content for p in pending] == [INJECTION, PII, "Prefers pnpm"]
             # The tool shows the model the waiting text defused, as every memory text it returns.
@@ -207,7 +207,7 @@ def test_a_pending_write_is_never_recalled_until_approved_through_every_door(
             assert client.review(pending[1].id, "reject", user_id="u1").memory_id is None
             assert client.review(pending[2].id, "approve", user_id="u1").memory_id is not None
             assert recall_http() == {"Likes green tea", INJECTION, "Prefers pnpm"}  # never the rejected one
-            assert client.pending(user_id="u1") == []
+            assert client.pending(user_id="u1").memories == []
             again = invoke(
                 with_request(with_body("http-recall-iam.json", approve), "POST", f"/memories/{pending[1].id}/review")
             )

@@ -91,7 +91,7 @@ def test_the_embedded_default_runs_as_the_application_role(embedded_dir: Path) -
 def test_extraction_instructions_are_behind_the_same_wall(service: Memory) -> None:
     service.set_instructions(ExtractionInstructions(ignore=["football"]), user_id="alice", project_id="web")
     service.set_instructions(ExtractionInstructions(ignore=["golf"]), user_id="bob", project_id="web")
-    assert service.instructions(user_id="alice", project_id="web").instructions.ignore == ["football"]
+    assert service.get_instructions(user_id="alice", project_id="web").instructions.ignore == ["football"]
     conn = service.admin.db.connection()
     with conn.transaction():  # no user set for this transaction
         assert conn.execute("SELECT count(*) FROM extraction_instructions").fetchone() == (0,)

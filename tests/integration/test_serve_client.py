@@ -187,10 +187,10 @@ def test_client_round_trip_and_typed_errors(served: str) -> None:
         assert result.prompt_block.endswith("\nRelevant memories:\n1. Prefers pnpm over npm\n[/RUSH_MEMORY]")
         chat = [{"role": "user", "content": "old"}, {"role": "user", "content": "When do we ship?"}]
         assert client.recall(messages=chat, user_id="u1").query == "When do we ship?"
-        page = client.list_memories(user_id="u1", limit=1)
+        page = client.list(user_id="u1", limit=1)
         assert len(page.memories) == 1 and page.next_cursor
         assert {m.content for m in client.iter_memories(user_id="u1")} == {"Prefers pnpm over npm", "Ships on Fridays"}
-        assert [e.event for e in client.history(stored.ids[0], user_id="u1")] == ["created"]
+        assert [e.event for e in client.history(stored.ids[0], user_id="u1").events] == ["created"]
         assert client.forget_memory(stored.ids[0], user_id="u1") is True
         assert client.forget_memory(stored.ids[0], user_id="u1") is False
         with pytest.raises(InvalidInput) as bad_limit:
@@ -203,7 +203,7 @@ def test_client_round_trip_and_typed_errors(served: str) -> None:
         with pytest.raises(InputTooLarge):
             client.recall("x" * 5000, user_id="u1")
         client.forget_user("u1")
-        assert client.list_memories(user_id="u1").memories == []
+        assert client.list(user_id="u1").memories == []
     with MemoryClient(served + "/v2", auth="none") as wrong, pytest.raises(ConfigurationError, match="API URL"):
         wrong.recall("x", user_id="u1")
 
@@ -261,7 +261,7 @@ def test_client_signs_with_sigv4_exactly_the_request_it_sends(aws_env: None) -> 
     url = "https://abc123defg.execute-api.eu-west-1.amazonaws.com"
     client = MemoryClient(url, http=httpx.Client(transport=httpx.MockTransport(check)))
     client.recall("what's up?", user_id="user 1/ü")
-    client.list_memories(user_id="user 1/ü+&=", cursor="abc=")
+    client.list(user_id="user 1/ü+&=", cursor="abc=")
     assert len(seen) == 2 and seen[1].url.params["user_id"] == "user 1/ü+&="
 
 

@@ -183,7 +183,7 @@ def test_a_conversation_that_changes_a_preference_ends_with_one_active_memory_an
     debug = service.recall("Which programming language does the user prefer?", user_id=USER, include_inactive=True)
     assert {m.content for m in debug.memories} == {TS["content"], JS["content"]}
 
-    events = service.history(old.id, user_id=USER)
+    events = service.history(old.id, user_id=USER).events
     assert [(e.event, e.source, e.related_id) for e in events] == [
         ("created", "c-1", None),
         ("superseded", "c-2", now.id),
@@ -217,11 +217,11 @@ def test_the_same_with_the_real_embedding_model(
         (now,) = service.list(user_id=USER).memories
         assert now.content == TS["content"]
         old = everything(service)[JS["content"]]
-        assert [(e.event, e.source, e.related_id) for e in service.history(old.id, user_id=USER)] == [
+        assert [(e.event, e.source, e.related_id) for e in service.history(old.id, user_id=USER).events] == [
             ("created", "c-1", None),
             ("superseded", "c-2", now.id),
         ]
-        events = service.history(now.id, user_id=USER)
+        events = service.history(now.id, user_id=USER).events
         assert [(e.event, e.source) for e in events] == [("created", "c-2"), ("refreshed", "c-3")]
     finally:
         service.close()
@@ -564,7 +564,7 @@ def test_bedrock_converse_replaces_a_preference(settings: Settings, bedrock_clie
         stubber.assert_no_pending_responses()
         assert (outcome.created, outcome.superseded) == (1, 1)
         assert active(service) == {TS["content"]}
-        assert [(e.event, e.source, e.related_id) for e in service.history(js_id, user_id=USER)] == [
+        assert [(e.event, e.source, e.related_id) for e in service.history(js_id, user_id=USER).events] == [
             ("created", "c-1", None),
             ("superseded", "c-2", outcome.ids[0]),
         ]
@@ -676,7 +676,7 @@ def test_the_sample_event_with_an_llm_supersedes_the_old_preference(llm_env: Cha
     stored = {m.content: m for m in service.list(user_id="u-7", include_inactive=True).memories}
     assert stored[frontend["content"]].superseded_by == stored[everywhere["content"]].id
     assert stored[vacation["content"]].expires_at == dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
-    assert [e.event for e in service.history(stored[frontend["content"]].id, user_id="u-7")] == [
+    assert [e.event for e in service.history(stored[frontend["content"]].id, user_id="u-7").events] == [
         "created",
         "superseded",
     ]

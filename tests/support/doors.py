@@ -169,16 +169,16 @@ class ClientDoor(Door):
         return done if done.refused else Outcome(value=[str(i) for i in done.value.ids])
 
     def update(self, user: str, memory_id: str, changes: dict[str, Any]) -> Outcome:
-        done = self._call(lambda: self.client.update_memory(memory_id, user_id=user, **changes))
+        done = self._call(lambda: self.client.update(memory_id, user_id=user, **changes))
         return done if done.refused else Outcome(value=done.value.model_dump(mode="json"))
 
     def list(self, user: str, *, cursor: str | None = None, metadata: Any = None) -> Outcome:
         filters = None if metadata is None else {"metadata": metadata}
-        done = self._call(lambda: self.client.list_memories(user_id=user, cursor=cursor, filters=filters))
+        done = self._call(lambda: self.client.list(user_id=user, cursor=cursor, filters=filters))
         return done if done.refused else Outcome(value=[m.model_dump(mode="json") for m in done.value])
 
     def get(self, user: str, memory_id: str) -> Outcome:
-        done = self._call(lambda: self.client.get_memory(memory_id, user_id=user))
+        done = self._call(lambda: self.client.get(memory_id, user_id=user))
         return done if done.refused else Outcome(value=done.value.model_dump(mode="json"))
 
     def recall(self, user: str, query: str) -> Outcome:

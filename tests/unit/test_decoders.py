@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from rushmem.http.body import base64_body
-from rushmem.http.identity import caller_user_id, token_user_id
 from rushmem.mcp.http import caller_identity
+from rushmem.service.caller import Caller, token_user_id
 from rushmem.service.pages import decode_cursor
-from rushmem_contract import schemas
+from rushmem_contract import operations as ops
 from rushmem_contract.errors import AgentMemoryError, Forbidden, InvalidInput
 from rushmem_contract.kinds import error_kind
 from rushmem_contract.models import MAX_ID_CHARS, UserId
@@ -83,22 +83,27 @@ def test_property_any_cursor_decodes_or_is_refused_naming_the_cursor(cursor: str
 # ---- JSON in a query parameter (GET /memories?metadata=...) --------------------------------
 
 
+def listed(query: dict[str, str | None]) -> Any:
+    """GET /memories' request, read from its query string as the route reads it."""
+    return ops.LIST.from_http({}, {k: v for k, v in query.items() if v is not None}, None)
+
+
 @pytest.mark.parametrize("raw", ["[" * 1500 + "]" * 1500, '{"a": ' * 1200 + "1" + "}" * 1200, '{"a": NaN}', "[1, 2]"])
 def test_deeply_nested_or_odd_metadata_in_the_query_is_refused_naming_it(raw: str) -> None:
     with pytest.raises(InvalidInput) as refused:
-        schemas.list_filters({"metadata": raw})
-    assert refused.value.field == "metadata"
+        listed({"user_id": "u1", "metadata": raw})
+    assert refused.value.field == "filters.metadata"
 
 
 @given(st.text(max_size=60) | JSON.map(json.dumps), st.none() | st.text(max_size=20))
 def test_property_any_filter_parameters_parse_or_are_refused_naming_one(metadata: str, categories: str | None) -> None:
     try:
-        schemas.list_filters({"categories": categories, "metadata": metadata})
+        listed({"user_id": "u1", "categories": categories, "metadata": metadata})
     except InvalidInput as exc:
         field = exc.field
     else:
         return
-    assert field in ("metadata", "categories")
+    assert field is not None and field.startswith(("filters.metadata", "filters.categories")), field
 
 
 # ---- a body flagged base64 ----------------------------------------------------------------
@@ -141,7 +146,7 @@ def test_property_any_body_flagged_base64_decodes_or_is_refused(body: str) -> No
 )
 def test_a_sub_that_breaks_the_user_id_rules_is_refused_naming_the_claim(sub: object) -> None:
     with pytest.raises(Forbidden) as refused:
-        caller_user_id({"sub": sub, "iss": "https://issuer.example"}, None)
+        Caller.for_request({"sub": sub, "iss": "https://issuer.example"})
     assert "'sub'" in str(refused.value)
     assert error_kind(refused.value).status == 403
 
@@ -156,7 +161,7 @@ def test_property_a_sub_is_taken_exactly_as_a_user_id_names_it_or_refused(sub: s
         return
     assert user == sub
     assert _user_id.validate_python(sub) == sub  # a user_id query parameter names the same user
-    assert caller_user_id({"sub": sub}, sub) == sub
+    assert Caller.for_request({"sub": sub}).user_for(ops.GET, sub) == sub
 
 
 # ---- MCP's identity headers ----------------------------------------------------------------

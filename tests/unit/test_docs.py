@@ -38,6 +38,15 @@ def test_regeneration_touches_only_the_marked_block() -> None:
         with_settings_table("no markers")
 
 
+def test_the_reference_lists_are_the_tables() -> None:
+    """The routes, tools, commands and methods listed in docs/ are generated from the table of
+    operations (and the MCP server's own list); stale: run `rushmem reference --write`."""
+    from rushmem_tools import reference
+
+    for path, text in reference.regenerated(REPO / "docs").items():
+        assert path.read_text(encoding="utf-8") == text, f"stale: run rushmem reference (in {path.name})"
+
+
 def test_readme_starts_with_the_two_commands() -> None:
     text = README.read_text(encoding="utf-8")
     assert text.index("make demo") < text.index("## Use it from an agent") < text.index("## Configuration")

@@ -7,8 +7,10 @@ import pytest
 from pydantic import ValidationError
 
 from rushmem.http import errors, identity, media
+from rushmem.service.caller import Caller
 from rushmem_client import errors as client_errors
 from rushmem_contract import kinds as http_errors
+from rushmem_contract import operations as ops
 from rushmem_contract import schemas
 from rushmem_contract.errors import (
     AgentMemoryError,
@@ -90,24 +92,31 @@ def test_recall_request_rejects_unknown_fields_and_limits_out_of_range() -> None
 # ---- identity ----------------------------------------------------------------------------
 
 
+def acting_for(claims: dict[str, str] | None, requested: str | None) -> str | None:
+    return Caller.for_request(claims).user_for(ops.GET, requested)
+
+
 def test_a_jwt_user_is_the_sub_claim_and_cannot_act_for_another() -> None:
-    assert identity.caller_user_id({"sub": "alice"}, None) == "alice"
-    assert identity.caller_user_id({"sub": "alice"}, "alice") == "alice"
+    assert acting_for({"sub": "alice"}, None) == "alice"
+    assert acting_for({"sub": "alice"}, "alice") == "alice"
     with pytest.raises(Forbidden):
-        identity.caller_user_id({"sub": "alice"}, "bob")
+        acting_for({"sub": "alice"}, "bob")
     with pytest.raises(Forbidden, match="sub"):
-        identity.caller_user_id({"iss": "x"}, "alice")
+        acting_for({"iss": "x"}, "alice")
+    # A row that is not one user's (the users listing) is a trusted caller's only.
+    with pytest.raises(Forbidden):
+        Caller.for_request({"sub": "alice"}).user_for(ops.USERS, None)
 
 
 def test_without_claims_the_backend_must_name_the_user() -> None:
-    assert identity.caller_user_id(None, "bob") == "bob"
+    assert acting_for(None, "bob") == "bob"
     # Empty claims are a JWT that names nobody, never a trusted backend free to name any user.
     with pytest.raises(Forbidden):
-        identity.caller_user_id({}, "bob")
+        acting_for({}, "bob")
     assert identity.jwt_claims({"requestContext": {"authorizer": {"jwt": {"claims": None}}}}) == {}
     assert identity.jwt_claims({"requestContext": {"authorizer": {"iam": {"userArn": "arn"}}}}) is None
     with pytest.raises(InvalidInput) as missing:
-        identity.caller_user_id(None, None)
+        acting_for(None, None)
     assert missing.value.field == "user_id"
 
 
