@@ -26,10 +26,10 @@ def main(url: str) -> int:
     client = MemoryClient(url)  # auth from the URL: none for localhost
     stored = client.add(["Prefers pnpm", {"content": "Lives in Lisbon", "metadata": {"k": 1}}], user_id="smoke")
     assert client.recall("pnpm", user_id="smoke").memories[0].content == "Prefers pnpm"
-    assert len([m for m in client.list(user_id="smoke")]) == 2  # noqa: C416 - iterating is the point
+    assert len(client.list(user_id="smoke").memories) == 2
     assert client.get(stored.ids[1], user_id="smoke").metadata == {"k": 1}
     assert client.update(stored.ids[1], user_id="smoke", content="Lives in Porto").content == "Lives in Porto"
-    exported = list(client.export_memories(user_id="smoke"))
+    exported = list(client.pages(client.export, user_id="smoke"))
     # The edit kept the old text as a version valid until it (a content edit never rewrites the past).
     assert len(exported) == 3 and sum(line.superseded_by is None for line in exported) == 2
     try:

@@ -65,7 +65,7 @@ def test_get_and_patch_by_id_through_the_handler(lambda_env: str) -> None:
         refused = request("PATCH", f"/memories/{mine}", {"user_id": USER}, bad)
         assert refused["statusCode"] == 400 and body_of(refused)["field"] == field, refused
     assert request("PATCH", f"/memories/{mine}", {"user_id": OTHER}, {"category": "fact"})["statusCode"] == 404
-    events = get_service().history(uuid.UUID(mine), user_id=USER)
+    events = get_service().history(uuid.UUID(mine), user_id=USER).events
     assert [e.event for e in events] == ["created", "updated"] and events[-1].source == "api"
 
 
@@ -139,8 +139,8 @@ def test_sync_client_against_serve(served: str) -> None:
         [{"content": "Prefers pnpm", "category": "preference", "metadata": {"team": "web"}}, "Lives in Lisbon"],
         user_id="u1",
     )
-    assert {m.content for m in client.list(user_id="u1")} == {"Prefers pnpm", "Lives in Lisbon"}
-    assert len(client.list(user_id="u1", filters={"categories": ["preference"]})) == 1
+    assert {m.content for m in client.list(user_id="u1").memories} == {"Prefers pnpm", "Lives in Lisbon"}
+    assert len(client.list(user_id="u1", filters={"categories": ["preference"]}).memories) == 1
     recalled = client.recall("pnpm", user_id="u1", filters=MemoryFilters(metadata={"team": "web"}))
     assert [m.id for m in recalled.memories] == [stored.ids[0]]
     memory = client.get(stored.ids[0], user_id="u1")
@@ -161,10 +161,10 @@ def test_sync_client_against_serve(served: str) -> None:
     assert outcome.status == "stored"
     assert client.ingest_conversation([{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1",
                                conversation_id="c-1").status == "duplicate"  # fmt: skip
-    lines = list(client.export_memories(user_id="u1", history=True, page_size=1))
+    lines = list(client.pages(client.export, user_id="u1", history=True, limit=1))
     # Everything: the current memories and the version the edit kept ("Prefers pnpm", until the edit).
     assert {line.id for line in lines if line.superseded_by is None} == {
-        m.id for m in client.iter_memories(user_id="u1")
+        m.id for m in client.pages(client.list, user_id="u1")
     }
     assert [(line.content, line.superseded_by) for line in lines if line.superseded_by is not None] == [
         ("Prefers pnpm", stored.ids[0])
@@ -180,9 +180,10 @@ def test_async_client_has_the_same_methods_and_answers(served: str) -> None:
     async def scenario() -> None:
         async with AsyncMemoryClient(served) as client:
             stored = await client.add(["Prefers pnpm", "Lives in Lisbon"], user_id="u1")
-            assert {m.content async for m in client.iter_memories(user_id="u1")} == {"Prefers pnpm", "Lives in Lisbon"}
+            everything = {m.content async for m in client.pages(client.list, user_id="u1")}
+            assert everything == {"Prefers pnpm", "Lives in Lisbon"}
             page = await client.list(user_id="u1", limit=1)
-            assert len(page) == 1 and page.next_cursor
+            assert len(page.memories) == 1 and page.next_cursor
             result = await client.recall("pnpm", user_id="u1", filters={"categories": ["fact"]})
             assert result.memories[0].id == stored.ids[0]
             updated = await client.update(stored.ids[0], user_id="u1", category="preference")
@@ -190,11 +191,12 @@ def test_async_client_has_the_same_methods_and_answers(served: str) -> None:
             assert (await client.get(stored.ids[0], user_id="u1")).category == "preference"
             with pytest.raises(NotFound):
                 await client.get(uuid.uuid4(), user_id="u1")
-            assert await client.forget_memory(uuid.uuid4(), user_id="u1") is False
+            with pytest.raises(NotFound):
+                await client.delete(uuid.uuid4(), user_id="u1")
             outcome = await client.ingest_conversation([{"role": "user", "content": "I use Vim."}], user_id="u1")
             assert outcome.status == "stored"
-            lines = [line async for line in client.export_memories(user_id="u1")]
-            assert len(lines) == len([m async for m in client.iter_memories(user_id="u1")])
+            lines = [line async for line in client.pages(client.export, user_id="u1")]
+            assert len(lines) == len([m async for m in client.pages(client.list, user_id="u1")])
 
     asyncio.run(scenario())
 
@@ -218,7 +220,7 @@ def test_export_then_import_into_an_empty_database_recalls_the_same(
     before = client.recall("editor export in TypeScript", user_id="u1", project_id="svg", now=NOW)
     export = tmp_path / "u1.jsonl"
     export.write_text(
-        "".join(line.model_dump_json(exclude_none=True) + "\n" for line in client.export_memories(user_id="u1"))
+        "".join(line.model_dump_json(exclude_none=True) + "\n" for line in client.pages(client.export, user_id="u1"))
     )
     empty = Settings(
         database_url=url_for(pg_server, _new_database(pg_server, TEMPLATE_DB)),
@@ -232,7 +234,7 @@ def test_export_then_import_into_an_empty_database_recalls_the_same(
         after = restored.recall("u1", user_id="editor export in TypeScript", project_id="svg", now=NOW)
         assert [(m.id, m.score) for m in after.memories] == [(m.id, m.score) for m in before.memories]
         assert after.prompt_block == before.prompt_block
-        originals = {m.id: m for m in client.iter_memories(user_id="u1")}
+        originals = {m.id: m for m in client.pages(client.list, user_id="u1")}
         copies = {m.id: m for m in restored.list(user_id="u1").memories}
         assert copies == originals  # ids, timestamps, categories, metadata, expiry, evergreen, project
         # Importing the same export again changes nothing; another user's id is never taken over.

@@ -205,19 +205,18 @@ def test_every_door_routes_each_user_to_their_cell(cell_urls: dict[str, str], mo
 def test_a_batch_spanning_both_cells_is_flushed_on_both(
     cell_urls: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rushmem.service import batch as batches
+    from rushmem.service.writing import flush_writes as real
 
     service = cells_service(cell_urls)
     names = {id(parts): name for name, parts in service.cells.parts.items()}
     flushed: list[str] = []
-    real = batches.flush_writes
 
     def spy(parts: Any, unflushed: Any) -> None:
         if unflushed:
             flushed.append(names[id(parts)])
         real(parts, unflushed)
 
-    monkeypatch.setattr(batches, "flush_writes", spy)
+    monkeypatch.setattr("rushmem.service.batch.flush_writes", spy)
     try:
         users = [user_in("a", "batch"), user_in("b", "batch")]
         with service.ingest_batch() as batch:

@@ -102,7 +102,7 @@ def test_supersession_expiry_and_purge(publishing: Memory, bus: Any) -> None:
     ).ids
     replacement = publishing.add([NewMemory(content="Works at Globex")], user_id="u1").ids[0]
     publishing.admin.db.run(lambda conn: _supersede(conn, "u1", old, replacement))
-    publishing._parts.publish_changes("u1")
+    publishing.cells.parts[""].publish_changes("u1")
     publishing.admin.purge(now=now + dt.timedelta(days=2), superseded_days=0)
     kinds = [(e["detail-type"], e["detail"].get("memory_id")) for e in received(bus)]
     assert ("memory.superseded", str(old)) in kinds

@@ -229,7 +229,7 @@ def test_both_clients_set_read_and_list_versions_and_get_the_field_of_a_refusal(
     async def run() -> list[int]:
         async with AsyncMemoryClient(served) as aclient:
             await aclient.set_instructions({"keep": ["recipes"]}, user_id="u1", project_id="web")
-            assert (await aclient.instructions(user_id="u1", project_id="web")).instructions.keep == ["recipes"]
-            return [v.version for v in await aclient.instructions_history(user_id="u1", project_id="web").versions]
+            assert (await aclient.get_instructions(user_id="u1", project_id="web")).instructions.keep == ["recipes"]
+            return [v.version for v in (await aclient.instructions_history(user_id="u1", project_id="web")).versions]
 
     assert asyncio.run(run()) == [1, 2]

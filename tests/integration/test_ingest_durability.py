@@ -54,15 +54,16 @@ def batch(*bodies: dict[str, Any]) -> dict[str, Any]:
 
 def before_the_flush(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> list[int]:
     """Run ``action`` each time the handler is about to flush its batch; how many flushes ran."""
-    original = Memory._flush_writes
+    from rushmem.service.writing import flush_writes as original
+
     calls: list[int] = []
 
-    def flush_writes(self: Memory, unflushed: UnflushedWrites) -> None:
+    def flush_writes(parts: Any, unflushed: UnflushedWrites) -> None:
         calls.append(1)
         action()
-        original(self, unflushed)
+        original(parts, unflushed)
 
-    monkeypatch.setattr(Memory, "_flush_writes", flush_writes)
+    monkeypatch.setattr("rushmem.service.batch.flush_writes", flush_writes)
     return calls
 
 

@@ -72,7 +72,7 @@ def test_list_and_export_pages_stay_under_6_mb_and_the_cursor_carries_on(served:
     assert status == 200 and len(json.dumps(body.decode())) < LAMBDA_RESPONSE_BYTES
     assert json.loads(body)["next_cursor"]
     with MemoryClient(served) as client:
-        lines = list(client.export_memories(user_id=USER, history=True, page_size=500))
+        lines = list(client.pages(client.export, user_id=USER, history=True, limit=500))
     assert len({line.id for line in lines}) == COUNT
 
 

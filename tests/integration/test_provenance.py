@@ -191,18 +191,18 @@ def test_the_clients_read_write_ids_and_tombstones(served: str) -> None:
     stored = client.add([SECRET], user_id="u1")
     assert stored.write_id is not None
     assert client.get(stored.ids[0], user_id="u1").write_id == stored.write_id
-    (line,) = list(client.export_memories(user_id="u1"))
+    (line,) = client.export(user_id="u1").lines
     assert line.write_id == stored.write_id
     outcome = client.ingest_conversation([{"role": "user", "content": "I always deploy on Fridays."}], user_id="u1")
     assert outcome.write_id is not None
-    assert client.forget_memory(stored.ids[0], user_id="u1")
+    client.delete(stored.ids[0], user_id="u1")
     events = client.history(stored.ids[0], user_id="u1").events
     assert [e.event for e in events] == ["created", "deleted"] and all(e.content is None for e in events)
 
     async def scenario() -> None:
         async with AsyncMemoryClient(served) as aclient:
             added = await aclient.add(["Uses pnpm"], user_id="u2")
-            assert (await aclient.get_memory(added.ids[0], user_id="u2")).write_id == added.write_id
+            assert (await aclient.get(added.ids[0], user_id="u2")).write_id == added.write_id
 
     asyncio.run(scenario())
 

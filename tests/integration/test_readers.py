@@ -90,7 +90,8 @@ def test_eventual_reads_come_from_the_reader_and_strong_ones_from_the_writer(
         assert [m.id for m in routed.recall("package manager and deploy tool", user_id=USER).memories] == [old]
         assert [m.id for m in routed.list(user_id=USER).memories] == [old]
         assert [line.id for line in routed.export(user_id=USER).lines] == [old]
-        assert routed.history(new, user_id=USER) == []
+        with pytest.raises(Exception, match="no history"):
+            routed.history(new, user_id=USER)
         with pytest.raises(Exception, match="no memory"):
             routed.get(new, user_id=USER)
         # ... and every strong one sees it.
@@ -98,7 +99,7 @@ def test_eventual_reads_come_from_the_reader_and_strong_ones_from_the_writer(
         assert {m.id for m in recalled} == {old, new}
         assert {m.id for m in routed.list(user_id=USER, consistency="strong").memories} == {old, new}
         assert routed.get(new, user_id=USER, consistency="strong").content == "Deploys the editor with Vite"
-        assert [e.event for e in routed.history(new, user_id=USER, consistency="strong")] == ["created"]
+        assert [e.event for e in routed.history(new, user_id=USER, consistency="strong").events] == ["created"]
         assert reader_sessions(replica_pair, replica_database) == 1
     # Replayed: the reader has caught up.
     assert {m.id for m in routed.list(user_id=USER).memories} == {old, new}
@@ -196,9 +197,9 @@ def test_the_client_asks_for_the_writer_when_it_must(
             with pytest.raises(NotFound):
                 client.get(memory_id, user_id=USER)
             assert client.get(memory_id, user_id=USER, consistency="strong").content == "Uses pnpm"
-            assert list(client.list(user_id=USER)) == []
-            assert [m.content for m in client.list(user_id=USER, consistency="strong")] == ["Uses pnpm"]
-            exported = client.export_memories(user_id=USER, consistency="strong")
+            assert client.list(user_id=USER).memories == []
+            assert [m.content for m in client.list(user_id=USER, consistency="strong").memories] == ["Uses pnpm"]
+            exported = client.pages(client.export, user_id=USER, consistency="strong")
             assert [line.content for line in exported] == ["Uses pnpm"]
 
 

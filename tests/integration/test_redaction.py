@@ -187,7 +187,9 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
         },
         expected_params={"Text": joined, "LanguageCode": "en"},
     )
-    redacting._parts.redactor = Redactor(redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)])
+    redacting.cells.parts[""].redactor = Redactor(
+        redacting.settings.pii, [RegexDetector(), ComprehendPiiDetector(client)]
+    )
     stored = redacting.add([NewMemory(content=f) for f in facts], user_id="u1")
     assert stored.pii_redacted == 1
     contents = sorted(m.content for m in redacting.list(user_id="u1").memories)
@@ -199,7 +201,8 @@ def test_names_and_addresses_go_through_comprehend_in_one_request_per_write(
 
 def redactor_for(settings: Settings) -> Redactor:
     """The write path's redactor as the service builds it (nothing connects until a write)."""
-    return Memory(settings)._parts.redactor
+    redactor: Redactor = Memory(settings).cells.parts[""].redactor
+    return redactor
 
 
 def test_the_comprehend_detector_is_built_only_when_asked(settings: Settings) -> None:

@@ -247,4 +247,4 @@ class NoMaintenanceRole:
 def test_a_connection_without_the_maintenance_role_may_not_list_users(settings: Settings) -> None:
     service = Memory(settings, database=NoMaintenanceRole())  # type: ignore[arg-type]
     with pytest.raises(Forbidden, match="agent_memory_maintenance"):
-        service.admin.users()
+        service.users()

@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from rushmem.store.engine.pg import PgSession
 from rushmem.store.schema import migrate
 from rushmem.store.schema.migrate import (
     FUNCTIONS_NAME,
@@ -40,7 +41,7 @@ def catalog(url: str) -> dict[str, list[tuple[Any, ...]]]:
         return {"functions": conn.execute(FUNCTIONS).fetchall(), "triggers": conn.execute(TRIGGERS).fetchall()}
 
 
-def migrate_all(conn: psycopg.Connection[Any]) -> list[str]:
+def migrate_all(conn: PgSession) -> list[str]:
     return apply_migrations(conn, dimension=384, fingerprint=FINGERPRINT)
 
 
@@ -48,7 +49,7 @@ def test_a_store_at_0019_moves_to_functions_sql_and_ends_as_a_fresh_one(
     database_url: str, blank_database_url: str
 ) -> None:
     """``database_url`` is a fresh store (the template, migrated by this code)."""
-    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+    with PgSession.connect(blank_database_url, autocommit=True) as conn:
         _apply(conn, [m for m in available_migrations() if m.version <= 19], dimension=384, fingerprint=FINGERPRINT)
         # Before 0020 the numbered migrations created the functions and triggers; at 0019 they were
         # what functions.sql holds. Here one function stands for an older definition and one trigger
@@ -69,7 +70,7 @@ def test_a_store_at_0019_moves_to_functions_sql_and_ends_as_a_fresh_one(
 def test_functions_sql_runs_again_when_it_changed_and_only_then(
     blank_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+    with PgSession.connect(blank_database_url, autocommit=True) as conn:
         assert migrate_all(conn)[-1] == FUNCTIONS_NAME
         assert migrate_all(conn) == []
         # An edit of a function is an edit of the file: the next migrate runs it, once.
@@ -87,7 +88,7 @@ def test_functions_sql_runs_again_when_it_changed_and_only_then(
 
 def test_a_migration_applied_runs_the_functions_again(blank_database_url: str) -> None:
     """A migration may drop a table with its triggers: the unchanged file runs after it all the same."""
-    with psycopg.connect(blank_database_url, autocommit=True) as conn:
+    with PgSession.connect(blank_database_url, autocommit=True) as conn:
         migrate_all(conn)
         conn.execute("DROP TRIGGER user_memories_history ON user_memories")
         conn.execute("DELETE FROM agent_memory_migrations WHERE version = 20")

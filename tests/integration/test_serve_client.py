@@ -26,6 +26,7 @@ from rushmem_contract.errors import (
     Forbidden,
     InputTooLarge,
     InvalidInput,
+    NotFound,
     ServiceUnavailable,
 )
 from rushmem_tools.cli import main
@@ -189,10 +190,14 @@ def test_client_round_trip_and_typed_errors(served: str) -> None:
         assert client.recall(messages=chat, user_id="u1").query == "When do we ship?"
         page = client.list(user_id="u1", limit=1)
         assert len(page.memories) == 1 and page.next_cursor
-        assert {m.content for m in client.iter_memories(user_id="u1")} == {"Prefers pnpm over npm", "Ships on Fridays"}
+        assert {m.content for m in client.pages(client.list, user_id="u1")} == {
+            "Prefers pnpm over npm",
+            "Ships on Fridays",
+        }
         assert [e.event for e in client.history(stored.ids[0], user_id="u1").events] == ["created"]
-        assert client.forget_memory(stored.ids[0], user_id="u1") is True
-        assert client.forget_memory(stored.ids[0], user_id="u1") is False
+        assert client.delete(stored.ids[0], user_id="u1") is None
+        with pytest.raises(NotFound):
+            client.delete(stored.ids[0], user_id="u1")
         with pytest.raises(InvalidInput) as bad_limit:
             client.recall("x", user_id="u1", limit=0)
         assert bad_limit.value.field == "limit"
@@ -214,14 +219,15 @@ def test_client_with_jwt_acts_only_for_the_tokens_user(served: str) -> None:
     alice.add(["Alice uses Vim"])
     bob.add(["Bob uses Emacs"])
     assert [m.content for m in alice.recall("uses").memories] == ["Alice uses Vim"]
-    assert [m.content for m in bob.list_memories().memories] == ["Bob uses Emacs"]
+    assert [m.content for m in bob.list().memories] == ["Bob uses Emacs"]
     with pytest.raises(Forbidden):
         bob.recall("uses", user_id="alice")
     with pytest.raises(Forbidden):
         bob.forget_user("alice")
-    (alices,) = alice.list_memories().memories
-    assert bob.forget_memory(alices.id) is False
-    assert [m.content for m in alice.list_memories().memories] == ["Alice uses Vim"]
+    (alices,) = alice.list().memories
+    with pytest.raises(NotFound):  # another user's memory looks like none at all
+        bob.delete(alices.id)
+    assert [m.content for m in alice.list().memories] == ["Alice uses Vim"]
 
 
 @pytest.fixture
@@ -323,9 +329,10 @@ def test_client_database_down_is_database_unavailable(monkeypatch: pytest.Monkey
 def test_forget_quotes_the_id(served: str) -> None:
     client = MemoryClient(served, auth="none")
     with pytest.raises(InvalidInput) as bad:
-        client.forget_memory("../memories", user_id="u1")
+        client.delete("../memories", user_id="u1")
     assert bad.value.field == "memory_id"
-    assert client.forget_memory(uuid.uuid4(), user_id="u1") is False
+    with pytest.raises(NotFound):
+        client.delete(uuid.uuid4(), user_id="u1")
 
 
 def test_serve_takes_50_connections_at_once_before_it_accepts_any() -> None:

@@ -72,7 +72,7 @@ def test_smoke_with_a_token_runs_as_its_subject(
     assert [c["check"] for c in report["checks"]] == CHECKS
     # Only what the run created is gone: the user's own memory stays.
     with MemoryClient(served_with_tokens, token=issuer.token("alice")) as client:
-        assert [m.id for m in client.list()] == [kept]
+        assert [m.id for m in client.list().memories] == [kept]
 
 
 def test_smoke_fails_with_the_reason_and_exit_1(

@@ -66,7 +66,7 @@ def test_before_the_snapshot_the_connection_goes_and_after_the_restore_a_new_one
     for hook in runtime_hooks["before"][::-1]:  # the runtime's order: reverse of registration
         hook()
     assert before.closed
-    assert "embedder" in vars(installed._parts)  # warmed up: restored containers skip building it
+    assert "embedder" in vars(installed.cells.parts[""])  # warmed up: restored containers skip building it
     for hook in runtime_hooks["after"]:
         hook()
     assert [m.content for m in installed.recall("package manager", user_id="u1").memories] == ["Prefers pnpm"]
@@ -133,6 +133,6 @@ def test_the_warm_up_builds_the_recall_routes_validation_without_a_database(
         lifecycle.warm_up()  # raises if any part of it fails
         routes = module.app._static_routes + module.app._dynamic_routes
         assert routes and all(route._dependant is not None for route in routes)
-        assert "db" not in vars(service._parts) or service.admin.db._conn is None  # no connection was opened
+        assert "db" not in vars(service.cells.parts[""]) or service.admin.db._conn is None  # no connection was opened
     finally:
         set_service(None)

@@ -123,11 +123,11 @@ def test_a_valid_token_reaches_the_tools_as_its_subject(served: str, issuer: Loc
     assert "Deploys on Fridays" in recalled
     # Stored for the token's sub: the REST API with the same token lists it, another user's sees nothing.
     with MemoryClient(served, token=issuer.token(sub)) as client:
-        assert [m.content for m in client.list()] == ["Deploys on Fridays, never on Mondays"]
+        assert [m.content for m in client.list().memories] == ["Deploys on Fridays, never on Mondays"]
         with pytest.raises(Forbidden):  # a token never acts for another user_id
             client.list(user_id="someone-else")
     with MemoryClient(served, token=issuer.token("another-user")) as other:
-        assert list(other.list_memories()) == []
+        assert other.list().memories == []
 
 
 def test_an_access_token_without_aud_is_matched_by_client_id(served: str, issuer: LocalIssuer) -> None:

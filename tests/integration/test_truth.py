@@ -314,28 +314,26 @@ def test_client_sync_and_async_supersede_and_read_as_of(served: str) -> None:
         stored = client.add([item], user_id=USER, supersedes=[old], valid_from=JUNE)
         assert stored.facts[0].superseded == [old]
         assert client.get(stored.ids[0], user_id=USER).valid_from == JUNE
-        assert [m.content for m in client.list(user_id=USER)] == ["The user turned 32"]
+        assert [m.content for m in client.list(user_id=USER).memories] == ["The user turned 32"]
         april = dt.datetime(2026, 4, 1, tzinfo=dt.UTC)
-        assert [m.content for m in client.list(user_id=USER, as_of=april)] == ["The user is 31 years old"]
+        assert [m.content for m in client.list(user_id=USER, as_of=april).memories] == ["The user is 31 years old"]
         assert [m.content for m in client.recall("age", user_id=USER, as_of=april).memories] == [
             "The user is 31 years old"
         ]
-        assert [line.content for line in client.export_memories(user_id=USER, as_of=april)] == [
-            "The user is 31 years old"
-        ]
+        assert [line.content for line in client.export(user_id=USER, as_of=april).lines] == ["The user is 31 years old"]
         with pytest.raises(InvalidInput) as unknown:
             client.add(["The user is 33"], user_id=USER, supersedes=[uuid.uuid4()])
         assert unknown.value.field == "memories[0].supersedes[0]"
 
     async def scenario() -> tuple[list[str], list[str]]:
         async with AsyncMemoryClient(served, auth="none", timeout=30) as client:
-            current = [m.id for m in await client.list(user_id=USER)]
+            current = [m.id for m in (await client.list(user_id=USER)).memories]
             thirty_three = NewMemory(content="The user is 33 years old")
             stored = await client.add([thirty_three], user_id=USER, supersedes=current)
             assert stored.facts[0].superseded == current
             now = [m.content for m in (await client.recall("age", user_id=USER)).memories]
             april = dt.datetime(2026, 4, 1, tzinfo=dt.UTC)
-            then = [m.content for m in await client.list(user_id=USER, as_of=april)]
+            then = [m.content for m in (await client.list(user_id=USER, as_of=april)).memories]
             return now, then
 
     now, then = anyio.run(scenario)

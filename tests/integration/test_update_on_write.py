@@ -239,7 +239,7 @@ def test_a_restatement_refreshes_the_memory_instead_of_adding_one(llm_service: M
     (memory,) = llm_service.list(user_id=USER, include_inactive=True).memories
     assert memory.content == JS["content"] and memory.updated_at == dt.datetime(2026, 11, 20, 8, tzinfo=dt.UTC)
     assert memory.metadata == {"extracted_by": "openai:glm-4-flash"}
-    assert [(e.event, e.source) for e in llm_service.history(memory.id, user_id=USER)] == [
+    assert [(e.event, e.source) for e in llm_service.history(memory.id, user_id=USER).events] == [
         ("created", "c-1"),
         ("refreshed", "c-2"),
     ]
@@ -260,12 +260,12 @@ def test_changing_back_revives_the_old_memory_and_supersedes_the_new_one(
     )
     assert (back.ids, back.created, back.superseded) == ([js_id], 0, 1)
     assert active(llm_service) == {JS["content"]}
-    assert [(e.event, e.source) for e in llm_service.history(js_id, user_id=USER)] == [
+    assert [(e.event, e.source) for e in llm_service.history(js_id, user_id=USER).events] == [
         ("created", "c-1"),
         ("superseded", "c-2"),
         ("revived", "c-3"),
     ]
-    assert [(e.event, e.related_id) for e in llm_service.history(ts_id, user_id=USER)] == [
+    assert [(e.event, e.related_id) for e in llm_service.history(ts_id, user_id=USER).events] == [
         ("created", None),
         ("superseded", js_id),
     ]
@@ -285,7 +285,7 @@ def test_an_invented_reference_is_ignored_and_the_fact_kept_as_new(
     assert (outcome.created, outcome.superseded, outcome.updates_ignored) == (2, 0, 2)
     assert active(llm_service) == {JS["content"], TS["content"], go["content"]}
     assert caplog.text.count("names no memory that was shown") == 2 and "'m7'" in caplog.text
-    assert [e.event for e in llm_service.history(js_id, user_id=USER)] == ["created"]
+    assert [e.event for e in llm_service.history(js_id, user_id=USER).events] == ["created"]
 
 
 def test_an_unrelated_replacement_or_restatement_is_refused(
@@ -300,7 +300,7 @@ def test_an_unrelated_replacement_or_restatement_is_refused(
     assert (outcome.created, outcome.refreshed, outcome.superseded, outcome.updates_ignored) == (2, 0, 0, 2)
     assert active(llm_service) == {JS["content"], dog["content"], hiking["content"]}
     assert caplog.text.count("is about something else (similarity") == 2
-    assert [e.event for e in llm_service.history(js_id, user_id=USER)] == ["created"]
+    assert [e.event for e in llm_service.history(js_id, user_id=USER).events] == ["created"]
 
 
 def test_the_guard_threshold_is_a_setting(settings: Settings, server: ChatServer) -> None:
@@ -327,7 +327,7 @@ def test_a_memory_is_replaced_once_even_if_the_model_replaces_it_twice(
     assert (outcome.created, outcome.superseded, outcome.updates_ignored) == (2, 1, 1)
     assert "already restates or replaces" in caplog.text
     ts_id = outcome.ids[0]
-    assert [(e.event, e.related_id) for e in llm_service.history(js_id, user_id=USER)] == [
+    assert [(e.event, e.related_id) for e in llm_service.history(js_id, user_id=USER).events] == [
         ("created", None),
         ("superseded", ts_id),
     ]

@@ -223,7 +223,9 @@ def test_the_usage_buffer_is_due_by_count_or_age_and_keeps_each_day() -> None:
     from rushmem.usage import UsageBuffer, UsageCount, UsageRow
 
     now = [100.0]
-    buffer = UsageBuffer(max_pending=3, max_age_s=30.0, clock=lambda: now[0])
+    buffer = UsageBuffer(
+        max_pending=3, max_age_s=30.0, write=lambda pending: None, kept=lambda exc: True, clock=lambda: now[0]
+    )
     recall = [UsageRow("recall", "", UsageCount(calls=1, characters=12))]
     monday, tuesday = dt.date(2026, 3, 2), dt.date(2026, 3, 3)
     assert not buffer.due()
