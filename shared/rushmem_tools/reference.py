@@ -1,7 +1,7 @@
 """The reference lists of the docs, generated from the table of operations so that they cannot drift:
 the HTTP routes (docs/api.md), the MCP tools as the server lists them (docs/mcp.md), the CLI's
 subcommands (docs/cli.md) and the Python methods (docs/api.md). Each sits between markers
-(``<!-- routes:start -->`` ... ``<!-- routes:end -->``); ``rushmem reference --write`` regenerates
+(``<!-- routes:start -->`` ... ``<!-- routes:end -->``); ``rushmem reference`` regenerates
 them and tests/unit/test_docs.py fails when one is stale."""
 
 from __future__ import annotations

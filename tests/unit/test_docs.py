@@ -40,11 +40,27 @@ def test_regeneration_touches_only_the_marked_block() -> None:
 
 def test_the_reference_lists_are_the_tables() -> None:
     """The routes, tools, commands and methods listed in docs/ are generated from the table of
-    operations (and the MCP server's own list); stale: run `rushmem reference --write`."""
+    operations (and the MCP server's own list); stale: run `rushmem reference`."""
     from rushmem_tools import reference
 
     for path, text in reference.regenerated(REPO / "docs").items():
         assert path.read_text(encoding="utf-8") == text, f"stale: run rushmem reference (in {path.name})"
+
+
+def test_the_api_pages_route_list_is_the_tables() -> None:
+    """docs/api.md's table of routes (written for people: limits, defaults, links) names exactly the
+    table's routes."""
+    from rushmem_contract.operations import OPERATIONS
+
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    table = text[text.index("| route | body / query | answer |") :].split("\n\n", 1)[0]
+    listed = {
+        (method, re.sub(r"\{[^}]+\}", "{}", path))
+        for method, path in re.findall(r"^\| `(GET|POST|PUT|PATCH|DELETE) (/[^`]*)`", table, re.MULTILINE)
+    }
+    # The routes that are no operation: the API's document and the memory page.
+    listed -= {("GET", "/openapi.json"), ("GET", "/")}
+    assert listed == {(op.method, re.sub(r"\{[^}]+\}", "{}", op.path)) for op in OPERATIONS}
 
 
 def test_readme_starts_with_the_two_commands() -> None:

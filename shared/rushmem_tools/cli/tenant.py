@@ -122,8 +122,8 @@ def cmd_redact(service: Memory, args: argparse.Namespace) -> int:
 
 def register(add: AddCommand) -> None:
     p = add("usage-by-user", cmd_usage_by_user, "every user's totals, most expensive first (owner's credentials)")
-    p.add_argument("--from", dest="start", type=_day, help="first UTC day (default: 29 days before --to)")
-    p.add_argument("--to", dest="end", type=_day, help="last UTC day, included (default: today)")
+    p.add_argument("--start", type=_day, help="first UTC day (default: 29 days before --end)")
+    p.add_argument("--end", type=_day, help="last UTC day, included (default: today)")
 
     p = add("cost", cmd_cost, "the stack's monthly cost for a volume, line by line, with its assumptions and prices")
     _cost_arguments(p)
