@@ -226,12 +226,21 @@ def _takes_none(field: FieldInfo) -> bool:
     return annotation is None or type(None) in get_args(annotation)
 
 
-# The items of a paged answer, by the page model's field.
+# The items of a listing (a page, or every version): its one list field, by name.
 PAGE_ITEMS = ("memories", "lines", "events", "users", "receipts", "versions")
 
 
+def is_listing(model: type[BaseModel] | None) -> bool:
+    """Whether an answer is a list of items and, for a page, the next cursor; nothing else (a
+    recall's memories come with its block: no listing)."""
+    if model is None:
+        return False
+    names = set(model.model_fields) - {"next_cursor"}
+    return len(names) == 1 and names <= set(PAGE_ITEMS)
+
+
 def page_items(page: BaseModel) -> tuple[list[Any], str | None]:
-    """A paged answer's items and its next cursor (None: the last page)."""
+    """A listing's items and its next cursor (None: the last page, or no pages)."""
     name = next(n for n in PAGE_ITEMS if n in type(page).model_fields)
     return list(getattr(page, name)), getattr(page, "next_cursor", None)
 

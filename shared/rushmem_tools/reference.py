@@ -6,6 +6,7 @@ them and tests/unit/test_docs.py fails when one is stale."""
 
 from __future__ import annotations
 
+import argparse
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -64,11 +65,9 @@ def tools_table(surface: str = "all") -> str:
     return "\n".join(lines)
 
 
-def commands_table() -> str:
-    """The CLI's subcommand for each row and the flags its request's fields become."""
-    from rushmem_tools.cli.main import build_parser
-
-    parser = build_parser(None)
+def commands_table(parser: argparse.ArgumentParser) -> str:
+    """The CLI's subcommand for each row (``parser``: the command line's) and the flags its request's
+    fields become."""
     sub = next(a for a in parser._actions if a.dest == "command")
     lines = ["| command | operation | flags |", "| --- | --- | --- |"]
     for op in ops.OPERATIONS:
@@ -102,12 +101,14 @@ def methods_block() -> str:
     return "\n".join(lines)
 
 
-BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
-    "routes": ("api.md", routes_table),
-    "methods": ("api.md", methods_block),
-    "tools": ("mcp.md", tools_table),
-    "commands": ("cli.md", commands_table),
-}
+def blocks(parser: argparse.ArgumentParser) -> dict[str, tuple[str, Callable[[], str]]]:
+    """Each block's name, the page that holds it, and what makes it."""
+    return {
+        "routes": ("api.md", routes_table),
+        "methods": ("api.md", methods_block),
+        "tools": ("mcp.md", tools_table),
+        "commands": ("cli.md", lambda: commands_table(parser)),
+    }
 
 
 def with_block(text: str, name: str, content: str) -> str:
@@ -118,19 +119,20 @@ def with_block(text: str, name: str, content: str) -> str:
     return text[: first + len(start)] + "\n" + content + "\n" + text[last:]
 
 
-def regenerated(docs: Path) -> dict[Path, str]:
-    """Each page of ``docs`` that holds a block, with its blocks regenerated."""
+def regenerated(docs: Path, parser: argparse.ArgumentParser) -> dict[Path, str]:
+    """Each page of ``docs`` that holds a block, with its blocks regenerated (``parser``: the
+    command line's, which the commands' list reads)."""
     pages: dict[Path, str] = {}
-    for name, (page, make) in BLOCKS.items():
+    for name, (page, make) in blocks(parser).items():
         path = docs / page
         pages[path] = with_block(pages.get(path) or path.read_text(encoding="utf-8"), name, make())
     return pages
 
 
-def write(docs: Path) -> list[str]:
+def write(docs: Path, parser: argparse.ArgumentParser) -> list[str]:
     """Regenerate the blocks in place; the pages that changed."""
     changed = []
-    for path, text in regenerated(docs).items():
+    for path, text in regenerated(docs, parser).items():
         if path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             changed.append(str(path))

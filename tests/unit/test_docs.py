@@ -42,8 +42,9 @@ def test_the_reference_lists_are_the_tables() -> None:
     """The routes, tools, commands and methods listed in docs/ are generated from the table of
     operations (and the MCP server's own list); stale: run `rushmem reference`."""
     from rushmem_tools import reference
+    from rushmem_tools.cli.main import build_parser
 
-    for path, text in reference.regenerated(REPO / "docs").items():
+    for path, text in reference.regenerated(REPO / "docs", build_parser(None)).items():
         assert path.read_text(encoding="utf-8") == text, f"stale: run rushmem reference (in {path.name})"
 
 

@@ -76,23 +76,27 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _query_parameters(model: type[BaseModel], names: tuple[str, ...]) -> list[inspect.Parameter]:
+def _query_parameters(
+    model: type[BaseModel], names: tuple[str, ...], *, nested_in: str | None = None
+) -> list[inspect.Parameter]:
     """The query parameters of ``names`` (a nested model's fields in its place), typed for the
-    document: a list or an object as the string it travels as."""
+    document: a list or an object as the string it travels as. A nested model's fields are checked
+    by the request model alone, as text here, so that a refusal names them where the model has
+    them (``filters.created_after``) at every door."""
     found: list[inspect.Parameter] = []
     for name in names:
         field = model.model_fields[name]
         annotation = field.annotation
         nested = _model_in(annotation)
         if nested is not None:
-            found += _query_parameters(nested, tuple(nested.model_fields))
+            found += _query_parameters(nested, tuple(nested.model_fields), nested_in=name)
             continue
         kind = value_kind(annotation)
         description = field.description or ""
         if kind == "list":
             description += " Comma-separated."
-        if kind in MAX_QUERY_TEXT:
-            param = Query(alias=field.alias, max_length=MAX_QUERY_TEXT[kind], description=description)
+        if kind in MAX_QUERY_TEXT or nested_in is not None:
+            param = Query(alias=field.alias, max_length=MAX_QUERY_TEXT.get(kind, 64), description=description)
             annotation = str | None
         else:
             param = Query(alias=field.alias, description=description, **_bounds(field))

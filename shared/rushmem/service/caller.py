@@ -19,7 +19,6 @@ from rushmem_contract.errors import Forbidden, InvalidInput
 from rushmem_contract.models import UserId
 
 if TYPE_CHECKING:
-    from rushmem.service.batch import QueueBatch
     from rushmem_contract.operations import Operation
 
 _user_id: TypeAdapter[str] = TypeAdapter(UserId)
@@ -55,12 +54,11 @@ def printable(text: str) -> str:
 class Caller:
     """Who calls (see the module's docstring). ``door`` is what the history records as the source
     of a change ("api", "mcp", "cli"; None in-process); ``requested_by`` what an erasure receipt
-    records; ``batch``, the queue batch a delivered message is ingested in."""
+    records."""
 
     door: str | None = None
     user: str | None = None
     requested_by: str = "service"
-    batch: QueueBatch | None = None
 
     @classmethod
     def for_request(cls, claims: Mapping[str, Any] | None, *, iam_arn: object = None, door: str = "api") -> Caller:

@@ -63,7 +63,10 @@ class Dispatcher:
     def __init__(self, cells: Cells) -> None:
         self.cells = cells
 
-    def run(self, op: Operation[Req, Res], request: Req, caller: Caller, **options: Any) -> Res:
+    def run(
+        self, op: Operation[Req, Res], request: Req, caller: Caller, *, batch: QueueBatch | None = None, **options: Any
+    ) -> Res:
+        """Run one operation for ``caller``; in a queue ``batch``, its writes wait for the batch's flush."""
         verb = VERBS[op.name]
         user_id = caller.user_for(op, getattr(request, "user_id", None))
         ctx = context(caller, user_id, options)
@@ -72,8 +75,8 @@ class Dispatcher:
             return result
         assert user_id is not None  # only verbs spanning cells act for no user
         parts = self.cells.writing(user_id) if op.writes else self.cells.reading(user_id)
-        if caller.batch is not None:
-            ctx.unflushed = caller.batch.unflushed(parts)
+        if batch is not None:
+            ctx.unflushed = batch.unflushed(parts)
         result = verb.run(parts, request, ctx)
         if ctx.wrote:
             parts.publish_changes(user_id)

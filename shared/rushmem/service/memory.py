@@ -178,8 +178,7 @@ class IngestBatch:
 
     def ingest_conversation(self, message: ConversationEnded, **options: Any) -> IngestOutcome:
         """As :meth:`Memory.ingest_conversation`, durable once the batch's block is left."""
-        caller = Caller(batch=self.batch)
-        return self._memory.invoke(ops.INGEST, ops.INGEST.build(message), caller=caller, **options)
+        return self._memory.invoke(ops.INGEST, ops.INGEST.build(message), batch=self.batch, **options)
 
     @property
     def pending(self) -> bool:

@@ -73,8 +73,9 @@ def _recall_payload(result: RecallResult) -> dict[str, object]:
 
 def recall_flags(parser: argparse.ArgumentParser) -> None:
     """`recall --queries FILE --out FILE`: many recalls, embedded in batches (benchmarks)."""
-    parser.add_argument("--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}")
-    parser.add_argument("--out", help="where --queries writes one result line per query")
+    parser.add_argument(
+        "--queries", help="JSON Lines of {user_id, query, project_id?, now?, limit?}; --out gets a line per query"
+    )
 
 
 def recall_file(service: Memory, args: argparse.Namespace) -> bool:
@@ -206,11 +207,3 @@ def cmd_demo(service: Memory, args: argparse.Namespace) -> int:
 
     set_service(service)  # the handlers run on this command's settings: one model load
     return run_demo(sys.stdout, keep=args.keep)
-
-
-def cmd_reference(service: Memory, args: argparse.Namespace) -> int:
-    """Regenerate the docs' reference lists (routes, tools, commands, methods) from the table."""
-    from rushmem_tools import reference
-
-    emit({"changed": reference.write(Path(args.docs))})
-    return EXIT_OK

@@ -44,7 +44,6 @@ from rushmem_tools.cli.commands import (
     cmd_move_user,
     cmd_purge,
     cmd_reembed,
-    cmd_reference,
     cmd_similarity,
     recall_file,
     recall_flags,
@@ -175,6 +174,17 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     else:  # listed in --help all the same
         sub.add_parser("bench", help=BENCH_HELP)
     return parser
+
+
+def cmd_reference(service: Memory, args: argparse.Namespace) -> int:
+    """Regenerate the docs' reference lists (routes, tools, commands, methods) from the table."""
+    from pathlib import Path
+
+    from rushmem_tools import reference
+    from rushmem_tools.cli.output import emit
+
+    emit({"changed": reference.write(Path(args.docs), build_parser(None))})
+    return EXIT_OK
 
 
 def command_of(argv: Sequence[str]) -> str | None:

@@ -113,6 +113,8 @@ def fields_of(args: argparse.Namespace, model: type[BaseModel], hidden: set[str]
         value = getattr(args, name, None)
         if value is None or value == []:
             continue
+        if isinstance(value, str) and value.lower() in ("null", "none") and _takes_none(field):
+            value = None  # `--expires-at null`: clear what may be cleared
         if (
             isinstance(value, str)
             and ops.value_kind(field.annotation) != "text"
@@ -121,6 +123,10 @@ def fields_of(args: argparse.Namespace, model: type[BaseModel], hidden: set[str]
             value = _json(value, flag_of(name, field))
         given[field.alias or name] = value
     return given
+
+
+def _takes_none(field: Any) -> bool:
+    return type(None) in get_args(field.annotation)
 
 
 def _json(text: str, flag: str) -> Any:
@@ -157,7 +163,7 @@ def _pages(service: Memory, op: Operation[Any, Any], request: Any, caller: Calle
     """The answer's items, page after page (an answer that is no page, itself)."""
     while True:
         page = service.invoke(op, request, caller=caller)
-        if not any(name in type(page).model_fields for name in ops.PAGE_ITEMS):
+        if not ops.is_listing(type(page)):
             yield page
             return
         items, cursor = ops.page_items(page)
@@ -168,6 +174,14 @@ def _pages(service: Memory, op: Operation[Any, Any], request: Any, caller: Calle
 
 
 def _print(op: Operation[Any, Any], answers: Iterator[Any], args: argparse.Namespace, out: IO[str]) -> None:
+    if getattr(args, "out", None) and not getattr(args, "queries", None):
+        with Path(args.out).open("w", encoding="utf-8") as file:
+            _print_to(op, answers, args, file)
+        return
+    _print_to(op, answers, args, out)
+
+
+def _print_to(op: Operation[Any, Any], answers: Iterator[Any], args: argparse.Namespace, out: IO[str]) -> None:
     limit = getattr(args, "max_items", None)
     if op is ops.LIST and for_humans(args, out):
         items = list(answers)[:limit] if limit else answers
@@ -222,6 +236,8 @@ def register(add: AddCommand) -> None:
             p.add_argument("--by", default="cli", help="who asks, for the erasure receipt (never the user's id)")
         if op.response is not None and "next_cursor" in op.response.model_fields:
             p.add_argument("--max-items", type=int, help="stop after this many items (pages are followed)")
+        if not op.writes:
+            p.add_argument("--out", metavar="FILE", help="write the answer (JSON Lines) to FILE instead of stdout")
         if op in (ops.RECALL, ops.LIST):
             p.add_argument("--json", action="store_true", help=JSON_HELP)
         if op.name in EXTRA_FLAGS:
