@@ -172,10 +172,11 @@ class Settings(BaseSettings):
     )
     cells_secret_arn: str | None = Field(
         default=None,
-        description="The cells from Secrets Manager, instead of AGENT_MEMORY_CELLS (the stack's CellsSecretArn): a "
-        "secret whose SecretString is that JSON object, read on the first call that needs a cell. Its home cell's URL "
-        "must be empty: the home is this deployment's own database (db_host, db_secret_arn, IAM, RDS Proxy or the "
-        "Data API), so only the other cells' URLs, with their passwords, are in the secret.",
+        description="The cells from Secrets Manager, instead of AGENT_MEMORY_CELLS (the stack's CellsSecretArn; "
+        "MigrateFunction's is CellsOwnerSecretArn): a secret whose SecretString is that JSON object, read on the first "
+        "call that needs a cell. Its home cell's URL must be empty: the home is this deployment's own database "
+        "(db_host, db_secret_arn, IAM, RDS Proxy or the Data API), so only the other cells' URLs, with their "
+        "passwords, are in the secret (docs/deployment.md, Cells).",
     )
     cell_directory_cache_s: float = Field(
         default=30.0,
