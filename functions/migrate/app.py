@@ -19,6 +19,11 @@ Two kinds of event:
 - anything else (``aws lambda invoke``, ``rushmem invoke MigrateFunction``): migrate and
   return what was applied.
 
+With cells (AGENT_MEMORY_CELLS_SECRET_ARN: the stack's CellsOwnerSecretArn), each runs on every
+cell, the home cell first: a cell that cannot be migrated fails the deploy with its name (the
+cells are one deployment: a function must not meet a cell without its schema); a cell whose
+hourly task fails does not keep the others from theirs, and the run then fails naming it.
+
 Embedder settings and the request functions' login role come from the custom resource's
 properties when present (else the environment), so a rollback after a refused embedder change
 migrates with the old embedder and succeeds, and a changed AppDatabaseUser re-runs it. After
@@ -64,6 +69,8 @@ SETTING_PROPERTIES = {
     "LlmModel": "llm_model",
     "RerankProvider": "rerank_provider",
     "RerankModel": "rerank_model",
+    # The cells (their owners' URLs) migrated with the home database: another secret re-runs it.
+    "CellsOwnerSecretArn": "cells_secret_arn",
 }
 
 # Standard logging rather than Powertools: this module must work before the layer is trusted.
@@ -77,6 +84,10 @@ class LayerMismatch(RuntimeError):
 
 class RetiredModel(RuntimeError):
     """A configured Bedrock model is past its end of life or not offered in the region."""
+
+
+class CellFailed(RuntimeError):
+    """A cell (with AGENT_MEMORY_CELLS_SECRET_ARN) could not be migrated, or its hourly task failed."""
 
 
 def check_models(service: Any, client: Any = None) -> list[str]:
@@ -144,59 +155,95 @@ def migrate(
     service = Memory(Settings(**overrides))  # type: ignore[arg-type]  # pydantic parses the strings
     try:
         model_warnings = check_models(service, bedrock_client)
-        while True:
+        migrated = {}
+        for name, admin in service.cell_admins().items():
             try:
-                migrated = service.admin.migrate()
-                break
-            except DatabaseUnavailable as exc:
-                if deadline is None or time.monotonic() + RETRY_DELAY_S >= deadline:
+                migrated[name] = _migrate_until(admin, deadline, DatabaseUnavailable)
+            except Exception as exc:
+                if not service.cells.configured:
                     raise
-                logger.warning("database unavailable, retrying in %ss: %s", RETRY_DELAY_S, exc)
-                time.sleep(RETRY_DELAY_S)
+                raise CellFailed(f"cell {name!r}: {describe(exc)}") from exc
+        home = migrated[service.cells.home]
         result = {
-            "applied": migrated.applied,
+            "applied": home.applied,
             "embedder": service.admin.embedder.fingerprint,
-            "app_login": migrated.app_login.summary() if migrated.app_login else None,
+            "app_login": home.app_login.summary() if home.app_login else None,
             "model_warnings": model_warnings,
         }
+        if service.cells.configured:
+            result["cells"] = {name: m.applied for name, m in migrated.items()}
     finally:
         service.close()
     logger.info("migrated: %s", json.dumps(result))
     return result
 
 
+def _migrate_until(admin: Any, deadline: float | None, unavailable: type[Exception]) -> Any:
+    """One database migrated, retried while it is unreachable, until ``deadline``."""
+    while True:
+        try:
+            return admin.migrate()
+        except unavailable as exc:
+            if deadline is None or time.monotonic() + RETRY_DELAY_S >= deadline:
+                raise
+            logger.warning("database unavailable, retrying in %ss: %s", RETRY_DELAY_S, exc)
+            time.sleep(RETRY_DELAY_S)
+
+
 DENSE_USERS_TASK = "dense-users"
 CONSOLIDATE_TASK = "consolidate"
 
 
-def _scheduled(context: Any, run: Callable[[Any, float], Any]) -> Any:
+def _scheduled(context: Any, run: Callable[[Any, float], Any], dump: Callable[[Any], dict[str, Any]]) -> Any:
     """A scheduled maintenance run on a fresh service, given half the invocation's remaining time:
-    what it leaves undone (an index build cut off, a user not started) the next run takes up."""
+    what it leaves undone (an index build cut off, a user not started) the next run takes up. With
+    cells, on each cell in turn, each given its share of the time left; the answer is then
+    ``{"cells": {name: report}}``."""
     check_layer()
     from rushmem.config import Settings
     from rushmem.service import Memory
 
     remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
+    deadline = time.monotonic() + max(1.0, remaining_s / 2)
     service = Memory(Settings())
+    reports: dict[str, Any] = {}
+    failed: dict[str, str] = {}
     try:
-        report = run(service.admin, max(1.0, remaining_s / 2))
+        admins = service.cell_admins()
+        for left, (name, admin) in zip(range(len(admins), 0, -1), admins.items(), strict=True):
+            seconds = max(1.0, (deadline - time.monotonic()) / left)
+            if not service.cells.configured:
+                reports[name] = run(admin, seconds)
+                continue
+            try:  # one cell down must not stop the others' maintenance
+                reports[name] = run(admin, seconds)
+            except Exception as exc:
+                logger.exception("cell %r: the scheduled task failed", name)
+                failed[name] = describe(exc)
     finally:
         service.close()
-    logger.info("%s", report.summary())
-    return report
+    for name, report in reports.items():
+        logger.info("%s%s", f"cell {name!r}: " if name else "", report.summary())
+    if failed:
+        raise CellFailed("; ".join(f"cell {name!r}: {reason}" for name, reason in failed.items()))
+    if not service.cells.configured:
+        return dump(reports[""])
+    return {"cells": {name: dump(report) for name, report in reports.items()}}
 
 
 def refresh_dense_users(context: Any) -> dict[str, Any]:
     """The scheduled dense-users run: no new index build starts after its time is up."""
-    report = _scheduled(context, lambda admin, seconds: admin.refresh_dense_users(max_seconds=seconds))
-    return report.model_dump()  # type: ignore[no-any-return]
+    return _scheduled(  # type: ignore[no-any-return]
+        context, lambda admin, seconds: admin.refresh_dense_users(max_seconds=seconds), lambda r: r.model_dump()
+    )
 
 
 def consolidate(context: Any) -> dict[str, Any]:
     """The scheduled consolidation: no user is started after its time is up (the checkpoint keeps
     the place)."""
-    report = _scheduled(context, lambda admin, seconds: admin.consolidate(max_seconds=seconds))
-    return report.model_dump(mode="json")  # type: ignore[no-any-return]
+    return _scheduled(  # type: ignore[no-any-return]
+        context, lambda admin, seconds: admin.consolidate(max_seconds=seconds), lambda r: r.model_dump(mode="json")
+    )
 
 
 class Responder:
@@ -272,16 +319,17 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
         result = migrate(event.get("ResourceProperties") or {}, deadline=deadline)
         applied = ", ".join(result["applied"]) or "none pending"
         login = f"; application login role {result['app_login']}" if result["app_login"] else ""
+        cells = result.get("cells", {})
+        others = "".join(f"; cell {n!r}: {', '.join(a) or 'none pending'}" for n, a in list(cells.items())[1:])
         warnings = "".join(f"; WARNING {w}" for w in result["model_warnings"])
-        return responder.send(
-            "SUCCESS",
-            f"migrations applied: {applied}{login}{warnings}",
-            {
-                "Applied": ",".join(result["applied"]),
-                "Embedder": str(result["embedder"]),
-                "AppLogin": result["app_login"] or "",
-            },
-        )
+        data = {
+            "Applied": ",".join(result["applied"]),
+            "Embedder": str(result["embedder"]),
+            "AppLogin": result["app_login"] or "",
+        }
+        if cells:
+            data["Cells"] = ",".join(cells)
+        return responder.send("SUCCESS", f"migrations applied: {applied}{login}{others}{warnings}", data)
     except Exception as exc:  # every failure must reach CloudFormation, whatever it is
         logger.exception("migration failed")
         return responder.send("FAILED", describe(exc))

@@ -166,8 +166,17 @@ class Settings(BaseSettings):
     cells: dict[str, SecretStr] | None = Field(
         default=None,
         description="Cells: users spread over independent databases, as a JSON object of cell name -> PostgreSQL URL "
-        "(the first is the home cell, which holds the user-to-cell directory). Every door routes each user to their "
+        "(the first is the home cell, which holds the user-to-cell directory; its URL may be empty: this "
+        "deployment's own database as the settings above configure it). Every door routes each user to their "
         "cell (docs/capacity.md, Cells). Unset: one database.",
+    )
+    cells_secret_arn: str | None = Field(
+        default=None,
+        description="The cells from Secrets Manager, instead of AGENT_MEMORY_CELLS (the stack's CellsSecretArn; "
+        "MigrateFunction's is CellsOwnerSecretArn): a secret whose SecretString is that JSON object, read on the first "
+        "call that needs a cell. Its home cell's URL must be empty: the home is this deployment's own database "
+        "(db_host, db_secret_arn, IAM, RDS Proxy or the Data API), so only the other cells' URLs, with their "
+        "passwords, are in the secret (docs/deployment.md, Cells).",
     )
     cell_directory_cache_s: float = Field(
         default=30.0,
@@ -514,6 +523,7 @@ class Settings(BaseSettings):
         "data_dir",
         "db_reader_host",
         "db_cluster_arn",
+        "cells_secret_arn",
         "oauth_issuer",
         "oauth_authorization_endpoint",
         "oauth_token_endpoint",

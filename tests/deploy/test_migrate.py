@@ -1,5 +1,6 @@
 """MigrateFunction as CloudFormation sees it: every request answered once, on time, and a
-failed answer says why. Against the embedded PostgreSQL, through template.yaml's CodeUri."""
+failed answer says why; with cells, every cell migrated. Against the embedded PostgreSQL, through
+template.yaml's CodeUri."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from rushmem.providers.aws import clear_secret_cache
 from rushmem.store.schema.migrate import FUNCTIONS_NAME, available_migrations
 from rushmem_tools.local import runtime as lambda_local
 from tests.deploy.conftest import REPO, TEMPLATE, CloudFormationReceiver
@@ -310,3 +312,94 @@ def test_an_unreachable_control_plane_warns_and_deploys(
     answer = invoke(cfn_event("Update", cfn_receiver, LlmProvider="bedrock"))
     assert answer["Status"] == "SUCCESS", answer["Reason"]
     assert "could not check the Bedrock models' lifecycle" in answer["Reason"]
+
+
+# ---- cells: every cell migrated on deploy, the hourly tasks on each --------------------------------
+
+
+@pytest.fixture
+def cell_b_url(pg_server: str) -> Iterator[str]:
+    """A blank database for a second cell (on the same server: a cell is a URL)."""
+    name = f"cell_b_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield make_conninfo(pg_server, dbname=name)
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def applied_in(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM agent_memory_migrations").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def owners_secret(client: Any, cells: dict[str, str]) -> str:
+    """The stack's CellsOwnerSecretArn: the cells with their owners' URLs, the home's empty."""
+    return str(client.create_secret(Name="agent-memory/cells-owners", SecretString=json.dumps(cells))["ARN"])
+
+
+def test_a_deploy_with_cells_migrates_every_cell(
+    monkeypatch: pytest.MonkeyPatch,
+    secretsmanager: Any,
+    blank_database_url: str,
+    cell_b_url: str,
+    cfn_receiver: CloudFormationReceiver,
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    arn = owners_secret(secretsmanager, {"home": "", "b": cell_b_url})
+    # The ARN comes with the custom resource's properties (SchemaMigration's CellsOwnerSecretArn).
+    answer = invoke(cfn_event("Create", cfn_receiver, CellsOwnerSecretArn=arn))
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    expected = [*(f"{m.version:04d}_{m.name}" for m in available_migrations()), FUNCTIONS_NAME]
+    assert answer["Data"]["Applied"] == ",".join(expected)  # the home cell's, as without cells
+    assert answer["Data"]["Cells"] == "home,b"
+    assert f"; cell 'b': {', '.join(expected)}" in answer["Reason"]
+    assert applied_in(blank_database_url) == applied_in(cell_b_url) == len(expected)
+    # Invoked by hand (after adding a cell to the secret), with the function's environment.
+    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", arn)
+    assert invoke({})["cells"] == {"home": [], "b": []}
+
+
+def test_a_cell_that_cannot_be_migrated_fails_the_deploy_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+    secretsmanager: Any,
+    lambda_env: str,
+    cfn_receiver: CloudFormationReceiver,
+    migrate_module: ModuleType,
+) -> None:
+    arn = owners_secret(secretsmanager, {"home": "", "b": closed_port_url()})
+    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", arn)
+    answer = migrate_module.lambda_handler(cfn_event("Create", cfn_receiver), Context(20))
+    assert answer["Status"] == "FAILED"
+    assert answer["Reason"].startswith("CellFailed: cell 'b': DatabaseUnavailable") and "pw" not in answer["Reason"]
+    # A secret the function cannot read fails the deploy naming the setting.
+    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", "agent-memory/no-such-secret")
+    unreadable = invoke(cfn_event("Update", cfn_receiver))
+    assert unreadable["Status"] == "FAILED"
+    assert unreadable["Reason"].startswith("ConfigurationError: AGENT_MEMORY_CELLS_SECRET_ARN: cannot read secret")
+
+
+@pytest.mark.parametrize("task", ["dense-users", "consolidate"])
+def test_the_hourly_tasks_run_on_every_cell(
+    monkeypatch: pytest.MonkeyPatch,
+    secretsmanager: Any,
+    lambda_env: str,
+    fresh_database: Any,
+    migrate_module: ModuleType,
+    task: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    arn = owners_secret(secretsmanager, {"home": "", "b": fresh_database()})
+    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", arn)
+    done = migrate_module.lambda_handler({"task": task}, Context(60))
+    assert list(done["cells"]) == ["home", "b"]
+    # One cell down: the others still run, and the run fails naming it.
+    secretsmanager.put_secret_value(SecretId=arn, SecretString=json.dumps({"home": "", "b": closed_port_url()}))
+    clear_secret_cache()  # a later invocation's container may hold the secret cached: not this one
+    caplog.clear()
+    with pytest.raises(migrate_module.CellFailed, match="cell 'b': DatabaseUnavailable"):
+        migrate_module.lambda_handler({"task": task}, Context(60))
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("cell 'home': ")]

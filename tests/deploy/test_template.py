@@ -6,6 +6,7 @@ schemas; these tests check what no linter knows: our routes, our timeouts, our s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -329,3 +330,65 @@ def test_extraction_may_invoke_the_profile_and_the_model_behind_it_in_every_regi
     assert stack.properties("SchemaMigration")["LlmModel"] == llm_model
     no_bedrock = Stack(template, LlmProvider="rules", EmbeddingProvider="openai", **DATABASE)
     assert no_bedrock.resources_for("MigrateFunction", "bedrock:GetFoundationModel") == []
+
+
+# ---- cells: users spread over the stack's database and the secret's others -----------------------
+
+CELLS_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:agent-memory/cells-AbCdEf"
+CELLS_OWNERS_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:agent-memory/cells-owners-GhIjKl"
+CELLS = {"CellsSecretArn": CELLS_SECRET, "CellsOwnerSecretArn": CELLS_OWNERS_SECRET}
+# The profiles cells go with: the created database behind RDS Proxy, an existing one.
+CELL_DATABASES = {
+    "proxy": {"CreateDatabase": "true", "VpcId": "vpc-1", "SubnetIds": "subnet-a,subnet-b", "SecurityGroupIds": "sg-1"},
+    "existing": {"DatabaseHost": "db.example.com", "DatabaseIamAuth": "true", "DatabaseResourceId": "db-ABC123"},
+}
+# Every function that reads users' data (EventsFunction: the change-event outbox).
+DATABASE_FUNCTIONS = ("RecallFunction", "IngestFunction", "EventsFunction", "MigrateFunction")
+
+
+@pytest.mark.parametrize("database", sorted(CELL_DATABASES))
+def test_cells_are_read_from_their_secrets_by_every_function_that_reads_users_data(
+    template: dict[str, Any], database: str
+) -> None:
+    """The request functions read the cells with their own logins; MigrateFunction reads the owners'
+    (it migrates every cell), and a new secret re-runs the migration. Each may read its secret only."""
+    stack = Stack(template, **CELLS, **CELL_DATABASES[database], EventBusName="bus")
+    assert stack.failed_rules() == [] and stack.condition("HasCells")
+    for function in ("RecallFunction", "IngestFunction", "EventsFunction"):
+        assert stack.environment(function)["AGENT_MEMORY_CELLS_SECRET_ARN"] == CELLS_SECRET, function
+        secrets = stack.resources_for(function, "secretsmanager:GetSecretValue")
+        assert CELLS_SECRET in secrets and CELLS_OWNERS_SECRET not in secrets, function
+    assert stack.environment("MigrateFunction")["AGENT_MEMORY_CELLS_SECRET_ARN"] == CELLS_OWNERS_SECRET
+    secrets = stack.resources_for("MigrateFunction", "secretsmanager:GetSecretValue")
+    assert CELLS_OWNERS_SECRET in secrets and CELLS_SECRET not in secrets
+    assert stack.properties("SchemaMigration")["CellsOwnerSecretArn"] == CELLS_OWNERS_SECRET
+    migrate_app = lambda_local.load_handler(lambda_local.function_spec(TEMPLATE, "MigrateFunction")).__globals__
+    assert migrate_app["SETTING_PROPERTIES"]["CellsOwnerSecretArn"] == "cells_secret_arn"
+    # Settings parse what the template sets.
+    assert Settings(cells_secret_arn=CELLS_SECRET).cells_secret_arn == CELLS_SECRET
+
+
+def test_without_cells_no_function_reads_a_cells_secret(template: dict[str, Any]) -> None:
+    stack = Stack(template, **CELL_DATABASES["existing"], EventBusName="bus")
+    assert not stack.condition("HasCells")
+    for function in DATABASE_FUNCTIONS:
+        assert "AGENT_MEMORY_CELLS_SECRET_ARN" not in stack.environment(function), function
+        assert not [s for s in stack.statements(function) if "cells" in str(s.get("Resource"))], function
+    assert stack.properties("SchemaMigration")["CellsOwnerSecretArn"] == ""
+    assert Settings(cells_secret_arn="").cells_secret_arn is None  # "" from a template is no cells
+
+
+def test_cells_need_both_secrets_distinct_and_a_network(template: dict[str, Any]) -> None:
+    existing = CELL_DATABASES["existing"]
+    alone = Stack(template, CellsSecretArn=CELLS_SECRET, **existing).failed_rules()
+    assert [r for r in alone if r.startswith("Cells need CellsSecretArn")]
+    owners_alone = Stack(template, CellsOwnerSecretArn=CELLS_OWNERS_SECRET, **existing).failed_rules()
+    assert [r for r in owners_alone if r.startswith("Cells need CellsSecretArn")]
+    same = Stack(template, CellsSecretArn=CELLS_SECRET, CellsOwnerSecretArn=CELLS_SECRET, **existing).failed_rules()
+    assert [r for r in same if r.startswith("CellsSecretArn must differ")]
+    data_api = Stack(template, **CELLS, **DATABASE).failed_rules()
+    assert [r for r in data_api if r.startswith("Cells go with DatabaseAccess=proxy")]
+    pattern = template["Parameters"]["CellsSecretArn"]["AllowedPattern"]
+    assert template["Parameters"]["CellsOwnerSecretArn"]["AllowedPattern"] == pattern
+    assert re.fullmatch(pattern, CELLS_SECRET) and re.fullmatch(pattern, "")
+    assert not re.fullmatch(pattern, "agent-memory/cells")  # a name, not the ARN IAM needs

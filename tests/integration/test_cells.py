@@ -2,7 +2,7 @@
 the table reaches the user's cell (the same answers as on one database, nothing in the home cell);
 users routed by the directory through the HTTP API, the queue, MCP and `rushmem serve`; a queue
 batch spanning both cells flushed on both; a user moved from one cell to the other with everything
-they own, nothing left behind."""
+they own, nothing left behind; cells read from a Secrets Manager secret (moto), as a stack has them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from rushmem.service import Memory
 from rushmem.service.cells import placed_cell
 from rushmem.store.engine.embedded import start_embedded_server
 from rushmem_contract import operations as ops
+from rushmem_contract.errors import ConfigurationError
 from rushmem_contract.models import ConversationEnded, MemoryChanges, NewMemory
 from tests.support import conformance
 from tests.support.ingest import conversation, invoke_ingest, sqs_event, sqs_record
@@ -323,3 +324,172 @@ def test_the_cli_moves_a_user(cell_urls: dict[str, str], capsys: pytest.CaptureF
     assert main(["move-user", "--user", user, "--to", "b"], settings=settings) == 0
     assert json.loads(capsys.readouterr().out) == {"user_id": user, "cell": "b", "moved": 1}
     assert (rows_in(cell_urls["a"], user), rows_in(cell_urls["b"], user)) == (0, 1)
+
+
+# ---- cells from Secrets Manager (the stack's CellsSecretArn) -------------------------------------
+
+SECRET_NAME = "agent-memory/cells"
+
+
+def cells_secret(client: Any, cells: dict[str, str], name: str = SECRET_NAME) -> str:
+    """A (moto) Secrets Manager secret holding ``cells``; its ARN."""
+    return str(client.create_secret(Name=name, SecretString=json.dumps(cells))["ARN"])
+
+
+def secret_cells_env(monkeypatch: pytest.MonkeyPatch, home_url: str, arn: str) -> None:
+    """A function's environment in a stack with cells: its own database, and the cells' secret."""
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", home_url)
+    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", arn)
+    monkeypatch.setenv("AGENT_MEMORY_CELL_DIRECTORY_CACHE_S", "0")
+    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")
+
+
+def test_cells_from_a_secret_route_each_user_and_the_home_is_the_configured_database(
+    cell_urls: dict[str, str], secretsmanager: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The home cell's empty URL is the database the settings configure; the secret is read on the
+    first call that needs a cell, not when the service is built or warmed up."""
+    from rushmem.lifecycle import get_service, warm_up
+
+    # Secrets Manager takes a secret's name where its ARN goes: the name is known before it exists.
+    secret_cells_env(monkeypatch, cell_urls["a"], SECRET_NAME)
+    warm_up()  # no secret exists yet: building and warming the service must not have read one
+    service = get_service()
+    assert service.cells.configured and service.admin.settings.database_url is not None
+    assert service.admin.settings.database_url.get_secret_value() == cell_urls["a"]
+    cells_secret(secretsmanager, {"a": "", "b": cell_urls["b"]})
+    in_a, in_b = user_in("a", "secret"), user_in("b", "secret")
+    # The HTTP API, as RecallFunction runs it.
+    for user, content in ((in_a, "Prefers pnpm"), (in_b, "Prefers yarn")):
+        added = invoke(with_body("http-memories-add.json", {"user_id": user, "memories": [{"content": content}]}))
+        assert added["statusCode"] == 201
+    assert (rows_in(cell_urls["a"], in_a), rows_in(cell_urls["b"], in_a)) == (1, 0)
+    assert (rows_in(cell_urls["a"], in_b), rows_in(cell_urls["b"], in_b)) == (0, 1)
+    recalled = invoke(with_body("http-recall-iam.json", {"user_id": in_b, "query": "package manager"}))
+    assert [m["content"] for m in body_of(recalled)["memories"]] == ["Prefers yarn"]
+    # The queue, as IngestFunction runs it: each message in its user's cell.
+    queue_a, queue_b = user_in("a", "secret-queue"), user_in("b", "secret-queue")
+    answer = invoke_ingest(sqs_event(sqs_record(conversation(queue_a)), sqs_record(conversation(queue_b))))
+    assert answer == {"batchItemFailures": []}
+    assert rows_in(cell_urls["a"], queue_a) >= 1 and rows_in(cell_urls["b"], queue_b) >= 1
+    assert rows_in(cell_urls["b"], queue_a) == 0 and rows_in(cell_urls["a"], queue_b) == 0
+    # The directory is the home cell's, i.e. the configured database's.
+    with psycopg.connect(cell_urls["a"], autocommit=True) as conn:
+        placed: dict[str, str] = dict(conn.execute("SELECT user_id, cell FROM cell_directory").fetchall())
+    assert placed[in_a] == "a" and placed[in_b] == "b"
+
+
+def test_a_cell_added_to_the_secret_is_found_by_a_running_container(
+    cell_urls: dict[str, str],
+    secretsmanager: Any,
+    fresh_database: Callable[[], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A container that read the secret before a cell was added reads it again (fetched, past its
+    cache) when the directory names that cell (a user another container placed or moved there)."""
+    from rushmem.providers.aws import clear_secret_cache, get_secret_value
+
+    reads: list[bool] = []
+
+    def recorded(arn: str, *, force: bool = False) -> str:
+        reads.append(force)
+        return get_secret_value(arn, force=force)
+
+    monkeypatch.setattr("rushmem.service.cells.get_secret_value", recorded)
+    arn = cells_secret(secretsmanager, {"a": "", "b": cell_urls["b"]})
+
+    def container() -> Memory:
+        return Memory(
+            Settings(
+                database_url=cell_urls["a"],
+                cells_secret_arn=arn,
+                embedding_provider="hash",
+                db_role="agent_memory_app",
+                cell_directory_cache_s=0,
+            )
+        )
+
+    with container() as running:
+        user = user_in("a", "grown")
+        running.add([NewMemory(content="Prefers pnpm")], user_id=user)
+        assert list(running.cells.parts) == ["a", "b"]
+        url_c = fresh_database()
+        secretsmanager.put_secret_value(
+            SecretId=arn, SecretString=json.dumps({**{"a": "", "b": cell_urls["b"]}, "c": url_c})
+        )
+        clear_secret_cache()  # what a container started now has: no cached secret
+        with container() as started_later:
+            assert started_later.move_user(user, "c") == 1
+        reads.clear()
+        assert running.cell_of(user) == "c"
+        assert reads == [True]
+        assert [m.content for m in running.list(user_id=user).memories] == ["Prefers pnpm"]
+        assert (rows_in(cell_urls["a"], user), rows_in(url_c, user)) == (0, 1)
+        # Before a SnapStart snapshot: the cells (their URLs hold passwords) are let go, read again after.
+        running.admin.release_secrets()
+        reads.clear()
+        assert [m.content for m in running.list(user_id=user).memories] == ["Prefers pnpm"]
+        assert reads == [False]
+
+
+def test_a_cells_secret_that_cannot_serve_is_refused_naming_the_setting(
+    secretsmanager: Any, database_url: str, cell_urls: dict[str, str]
+) -> None:
+    password_url = "postgresql://owner:s3cret-pw@cell-b.example.com:5432/agent_memory"
+
+    def first_call(arn: str) -> str:
+        """The error of the first call that needs a cell (building the service reads nothing)."""
+        service = Memory(database_url=database_url, cells_secret_arn=arn, embedding_provider="hash")
+        with service, pytest.raises(ConfigurationError) as refused:
+            service.add("Prefers pnpm", user_id="u1")
+        message = str(refused.value)
+        assert "AGENT_MEMORY_CELLS_SECRET_ARN" in message and "s3cret" not in message
+        return message
+
+    missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:agent-memory/none-AbCdEf"
+    assert "cannot read secret" in first_call(missing)
+    not_json = str(secretsmanager.create_secret(Name="not-json", SecretString=f"a={password_url}")["ARN"])
+    assert "JSON object of cell name -> PostgreSQL URL" in first_call(not_json)
+    no_url = cells_secret(secretsmanager, {"a": "", "b": ""}, name="no-url")
+    assert "cell 'b' has no URL" in first_call(no_url)
+    home_url = cells_secret(secretsmanager, {"a": password_url, "b": cell_urls["b"]}, name="home-url")
+    assert "the home cell 'a' (the first) must have an empty URL" in first_call(home_url)
+    with pytest.raises(ConfigurationError, match="AGENT_MEMORY_CELLS or AGENT_MEMORY_CELLS_SECRET_ARN, not both"):
+        Memory(cells={"a": "", "b": cell_urls["b"]}, cells_secret_arn=missing, embedding_provider="hash")
+    with pytest.raises(ConfigurationError, match="cell 'b' has no URL"):
+        Memory(cells={"a": database_url, "b": " "}, embedding_provider="hash")
+
+
+def test_the_home_cells_empty_url_in_agent_memory_cells_is_the_configured_database(
+    cell_urls: dict[str, str],
+) -> None:
+    with cells_service({"a": "", "b": cell_urls["b"]}, database_url=cell_urls["a"]) as service:
+        in_a, in_b = user_in("a", "empty-home"), user_in("b", "empty-home")
+        service.add("Prefers pnpm", user_id=in_a)
+        service.add("Prefers yarn", user_id=in_b)
+    assert (rows_in(cell_urls["a"], in_a), rows_in(cell_urls["b"], in_b)) == (1, 1)
+
+
+def test_the_events_function_drains_every_cells_outbox(
+    cell_urls: dict[str, str], secretsmanager: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from rushmem_tools.local import runtime
+    from tests.support.recall import TEMPLATE
+
+    boto3.client("events").create_event_bus(Name="cells-bus")
+    secret_cells_env(monkeypatch, cell_urls["a"], cells_secret(secretsmanager, {"a": "", "b": cell_urls["b"]}))
+    monkeypatch.setenv("AGENT_MEMORY_EVENT_BUS", "cells-bus")
+    users = {"a": user_in("a", "outbox"), "b": user_in("b", "outbox")}
+    for cell, user in users.items():  # events a first publish did not send
+        with psycopg.connect(cell_urls[cell], autocommit=True) as owner:
+            owner.execute(
+                "INSERT INTO change_outbox (user_id, event, memory_id, category) "
+                "VALUES (%s, 'memory.created', gen_random_uuid(), 'fact')",
+                [user],
+            )
+    event = runtime.read_event(TEMPLATE.parent / "events" / "events-drain-scheduled.json")
+    result = runtime.invoke(TEMPLATE, "EventsFunction", event)
+    assert (result["published"], result["pending"]) == (2, 0)

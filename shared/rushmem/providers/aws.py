@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from rushmem.config import Settings
 
 
-def get_secret_value(secret_arn: str) -> str:
-    """A Secrets Manager secret, cached per container by Powertools (refreshed every 5 minutes)."""
+def get_secret_value(secret_arn: str, *, force: bool = False) -> str:
+    """A Secrets Manager secret, cached per container by Powertools (refreshed every 5 minutes;
+    ``force``: fetched now, for a value known to have changed)."""
     from aws_lambda_powertools.utilities import parameters
 
     try:
-        value = parameters.get_secret(secret_arn, max_age=300)
+        value = parameters.get_secret(secret_arn, max_age=300, force_fetch=force)
     except parameters.exceptions.GetParameterError as exc:
         raise ConfigurationError(f"cannot read secret {secret_arn}: {exc}") from exc
     return value if isinstance(value, str) else value.decode()

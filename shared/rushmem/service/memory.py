@@ -86,8 +86,9 @@ class Memory(Operations):
         }
         self.cells = Cells(settings, **{k: v for k, v in given.items() if v is not None})
         self._dispatcher = Dispatcher(self.cells)
-        # Operating the store is the home cell's (where the directory lives).
-        self.admin = Admin(self.cells.parts[self.cells.home], self.import_)
+        # Operating the store is the home cell's (where the directory lives); letting go of secrets
+        # is every cell's.
+        self.admin = Admin(self.cells.home_parts, self.import_, release_secrets=self.cells.release_secrets)
 
     @property
     def settings(self) -> Settings:
@@ -97,8 +98,8 @@ class Memory(Operations):
     @settings.setter
     def settings(self, value: Settings) -> None:
         self.cells.settings = value
-        if not self.cells.many:
-            self.cells.parts[self.cells.home].settings = value
+        if not self.cells.configured:
+            self.cells.home_parts.settings = value
 
     def invoke(self, op: Operation[Req, Res], request: Req, *, caller: Caller = IN_PROCESS, **options: Any) -> Res:
         """Run one operation for ``caller`` (in-process code is trusted) through the dispatcher."""
@@ -149,6 +150,17 @@ class Memory(Operations):
     def move_user(self, user_id: str, to_cell: str) -> int:
         """Move everything the user owns to ``to_cell`` (docs/capacity.md, Cells); the memories moved."""
         return self.cells.move_user(user_id, to_cell, moving.copy_user)
+
+    def cell_admins(self) -> dict[str, Admin]:
+        """An :class:`Admin` per cell by name, the home cell's (:attr:`admin`) first: what runs on
+        each cell's own database (migrations, dense users' indexes, consolidation, the change-event
+        outbox). One database: ``{"": admin}``. Reads the cells (with AGENT_MEMORY_CELLS_SECRET_ARN,
+        the secret); each admin's bulk import still sends every line to its user's cell."""
+        home = self.cells.home_parts
+        return {
+            name: self.admin if parts is home else Admin(parts, self.import_)
+            for name, parts in self.cells.parts.items()
+        }
 
     def cell_of(self, user_id: str) -> str:
         """The name of the cell that holds (or would hold) the user ("" without cells)."""

@@ -57,9 +57,12 @@ class Admin:
     import, every tenant's usage, the change-event outbox, and the memory's collaborators themselves
     (for warm-ups, health checks, benchmarks and tests)."""
 
-    def __init__(self, parts: Collaborators, import_lines: ImportLines) -> None:
+    def __init__(
+        self, parts: Collaborators, import_lines: ImportLines, *, release_secrets: Callable[[], None] | None = None
+    ) -> None:
         self._parts = parts
         self._import_lines = import_lines
+        self._release_secrets = release_secrets or parts.release_secrets
 
     # ---- the collaborators (built on first use) ---------------------------------------
 
@@ -110,8 +113,8 @@ class Admin:
 
     def release_secrets(self) -> None:
         """Close connections, forget cached secrets and API-keyed providers: before a SnapStart
-        snapshot (see :mod:`rushmem.lifecycle`)."""
-        self._parts.release_secrets()
+        snapshot (see :mod:`rushmem.lifecycle`); the memory's admin does it for every cell."""
+        self._release_secrets()
 
     # ---- operations -----------------------------------------------------------------------
 

@@ -87,9 +87,13 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--source", default="import")
 
-    p = add("move-user", cmd_move_user, "move everything a user owns to another cell (with AGENT_MEMORY_CELLS)")
+    p = add(
+        "move-user",
+        cmd_move_user,
+        "move everything a user owns to another cell (with AGENT_MEMORY_CELLS or AGENT_MEMORY_CELLS_SECRET_ARN)",
+    )
     p.add_argument("--user", required=True)
-    p.add_argument("--to", required=True, help="the cell's name in AGENT_MEMORY_CELLS")
+    p.add_argument("--to", required=True, help="the cell's name in the cells' JSON")
 
     p = add("reference", cmd_reference, "regenerate the docs' lists of routes, tools, commands and methods")
     p.add_argument("--docs", default="docs", help="the docs folder (default ./docs)")
