@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from rushmem.lifecycle import get_service, register_snapstart_hooks
 from rushmem.observability import logger, metrics, tracer
 from rushmem_contract.errors import AgentMemoryError, DatabaseUnavailable, InvalidInput, ProviderError
-from rushmem_contract.models import ConversationEnded, describe_errors, error_field
+from rushmem_contract.models import ConversationEnded, refusal
 
 if TYPE_CHECKING:
     from rushmem.service import IngestBatch
@@ -62,9 +62,8 @@ def record_handler(record: SQSRecord, batch: IngestBatch | None = None) -> dict[
         try:
             message = ConversationEnded.model_validate_json(record.body)
         except ValidationError as exc:
-            raise InvalidMessage(
-                f"not a conversation-ended message: {describe_errors(exc, 'body')}", field=error_field(exc)
-            ) from exc
+            refused = refusal(exc, "body")
+            raise InvalidMessage(f"{refused} (not a conversation-ended message)", field=refused.field) from exc
         ingest = batch.ingest_conversation if batch is not None else get_service().ingest_conversation
         outcome = ingest(message, observed_at=_sent_at(record))
     except Exception as exc:

@@ -64,15 +64,8 @@ LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
 MAX_SUPERSEDES = 100
 
 
-# Where a door's framework says a value came from (Powertools: body, query, path): not a field.
-_LOCATIONS = ("body", "query", "path", "header", "cookie")
-
-
 def _path_of(loc: Sequence[Any]) -> str:
-    parts = [p for p in loc if isinstance(p, str | int)]
-    if parts and parts[0] in _LOCATIONS:
-        parts = parts[1:]
-    return field_path(parts)
+    return field_path([p for p in loc if isinstance(p, str | int)])
 
 
 def describe_errors(exc: ValidationError | Sequence[Mapping[str, Any]], whole: str = "value") -> str:

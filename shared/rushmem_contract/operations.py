@@ -580,7 +580,7 @@ ERASURE: Operation[schemas.ErasureRequest, schemas.ErasureReceipt] = Operation(
     summary="An erasure receipt: what forgetting a user deleted, when, at whose request",
     access="any",
     positional=("erasure_id",),
-    cli=Command("erasure", "an erasure receipt by id"),
+    cli=Command("erasure", "an erasure receipt by id", positional="erasure_id"),
 )
 
 ERASURES: Operation[schemas.ErasuresRequest, schemas.ErasureList] = Operation(

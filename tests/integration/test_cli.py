@@ -26,7 +26,8 @@ def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Se
     code, (added,), _ = run(capsys, settings, "add", "--user", "u1", "Prefers TypeScript", "Uses pnpm")
     assert code == 0 and len(added["ids"]) == 2 and added["created"] == 2
     code, (result,), _ = run(capsys, settings, "recall", "--user", "u1", "--limit", "1", "TypeScript")
-    assert code == 0 and set(result) == {"memories", "prompt_block"}
+    # The operation's answer, as every door gives it.
+    assert code == 0 and set(result) == {"memories", "prompt_block", "query", "explanation", "unavailable"}
     (memory,) = result["memories"]
     assert set(memory) == {
         "id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata", "injection"
@@ -42,13 +43,15 @@ def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Se
     code, listed, _ = run(capsys, settings, "list", "--user", "u1")
     assert code == 0 and {m["content"] for m in listed} == {"Prefers TypeScript", "Uses pnpm"}
     code, (forgot,), _ = run(capsys, settings, "forget", "--user", "u1", "--id", memory["id"])
-    assert forgot == {"user_id": "u1", "deleted": 1}
-    code, (receipt,), _ = run(capsys, settings, "forget", "--user", "u1", "--all")
+    assert code == 0 and forgot == {"done": True}
+    code, out, err = run(capsys, settings, "forget", "--user", "u1", "--id", memory["id"])
+    assert code == 1 and out == [] and "no memory with this id" in err  # gone: not found, as over HTTP
+    code, (receipt,), _ = run(capsys, settings, "forget-user", "--user", "u1")
     assert receipt["deleted"]["memories"] == 1 and receipt["requested_by"] == "cli"
     assert "u1" not in json.dumps(receipt)  # the receipt holds no user id
     code, (again,), _ = run(capsys, settings, "erasure", receipt["id"])
     assert code == 0 and again == receipt
-    code, found, _ = run(capsys, settings, "erasure", "--user", "u1")
+    code, found, _ = run(capsys, settings, "erasures", "--user", "u1")
     assert code == 0 and found == [receipt]
 
 
@@ -120,7 +123,7 @@ def test_errors_go_to_stderr_with_an_exit_code(capsys: pytest.CaptureFixture[str
     code, out, err = run(capsys, settings, "recall", "--user", "u1", "--limit", "0", "x")
     assert code == 2 and out == [] and "limit" in err
     code, out, err = run(capsys, settings, "forget", "--user", "u1")
-    assert code == 2 and "--all" in err
+    assert code == 2 and "memory_id: Field required" in err
     broken = Settings(database_url="postgresql://nobody@127.0.0.1:1/x", embedding_provider="hash", connect_timeout_s=1)
     code, out, err = run(capsys, broken, "list", "--user", "u1")
     assert code == 4 and "database unavailable" in err and "127.0.0.1:1" in err
@@ -161,10 +164,14 @@ def test_instructions_are_set_shown_and_versioned_and_a_bad_file_names_the_field
     assert code == 0 and shown["version"] == 0
     path = tmp_path / "instructions.json"
     path.write_text(json.dumps({"ignore": ["football"], "categories": [{"name": "diet", "keywords": ["vegan"]}]}))
-    code, (stored,), _ = run(capsys, settings, "instructions", "--user", "u1", "--project", "web", "--set", str(path))
+    user = ("--user", "u1", "--project", "web")
+    code, (stored,), _ = run(capsys, settings, "set-instructions", *user, "--input", str(path))
     assert code == 0 and stored["version"] == 1 and stored["source"] == "cli"
-    code, versions, _ = run(capsys, settings, "instructions", "--user", "u1", "--project", "web", "--history")
+    code, versions, _ = run(capsys, settings, "instructions-history", *user)
     assert [v["instructions"]["ignore"] for v in versions] == [["football"]]
     path.write_text(json.dumps({"ignore": ["x" * 201]}))
-    code, out, err = run(capsys, settings, "instructions", "--user", "u1", "--project", "web", "--set", str(path))
-    assert code == 2 and out == [] and "ignore" in err
+    code, out, err = run(capsys, settings, "set-instructions", *user, "--input", str(path))
+    assert code == 2 and out == [] and "ignore[0] is 201 characters; the limit is 200" in err
+    # The flags are the fields too.
+    code, (flagged,), _ = run(capsys, settings, "set-instructions", *user, "--ignore", "weather", "--ignore", "sport")
+    assert code == 0 and flagged["instructions"]["ignore"] == ["weather", "sport"]

@@ -191,7 +191,7 @@ def test_the_http_route_explains_on_request(lambda_env: str) -> None:
     plain = body_of(invoke(with_body("http-recall-iam.json", {"user_id": "u1", "query": "tea"})))
     assert plain.get("explanation") is None
     too_many = invoke(with_body("http-recall-iam.json", {**body, "explain_ids": [str(uuid.uuid4())] * 51}))
-    assert too_many["statusCode"] == 400 and "explain_ids" in body_of(too_many)["message"]
+    assert too_many["statusCode"] == 413 and body_of(too_many)["field"] == "explain_ids"
 
 
 def test_the_cli_explains_with_explain(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:

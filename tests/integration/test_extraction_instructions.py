@@ -183,15 +183,15 @@ def test_the_http_api_sets_reads_and_versions_instructions_and_post_conversation
     assert put["statusCode"] == 200 and body_of(put)["version"] == 1, put
     got = body_of(http("GET", "/instructions", {"user_id": "u-9", "project_id": "web"}))
     assert got["instructions"]["ignore"] == ["football"] and got["source"] == "api"
-    for bad, field in (
-        ({"ignore": ["x" * 201]}, "ignore[0]"),
-        ({"colour": "red"}, "colour"),
-        ({"categories": [{"name": "Not A Name!"}]}, "categories[0].name"),
-        ({"categories": [{"name": "diet", "kind": "food"}]}, "categories[0]"),
-        ({"instructions": "use the key AKIAIOSFODNN7EXAMPLE to log in"}, "instructions"),
+    for bad, field, status in (
+        ({"ignore": ["x" * 201]}, "ignore[0]", 413),  # over a length limit, as at every door
+        ({"colour": "red"}, "colour", 400),
+        ({"categories": [{"name": "Not A Name!"}]}, "categories[0].name", 400),
+        ({"categories": [{"name": "diet", "kind": "food"}]}, "categories[0]", 400),
+        ({"instructions": "use the key AKIAIOSFODNN7EXAMPLE to log in"}, "instructions", 400),
     ):
         refused = http("PUT", "/instructions", {}, {"user_id": "u-9", "project_id": "web", **bad})
-        assert refused["statusCode"] == 400 and body_of(refused)["field"] == field, refused
+        assert refused["statusCode"] == status and body_of(refused)["field"] == field, refused
     versions = body_of(http("GET", "/instructions/history", {"user_id": "u-9", "project_id": "web"}))["versions"]
     assert [v["version"] for v in versions] == [1]
     posted = invoke(
@@ -223,12 +223,12 @@ def test_both_clients_set_read_and_list_versions_and_get_the_field_of_a_refusal(
     stored = client.set_instructions(DIET, user_id="u1", project_id="web")
     assert stored.version == 1 and stored.instructions == DIET
     with pytest.raises(InvalidInput) as refused:
-        client.set_instructions({"ignore": ["ok", "AKIAIOSFODNN7EXAMPLE"]}, user_id="u1", project_id="web")
+        client.set_instructions(ignore=["ok", "AKIAIOSFODNN7EXAMPLE"], user_id="u1", project_id="web")
     assert refused.value.field == "ignore[1]"
 
     async def run() -> list[int]:
         async with AsyncMemoryClient(served) as aclient:
-            await aclient.set_instructions({"keep": ["recipes"]}, user_id="u1", project_id="web")
+            await aclient.set_instructions(keep=["recipes"], user_id="u1", project_id="web")
             assert (await aclient.get_instructions(user_id="u1", project_id="web")).instructions.keep == ["recipes"]
             return [v.version for v in (await aclient.instructions_history(user_id="u1", project_id="web")).versions]
 

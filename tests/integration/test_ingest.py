@@ -150,9 +150,10 @@ def test_invalid_schema_and_oversized_messages_fail_only_their_records(
     assert list(logged) == [r["messageId"] for r in records[1:6]]
     reasons = list(logged.values())
     assert "user_id: String should have at least 1 character" in reasons[0]
-    assert reasons[1] == "5 messages; the limit is 4"
-    assert reasons[2] == "message content is 660 characters; the limit is 500"
-    assert reasons[3] == "memory content is 2001 characters; the limit is 2000"
+    # The configured limits, worded as every door words an input over a limit.
+    assert reasons[1] == "messages is 5 items; the limit is 4"
+    assert reasons[2] == "messages[0].content is 660 characters; the limit is 500"
+    assert reasons[3] == "memories[0].content is 2001 characters; the limit is 2000"
     assert "Invalid JSON" in reasons[4]
 
 

@@ -165,8 +165,9 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
             return error_response(
                 HTTPStatus.BAD_REQUEST, "invalid_input", message, errors=details, request_id=request_id()
             )
-        # A field's: worded as every door words it (rushmem_contract.models.refusal).
-        refused = refusal(exc.errors(), "request")
+        # A field's: worded as every door words it (rushmem_contract.models.refusal), its path
+        # without the resolver's location (body, query, path).
+        refused = refusal([{**e, "loc": tuple(e["loc"])[1:]} for e in exc.errors()], "request")
         kind = error_kind(refused)
         return error_response(
             kind.status, kind.code, str(refused), field=refused.field, errors=details, request_id=request_id()

@@ -31,9 +31,8 @@ from rushmem.ingest.redaction import Redactor
 from rushmem.ingest.rows import build_rows, check_new_memories, embed_unique, fact_outcome
 from rushmem.poison import strip_memory_blocks
 from rushmem.records import ExistingMemory, IngestWrite, MemoryRow, Updates
-from rushmem_contract.errors import InputTooLarge
 from rushmem_contract.instructions import StoredInstructions
-from rushmem_contract.models import ChatMessage, ConversationEnded, IngestOutcome, NewMemory
+from rushmem_contract.models import ChatMessage, ConversationEnded, IngestOutcome, NewMemory, too_large
 
 # A user turn's head is enough to find the memories it relates to (embedders truncate anyway).
 MAX_TURN_CHARS = 2000
@@ -48,14 +47,11 @@ def check_conversation(settings: Settings, message: ConversationEnded) -> None:
     """The configured limits (the model holds only the wire format's ceilings)."""
     limit = settings.max_messages_per_conversation
     if len(message.messages) > limit:
-        raise InputTooLarge(f"{len(message.messages)} messages; the limit is {limit}", field="messages")
+        raise too_large("messages", len(message.messages), limit, "items")
     longest = settings.max_message_chars
     for i, chat in enumerate(message.messages):
         if len(chat.content) > longest:
-            raise InputTooLarge(
-                f"message content is {len(chat.content)} characters; the limit is {longest}",
-                field=f"messages[{i}].content",
-            )
+            raise too_large(f"messages[{i}].content", len(chat.content), longest)
     if message.memories:
         check_new_memories(settings, message.memories)
 
