@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from rushmem_contract import shapes
 from rushmem_contract.errors import InputTooLarge, InvalidInput
 from rushmem_contract.inputs import (
     JsonValueError,
@@ -308,6 +309,8 @@ class NewMemory(WireModel):
         description="Ids of the user's memories this fact replaces (a correction): they leave current recall and "
         "stay in history, valid until this fact's valid_from.",
     )
+
+    _not_a_message = model_validator(mode="before")(shapes.not_a_message)
 
 
 class ImportLine(NewMemory):

@@ -233,7 +233,9 @@ class AddRequest(WireModel):
     @field_validator("memories")
     @classmethod
     def _something_to_store(cls, value: list[NewMemory], info: ValidationInfo) -> list[NewMemory]:
-        messages = info.data.get("messages")
+        if "messages" not in info.data:  # refused already: said once, there
+            return value
+        messages = info.data["messages"]
         if not value and not messages:
             raise ValueError("give the memories to store (or chat messages to extract them from)")
         if value and messages:

@@ -24,10 +24,16 @@ def as_facts(value: Any) -> Any:
     if isinstance(value, str | Mapping):
         value = [value]
     if isinstance(value, list | tuple):
-        if any(_is_message(item) for item in value):  # all of them would have become messages
-            raise ValueError("give either chat messages or facts (strings, objects with a content), not both")
         return [{"content": item} if isinstance(item, str) else item for item in value]
     return value
+
+
+def not_a_message(data: Any) -> Any:
+    """A fact that is a chat message is one among facts (all of them would have become messages):
+    refused, naming its place."""
+    if isinstance(data, Mapping) and _is_message(data):
+        raise ValueError("is a chat message among facts: give either chat messages or facts, not both")
+    return data
 
 
 def chat_in_memories(data: Any) -> Any:

@@ -18,7 +18,7 @@ from rushmem.store.indexes.dense import dense_index_names
 from rushmem.store.memories import recall
 from rushmem.store.memories.scope import Scope, scope_params
 from rushmem.store.schema.migrate import FUNCTIONS_NAME, available_migrations
-from rushmem_contract.errors import InputTooLarge, InvalidInput, SchemaMismatch
+from rushmem_contract.errors import InputTooLarge, InvalidInput, NotFound, SchemaMismatch
 from rushmem_contract.models import NewMemory
 
 # The same behaviour on a connection and through the RDS Data API (tests/support/data_api.py).
@@ -92,7 +92,8 @@ def test_users_never_see_each_others_memories(service: Memory) -> None:
     found = service.recall("TypeScript SVG editor", user_id="alice", limit=50)
     assert [m.content for m in found.memories] == ["Alice prefers TypeScript for the SVG editor."]
     assert all(m.content.startswith("Alice") for m in service.list(user_id="alice").memories)
-    assert service.delete(__import__("uuid").UUID(bob_id), user_id="alice") is False  # not hers to delete
+    with pytest.raises(NotFound):  # not hers to delete: as if there were none
+        service.delete(__import__("uuid").UUID(bob_id), user_id="alice")
     assert len(service.list(user_id="bob").memories) == 1
     assert service.forget_user("alice").deleted.memories == 1
     assert len(service.list(user_id="bob").memories) == 1

@@ -121,7 +121,7 @@ def test_a_memory_history_of_hundreds_of_metadata_edits_comes_in_pages_under_6_m
         assert len(events) == EDITS + 1 and events == sorted(events)  # created, then every edit, once each
         assert max(sizes) < LAMBDA_RESPONSE_BYTES
         assert sum(sizes) > LAMBDA_RESPONSE_BYTES  # the whole history in one answer would not fit
-        assert len(client.history(memory_id, user_id=USER).events) == EDITS + 1  # the client follows the cursor
+        assert len(list(client.pages(client.history, memory_id, user_id=USER))) == EDITS + 1  # cursor followed
         print(
             f"\nhistory of {EDITS + 1} events: {len(sizes)} pages, largest {max(sizes) / 2**20:.2f} MiB, "
             f"all {sum(sizes) / 2**20:.2f} MiB in Lambda's results"

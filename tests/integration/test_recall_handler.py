@@ -17,7 +17,8 @@ import pytest
 
 from rushmem.config import get_settings
 from rushmem.observability import logger, metrics
-from rushmem.service import Memory, get_service, set_service
+from rushmem.service import get_service, set_service
+from rushmem.service.dispatch import VERBS, Verb
 from rushmem.store.engine.pg import PgSession
 from tests.support.ingest import supersede
 from tests.support.recall import (
@@ -356,7 +357,7 @@ def test_an_unexpected_error_is_500_without_internals_and_logged_with_the_reques
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("SELECT secret FROM user_memories WHERE password = 'hunter2'")
 
-    monkeypatch.setattr(Memory, "recall", broken)
+    monkeypatch.setitem(VERBS, "recall", Verb(broken))
     evt = event("http-recall-iam.json")
     result = invoke(evt)
     body = error(result, 500)

@@ -199,9 +199,11 @@ def test_client_round_trip_and_typed_errors(served: str) -> None:
         with pytest.raises(NotFound):
             client.delete(stored.ids[0], user_id="u1")
         with pytest.raises(InvalidInput) as bad_limit:
-            client.recall("x", user_id="u1", limit=0)
-        assert bad_limit.value.field == "limit"
-        assert any("request id" in note for note in bad_limit.value.__notes__)
+            client.recall("x", user_id="u1", limit=0)  # refused before anything is sent, as the server would
+        assert bad_limit.value.field == "limit" and not getattr(bad_limit.value, "__notes__", None)
+        with pytest.raises(InputTooLarge) as long_query:  # over the deployment's limit: the server's refusal
+            client.recall("x" * 5000, user_id="u1")
+        assert any("request id" in note for note in long_query.value.__notes__)
         with pytest.raises(InvalidInput) as no_user:
             client.recall("x")
         assert no_user.value.field == "user_id"

@@ -88,7 +88,7 @@ def test_the_usage_report_prices_each_line_and_sums_it(service: Memory) -> None:
 def test_a_period_is_checked(service: Memory) -> None:
     with pytest.raises(InvalidInput) as reversed_period:
         service.usage("u1", start=dt.date(2025, 3, 2), end=dt.date(2025, 3, 1))
-    assert reversed_period.value.field == "from"
+    assert reversed_period.value.field == "start"
     with pytest.raises(InvalidInput):
         service.usage("u1", start=dt.date(2020, 1, 1), end=dt.date(2025, 1, 1))
     # The default start of an end in the first days of year 1 is year 1 (was an OverflowError, a 500).

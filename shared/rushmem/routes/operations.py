@@ -52,16 +52,16 @@ def current_service() -> Memory:
     return get_service()
 
 
-def _recall_metrics(result: Any, started: float) -> None:
-    """RecallFunction's own metrics: latency, memories returned, empty recalls."""
+def _recall_metrics(user_id: str | None, result: Any, started: float) -> None:
+    """RecallFunction's own metrics: latency, memories returned, empty recalls; and its log line."""
     elapsed_ms = (time.perf_counter() - started) * 1000
     metrics.add_metric(name="RecallLatency", unit=MetricUnit.Milliseconds, value=elapsed_ms)
     metrics.add_metric(name="MemoriesReturned", unit=MetricUnit.Count, value=len(result.memories))
     metrics.add_metric(name="EmptyRecalls", unit=MetricUnit.Count, value=0 if result.memories else 1)
-    logger.info("recalled", extra={"memories": len(result.memories), "ms": round(elapsed_ms, 1)})
+    logger.info("recalled", extra={"user_id": user_id, "memories": len(result.memories), "ms": round(elapsed_ms, 1)})
 
 
-AFTER: dict[str, Callable[[Any, float], None]] = {ops.RECALL.name: _recall_metrics}
+AFTER: dict[str, Callable[[str | None, Any, float], None]] = {ops.RECALL.name: _recall_metrics}
 
 
 def _keyword(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
@@ -143,7 +143,7 @@ def route(op: Operation[Any, Any]) -> Callable[..., Any]:
         request = op.from_http(path, event.query_string_parameters or {}, body)
         result = service.invoke(op, request, caller=caller)
         if after is not None:
-            after(result, started)
+            after(caller.user or getattr(request, "user_id", None), result, started)
         if op.response is None:
             return Response(status_code=op.status)
         return result
