@@ -242,7 +242,8 @@ def test_cognito_creates_a_user_pool_whose_tokens_the_jwt_authorizer_verifies(te
     # Cognito's access tokens have no aud: the authorizer then matches their client_id.
     assert config["jwtConfiguration"] == {"issuer": issuer, "audience": ["<McpClient>"]}
     routes = stack.properties("MemoryApi")["DefinitionBody"]["paths"]
-    assert routes["/mcp"]["post"]["security"] == [{"JwtAuthorizer": []}]
+    # MCP (POST /mcp) and every operation reach the function through the catch-all, behind the JWT.
+    assert routes["/{proxy+}"]["x-amazon-apigateway-any-method"]["security"] == [{"JwtAuthorizer": []}]
     # The function names the same issuer in the OAuth metadata MCP hosts read.
     env = stack.environment("RecallFunction")
     assert env["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
