@@ -1,8 +1,10 @@
 """The reference lists of the docs, generated from the table of operations so that they cannot drift:
 the HTTP routes (docs/api.md), the MCP tools as the server lists them (docs/mcp.md), the CLI's
-subcommands (docs/cli.md) and the Python methods (docs/api.md). Each sits between markers
-(``<!-- routes:start -->`` ... ``<!-- routes:end -->``); ``rushmem reference`` regenerates
-them and tests/unit/test_docs.py fails when one is stale."""
+subcommands (docs/cli.md) and the Python methods (docs/api.md). They name each operation's request
+model, not its fields: the fields are the OpenAPI document's (shared/typescript/openapi.json,
+``rushmem serve --docs``), so that a new field is written in its model and nowhere else by hand.
+Each sits between markers (``<!-- routes:start -->`` ... ``<!-- routes:end -->``); ``rushmem
+reference`` regenerates them and tests/unit/test_docs.py fails when one is stale."""
 
 from __future__ import annotations
 
@@ -16,36 +18,31 @@ from rushmem_contract import operations as ops
 from rushmem_contract.methods import Method, Operations
 
 
-def _fields(op: ops.Operation[Any, Any], names: tuple[str, ...]) -> str:
-    shown = []
-    for name in names:
-        field = op.request.model_fields[name]
+def _field_names(model: type[Any]) -> set[str]:
+    """A request's fields, a nested model's included (the CLI flattens GET /memories' filters)."""
+    names = set(model.model_fields)
+    for field in model.model_fields.values():
         nested = ops._nested(field)
-        if nested is not None and not op.has_body:
-            shown += [f"`{n}`" for n in nested.model_fields]
-            continue
-        wire = field.alias or name
-        shown.append(f"`{wire}`" if field.is_required() else f"`{wire}`?")
-    return ", ".join(shown)
+        if nested is not None:
+            names |= _field_names(nested)
+    return names
 
 
 def routes_table() -> str:
-    """Every route: what it takes (path, query, body) and what it answers."""
-    lines = ["| route | takes | answers |", "| --- | --- | --- |"]
+    """Every route: its request model (the fields and where each travels are the OpenAPI document's)
+    and what it answers."""
+    lines = ["| route | request | answers |", "| --- | --- | --- |"]
     for op in ops.OPERATIONS:
-        takes = []
-        if op.query_fields():
-            takes.append("query " + _fields(op, op.query_fields()))
-        if op.has_body:
-            body = op.body.__name__ if op.body is not None else None
-            takes.append(f"body `{body}`" if body else "body " + _fields(op, op.body_fields()))
+        request = f"`{op.request.__name__}`"
+        if op.body is not None:
+            request += f" (body `{op.body.__name__}`; {', '.join(f'`{n}`' for n in op.in_query)} in the query)"
         answer = f"{op.status} `{op.response.__name__}`" if op.response is not None else f"{op.status}"
-        lines.append(f"| `{op.method} {op.path}` | {'; '.join(takes) or '-'} | {answer}: {op.summary} |")
+        lines.append(f"| `{op.method} {op.path}` | {request} | {answer}: {op.summary} |")
     return "\n".join(lines)
 
 
 def tools_table(surface: str = "all") -> str:
-    """The MCP tools as the server lists them: name, title, arguments, whether in the small surface."""
+    """The MCP tools as the server lists them: name, what it does, whether in the small surface."""
     import anyio
 
     from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
@@ -56,39 +53,47 @@ def tools_table(surface: str = "all") -> str:
         return list(await server.list_tools())
 
     core = {op.mcp.name for op in ops.OPERATIONS if op.mcp is not None and op.mcp.core}
-    lines = ["| tool | what it does | arguments | offered |", "| --- | --- | --- | --- |"]
+    lines = ["| tool | what it does | offered |", "| --- | --- | --- |"]
     for tool in anyio.run(listed):
         first = (tool.description or "").split("\n\n", 1)[0].replace("\n", " ")
-        arguments = ", ".join(f"`{name}`" for name in tool.input_schema.get("properties", {}))
         offered = "always" if tool.name in core else "`--tools all`"
-        lines.append(f"| `{tool.name}` | {first} | {arguments} | {offered} |")
+        lines.append(f"| `{tool.name}` | {first} | {offered} |")
     return "\n".join(lines)
 
 
 def commands_table(parser: argparse.ArgumentParser) -> str:
-    """The CLI's subcommand for each row (``parser``: the command line's) and the flags its request's
-    fields become."""
+    """The CLI's subcommand for each row (``parser``: the command line's): its words, and the flags
+    it has beyond its request's fields (every field is a flag: ``rushmem COMMAND --help``)."""
     sub = next(a for a in parser._actions if a.dest == "command")
-    lines = ["| command | operation | flags |", "| --- | --- | --- |"]
+    lines = ["| command | operation | words | other flags |", "| --- | --- | --- | --- |"]
     for op in ops.OPERATIONS:
         if op.cli is None:
             continue
         command = sub.choices[op.cli.name]  # type: ignore[index]
-        flags = [a.option_strings[-1] if a.option_strings else a.dest.upper() for a in command._actions[1:]]
-        lines.append(f"| `rushmem {op.cli.name}` | `{op.name}` | {' '.join(f'`{f}`' for f in flags)} |")
+        fields = _field_names(op.request)
+        words = [a.dest.upper() for a in command._actions if not a.option_strings]
+        others = [a.option_strings[-1] for a in command._actions[1:] if a.option_strings and a.dest not in fields]
+        lines.append(
+            f"| `rushmem {op.cli.name}` | `{op.name}` (`{op.request.__name__}`) | "
+            f"{' '.join(f'`{w}`' for w in words) or '-'} | {' '.join(f'`{f}`' for f in others) or '-'} |"
+        )
     return "\n".join(lines)
 
 
 def methods_block() -> str:
-    """Every operation as a Python method (the in-process Memory's and both clients'), as declared,
-    then the in-process Memory's own methods (work over many users, lifecycle)."""
+    """Every operation as a Python method (the in-process Memory's and both clients'): its positional
+    parameters, then its request's fields by keyword; then the in-process Memory's own methods (work
+    over many users, lifecycle)."""
     from rushmem import Memory
 
     lines = ["```python", "# Memory, MemoryClient and AsyncMemoryClient (awaited): the operations"]
     for name, value in sorted(vars(Operations).items()):
         if isinstance(value, Method):
-            alias = f"  # = {value.op.name}" if name != value.op.name else ""
-            lines.append(f"{name}{value.signature}{alias}".replace("'", ""))
+            op = value.op
+            alias = f"  # = {op.name}" if name != op.name else ""
+            takes = ", ".join([*op.positional, f"**{op.request.__name__}"])
+            answer = op.response.__name__ if op.response is not None else "None"
+            lines.append(f"{name}({takes}) -> {answer}{alias}")
     lines.append("# Memory's own")
     for name, member in sorted(vars(Memory).items()):
         if not name.startswith("_") and inspect.isfunction(member):

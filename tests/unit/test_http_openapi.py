@@ -112,3 +112,10 @@ def test_every_reference_resolves_and_requests_validate_as_the_contract_reads_th
     assert valid("GetRequest", {"memory_id": "00000000-0000-4000-8000-000000000000"})
     assert not valid("GetRequest", {"memory_id": "00000000-0000-4000-8000-000000000000", "bogus": 1})
     assert valid("UsageRequest", {"user_id": "u", "start": "2024-01-01"})
+
+
+def test_the_typescript_package_is_built_from_the_document_the_api_serves(document: dict[str, Any]) -> None:
+    # The npm package generates its types and methods from this file at build time; a contract change
+    # that is not written here would ship a client of the previous API.
+    committed = json.loads((ROOT / "shared" / "typescript" / "openapi.json").read_text(encoding="utf-8"))
+    assert committed == document, "run: rushmem openapi --out shared/typescript/openapi.json"
