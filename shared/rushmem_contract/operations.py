@@ -230,14 +230,6 @@ def _takes_none(field: FieldInfo) -> bool:
 PAGE_ITEMS = ("memories", "lines", "events", "users", "receipts", "versions")
 
 
-def is_page(model: Any) -> bool:
-    """Whether an answer of ``model`` is a list of items (a page: its items and maybe its next
-    cursor), not an answer that holds a list among other things (a recall's memories beside its
-    block, a usage report's lines)."""
-    fields = set(getattr(model, "model_fields", ()))
-    return bool(fields & set(PAGE_ITEMS)) and fields <= {*PAGE_ITEMS, "next_cursor"}
-
-
 def page_items(page: BaseModel) -> tuple[list[Any], str | None]:
     """A paged answer's items and its next cursor (None: the last page)."""
     name = next(n for n in PAGE_ITEMS if n in type(page).model_fields)

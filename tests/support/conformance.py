@@ -199,7 +199,7 @@ DOOR_SOURCES = {"api", "mcp", "cli", None}
 def is_listing(op: Operation[Any, Any]) -> bool:
     """Whether the answer is a list of items (a page, the versions, the receipts): the CLI prints
     the items, one per line."""
-    return ops.is_page(op.response)
+    return op.response is not None and any(name in op.response.model_fields for name in ops.PAGE_ITEMS)
 
 
 def normalized(op: Operation[Any, Any], value: Any, ids: dict[str, str]) -> Any:

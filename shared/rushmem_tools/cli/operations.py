@@ -157,7 +157,7 @@ def _pages(service: Memory, op: Operation[Any, Any], request: Any, caller: Calle
     """The answer's items, page after page (an answer that is no page, itself)."""
     while True:
         page = service.invoke(op, request, caller=caller)
-        if not ops.is_page(type(page)):
+        if not any(name in type(page).model_fields for name in ops.PAGE_ITEMS):
             yield page
             return
         items, cursor = ops.page_items(page)
