@@ -18,10 +18,15 @@ def _is_message(item: object) -> bool:
     return hasattr(item, "role") and hasattr(item, "content") and not hasattr(item, "category")
 
 
+def _one_object(value: object) -> bool:
+    """One object: a mapping, or a pydantic model (a NewMemory, a chat message) given in-process."""
+    return isinstance(value, Mapping) or hasattr(value, "model_dump")
+
+
 def as_facts(value: Any) -> Any:
     """Facts as a list: one string (or one object) is a list of one, a string item is a fact's
     content. Anything else is left to the model to refuse."""
-    if isinstance(value, str | Mapping):
+    if isinstance(value, str) or _one_object(value):
         value = [value]
     if isinstance(value, list | tuple):
         return [{"content": item} if isinstance(item, str) else item for item in value]
@@ -42,7 +47,7 @@ def chat_in_memories(data: Any) -> Any:
     if not isinstance(data, Mapping) or "messages" in data:
         return data
     items = data.get("memories")
-    if isinstance(items, Mapping):
+    if _one_object(items):
         items = [items]
     if isinstance(items, list | tuple) and items and all(_is_message(item) for item in items):
         return {**{k: v for k, v in data.items() if k != "memories"}, "messages": list(items)}

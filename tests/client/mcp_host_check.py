@@ -35,7 +35,7 @@ async def _session(command: str, work: str) -> dict[str, Any]:
     server = StdioServerParameters(command=command, args=HOST_ARGS, env=_host_env(work), cwd=work)
     async with Client(server) as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
-        stored = await client.call_tool("remember", {"facts": ["The user prefers TypeScript for new services."]})
+        stored = await client.call_tool("remember", {"memories": ["The user prefers TypeScript for new services."]})
         assert not stored.is_error, stored.content
         found = await client.call_tool("recall_memories", {"query": "Which language should the new service use?"})
         assert not found.is_error, found.content

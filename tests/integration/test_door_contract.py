@@ -113,8 +113,8 @@ def test_a_refused_tool_argument_is_one_sentence_naming_it(service: Memory) -> N
     cases: list[tuple[str, dict[str, Any], str]] = [
         ("recall_memories", {"query": "x", "limit": 500}, "limit"),
         ("list_memories", {"limit": 0}, "limit"),
-        ("list_memories", {"categories": ["nonsense"]}, "categories[0]"),
-        ("remember", {"facts": ["   "]}, "facts[0]"),
+        ("list_memories", {"filters": {"categories": ["nonsense"]}}, "filters.categories[0]"),
+        ("remember", {"memories": ["   "]}, "memories[0].content"),
         ("get_memory", {"memory_id": "not-a-uuid"}, "memory_id"),
     ]
     for tool, arguments, field in cases:

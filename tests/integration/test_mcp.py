@@ -105,7 +105,7 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
     stored = structured(
         await client.call_tool(
             "remember",
-            {"facts": ["Prefers Rust for systems programming", "Uses pnpm, never npm"], "category": "preference"},
+            {"memories": ["Prefers Rust for systems programming", "Uses pnpm, never npm"], "category": "preference"},
         )
     )
     assert stored["created"] == 2
@@ -117,14 +117,18 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
     assert "Prefers Rust for systems programming" in recalled["prompt_block"]
 
     # Filters narrow recall and list; a bad one is an error naming the field.
-    decisions = structured(await client.call_tool("recall_memories", {"query": LANGUAGE, "categories": ["decision"]}))
+    decisions = structured(
+        await client.call_tool("recall_memories", {"query": LANGUAGE, "filters": {"categories": ["decision"]}})
+    )
     assert decisions["memories"] == [] and decisions["prompt_block"] == ""
-    prefs = structured(await client.call_tool("recall_memories", {"query": LANGUAGE, "categories": ["preference"]}))
+    prefs = structured(
+        await client.call_tool("recall_memories", {"query": LANGUAGE, "filters": {"categories": ["preference"]}})
+    )
     assert prefs["memories"][0]["id"] == rust_id
-    old = structured(await client.call_tool("list_memories", {"created_before": "2000-01-01T00:00:00Z"}))
+    old = structured(await client.call_tool("list_memories", {"filters": {"created_before": "2000-01-01T00:00:00Z"}}))
     assert old["memories"] == []
     window = {"created_after": "2030-01-01T00:00:00Z", "created_before": "2020-01-01T00:00:00Z"}
-    assert "created_before" in error_text(await client.call_tool("list_memories", window))
+    assert "filters.created_before" in error_text(await client.call_tool("list_memories", {"filters": window}))
 
     first = structured(await client.call_tool("list_memories", {"limit": 1}))
     assert len(first["memories"]) == 1 and first["next_cursor"]
@@ -147,10 +151,12 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
     assert changed["expires_at"].startswith("2099-01-01")
     found = structured(await client.call_tool("recall_memories", {"query": "bun package manager", "limit": 1}))
     assert [m["id"] for m in found["memories"]] == [pnpm_id]
-    cleared = structured(await client.call_tool("update_memory", {"memory_id": pnpm_id, "remove_expiry": True}))
+    cleared = structured(await client.call_tool("update_memory", {"memory_id": pnpm_id, "expires_at": None}))
     assert cleared["expires_at"] is None
     assert structured(await client.call_tool("get_memory", {"memory_id": pnpm_id}))["expires_at"] is None
-    assert "nothing to change" in error_text(await client.call_tool("update_memory", {"memory_id": pnpm_id}))
+    # No change given: the memory as it is, as PATCH /memories/{id} answers an empty body.
+    unchanged = structured(await client.call_tool("update_memory", {"memory_id": pnpm_id}))
+    assert unchanged["content"] == "Uses bun as the package manager" and unchanged["expires_at"] is None
     assert "no memory" in error_text(
         await client.call_tool("update_memory", {"memory_id": str(uuid.uuid4()), "category": "fact"})
     )
@@ -172,7 +178,7 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
     assert "TypeScript" in stack["content"] and stack["source"] == "c-1"
 
     forgotten = structured(await client.call_tool("forget_memory", {"memory_id": rust_id}))
-    assert forgotten == {"memory_id": rust_id, "forgotten": True}
+    assert forgotten == {"done": True}
     assert "no memory" in error_text(await client.call_tool("forget_memory", {"memory_id": rust_id}))
     after = structured(await client.call_tool("recall_memories", {"query": LANGUAGE}))
     assert rust_id not in [m["id"] for m in after["memories"]]
@@ -189,7 +195,7 @@ async def exercise_every_tool(client: Client, user: str) -> Any:
 
     # Bad arguments come back as a tool error the model can read, naming the field.
     assert "limit" in error_text(await client.call_tool("recall_memories", {"query": "x", "limit": 500}))
-    assert "facts" in error_text(await client.call_tool("remember", {"facts": ["   "]}))
+    assert "memories[0]" in error_text(await client.call_tool("remember", {"memories": ["   "]}))
     return after
 
 
@@ -218,7 +224,7 @@ def test_the_python_helper_builds_the_client_the_endpoint_expects(served: str) -
     async def scenario() -> list[str]:
         http = mcp_http_client(served, user_id="u-helper", project_id="p9", auth="none")
         async with http, Client(streamable_http_client(f"{served}/mcp", http_client=http)) as client:
-            await client.call_tool("remember", {"facts": ["Chose SQLite for the prototype"], "category": "decision"})
+            await client.call_tool("remember", {"memories": ["Chose SQLite for the prototype"], "category": "decision"})
             listed = structured(await client.call_tool("list_memories", {}))["memories"]
             return [m["project_id"] for m in listed]
 
@@ -228,8 +234,8 @@ def test_the_python_helper_builds_the_client_the_endpoint_expects(served: str) -
 def test_iam_callers_name_the_user_in_a_header_and_see_only_that_users_memories(served: str) -> None:
     async def scenario() -> None:
         async with http_client(served, x_memory_user="alice", x_memory_project="svg-editor") as alice:
-            await alice.call_tool("remember", {"facts": ["Chose Vite for the SVG editor"], "category": "decision"})
-            await alice.call_tool("remember", {"facts": ["Is called Alice"], "category": "identity"})
+            await alice.call_tool("remember", {"memories": ["Chose Vite for the SVG editor"], "category": "decision"})
+            await alice.call_tool("remember", {"memories": ["Is called Alice"], "category": "identity"})
             mine = structured(await alice.call_tool("list_memories", {}))["memories"]
             # The session's project goes to project facts; identity holds in every project.
             assert {(m["content"], m["project_id"]) for m in mine} == {
@@ -262,7 +268,7 @@ def test_without_a_user_the_client_gets_a_message_naming_the_header(served: str,
 def test_jwt_callers_are_their_sub_and_cannot_name_another_user(served: str) -> None:
     async def scenario() -> None:
         async with http_client(served, authorization=f"Bearer {token('carol')}") as carol:
-            await carol.call_tool("remember", {"facts": ["Works night shifts"]})
+            await carol.call_tool("remember", {"memories": ["Works night shifts"]})
         async with http_client(served, x_memory_user="carol") as backend:
             listed = structured(await backend.call_tool("list_memories", {}))["memories"]
             assert [m["content"] for m in listed] == ["Works night shifts"]
@@ -320,7 +326,7 @@ def test_stdio_speaks_the_modern_protocol_and_uses_the_project_given(lambda_env:
     async def scenario() -> Any:
         async with Client(stdio_server("--user", "u-modern", "--project", "p1", "--no-warm")) as client:
             assert client.session.discover_result is not None
-            stored = structured(await client.call_tool("remember", {"facts": ["Deploys on Fridays"]}))
+            stored = structured(await client.call_tool("remember", {"memories": ["Deploys on Fridays"]}))
             return structured(await client.call_tool("get_memory", {"memory_id": stored["ids"][0]}))
 
     assert anyio.run(scenario)["project_id"] == "p1"  # the session's project, from --project

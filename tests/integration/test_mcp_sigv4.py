@@ -107,7 +107,7 @@ def test_the_sdk_client_signs_every_request_and_the_tools_answer(served: str) ->
             transport=gateway,
         )
         async with http, Client(streamable_http_client(f"{served}/mcp", http_client=http)) as client:
-            await client.call_tool("remember", {"facts": ["Signs every request"], "category": "fact"})
+            await client.call_tool("remember", {"memories": ["Signs every request"], "category": "fact"})
             return (await client.call_tool("recall_memories", {"query": "signing requests"})).structured_content
 
     recalled = anyio.run(scenario)

@@ -19,6 +19,7 @@ from rushmem.ingest.importing import ImportReport
 from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from rushmem.service import Memory
 from rushmem_client import AsyncMemoryClient, MemoryClient
+from rushmem_contract.errors import NotFound
 from rushmem_contract.models import ConversationEnded, MemoryChanges, NewMemory
 from rushmem_tools.cli import main
 from tests.support.recall import body_of, invoke, with_body, with_request
@@ -122,7 +123,9 @@ def test_deleting_a_memory_removes_its_content_from_history_and_keeps_a_tombston
     service.update(memory_id, MemoryChanges(content=SECRET, metadata={"room": "B"}), user_id="u1")
     kept = service.add(["Prefers pnpm"], user_id="u1").ids[0]
     assert contents_left(database_url, memory_id, "1234")  # the history holds the old versions
-    assert service.delete(memory_id, user_id="u1", source="support-desk")
+    service.delete(memory_id, user_id="u1", source="support-desk")  # None; NotFound had it not been there
+    with pytest.raises(NotFound):
+        service.get(memory_id, user_id="u1")
     events = service.history(memory_id, user_id="u1").events
     assert [e.event for e in events] == ["created", "refreshed", "updated", "deleted"]
     assert all(e.content is None for e in events)
@@ -212,7 +215,7 @@ def test_mcp_tools_return_write_ids_and_forget_leaves_a_tombstone(service: Memor
 
     async def scenario() -> None:
         async with Client(server) as client:
-            stored = (await client.call_tool("remember", {"facts": [SECRET]})).structured_content
+            stored = (await client.call_tool("remember", {"memories": [SECRET]})).structured_content
             assert stored is not None and stored["write_id"]
             memory_id = stored["ids"][0]
             handed = await client.call_tool(

@@ -133,12 +133,12 @@ def test_the_cli_lists_approves_and_rejects(
     code, listed = run("pending", "--user", "u1")
     assert [p["content"] for p in listed] == [INJECTION, PII]
     assert run("recall", "--user", "u1", QUERY)[1][0]["memories"] == []
-    code, (approved,) = run("review", "--user", "u1", "--id", listed[0]["id"], "approve")
+    code, (approved,) = run("review", "--user", "u1", "--id", listed[0]["id"], "--decision", "approve")
     assert code == 0 and approved["decision"] == "approve" and approved["memory_id"]
-    code, (rejected,) = run("review", "--user", "u1", "--id", listed[1]["id"], "reject")
+    code, (rejected,) = run("review", "--user", "u1", "--id", listed[1]["id"], "--decision", "reject")
     assert rejected["memory_id"] is None
     assert [m["content"] for m in run("recall", "--user", "u1", QUERY)[1][0]["memories"]] == [INJECTION]
-    assert run("review", "--user", "u1", "--id", str(uuid.uuid4()), "approve")[0] != 0
+    assert run("review", "--user", "u1", "--id", str(uuid.uuid4()), "--decision", "approve")[0] != 0
     assert run("pending", "--user", "u1")[1] == []
     assert [e["event"] for e in run("history", "--user", "u1", "--id", listed[0]["id"])[1]] == ["pending", "approved"]
 
@@ -178,7 +178,7 @@ def test_a_pending_write_is_never_recalled_until_approved_through_every_door(
     # MCP: remember from an untrusted source waits too; no tool recalls any of it.
     async def mcp() -> tuple[set[str], list[str]]:
         async with http_client(served_url, x_memory_user="u1") as client:
-            await client.call_tool("remember", {"facts": ["Prefers pnpm"]})
+            await client.call_tool("remember", {"memories": ["Prefers pnpm"]})
             found = structured(await client.call_tool("recall_memories", {"query": QUERY + " pnpm", "limit": 20}))
             held = structured(await client.call_tool("pending_memories", {}))
             return {m["content"] for m in found["memories"]}, [m["content"] for m in held["memories"]]
@@ -228,7 +228,8 @@ def test_users_are_listed_with_their_counts_for_an_operator_never_for_a_token(
         {"user_id": "u2", "memories": 1, "stored": 1, "pending": 0},
     ]
     refused = invoke(as_jwt(listing, "u1"))
-    assert refused["statusCode"] == 403 and "JWT" in body_of(refused)["message"]
+    assert refused["statusCode"] == 403 and body_of(refused)["code"] == "forbidden"
+    assert "acting for one user may not" in body_of(refused)["message"]
     assert main(["users"], settings=Memory().settings) == 0
     assert [json.loads(line)["user_id"] for line in capsys.readouterr().out.splitlines()] == ["u1", "u2"]
 

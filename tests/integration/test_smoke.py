@@ -58,7 +58,7 @@ def test_smoke_passes_against_serve_and_leaves_nothing(served: str, capsys: pyte
     assert lines[-1] == f"smoke: PASS (7 of 7 checks passed) against {served}"
     assert "extracted" in lines[4] and "stored, recalled after" in lines[4] and "(limit 30 s)" in lines[4], lines[4]
     with MemoryClient(served) as client:
-        assert list(client.list(user_id="smoke-user")) == []
+        assert client.list(user_id="smoke-user").memories == []
 
 
 def test_smoke_with_a_token_runs_as_its_subject(
@@ -128,7 +128,7 @@ def test_smoke_names_the_extraction_stage_when_the_model_fails(
         assert by_name["conversation"]["detail"].startswith("stage extract: the extraction model failed")
         assert by_name["gone"]["ok"]
         with MemoryClient(url) as client:
-            assert list(client.list(user_id="smoke-user")) == []
+            assert client.list(user_id="smoke-user").memories == []
 
 
 def test_smoke_checks_the_stacks_models_first(

@@ -110,7 +110,7 @@ async def _mcp_session(url: str, token: str) -> tuple[set[str], str]:
     http = httpx2.AsyncClient(headers=bearer(token), timeout=60)
     async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
-        stored = await client.call_tool("remember", {"facts": ["Deploys on Fridays, never on Mondays"]})
+        stored = await client.call_tool("remember", {"memories": ["Deploys on Fridays, never on Mondays"]})
         assert not stored.is_error, stored.content
         recalled = await client.call_tool("recall_memories", {"query": "when does the user deploy"})
         return tools, " ".join(getattr(block, "text", "") for block in recalled.content)

@@ -263,11 +263,11 @@ def test_mcp_remember_supersedes_and_recall_as_of(service: Memory) -> None:
     async def scenario() -> tuple[Any, Any, Any]:
         async with Client(server) as client:
             first = await client.call_tool(
-                "remember", {"facts": ["The user works at Acme"], "valid_from": "2026-03-01"}
+                "remember", {"memories": ["The user works at Acme"], "valid_from": "2026-03-01"}
             )
             old = first.structured_content["ids"][0]
             second = await client.call_tool(
-                "remember", {"facts": ["The user joined Globex"], "supersedes": [old], "valid_from": "2026-06-01"}
+                "remember", {"memories": ["The user joined Globex"], "supersedes": [old], "valid_from": "2026-06-01"}
             )
             now = await client.call_tool("recall_memories", {"query": "employer"})
             then = await client.call_tool("list_memories", {"as_of": "2026-04-01T00:00:00Z"})

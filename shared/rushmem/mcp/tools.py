@@ -35,6 +35,7 @@ from rushmem_contract.errors import AgentMemoryError
 from rushmem_contract.kinds import error_kind
 from rushmem_contract.models import (
     ExplainedCandidate,
+    MemoryChanges,
     MemoryEvent,
     MemoryRecord,
     PendingMemory,
@@ -167,6 +168,8 @@ CHANGES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHi
 HINTS = {"reads": READ_ONLY, "writes": WRITES, "changes": CHANGES}
 # Facts about who the user is or what they like hold in every project: not put in the session's.
 USER_WIDE = ("identity", "preference")
+# The fields of a change (MemoryChanges) whose null clears them.
+CLEARED_BY_NULL = ("expires_at", "metadata")
 
 
 def offered(surface: Surface = "all") -> list[Operation[Any, Any]]:
@@ -232,7 +235,10 @@ class MemoryTools:
             who = self._identity(ctx)
         except AgentMemoryError as exc:
             raise tool_error(exc) from exc
-        given = {k: v for k, v in arguments.items() if v is not None}
+        # A null argument is "not given" (some hosts send every optional argument), but where null
+        # means something: a change's expires_at (never expires) and metadata (cleared).
+        keep_null = CLEARED_BY_NULL if issubclass(op.request, MemoryChanges) else ()
+        given = {k: v for k, v in arguments.items() if v is not None or k in keep_null}
         default_project = who.project_id is not None and not (op is ops.ADD and given.get("category") in USER_WIDE)
         if default_project and "project_id" in op.request.model_fields and "project_id" not in given:
             given["project_id"] = who.project_id
