@@ -35,7 +35,6 @@ from rushmem_contract.errors import AgentMemoryError
 from rushmem_contract.kinds import error_kind
 from rushmem_contract.models import (
     ExplainedCandidate,
-    MemoryChanges,
     MemoryEvent,
     MemoryRecord,
     PendingMemory,
@@ -168,8 +167,6 @@ CHANGES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHi
 HINTS = {"reads": READ_ONLY, "writes": WRITES, "changes": CHANGES}
 # Facts about who the user is or what they like hold in every project: not put in the session's.
 USER_WIDE = ("identity", "preference")
-# The fields of a change (MemoryChanges) whose null clears them.
-CLEARED_BY_NULL = ("expires_at", "metadata")
 
 
 def offered(surface: Surface = "all") -> list[Operation[Any, Any]]:
@@ -235,12 +232,11 @@ class MemoryTools:
             who = self._identity(ctx)
         except AgentMemoryError as exc:
             raise tool_error(exc) from exc
-        # A null argument is "not given" (some hosts send every optional argument), but where null
-        # means something: a change's expires_at (never expires) and metadata (cleared).
-        keep_null = CLEARED_BY_NULL if issubclass(op.request, MemoryChanges) else ()
-        given = {k: v for k, v in arguments.items() if v is not None or k in keep_null}
+        # A null is what every door makes of it (Operation.build): "not given" where the field cannot
+        # be null, its value where it can (a change's null expires_at: never expires).
+        given = dict(arguments)
         default_project = who.project_id is not None and not (op is ops.ADD and given.get("category") in USER_WIDE)
-        if default_project and "project_id" in op.request.model_fields and "project_id" not in given:
+        if default_project and "project_id" in op.request.model_fields and given.get("project_id") is None:
             given["project_id"] = who.project_id
         caller = Caller(door=MCP_SOURCE, user=who.user_id, requested_by="user")
         try:
