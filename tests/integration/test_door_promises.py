@@ -178,18 +178,19 @@ NESTED_FILTER = '{"a":' * 600 + "1" + "}" * 600
 
 
 def test_a_metadata_filter_nested_past_the_parser_is_refused_naming_it(door: Door) -> None:
+    # The metadata filter is a field of the request's filters: every door names it filters.metadata.
     door.add(USER, ["Likes tea"]).ok()
     if isinstance(door, ClientDoor):
         # The client cannot even build such a value; the raw query parameter goes to the server.
         nested = "[" * 1000 + "]" * 1000  # under the parameter's length limit
         answer = door.client._http.get(f"{door.client.api_url}/memories", params={"user_id": USER, "metadata": nested})
-        assert answer.status_code == 400 and answer.json()["field"] == "metadata", answer.text
+        assert answer.status_code == 400 and answer.json()["field"] == "filters.metadata", answer.text
         return
     metadata: Any = NESTED_FILTER
     if isinstance(door, McpDoor):
         metadata = {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}
     refused = door.list(USER, metadata=metadata)
-    assert refused.refused and refused.field == "metadata", refused
+    assert refused.refused and refused.field == "filters.metadata", refused
     assert refused.status is None or refused.status < 500
 
 
@@ -242,10 +243,12 @@ def test_a_jwt_writer_can_erase_what_it_wrote_through_the_client(lambda_env: str
 
 @pytest.mark.parametrize("user", [" ", "u\x00", "u\udcff", "\u202eu", "u" * 257])
 def test_the_cli_refuses_a_user_id_that_breaks_the_rules_naming_the_option(user: str, lambda_env: str) -> None:
+    # `--user` is the request's user_id: the refusal names that field, as every door's does (docs/cli.md).
     door = CliDoor()
-    for argv in (["add", "--user", user, "Likes tea"], ["list", "--user", user], ["forget", "--user", user, "--all"]):
+    for argv in (["add", "--user", user, "Likes tea"], ["list", "--user", user], ["forget-user", "--user", user]):
         refused = door.run(*argv)
-        assert refused.refused and refused.status == 2 and "--user" in refused.message, (argv, refused)
+        assert refused.refused and refused.status == 2 and refused.field == "user_id", (argv, refused)
+        assert refused.message.startswith("rushmem: user_id"), (argv, refused)
     assert_store_readable(lambda_env)
 
 

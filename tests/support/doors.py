@@ -142,7 +142,7 @@ class CliDoor(Door):
 
 
 def _cli_field(message: str) -> str | None:
-    """The field a CLI refusal names: "rushmem: ... (field)" or "--option: ..."."""
+    """The field a CLI refusal names: "rushmem: <message> (<field>)"."""
     if message.endswith(")") and "(" in message:
         return message.rsplit("(", 1)[1].rstrip(")")
     return None
@@ -175,7 +175,7 @@ class ClientDoor(Door):
     def list(self, user: str, *, cursor: str | None = None, metadata: Any = None) -> Outcome:
         filters = None if metadata is None else {"metadata": metadata}
         done = self._call(lambda: self.client.list(user_id=user, cursor=cursor, filters=filters))
-        return done if done.refused else Outcome(value=[m.model_dump(mode="json") for m in done.value])
+        return done if done.refused else Outcome(value=[m.model_dump(mode="json") for m in done.value.memories])
 
     def get(self, user: str, memory_id: str) -> Outcome:
         done = self._call(lambda: self.client.get(memory_id, user_id=user))
@@ -235,7 +235,7 @@ class McpDoor(Door):
         return Outcome(value=result.structured_content)
 
     def add(self, user: str, contents: list[str]) -> Outcome:
-        done = self.call(user, "remember", {"facts": contents})
+        done = self.call(user, "remember", {"memories": contents})
         return done if done.refused else Outcome(value=done.value["ids"])
 
     def update(self, user: str, memory_id: str, changes: dict[str, Any]) -> Outcome:
@@ -246,7 +246,7 @@ class McpDoor(Door):
         if cursor is not None:
             arguments["cursor"] = cursor
         if metadata is not None:
-            arguments["metadata"] = metadata
+            arguments["filters"] = {"metadata": metadata}
         done = self.call(user, "list_memories", arguments)
         return done if done.refused else Outcome(value=done.value["memories"])
 
@@ -261,12 +261,13 @@ class McpDoor(Door):
 
 
 def _tool_field(text: str) -> str | None:
-    """The field a tool error names: "...invalid_input: <field>: <reason>"."""
-    _, found, rest = text.partition("invalid_input: ")
-    if not found:
-        return None
-    head = rest.split(":", 1)[0]
-    return head if " " not in head else head.split(" ", 1)[0]
+    """The field a tool error names, where its message begins: "invalid_input: <field>: <reason>",
+    "input_too_large: <field> is N characters; the limit is M"."""
+    for code in ("invalid_input: ", "input_too_large: "):
+        _, found, rest = text.partition(code)
+        if found:
+            return rest.split(":", 1)[0].split(" ", 1)[0]
+    return None
 
 
 def mcp_connect_error(connect: AbstractAsyncContextManager[Client]) -> MCPError:
