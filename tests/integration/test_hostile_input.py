@@ -209,28 +209,44 @@ def listing(query: dict[str, str], path: str = "/memories") -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "cursor",
+    ("cursor", "status"),
     [
-        b64(["2026-01-01T00:00:00+00:00", 5]),  # an id that is a number
-        b64(["2026-01-01T00:00:00+00:00", ["00000000-0000-0000-0000-000000000000"]]),
-        b64([{"y": 2026}, "00000000-0000-0000-0000-000000000000"]),
-        b64(["0001-01-01T00:00:00+14:00", "00000000-0000-0000-0000-000000000000"]),  # before year 1 in UTC
-        b64(nested(300)),
-        base64.urlsafe_b64encode(b"[" * 380).decode(),
+        (b64(["2026-01-01T00:00:00+00:00", 5]), 400),  # an id that is a number
+        (b64(["2026-01-01T00:00:00+00:00", ["00000000-0000-0000-0000-000000000000"]]), 400),
+        (b64([{"y": 2026}, "00000000-0000-0000-0000-000000000000"]), 400),
+        (b64(["0001-01-01T00:00:00+14:00", "00000000-0000-0000-0000-000000000000"]), 400),  # before year 1 in UTC
+        (b64(nested(40)), 400),
+        # Past the cursor's length ceiling (512): refused as too large before it is decoded.
+        (b64(nested(300)), 413),
+        (base64.urlsafe_b64encode(b"[" * 380).decode(), 400),
     ],
-    ids=["int-id", "list-id", "object-date", "before-year-1", "nested-object", "nested-arrays"],
+    ids=["int-id", "list-id", "object-date", "before-year-1", "nested-object", "nested-object-too-long", "nested-arrays"],
 )
 @pytest.mark.parametrize("path", ["/memories", "/memories/export"])
-def test_a_cursor_with_the_wrong_types_is_400_naming_the_cursor(lambda_env: str, cursor: str, path: str) -> None:
+def test_a_cursor_with_the_wrong_types_is_400_naming_the_cursor(
+    lambda_env: str, cursor: str, status: int, path: str
+) -> None:
     add({"user_id": USER, "memories": [{"content": "Likes tea"}]})
-    refused(listing({"cursor": cursor}, path), "cursor")
+    refused(listing({"cursor": cursor}, path), "cursor", status)
 
 
 @pytest.mark.parametrize(
-    "metadata", ["[" * 1000 + "]" * 1000, '{"a":' * 600 + "1" + "}" * 600, '{"a": ' + "[" * 40 + "]" * 40 + "}"]
+    ("metadata", "status", "field"),
+    [
+        ("[" * 1000 + "]" * 1000, 400, "filters.metadata"),
+        ('{"a":' * 300 + "1" + "}" * 300, 400, "filters.metadata"),
+        ('{"a": ' + "[" * 40 + "]" * 40 + "}", 400, "filters.metadata"),
+        # Past the parameter's length ceiling (2,048): refused as too large before it is parsed,
+        # naming the query parameter as it was sent.
+        ('{"a":' * 600 + "1" + "}" * 600, 413, "metadata"),
+    ],
+    ids=["arrays-1000", "object-300", "arrays-40-in-object", "object-600-too-long"],
 )
-def test_deeply_nested_json_in_the_metadata_parameter_is_400_naming_it(lambda_env: str, metadata: str) -> None:
-    refused(listing({"metadata": metadata}), "metadata")
+def test_deeply_nested_json_in_the_metadata_parameter_is_400_naming_it(
+    lambda_env: str, metadata: str, status: int, field: str
+) -> None:
+    # The metadata parameter is the request's filters.metadata (GET /memories' filters).
+    refused(listing({"metadata": metadata}), field, status)
 
 
 @pytest.mark.parametrize("route", ["http-memories-add.json", "http-recall-iam.json", "http-mcp-recall.json"])
