@@ -220,7 +220,7 @@ def listing(query: dict[str, str], path: str = "/memories") -> dict[str, Any]:
         (b64(nested(300)), 413),
         (base64.urlsafe_b64encode(b"[" * 380).decode(), 400),
     ],
-    ids=["int-id", "list-id", "object-date", "before-year-1", "nested-object", "nested-object-too-long", "nested-arrays"],
+    ids=["int-id", "list-id", "object-date", "before-year-1", "nested-object", "nested-object-long", "nested-arrays"],
 )
 @pytest.mark.parametrize("path", ["/memories", "/memories/export"])
 def test_a_cursor_with_the_wrong_types_is_400_naming_the_cursor(
