@@ -460,6 +460,7 @@ COMMON_ERRORS: dict[int, OpenAPIResponse] = {
     403: documented("user_id is not the authenticated user (JWT)", ErrorBody),
     404: documented("No such route, or (DELETE one) no such memory for this user", ErrorBody),
     405: documented("Method not allowed on this path (see Allow)", ErrorBody),
+    413: documented("A value longer than its limit: the message names the field, its length and the limit", ErrorBody),
     415: documented("The body is not JSON", ErrorBody),
     500: documented("Unexpected error (details only in the logs, under request_id)", ErrorBody),
     503: documented("Database unavailable or too slow; retry (Retry-After)", ErrorBody),
