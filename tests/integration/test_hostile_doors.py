@@ -596,8 +596,8 @@ def test_cli_no_traceback_and_nothing_unreadable_stored(
         "recall-meta-deep": ["recall", "--user", "u1", "--metadata", "[" * 100000, "tea"],
         "recall-meta-nul": ["recall", "--user", "u1", "--metadata", '{"a":"\\u0000"}', "tea"],
         "recall-no-query": ["recall", "--user", "u1"],
-        "recall-queries-missing": ["recall", "--queries", str(tmp_path / "none.jsonl")],
-        "recall-queries-bad": ["recall", "--queries", str(bad)],
+        "recall-queries-missing": ["recall", "--queries", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o")],
+        "recall-queries-bad": ["recall", "--queries", str(bad), "--out", str(tmp_path / "o")],
         "list-limit-neg": ["list", "--user", "u1", "--limit", "-1"],
         "list-limit-0": ["list", "--user", "u1", "--limit", "0"],
         "list-meta-surrogate": ["list", "--user", "u1", "--metadata", '{"a":"\\ud800"}'],
@@ -624,7 +624,7 @@ def test_cli_no_traceback_and_nothing_unreadable_stored(
         "usage-bad": ["usage", "--user", "u1", "--start", "x"],
         "usage-surrogate": ["usage", "--user", "\udcff"],
         "export-user-surrogate": ["export", "--user", "\udcff"],
-        "erasure-id-nul": ["erasure", "--id", "a\x00"],
+        "erasure-id-nul": ["erasure", "a\x00"],
         "erasures-user-nul": ["erasures", "--user", "a\x00"],
     }
     broken: list[Any] = []
@@ -1160,8 +1160,9 @@ def test_import_refuses_every_line_it_would_alter_and_reports_each(
     assert "id" in reasons[7]
     assert summary["taken"] == 3 and summary["skipped"] == 6
     # What is stored is what the lines say: line 1 superseded by line 8, nothing of the refused lines.
-    assert main(["export", "--user", "u-imp"], settings=s) == 0  # its lines on stdout, page after page
-    exported = {m["content"]: m for m in map(json.loads, capsys.readouterr().out.splitlines())}
+    export = tmp_path / "export.jsonl"
+    assert main(["export", "--user", "u-imp", "--out", str(export)], settings=s) == 0
+    exported = {m["content"]: m for m in map(json.loads, export.read_text().splitlines())}
     assert sorted(exported) == ["Likes tea", "Lives in Lisbon", "Lives in Porto"]
     assert exported["Lives in Porto"]["superseded_by"] == ids[1]
     assert exported["Lives in Lisbon"].get("superseded_by") is None  # a line prints its unset fields as null
