@@ -40,6 +40,7 @@ from rushmem_contract.models import (
     StoredIds,
     UserList,
     refusal,
+    too_large,
 )
 
 Req = TypeVar("Req", bound=BaseModel)
@@ -248,6 +249,10 @@ def page_items(page: BaseModel) -> tuple[list[Any], str | None]:
 # ---- the query string: scalars as text, lists comma-separated, objects as JSON, a nested
 # model's fields flattened (GET /memories' filters) ---------------------------------------------
 
+# A list or an object travels in the URL as text: kept well under URL limits (a longer one fits a
+# body), and checked before it is parsed.
+MAX_QUERY_TEXT = {"list": 512, "object": 2048}
+
 
 def _wire_name(field: FieldInfo, name: str) -> str:
     return field.alias or name
@@ -327,6 +332,8 @@ def decode_query(
         if text is None:
             continue
         kind = value_kind(field.annotation)
+        if len(text) > MAX_QUERY_TEXT.get(kind, len(text)):
+            raise too_large(f"{within}{name}", len(text), MAX_QUERY_TEXT[kind])
         if kind == "list":
             data[wire] = [item.strip() for item in text.split(",") if item.strip()]
         elif kind == "object":

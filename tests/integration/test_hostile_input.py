@@ -236,9 +236,9 @@ def test_a_cursor_with_the_wrong_types_is_400_naming_the_cursor(
         ("[" * 1000 + "]" * 1000, 400, "filters.metadata"),
         ('{"a":' * 300 + "1" + "}" * 300, 400, "filters.metadata"),
         ('{"a": ' + "[" * 40 + "]" * 40 + "}", 400, "filters.metadata"),
-        # Past the parameter's length ceiling (2,048): refused as too large before it is parsed. The
-        # resolver checks that ceiling and names the query parameter as sent, not filters.metadata.
-        ('{"a":' * 600 + "1" + "}" * 600, 413, "metadata"),
+        # Past the parameter's length ceiling (2,048): refused as too large before it is parsed,
+        # named as the request has it, as every other refusal of a filter is.
+        ('{"a":' * 600 + "1" + "}" * 600, 413, "filters.metadata"),
     ],
     ids=["arrays-1000", "object-300", "arrays-40-in-object", "object-600-too-long"],
 )

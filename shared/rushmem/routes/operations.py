@@ -29,15 +29,12 @@ from rushmem.observability import logger, metrics
 from rushmem.routes.request import iam_arn
 from rushmem_contract import operations as ops
 from rushmem_contract import schemas
-from rushmem_contract.operations import Operation, value_kind
+from rushmem_contract.operations import MAX_QUERY_TEXT, Operation, value_kind
 
 if TYPE_CHECKING:
     from rushmem.service import Caller, Memory
 
 router = Router()
-
-# A list or an object travels in the URL as text: kept well under URL limits (a longer one fits a body).
-MAX_QUERY_TEXT = {"list": 512, "object": 2048}
 
 
 def current_caller() -> Caller:
@@ -95,8 +92,13 @@ def _query_parameters(
         description = field.description or ""
         if kind == "list":
             description += " Comma-separated."
-        if kind in MAX_QUERY_TEXT or nested_in is not None:
-            param = Query(alias=field.alias, max_length=MAX_QUERY_TEXT.get(kind, 64), description=description)
+        if nested_in is not None:
+            # Its ceiling (a list's or an object's) is the decoder's, which names filters.x.
+            limit = {"maxLength": MAX_QUERY_TEXT[kind]} if kind in MAX_QUERY_TEXT else None
+            param = Query(alias=field.alias, description=description, json_schema_extra=limit)
+            annotation = str | None
+        elif kind in MAX_QUERY_TEXT:
+            param = Query(alias=field.alias, max_length=MAX_QUERY_TEXT[kind], description=description)
             annotation = str | None
         else:
             param = Query(alias=field.alias, description=description, **_bounds(field))
