@@ -175,3 +175,13 @@ def test_instructions_are_set_shown_and_versioned_and_a_bad_file_names_the_field
     # The flags are the fields too.
     code, (flagged,), _ = run(capsys, settings, "set-instructions", *user, "--ignore", "weather", "--ignore", "sport")
     assert code == 0 and flagged["instructions"]["ignore"] == ["weather", "sport"]
+
+
+@pytest.mark.parametrize("command", ["list", "recall"])
+def test_a_metadata_filter_that_is_not_json_names_the_filter(
+    capsys: pytest.CaptureFixture[str], settings: Settings, command: str
+) -> None:
+    # The same field the HTTP API names for a bad metadata query parameter (filters.metadata).
+    words = ["tea"] if command == "recall" else []
+    code, _, err = run(capsys, settings, command, "--user", "u1", "--metadata", "{not json", *words)
+    assert code == 2 and "--metadata is not JSON" in err and "(filters.metadata)" in err

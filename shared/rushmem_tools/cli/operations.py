@@ -98,15 +98,16 @@ def add_fields(
             parser.add_argument(flag, dest=name, metavar=metavar, choices=_choices(field.annotation), help=help_)
 
 
-def fields_of(args: argparse.Namespace, model: type[BaseModel], hidden: set[str]) -> dict[str, Any]:
-    """The request's fields the flags gave (a nested model's gathered in its place)."""
+def fields_of(args: argparse.Namespace, model: type[BaseModel], hidden: set[str], within: str = "") -> dict[str, Any]:
+    """The request's fields the flags gave (a nested model's gathered in its place; ``within``: its
+    path, for the field a refusal names)."""
     given: dict[str, Any] = {}
     for name, field in model.model_fields.items():
         if name in hidden:
             continue
         nested = _model(field.annotation)
         if nested is not None and not hasattr(args, name):
-            inner = fields_of(args, nested, hidden)
+            inner = fields_of(args, nested, hidden, f"{within}{name}.")
             if inner:
                 given[name] = inner
             continue
@@ -120,7 +121,7 @@ def fields_of(args: argparse.Namespace, model: type[BaseModel], hidden: set[str]
             and ops.value_kind(field.annotation) != "text"
             and not _is_scalar_list(field.annotation)
         ):
-            value = _json(value, flag_of(name, field))
+            value = _json(value, flag_of(name, field), f"{within}{name}")
         given[field.alias or name] = value
     return given
 
@@ -129,18 +130,18 @@ def _takes_none(field: Any) -> bool:
     return type(None) in get_args(field.annotation)
 
 
-def _json(text: str, flag: str) -> Any:
+def _json(text: str, flag: str, field: str) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise InvalidInput(f"{flag} is nested too deeply", field=flag.removeprefix("--")) from None
+        raise InvalidInput(f"{flag} is nested too deeply", field=field) from None
     except ValueError as exc:
-        raise InvalidInput(f"{flag} is not JSON: {exc}", field=flag.removeprefix("--")) from exc
+        raise InvalidInput(f"{flag} is not JSON: {exc}", field=field) from exc
 
 
 def _input_file(path: str) -> dict[str, Any]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    value = _json(text, "--input")
+    value = _json(text, "--input", "input")
     if not isinstance(value, dict):
         raise InvalidInput("--input must hold a JSON object of the request's fields", field="input")
     return value
