@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, overload
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -42,15 +42,28 @@ class Method(Generic[Req, Res]):
         self.__doc__ = op.summary
         self.signature = signature(op)
 
+        # On the class (``Memory.recall``): a plain function of the door, as a method is, so that
+        # help(), inspect.signature() and IDEs show the fields.
+        def unbound(door: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return self.__get__(door, type(door))(*args, **kwargs)
+
+        unbound.__name__ = unbound.__qualname__ = op.name
+        unbound.__doc__ = op.summary
+        door = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        unbound.__signature__ = self.signature.replace(  # type: ignore[attr-defined]
+            parameters=[door, *self.signature.parameters.values()]
+        )
+        self.unbound = unbound
+
     @overload
-    def __get__(self, obj: None, owner: type[Any]) -> Self: ...
+    def __get__(self, obj: None, owner: type[Any]) -> Callable[..., Any]: ...
     @overload
     def __get__(self, obj: AsyncDoor, owner: type[Any]) -> Callable[..., Awaitable[Res]]: ...
     @overload
     def __get__(self, obj: SyncDoor, owner: type[Any]) -> Callable[..., Res]: ...
     def __get__(self, obj: Any, owner: type[Any]) -> Any:
         if obj is None:
-            return self
+            return self.unbound
         op = self.op
         allowed: frozenset[str] = getattr(obj, "OPTIONS", frozenset())
 

@@ -147,7 +147,7 @@ def test_keyword_overrides_change_the_environments_settings(embedded_default: Pa
     assert Memory(m.settings, max_query_chars=100).settings.max_query_chars == 100
     with pytest.raises(TypeError, match="embedding_provder"):
         Memory(embedding_provder="hash")  # a typo is refused, not ignored
-    assert Memory.add.signature.parameters["user_id"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert inspect.signature(Memory.add).parameters["user_id"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def test_the_four_lines_run_in_a_fresh_interpreter(embedded_dir: Path) -> None:

@@ -3,16 +3,28 @@ the top package. (docs/api.md's list of methods is generated from the table: tes
 
 from __future__ import annotations
 
+import inspect
+import pydoc
+
 import rushmem
 from rushmem import Memory
+from rushmem_client import AsyncMemoryClient, MemoryClient
 
 
 def test_the_mem0_style_calls_exist_with_the_keywords_a_mem0_user_guesses() -> None:
-    add = Memory.add.signature.parameters
+    add = inspect.signature(Memory.add).parameters
     assert {"user_id", "metadata", "infer"} <= set(add)
-    update = Memory.update.signature.parameters
+    update = inspect.signature(Memory.update).parameters
     assert {"content", "user_id", "metadata"} <= set(update)
     assert Memory.search is Memory.recall and Memory.get_all is Memory.list
+
+
+def test_help_on_a_method_of_the_class_shows_its_fields() -> None:
+    # What a user types in a REPL or an IDE shows on hover: the request's fields, not a descriptor.
+    for door in (Memory, MemoryClient, AsyncMemoryClient):
+        shown = pydoc.render_doc(door.recall, renderer=pydoc.plaintext)
+        assert "recall(self, /, query=None, *, user_id=None" in shown and "relevant to a query" in shown
+        assert list(inspect.signature(door.recall).parameters)[:2] == ["self", "query"]
 
 
 def test_the_public_types_come_from_the_top_package() -> None:
