@@ -45,7 +45,7 @@ class Method(Generic[Req, Res]):
         # On the class (``Memory.recall``): a plain function of the door, as a method is, so that
         # help(), inspect.signature() and IDEs show the fields.
         def unbound(door: Any, /, *args: Any, **kwargs: Any) -> Any:
-            return self.__get__(door, type(door))(*args, **kwargs)
+            return self.bind(door)(*args, **kwargs)
 
         unbound.__name__ = unbound.__qualname__ = op.name
         unbound.__doc__ = op.summary
@@ -62,8 +62,10 @@ class Method(Generic[Req, Res]):
     @overload
     def __get__(self, obj: SyncDoor, owner: type[Any]) -> Callable[..., Res]: ...
     def __get__(self, obj: Any, owner: type[Any]) -> Any:
-        if obj is None:
-            return self.unbound
+        return self.unbound if obj is None else self.bind(obj)
+
+    def bind(self, obj: Any) -> Callable[..., Any]:
+        """The method of one door (an instance)."""
         op = self.op
         allowed: frozenset[str] = getattr(obj, "OPTIONS", frozenset())
 

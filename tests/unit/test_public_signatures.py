@@ -22,7 +22,7 @@ def test_the_mem0_style_calls_exist_with_the_keywords_a_mem0_user_guesses() -> N
 def test_help_on_a_method_of_the_class_shows_its_fields() -> None:
     # What a user types in a REPL or an IDE shows on hover: the request's fields, not a descriptor.
     for door in (Memory, MemoryClient, AsyncMemoryClient):
-        shown = pydoc.render_doc(door.recall, renderer=pydoc.plaintext)
+        shown = pydoc.plain(pydoc.render_doc(door.recall))
         assert "recall(self, /, query=None, *, user_id=None" in shown and "relevant to a query" in shown
         assert list(inspect.signature(door.recall).parameters)[:2] == ["self", "query"]
 
