@@ -48,10 +48,6 @@ def current_caller() -> Caller:
     return Caller.for_request(jwt_claims(event.raw_event), iam_arn=iam_arn(router))
 
 
-def current_service() -> Memory:
-    return get_service()
-
-
 def _recall_metrics(user_id: str | None, result: Any, started: float) -> None:
     """RecallFunction's own metrics: latency, memories returned, empty recalls; and its log line."""
     elapsed_ms = (time.perf_counter() - started) * 1000
@@ -68,14 +64,6 @@ def _keyword(name: str, annotation: Any, default: Any = inspect.Parameter.empty)
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The model an annotation is (or holds, as ``Model | None``), if any."""
-    for candidate in (annotation, *getattr(annotation, "__args__", ())):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
-
-
 def _query_parameters(
     model: type[BaseModel], names: tuple[str, ...], *, nested_in: str | None = None
 ) -> list[inspect.Parameter]:
@@ -87,7 +75,7 @@ def _query_parameters(
     for name in names:
         field = model.model_fields[name]
         annotation = field.annotation
-        nested = _model_in(annotation)
+        nested = ops._nested(field)
         if nested is not None:
             found += _query_parameters(nested, tuple(nested.model_fields), nested_in=name)
             continue
@@ -101,11 +89,7 @@ def _query_parameters(
         else:
             param = Query(alias=field.alias, description=description, **_bounds(field))
         default = None if field.is_required() else field.get_default(call_default_factory=True)
-        found.append(
-            inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, param]
-            )
-        )
+        found.append(_keyword(name, Annotated[annotation, param], default))
     return found
 
 
@@ -150,22 +134,13 @@ def route(op: Operation[Any, Any]) -> Callable[..., Any]:
 
     # Typed Any for the resolver: the service (and all it imports) loads on the first request.
     params = [
-        inspect.Parameter("caller", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Any, Depends(current_caller)]),
-        inspect.Parameter(
-            "service", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Any, Depends(current_service)]
-        ),
+        _keyword("caller", Annotated[Any, Depends(current_caller)]),
+        _keyword("service", Annotated[Any, Depends(get_service)]),
+        *(_keyword(name, Annotated[op.request.model_fields[name].annotation, Path()]) for name in op.path_fields),
+        *_query_parameters(op.request, op.query_fields()),
     ]
-    for name in op.path_fields:
-        params.append(
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                annotation=Annotated[op.request.model_fields[name].annotation, Path()],
-            )
-        )
-    params += _query_parameters(op.request, op.query_fields())
     if op.has_body:
-        params.append(inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=body_model(op)))
+        params.append(_keyword("request", body_model(op)))
     returns = Response[None] if op.response is None else op.response
     handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
     handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
