@@ -782,26 +782,9 @@ def export_line(memory: MemoryRecord, history: list[MemoryEvent] | None = None) 
     """A stored memory as the import line that restores it. Not validated again: a row stored
     before a rule existed (content with nothing visible, say) is exported as it is, never a
     failed export; importing it is what refuses it, that line alone."""
-    return ImportLine.model_construct(
-        user_id=memory.user_id,
-        id=memory.id,
-        content=memory.content,
-        category=memory.category,  # type: ignore[arg-type]  # the table's check keeps it a Category
-        is_evergreen=memory.is_evergreen,
-        project_id=memory.project_id,
-        metadata=memory.metadata,
-        created_at=memory.created_at,
-        updated_at=memory.updated_at,
-        expires_at=memory.expires_at,
-        source=memory.source,
-        superseded_at=memory.superseded_at,
-        superseded_by=memory.superseded_by,
-        write_id=memory.write_id,
-        valid_from=memory.valid_from,
-        valid_until=memory.valid_until,
-        supersedes=[],
-        history=history,
-    )
+    # Every field the two share (all but recall's injection marks), as stored.
+    shared = {name: getattr(memory, name) for name in ImportLine.model_fields if name in MemoryRecord.model_fields}
+    return ImportLine.model_construct(**shared, supersedes=[], history=history)
 
 
 ImportLine.model_rebuild()  # its history refers to MemoryEvent, defined after it

@@ -158,9 +158,7 @@ class Cells:
 
     def reading(self, user_id: str) -> Collaborators:
         """The cell that holds (or would hold) the user."""
-        if not self.many:
-            return self.home_parts
-        return self.parts[self._entry(user_id, write=False).cell]
+        return self.parts[self.cell_of(user_id)]
 
     def writing(self, user_id: str) -> Collaborators:
         """The cell the user's writes go to (placing a new user); UserMoving while they move."""

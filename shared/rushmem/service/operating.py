@@ -270,7 +270,7 @@ class Admin:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's
         credentials, like purge)."""
         start, end = usage_period(start, end)
-        self._parts.flush_usage_for_report()
+        self._parts.flush_waiting_usage()
         return tenant_totals(self.db.run(lambda conn: all_usage(conn, start, end)))
 
     def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:
