@@ -28,7 +28,7 @@ from rushmem.service.batch import QueueBatch
 from rushmem.service.caller import Caller
 from rushmem.service.cells import Cells
 from rushmem.service.context import OPTIONS, Context
-from rushmem.service.dispatch import Dispatcher
+from rushmem.service.dispatch import dispatch
 from rushmem.service.drain import Publish
 from rushmem.service.operating import Admin
 from rushmem.store.engine.connection import Database
@@ -77,15 +77,9 @@ class Memory(Operations):
             settings = Settings(**overrides) if overrides else get_settings()
         elif overrides:
             settings = Settings.model_validate({**settings.model_dump(), **overrides})
-        given: dict[str, Any] = {
-            "embedder": embedder,
-            "database": database,
-            "extractor": extractor,
-            "publisher": publisher,
-            "reranker": reranker,
-        }
-        self.cells = Cells(settings, **{k: v for k, v in given.items() if v is not None})
-        self._dispatcher = Dispatcher(self.cells)
+        self.cells = Cells(
+            settings, embedder=embedder, database=database, extractor=extractor, publisher=publisher, reranker=reranker
+        )
         # Operating the store is the home cell's (where the directory lives); letting go of secrets
         # is every cell's.
         self.admin = Admin(self.cells.home_parts, self.import_, release_secrets=self.cells.release_secrets)
@@ -103,7 +97,7 @@ class Memory(Operations):
 
     def invoke(self, op: Operation[Req, Res], request: Req, *, caller: Caller = IN_PROCESS, **options: Any) -> Res:
         """Run one operation for ``caller`` (in-process code is trusted) through the dispatcher."""
-        return self._dispatcher.run(op, request, caller, **options)
+        return dispatch(self.cells, op, request, caller, **options)
 
     # ---- work over many users: each part in its user's cell ---------------------------------
 
@@ -143,9 +137,11 @@ class Memory(Operations):
     def ingest_batch(self) -> Iterator[IngestBatch]:
         """A queue batch: each message ingested in its user's cell, committing without waiting for
         the disk; every cell written to is flushed once on leaving the block (BatchNotDurable if it
-        could not be: none of the batch's messages may then be acknowledged)."""
-        with self._dispatcher.queue_batch() as batch:
-            yield IngestBatch(self, batch)
+        could not be: none of the batch's messages may then be acknowledged). An error inside the
+        block leaves it without a flush."""
+        batch = QueueBatch()
+        yield IngestBatch(self, batch)
+        batch.flush()
 
     def move_user(self, user_id: str, to_cell: str) -> int:
         """Move everything the user owns to ``to_cell`` (docs/capacity.md, Cells); the memories moved."""
