@@ -14,7 +14,6 @@ on the server, :meth:`Operation.from_http`; docs/development.md says how to add 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -170,7 +169,8 @@ class Operation(Generic[Req, Res]):
         path = self.path
         for name in self.path_fields:
             path = path.replace("{" + name + "}", quote(str(values.pop(name)), safe=""))
-        query = encode_query(self.request, {k: values.pop(k) for k in list(values) if k in self._query_names()})
+        names = {_wire_name(self.request.model_fields[name], name) for name in self.query_fields()}
+        query = encode_query(self.request, {k: values.pop(k) for k in list(values) if k in names})
         body = values if self.has_body else None
         return HttpCall(self.method, path, query, body)
 
@@ -209,9 +209,6 @@ class Operation(Generic[Req, Res]):
             "body": [_wire_name(fields[name], name) for name in self.body_fields()],
             "encoding": encoding(self.request, self.query_fields()),
         }
-
-    def _query_names(self) -> set[str]:
-        return {_wire_name(self.request.model_fields[name], name) for name in self.query_fields()}
 
 
 def validated(model: type[Req], data: Mapping[str, Any]) -> Req:
@@ -286,9 +283,7 @@ def _as_text(value: Any, kind: str) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    return str(value)
+    return str(value)  # JSON-mode values: times and ids are strings already
 
 
 def encode_query(model: type[BaseModel], values: Mapping[str, Any]) -> dict[str, str]:

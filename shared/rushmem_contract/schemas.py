@@ -409,10 +409,8 @@ def no_content(description: str) -> OpenAPIResponse:
     return {"description": description, "content": {}}
 
 
-def documented(description: str, model: type[BaseModel] | None = None) -> OpenAPIResponse:
+def documented(description: str, model: type[BaseModel]) -> OpenAPIResponse:
     """One entry of a route's ``responses`` (OpenAPI)."""
-    if model is None:
-        return {"description": description}
     return {"description": description, "content": {"application/json": {"model": model}}}
 
 

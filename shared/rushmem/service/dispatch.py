@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from rushmem.service import accounting, editing, instructing, reading, recalling, reviewing, writing
 from rushmem.service.batch import QueueBatch
@@ -18,10 +16,7 @@ from rushmem.service.caller import Caller
 from rushmem.service.cells import Cells
 from rushmem.service.context import context
 from rushmem_contract import operations as ops
-from rushmem_contract.operations import Operation
-
-Req = TypeVar("Req", bound=BaseModel)
-Res = TypeVar("Res")
+from rushmem_contract.operations import Operation, Req, Res
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,9 +15,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Self, TypeVar
-
-from pydantic import BaseModel
+from typing import Any, Self
 
 from rushmem.config import Settings, get_settings
 from rushmem.embeddings import Embedder
@@ -36,10 +34,7 @@ from rushmem_contract import operations as ops
 from rushmem_contract.errors import InvalidInput
 from rushmem_contract.methods import Operations
 from rushmem_contract.models import ConversationEnded, ImportLine, IngestOutcome, RecallQuery, RecallResult, StoredIds
-from rushmem_contract.operations import Operation
-
-Req = TypeVar("Req", bound=BaseModel)
-Res = TypeVar("Res")
+from rushmem_contract.operations import Operation, Req, Res
 
 # In-process code is trusted: it names the user of each call.
 IN_PROCESS = Caller()
