@@ -155,8 +155,7 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
         log.info("request invalid", extra={"errors": [d.model_dump() for d in details]})
         if any(e.get("type") == "json_invalid" or not e.get("loc")[1:] for e in exc.errors()):
             # Not a field's problem (no JSON, or no body at all): said as the body's.
-            first = details[0] if details else ErrorDetail(field=None, message="invalid request")
-            message = "; ".join(d.message for d in details) or first.message
+            message = "; ".join(d.message for d in details) or "invalid request"
             return error_response(
                 HTTPStatus.BAD_REQUEST, "invalid_input", message, errors=details, request_id=request_id()
             )

@@ -6,7 +6,7 @@ read from the path, the query string and the JSON body the way the clients write
 Each route's signature is made from its row, for the resolver's validation and the OpenAPI
 document: path parameters, the query parameters (a nested model's fields flattened, a list
 comma-separated and an object as JSON, as strings), or the body's model. What a route does besides
-its call is only RecallFunction's metrics (:data:`AFTER`).
+its call is only recall's metrics.
 """
 
 from __future__ import annotations
@@ -55,9 +55,6 @@ def _recall_metrics(user_id: str | None, result: Any, started: float) -> None:
     metrics.add_metric(name="MemoriesReturned", unit=MetricUnit.Count, value=len(result.memories))
     metrics.add_metric(name="EmptyRecalls", unit=MetricUnit.Count, value=0 if result.memories else 1)
     logger.info("recalled", extra={"user_id": user_id, "memories": len(result.memories), "ms": round(elapsed_ms, 1)})
-
-
-AFTER: dict[str, Callable[[str | None, Any, float], None]] = {ops.RECALL.name: _recall_metrics}
 
 
 def _keyword(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
@@ -117,7 +114,7 @@ def body_model(op: Operation[Any, Any]) -> type[BaseModel]:
 
 def route(op: Operation[Any, Any]) -> Callable[..., Any]:
     """The route function of one row: its signature for the resolver, its body the one call."""
-    after = AFTER.get(op.name)
+    after = _recall_metrics if op is ops.RECALL else None
 
     def handler(caller: Caller, service: Memory, **given: Any) -> Any:
         started = time.perf_counter()
