@@ -214,18 +214,8 @@ def recall_batch(
     results: list[RecallResult | InvalidInput] = []
     for query, text, vector in zip(queries, texts, vectors, strict=True):
         try:
-            request = validated(
-                RecallRequest,
-                {
-                    "user_id": query.user_id,
-                    "query": query.query,
-                    "project_id": query.project_id,
-                    "limit": query.limit or limit,
-                    "now": query.now,
-                    "as_of": query.as_of,
-                    "filters": query.filters,
-                },
-            )
+            # A query's fields are a recall request's; the batch's limit where it sets none.
+            request = validated(RecallRequest, {**dict(query), "limit": query.limit or limit})
             one = Context(
                 caller=ctx.caller,
                 user_id=query.user_id,
