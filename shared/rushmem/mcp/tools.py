@@ -14,7 +14,6 @@ offers every tool.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import logging
 import threading
@@ -90,6 +89,7 @@ def _with_flag(model: type[BaseModel]) -> type[BaseModel]:
 SHOWN: dict[type[BaseModel], type[BaseModel]] = {
     model: _with_flag(model) for model in (MemoryRecord, RecalledMemory, MemoryEvent, PendingMemory)
 }
+_shown_models: dict[type[BaseModel], type[BaseModel]] = {}
 
 
 def _shown_annotation(annotation: Any) -> Any:
@@ -105,19 +105,22 @@ def _shown_annotation(annotation: Any) -> Any:
     return annotation
 
 
-@functools.cache
 def shown_model(model: type[BaseModel]) -> type[BaseModel]:
     """``model`` as a tool returns it: the memory models within replaced by their flagged kin."""
     if model in SHOWN:
         return SHOWN[model]
-    changed = {
-        name: (_shown_annotation(field.annotation), field)
-        for name, field in model.model_fields.items()
-        if _shown_annotation(field.annotation) != field.annotation
-    }
-    if not changed:
-        return model
-    return create_model(f"Tool{model.__name__}", __base__=model, **changed)  # type: ignore[call-overload,no-any-return]
+    if model not in _shown_models:
+        changed = {
+            name: (_shown_annotation(field.annotation), field)
+            for name, field in model.model_fields.items()
+            if _shown_annotation(field.annotation) != field.annotation
+        }
+        _shown_models[model] = (
+            create_model(f"Tool{model.__name__}", __base__=model, **changed)  # type: ignore[call-overload]
+            if changed
+            else model
+        )
+    return _shown_models[model]
 
 
 def shown(value: Any) -> Any:
@@ -158,11 +161,10 @@ def tool_error(exc: AgentMemoryError) -> ToolError:
 
 # ---- the tools -----------------------------------------------------------------------------------
 
-HINTS = {
-    "reads": ToolAnnotations(readOnlyHint=True, openWorldHint=False),
-    "writes": ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False),
-    "changes": ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False),
-}
+READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+CHANGES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+HINTS = {"reads": READ_ONLY, "writes": WRITES, "changes": CHANGES}
 # Facts about who the user is or what they like hold in every project: not put in the session's.
 USER_WIDE = ("identity", "preference")
 

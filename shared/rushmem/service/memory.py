@@ -4,8 +4,7 @@ MCP, the CLI), callable in-process too; its :attr:`~Memory.admin` operates the s
 Memory is a thin facade: its methods are the rows of the contract's table, defined once for every
 Python door (:mod:`rushmem_contract.methods`: the same names, inputs and refusals as the clients'),
 each run by the dispatcher (:mod:`.dispatch`: the caller, the user's cell, the verb, then usage and
-events). Names follow mem0's where a verb exists there (add, search, get, get_all, update, delete,
-history).
+events).
 """
 
 from __future__ import annotations
