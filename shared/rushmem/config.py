@@ -527,24 +527,20 @@ class Settings(BaseSettings):
         "oauth_issuer",
         "oauth_authorization_endpoint",
         "oauth_token_endpoint",
+        "event_bus",
         mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the
-        # embedded server would then initialise (and chown) as its data directory.
+        # embedded server would then initialise (and chown) as its data directory; the template
+        # passes an empty event bus when none is configured.
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator(*KINDS)
     @classmethod
     def _installed_provider(cls, value: str, info: ValidationInfo) -> str:
         return KINDS[str(info.field_name)].check(value)
-
-    @field_validator("event_bus", mode="before")
-    @classmethod
-    def _blank_bus(cls, value: object) -> object:
-        # The template passes "" when no bus is configured.
-        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("pii_comprehend_types")
     @classmethod

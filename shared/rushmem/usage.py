@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,16 @@ class UsageCount:
         self.items += other.items
 
 
+class Counts(TypedDict, total=False):
+    """What a provider call or a piece of work adds to a :class:`UsageCount` (keywords)."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    characters: int
+    items: int
+
+
 @dataclasses.dataclass(frozen=True)
 class UsageRow:
     """One (kind, model) count, as the usage upsert takes it."""
@@ -62,19 +72,8 @@ class Meter:
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str], UsageCount] = {}
 
-    def add(
-        self,
-        kind: UsageKind,
-        model: str = "",
-        *,
-        calls: int = 0,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        characters: int = 0,
-        items: int = 0,
-    ) -> None:
-        count = self._counts.setdefault((kind, model), UsageCount())
-        count.add(UsageCount(calls, input_tokens, output_tokens, characters, items))
+    def add(self, kind: UsageKind, model: str = "", **counts: Unpack[Counts]) -> None:
+        self._counts.setdefault((kind, model), UsageCount()).add(UsageCount(**counts))
 
     def share(self, weight: float, *, calls_at_least: int = 1) -> Meter:
         """This meter's counts times ``weight`` (0..1), for one user of work several users shared
@@ -112,28 +111,11 @@ def metering(meter: Meter | None = None) -> Iterator[Meter]:
         _current.reset(token)
 
 
-def record_usage(
-    kind: UsageKind,
-    model: str = "",
-    *,
-    calls: int = 0,
-    input_tokens: int = 0,
-    output_tokens: int = 0,
-    characters: int = 0,
-    items: int = 0,
-) -> None:
+def record_usage(kind: UsageKind, model: str = "", **counts: Unpack[Counts]) -> None:
     """Count work in the current operation's meter; nothing when no operation is metered."""
     meter = _current.get()
     if meter is not None:
-        meter.add(
-            kind,
-            model,
-            calls=calls,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            characters=characters,
-            items=items,
-        )
+        meter.add(kind, model, **counts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +231,3 @@ class UsageBuffer:
             logger.warning("usage counts not written; kept for the next flush", exc_info=True)
         finally:
             self._flushing.release()
-
-
-# ---- GET /usage ----------------------------------------------------------------------------

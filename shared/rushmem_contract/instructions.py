@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from rushmem_contract.models import (
     CATEGORIES,
     AwareDatetime,
+    ClosedModel,
     ProjectId,
     UserId,
     WireModel,
@@ -74,12 +75,10 @@ def _category_name(value: str) -> str:
     return value
 
 
-class ProjectCategory(WireModel):
+class ProjectCategory(ClosedModel):
     """One of a project's own categories. An extracted memory of this category is stored with
     ``metadata.categories: [name]`` (filter with ``metadata={"categories": [name]}``) and, as its
     ``category``, ``kind`` (one of the built-in categories)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, StringConstraints(max_length=40), AfterValidator(_category_name)]
     description: Description | None = None
@@ -98,10 +97,8 @@ class ProjectCategory(WireModel):
         return self
 
 
-class ExtractionInstructions(WireModel):
+class ExtractionInstructions(ClosedModel):
     """What the extractor keeps and ignores in a project's conversations, and its own categories."""
-
-    model_config = ConfigDict(extra="forbid")
 
     instructions: InstructionsText | None = Field(
         default=None,

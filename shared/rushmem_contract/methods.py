@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
-
-from pydantic import BaseModel
+from typing import Any, ClassVar, Generic, Protocol, overload
 
 from rushmem_contract import operations as ops
-from rushmem_contract.operations import Operation
-
-Req = TypeVar("Req", bound=BaseModel)
-Res = TypeVar("Res")
+from rushmem_contract.operations import Operation, Req, Res
 
 
 class AsyncDoor(Protocol):

@@ -65,21 +65,23 @@ LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
 MAX_SUPERSEDES = 100
 
 
-def _path_of(loc: Sequence[Any]) -> str:
-    return field_path([p for p in loc if isinstance(p, str | int)])
+def _path_of(loc: Sequence[Any], prefix: str | None = None) -> str:
+    path = field_path([p for p in loc if isinstance(p, str | int)])
+    if not prefix:
+        return path
+    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}" if path else prefix
 
 
-def describe_errors(exc: ValidationError | Sequence[Mapping[str, Any]], whole: str = "value") -> str:
+def describe_errors(
+    exc: ValidationError | Sequence[Mapping[str, Any]], whole: str = "value", prefix: str | None = None
+) -> str:
     """Validation errors as one line, field by field ("memories[0].content: ..."), never echoing
-    input; ``whole`` names the value when the error is about it as a whole."""
+    input; ``whole`` names the value when the error is about it as a whole, ``prefix`` is where
+    the value sits in a larger request."""
     errors = exc.errors() if isinstance(exc, ValidationError) else exc
-    return "; ".join(f"{_path_of(e['loc']) or whole}: {str(e['msg']).removeprefix('Value error, ')}" for e in errors)
-
-
-def error_field(exc: ValidationError | Sequence[Mapping[str, Any]]) -> str | None:
-    """The field of the first problem ("memories[0].content"), None for the whole value."""
-    errors = exc.errors() if isinstance(exc, ValidationError) else exc
-    return (_path_of(errors[0]["loc"]) or None) if errors else None
+    return "; ".join(
+        f"{_path_of(e['loc'], prefix) or whole}: {str(e['msg']).removeprefix('Value error, ')}" for e in errors
+    )
 
 
 def too_large(field: str, size: int, limit: int, unit: str = "characters") -> InputTooLarge:
@@ -92,12 +94,6 @@ def too_large(field: str, size: int, limit: int, unit: str = "characters") -> In
 _TOO_LONG = {"string_too_long": "characters", "too_long": "items"}
 
 
-def _within(prefix: str | None, path: str) -> str:
-    if not prefix:
-        return path
-    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}" if path else prefix
-
-
 def refusal(
     exc: ValidationError | Sequence[Mapping[str, Any]], whole: str = "value", prefix: str | None = None
 ) -> InvalidInput:
@@ -105,18 +101,15 @@ def refusal(
     over a length ceiling, InvalidInput (400) naming the first bad field otherwise. ``whole``
     names the value when the problem is the value itself; ``prefix`` is where it sits in a larger
     request (a door that validates one part of it)."""
-    errors = list(exc.errors() if isinstance(exc, ValidationError) else exc)
-    paths = [_within(prefix, _path_of(e["loc"])) for e in errors]
-    first, field = errors[0], paths[0] or None
+    errors = exc.errors() if isinstance(exc, ValidationError) else exc
+    first = errors[0]
+    field = _path_of(first["loc"], prefix) or None
     unit = _TOO_LONG.get(str(first.get("type")))
     if unit is not None and field:
         value = first.get("input")
         size = len(value) if isinstance(value, str | list | tuple | dict) else 0
         return too_large(field, size, int((first.get("ctx") or {}).get("max_length", 0)), unit)
-    message = "; ".join(
-        f"{path or whole}: {str(e['msg']).removeprefix('Value error, ')}" for path, e in zip(paths, errors, strict=True)
-    )
-    return InvalidInput(message, field=field)
+    return InvalidInput(describe_errors(errors, whole, prefix), field=field)
 
 
 def no_nul(value: str) -> str:
@@ -202,9 +195,7 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
 UserId = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
 ]
-ProjectId = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ID_CHARS), AfterValidator(plain_id)
-]
+ProjectId = UserId  # the same rules
 # Where a memory came from ("api", "cli", a conversation id, an import's label): shown with the
 # memory and its history, so printable like an id (no control, invisible or surrogate characters).
 Source = Annotated[str, StringConstraints(max_length=MAX_ID_CHARS), AfterValidator(no_nul), AfterValidator(plain_id)]
@@ -276,9 +267,17 @@ WriteId = Annotated[uuid.UUID | None, Field(description=WRITE_ID_DESCRIPTION)]
 
 class WireModel(BaseModel):
     """The base of the models: validators built on first use, not when the module is imported (a
-    Lambda cold start imports them all, then uses a few; with SnapStart the warm-up builds them)."""
+    Lambda cold start imports them all, then uses a few; with SnapStart the warm-up builds them).
+    Unknown fields are ignored (what clients and the queue send may carry more), except in a
+    :class:`ClosedModel`."""
 
     model_config = ConfigDict(defer_build=True)
+
+
+class ClosedModel(WireModel):
+    """A request (or a part of one) that refuses unknown fields, naming them: a typo must not pass."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 # Where a read runs when a reader endpoint is configured: "eventual" (the reader; it may miss a
@@ -288,8 +287,6 @@ Consistency = Literal["eventual", "strong"]
 
 class NewMemory(WireModel):
     """A fact to store, as given by a client, the importer or the extractor."""
-
-    model_config = ConfigDict(extra="ignore")
 
     content: Content
     category: Category = "fact"
@@ -379,14 +376,12 @@ def _not_null(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-class MemoryChanges(WireModel):
+class MemoryChanges(ClosedModel):
     """What to change in one memory (PATCH /memories/{id}): a field left out stays as it is; null
     clears what may be cleared (``expires_at``: never expires; ``metadata``: empty). ``metadata``
     replaces the whole object. A new ``content`` is re-embedded and makes the memory fresh again
     (``updated_at``); the other fields leave ``updated_at`` alone, since it drives time decay. A new
     ``content`` never rewrites the past unless ``typo_fix`` says it only fixes the wording."""
-
-    model_config = ConfigDict(extra="forbid")
 
     content: Content | None = None
     category: Category | None = None
@@ -414,12 +409,10 @@ class MemoryChanges(WireModel):
         return values
 
 
-class MemoryFilters(WireModel):
+class MemoryFilters(ClosedModel):
     """Which of the user's memories a recall or a listing considers (all given conditions hold):
     any of ``categories``; ``metadata`` containing the given object (JSONB ``@>``: nested
     objects and arrays match by containment); created in [``created_after``, ``created_before``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     categories: list[Category] | None = Field(
         default=None,
@@ -566,8 +559,6 @@ class RecallQuery(WireModel):
     """One query of a batch recall (a line of `rushmem recall --queries`); other fields
     (a benchmark's evidence, category, ...) are ignored."""
 
-    model_config = ConfigDict(extra="ignore")
-
     user_id: UserId
     query: str
     project_id: ProjectId | None = None
@@ -711,8 +702,6 @@ def _text_of(value: Any) -> Any:
 class ChatMessage(WireModel):
     """One chat turn, as the chat application sends it."""
 
-    model_config = ConfigDict(extra="ignore")
-
     role: Literal["user", "assistant", "system", "developer", "tool", "function"]
     content: Annotated[
         str,
@@ -738,8 +727,6 @@ class ConversationEnded(WireModel):
     limits (max_messages_per_conversation, max_message_chars, max_memories_per_request,
     max_memory_chars), so an oversized message is invalid either way.
     """
-
-    model_config = ConfigDict(extra="ignore")
 
     user_id: UserId
     project_id: Annotated[ProjectId | None, BeforeValidator(_blank_to_none)] = None
@@ -795,26 +782,9 @@ def export_line(memory: MemoryRecord, history: list[MemoryEvent] | None = None) 
     """A stored memory as the import line that restores it. Not validated again: a row stored
     before a rule existed (content with nothing visible, say) is exported as it is, never a
     failed export; importing it is what refuses it, that line alone."""
-    return ImportLine.model_construct(
-        user_id=memory.user_id,
-        id=memory.id,
-        content=memory.content,
-        category=memory.category,  # type: ignore[arg-type]  # the table's check keeps it a Category
-        is_evergreen=memory.is_evergreen,
-        project_id=memory.project_id,
-        metadata=memory.metadata,
-        created_at=memory.created_at,
-        updated_at=memory.updated_at,
-        expires_at=memory.expires_at,
-        source=memory.source,
-        superseded_at=memory.superseded_at,
-        superseded_by=memory.superseded_by,
-        write_id=memory.write_id,
-        valid_from=memory.valid_from,
-        valid_until=memory.valid_until,
-        supersedes=[],
-        history=history,
-    )
+    # Every field the two share (all but recall's injection marks), as stored.
+    shared = {name: getattr(memory, name) for name in ImportLine.model_fields if name in MemoryRecord.model_fields}
+    return ImportLine.model_construct(**shared, supersedes=[], history=history)
 
 
 ImportLine.model_rebuild()  # its history refers to MemoryEvent, defined after it

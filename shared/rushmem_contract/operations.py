@@ -14,7 +14,6 @@ on the server, :meth:`Operation.from_http`; docs/development.md says how to add 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -171,7 +170,8 @@ class Operation(Generic[Req, Res]):
         path = self.path
         for name in self.path_fields:
             path = path.replace("{" + name + "}", quote(str(values.pop(name)), safe=""))
-        query = encode_query(self.request, {k: values.pop(k) for k in list(values) if k in self._query_names()})
+        names = {_wire_name(self.request.model_fields[name], name) for name in self.query_fields()}
+        query = encode_query(self.request, {k: values.pop(k) for k in list(values) if k in names})
         body = values if self.has_body else None
         return HttpCall(self.method, path, query, body)
 
@@ -194,7 +194,7 @@ class Operation(Generic[Req, Res]):
             out: dict[str, Any] = {}
             for name in names:
                 field = model.model_fields[name]
-                nested = _nested(field)
+                nested = nested_model(field)
                 out[_wire_name(field, name)] = (
                     {"model": nested.__name__, "fields": encoding(nested, list(nested.model_fields))}
                     if nested is not None
@@ -210,9 +210,6 @@ class Operation(Generic[Req, Res]):
             "body": [_wire_name(fields[name], name) for name in self.body_fields()],
             "encoding": encoding(self.request, self.query_fields()),
         }
-
-    def _query_names(self) -> set[str]:
-        return {_wire_name(self.request.model_fields[name], name) for name in self.query_fields()}
 
 
 def validated(model: type[Req], data: Mapping[str, Any]) -> Req:
@@ -268,7 +265,8 @@ def _inner(annotation: Any) -> Any:
     return annotation
 
 
-def _nested(field: FieldInfo) -> type[BaseModel] | None:
+def nested_model(field: FieldInfo) -> type[BaseModel] | None:
+    """The model a field holds (``Model``, ``Model | None``), if any: GET /memories' filters."""
     inner = _inner(field.annotation)
     return inner if isinstance(inner, type) and issubclass(inner, BaseModel) else None
 
@@ -291,9 +289,7 @@ def _as_text(value: Any, kind: str) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    return str(value)
+    return str(value)  # JSON-mode values: times and ids are strings already
 
 
 def encode_query(model: type[BaseModel], values: Mapping[str, Any]) -> dict[str, str]:
@@ -304,7 +300,7 @@ def encode_query(model: type[BaseModel], values: Mapping[str, Any]) -> dict[str,
         if value is None:
             continue
         field = by_wire[name]
-        nested = _nested(field)
+        nested = nested_model(field)
         if nested is not None:
             out.update(encode_query(nested, value))
         else:
@@ -321,7 +317,7 @@ def decode_query(
     data: dict[str, Any] = {}
     for name in names:
         field = model.model_fields[name]
-        nested = _nested(field)
+        nested = nested_model(field)
         if nested is not None:
             inner = decode_query(nested, query, list(nested.model_fields), f"{within}{name}.")
             if inner:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StringConstraints,
     ValidationInfo,
@@ -38,6 +37,7 @@ from rushmem_contract.models import (
     AwareDatetime,
     Category,
     ChatMessage,
+    ClosedModel,
     Consistency,
     ConversationEnded,
     MemoryChanges,
@@ -58,16 +58,12 @@ if TYPE_CHECKING:
 class ContentPart(WireModel):
     """One part of a multi-part chat message (OpenAI style); only text parts are read."""
 
-    model_config = ConfigDict(extra="ignore")
-
     type: str = "text"
     text: str | None = None
 
 
 class RecallMessage(WireModel):
     """A chat message as agent frameworks pass them around: any role, text or parts."""
-
-    model_config = ConfigDict(extra="ignore")
 
     role: Annotated[str, StringConstraints(max_length=64)]
     content: str | list[ContentPart] | None = None
@@ -124,10 +120,8 @@ PageCursor = Annotated[
 MemoryIdField = Annotated[uuid.UUID, Field(description="The memory's id.")]
 
 
-class RecallRequest(WireModel):
+class RecallRequest(ClosedModel):
     """POST /recall. Give ``query``, or ``messages`` to recall for the latest user message."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
     project_id: ProjectId | None = Field(default=None, description="Also recall this project's memories.")
@@ -165,11 +159,9 @@ class RecallRequest(WireModel):
         return self.query
 
 
-class ListRequest(WireModel):
+class ListRequest(ClosedModel):
     """GET /memories (as query parameters; the filters flattened: categories comma-separated,
     metadata as JSON): a page of the user's memories, newest first."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
     project_id: ProjectId | None = Field(default=None, description="Also list this project's memories.")
@@ -186,15 +178,13 @@ FactText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_CONTENT
 FactsInput = FactText | NewMemory | list[FactText | NewMemory]
 
 
-class AddRequest(WireModel):
+class AddRequest(ClosedModel):
     """POST /memories: store facts now (no LLM; the same rules as the write path), or, given chat
     ``messages`` (as mem0's add takes them), extract the facts worth keeping from them first.
 
     ``memories`` may be one string, a list of strings or of objects (:class:`NewMemory`); the
     call-wide fields (``category`` ... ``metadata``) apply to every memory that does not set its own.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
     project_id: ProjectId | None = Field(default=None, description="The project the memories belong to.")
@@ -261,10 +251,8 @@ class AddRequest(WireModel):
 _CALL_WIDE = ("category", "is_evergreen", "expires_at", "valid_from", "supersedes", "metadata")
 
 
-class GetRequest(WireModel):
+class GetRequest(ClosedModel):
     """GET /memories/{memory_id}: one of the user's memories, live or not."""
-
-    model_config = ConfigDict(extra="forbid")
 
     memory_id: MemoryIdField
     user_id: CallerUser = None
@@ -280,20 +268,16 @@ class UpdateRequest(MemoryChanges):
     _whole = model_validator(mode="before")(shapes.changes_given_whole)
 
 
-class DeleteRequest(WireModel):
+class DeleteRequest(ClosedModel):
     """DELETE /memories/{memory_id}: forget one of the user's memories."""
-
-    model_config = ConfigDict(extra="forbid")
 
     memory_id: MemoryIdField
     user_id: CallerUser = None
 
 
-class HistoryRequest(WireModel):
+class HistoryRequest(ClosedModel):
     """GET /memories/{memory_id}/history: a page of one memory's recorded changes, oldest first
     (no memory_id, where a door allows it: the changes of every memory of the user)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     memory_id: MemoryIdField | None = None
     user_id: CallerUser = None
@@ -307,10 +291,8 @@ class HistoryRequest(WireModel):
     consistency: ReadConsistency = "eventual"
 
 
-class ExportRequest(WireModel):
+class ExportRequest(ClosedModel):
     """GET /memories/export: everything the user has, as import lines, newest first (a page)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
     history: bool = Field(default=False, description="Each line with its memory's recorded changes.")
@@ -320,29 +302,23 @@ class ExportRequest(WireModel):
     as_of: AwareDatetime | None = Field(default=None, description=AS_OF_HELP)
 
 
-class ForgetUserRequest(WireModel):
+class ForgetUserRequest(ClosedModel):
     """DELETE /memories?user_id=...: erase everything stored about a user. The user is named even
     with a JWT, so that a stray DELETE never wipes anything."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: UserId = Field(description="The user to erase (with a JWT: the token's sub).")
 
 
-class PendingRequest(WireModel):
+class PendingRequest(ClosedModel):
     """GET /memories/pending: the user's writes held for review, oldest first."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
     project_id: ProjectId | None = Field(default=None, description="Also this project's held writes.")
     limit: int = Field(default=MAX_PAGE, ge=1, le=MAX_PAGE, description=f"At most this many, 1..{MAX_PAGE}.")
 
 
-class ReviewRequest(WireModel):
+class ReviewRequest(ClosedModel):
     """POST /memories/{pending_id}/review: a person's decision on a write held for review."""
-
-    model_config = ConfigDict(extra="forbid")
 
     pending_id: uuid.UUID = Field(description="The held write's id (from the pending list).")
     user_id: CallerUser = None
@@ -351,10 +327,8 @@ class ReviewRequest(WireModel):
     )
 
 
-class UsersRequest(WireModel):
+class UsersRequest(ClosedModel):
     """GET /users: every user with their counts (trusted callers only: an IAM caller, the local server)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     limit: int = Field(default=MAX_PAGE, ge=1, le=MAX_PAGE, description=f"At most this many users, 1..{MAX_PAGE}.")
 
@@ -365,15 +339,9 @@ class ConversationRequest(ConversationEnded):
 
     user_id: CallerUser = None  # type: ignore[assignment]  # the JWT's sub when absent
 
-    def message(self) -> ConversationEnded:
-        """The message exactly as the SQS body would be (same receipt); the user must be set."""
-        return ConversationEnded.model_validate(self.model_dump(exclude_unset=True))
 
-
-class InstructionsQuery(WireModel):
+class InstructionsQuery(ClosedModel):
     """GET /instructions: the extraction instructions a project's conversations are extracted with."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
     project_id: ProjectId | None = Field(default=None, description="The project (none: conversations without one).")
@@ -390,29 +358,23 @@ class InstructionsHistoryRequest(InstructionsQuery):
     )
 
 
-class UsageRequest(WireModel):
+class UsageRequest(ClosedModel):
     """GET /usage: a user's usage per day and its estimated cost (UTC days, both included)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
     start: dt.date | None = Field(default=None, description="First UTC day (default: 29 days before end).")
     end: dt.date | None = Field(default=None, description="Last UTC day, included (default: today).")
 
 
-class ErasureRequest(WireModel):
+class ErasureRequest(ClosedModel):
     """GET /erasures/{erasure_id}: one erasure receipt (a JWT caller reads only its own)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     erasure_id: uuid.UUID = Field(description="The receipt's id (DELETE /memories answers it).")
     user_id: UserId | None = Field(default=None, description="Only this user's receipt (a JWT caller: its own).")
 
 
-class ErasuresRequest(WireModel):
+class ErasuresRequest(ClosedModel):
     """GET /erasures?user_id=...: every erasure receipt of a user id, oldest first (matched by the keyed hash)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user_id: CallerUser = None
 
@@ -447,10 +409,8 @@ def no_content(description: str) -> OpenAPIResponse:
     return {"description": description, "content": {}}
 
 
-def documented(description: str, model: type[BaseModel] | None = None) -> OpenAPIResponse:
+def documented(description: str, model: type[BaseModel]) -> OpenAPIResponse:
     """One entry of a route's ``responses`` (OpenAPI)."""
-    if model is None:
-        return {"description": description}
     return {"description": description, "content": {"application/json": {"model": model}}}
 
 

@@ -22,7 +22,7 @@ def _field_names(model: type[Any]) -> set[str]:
     """A request's fields, a nested model's included (the CLI flattens GET /memories' filters)."""
     names = set(model.model_fields)
     for field in model.model_fields.values():
-        nested = ops._nested(field)
+        nested = ops.nested_model(field)
         if nested is not None:
             names |= _field_names(nested)
     return names

@@ -53,7 +53,7 @@ def test_every_row_is_an_http_route_with_the_rows_parameters(op: Operation[Any, 
     expected = set(op.path_fields)
     for name in op.query_fields():
         field = op.request.model_fields[name]
-        nested = ops._nested(field)
+        nested = ops.nested_model(field)
         expected |= set(nested.model_fields) if nested is not None else {field.alias or name}
     assert params == expected
     assert ("requestBody" in route) == op.has_body
@@ -89,7 +89,7 @@ def test_every_command_takes_the_rows_fields(op: Operation[Any, Any]) -> None:
     for name, field in op.request.model_fields.items():
         if name in {*op.cli.hidden, "consistency"}:
             continue
-        nested = ops._nested(field)
+        nested = ops.nested_model(field)
         assert (set(nested.model_fields) if nested is not None and name != op.cli.positional else {name}) <= dests
 
 

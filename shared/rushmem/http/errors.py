@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rushmem.http import media
 from rushmem.http.body import NOT_BASE64
 from rushmem_contract.errors import AgentMemoryError, InvalidInput
+from rushmem_contract.inputs import field_path
 from rushmem_contract.kinds import INTERNAL, error_kind
 from rushmem_contract.models import refusal
 from rushmem_contract.retry import RETRY_AFTER_S
@@ -74,13 +75,7 @@ def _encodable(text: str) -> str:
 
 def field_of(loc: Sequence[str | int]) -> str | None:
     """('body', 'memories', 0, 'content') -> 'memories[0].content'; ('query', 'limit') -> 'limit'."""
-    out = ""
-    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header", "cookie") else loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or None
+    return field_path(loc[1:] if loc and loc[0] in ("body", "query", "path", "header", "cookie") else loc) or None
 
 
 def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> list[ErrorDetail]:
@@ -160,8 +155,7 @@ def install_error_handlers(app: APIGatewayHttpResolver, log: Any) -> None:
         log.info("request invalid", extra={"errors": [d.model_dump() for d in details]})
         if any(e.get("type") == "json_invalid" or not e.get("loc")[1:] for e in exc.errors()):
             # Not a field's problem (no JSON, or no body at all): said as the body's.
-            first = details[0] if details else ErrorDetail(field=None, message="invalid request")
-            message = "; ".join(d.message for d in details) or first.message
+            message = "; ".join(d.message for d in details) or "invalid request"
             return error_response(
                 HTTPStatus.BAD_REQUEST, "invalid_input", message, errors=details, request_id=request_id()
             )

@@ -7,7 +7,7 @@ application/json`` cross-site only after a CORS preflight, which this API never 
 POST, PUT and PATCH, and any request that carries a body, are taken only with a JSON content
 type (415 otherwise): every client of the API (the Python client, MCP clients, the memory page,
 API Gateway's own test events) sends one. The rule holds in AWS and in ``rushmem serve``
-alike (both run this handler: :func:`rushmem.http.handlers.json_bodies_only`)."""
+alike (both run this handler: :func:`rushmem.http.errors.json_bodies_only`)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ among the schemas and, as ``x-rushmem``, where each of its fields travels (:func
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,6 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from rushmem_contract.operations import OPERATIONS
-
-_cache: dict[int, str] = {}
 
 # (tag, what it groups), in the order the page shows them; a path's tag is its first segment's.
 TAGS: tuple[tuple[str, str], ...] = (
@@ -109,32 +108,30 @@ def _tag_of(path: str) -> str | None:
     return first if any(first == name for name, _ in TAGS) else None
 
 
+@functools.cache
 def openapi_document(app: Any) -> str:
     """The resolver's document, without the 422 answers it lists for every validated route (this
     API answers validation errors with 400, documented per route) and their schemas; with tags,
     security schemes, request examples and the operations' requests (:func:`_add_requests`)."""
-    key = id(app)
-    if key not in _cache:
-        document = json.loads(app.get_openapi_json_schema())
-        for path, operations in document.get("paths", {}).items():
-            for method, operation in operations.items():
-                operation.get("responses", {}).pop("422", None)
-                tag = _tag_of(path)
-                if tag is not None:
-                    operation["tags"] = [tag]
-                example = REQUEST_EXAMPLES.get((method, path))
-                content = operation.get("requestBody", {}).get("content", {}).get("application/json")
-                if example is not None and content is not None:
-                    content["example"] = example
-        _add_requests(document)
-        schemas = document.get("components", {}).get("schemas", {})
-        for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-            schemas.pop(unused, None)
-        document["tags"] = [{"name": name, "description": text} for name, text in TAGS]
-        document.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
-        document["security"] = [{"jwt": []}, {"sigv4": []}]
-        _cache[key] = json.dumps(document, indent=2, ensure_ascii=False)
-    return _cache[key]
+    document = json.loads(app.get_openapi_json_schema())
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            operation.get("responses", {}).pop("422", None)
+            tag = _tag_of(path)
+            if tag is not None:
+                operation["tags"] = [tag]
+            example = REQUEST_EXAMPLES.get((method, path))
+            content = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if example is not None and content is not None:
+                content["example"] = example
+    _add_requests(document)
+    schemas = document.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(unused, None)
+    document["tags"] = [{"name": name, "description": text} for name, text in TAGS]
+    document.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    document["security"] = [{"jwt": []}, {"sigv4": []}]
+    return json.dumps(document, indent=2, ensure_ascii=False)
 
 
 def swagger_html(app: Any) -> str:

@@ -1,9 +1,5 @@
-"""The HTTP API's routes: a Powertools ``Router`` per resource, which RecallFunction's handler
-(functions/recall/app.py) includes in its resolver.
-
-A route parses the request (pydantic, through the resolver's validation), works out whose memories it
-may touch (:mod:`rushmem.http.identity`), calls one :class:`~rushmem.service.Memory` method
-and shapes the answer; errors become HTTP in :mod:`rushmem.http.errors`. Nothing is built at
-import time: the service is imported and built on the first request (:mod:`rushmem.lifecycle`),
-the MCP SDK on the first ``/mcp`` request.
+"""The HTTP API's Powertools routers, which RecallFunction's handler (functions/recall/app.py)
+includes: every operation of the contract's table (:mod:`.operations`), the OpenAPI document, the
+memory page, the OAuth metadata and ``/mcp``. Nothing is built at import time: the service loads on
+the first request (:mod:`rushmem.lifecycle`), the MCP SDK on the first ``/mcp`` request.
 """

@@ -6,7 +6,7 @@ read from the path, the query string and the JSON body the way the clients write
 Each route's signature is made from its row, for the resolver's validation and the OpenAPI
 document: path parameters, the query parameters (a nested model's fields flattened, a list
 comma-separated and an object as JSON, as strings), or the body's model. What a route does besides
-its call is only RecallFunction's metrics (:data:`AFTER`).
+its call is only recall's metrics.
 """
 
 from __future__ import annotations
@@ -45,10 +45,6 @@ def current_caller() -> Caller:
     return Caller.for_request(jwt_claims(event.raw_event), iam_arn=iam_arn(router))
 
 
-def current_service() -> Memory:
-    return get_service()
-
-
 def _recall_metrics(user_id: str | None, result: Any, started: float) -> None:
     """RecallFunction's own metrics: latency, memories returned, empty recalls; and its log line."""
     elapsed_ms = (time.perf_counter() - started) * 1000
@@ -58,19 +54,8 @@ def _recall_metrics(user_id: str | None, result: Any, started: float) -> None:
     logger.info("recalled", extra={"user_id": user_id, "memories": len(result.memories), "ms": round(elapsed_ms, 1)})
 
 
-AFTER: dict[str, Callable[[str | None, Any, float], None]] = {ops.RECALL.name: _recall_metrics}
-
-
 def _keyword(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The model an annotation is (or holds, as ``Model | None``), if any."""
-    for candidate in (annotation, *getattr(annotation, "__args__", ())):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
 
 
 def _query_parameters(
@@ -84,7 +69,7 @@ def _query_parameters(
     for name in names:
         field = model.model_fields[name]
         annotation = field.annotation
-        nested = _model_in(annotation)
+        nested = ops.nested_model(field)
         if nested is not None:
             found += _query_parameters(nested, tuple(nested.model_fields), nested_in=name)
             continue
@@ -103,11 +88,7 @@ def _query_parameters(
         else:
             param = Query(alias=field.alias, description=description, **_bounds(field))
         default = None if field.is_required() else field.get_default(call_default_factory=True)
-        found.append(
-            inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, param]
-            )
-        )
+        found.append(_keyword(name, Annotated[annotation, param], default))
     return found
 
 
@@ -135,7 +116,7 @@ def body_model(op: Operation[Any, Any]) -> type[BaseModel]:
 
 def route(op: Operation[Any, Any]) -> Callable[..., Any]:
     """The route function of one row: its signature for the resolver, its body the one call."""
-    after = AFTER.get(op.name)
+    after = _recall_metrics if op is ops.RECALL else None
 
     def handler(caller: Caller, service: Memory, **given: Any) -> Any:
         started = time.perf_counter()
@@ -152,22 +133,13 @@ def route(op: Operation[Any, Any]) -> Callable[..., Any]:
 
     # Typed Any for the resolver: the service (and all it imports) loads on the first request.
     params = [
-        inspect.Parameter("caller", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Any, Depends(current_caller)]),
-        inspect.Parameter(
-            "service", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Any, Depends(current_service)]
-        ),
+        _keyword("caller", Annotated[Any, Depends(current_caller)]),
+        _keyword("service", Annotated[Any, Depends(get_service)]),
+        *(_keyword(name, Annotated[op.request.model_fields[name].annotation, Path()]) for name in op.path_fields),
+        *_query_parameters(op.request, op.query_fields()),
     ]
-    for name in op.path_fields:
-        params.append(
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                annotation=Annotated[op.request.model_fields[name].annotation, Path()],
-            )
-        )
-    params += _query_parameters(op.request, op.query_fields())
     if op.has_body:
-        params.append(inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=body_model(op)))
+        params.append(_keyword("request", body_model(op)))
     returns = Response[None] if op.response is None else op.response
     handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
     handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}

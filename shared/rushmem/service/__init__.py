@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from rushmem.config import Settings, get_settings
+from rushmem.config import get_settings
 from rushmem.service.base import utcnow as utcnow
 from rushmem.service.batch import BatchNotDurable as BatchNotDurable
 from rushmem.service.caller import Caller as Caller
@@ -21,17 +21,12 @@ _service: Memory | None = None
 _service_lock = threading.Lock()
 
 
-def build_service(settings: Settings) -> Memory:
-    """The service for ``settings`` (with AGENT_MEMORY_CELLS, over every cell)."""
-    return Memory(settings)
-
-
 def get_service() -> Memory:
     """The process-wide :class:`Memory` (settings from the environment), built on first call."""
     global _service
     with _service_lock:
         if _service is None:
-            _service = build_service(get_settings())
+            _service = Memory(get_settings())
         return _service
 
 

@@ -76,7 +76,7 @@ def usage(parts: Collaborators, request: UsageRequest, ctx: Context) -> UsageRep
     with its cost at the price table's prices."""
     user_id = ctx.user
     start, end = usage_period(request.start, request.end)
-    parts.flush_usage_for_report()
+    parts.flush_waiting_usage()
     found = parts.db.run(lambda conn: user_usage(conn, user_id, start, end))
     lines = [UsageLine(**row, estimated_usd=row_cost(row)) for row in found]
     return UsageReport(

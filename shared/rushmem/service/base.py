@@ -148,14 +148,12 @@ class Collaborators:
             kept=lambda exc: isinstance(exc, DatabaseUnavailable) and connect_failed(exc),
         )
 
-    def _usage_waiting(self) -> bool:
-        buffer = self.built("usage_buffer")
-        return buffer is not None and len(buffer) > 0
-
-    def flush_usage_for_report(self) -> None:
-        """Before usage is read back: this container's waiting counts written (best effort)."""
-        if self._usage_waiting():
-            self.usage_buffer.flush_quietly()
+    def flush_waiting_usage(self) -> None:
+        """The usage counts waiting in this container written (best effort): before usage is read
+        back, after a commit (the writer just answered), before the connections close."""
+        buffer: UsageBuffer | None = self.built("usage_buffer")
+        if buffer is not None and len(buffer) > 0:
+            buffer.flush_quietly()
 
     def publish_changes(self, user_id: str | None) -> None:
         """After a commit: put the changes it queued on the bus, and write the usage counts waiting in
@@ -164,8 +162,7 @@ class Collaborators:
         reads go to the writer for a while (read-your-writes, where a reader is configured)."""
         if user_id is not None:
             self.reads.wrote(user_id)  # building the router does no I/O
-        if self._usage_waiting():
-            self.usage_buffer.flush_quietly()
+        self.flush_waiting_usage()
         if not self.settings.event_bus:
             return
         try:
@@ -176,8 +173,7 @@ class Collaborators:
     def close(self) -> None:
         """Write the usage counts the container keeps (best effort), then close the database
         connections (they are opened again on next use)."""
-        if self._usage_waiting():
-            self.usage_buffer.flush_quietly()
+        self.flush_waiting_usage()
         for name in ("db", "reads"):
             if (built := self.built(name)) is not None:
                 built.close()

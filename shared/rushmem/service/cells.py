@@ -82,15 +82,6 @@ def cell_urls(cells: Mapping[str, object], *, setting: str) -> dict[str, str]:
     return urls
 
 
-def parse_cells(text: str, *, setting: str) -> dict[str, str]:
-    """:func:`cell_urls` of a JSON text (a secret's)."""
-    try:
-        cells = json.loads(text)
-    except ValueError:
-        cells = None  # the parser's message is not repeated: it may quote the text
-    return cell_urls(cells, setting=setting)
-
-
 @dataclasses.dataclass
 class _Entry:
     cell: str
@@ -103,12 +94,9 @@ class Cells:
     """The databases of a deployment and the choice of one per user (see the module's docstring).
     Each cell's collaborators are its own (a connection, a read router), but the embedder, a model
     in memory, is built once and shared; ``collaborators`` given stand in for the built ones.
-
-    The cells come from AGENT_MEMORY_CELLS, or from the secret AGENT_MEMORY_CELLS_SECRET_ARN names,
-    read on the first call that needs a cell: constructing does no I/O. The home cell's collaborators
-    (:attr:`home_parts`) exist from the start, so the memory's admin and a container's warm-up need
-    no secret. A home cell whose URL is empty is this deployment's own database as configured
-    (db_host, db_secret_arn, IAM, RDS Proxy, the Data API), readers included."""
+    Constructing does no I/O: the cells are read on the first call that needs one, and the home
+    cell's collaborators (:attr:`home_parts`) exist from the start, so the memory's admin and a
+    container's warm-up need no secret."""
 
     def __init__(self, settings: Settings, **collaborators: Any) -> None:
         self.settings = settings
@@ -158,9 +146,7 @@ class Cells:
 
     def reading(self, user_id: str) -> Collaborators:
         """The cell that holds (or would hold) the user."""
-        if not self.many:
-            return self.home_parts
-        return self.parts[self._entry(user_id, write=False).cell]
+        return self.parts[self.cell_of(user_id)]
 
     def writing(self, user_id: str) -> Collaborators:
         """The cell the user's writes go to (placing a new user); UserMoving while they move."""
@@ -189,7 +175,7 @@ class Cells:
     def forget(self, user_id: str) -> None:
         """The user's directory entry deleted (their erasure: the directory holds their id)."""
         if self.many:
-            self._directory().run(lambda conn: forget_cell(conn, user_id), retry=False)
+            self.home_parts.db.run(lambda conn: forget_cell(conn, user_id), retry=False)
             self._forget_entry(user_id)
 
     def close(self) -> None:
@@ -234,7 +220,11 @@ class Cells:
             text = get_secret_value(arn, force=force)
         except ConfigurationError as exc:
             raise ConfigurationError(f"{SECRET_SETTING}: {exc}") from exc
-        urls = parse_cells(text, setting=f"{SECRET_SETTING} ({arn})")
+        try:
+            cells = json.loads(text)
+        except ValueError:
+            cells = None  # the parser's message is not repeated: it may quote the text
+        urls = cell_urls(cells, setting=f"{SECRET_SETTING} ({arn})")
         home, home_url = next(iter(urls.items()))
         if home_url:
             # The home cell's collaborators exist before the secret is read (the admin, the warm-up).
@@ -251,16 +241,16 @@ class Cells:
         if self._named is not None and home != self._home:
             raise ConfigurationError(f"{self._source}: the home cell changed from {self._home!r} to {home!r}")
         known = self._named or {}
-        shared = dict(self._given)
         named: dict[str, Collaborators] = {}
         for name, url in urls.items():
             if name == home:
                 named[name] = self.home_parts
             elif name in known:
                 named[name] = known[name]
-            else:  # one embedder (a model in memory) for every cell
-                shared.setdefault("embedder", self.home_parts.embedder)
-                named[name] = Collaborators(self._cell_settings(url), **shared)
+            else:  # one embedder (a model in memory) for every cell: the home cell's, given or built
+                named[name] = Collaborators(
+                    self._cell_settings(url), **{**self._given, "embedder": self.home_parts.embedder}
+                )
         self._home, self._named, self._read_at = home, named, time.monotonic()
 
     def _reread(self) -> None:
@@ -290,15 +280,12 @@ class Cells:
 
     # ---- the directory -----------------------------------------------------------------------
 
-    def _directory(self) -> Any:
-        return self.home_parts.db
-
     def _entry(self, user_id: str, *, write: bool) -> _Entry:
         now = time.monotonic()
         cached = self._entries.get(user_id)
         if cached is not None and now < cached.until and (cached.placed or not write):
             return cached
-        directory = self._directory()
+        directory = self.home_parts.db
         found = directory.run(lambda conn: cell_entry(conn, user_id))
         placed = found is not None
         if found is None and write:
@@ -334,7 +321,7 @@ class Cells:
         source = self.cell_of(user_id)
         if source == to_cell:
             return 0
-        directory = self._directory()
+        directory = self.home_parts.db
         directory.run(lambda conn: set_cell(conn, user_id, source, moving=True), retry=False)
         self._forget_entry(user_id)
         time.sleep(self.settings.cell_directory_cache_s)  # every container now holds this user's writes

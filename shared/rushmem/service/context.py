@@ -44,10 +44,6 @@ class Context:
             raise RuntimeError("this operation acts for no user")
         return self.user_id
 
-    @property
-    def requested_by(self) -> str:
-        return self.caller.requested_by
-
 
 # The options an in-process call may pass (Memory's verbs' keywords that are no request field).
 OPTIONS = frozenset({"source", "observed_at", "reviewed", "plan", "query_vector", "usage", "requested_by", "unflushed"})

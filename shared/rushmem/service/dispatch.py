@@ -6,12 +6,9 @@ usage counts and change events). Each row of the contract's table
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from collections.abc import Callable
+from typing import Any
 
 from rushmem.service import accounting, editing, instructing, reading, recalling, reviewing, writing
 from rushmem.service.batch import QueueBatch
@@ -19,10 +16,7 @@ from rushmem.service.caller import Caller
 from rushmem.service.cells import Cells
 from rushmem.service.context import context
 from rushmem_contract import operations as ops
-from rushmem_contract.operations import Operation
-
-Req = TypeVar("Req", bound=BaseModel)
-Res = TypeVar("Res")
+from rushmem_contract.operations import Operation, Req, Res
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,36 +51,28 @@ VERBS: dict[str, Verb] = {
 }
 
 
-class Dispatcher:
-    """Runs operations over the cells of one deployment (see the module's docstring)."""
-
-    def __init__(self, cells: Cells) -> None:
-        self.cells = cells
-
-    def run(
-        self, op: Operation[Req, Res], request: Req, caller: Caller, *, batch: QueueBatch | None = None, **options: Any
-    ) -> Res:
-        """Run one operation for ``caller``; in a queue ``batch``, its writes wait for the batch's flush."""
-        verb = VERBS[op.name]
-        user_id = caller.user_for(op, getattr(request, "user_id", None))
-        ctx = context(caller, user_id, options)
-        if verb.spans_cells:
-            result: Res = verb.run(self.cells, request, ctx)
-            return result
-        assert user_id is not None  # only verbs spanning cells act for no user
-        parts = self.cells.writing(user_id) if op.writes else self.cells.reading(user_id)
-        if batch is not None:
-            ctx.unflushed = batch.unflushed(parts)
-        result = verb.run(parts, request, ctx)
-        if ctx.wrote:
-            parts.publish_changes(user_id)
+def dispatch(
+    cells: Cells,
+    op: Operation[Req, Res],
+    request: Req,
+    caller: Caller,
+    *,
+    batch: QueueBatch | None = None,
+    **options: Any,
+) -> Res:
+    """Run one operation for ``caller`` over ``cells`` (see the module's docstring); in a queue
+    ``batch``, its writes wait for the batch's flush."""
+    verb = VERBS[op.name]
+    user_id = caller.user_for(op, getattr(request, "user_id", None))
+    ctx = context(caller, user_id, options)
+    if verb.spans_cells:
+        result: Res = verb.run(cells, request, ctx)
         return result
-
-    @contextlib.contextmanager
-    def queue_batch(self) -> Iterator[QueueBatch]:
-        """A queue batch (see :mod:`.batch`): flushed on leaving the block, BatchNotDurable if it
-        could not be (none of its messages may then be acknowledged). An error inside the block
-        leaves it without a flush."""
-        batch = QueueBatch()
-        yield batch
-        batch.flush()
+    assert user_id is not None  # only verbs spanning cells act for no user
+    parts = cells.writing(user_id) if op.writes else cells.reading(user_id)
+    if batch is not None:
+        ctx.unflushed = batch.unflushed(parts)
+    result = verb.run(parts, request, ctx)
+    if ctx.wrote:
+        parts.publish_changes(user_id)
+    return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from functools import partial
 from typing import Any
 
 from rushmem.ingest.redaction import REDACTED_KEY
@@ -128,12 +129,11 @@ def forget_user(cells: Cells, request: ForgetUserRequest, ctx: Context) -> Erasu
     user_id = ctx.user
     home = cells.reading(user_id)
     others = [p for p in cells.each() if p is not home and p.db.run(lambda conn: receipts.holds_user(conn, user_id))]
-    receipt: ErasureReceipt = home.db.run(
-        lambda conn: receipts.erase_user(conn, user_id, requested_by=ctx.requested_by), retry=False
-    )
+    erase = partial(receipts.erase_user, user_id=user_id, requested_by=ctx.caller.requested_by)
+    receipt: ErasureReceipt = home.db.run(erase, retry=False)
     for parts in (home, *others):
         if parts is not home:
-            parts.db.run(lambda conn: receipts.erase_user(conn, user_id, requested_by=ctx.requested_by), retry=False)
+            parts.db.run(erase, retry=False)
         parts.reads.erased(user_id)  # never served again by a reader that has not replayed this
         parts.publish_changes(user_id)
     cells.forget(user_id)

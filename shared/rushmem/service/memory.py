@@ -4,8 +4,7 @@ MCP, the CLI), callable in-process too; its :attr:`~Memory.admin` operates the s
 Memory is a thin facade: its methods are the rows of the contract's table, defined once for every
 Python door (:mod:`rushmem_contract.methods`: the same names, inputs and refusals as the clients'),
 each run by the dispatcher (:mod:`.dispatch`: the caller, the user's cell, the verb, then usage and
-events). Names follow mem0's where a verb exists there (add, search, get, get_all, update, delete,
-history).
+events).
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Self, TypeVar
-
-from pydantic import BaseModel
+from typing import Any, Self
 
 from rushmem.config import Settings, get_settings
 from rushmem.embeddings import Embedder
@@ -28,7 +25,7 @@ from rushmem.service.batch import QueueBatch
 from rushmem.service.caller import Caller
 from rushmem.service.cells import Cells
 from rushmem.service.context import OPTIONS, Context
-from rushmem.service.dispatch import Dispatcher
+from rushmem.service.dispatch import dispatch
 from rushmem.service.drain import Publish
 from rushmem.service.operating import Admin
 from rushmem.store.engine.connection import Database
@@ -36,10 +33,7 @@ from rushmem_contract import operations as ops
 from rushmem_contract.errors import InvalidInput
 from rushmem_contract.methods import Operations
 from rushmem_contract.models import ConversationEnded, ImportLine, IngestOutcome, RecallQuery, RecallResult, StoredIds
-from rushmem_contract.operations import Operation
-
-Req = TypeVar("Req", bound=BaseModel)
-Res = TypeVar("Res")
+from rushmem_contract.operations import Operation, Req, Res
 
 # In-process code is trusted: it names the user of each call.
 IN_PROCESS = Caller()
@@ -77,15 +71,9 @@ class Memory(Operations):
             settings = Settings(**overrides) if overrides else get_settings()
         elif overrides:
             settings = Settings.model_validate({**settings.model_dump(), **overrides})
-        given: dict[str, Any] = {
-            "embedder": embedder,
-            "database": database,
-            "extractor": extractor,
-            "publisher": publisher,
-            "reranker": reranker,
-        }
-        self.cells = Cells(settings, **{k: v for k, v in given.items() if v is not None})
-        self._dispatcher = Dispatcher(self.cells)
+        self.cells = Cells(
+            settings, embedder=embedder, database=database, extractor=extractor, publisher=publisher, reranker=reranker
+        )
         # Operating the store is the home cell's (where the directory lives); letting go of secrets
         # is every cell's.
         self.admin = Admin(self.cells.home_parts, self.import_, release_secrets=self.cells.release_secrets)
@@ -103,7 +91,7 @@ class Memory(Operations):
 
     def invoke(self, op: Operation[Req, Res], request: Req, *, caller: Caller = IN_PROCESS, **options: Any) -> Res:
         """Run one operation for ``caller`` (in-process code is trusted) through the dispatcher."""
-        return self._dispatcher.run(op, request, caller, **options)
+        return dispatch(self.cells, op, request, caller, **options)
 
     # ---- work over many users: each part in its user's cell ---------------------------------
 
@@ -143,9 +131,11 @@ class Memory(Operations):
     def ingest_batch(self) -> Iterator[IngestBatch]:
         """A queue batch: each message ingested in its user's cell, committing without waiting for
         the disk; every cell written to is flushed once on leaving the block (BatchNotDurable if it
-        could not be: none of the batch's messages may then be acknowledged)."""
-        with self._dispatcher.queue_batch() as batch:
-            yield IngestBatch(self, batch)
+        could not be: none of the batch's messages may then be acknowledged). An error inside the
+        block leaves it without a flush."""
+        batch = QueueBatch()
+        yield IngestBatch(self, batch)
+        batch.flush()
 
     def move_user(self, user_id: str, to_cell: str) -> int:
         """Move everything the user owns to ``to_cell`` (docs/capacity.md, Cells); the memories moved."""

@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from rushmem.store.memories import catalog, consolidation
 from rushmem.store.schema import reembed
 from rushmem.store.schema.setup import MigrateResult, migrate
 from rushmem_contract.errors import ConfigurationError
-from rushmem_contract.models import ImportLine, StoredIds, normalize_content
+from rushmem_contract.models import StoredIds, normalize_content
 from rushmem_contract.schemas import TenantUsage
 
 if TYPE_CHECKING:
@@ -44,21 +44,17 @@ logger = logging.getLogger(__name__)
 UPDATE_NEIGHBOURS = 8
 
 
-class ImportLines(Protocol):
-    """How the admin's bulk import stores a chunk: ``Memory.import_``."""
-
-    def __call__(
-        self, lines: Sequence[ImportLine], *, source: str | None = ..., write_id: uuid.UUID | None = ...
-    ) -> StoredIds: ...
-
-
 class Admin:
     """``memory.admin``: migrations, re-embedding, dense users' indexes, consolidation, purge, bulk
     import, every tenant's usage, the change-event outbox, and the memory's collaborators themselves
     (for warm-ups, health checks, benchmarks and tests)."""
 
     def __init__(
-        self, parts: Collaborators, import_lines: ImportLines, *, release_secrets: Callable[[], None] | None = None
+        self,
+        parts: Collaborators,
+        import_lines: Callable[..., StoredIds],  # Memory.import_: each line in its user's cell
+        *,
+        release_secrets: Callable[[], None] | None = None,
     ) -> None:
         self._parts = parts
         self._import_lines = import_lines
@@ -270,7 +266,7 @@ class Admin:
         """Every user's totals over the period, most expensive first (maintenance role: the owner's
         credentials, like purge)."""
         start, end = usage_period(start, end)
-        self._parts.flush_usage_for_report()
+        self._parts.flush_waiting_usage()
         return tenant_totals(self.db.run(lambda conn: all_usage(conn, start, end)))
 
     def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:

@@ -3,7 +3,6 @@ configured (see :mod:`rushmem.store.engine.readers`)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 
 from rushmem.service import pages
@@ -22,10 +21,6 @@ from rushmem_contract.models import (
 from rushmem_contract.schemas import ExportRequest, GetRequest, HistoryRequest, ListRequest, MemoryHistory
 
 
-def _aware(value: dt.datetime | None) -> dt.datetime | None:
-    return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
-
-
 def list_memories(parts: Collaborators, request: ListRequest, ctx: Context) -> MemoryPage:
     """A page of the user's memories (those matching the filters), newest first, and the cursor
     of the next page; with ``as_of``, those true then (valid time)."""
@@ -37,7 +32,7 @@ def list_memories(parts: Collaborators, request: ListRequest, ctx: Context) -> M
         request.project_id,
         include_inactive=request.include_inactive,
         filters=None if filters is None or filters.empty else filters,
-        as_of=_aware(request.as_of),
+        as_of=request.as_of,
     )
     found = parts.reads.run(
         lambda conn: catalog.list_memories(conn, scope, limit=limit + 1, after=after),

@@ -24,7 +24,6 @@ from rushmem.usage import metering
 from rushmem_contract.errors import DatabaseResuming, InputTooLarge, InvalidInput
 from rushmem_contract.inputs import has_visible, lone_surrogate
 from rushmem_contract.models import (
-    MAX_RECALL_LIMIT,
     ExplainedName,
     RecalledMemory,
     RecallExplanation,
@@ -36,10 +35,6 @@ from rushmem_contract.operations import validated
 from rushmem_contract.schemas import RecallRequest
 
 logger = logging.getLogger(__name__)
-
-
-def _aware(value: dt.datetime | None) -> dt.datetime | None:
-    return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
 
 
 def _one_value_per_slot(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -66,10 +61,8 @@ def checked_query(parts: Collaborators, query: str, limit: int | None) -> tuple[
         raise InputTooLarge(
             f"query is {len(query)} characters; the limit is {parts.settings.max_query_chars}", field="query"
         )
-    limit = parts.settings.default_limit if limit is None else limit
-    if not 1 <= limit <= MAX_RECALL_LIMIT:
-        raise InvalidInput(f"limit must be between 1 and {MAX_RECALL_LIMIT}, got {limit}", field="limit")
-    return query, limit
+    # The request's limit is within MAX_RECALL_LIMIT (its model says so), as is the setting.
+    return query, parts.settings.default_limit if limit is None else limit
 
 
 def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> RecallResult:
@@ -92,10 +85,10 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     scope = Scope(
         user_id,
         request.project_id,
-        now=_aware(request.now),
+        now=request.now,
         include_inactive=request.include_inactive,
         filters=None if filters is None or filters.empty else filters,
-        as_of=_aware(request.as_of),
+        as_of=request.as_of,
     )
     k = plan.candidates_per_leg(limit)
     # The present is read once, so the date windows and the decay measure from the same instant.
@@ -221,18 +214,8 @@ def recall_batch(
     results: list[RecallResult | InvalidInput] = []
     for query, text, vector in zip(queries, texts, vectors, strict=True):
         try:
-            request = validated(
-                RecallRequest,
-                {
-                    "user_id": query.user_id,
-                    "query": query.query,
-                    "project_id": query.project_id,
-                    "limit": query.limit or limit,
-                    "now": query.now,
-                    "as_of": query.as_of,
-                    "filters": query.filters,
-                },
-            )
+            # A query's fields are a recall request's; the batch's limit where it sets none.
+            request = validated(RecallRequest, {**dict(query), "limit": query.limit or limit})
             one = Context(
                 caller=ctx.caller,
                 user_id=query.user_id,

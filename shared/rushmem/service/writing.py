@@ -216,16 +216,9 @@ def _add_conversation(parts: Collaborators, chat: list[ChatMessage], request: Ad
     except ValidationError as exc:
         raise refusal(exc, "messages") from exc
     outcome = ingest_message(parts, message, ctx, metadata=request.metadata or None)
-    return StoredIds(
-        ids=outcome.ids,
-        created=outcome.created,
-        refreshed=outcome.refreshed,
-        pii_redacted=outcome.pii_redacted,
-        write_id=outcome.write_id,
-        superseded=outcome.superseded,
-        facts=outcome.facts,
-        pending=outcome.pending,
-    )
+    # Every field a write's answer shares with the outcome but pii_dropped (positions there, a count here).
+    shared = [name for name in StoredIds.model_fields if name != "pii_dropped"]
+    return StoredIds(**{name: getattr(outcome, name) for name in shared})
 
 
 # ---- import ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from rushmem import __version__
 from rushmem.config import Settings, get_settings
-from rushmem.service import Memory, build_service
+from rushmem.service import Memory
 from rushmem_contract import operations as ops
 from rushmem_contract.errors import (
     AgentMemoryError,
@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         check_ids(args)
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)
-        service = build_service(settings)  # the cells' router when AGENT_MEMORY_CELLS is set
+        service = Memory(settings)  # the cells' router when AGENT_MEMORY_CELLS is set
         try:
             return int(args.func(service, args))
         finally:
