@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from rushmem.records import IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
 from rushmem.store.accounts.usage import UPSERT_USAGE, add_usage, usage_params
 from rushmem.store.engine.session import Rows, Session, json_rows
-from rushmem.store.engine.transactions import user_transaction_with
+from rushmem.store.engine.transactions import user_transaction
 from rushmem.store.memories.writes import (
     Nearest,
     PendingUpsert,
@@ -166,9 +166,11 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
     # The rest is pipelined too: the refreshes, the upsert, the receipt and COMMIT go out together,
     # and the upsert's ids are read after COMMIT unless a supersession needs them first.
     deferred = None if unflushed is None else {"synchronous_commit": "off"}
-    with user_transaction_with(
-        conn, user_id, send, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id
-    ) as (receipt_cursor, found, nearest):
+    with user_transaction(
+        conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id, send=send
+    ) as sent:
+        assert sent is not None
+        receipt_cursor, found, nearest = sent
         receipt = receipt_cursor.fetchone()
         assert receipt is not None
         written_before, server_started = receipt
