@@ -25,6 +25,7 @@ from rushmem.config import Settings
 from rushmem.folding import Folded, fold_char
 from rushmem.privacy import PiiDetector, RegexDetector
 from rushmem.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding
+from rushmem.providers.aws import aws_client
 from rushmem.providers.retry import Retryable, RetryPolicy
 from rushmem.usage import record_usage
 from rushmem_contract.errors import ConfigurationError, ProviderError
@@ -153,15 +154,9 @@ class ComprehendPiiDetector:
     def client(self) -> Any:
         """The comprehend client; retries are ours (bounded here), so botocore makes one attempt."""
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            config = Config(
-                connect_timeout=min(self.timeout_s, 5),
-                read_timeout=self.timeout_s,
-                retries={"total_max_attempts": 1, "mode": "standard"},
+            self._client = aws_client(
+                "comprehend", self.region, connect_timeout=min(self.timeout_s, 5), read_timeout=self.timeout_s
             )
-            self._client = boto3.client("comprehend", region_name=self.region, config=config)
         return self._client
 
     def detect(self, text: str) -> list[Finding]:

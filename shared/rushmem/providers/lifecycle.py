@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rushmem.config import Settings
+from rushmem.providers.aws import aws_client
 
 # The geographic prefixes of system-defined (cross-Region) inference profile ids.
 PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
@@ -129,8 +130,4 @@ def _check(client: Any, role: str, model_id: str, now: datetime) -> ModelCheck:
 
 def bedrock_control_client(settings: Settings) -> Any:
     """A ``bedrock`` (control plane) client in the Bedrock region, with bounded timeouts."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(connect_timeout=5, read_timeout=10, retries={"total_max_attempts": 3, "mode": "standard"})
-    return boto3.client("bedrock", region_name=settings.bedrock_region, config=config)
+    return aws_client("bedrock", settings.bedrock_region, connect_timeout=5, read_timeout=10, attempts=3)
