@@ -125,9 +125,7 @@ class DataApiSession:
         try:
             yield
         except BaseException:
-            transaction_id, self._transaction_id = self._transaction_id, None
-            with contextlib.suppress(Exception):  # an error may already have ended it server-side
-                self.api.rollback(transaction_id)
+            self._abandon()
             raise
         transaction_id, self._transaction_id = self._transaction_id, None
         with _errors():
@@ -188,11 +186,15 @@ class DataApiSession:
             schema.check(decode_scalar("text", records[0][1]))
         return [decode_scalar("jsonb", record[0]) for record in records]
 
-    def close(self) -> None:
-        if self._transaction_id is not None:
-            transaction_id, self._transaction_id = self._transaction_id, None
+    def _abandon(self) -> None:
+        """Roll the open transaction back, if any (an error may already have ended it server-side)."""
+        transaction_id, self._transaction_id = self._transaction_id, None
+        if transaction_id is not None:
             with contextlib.suppress(Exception):
                 self.api.rollback(transaction_id)
+
+    def close(self) -> None:
+        self._abandon()
         self.closed = True
 
 

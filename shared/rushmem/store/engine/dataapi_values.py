@@ -34,18 +34,10 @@ def _is_vector(value: object) -> bool:
     )
 
 
-def _vector_text(value: Any) -> str:
-    if isinstance(value, Vector | HalfVector | SparseVector):
-        return str(value.to_text())
-    return str(Vector(value).to_text())
-
-
 def _type_of(value: object) -> str | None:
     """The PostgreSQL type psycopg would send ``value`` as, where the Data API's own (varchar,
     bigint, double precision, boolean, bytea) would differ; None: a native value."""
-    if value is None or isinstance(value, bool | int | float | str | bytes | bytearray | memoryview):
-        return None
-    if isinstance(value, np.generic):
+    if value is None or isinstance(value, bool | int | float | str | bytes | bytearray | memoryview | np.generic):
         return None
     if isinstance(value, Jsonb):
         return "jsonb"
@@ -103,8 +95,8 @@ def _text(value: Any) -> str:
         return value.isoformat()
     if isinstance(value, dt.timedelta):
         return f"{value.total_seconds()} seconds"
-    if _is_vector(value) or isinstance(value, HalfVector | SparseVector):
-        return _vector_text(value)
+    if _is_vector(value):
+        return str((value if isinstance(value, Vector | HalfVector | SparseVector) else Vector(value)).to_text())
     if isinstance(value, list | tuple | np.ndarray):
         return "{" + ",".join(_array_item(v) for v in value) + "}"
     return str(value)
@@ -146,11 +138,9 @@ def _field(value: Any) -> dict[str, Any]:
 
 def _parameter(name: str, value: Any) -> tuple[dict[str, Any], str | None]:
     """The SqlParameter, and the cast its placeholder needs (None: none)."""
-    cast = _type_of(value)
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-        cast = "numeric"
-        return {"name": name, "value": {"stringValue": str(value)}}, cast
-    return {"name": name, "value": _field(value)}, cast
+        return {"name": name, "value": {"stringValue": str(value)}}, "numeric"
+    return {"name": name, "value": _field(value)}, _type_of(value)
 
 
 def compose(query: Any, params: Sequence[Any] | Mapping[str, Any] | None) -> tuple[str, list[dict[str, Any]]]:
