@@ -75,14 +75,14 @@ def fold_char(ch: str) -> str:
     return "".join(out)
 
 
-def fold(text: str) -> Folded:
-    """``text`` in its detection form (see the module docstring)."""
+def fold(text: str, char: Callable[[str], str] = fold_char) -> Folded:
+    """``text`` in its detection form (see the module docstring), each character as ``char`` folds it."""
     if text.isascii():
         return Folded(text, len(text))
     chars: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(text):
-        folded = fold_char(ch)
+        folded = char(ch)
         chars.append(folded)
         origin.extend([i] * len(folded))
     return Folded("".join(chars), len(text), tuple(origin))

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from rushmem.folding import fold
+from rushmem.folding import Folded, fold
 
 # What an operator configures a mode for (one setting per category).
 PiiCategory = Literal[
@@ -446,12 +446,16 @@ class RegexDetector:
             detector = _DETECTORS.get(category)
             if detector is not None:
                 found.extend(detector(folded.text))
-        if folded.origin is not None:
-            found = [
-                f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True)))
-                for f in found
-            ]
-        return resolve_overlaps(found)
+        return resolve_overlaps(unfolded(found, folded))
+
+
+def unfolded(findings: list[Finding], folded: Folded) -> list[Finding]:
+    """Findings in ``folded``'s text with the spans of the text it was folded from."""
+    if folded.origin is None:
+        return findings
+    return [
+        f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True))) for f in findings
+    ]
 
 
 def resolve_overlaps(findings: list[Finding]) -> list[Finding]:

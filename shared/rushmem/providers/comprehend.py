@@ -22,9 +22,9 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from rushmem.config import Settings
-from rushmem.folding import Folded, fold_char
+from rushmem.folding import Folded, fold, fold_char
 from rushmem.privacy import PiiDetector, RegexDetector
-from rushmem.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding
+from rushmem.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding, unfolded
 from rushmem.providers.aws import aws_client
 from rushmem.providers.retry import Retryable, RetryPolicy
 from rushmem.usage import record_usage
@@ -57,15 +57,7 @@ def latin_form(text: str) -> Folded:
     not ASCII nor a Latin letter in its detection form (:func:`rushmem.folding.fold_char`:
     Cyrillic or Greek lookalikes, digits of other scripts, invisible characters), Latin letters
     with their accents kept ("Lucía" stays as written)."""
-    if text.isascii():
-        return Folded(text, len(text))
-    chars: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        kept = ch if ch.isascii() or (ch.isalpha() and "LATIN" in unicodedata.name(ch, "")) else fold_char(ch)
-        chars.append(kept)
-        origin.extend([i] * len(kept))
-    return Folded("".join(chars), len(text), tuple(origin))
+    return fold(text, lambda ch: ch if ch.isalpha() and "LATIN" in unicodedata.name(ch, "") else fold_char(ch))
 
 
 def _cut_point(text: str, start: int, end: int) -> int:
@@ -172,11 +164,7 @@ class ComprehendPiiDetector:
                 finding = self._finding(entity, offset, len(piece))
                 if finding is not None:
                     findings.append(finding)
-        if folded.origin is None:
-            return findings
-        return [
-            f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True))) for f in findings
-        ]
+        return unfolded(findings, folded)
 
     def detect_many(self, texts: Sequence[str]) -> list[list[Finding]]:
         """Findings per text, with the texts packed into as few requests as the size limit allows:
