@@ -19,6 +19,8 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 
+from rushmem.records import Window
+
 _MONTHS = {
     name: number
     for number in range(1, 13)
@@ -52,9 +54,6 @@ ORDER_SPAN_DAYS = 31
 # Relative phrases: a single day back, or a span ending now.
 _RELATIVE_DAYS = {"today": 0, "yesterday": 1}
 _RELATIVE_SPANS = {"last week": 7, "last month": 31, "last year": 366}
-
-Window = tuple[dt.datetime, dt.datetime]
-
 
 # A query names any date it likes ("March 0000", "31 December 9999"), and recall runs "as of"
 # any time: windows are clamped to the calendar datetime can hold, and a date it cannot hold
