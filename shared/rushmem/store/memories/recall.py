@@ -243,16 +243,10 @@ def hybrid_candidates(
 ) -> list[Candidate]:
     """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd),
     and with ``windows`` (the date windows the query names) up to ``date_k`` stated inside one,
-    nearest first, in one statement.
-
-    For most users the vector leg is exact (their rows through the scope b-tree). A dense user's
-    leg uses the HNSW index of their partition, and an index scan under the scope filter can come
-    back short: then the same statement computes the leg exactly over the user's rows. Either way
-    a user gets min(k, their memories) vector candidates, however many rows other users have. A dense user's text leg
-    runs through their GIN index (the dense shape); the statement says whether the user is dense,
-    and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that
-    shape: one statement. ``usage`` (the recall's own counts) is added to the user's usage by the
-    first statement itself (a data-modifying CTE), so it costs no extra message nor round trip.
+    nearest first, in one statement: min(k, their memories) vector candidates for any user, however
+    many rows other users have (see the legs above). The statement says whether the user is dense,
+    and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that shape.
+    ``usage`` (the recall's own counts) is added by the first statement itself (:data:`_USAGE_CTE`).
     """
     params: dict[str, Any] = {
         **scope_params(scope),
@@ -271,8 +265,7 @@ def hybrid_candidates(
         )
     dimension = len(query_vector)
     where = scope.shape()
-    # At another time than now, every user is read from user_memories (see _TEXT_LEG_AT).
-    timed = where.timed
+    timed = where.timed  # every user is then read from user_memories (see _TEXT_LEG_AT)
     shape = HybridShape(
         scope=where,
         column=vector_column(conn),
