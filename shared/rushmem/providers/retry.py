@@ -20,7 +20,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from rushmem.config import Settings
 from rushmem_contract.errors import ProviderError
-from rushmem_contract.retry import MAX_DELAY_S, Retryable, backoff, parse_retry_after, wait_for
+from rushmem_contract.retry import MAX_DELAY_S, Retryable, parse_retry_after, wait_for
 
 # Defined once, in the contract (the client runs the same policy); named here for the providers.
 __all__ = ["MAX_DELAY_S", "RetryPolicy", "Retryable", "parse_retry_after"]
@@ -54,11 +54,6 @@ class RetryPolicy:
             base_delay_s=settings.retry_base_delay_s,
             budget_s=settings.retry_budget_s,
         )
-
-    def backoff(self, retry: int) -> float:
-        """The wait before retry number ``retry`` (1, 2, ...): "equal jitter", uniformly between
-        half and all of base x 2^(retry-1), so concurrent callers spread out yet still back off."""
-        return backoff(retry, self.base_delay_s, jitter=self.jitter)
 
     def deadline(self) -> float:
         """When, on ``clock``, a budget starting now ends: calls that run together can share it."""
