@@ -376,30 +376,25 @@ def _typed(document: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+# The fields a candidate takes from its row as they are (the others are worked out below).
+_AS_IS = [
+    f.name
+    for f in dataclasses.fields(Candidate)
+    if f.name not in {"metadata", "embedding", "distance", "text_rank", "injection", "in_date", "sign_code"}
+]
+
+
 def _candidate(row: dict[str, Any]) -> Candidate:
+    signs = "embedding_signs" in row
     return Candidate(
-        id=row["id"],
-        user_id=row["user_id"],
-        project_id=row["project_id"],
-        content=row["content"],
-        category=row["category"],
-        source=row["source"],
-        is_evergreen=row["is_evergreen"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        expires_at=row["expires_at"],
-        superseded_by=row["superseded_by"],
-        superseded_at=row["superseded_at"],
+        **{name: row[name] for name in _AS_IS},
         metadata=row["metadata"] or {},
-        embedding=_sign_vector(row["embedding_signs"]) if "embedding_signs" in row else _vector(row["embedding"]),
+        embedding=_sign_vector(row["embedding_signs"]) if signs else _vector(row["embedding"]),
         distance=float(row["distance"]),
         text_rank=float(row["text_rank"]),
-        in_vector=row["in_vector"],
-        in_text=row["in_text"],
         injection=tuple(row["injection"] or ()),
         in_date=bool(row.get("in_date", False)),
-        sign_code="embedding_signs" in row,
-        valid_from=row["valid_from"],
+        sign_code=signs,
     )
 
 
