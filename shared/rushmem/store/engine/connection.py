@@ -26,8 +26,7 @@ from rushmem.providers.rdsdata import DataApi, DataApiTarget
 from rushmem.store.engine.dataapi import DataApiSession
 from rushmem.store.engine.embedded import start_embedded_server
 from rushmem.store.engine.pg import DeadlineExceeded, PgSession
-from rushmem.store.engine.session import Session
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import Session, VectorSchema
 from rushmem_contract.errors import (
     ConfigurationError,
     DatabaseResuming,

@@ -31,8 +31,7 @@ import psycopg
 
 from rushmem.providers.rdsdata import DataApi, StatementFailed
 from rushmem.store.engine.dataapi_values import compose, decode_scalar, split_script
-from rushmem.store.engine.session import Params, Query
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import Params, Query, VectorSchema
 
 
 class DataApiRows:

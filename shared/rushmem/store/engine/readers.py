@@ -158,10 +158,8 @@ class ReadRouter:
             return self.reader.run(work, deadline_s=self.deadline_s)
         except StatementTimeout:
             raise
-        except DeadlineExceeded as exc:
-            self._fell_back("deadline", exc)
         except DatabaseUnavailable as exc:
-            self._fell_back("unavailable", exc)
+            self._fell_back("deadline" if isinstance(exc, DeadlineExceeded) else "unavailable", exc)
         except psycopg.errors.SerializationFailure as exc:
             # "canceling statement due to conflict with recovery": the standby replayed a change
             # (vacuum, a lock) the query's snapshot still needed.
@@ -246,11 +244,8 @@ class ReadRouter:
             return None
         try:
             lsn, lag = self.reader.run(self._measure, deadline_s=self.deadline_s)
-        except DeadlineExceeded as exc:
-            self._fell_back("deadline", exc)
-            return None
         except DatabaseUnavailable as exc:
-            self._fell_back("unavailable", exc)
+            self._fell_back("deadline" if isinstance(exc, DeadlineExceeded) else "unavailable", exc)
             return None
         state = self._replay = ReplayState(measured_at=self._clock(), lag_s=float(lag), replay_lsn=lsn)
         return state

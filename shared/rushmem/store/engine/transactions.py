@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from rushmem.store.engine.session import Query, Rows, Session
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import Query, Rows, Session, VectorSchema
 from rushmem_contract.errors import ConfigurationError
 
 # Held shared by every transaction that reads or writes vectors, exclusively by the re-embedding

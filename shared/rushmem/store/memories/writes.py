@@ -362,8 +362,7 @@ def send_nearest(
     """Send the read of each row's nearest live memories in its scope (nothing fetched: in
     pipeline mode it travels with the next statement whose result is needed); None when no
     rule applies or there are no rows."""
-    floor = None if rule is None else rule.floor
-    if rule is None or floor is None or not indexes:
+    if rule is None or rule.floor is None or not indexes:
         return None
     # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
     # plan and lock every dense user's); an unnamed statement is planned with its values.
@@ -374,7 +373,7 @@ def send_nearest(
             "project_ids": [rows[i].project_id for i in indexes],
             "hashes": [rows[i].content_hash for i in indexes],
             "user_id": user_id,
-            "threshold": floor,
+            "threshold": rule.floor,
             "neighbours": _NEIGHBOURS,
         },
         prepare=False,
