@@ -37,9 +37,6 @@ DEFAULT_ENTITY_TYPES = frozenset({"NAME", "ADDRESS"})
 # Between texts packed into one request: a paragraph break, so no entity runs from one into the next.
 _SEPARATOR = "\n\n"
 
-# Comprehend's entity type -> (finding type, category): see privacy.detectors.
-ENTITY_TYPES = COMPREHEND_ENTITY_TYPES
-
 _RETRYABLE_CODES = frozenset(
     {
         "ThrottlingException",
@@ -117,7 +114,7 @@ class ComprehendPiiDetector:
             raise ConfigurationError(
                 f"Comprehend DetectPiiEntities supports languages {', '.join(LANGUAGES)}, not {language!r}"
             )
-        unknown = sorted(set(entity_types or ()) - set(ENTITY_TYPES))
+        unknown = sorted(set(entity_types or ()) - set(COMPREHEND_ENTITY_TYPES))
         if unknown:
             raise ConfigurationError(f"unknown Comprehend PII entity types: {', '.join(unknown)}")
         self._client = client
@@ -218,7 +215,7 @@ class ComprehendPiiDetector:
         begin, end = max(0, begin), min(length, end)
         if end <= begin:
             return None
-        finding_type, category = ENTITY_TYPES.get(kind, (kind.lower() or "other", "other"))
+        finding_type, category = COMPREHEND_ENTITY_TYPES.get(kind, (kind.lower() or "other", "other"))
         return Finding(
             type=finding_type,
             category=category,
