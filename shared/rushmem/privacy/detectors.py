@@ -1,12 +1,8 @@
-"""Regular-expression detectors for personal data and credentials, each backed by a validator.
-
-A pattern alone flags too much in ordinary memories (years, dates, versions, prices, ids), so
-every candidate is checked the way the thing itself is checked: card numbers by Luhn and their
-issuer digit, IBANs by length per country and mod 97, IP addresses by the ``ipaddress`` module,
-JWTs by decoding their header, SSNs by the ranges never issued, phone numbers by their shape
-(international prefix, North American or trunk-0 national format) or a nearby word such as
-"phone". What cannot be checked this way (names, street addresses) is left to a model-based
-provider (see :mod:`rushmem.privacy.comprehend`).
+"""Regular-expression detectors for personal data and credentials, each backed by a validator: a
+pattern alone flags too much in ordinary memories (years, dates, versions, prices, ids), so every
+candidate is checked the way the thing itself is checked (card numbers by Luhn, IBANs by mod 97, ...:
+the table in docs/tenant-data.md). What cannot be checked this way (names, street addresses) is left
+to a model-based provider (:mod:`rushmem.providers.comprehend`).
 """
 
 from __future__ import annotations

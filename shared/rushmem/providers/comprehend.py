@@ -1,17 +1,12 @@
 """Amazon Comprehend ``DetectPiiEntities`` as a PII detector: names and street addresses, which no
-pattern finds reliably.
-
-Its findings are merged with the regex engine's (:func:`rushmem.privacy.detect_pii` with both
-detectors; the write path's :mod:`rushmem.ingest.redaction` builds it when
-``AGENT_MEMORY_PII_COMPREHEND`` is on); by default only NAME and ADDRESS are kept from
-Comprehend, because the regex engine validates the rest (checksums) and Comprehend's DATE_TIME,
-AGE or URL would strip ordinary facts from memories. boto3 is imported only when a client is first needed.
+pattern finds reliably (with ``AGENT_MEMORY_PII_COMPREHEND``; its findings are merged with the regex
+engine's). By default only NAME and ADDRESS are kept, because the regex engine validates the rest
+(checksums) and Comprehend's DATE_TIME, AGE or URL would strip ordinary facts from memories.
 
 Limits handled here: a request holds at most 100 KB of UTF-8 (longer texts are split at
 whitespace and the offsets shifted back), the languages are English and Spanish, throttling and
-server errors are retried under the shared policy (:mod:`rushmem.providers.retry`: backoff
-with jitter, bounded attempts and budget), and every failure surfaces as a
-:class:`~rushmem_contract.errors.ProviderError` named "comprehend".
+server errors are retried under the shared policy (:mod:`rushmem.providers.retry`), and every
+failure surfaces as a :class:`~rushmem_contract.errors.ProviderError` named "comprehend".
 """
 
 from __future__ import annotations
