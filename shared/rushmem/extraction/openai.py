@@ -1,11 +1,5 @@
-"""Extraction with any OpenAI-compatible chat completions endpoint: Zhipu GLM (as in the article), OpenAI, ...
-
-Zhipu by configuration alone::
-
-    AGENT_MEMORY_LLM_PROVIDER=openai
-    AGENT_MEMORY_LLM_BASE_URL=https://open.bigmodel.cn/api/paas/v4
-    AGENT_MEMORY_LLM_MODEL=glm-4-flash
-    AGENT_MEMORY_LLM_API_KEY=...
+"""Extraction with any OpenAI-compatible chat completions endpoint: Zhipu GLM (as in the article),
+OpenAI, ... (Zhipu's settings: docs/how-it-works.md, "The write path").
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The one retry policy (:mod:`rushmem_contract.retry`) run for every remote provider call
 (OpenAI-compatible HTTP, Bedrock, Comprehend), within a time budget.
 
-An attempt that fails in a way worth another try (429, 5xx, timeout, connection error) raises
-:class:`Retryable`; anything else propagates at once. Retries wait an exponential backoff with
-jitter (or the provider's Retry-After), stop after ``max_retries``, and none starts if its wait
-would end past the budget: a caller inside a Lambda function always gets its answer in time.
-Bounds come from the settings max_retries, retry_base_delay_s and retry_budget_s.
+An attempt that fails in a way worth another try raises :class:`Retryable`; anything else
+propagates at once. Retries stop after ``max_retries``, and none starts if its wait would end past
+the budget (``retry_budget_s``): a caller inside a Lambda function always gets its answer in time.
 """
 
 from __future__ import annotations

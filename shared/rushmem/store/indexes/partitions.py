@@ -1,15 +1,9 @@
-"""Dense users: a user with at least ``min_memories`` (AGENT_MEMORY_DENSE_MIN_MEMORIES) memories
-gets a partition of ``dense_memories`` of their own, with an HNSW and a GIN index, so that no
-statement plans or locks another user's indexes (docs/how-it-works.md, "Indexes: what recall costs", says how the
-copy is kept in step and why; migrations 0005 and 0013 hold the schema). Users are listed in
-``agent_memory_dense_users`` with the lexemes most of their memories contain, which recall leaves
-out of their text leg (migration 0005 says why).
-
-:func:`refresh_dense_users` brings the partitions in line with the data, on a schedule
+"""Dense users' own partitions of ``dense_memories`` (docs/how-it-works.md, "Indexes: what recall
+costs", says what they are, how the copy is kept in step and why; migrations 0005 and 0013 hold the
+schema). :func:`refresh_dense_users` brings them in line with the data, on a schedule
 (``rushmem dense-users``; in the stack, MigrateFunction hourly), as the table's owner on an
 autocommit connection. Safe to interrupt and run again: each step is idempotent, and a user is
-read from their partition only once it is marked ready. Partitions nobody is listed for (an erased
-user's) are dropped too, and so are 0005's partial indexes on user_memories.
+read from their partition only once it is marked ready.
 """
 
 from __future__ import annotations
