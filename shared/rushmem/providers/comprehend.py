@@ -200,9 +200,7 @@ class ComprehendPiiDetector:
     def _finding(self, entity: dict[str, Any], offset: int, length: int) -> Finding | None:
         kind = str(entity.get("Type", ""))
         score = float(entity.get("Score", 0.0))
-        if self.entity_types is not None and kind not in self.entity_types:
-            return None
-        if score < self.min_score:
+        if (self.entity_types is not None and kind not in self.entity_types) or score < self.min_score:
             return None
         begin, end = entity.get("BeginOffset"), entity.get("EndOffset")
         if not isinstance(begin, int) or not isinstance(end, int):

@@ -1,12 +1,9 @@
 """Is each configured Bedrock model still offered? ``GetFoundationModel``'s ``modelLifecycle``.
 
 Bedrock retires model versions: a Legacy model keeps answering until its end-of-life date, then
-every call fails (``ResourceNotFoundException: This model version has reached the end of its
-life``) and every conversation would end in the dead-letter queue. MigrateFunction checks the
-configured models on every deploy and ``rushmem smoke --stack`` checks them again:
-ACTIVE passes, LEGACY passes with a warning naming the end-of-life date, and a model past its
-end of life, unknown in the region, or of another status fails, naming the model and what to set
-instead.
+every call fails and every conversation would end in the dead-letter queue. MigrateFunction checks
+the configured models on every deploy and ``rushmem smoke --stack`` checks them again (what passes,
+warns and fails: docs/deployment.md).
 
 A cross-Region inference profile id (``us.amazon...``, ``global.anthropic...``) is resolved
 with ``GetInferenceProfile`` to the foundation model it routes to; that model's lifecycle is the

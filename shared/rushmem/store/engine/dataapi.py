@@ -213,16 +213,6 @@ def _errors() -> Iterator[None]:
         raise cls(str(exc)) from exc
 
 
-_HINT_CASTS = {
-    "DATE": "date",
-    "TIME": "time",
-    "TIMESTAMP": "timestamp",
-    "UUID": "uuid",
-    "DECIMAL": "numeric",
-    "JSON": "jsonb",
-}
-
-
 def _constant(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _match: text
 
@@ -237,9 +227,8 @@ def _from_params(text: str, parameters: list[dict[str, Any]]) -> tuple[str, dict
         if field.get("isNull"):
             expression = "NULL"
             values[name] = None
-        elif "stringValue" in field:
-            expression = f"({read}::{_HINT_CASTS.get(parameter.get('typeHint', ''), 'varchar')})"
-            values[name] = field["stringValue"]
+        elif "stringValue" in field:  # a typed value is cast in the statement already (compose)
+            expression, values[name] = f"({read}::varchar)", field["stringValue"]
         elif "longValue" in field:
             expression, values[name] = f"({read}::bigint)", str(field["longValue"])
         elif "doubleValue" in field:

@@ -81,13 +81,10 @@ _EMBEDDING = "m.{vec} AS embedding"
 _EMBEDDING_SIGNS = "encode(varbit_send(binary_quantize(m.{vec})), 'base64') AS embedding_signs"
 _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 
-# Two shapes, by whether the user is dense (agent_memory_dense_users, rushmem.store.indexes.partitions).
-# The ordinary shape probes the registry (one primary-key lookup) only to skip a dense user's text
-# leg, which over their rows would rank tens of thousands of them, and to say so (dense_user): the
-# caller then asks again with the dense shape. That one runs the text leg through
-# agent_memory_dense_text_leg (their GIN index, out of reach of the application's own query under
-# row-level security: migration 0005; the filters as one jsonb since 0014) with the user's words
-# less the lexemes most of their memories contain (NULL when every word is common).
+# Two shapes, by whether the user is dense (why, and how a dense user's text leg reaches their GIN
+# index: docs/how-it-works.md, "Indexes: what recall costs"). The ordinary shape probes the registry
+# only to skip a dense user's text leg and to say so (dense_user): the caller then asks again with
+# the dense shape, whose words leave out the user's common lexemes (NULL when every word is common).
 _DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s AND ready),"
 _TEXT_LEG = """SELECT id FROM user_memories
     WHERE {scope} AND content_tsv @@ {tsq} AND NOT EXISTS (SELECT FROM dense)
@@ -128,11 +125,9 @@ _DATE_LEG = """, dated AS (
     LIMIT %(date_k)s
 )"""
 
-# ORDER BY distance LIMIT k. For an ordinary user, on user_memories: the planner reads their rows
-# through the scope b-tree and sorts them, exact (the table has no vector index). For a dense user,
-# on dense_memories, pruned by the user id to their own partition (migration 0013): its HNSW index,
-# approximate (the iterative scan goes on while the scope filter drops rows); above 2,000
-# dimensions that index is on the halfvec cast, so the leg orders by the same expression.
+# ORDER BY distance LIMIT k: exact over an ordinary user's rows (through the scope b-tree); for a
+# dense user, through their partition's HNSW index (iterative scan; above 2,000 dimensions on the
+# halfvec cast, so the leg orders by the same expression).
 _VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
     ORDER BY {ann} <=> {ann_query} LIMIT %(k)s"""
 # The dense user's leg, and in the same statement its exact form, which runs only when the index
