@@ -237,9 +237,7 @@ def _from_params(text: str, parameters: list[dict[str, Any]]) -> tuple[str, dict
             expression, values[name] = f"({read}::boolean)", "true" if field["booleanValue"] else "false"
         elif "blobValue" in field:
             # The request's blobValue is raw bytes (botocore base64-encodes it); inside jsonb, its base64 text.
-            blob = field["blobValue"]
-            text_form = base64.b64encode(blob).decode() if isinstance(blob, bytes | bytearray) else str(blob)
-            expression, values[name] = f"decode({read}, 'base64')", text_form
+            expression, values[name] = f"decode({read}, 'base64')", base64.b64encode(field["blobValue"]).decode()
         else:
             raise psycopg.ProgrammingError(f"parameter {name} has no value")
         # A function, not a replacement string: the expression's backslashes are not escapes.
