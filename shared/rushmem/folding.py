@@ -3,10 +3,8 @@
 Stored text is already in its visible form (:func:`rushmem_contract.inputs.visible_text`).
 A reader, and a model, still reads through what that form keeps: letters of other scripts that
 look like Latin ones ("іgnоrе" with Cyrillic і, о and е), accents, digits of other scripts
-("٤١١١"). :func:`fold` maps each of them to the plain character it passes for: compatibility
-decomposition (NFKD), every combining mark and invisible character dropped, decimal digits of
-any script to ASCII, and the Unicode TR39 confusables table (from the ``disarm`` library, loaded
-on the first text that is not ASCII) for lookalike letters and symbols.
+("٤١١١"). :func:`fold` maps each of them to the plain character it passes for (:func:`fold_char`;
+SECURITY.md says what each hides).
 
 The folded text is for matching only, never shown or stored: Cyrillic words fold into Latin
 gibberish. :meth:`Folded.span` maps what a detector found back to the text it was given, so
@@ -75,14 +73,14 @@ def fold_char(ch: str) -> str:
     return "".join(out)
 
 
-def fold(text: str) -> Folded:
-    """``text`` in its detection form (see the module docstring)."""
+def fold(text: str, char: Callable[[str], str] = fold_char) -> Folded:
+    """``text`` in its detection form (see the module docstring), each character as ``char`` folds it."""
     if text.isascii():
         return Folded(text, len(text))
     chars: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(text):
-        folded = fold_char(ch)
+        folded = char(ch)
         chars.append(folded)
         origin.extend([i] * len(folded))
     return Folded("".join(chars), len(text), tuple(origin))

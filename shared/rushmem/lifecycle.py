@@ -79,11 +79,9 @@ _shutdown_registered = False
 
 
 def register_shutdown_hooks() -> None:
-    """Run :func:`at_shutdown` when the interpreter exits and on SIGTERM. Lambda sends the runtime
-    SIGTERM (with ~300 ms to act) only when the function has an extension registered; without one, a
-    retired container gets no signal and what it kept since its last flush is lost (the loss window:
-    usage_flush_max_pending counts or usage_flush_interval_s, docs/serverless.md). Only from the main
-    thread (a signal handler can only be installed there); registered once."""
+    """Run :func:`at_shutdown` when the interpreter exits and on SIGTERM (when Lambda sends one, and
+    what is lost when it does not: docs/serverless.md). Only from the main thread (a signal handler
+    can only be installed there); registered once."""
     global _shutdown_registered
     if _shutdown_registered:
         return

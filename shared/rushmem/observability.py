@@ -51,8 +51,6 @@ def tracing_enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> 
 class NoTracer:
     """The Tracer's decorators as no-ops, for when tracing is off (same call forms)."""
 
-    disabled = True
-
     @overload
     def capture_lambda_handler(self, lambda_handler: F) -> F: ...
 
@@ -66,18 +64,7 @@ class NoTracer:
     ) -> F | Callable[[F], F]:
         return lambda_handler if lambda_handler is not None else _unchanged
 
-    @overload
-    def capture_method(self, method: F) -> F: ...
-
-    @overload
-    def capture_method(
-        self, method: None = None, capture_response: bool | None = None, capture_error: bool | None = None
-    ) -> Callable[[F], F]: ...
-
-    def capture_method(
-        self, method: F | None = None, capture_response: bool | None = None, capture_error: bool | None = None
-    ) -> F | Callable[[F], F]:
-        return method if method is not None else _unchanged
+    capture_method = capture_lambda_handler
 
 
 def _unchanged(function: F) -> F:

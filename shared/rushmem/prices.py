@@ -155,15 +155,11 @@ def usage_cost(
     assumptions: UsageAssumptions | None = None,
     prices: PriceTable | None = None,
 ) -> float:
-    """What one line of a tenant's usage (``usage_daily``) cost at the price table, in USD.
-
-    Variable cost only: the request's Lambda time, API Gateway or SQS, database I/O and capacity
-    used, and the provider's tokens; the stack's fixed cost (the database's minimum, RDS Proxy,
-    endpoints) is not shared out. Where a provider reports no tokens, they are estimated at
-    four characters a token (and the assumed answer length for a chat call). Embeddings from
-    the ``local`` or ``hash`` embedders run inside the function: their time is in the recall's
-    or conversation's Lambda cost. Chat and embedding tokens are priced at the table's Bedrock
-    models (Claude 3 Haiku, Titan V2) whichever model ran.
+    """What one line of a tenant's usage (``usage_daily``) cost at the price table, in USD: variable
+    cost only (docs/cost.md, "A tenant's share"). Embeddings from the ``local`` or ``hash`` embedders
+    run inside the function: their time is in the recall's or conversation's Lambda cost. Chat and
+    embedding tokens are priced at the table's Bedrock models (Claude 3 Haiku, Titan V2) whichever
+    model ran.
     """
     a = assumptions or UsageAssumptions()
     p = prices or DEFAULT_PRICES

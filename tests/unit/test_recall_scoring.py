@@ -7,26 +7,26 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from rushmem.recall.scoring import apply_time_decay, fuse_weighted, mmr_select
+from rushmem.recall.scoring import decay_factors, fuse_scaled, mmr_select, scale_text_rank
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 
 
 def test_weighted_fusion_normalises_tiny_ts_rank_values() -> None:
     # Raw ts_rank values are ~0.01: unnormalised, a 0.3 weight would barely move anything.
-    scores = fuse_weighted([0.50, 0.50], [0.001, 0.01], vector_weight=0.7, text_weight=0.3)
+    scores = fuse_scaled([0.50, 0.50], scale_text_rank([0.001, 0.01]), vector_weight=0.7, text_weight=0.3)
     assert scores[1] - scores[0] == pytest.approx(0.3 * 0.9)
     assert scores.max() <= 1.0
 
 
 def test_weighted_fusion_without_text_matches_is_cosine() -> None:
-    scores = fuse_weighted([0.9, 0.2, -0.3], [0, 0, 0], vector_weight=0.7, text_weight=0.3)
+    scores = fuse_scaled([0.9, 0.2, -0.3], scale_text_rank([0, 0, 0]), vector_weight=0.7, text_weight=0.3)
     assert scores == pytest.approx([0.9 * 0.7, 0.2 * 0.7, 0.0])
 
 
 def test_decay_halves_the_decaying_part_at_the_half_life() -> None:
     old = NOW - dt.timedelta(days=30)
-    out = apply_time_decay([1.0, 1.0], [old, NOW], [False, False], now=NOW, half_life_days=30, floor=0.2)
+    out = decay_factors([old, NOW], [False, False], now=NOW, half_life_days=30, floor=0.2)
     assert out[0] == pytest.approx(0.2 + 0.8 * 0.5)
     assert out[1] == pytest.approx(1.0)
 
@@ -34,8 +34,8 @@ def test_decay_halves_the_decaying_part_at_the_half_life() -> None:
 def test_evergreen_and_future_memories_do_not_decay() -> None:
     ancient = NOW - dt.timedelta(days=3650)
     future = NOW + dt.timedelta(days=1)  # clock skew between writer and reader
-    out = apply_time_decay([0.8, 0.8], [ancient, future], [True, False], now=NOW, half_life_days=10)
-    assert out == pytest.approx([0.8, 0.8])
+    out = decay_factors([ancient, future], [True, False], now=NOW, half_life_days=10)
+    assert out == pytest.approx([1.0, 1.0])
 
 
 def test_mmr_skips_a_near_duplicate_for_a_different_relevant_memory() -> None:

@@ -1,10 +1,6 @@
-"""Embedding providers behind one interface, chosen by ``AGENT_MEMORY_EMBEDDING_PROVIDER``.
-
-The runtime (the Lambda layer) builds in ``hash``, ``openai`` and ``bedrock``; any other provider is
-a factory ``(Settings) -> Embedder`` that an installed distribution registers under the entry point
-group ``rushmem.embedders``: the offline model ``local`` comes with the tools
-(rushmem_tools.embedders), which Lambda never has. See :mod:`rushmem.registry`: a provider's
-module is imported only when it is selected.
+"""Embedding providers behind one interface, chosen by ``AGENT_MEMORY_EMBEDDING_PROVIDER``: ``hash``,
+``openai`` and ``bedrock`` built in, any other a plug-in (:mod:`rushmem.registry`), such as the offline
+model ``local`` the tools register (rushmem_tools.embedders), which Lambda never has.
 """
 
 from __future__ import annotations

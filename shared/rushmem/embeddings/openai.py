@@ -1,11 +1,5 @@
-"""Any OpenAI-compatible ``/embeddings`` endpoint: OpenAI, Zhipu ``embedding-3`` (as in the article), ...
-
-Zhipu by configuration alone::
-
-    AGENT_MEMORY_EMBEDDING_PROVIDER=openai
-    AGENT_MEMORY_OPENAI_BASE_URL=https://open.bigmodel.cn/api/paas/v4
-    AGENT_MEMORY_EMBEDDING_MODEL=embedding-3
-    AGENT_MEMORY_EMBEDDING_DIMENSIONS=1024
+"""Any OpenAI-compatible ``/embeddings`` endpoint: OpenAI, Zhipu ``embedding-3`` (as in the article),
+... (Zhipu's settings: docs/configuration.md).
 """
 
 from __future__ import annotations

@@ -7,11 +7,7 @@ records ``{content, category, is_evergreen}``, by the provider ``AGENT_MEMORY_LL
 
 The two LLM providers are also shown the user's existing memories most related to the
 conversation and may mark a fact as restating one (it is refreshed) or replacing some (they are
-superseded); see :mod:`.updates` for the guards. The rules provider never is.
-
-A provider is a factory ``(Settings) -> Extractor``; others than these three register under the entry
-point group ``rushmem.extractors`` (see :mod:`rushmem.registry`). A provider's module is
-imported only when it is selected.
+superseded); see :mod:`.updates` for the guards. The rules provider never is. Plug-ins: :mod:`rushmem.registry`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """Extraction with the Bedrock Converse API (any Converse chat model; Amazon Nova 2 Lite through
-the US cross-Region inference profile by default, as AWS's Nova 2 user guide gives its ids: it is
-offered through cross-Region inference only. Claude 3 Haiku, the previous default, reached its end
-of life on 2026-09-10; Claude models after Opus 4.6 are served through Anthropic's Messages API,
-not Converse).
+the US cross-Region inference profile by default: which models it can call, docs/deployment.md).
 
 Converse has no JSON output mode common to all models, so the answer is parsed tolerantly
 (see parsing). Throttling, 5xx and timeouts are retried under the shared policy

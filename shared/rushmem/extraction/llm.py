@@ -46,17 +46,8 @@ class LLMExtractor(Extractor):
 
     updates_existing = True
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        window: int = 10,
-        max_items: int = 20,
-        max_chars: int = 2000,
-    ) -> None:
-        super().__init__(window=window, max_items=max_items, max_chars=max_chars)
+    def __init__(self, model: str, *, temperature: float = 0.0, max_tokens: int = 1024, **limits: int) -> None:
+        super().__init__(**limits)  # window, max_items, max_chars
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens

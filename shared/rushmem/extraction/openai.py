@@ -1,11 +1,5 @@
-"""Extraction with any OpenAI-compatible chat completions endpoint: Zhipu GLM (as in the article), OpenAI, ...
-
-Zhipu by configuration alone::
-
-    AGENT_MEMORY_LLM_PROVIDER=openai
-    AGENT_MEMORY_LLM_BASE_URL=https://open.bigmodel.cn/api/paas/v4
-    AGENT_MEMORY_LLM_MODEL=glm-4-flash
-    AGENT_MEMORY_LLM_API_KEY=...
+"""Extraction with any OpenAI-compatible chat completions endpoint: Zhipu GLM (as in the article),
+OpenAI, ... (Zhipu's settings: docs/how-it-works.md, "The write path").
 """
 
 from __future__ import annotations
@@ -23,13 +17,6 @@ if TYPE_CHECKING:
     import httpx
 
 logger = logging.getLogger(__name__)
-
-ZHIPU_DEFAULT_MODEL = "glm-4-flash"
-OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
-
-
-def default_model(base_url: str) -> str:
-    return ZHIPU_DEFAULT_MODEL if "bigmodel.cn" in base_url else OPENAI_DEFAULT_MODEL
 
 
 class OpenAIChatExtractor(LLMExtractor):
@@ -54,7 +41,8 @@ class OpenAIChatExtractor(LLMExtractor):
             transport,
             key_settings="AGENT_MEMORY_LLM_API_KEY, or the embeddings' AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
         )
-        model = settings.llm_model or default_model(base_url)
+        # Without a model named: Zhipu's or OpenAI's small one, by the endpoint.
+        model = settings.llm_model or ("glm-4-flash" if "bigmodel.cn" in base_url else "gpt-4o-mini")
         return cls(client, model, json_mode=settings.llm_json_mode, **llm_options(settings))
 
     def _complete(self, system: str, user: str) -> str:

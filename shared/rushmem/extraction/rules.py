@@ -7,16 +7,9 @@ must be synced to defaultSVG", "Always use single quotes"), rewritten in the thi
 ("The user prefers TypeScript."). It drops greetings, thanks, questions, one-off requests,
 problem reports, text aimed at the memory system, and everything the assistant said.
 
-What it cannot do (use the openai or bedrock provider for these):
-- resolve references: "It's an SVG editor" is dropped, since "it" is unknown;
-- take facts from the assistant's turns, even ones the user confirmed ("yes, exactly");
-- understand anything but plain English statements, sarcasm, hypotheticals or negated
-  context ("if I were using Vue...") beyond a few patterns;
-- tell a lasting requirement from a one-off one phrased as a rule ("the button must be blue");
-- notice that a new statement contradicts an older memory worded differently ("I quit Globex"
-  does not end "works at Globex"); the same statement with another value or the other polarity
-  ("I'm 32", "I work at Initech now", "I no longer drink coffee") does supersede it on write;
-- conjugate every irregular verb when rewriting "I"/"you" into the third person.
+What it cannot do (resolve "it", read the assistant's turns, tell a lasting rule from a one-off,
+...): docs/how-it-works.md, "The write path"; nor does it conjugate every irregular verb when
+rewriting "I"/"you" into the third person.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Update on write: what an LLM's "restates" and "replaces" references may do, and what not.
 
 The model saw the user's related memories under handles ("m1".."m8"); here the handles are
-mapped back to memory ids and checked. A reference is ignored (logged; the fact is then kept
-as a new memory) when:
-
-- it names a handle that was not shown (the model invented it, or wrote a raw id);
-- the fact is not similar enough to the memory it points at (cosine below
-  ``min_similarity``): "the user has a dog" cannot replace "the user prefers TypeScript";
-- the memory was already claimed by an earlier fact of the same answer (replaced twice, or
-  restated by one fact and replaced by another); several restatements of one memory are fine.
-
-Scope needs no check here: only memories the conversation's scope can see were shown. The
-store checks again, in the write transaction, that each target is still live and in scope.
+mapped back to memory ids and checked (:func:`_check`: a reference the guards refuse is logged and
+the fact kept as a new memory; docs/how-it-works.md, Update on write). Several restatements of one
+memory are fine. Scope needs no check here: only memories the conversation's scope can see were
+shown; the store checks again, in the write transaction, that each target is still live and in scope.
 """
 
 from __future__ import annotations

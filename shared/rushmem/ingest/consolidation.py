@@ -1,19 +1,9 @@
-"""Consolidation's decisions, without I/O: which of one user's memories are duplicates of which.
-
-The store hands over the user's live memories and the pairs whose vectors are close; a pair is
-merged only when :func:`rushmem.ingest.facts.same_fact` says it is the same fact (the write path's
-fold asks the same question). The
-older memory is kept (the first statement), the newer one is merged into it. A memory is merged
-at most once per run, and never into one that is itself merged away: a chain (a ~ b ~ c where
-a and c differ) is never collapsed through its middle; the next run looks again.
-
-Stale facts that slipped in beside their update (an import, two writers, a correction written while
-the rule's threshold was off) are superseded: when a newer memory states an older one's fact with
-another value in one slot (:func:`rushmem.ingest.facts.updated_value`, the write path's rule), the
-older is superseded by the oldest such newer one, so a chain of corrections stays a chain. Older
-means true earlier (valid time), then stated earlier; a pair said at the same instant (two values
-from one conversation stored before its corrections were read in order) is left as it is: no id
-decides which value is the current one.
+"""Consolidation's decisions, without I/O (docs/how-it-works.md, Consolidation): which of one user's
+memories are duplicates of which (merged into the older, by :func:`rushmem.ingest.facts.same_fact`),
+and which stale facts slipped in beside their update (superseded by the oldest newer memory giving one
+slot another value, :func:`rushmem.ingest.facts.updated_value`). A memory is merged at most once per
+run, and never into one itself merged away: a chain (a ~ b ~ c where a and c differ) is never
+collapsed through its middle; the next run looks again.
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
 The client's ``memories`` are stored as given; ``messages`` go through the configured extractor
 first (outside any transaction: an LLM call never holds one open). Both then pass the redaction
-step (:mod:`rushmem.ingest.redaction`) before anything is embedded. An LLM extractor is shown the
-user's most related memories and may mark a fact as restating one (refreshed, nothing new
-stored) or replacing some (superseded by the new memory); see
-:mod:`rushmem.extraction.updates` for the guards. The memories are embedded in one batch
-and handed back with those updates and the message's receipt key (:class:`ConversationWrite`):
+step (:mod:`rushmem.ingest.redaction`) before anything is embedded. An LLM extractor's updates of
+the memories it was shown are checked by :mod:`rushmem.extraction.updates`. The memories are embedded
+in one batch and handed back with those updates and the message's receipt key (:class:`ConversationWrite`):
 the service writes them in one transaction, so a redelivered message changes nothing and a
 failure leaves nothing behind. No step here touches the database.
 """

@@ -3,15 +3,10 @@ checks (no I/O) that the write path runs on a new memory and its nearest stored 
 
 Embeddings say two texts are about the same thing, not that they say the same: "the user is 31
 years old" and "... 32 years old" score about 0.97, "A employs B" and "B employs A" 0.98. So a
-near neighbour is folded into (refreshed) only when :func:`same_fact` holds: the same values
-(numbers, dates, quantities and their units, colours), the same names in the same order, the
-words both share in the same order (who does what to whom), the same polarity. When instead
-:func:`updated_value` holds (one slot of the same statement holds another value: an age, a date,
-a number, a place), the new memory supersedes the old one. Anything else is a new memory.
-
-Both err on the side of keeping: a paraphrase that moves words around is stored as a second
-memory rather than folded, and an event ("visited Paris", "visited Rome") is never taken for an
-update of the same attribute.
+near neighbour is folded into (refreshed) only when :func:`same_fact` holds, and superseded only
+when :func:`updated_value` does (what each checks: docs/how-it-works.md, Facts over time); anything
+else is a new memory. Both err on the side of keeping: a paraphrase that moves words around is
+stored as a second memory rather than folded.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ chunk is refused, so one bad line never keeps the others out."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
@@ -60,83 +61,73 @@ def check_restorable(line: ImportLine) -> None:
         )
 
 
-def _skip(report: ImportReport, number: int, reason: str) -> None:
-    report.skipped += 1
-    report.skipped_lines.append(SkippedLine(line=number, reason=reason))
-    logger.warning("line %d skipped: %s", number, reason)
+@dataclasses.dataclass
+class _Import:
+    """One import's run: where lines go (``store``), what it took and skipped (``report``), and the
+    lines waiting for the memory their ``superseded_by`` names (it may come later in the file)."""
 
+    store: Callable[[Sequence[ImportLine]], StoredIds]
+    report: ImportReport
+    check: Callable[[ImportLine], None] | None
+    waiting: list[tuple[int, ImportLine, InvalidInput]] = dataclasses.field(default_factory=list)
 
-def _checked(
-    pairs: Sequence[tuple[int, ImportLine]], check: Callable[[ImportLine], None] | None, report: ImportReport
-) -> list[tuple[int, ImportLine]]:
-    """The numbered lines that are restorable and that ``check`` takes; the others recorded as skipped."""
-    kept = []
-    for number, line in pairs:
-        try:
-            check_restorable(line)
-            if check is not None:
-                check(line)
-        except InvalidInput as exc:
-            _skip(report, number, _reason(exc))
-        else:
-            kept.append((number, line))
-    return kept
+    def skip(self, number: int, reason: str) -> None:
+        self.report.skipped += 1
+        self.report.skipped_lines.append(SkippedLine(line=number, reason=reason))
+        logger.warning("line %d skipped: %s", number, reason)
 
-
-Waiting = list[tuple[int, ImportLine, InvalidInput]]
-
-
-def _store_one(
-    number: int,
-    line: ImportLine,
-    store: Callable[[Sequence[ImportLine]], StoredIds],
-    report: ImportReport,
-    waiting: Waiting,
-) -> None:
-    """One line on its own: taken, waiting (its ``superseded_by`` names a memory not stored yet,
-    which may come later in the file), or skipped."""
-    try:
-        single = store([line])
-    except InvalidInput as inner:
-        if _successor_missing(inner):
-            waiting.append((number, line, inner))
-        else:
-            _skip(report, number, _reason(inner))
-    else:
-        report.taken += 1
-        report.created += single.created
-
-
-def _store_chunk(
-    pairs: Sequence[tuple[int, ImportLine]],
-    store: Callable[[Sequence[ImportLine]], StoredIds],
-    report: ImportReport,
-    waiting: Waiting,
-) -> None:
-    """One call for the chunk; when it refuses the chunk, one per line."""
-    try:
-        stored = store([line for _, line in pairs])
-    except InvalidInput as exc:
-        logger.debug("chunk retried line by line: %s", exc)
+    def checked(self, pairs: Sequence[tuple[int, ImportLine]]) -> list[tuple[int, ImportLine]]:
+        """The numbered lines that are restorable and that ``check`` takes; the others skipped."""
+        kept = []
         for number, line in pairs:
-            _store_one(number, line, store, report, waiting)
-    else:
-        report.taken += len(pairs)
-        report.created += stored.created
+            try:
+                check_restorable(line)
+                if self.check is not None:
+                    self.check(line)
+            except InvalidInput as exc:
+                self.skip(number, _reason(exc))
+            else:
+                kept.append((number, line))
+        return kept
 
+    def chunk(self, pairs: Sequence[tuple[int, ImportLine]]) -> None:
+        """One call for the chunk; when it refuses the chunk, one per line."""
+        try:
+            stored = self.store([line for _, line in pairs])
+        except InvalidInput as exc:
+            logger.debug("chunk retried line by line: %s", exc)
+            for number, line in pairs:
+                self.one(number, line)
+        else:
+            self.report.taken += len(pairs)
+            self.report.created += stored.created
 
-def _store_waiting(store: Callable[[Sequence[ImportLine]], StoredIds], report: ImportReport, waiting: Waiting) -> None:
-    """The waiting lines once the whole file is in, again while one of them gets stored (a chain of
-    supersessions in any order); what still names nothing is refused, line by line."""
-    while waiting:
-        again = list(waiting)
-        waiting.clear()
-        for number, line, _ in again:
-            _store_one(number, line, store, report, waiting)
-        if len(waiting) == len(again):
-            break
-    for number, _, refused in sorted(waiting, key=lambda item: item[0]):
-        _skip(report, number, _reason(refused))
+    def one(self, number: int, line: ImportLine) -> None:
+        """One line on its own: taken, waiting (its ``superseded_by`` names a memory not stored yet),
+        or skipped."""
+        try:
+            single = self.store([line])
+        except InvalidInput as inner:
+            if (inner.field or "").endswith("superseded_by"):
+                self.waiting.append((number, line, inner))
+            else:
+                self.skip(number, _reason(inner))
+        else:
+            self.report.taken += 1
+            self.report.created += single.created
+
+    def finish(self) -> None:
+        """The waiting lines once the whole file is in, again while one of them gets stored (a chain
+        of supersessions in any order); what still names nothing is refused, line by line."""
+        while self.waiting:
+            again, self.waiting = self.waiting, []
+            for number, line, _ in again:
+                self.one(number, line)
+            if len(self.waiting) == len(again):
+                break
+        for number, _, refused in sorted(self.waiting, key=lambda item: item[0]):
+            self.skip(number, _reason(refused))
+        self.report.skipped_lines.sort(key=lambda skipped: skipped.line)
 
 
 def import_lines(
@@ -155,31 +146,25 @@ def import_lines(
     Lines ``check`` refuses leave the chunk before it is stored, so the rest is still stored in
     one call, as if they had never been there: the same fact on two lines folds the same way
     (the first statement wins) whatever else the chunk held."""
+    run = _Import(store, report, check)
     chunk: list[tuple[int, ImportLine]] = []
-    waiting: Waiting = []
 
     def flush() -> None:
-        kept = _checked(chunk, check, report)
+        kept = run.checked(chunk)
         chunk.clear()
-        if not kept:
-            return
-        _store_chunk(kept, store, report, waiting)
-        if progress:
-            progress(report.taken + report.skipped)
+        if kept:
+            run.chunk(kept)
+            if progress:
+                progress(report.taken + report.skipped)
 
     for number, text in lines:
         try:
             chunk.append((number, ImportLine.model_validate_json(text)))
         except ValidationError as exc:
-            _skip(report, number, describe_errors(exc, "line"))
+            run.skip(number, describe_errors(exc, "line"))
             continue
         if len(chunk) >= chunk_size:
             flush()
     flush()
-    _store_waiting(store, report, waiting)
-    report.skipped_lines.sort(key=lambda skipped: skipped.line)
+    run.finish()
     return report
-
-
-def _successor_missing(exc: InvalidInput) -> bool:
-    return (exc.field or "").endswith("superseded_by")

@@ -1,14 +1,6 @@
-"""Personal data out of memories before they are embedded: the one redaction step of every write.
-
-API writes, edits, the SQS message's own memories, extracted facts and imported lines all pass
-here between validation and embedding (``AGENT_MEMORY_PII``), so neither the stored text, its
-metadata, its history nor its vector ever holds a removed value. The content, every string
-value of the metadata and every key of it are redacted alike (a key is shown to every reader
-as much as a value is; a redacted key that meets another key of its object takes a number,
-"[EMAIL] 2", so no value is lost). A
-redacted memory keeps typed placeholders ("[EMAIL]") and records what was removed in its
-metadata under ``pii_redacted`` (counts by type, never values); in ``drop`` mode a memory
-holding such data is not stored at all.
+"""Personal data out of memories before they are embedded: the one redaction step of every write
+(``AGENT_MEMORY_PII``), on the content and on every key and string value of the metadata. What it
+does and why, and what a redacted memory records (``pii_redacted``): docs/tenant-data.md.
 """
 
 from __future__ import annotations

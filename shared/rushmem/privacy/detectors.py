@@ -1,12 +1,8 @@
-"""Regular-expression detectors for personal data and credentials, each backed by a validator.
-
-A pattern alone flags too much in ordinary memories (years, dates, versions, prices, ids), so
-every candidate is checked the way the thing itself is checked: card numbers by Luhn and their
-issuer digit, IBANs by length per country and mod 97, IP addresses by the ``ipaddress`` module,
-JWTs by decoding their header, SSNs by the ranges never issued, phone numbers by their shape
-(international prefix, North American or trunk-0 national format) or a nearby word such as
-"phone". What cannot be checked this way (names, street addresses) is left to a model-based
-provider (see :mod:`rushmem.privacy.comprehend`).
+"""Regular-expression detectors for personal data and credentials, each backed by a validator: a
+pattern alone flags too much in ordinary memories (years, dates, versions, prices, ids), so every
+candidate is checked the way the thing itself is checked (card numbers by Luhn, IBANs by mod 97, ...:
+the table in docs/tenant-data.md). What cannot be checked this way (names, street addresses) is left
+to a model-based provider (:mod:`rushmem.providers.comprehend`).
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from rushmem.folding import fold
+from rushmem.folding import Folded, fold
 
 # What an operator configures a mode for (one setting per category).
 PiiCategory = Literal[
@@ -446,12 +442,16 @@ class RegexDetector:
             detector = _DETECTORS.get(category)
             if detector is not None:
                 found.extend(detector(folded.text))
-        if folded.origin is not None:
-            found = [
-                f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True)))
-                for f in found
-            ]
-        return resolve_overlaps(found)
+        return resolve_overlaps(unfolded(found, folded))
+
+
+def unfolded(findings: list[Finding], folded: Folded) -> list[Finding]:
+    """Findings in ``folded``'s text with the spans of the text it was folded from."""
+    if folded.origin is None:
+        return findings
+    return [
+        f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True))) for f in findings
+    ]
 
 
 def resolve_overlaps(findings: list[Finding]) -> list[Finding]:

@@ -1,4 +1,5 @@
-"""The few AWS calls the package makes outside the Bedrock providers: secrets and RDS IAM tokens.
+"""The boto3 clients every AWS provider builds, and the few AWS calls the package makes outside
+the providers: secrets and RDS IAM tokens.
 
 boto3 is imported lazily: locally none of this runs. Settings name the secrets; the values
 are fetched here, on first use, never when settings are read.
@@ -8,12 +9,28 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rushmem_contract.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from pydantic import SecretStr
+
     from rushmem.config import Settings
+
+
+def aws_client(
+    service: str, region: str | None, *, attempts: int = 1, endpoint_url: str | None = None, **config: Any
+) -> Any:
+    """A boto3 client with botocore's ``config`` (the timeouts); ``attempts`` counts the first call
+    (1: botocore never retries, the retries are the caller's: :mod:`.retry`'s policy, or none)."""
+    import boto3
+    from botocore.config import Config
+
+    retries: Any = {"total_max_attempts": attempts, "mode": "standard"}
+    client: Callable[..., Any] = boto3.client  # its stubs type it per literal service name
+    return client(service, region_name=region, endpoint_url=endpoint_url, config=Config(retries=retries, **config))
 
 
 def get_secret_value(secret_arn: str, *, force: bool = False) -> str:
@@ -71,31 +88,27 @@ def rds_iam_token(host: str, port: int, user: str, region: str | None = None) ->
     return str(client.generate_db_auth_token(DBHostname=host, Port=port, DBUsername=user))
 
 
+def _api_key(value: SecretStr | None, secret_arn: str | None) -> str | None:
+    """A key from the environment, else from Secrets Manager; None when neither is configured."""
+    if value is not None:
+        return value.get_secret_value()
+    return get_api_key(secret_arn) if secret_arn else None
+
+
 def openai_api_key(settings: Settings) -> str | None:
-    """The OpenAI-compatible API key: from the environment, else from Secrets Manager."""
-    if settings.openai_api_key is not None:
-        return settings.openai_api_key.get_secret_value()
-    if settings.openai_api_key_secret_arn:
-        return get_api_key(settings.openai_api_key_secret_arn)
-    return None
+    """The OpenAI-compatible API key."""
+    return _api_key(settings.openai_api_key, settings.openai_api_key_secret_arn)
 
 
 def llm_api_key(settings: Settings) -> str | None:
     """The chat API key: llm_api_key, its secret, else the OpenAI-compatible key (embeddings')."""
-    if settings.llm_api_key is not None:
-        return settings.llm_api_key.get_secret_value()
-    if settings.llm_api_key_secret_arn:
-        return get_api_key(settings.llm_api_key_secret_arn)
-    return openai_api_key(settings)
+    key = _api_key(settings.llm_api_key, settings.llm_api_key_secret_arn)
+    return key if key is not None else openai_api_key(settings)
 
 
 def rerank_api_key(settings: Settings) -> str | None:
-    """The cohere rerank provider's API key: from the environment, else from Secrets Manager."""
-    if settings.rerank_api_key is not None:
-        return settings.rerank_api_key.get_secret_value()
-    if settings.rerank_api_key_secret_arn:
-        return get_api_key(settings.rerank_api_key_secret_arn)
-    return None
+    """The cohere rerank provider's API key."""
+    return _api_key(settings.rerank_api_key, settings.rerank_api_key_secret_arn)
 
 
 def app_db_credentials(settings: Settings) -> tuple[str, str] | None:

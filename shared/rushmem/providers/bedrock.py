@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rushmem.config import Settings
+from rushmem.providers.aws import aws_client
 from rushmem.providers.retry import Retryable, RetryPolicy, parse_retry_after
 from rushmem_contract.errors import ProviderError
 from rushmem_contract.retry import PROVIDER_RETRY_STATUSES
@@ -36,31 +37,21 @@ RETRYABLE_CODES = frozenset(
 
 
 def bedrock_runtime_client(settings: Settings) -> Any:
-    """A bedrock-runtime client with explicit timeouts and a single attempt per call."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
+    """A bedrock-runtime client with explicit timeouts and a single attempt per call (call_bedrock retries)."""
+    return aws_client(
+        "bedrock-runtime",
+        settings.bedrock_region,
         connect_timeout=min(settings.http_timeout_s, 10),
         read_timeout=settings.http_timeout_s,
-        # total_max_attempts counts the first call: 1 = botocore never retries (call_bedrock does).
-        retries={"total_max_attempts": 1, "mode": "standard"},
     )
-    return boto3.client("bedrock-runtime", region_name=settings.bedrock_region, config=config)
 
 
 def bedrock_agent_runtime_client(settings: Settings, *, timeout_s: float) -> Any:
     """A bedrock-agent-runtime client (the Rerank API) with a short timeout and a single attempt
     per call: a reranker sits on recall's path, so it answers quickly or not at all."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=timeout_s,
-        read_timeout=timeout_s,
-        retries={"total_max_attempts": 1, "mode": "standard"},
+    return aws_client(
+        "bedrock-agent-runtime", settings.bedrock_region, connect_timeout=timeout_s, read_timeout=timeout_s
     )
-    return boto3.client("bedrock-agent-runtime", region_name=settings.bedrock_region, config=config)
 
 
 def call_bedrock(

@@ -1,17 +1,12 @@
 """Amazon Comprehend ``DetectPiiEntities`` as a PII detector: names and street addresses, which no
-pattern finds reliably.
-
-Its findings are merged with the regex engine's (:func:`rushmem.privacy.detect_pii` with both
-detectors; the write path's :mod:`rushmem.ingest.redaction` builds it when
-``AGENT_MEMORY_PII_COMPREHEND`` is on); by default only NAME and ADDRESS are kept from
-Comprehend, because the regex engine validates the rest (checksums) and Comprehend's DATE_TIME,
-AGE or URL would strip ordinary facts from memories. boto3 is imported only when a client is first needed.
+pattern finds reliably (with ``AGENT_MEMORY_PII_COMPREHEND``; its findings are merged with the regex
+engine's). By default only NAME and ADDRESS are kept, because the regex engine validates the rest
+(checksums) and Comprehend's DATE_TIME, AGE or URL would strip ordinary facts from memories.
 
 Limits handled here: a request holds at most 100 KB of UTF-8 (longer texts are split at
 whitespace and the offsets shifted back), the languages are English and Spanish, throttling and
-server errors are retried under the shared policy (:mod:`rushmem.providers.retry`: backoff
-with jitter, bounded attempts and budget), and every failure surfaces as a
-:class:`~rushmem_contract.errors.ProviderError` named "comprehend".
+server errors are retried under the shared policy (:mod:`rushmem.providers.retry`), and every
+failure surfaces as a :class:`~rushmem_contract.errors.ProviderError` named "comprehend".
 """
 
 from __future__ import annotations
@@ -22,9 +17,10 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from rushmem.config import Settings
-from rushmem.folding import Folded, fold_char
+from rushmem.folding import Folded, fold, fold_char
 from rushmem.privacy import PiiDetector, RegexDetector
-from rushmem.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding
+from rushmem.privacy.detectors import COMPREHEND_ENTITY_TYPES, Finding, unfolded
+from rushmem.providers.aws import aws_client
 from rushmem.providers.retry import Retryable, RetryPolicy
 from rushmem.usage import record_usage
 from rushmem_contract.errors import ConfigurationError, ProviderError
@@ -35,9 +31,6 @@ MAX_TEXT_BYTES = 99_000
 DEFAULT_ENTITY_TYPES = frozenset({"NAME", "ADDRESS"})
 # Between texts packed into one request: a paragraph break, so no entity runs from one into the next.
 _SEPARATOR = "\n\n"
-
-# Comprehend's entity type -> (finding type, category): see privacy.detectors.
-ENTITY_TYPES = COMPREHEND_ENTITY_TYPES
 
 _RETRYABLE_CODES = frozenset(
     {
@@ -56,15 +49,7 @@ def latin_form(text: str) -> Folded:
     not ASCII nor a Latin letter in its detection form (:func:`rushmem.folding.fold_char`:
     Cyrillic or Greek lookalikes, digits of other scripts, invisible characters), Latin letters
     with their accents kept ("Lucía" stays as written)."""
-    if text.isascii():
-        return Folded(text, len(text))
-    chars: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        kept = ch if ch.isascii() or (ch.isalpha() and "LATIN" in unicodedata.name(ch, "")) else fold_char(ch)
-        chars.append(kept)
-        origin.extend([i] * len(kept))
-    return Folded("".join(chars), len(text), tuple(origin))
+    return fold(text, lambda ch: ch if ch.isalpha() and "LATIN" in unicodedata.name(ch, "") else fold_char(ch))
 
 
 def _cut_point(text: str, start: int, end: int) -> int:
@@ -124,7 +109,7 @@ class ComprehendPiiDetector:
             raise ConfigurationError(
                 f"Comprehend DetectPiiEntities supports languages {', '.join(LANGUAGES)}, not {language!r}"
             )
-        unknown = sorted(set(entity_types or ()) - set(ENTITY_TYPES))
+        unknown = sorted(set(entity_types or ()) - set(COMPREHEND_ENTITY_TYPES))
         if unknown:
             raise ConfigurationError(f"unknown Comprehend PII entity types: {', '.join(unknown)}")
         self._client = client
@@ -153,15 +138,9 @@ class ComprehendPiiDetector:
     def client(self) -> Any:
         """The comprehend client; retries are ours (bounded here), so botocore makes one attempt."""
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            config = Config(
-                connect_timeout=min(self.timeout_s, 5),
-                read_timeout=self.timeout_s,
-                retries={"total_max_attempts": 1, "mode": "standard"},
+            self._client = aws_client(
+                "comprehend", self.region, connect_timeout=min(self.timeout_s, 5), read_timeout=self.timeout_s
             )
-            self._client = boto3.client("comprehend", region_name=self.region, config=config)
         return self._client
 
     def detect(self, text: str) -> list[Finding]:
@@ -177,11 +156,7 @@ class ComprehendPiiDetector:
                 finding = self._finding(entity, offset, len(piece))
                 if finding is not None:
                     findings.append(finding)
-        if folded.origin is None:
-            return findings
-        return [
-            f.model_copy(update=dict(zip(("start", "end"), folded.span(f.start, f.end), strict=True))) for f in findings
-        ]
+        return unfolded(findings, folded)
 
     def detect_many(self, texts: Sequence[str]) -> list[list[Finding]]:
         """Findings per text, with the texts packed into as few requests as the size limit allows:
@@ -225,9 +200,7 @@ class ComprehendPiiDetector:
     def _finding(self, entity: dict[str, Any], offset: int, length: int) -> Finding | None:
         kind = str(entity.get("Type", ""))
         score = float(entity.get("Score", 0.0))
-        if self.entity_types is not None and kind not in self.entity_types:
-            return None
-        if score < self.min_score:
+        if (self.entity_types is not None and kind not in self.entity_types) or score < self.min_score:
             return None
         begin, end = entity.get("BeginOffset"), entity.get("EndOffset")
         if not isinstance(begin, int) or not isinstance(end, int):
@@ -235,7 +208,7 @@ class ComprehendPiiDetector:
         begin, end = max(0, begin), min(length, end)
         if end <= begin:
             return None
-        finding_type, category = ENTITY_TYPES.get(kind, (kind.lower() or "other", "other"))
+        finding_type, category = COMPREHEND_ENTITY_TYPES.get(kind, (kind.lower() or "other", "other"))
         return Finding(
             type=finding_type,
             category=category,

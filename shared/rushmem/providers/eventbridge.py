@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rushmem.config import Settings
+from rushmem.providers.aws import aws_client
 
 # PutEvents takes at most 10 entries and 256 KB a request.
 MAX_ENTRIES = 10
@@ -36,11 +37,7 @@ class EventBridgePublisher:
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            config = Config(connect_timeout=2, read_timeout=5, retries={"total_max_attempts": 2, "mode": "standard"})
-            self._client = boto3.client("events", region_name=self.region, config=config)
+            self._client = aws_client("events", self.region, connect_timeout=2, read_timeout=5, attempts=2)
         return self._client
 
     def publish(self, entries: Sequence[tuple[str, str]]) -> list[str | None]:

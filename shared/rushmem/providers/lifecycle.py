@@ -1,12 +1,9 @@
 """Is each configured Bedrock model still offered? ``GetFoundationModel``'s ``modelLifecycle``.
 
 Bedrock retires model versions: a Legacy model keeps answering until its end-of-life date, then
-every call fails (``ResourceNotFoundException: This model version has reached the end of its
-life``) and every conversation would end in the dead-letter queue. MigrateFunction checks the
-configured models on every deploy and ``rushmem smoke --stack`` checks them again:
-ACTIVE passes, LEGACY passes with a warning naming the end-of-life date, and a model past its
-end of life, unknown in the region, or of another status fails, naming the model and what to set
-instead.
+every call fails and every conversation would end in the dead-letter queue. MigrateFunction checks
+the configured models on every deploy and ``rushmem smoke --stack`` checks them again (what passes,
+warns and fails: docs/deployment.md).
 
 A cross-Region inference profile id (``us.amazon...``, ``global.anthropic...``) is resolved
 with ``GetInferenceProfile`` to the foundation model it routes to; that model's lifecycle is the
@@ -22,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rushmem.config import Settings
+from rushmem.providers.aws import aws_client
 
 # The geographic prefixes of system-defined (cross-Region) inference profile ids.
 PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
@@ -129,8 +127,4 @@ def _check(client: Any, role: str, model_id: str, now: datetime) -> ModelCheck:
 
 def bedrock_control_client(settings: Settings) -> Any:
     """A ``bedrock`` (control plane) client in the Bedrock region, with bounded timeouts."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(connect_timeout=5, read_timeout=10, retries={"total_max_attempts": 3, "mode": "standard"})
-    return boto3.client("bedrock", region_name=settings.bedrock_region, config=config)
+    return aws_client("bedrock", settings.bedrock_region, connect_timeout=5, read_timeout=10, attempts=3)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rushmem.providers.aws import aws_client
 from rushmem_contract.errors import ConfigurationError, DatabaseResuming, DatabaseUnavailable, StatementTimeout
 
 logger = logging.getLogger(__name__)
@@ -56,16 +57,14 @@ class DataApiTarget:
 
 @functools.lru_cache(maxsize=8)
 def _client(region: str, endpoint_url: str | None, connect_timeout_s: float, read_timeout_s: float) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
+    return aws_client(
+        "rds-data",
+        region,
         connect_timeout=connect_timeout_s,
         read_timeout=read_timeout_s,
-        retries={"total_max_attempts": 1},
+        endpoint_url=endpoint_url,
         tcp_keepalive=True,
     )
-    return boto3.client("rds-data", region_name=region, endpoint_url=endpoint_url, config=config)
 
 
 class DataApi:

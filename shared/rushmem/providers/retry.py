@@ -1,11 +1,9 @@
 """The one retry policy (:mod:`rushmem_contract.retry`) run for every remote provider call
 (OpenAI-compatible HTTP, Bedrock, Comprehend), within a time budget.
 
-An attempt that fails in a way worth another try (429, 5xx, timeout, connection error) raises
-:class:`Retryable`; anything else propagates at once. Retries wait an exponential backoff with
-jitter (or the provider's Retry-After), stop after ``max_retries``, and none starts if its wait
-would end past the budget: a caller inside a Lambda function always gets its answer in time.
-Bounds come from the settings max_retries, retry_base_delay_s and retry_budget_s.
+An attempt that fails in a way worth another try raises :class:`Retryable`; anything else
+propagates at once. Retries stop after ``max_retries``, and none starts if its wait would end past
+the budget (``retry_budget_s``): a caller inside a Lambda function always gets its answer in time.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from rushmem.config import Settings
 from rushmem_contract.errors import ProviderError
-from rushmem_contract.retry import MAX_DELAY_S, Retryable, backoff, parse_retry_after, wait_for
+from rushmem_contract.retry import MAX_DELAY_S, Retryable, parse_retry_after, wait_for
 
 # Defined once, in the contract (the client runs the same policy); named here for the providers.
 __all__ = ["MAX_DELAY_S", "RetryPolicy", "Retryable", "parse_retry_after"]
@@ -54,11 +52,6 @@ class RetryPolicy:
             base_delay_s=settings.retry_base_delay_s,
             budget_s=settings.retry_budget_s,
         )
-
-    def backoff(self, retry: int) -> float:
-        """The wait before retry number ``retry`` (1, 2, ...): "equal jitter", uniformly between
-        half and all of base x 2^(retry-1), so concurrent callers spread out yet still back off."""
-        return backoff(retry, self.base_delay_s, jitter=self.jitter)
 
     def deadline(self) -> float:
         """When, on ``clock``, a budget starting now ends: calls that run together can share it."""

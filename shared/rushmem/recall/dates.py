@@ -19,6 +19,8 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 
+from rushmem.records import Window
+
 _MONTHS = {
     name: number
     for number in range(1, 13)
@@ -52,9 +54,6 @@ ORDER_SPAN_DAYS = 31
 # Relative phrases: a single day back, or a span ending now.
 _RELATIVE_DAYS = {"today": 0, "yesterday": 1}
 _RELATIVE_SPANS = {"last week": 7, "last month": 31, "last year": 366}
-
-Window = tuple[dt.datetime, dt.datetime]
-
 
 # A query names any date it likes ("March 0000", "31 December 9999"), and recall runs "as of"
 # any time: windows are clamped to the calendar datetime can hold, and a date it cannot hold
@@ -102,25 +101,9 @@ def _season_window(year: int, season: str) -> Window | None:
     return start, end
 
 
-# What each form names, from its match (``slack_days`` either side of a named day; ``now`` for "ago").
-def _day_month_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
-    return _day_window(int(match[3]), _month(match[2]), int(match[1]), slack_days)
-
-
-def _month_day_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
-    return _day_window(int(match[3]), _month(match[1]), int(match[2]), slack_days)
-
-
-def _iso_day(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
-    return _day_window(int(match[1]), int(match[2]), int(match[3]), slack_days)
-
-
-def _season_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
-    return _season_window(int(match[2]), match[1].lower())
-
-
-def _month_year(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
-    return _month_window(int(match[2]), _month(match[1]))
+# A form: its pattern, what it names from its match (``slack_days`` either side of a named day;
+# ``now`` for "ago"), and whether "before" / "after" just ahead of it widens it.
+_Form = tuple[re.Pattern[str], Callable[[re.Match[str], int, dt.datetime], Window | None], bool]
 
 
 def _year_only(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | None:
@@ -138,15 +121,14 @@ def _ago(match: re.Match[str], slack_days: int, now: dt.datetime) -> Window | No
     return _shift(middle, -half), _shift(middle, half)
 
 
-_Form = tuple[re.Pattern[str], Callable[[re.Match[str], int, dt.datetime], Window | None], bool]
 # The forms in the order they claim the query's text (a longer form first: "25 May 2022" is not
-# read again as "May 2022"), each with whether "before" / "after" just ahead of it widens it.
+# read again as "May 2022").
 _NAMED: tuple[_Form, ...] = (
-    (_DAY_MONTH_YEAR, _day_month_year, True),
-    (_MONTH_DAY_YEAR, _month_day_year, True),
-    (_ISO_DAY, _iso_day, True),
-    (_SEASON_YEAR, _season_year, False),
-    (_MONTH_YEAR, _month_year, True),
+    (_DAY_MONTH_YEAR, lambda m, slack, now: _day_window(int(m[3]), _month(m[2]), int(m[1]), slack), True),
+    (_MONTH_DAY_YEAR, lambda m, slack, now: _day_window(int(m[3]), _month(m[1]), int(m[2]), slack), True),
+    (_ISO_DAY, lambda m, slack, now: _day_window(int(m[1]), int(m[2]), int(m[3]), slack), True),
+    (_SEASON_YEAR, lambda m, slack, now: _season_window(int(m[2]), m[1].lower()), False),
+    (_MONTH_YEAR, lambda m, slack, now: _month_window(int(m[2]), _month(m[1])), True),
 )
 _RANGES: tuple[_Form, ...] = ((_YEAR_ONLY, _year_only, False), (_AGO, _ago, False))
 

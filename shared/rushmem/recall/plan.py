@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from rushmem.config import Settings
 from rushmem.recall import dates
-from rushmem.recall.dates import Window
+from rushmem.records import Window
 
 Legs = Literal["hybrid", "vector", "text"]
 

@@ -161,11 +161,8 @@ def _outcomes(final: scoring.Floats, order: Sequence[int], limit: int) -> tuple[
 def _fused(similarity: Sequence[float], text: scoring.Floats, plan: RecallPlan) -> scoring.Floats:
     """Both legs weighted, or one alone (the benchmarks' one-leg baselines); ``text`` already
     scaled (:func:`.scoring.scale_text_rank`)."""
-    if plan.legs == "vector":
-        return scoring.fuse_scaled(similarity, text, vector_weight=1.0, text_weight=0.0)
-    if plan.legs == "text":
-        return scoring.fuse_scaled(similarity, text, vector_weight=0.0, text_weight=1.0)
-    return scoring.fuse_scaled(similarity, text, vector_weight=plan.vector_weight, text_weight=plan.text_weight)
+    weights = {"vector": (1.0, 0.0), "text": (0.0, 1.0)}.get(plan.legs, (plan.vector_weight, plan.text_weight))
+    return scoring.fuse_scaled(similarity, text, vector_weight=weights[0], text_weight=weights[1])
 
 
 def _dated(

@@ -16,18 +16,6 @@ import numpy.typing as npt
 Floats = npt.NDArray[np.float64]
 
 
-def fuse_weighted(
-    similarity: Sequence[float], text_rank: Sequence[float], *, vector_weight: float, text_weight: float
-) -> Floats:
-    """The article's 0.7 x vector + 0.3 x text, with both parts on a 0..1 scale.
-
-    Cosine similarity is clipped to [0, 1]; ts_rank values are tiny and unbounded, so they
-    are divided by the best rank among the candidates (:func:`scale_text_rank`: a weight on raw
-    ts_rank does almost nothing). The result is divided by the weights' sum, so it stays in [0, 1].
-    """
-    return fuse_scaled(similarity, scale_text_rank(text_rank), vector_weight=vector_weight, text_weight=text_weight)
-
-
 def scale_text_rank(text_rank: Sequence[float]) -> Floats:
     """ts_rank over the best candidate's, 0..1 (all 0 when none matched)."""
     text = np.maximum(np.asarray(text_rank, dtype=np.float64), 0.0)
@@ -36,23 +24,11 @@ def scale_text_rank(text_rank: Sequence[float]) -> Floats:
 
 
 def fuse_scaled(similarity: Sequence[float], text: Floats, *, vector_weight: float, text_weight: float) -> Floats:
-    """:func:`fuse_weighted` on a text rank already scaled by :func:`scale_text_rank`."""
+    """The article's 0.7 x vector + 0.3 x text, with both parts on a 0..1 scale: cosine similarity
+    clipped to [0, 1], ``text`` the ts_rank :func:`scale_text_rank` scaled (a weight on raw ts_rank,
+    tiny and unbounded, does almost nothing). Divided by the weights' sum, so it stays in [0, 1]."""
     sim = np.clip(np.asarray(similarity, dtype=np.float64), 0.0, 1.0)
     return (vector_weight * sim + text_weight * text) / (vector_weight + text_weight)
-
-
-def apply_time_decay(
-    scores: npt.ArrayLike,
-    timestamps: Sequence[dt.datetime],
-    evergreen: Sequence[bool],
-    *,
-    now: dt.datetime,
-    half_life_days: float,
-    floor: float = 0.0,
-) -> Floats:
-    """Scale relevance by recency: the scores times their :func:`decay_factors`."""
-    factors = decay_factors(timestamps, evergreen, now=now, half_life_days=half_life_days, floor=floor)
-    return np.asarray(scores, dtype=np.float64) * factors
 
 
 def decay_factors(

@@ -8,11 +8,7 @@
 
 A reranker never fails a recall: a timeout or an error is logged and counted, and the recall
 keeps the fused order (see :class:`.base.Reranker`). How its scores combine with the rest of the
-ranking is :func:`rushmem.recall.ranking.rank_candidates`'s business.
-
-A provider is a factory ``(Settings) -> Reranker``; others register under the entry point group
-``rushmem.rerankers`` (see :mod:`rushmem.registry`). A provider's module is imported only when
-it is selected.
+ranking is :func:`rushmem.recall.ranking.rank_candidates`'s business. Plug-ins: :mod:`rushmem.registry`.
 """
 
 from __future__ import annotations

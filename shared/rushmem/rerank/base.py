@@ -3,6 +3,7 @@ None, and the recall goes on with its fused order."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -18,11 +19,7 @@ logger = logging.getLogger(__name__)
 
 def short_retry(settings: Settings) -> RetryPolicy:
     """The shared retry policy with the rerank timeout as its budget: recall cannot wait longer."""
-    return RetryPolicy(
-        max_retries=settings.max_retries,
-        base_delay_s=settings.retry_base_delay_s,
-        budget_s=settings.rerank_timeout_s,
-    )
+    return dataclasses.replace(RetryPolicy.from_settings(settings), budget_s=settings.rerank_timeout_s)
 
 
 class Reranker(ABC):

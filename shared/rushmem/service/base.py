@@ -21,7 +21,7 @@ from rushmem.service.drain import Publish, drain_outbox
 from rushmem.store.accounts.usage import write_pending_usage
 from rushmem.store.engine.connection import Connection, Database, connect_failed
 from rushmem.store.engine.readers import ReadRouter, reader_settings
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import VectorSchema
 from rushmem.store.schema.migrate import prepare_connection
 from rushmem.usage import Meter, PendingUsage, UsageBuffer, UsageRow
 from rushmem_contract.errors import DatabaseUnavailable

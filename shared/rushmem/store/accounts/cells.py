@@ -78,37 +78,23 @@ def replace_events(conn: Session, user_id: str, events: Sequence[dict[str, Any]]
 # What else a user owns, copied as it is by a move (memories, history and usage have their own
 # steps): held writes, extraction instructions and the queue's message receipts (a message
 # delivered again after the move is then still a duplicate). Columns in table order; the jsonb ones wrapped.
-OWNED: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
+OWNED: dict[str, tuple[str, frozenset[str]]] = {
     "pending_memories": (
-        (
-            "id",
-            "user_id",
-            "project_id",
-            "content",
-            "content_hash",
-            "category",
-            "source",
-            "reasons",
-            "memory",
-            "write_id",
-            "created_at",
-        ),
+        "id, user_id, project_id, content, content_hash, category, source, reasons, memory, write_id, created_at",
         frozenset({"memory"}),
     ),
     "extraction_instructions": (
-        ("user_id", "project_key", "version", "instructions", "source", "write_id", "created_at"),
+        "user_id, project_key, version, instructions, source, write_id, created_at",
         frozenset({"instructions"}),
     ),
-    "ingested_messages": (("user_id", "message_hash", "conversation_id", "memories", "ingested_at"), frozenset()),
+    "ingested_messages": ("user_id, message_hash, conversation_id, memories, ingested_at", frozenset()),
 }
 
 
 def owned_rows(conn: Session, user_id: str) -> dict[str, list[dict[str, Any]]]:
     """The user's rows of each table of :data:`OWNED`."""
     return {
-        table: read_as_user(
-            conn, user_id, f"SELECT {', '.join(columns)} FROM {table} WHERE user_id = %(user)s", {"user": user_id}
-        )
+        table: read_as_user(conn, user_id, f"SELECT {columns} FROM {table} WHERE user_id = %(user)s", {"user": user_id})
         for table, (columns, _) in OWNED.items()
     }
 
@@ -121,8 +107,8 @@ def put_owned_rows(conn: Session, user_id: str, rows: dict[str, list[dict[str, A
             if not found:
                 continue
             columns, documents = OWNED[table]
-            placeholders = ", ".join(f"%({c})s" for c in columns)
+            placeholders = ", ".join(f"%({c})s" for c in columns.split(", "))
             conn.executemany(
-                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING",
+                f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) ON CONFLICT DO NOTHING",
                 [{k: Jsonb(v) if k in documents else v for k, v in row.items()} for row in found],
             )

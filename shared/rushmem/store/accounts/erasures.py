@@ -81,12 +81,7 @@ def erase_user(conn: Session, user_id: str, *, requested_by: str) -> ErasureRece
     # The receipt is readable in this transaction by its id only (its row-level security).
     settings = {"agent_memory.erasure_id": str(receipt_id)}
     with user_transaction(conn, user_id, reason="forget_user", settings=settings):
-        key_row = conn.execute(
-            "SELECT value FROM agent_memory_meta WHERE key = %s",
-            [ERASURE_KEY],
-        ).fetchone()
-        if key_row is None or key_row[0] is None:
-            raise ConfigurationError("the store has no erasure key: run `rushmem migrate` (migration 0009)")
+        key = erasure_key(conn)
         # The dense-user registry holds the user's common words (migration 0005), their partition
         # the copy of their vectors and words (0013): emptied now, dropped by the next
         # `rushmem dense-users` run.
@@ -99,7 +94,7 @@ def erase_user(conn: Session, user_id: str, *, requested_by: str) -> ErasureRece
             {
                 "user_id": user_id,
                 "id": receipt_id,
-                "subject": subject_hash(key_row[0], user_id),
+                "subject": subject_hash(key, user_id),
                 "requested_by": requested_by,
             },
         ).fetchone()
@@ -128,7 +123,7 @@ def get_receipt(conn: Session, receipt_id: uuid.UUID, *, user_id: str | None = N
 def erasure_key(conn: Session) -> str:
     """The deployment's key for the receipts' subject hash."""
     row = conn.execute("SELECT value FROM agent_memory_meta WHERE key = %s", [ERASURE_KEY]).fetchone()
-    if row is None:
+    if row is None or row[0] is None:
         raise ConfigurationError("the store has no erasure key: run `rushmem migrate` (migration 0009)")
     return str(row[0])
 

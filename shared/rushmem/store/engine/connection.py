@@ -26,8 +26,7 @@ from rushmem.providers.rdsdata import DataApi, DataApiTarget
 from rushmem.store.engine.dataapi import DataApiSession
 from rushmem.store.engine.embedded import start_embedded_server
 from rushmem.store.engine.pg import DeadlineExceeded, PgSession
-from rushmem.store.engine.session import Session
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import Session, VectorSchema
 from rushmem_contract.errors import (
     ConfigurationError,
     DatabaseResuming,
@@ -122,7 +121,7 @@ def _connection_lost(exc: psycopg.OperationalError) -> bool:
     return state is None or state.startswith("08") or state in _SESSION_ENDED
 
 
-def _gone(conn: PgSession | DataApiSession) -> bool:
+def _gone(conn: Session) -> bool:
     """Closed, or (a connection) broken: a new session is needed."""
     return conn.closed or (isinstance(conn, PgSession) and conn.broken)
 
@@ -151,8 +150,28 @@ class Database:
         self._lock = threading.RLock()
 
     def _connect(self, deadline_at: float | None = None) -> PgSession | DataApiSession:
-        if self.settings.uses_data_api:
-            return self._data_api()
+        conn = self._data_api() if self.settings.uses_data_api else self._pg(deadline_at)
+        if self.settings.event_bus:
+            conn.change_events = "content" if self.settings.event_content else "ids"
+        try:
+            if self._setup is not None:
+                conn.vector_schema = self._setup(conn)
+        except psycopg.OperationalError as exc:
+            conn.close()
+            if isinstance(conn, DataApiSession) or not _connection_lost(exc):
+                # An error of the setup's own statements (ProgramLimitExceeded, a lock timeout,
+                # out of disk ...) is OperationalError too: the caller must see it as it is.
+                raise
+            # The server went away (or is still starting) while we set the connection up.
+            raise _ConnectFailed(
+                f"lost the connection to {describe_target(self.settings)} while setting it up"
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _pg(self, deadline_at: float | None) -> PgSession:
         conninfo, kwargs = resolve_conninfo(self.settings)
         timeout = self.settings.connect_timeout_s
         if deadline_at is not None:  # libpq's floor is 2 s
@@ -179,26 +198,8 @@ class Database:
                 f"cannot connect to {describe_target(self.settings)}: {str(exc).strip().splitlines()[0]}"
             ) from exc
         conn.pipeline_transactions = self.settings.db_pipeline
-        if self.settings.event_bus:
-            conn.change_events = "content" if self.settings.event_content else "ids"
         if not self.settings.db_prepared_statements:
             conn.prepare_threshold = None  # never PREPARE: RDS Proxy would pin this session
-        try:
-            if self._setup is not None:
-                conn.vector_schema = self._setup(conn)
-        except psycopg.OperationalError as exc:
-            conn.close()
-            if not _connection_lost(exc):
-                # An error of the setup's own statements (ProgramLimitExceeded, a lock timeout,
-                # out of disk ...) is OperationalError too: the caller must see it as it is.
-                raise
-            # The server went away (or is still starting) while we set the connection up.
-            raise _ConnectFailed(
-                f"lost the connection to {describe_target(self.settings)} while setting it up"
-            ) from exc
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
     def _data_api(self) -> DataApiSession:
@@ -217,16 +218,7 @@ class Database:
             connect_timeout_s=settings.connect_timeout_s,
             resume_wait_s=settings.db_resume_wait_s,
         )
-        conn = DataApiSession(DataApi(target))
-        if settings.event_bus:
-            conn.change_events = "content" if settings.event_content else "ids"
-        if self._setup is not None:
-            try:
-                conn.vector_schema = self._setup(conn)
-            except BaseException:
-                conn.close()
-                raise
-        return conn
+        return DataApiSession(DataApi(target))
 
     def connection(self, deadline_at: float | None = None) -> Session:
         with self._lock:
@@ -245,8 +237,8 @@ class Database:
         waiting past ``deadline_at`` (a time.monotonic() instant) DeadlineExceeded."""
         with self._lock:
             conn = self.connection(deadline_at)
-            pg = conn if isinstance(conn, PgSession) else None  # only a connection can break, or wait
-            bounded = pg if deadline_at is not None else None
+            # Only a connection can wait past a deadline (or break).
+            bounded = conn if deadline_at is not None and isinstance(conn, PgSession) else None
             if bounded is not None:
                 bounded.deadline_at, bounded.deadline_hit = deadline_at, False
             try:
@@ -256,7 +248,7 @@ class Database:
             except Exception as exc:
                 if bounded is not None and bounded.deadline_hit:  # psycopg's error on the connection it closed
                     raise DeadlineExceeded(f"{describe_target(self.settings)} did not answer in time") from exc
-                if isinstance(exc, psycopg.OperationalError) and (conn.closed or (pg is not None and pg.broken)):
+                if isinstance(exc, psycopg.OperationalError) and _gone(conn):
                     raise DatabaseUnavailable(f"lost the connection to {describe_target(self.settings)}") from exc
                 raise
             finally:

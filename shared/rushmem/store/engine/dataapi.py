@@ -31,8 +31,7 @@ import psycopg
 
 from rushmem.providers.rdsdata import DataApi, StatementFailed
 from rushmem.store.engine.dataapi_values import compose, decode_scalar, split_script
-from rushmem.store.engine.session import Params, Query
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import Params, Query, VectorSchema
 
 
 class DataApiRows:
@@ -125,9 +124,7 @@ class DataApiSession:
         try:
             yield
         except BaseException:
-            transaction_id, self._transaction_id = self._transaction_id, None
-            with contextlib.suppress(Exception):  # an error may already have ended it server-side
-                self.api.rollback(transaction_id)
+            self._abandon()
             raise
         transaction_id, self._transaction_id = self._transaction_id, None
         with _errors():
@@ -188,11 +185,15 @@ class DataApiSession:
             schema.check(decode_scalar("text", records[0][1]))
         return [decode_scalar("jsonb", record[0]) for record in records]
 
-    def close(self) -> None:
-        if self._transaction_id is not None:
-            transaction_id, self._transaction_id = self._transaction_id, None
+    def _abandon(self) -> None:
+        """Roll the open transaction back, if any (an error may already have ended it server-side)."""
+        transaction_id, self._transaction_id = self._transaction_id, None
+        if transaction_id is not None:
             with contextlib.suppress(Exception):
                 self.api.rollback(transaction_id)
+
+    def close(self) -> None:
+        self._abandon()
         self.closed = True
 
 
@@ -212,16 +213,6 @@ def _errors() -> Iterator[None]:
         raise cls(str(exc)) from exc
 
 
-_HINT_CASTS = {
-    "DATE": "date",
-    "TIME": "time",
-    "TIMESTAMP": "timestamp",
-    "UUID": "uuid",
-    "DECIMAL": "numeric",
-    "JSON": "jsonb",
-}
-
-
 def _constant(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _match: text
 
@@ -236,9 +227,8 @@ def _from_params(text: str, parameters: list[dict[str, Any]]) -> tuple[str, dict
         if field.get("isNull"):
             expression = "NULL"
             values[name] = None
-        elif "stringValue" in field:
-            expression = f"({read}::{_HINT_CASTS.get(parameter.get('typeHint', ''), 'varchar')})"
-            values[name] = field["stringValue"]
+        elif "stringValue" in field:  # a typed value is cast in the statement already (compose)
+            expression, values[name] = f"({read}::varchar)", field["stringValue"]
         elif "longValue" in field:
             expression, values[name] = f"({read}::bigint)", str(field["longValue"])
         elif "doubleValue" in field:
@@ -247,9 +237,7 @@ def _from_params(text: str, parameters: list[dict[str, Any]]) -> tuple[str, dict
             expression, values[name] = f"({read}::boolean)", "true" if field["booleanValue"] else "false"
         elif "blobValue" in field:
             # The request's blobValue is raw bytes (botocore base64-encodes it); inside jsonb, its base64 text.
-            blob = field["blobValue"]
-            text_form = base64.b64encode(blob).decode() if isinstance(blob, bytes | bytearray) else str(blob)
-            expression, values[name] = f"decode({read}, 'base64')", text_form
+            expression, values[name] = f"decode({read}, 'base64')", base64.b64encode(field["blobValue"]).decode()
         else:
             raise psycopg.ProgrammingError(f"parameter {name} has no value")
         # A function, not a replacement string: the expression's backslashes are not escapes.

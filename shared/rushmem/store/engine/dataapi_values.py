@@ -9,7 +9,7 @@ import decimal
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,39 +34,22 @@ def _is_vector(value: object) -> bool:
     )
 
 
-def _vector_text(value: Any) -> str:
-    if isinstance(value, Vector | HalfVector | SparseVector):
-        return str(value.to_text())
-    return str(Vector(value).to_text())
+_TYPES: tuple[tuple[type, str], ...] = (
+    (Jsonb, "jsonb"), (Json, "json"), (uuid.UUID, "uuid"), (dt.date, "date"), (dt.time, "time"),
+    (dt.timedelta, "interval"), (decimal.Decimal, "numeric"), (HalfVector, "halfvec"), (SparseVector, "sparsevec"),
+)  # fmt: skip
 
 
 def _type_of(value: object) -> str | None:
     """The PostgreSQL type psycopg would send ``value`` as, where the Data API's own (varchar,
     bigint, double precision, boolean, bytea) would differ; None: a native value."""
-    if value is None or isinstance(value, bool | int | float | str | bytes | bytearray | memoryview):
+    if value is None or isinstance(value, bool | int | float | str | bytes | bytearray | memoryview | np.generic):
         return None
-    if isinstance(value, np.generic):
-        return None
-    if isinstance(value, Jsonb):
-        return "jsonb"
-    if isinstance(value, Json):
-        return "json"
-    if isinstance(value, uuid.UUID):
-        return "uuid"
-    if isinstance(value, dt.datetime):
+    if isinstance(value, dt.datetime):  # before date: a datetime is one
         return "timestamptz" if value.tzinfo is not None else "timestamp"
-    if isinstance(value, dt.date):
-        return "date"
-    if isinstance(value, dt.time):
-        return "time"
-    if isinstance(value, dt.timedelta):
-        return "interval"
-    if isinstance(value, decimal.Decimal):
-        return "numeric"
-    if isinstance(value, HalfVector):
-        return "halfvec"
-    if isinstance(value, SparseVector):
-        return "sparsevec"
+    for kind, name in _TYPES:
+        if isinstance(value, kind):
+            return name
     if _is_vector(value):
         return "vector"
     if isinstance(value, list | tuple) or (isinstance(value, np.ndarray) and value.ndim >= 1):
@@ -103,8 +86,8 @@ def _text(value: Any) -> str:
         return value.isoformat()
     if isinstance(value, dt.timedelta):
         return f"{value.total_seconds()} seconds"
-    if _is_vector(value) or isinstance(value, HalfVector | SparseVector):
-        return _vector_text(value)
+    if _is_vector(value):
+        return str((value if isinstance(value, Vector | HalfVector | SparseVector) else Vector(value)).to_text())
     if isinstance(value, list | tuple | np.ndarray):
         return "{" + ",".join(_array_item(v) for v in value) + "}"
     return str(value)
@@ -146,11 +129,9 @@ def _field(value: Any) -> dict[str, Any]:
 
 def _parameter(name: str, value: Any) -> tuple[dict[str, Any], str | None]:
     """The SqlParameter, and the cast its placeholder needs (None: none)."""
-    cast = _type_of(value)
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-        cast = "numeric"
-        return {"name": name, "value": {"stringValue": str(value)}}, cast
-    return {"name": name, "value": _field(value)}, cast
+        return {"name": name, "value": {"stringValue": str(value)}}, "numeric"
+    return {"name": name, "value": _field(value)}, _type_of(value)
 
 
 def compose(query: Any, params: Sequence[Any] | Mapping[str, Any] | None) -> tuple[str, list[dict[str, Any]]]:
@@ -264,31 +245,19 @@ def decode_scalar(type_name: str, field: Mapping[str, Any]) -> Any:
     return None
 
 
+# A text field's value by its column's type name (any other: the text itself).
+_FROM_TEXT: dict[str, Callable[[str], Any]] = {
+    "timestamptz": lambda text: _timestamp(text, aware=True), "timestamp": lambda text: _timestamp(text, aware=False),
+    "date": dt.date.fromisoformat, "uuid": uuid.UUID, "json": json.loads, "jsonb": json.loads,
+    "numeric": decimal.Decimal, "vector": Vector.from_text, "halfvec": HalfVector.from_text,
+    "int2": int, "int4": int, "int8": int, "oid": int, "float4": float, "float8": float,
+    "bool": lambda text: text in ("t", "true"),
+}  # fmt: skip
+
+
 def _from_text(type_name: str, text: str) -> Any:
-    name = type_name.lower()
-    if name == "timestamptz":
-        return _timestamp(text, aware=True)
-    if name == "timestamp":
-        return _timestamp(text, aware=False)
-    if name == "date":
-        return dt.date.fromisoformat(text)
-    if name == "uuid":
-        return uuid.UUID(text)
-    if name in ("json", "jsonb"):
-        return json.loads(text)
-    if name == "numeric":
-        return decimal.Decimal(text)
-    if name == "vector":
-        return Vector.from_text(text)
-    if name == "halfvec":
-        return HalfVector.from_text(text)
-    if name in ("int2", "int4", "int8", "oid"):
-        return int(text)
-    if name in ("float4", "float8"):
-        return float(text)
-    if name == "bool":
-        return text in ("t", "true")
-    return text
+    convert = _FROM_TEXT.get(type_name.lower())
+    return text if convert is None else convert(text)
 
 
 def _array(element: str, value: Mapping[str, Any]) -> list[Any]:

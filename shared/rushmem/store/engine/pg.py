@@ -14,9 +14,8 @@ import psycopg
 from psycopg.abc import PQGen
 from psycopg.rows import dict_row
 
-from rushmem.store.engine.session import Params, Query
+from rushmem.store.engine.session import Params, Query, VectorSchema
 from rushmem.store.engine.transactions import read_as_user
-from rushmem.store.engine.vector_schema import VectorSchema
 from rushmem_contract.errors import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)

@@ -1,13 +1,7 @@
 """Reads on a reader endpoint (Aurora replicas, an RDS Proxy read-only endpoint, a streaming
-standby), with the writer as the fallback; which operations read where: docs/serverless.md
+standby), with the writer as the fallback when the reader fails, and bounded staleness: which
+operations read where, what counts as a failure and how stale a read may be are docs/serverless.md
 (Readers).
-
-When the reader fails (it cannot be reached, its connection breaks, it does not answer within
-``db_read_deadline_s``, a replay conflict cancels the query, or it refuses a write that should
-never have been sent), the read runs again on the writer (under the same deadline), once, and
-this process reads from the writer for ``db_reader_retry_after_s`` before it tries the reader
-again: a failed reader costs its first request one extra attempt, not every request. A statement
-timeout is not a reader failure (the writer would be as slow): it is raised.
 """
 
 from __future__ import annotations
@@ -158,10 +152,8 @@ class ReadRouter:
             return self.reader.run(work, deadline_s=self.deadline_s)
         except StatementTimeout:
             raise
-        except DeadlineExceeded as exc:
-            self._fell_back("deadline", exc)
         except DatabaseUnavailable as exc:
-            self._fell_back("unavailable", exc)
+            self._fell_back("deadline" if isinstance(exc, DeadlineExceeded) else "unavailable", exc)
         except psycopg.errors.SerializationFailure as exc:
             # "canceling statement due to conflict with recovery": the standby replayed a change
             # (vacuum, a lock) the query's snapshot still needed.
@@ -246,11 +238,8 @@ class ReadRouter:
             return None
         try:
             lsn, lag = self.reader.run(self._measure, deadline_s=self.deadline_s)
-        except DeadlineExceeded as exc:
-            self._fell_back("deadline", exc)
-            return None
         except DatabaseUnavailable as exc:
-            self._fell_back("unavailable", exc)
+            self._fell_back("deadline" if isinstance(exc, DeadlineExceeded) else "unavailable", exc)
             return None
         state = self._replay = ReplayState(measured_at=self._clock(), lag_s=float(lag), replay_lsn=lsn)
         return state

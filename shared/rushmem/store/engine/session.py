@@ -1,6 +1,7 @@
 """What the store's SQL runs on: one small protocol, implemented once per engine (a psycopg
 connection, :mod:`.pg`; the RDS Data API, :mod:`.dataapi`). Neither imitates the other: each
-declares what it can do (the capabilities below), and the SQL that depends on it asks.
+declares what it can do (the capabilities below), and the SQL that depends on it asks. Each holds
+the vector column it was set up to use (:class:`VectorSchema`).
 
 Statements are written once, with DB-API's ``%s`` / ``%(name)s`` placeholders, composed with
 :mod:`psycopg.sql` where they vary, values in their Python types (``Jsonb`` for JSON); a failed
@@ -9,13 +10,46 @@ statement raises psycopg's error class of its SQLSTATE on both engines.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeAlias
 
 from psycopg import sql
 
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem_contract.errors import SchemaChanged
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorSchema:
+    """Which vector column a connection may use, resolved from agent_memory_meta when it opens
+    (:func:`rushmem.store.schema.migrate.prepare_connection`).
+
+    Normally the column ``embedding``, read and write. During the grace period after
+    ``rushmem reembed`` switched the store to a new model, a process still configured
+    with the previous model reads ``embedding_prev`` and may not write (its vectors would
+    land in the new model's column); it should be redeployed with the new model.
+    """
+
+    fingerprint: str
+    column: str
+    current_model: str
+
+    @property
+    def writable(self) -> bool:
+        return self.column == "embedding"
+
+    @property
+    def meta_key(self) -> str:
+        """The agent_memory_meta entry naming the model of ``column``."""
+        return "embedding_model" if self.writable else "previous_model"
+
+    def check(self, fingerprint: object) -> None:
+        """SchemaChanged when the store's model for ``column`` (read in the same transaction or
+        statement) is no longer this one: ``rushmem reembed`` switched models."""
+        if fingerprint != self.fingerprint:
+            raise SchemaChanged(f"the vectors this process reads ({self.column}) are no longer {self.fingerprint}")
+
 
 Query: TypeAlias = str | bytes | sql.SQL | sql.Composed
 Params: TypeAlias = Sequence[Any] | Mapping[str, Any]

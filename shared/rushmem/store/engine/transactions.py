@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from rushmem.store.engine.session import Query, Rows, Session
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import Query, Rows, Session, VectorSchema
 from rushmem_contract.errors import ConfigurationError
 
 # Held shared by every transaction that reads or writes vectors, exclusively by the re-embedding
@@ -54,7 +53,8 @@ def user_transaction(
     settings: dict[str, str] | None = None,
     vectors: bool = False,
     write_id: uuid.UUID | None = None,
-) -> Iterator[Session]:
+    send: Callable[[Session], T] | None = None,
+) -> Iterator[T | None]:
     """One transaction on one user's memories.
 
     Sets, for this transaction only (set_config(..., true): safe on pooled connections),
@@ -67,39 +67,12 @@ def user_transaction(
     The block runs in pipeline mode (see ``Session.pipelined_transaction``; off with AGENT_MEMORY_DB_PIPELINE=false):
     a statement is sent, and its rowcount known, only when a result is fetched or the block
     ends; use RETURNING and fetch when the block needs to know what a statement did.
+
+    ``send``: statements issued (without fetching) in the same round trip as BEGIN, its scope, lock
+    and schema check, after the lock is taken; the block gets what it returned (its cursors, whose
+    results are there), and runs only once the schema check passed. A statement that failed because
+    the store changed model raises SchemaChanged, as the check would have.
     """
-    with user_transaction_with(
-        conn,
-        user_id,
-        lambda c: c,
-        source=source,
-        reason=reason,
-        lock=lock,
-        settings=settings,
-        vectors=vectors,
-        write_id=write_id,
-    ) as same:
-        yield same
-
-
-@contextlib.contextmanager
-def user_transaction_with(
-    conn: Session,
-    user_id: str,
-    send: Callable[[Session], T],
-    *,
-    source: str | None = None,
-    reason: str | None = None,
-    lock: bool = False,
-    settings: dict[str, str] | None = None,
-    vectors: bool = False,
-    write_id: uuid.UUID | None = None,
-) -> Iterator[T]:
-    """As :func:`user_transaction`, with the statements ``send`` issues (without fetching) in
-    the same round trip as BEGIN, its scope, lock and schema check: the block gets what ``send``
-    returned (its cursors, whose results are there). The statements run after the lock is
-    taken, and the block runs only once the schema check passed; a statement that failed
-    because the store changed model raises SchemaChanged, as the check would have."""
     schema = conn.vector_schema if vectors else None
     if write_id is not None:
         settings = {**(settings or {}), "agent_memory.write_id": str(write_id)}
@@ -110,12 +83,11 @@ def user_transaction_with(
     with conn.pipelined_transaction():
         begin = conn.execute(query, values)
         try:
-            sent = send(conn)
+            sent = send(conn) if send is not None else None
             # In pipeline mode this one fetch waits for every statement sent so far.
             row = begin.fetchone()
         except psycopg.Error:
-            if begin.rownumber is not None and begin.rowcount == 1:  # its answer came before the error
-                _check_schema(begin.fetchone(), schema)
+            _check_answered(begin, schema)
             raise
         _check_schema(row, schema)
         yield sent
@@ -140,6 +112,14 @@ def _begin(
 def _check_schema(row: Any, schema: VectorSchema | None) -> None:
     if schema is not None and row is not None:
         schema.check(row[-1])
+
+
+def _check_answered(begin: Rows, schema: VectorSchema | None) -> None:
+    """After a failed statement: the schema check, if BEGIN's answer came before the error (the
+    statement may have failed *because* the store moved to another model, say the vector column
+    changed dimension: that, not the statement's error, is what the caller handles)."""
+    if begin.rownumber is not None and begin.rowcount == 1:
+        _check_schema(begin.fetchone(), schema)
 
 
 def read_as_user(
@@ -168,10 +148,8 @@ def read_as_user(
             # Binary results: parsing 384 floats per row from text costs more than the query itself.
             rows = conn.execute_dicts(query, params, binary=True)
     except psycopg.Error:
-        # The query may have failed *because* the store moved to another model (the vector
-        # column changed dimension): that, not the query's error, is what the caller handles.
-        if begin is not None and begin.rownumber is not None and begin.rowcount == 1:
-            _check_schema(begin.fetchone(), schema)
+        if begin is not None:
+            _check_answered(begin, schema)
         raise
     assert begin is not None
     _check_schema(begin.fetchone(), schema)

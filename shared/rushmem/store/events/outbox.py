@@ -14,33 +14,19 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import user_transaction
 
-EventType = Literal[
-    "memory.created",
-    "memory.refreshed",
-    "memory.superseded",
-    "memory.revived",
-    "memory.expired",
-    "memory.purged",
-    "memory.forgotten",
-    "memory.pending",
-    "memory.approved",
-    "memory.rejected",
-    "user.erased",
-]
-
 # The longest wait between two attempts at a failing event.
 MAX_BACKOFF_S = 3600
 
 
 class ChangeEvent(BaseModel):
-    """One outbox row; :meth:`detail` is what the bus receives (DetailType: ``event``)."""
+    """One outbox row; :meth:`payload` is what the bus receives (DetailType: ``event``)."""
 
     id: int
     event_id: uuid.UUID

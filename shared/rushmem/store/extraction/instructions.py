@@ -14,13 +14,8 @@ from rushmem_contract.instructions import ExtractionInstructions, StoredInstruct
 
 _COLUMNS = "user_id, project_key, version, instructions, source, write_id, created_at"
 
-_LATEST = f"""
-SELECT {_COLUMNS} FROM extraction_instructions
-WHERE user_id = %(user_id)s AND project_key = %(project_key)s
-ORDER BY version DESC LIMIT 1
-"""
-
-_ALL = f"""
+# The project's last versions, newest first.
+_LAST = f"""
 SELECT {_COLUMNS} FROM extraction_instructions
 WHERE user_id = %(user_id)s AND project_key = %(project_key)s
 ORDER BY version DESC LIMIT %(limit)s
@@ -53,10 +48,10 @@ def _stored(row: dict[str, Any]) -> StoredInstructions:
 
 def latest_instructions(conn: Session, user_id: str, project_id: str | None) -> StoredInstructions | None:
     """The project's current instructions, None when it has none stored; one round trip."""
-    params = {"user_id": user_id, "project_key": project_key(project_id)}
+    params = {"user_id": user_id, "project_key": project_key(project_id), "limit": 1}
     # Read on every ingested conversation, so it costs what the receipt check costs: one request
     # (its row as JSON where the read is one statement; the model reads either form).
-    rows = conn.read_once_as_user(user_id, json_rows(_LATEST) if conn.single_statement_reads else _LATEST, params)
+    rows = conn.read_once_as_user(user_id, json_rows(_LAST) if conn.single_statement_reads else _LAST, params)
     return _stored(rows[0]) if rows else None
 
 
@@ -65,7 +60,7 @@ def instruction_versions(
 ) -> list[StoredInstructions]:
     """The project's last ``limit`` versions, oldest first."""
     params = {"user_id": user_id, "project_key": project_key(project_id), "limit": limit}
-    rows = read_as_user(conn, user_id, _ALL, params)
+    rows = read_as_user(conn, user_id, _LAST, params)
     return [_stored(row) for row in reversed(rows)]
 
 

@@ -1,15 +1,9 @@
-"""Dense users: a user with at least ``min_memories`` (AGENT_MEMORY_DENSE_MIN_MEMORIES) memories
-gets a partition of ``dense_memories`` of their own, with an HNSW and a GIN index, so that no
-statement plans or locks another user's indexes (docs/how-it-works.md, "Indexes: what recall costs", says how the
-copy is kept in step and why; migrations 0005 and 0013 hold the schema). Users are listed in
-``agent_memory_dense_users`` with the lexemes most of their memories contain, which recall leaves
-out of their text leg (migration 0005 says why).
-
-:func:`refresh_dense_users` brings the partitions in line with the data, on a schedule
+"""Dense users' own partitions of ``dense_memories`` (docs/how-it-works.md, "Indexes: what recall
+costs", says what they are, how the copy is kept in step and why; migrations 0005 and 0013 hold the
+schema). :func:`refresh_dense_users` brings them in line with the data, on a schedule
 (``rushmem dense-users``; in the stack, MigrateFunction hourly), as the table's owner on an
 autocommit connection. Safe to interrupt and run again: each step is idempotent, and a user is
-read from their partition only once it is marked ready. Partitions nobody is listed for (an erased
-user's) are dropped too, and so are 0005's partial indexes on user_memories.
+read from their partition only once it is marked ready.
 """
 
 from __future__ import annotations
@@ -93,74 +87,56 @@ def refresh_dense_users(
     if not locked or not locked[0]:
         logger.info("dense users: another refresh is running")
         return DenseUsersReport(done=False)
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    report = DenseUsersReport()
+    keep_from = max(1, min_memories // 2)
     try:
-        return _refresh(
-            conn,
-            dimension=dimension,
-            min_memories=min_memories,
-            max_text_matches=max_text_matches,
-            maintenance_work_mem=maintenance_work_mem,
-            concurrently=concurrently,
-            deadline=None if max_seconds is None else time.monotonic() + max_seconds,
-        )
+        with maintenance_transaction(conn, source="dense-users"):
+            # One pass over the scope b-tree (~1 s per million rows).
+            counts: dict[str, int] = dict(
+                conn.execute(
+                    "SELECT user_id, count(*) FROM user_memories GROUP BY user_id HAVING count(*) >= %s", [keep_from]
+                ).fetchall()
+            )
+            listed: dict[str, bool] = dict(
+                conn.execute("SELECT user_id, ready FROM agent_memory_dense_users").fetchall()
+            )
+        dense = {u: n for u, n in counts.items() if n >= min_memories or u in listed}
+        for user_id in sorted(listed.keys() - dense.keys()):
+            _unlist(conn, user_id)
+            report.unlisted += 1
+        # 0005's partial indexes on user_memories, and partitions nobody is listed for: the triggers
+        # keep a partition in step only while its user is listed (a re-embedding's switch unlists
+        # everyone: their partitions hold the previous model's vectors), so it is built anew.
+        _drop_indexes(conn, _old_partial_indexes(conn), concurrently=concurrently)
+        kept = {partition_name(user_id) for user_id in dense if user_id in listed}
+        strays = [name for name in _partitions(conn) if name not in kept]
+        for name in strays:
+            _drop_partition(conn, name, concurrently=concurrently)
+        report.orphans_dropped = len(strays)
+        _match_dimension(conn, dimension)
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
+        try:
+            # Listed users first (their partitions may need finishing), then the largest new ones.
+            for user_id in sorted(dense, key=lambda u: (u not in listed, -dense[u], u)):
+                if deadline is not None and time.monotonic() >= deadline:
+                    report.done = False
+                    break
+                changed = _ensure_partition(
+                    conn, user_id, dimension, ready=listed.get(user_id, False), concurrently=concurrently
+                )
+                _mark_ready(conn, user_id, dense[user_id], max_text_matches)
+                if user_id not in listed:
+                    report.indexed += 1
+                elif changed or not listed[user_id]:
+                    report.rebuilt += 1
+                else:
+                    report.refreshed += 1
+        finally:
+            conn.execute("RESET maintenance_work_mem")
     finally:
         if not conn.closed:
             conn.execute("SELECT pg_advisory_unlock(%s)", [REFRESH_LOCK_KEY])
-
-
-def _refresh(
-    conn: Session,
-    *,
-    dimension: int,
-    min_memories: int,
-    max_text_matches: int,
-    maintenance_work_mem: str,
-    concurrently: bool,
-    deadline: float | None,
-) -> DenseUsersReport:
-    report = DenseUsersReport()
-    keep_from = max(1, min_memories // 2)
-    with maintenance_transaction(conn, source="dense-users"):
-        # One pass over the scope b-tree (~1 s per million rows).
-        counts: dict[str, int] = dict(
-            conn.execute(
-                "SELECT user_id, count(*) FROM user_memories GROUP BY user_id HAVING count(*) >= %s", [keep_from]
-            ).fetchall()
-        )
-        listed: dict[str, bool] = dict(conn.execute("SELECT user_id, ready FROM agent_memory_dense_users").fetchall())
-    dense = {u: n for u, n in counts.items() if n >= min_memories or u in listed}
-    for user_id in sorted(listed.keys() - dense.keys()):
-        _unlist(conn, user_id)
-        report.unlisted += 1
-    # 0005's partial indexes on user_memories, and partitions nobody is listed for: the triggers
-    # keep a partition in step only while its user is listed (a re-embedding's switch unlists
-    # everyone: their partitions hold the previous model's vectors), so it is built anew.
-    _drop_indexes(conn, _old_partial_indexes(conn), concurrently=concurrently)
-    kept = {partition_name(user_id) for user_id in dense if user_id in listed}
-    strays = [name for name in _partitions(conn) if name not in kept]
-    for name in strays:
-        _drop_partition(conn, name, concurrently=concurrently)
-    report.orphans_dropped = len(strays)
-    _match_dimension(conn, dimension)
-    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
-    try:
-        # Listed users first (their partitions may need finishing), then the largest new ones.
-        for user_id in sorted(dense, key=lambda u: (u not in listed, -dense[u], u)):
-            if deadline is not None and time.monotonic() >= deadline:
-                report.done = False
-                break
-            changed = _ensure_partition(
-                conn, user_id, dimension, ready=listed.get(user_id, False), concurrently=concurrently
-            )
-            _mark_ready(conn, user_id, dense[user_id], max_text_matches)
-            if user_id not in listed:
-                report.indexed += 1
-            elif changed or not listed[user_id]:
-                report.rebuilt += 1
-            else:
-                report.refreshed += 1
-    finally:
-        conn.execute("RESET maintenance_work_mem")
     logger.info("dense users refreshed", extra={"report": report.model_dump()})
     return report
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from rushmem.records import IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
 from rushmem.store.accounts.usage import UPSERT_USAGE, add_usage, usage_params
 from rushmem.store.engine.session import Rows, Session, json_rows
-from rushmem.store.engine.transactions import user_transaction_with
+from rushmem.store.engine.transactions import user_transaction
 from rushmem.store.memories.writes import (
     Nearest,
     PendingUpsert,
@@ -60,13 +60,10 @@ class Receipt:
 
 class UnflushedWrites:
     """Ingest writes committed without waiting for the WAL to reach the disk, by the run of the
-    server (its start time) that took them; :func:`flush_writes` makes them durable.
-
-    A queue consumer keeps one per batch: each message commits with ``synchronous_commit = off``
-    and the batch waits for the disk once, before it is acknowledged (one WAL flush per batch
-    instead of one per message: the commit's flush is the write path's largest cost after the
-    vector index). A message found already written counts too: its receipt may come from an
-    earlier delivery that committed the same way and died before its flush.
+    server (its start time) that took them; :func:`flush_writes` makes them durable. A queue
+    consumer keeps one per batch (why: docs/serverless.md, Ingest durability). A message found
+    already written counts too: its receipt may come from an earlier delivery that committed the
+    same way and died before its flush.
     """
 
     def __init__(self) -> None:
@@ -89,14 +86,9 @@ class UnflushedWrites:
 
 def flush_writes(conn: Session) -> dt.datetime:
     """Wait until every transaction committed so far, by any session, is on disk; returns when
-    the server started, to compare with the start times the writes saw.
-
-    A transaction that wrote WAL and commits with ``synchronous_commit = on`` waits until the WAL
-    is on disk up to its commit record, and so past every earlier commit, those made with
-    ``synchronous_commit = off`` included. It must write WAL: PostgreSQL commits a transaction
-    that only took a transaction id without waiting for the disk. A transactional logical
-    decoding message is the smallest such write any role may make (it touches no table and
-    means nothing to a database without logical decoding). One round trip.
+    the server started, to compare with the start times the writes saw. One round trip: a
+    synchronous commit of a transaction that wrote WAL (one that wrote none would not wait), the
+    smallest any role may write being a transactional logical decoding message (it touches no table).
     """
     with conn.pipelined_transaction():
         conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
@@ -166,9 +158,11 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
     # The rest is pipelined too: the refreshes, the upsert, the receipt and COMMIT go out together,
     # and the upsert's ids are read after COMMIT unless a supersession needs them first.
     deferred = None if unflushed is None else {"synchronous_commit": "off"}
-    with user_transaction_with(
-        conn, user_id, send, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id
-    ) as (receipt_cursor, found, nearest):
+    with user_transaction(
+        conn, user_id, source=conversation_id, lock=True, vectors=True, settings=deferred, write_id=write_id, send=send
+    ) as sent:
+        assert sent is not None
+        receipt_cursor, found, nearest = sent
         receipt = receipt_cursor.fetchone()
         assert receipt is not None
         written_before, server_started = receipt

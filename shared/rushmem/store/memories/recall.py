@@ -81,13 +81,10 @@ _EMBEDDING = "m.{vec} AS embedding"
 _EMBEDDING_SIGNS = "encode(varbit_send(binary_quantize(m.{vec})), 'base64') AS embedding_signs"
 _TEXT_RANK = "coalesce(ts_rank_cd(m.content_tsv, {tsq}), 0)"
 
-# Two shapes, by whether the user is dense (agent_memory_dense_users, rushmem.store.indexes.partitions).
-# The ordinary shape probes the registry (one primary-key lookup) only to skip a dense user's text
-# leg, which over their rows would rank tens of thousands of them, and to say so (dense_user): the
-# caller then asks again with the dense shape. That one runs the text leg through
-# agent_memory_dense_text_leg (their GIN index, out of reach of the application's own query under
-# row-level security: migration 0005; the filters as one jsonb since 0014) with the user's words
-# less the lexemes most of their memories contain (NULL when every word is common).
+# Two shapes, by whether the user is dense (why, and how a dense user's text leg reaches their GIN
+# index: docs/how-it-works.md, "Indexes: what recall costs"). The ordinary shape probes the registry
+# only to skip a dense user's text leg and to say so (dense_user): the caller then asks again with
+# the dense shape, whose words leave out the user's common lexemes (NULL when every word is common).
 _DENSE_FLAG_CTE = " dense AS MATERIALIZED (SELECT FROM agent_memory_dense_users WHERE user_id = %(user_id)s AND ready),"
 _TEXT_LEG = """SELECT id FROM user_memories
     WHERE {scope} AND content_tsv @@ {tsq} AND NOT EXISTS (SELECT FROM dense)
@@ -128,11 +125,9 @@ _DATE_LEG = """, dated AS (
     LIMIT %(date_k)s
 )"""
 
-# ORDER BY distance LIMIT k. For an ordinary user, on user_memories: the planner reads their rows
-# through the scope b-tree and sorts them, exact (the table has no vector index). For a dense user,
-# on dense_memories, pruned by the user id to their own partition (migration 0013): its HNSW index,
-# approximate (the iterative scan goes on while the scope filter drops rows); above 2,000
-# dimensions that index is on the halfvec cast, so the leg orders by the same expression.
+# ORDER BY distance LIMIT k: exact over an ordinary user's rows (through the scope b-tree); for a
+# dense user, through their partition's HNSW index (iterative scan; above 2,000 dimensions on the
+# halfvec cast, so the leg orders by the same expression).
 _VECTOR_LEG_INDEXED = """SELECT id FROM user_memories WHERE {scope}
     ORDER BY {ann} <=> {ann_query} LIMIT %(k)s"""
 # The dense user's leg, and in the same statement its exact form, which runs only when the index
@@ -243,16 +238,10 @@ def hybrid_candidates(
 ) -> list[Candidate]:
     """Up to k candidates from each leg (vector by cosine distance, full text by ts_rank_cd),
     and with ``windows`` (the date windows the query names) up to ``date_k`` stated inside one,
-    nearest first, in one statement.
-
-    For most users the vector leg is exact (their rows through the scope b-tree). A dense user's
-    leg uses the HNSW index of their partition, and an index scan under the scope filter can come
-    back short: then the same statement computes the leg exactly over the user's rows. Either way
-    a user gets min(k, their memories) vector candidates, however many rows other users have. A dense user's text leg
-    runs through their GIN index (the dense shape); the statement says whether the user is dense,
-    and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that
-    shape: one statement. ``usage`` (the recall's own counts) is added to the user's usage by the
-    first statement itself (a data-modifying CTE), so it costs no extra message nor round trip.
+    nearest first, in one statement: min(k, their memories) vector candidates for any user, however
+    many rows other users have (see the legs above). The statement says whether the user is dense,
+    and the process remembers it (:data:`DENSE_USERS`), so their next recalls start with that shape.
+    ``usage`` (the recall's own counts) is added by the first statement itself (:data:`_USAGE_CTE`).
     """
     params: dict[str, Any] = {
         **scope_params(scope),
@@ -271,8 +260,7 @@ def hybrid_candidates(
         )
     dimension = len(query_vector)
     where = scope.shape()
-    # At another time than now, every user is read from user_memories (see _TEXT_LEG_AT).
-    timed = where.timed
+    timed = where.timed  # every user is then read from user_memories (see _TEXT_LEG_AT)
     shape = HybridShape(
         scope=where,
         column=vector_column(conn),
@@ -383,30 +371,25 @@ def _typed(document: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+# The fields a candidate takes from its row as they are (the others are worked out below).
+_AS_IS = [
+    f.name
+    for f in dataclasses.fields(Candidate)
+    if f.name not in {"metadata", "embedding", "distance", "text_rank", "injection", "in_date", "sign_code"}
+]
+
+
 def _candidate(row: dict[str, Any]) -> Candidate:
+    signs = "embedding_signs" in row
     return Candidate(
-        id=row["id"],
-        user_id=row["user_id"],
-        project_id=row["project_id"],
-        content=row["content"],
-        category=row["category"],
-        source=row["source"],
-        is_evergreen=row["is_evergreen"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        expires_at=row["expires_at"],
-        superseded_by=row["superseded_by"],
-        superseded_at=row["superseded_at"],
+        **{name: row[name] for name in _AS_IS},
         metadata=row["metadata"] or {},
-        embedding=_sign_vector(row["embedding_signs"]) if "embedding_signs" in row else _vector(row["embedding"]),
+        embedding=_sign_vector(row["embedding_signs"]) if signs else _vector(row["embedding"]),
         distance=float(row["distance"]),
         text_rank=float(row["text_rank"]),
-        in_vector=row["in_vector"],
-        in_text=row["in_text"],
         injection=tuple(row["injection"] or ()),
         in_date=bool(row.get("in_date", False)),
-        sign_code="embedding_signs" in row,
-        valid_from=row["valid_from"],
+        sign_code=signs,
     )
 
 

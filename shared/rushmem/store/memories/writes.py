@@ -17,9 +17,7 @@ from psycopg.types.json import Jsonb
 from rushmem.records import MemoryRow, Neighbour, NeighbourRule, WriteOutcome
 from rushmem.store.accounts.usage import add_usage
 from rushmem.store.engine.session import Rows, Session
-from rushmem.store.engine.transactions import (
-    user_transaction,
-)
+from rushmem.store.engine.transactions import user_transaction
 from rushmem.usage import UsageRow
 from rushmem_contract.errors import InvalidInput, SchemaMismatch
 
@@ -197,15 +195,7 @@ def upsert_memories(
         named = {i: list((supersedes or {}).get(i, ())) for i in indexes if (supersedes or {}).get(i)}
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True, write_id=write_id):
             _check_named_targets(conn, user_id, rows, named)
-            _write_rows(
-                conn,
-                user_id,
-                rows,
-                indexes,
-                outcomes,
-                neighbours,
-                {*exact_only, *named},
-            )
+            _write_rows(conn, user_id, rows, indexes, outcomes, neighbours, {*exact_only, *named})
             if named:
                 _supersede_named(conn, user_id, named, outcomes)
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
@@ -275,14 +265,16 @@ def _write_rows(
     outcomes: dict[int, WriteOutcome],
     neighbours: NeighbourRule | None,
     exact_only: Collection[int],
-) -> list[tuple[uuid.UUID, uuid.UUID]]:
+) -> None:
     """Store one user's rows (``indexes`` into ``rows``) inside that user's locked transaction,
-    recording each row's outcome by index; the (old, new) supersessions of updated values."""
+    recording each row's outcome by index. A new value supersedes the old; a value that was true
+    before the stored one (an older statement arriving late) is stored already superseded by it,
+    as history."""
     near = [i for i in indexes if i not in exact_only]
     nearest = send_nearest(conn, user_id, rows, near, neighbours)
     updates = apply_nearest(conn, user_id, rows, nearest, near, outcomes)
     PendingUpsert(conn, rows, [i for i in indexes if i not in outcomes]).take(outcomes)
-    return _supersede_updated(conn, user_id, rows, updates, outcomes)
+    record_updated(supersede_memories(conn, user_id, updated_pairs(rows, updates, outcomes)), updates, outcomes)
 
 
 class PendingUpsert:
@@ -303,24 +295,10 @@ class PendingUpsert:
         self._cursor = None
 
 
-def _supersede_updated(
-    conn: Session,
-    user_id: str,
-    rows: Sequence[MemoryRow],
-    updates: Mapping[int, Sequence[Neighbour]],
-    outcomes: dict[int, WriteOutcome],
-) -> list[tuple[uuid.UUID, uuid.UUID]]:
-    """A new value supersedes the old; a value that was true before the stored one (an older
-    statement arriving late) is stored already superseded by it, as history."""
-    done = superseded_pairs(send_supersede(conn, user_id, updated_pairs(rows, updates, outcomes)))
-    record_updated(done, updates, outcomes)
-    return done
-
-
 def updated_pairs(
     rows: Sequence[MemoryRow], updates: Mapping[int, Sequence[Neighbour]], outcomes: Mapping[int, WriteOutcome]
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
-    """The (old, new) pairs of :func:`_supersede_updated`, the late ones reversed."""
+    """The (old, new) supersessions of updated values (see :func:`_write_rows`), the late ones reversed."""
     pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
     for i, olds in updates.items():
         new_id, started = outcomes[i].id, rows[i].true_from
@@ -359,7 +337,7 @@ def supersede_memories(
 
 
 def send_supersede(conn: Session, user_id: str, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> Rows | None:
-    """The supersession of ``pairs``, sent (its RETURNING read by :func:`superseded`); None for none."""
+    """The supersession of ``pairs``, sent (its RETURNING read by :func:`superseded_pairs`); None for none."""
     if not pairs:
         return None
     return conn.execute(_SUPERSEDE, {"old": [p[0] for p in pairs], "new": [p[1] for p in pairs], "user_id": user_id})
@@ -384,8 +362,7 @@ def send_nearest(
     """Send the read of each row's nearest live memories in its scope (nothing fetched: in
     pipeline mode it travels with the next statement whose result is needed); None when no
     rule applies or there are no rows."""
-    floor = None if rule is None else rule.floor
-    if rule is None or floor is None or not indexes:
+    if rule is None or rule.floor is None or not indexes:
         return None
     # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
     # plan and lock every dense user's); an unnamed statement is planned with its values.
@@ -396,7 +373,7 @@ def send_nearest(
             "project_ids": [rows[i].project_id for i in indexes],
             "hashes": [rows[i].content_hash for i in indexes],
             "user_id": user_id,
-            "threshold": floor,
+            "threshold": rule.floor,
             "neighbours": _NEIGHBOURS,
         },
         prepare=False,

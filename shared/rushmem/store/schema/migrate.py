@@ -18,7 +18,7 @@ from psycopg import sql
 
 from rushmem.store.engine.connection import Connection
 from rushmem.store.engine.pg import PgSession
-from rushmem.store.engine.vector_schema import VectorSchema
+from rushmem.store.engine.session import VectorSchema
 from rushmem_contract.errors import ConfigurationError, SchemaMismatch
 
 logger = logging.getLogger(__name__)

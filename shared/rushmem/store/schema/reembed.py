@@ -37,26 +37,6 @@ RECONNECT_S = 60.0  # how long a run waits for a lost database before it stops (
 T = TypeVar("T")
 
 
-def _step(admin: Database, work: Callable[[Connection], T], *, reconnect_s: float) -> T:
-    """Run one idempotent step; while the database is away (for up to ``reconnect_s`` after the
-    failure), reconnect and run it again."""
-    deadline = time.monotonic() + reconnect_s
-    while True:
-        try:
-            result: T = admin.run(work)
-            return result
-        except StatementTimeout:
-            raise
-        except DatabaseUnavailable as exc:
-            if time.monotonic() >= deadline:
-                raise DatabaseUnavailable(
-                    f"re-embedding interrupted ({exc}); run it again with the same model to resume"
-                ) from exc
-            logger.warning("re-embedding: the database connection was lost; reconnecting")
-            admin.close()
-            time.sleep(0.5)
-
-
 def _owner_ddl(conn: Connection, statement: str | sql.Composed, params: Sequence[Any] | None = None) -> None:
     try:
         conn.execute(statement, params)
@@ -201,7 +181,23 @@ def reembed(
     filled = batches = late = 0
 
     def step(work: Callable[[Connection], T]) -> T:
-        return _step(admin, work, reconnect_s=reconnect_s)
+        """Run one idempotent step; while the database is away (for up to ``reconnect_s`` after the
+        failure), reconnect and run it again."""
+        deadline = time.monotonic() + reconnect_s
+        while True:
+            try:
+                result: T = admin.run(work)
+                return result
+            except StatementTimeout:
+                raise
+            except DatabaseUnavailable as exc:
+                if time.monotonic() >= deadline:
+                    raise DatabaseUnavailable(
+                        f"re-embedding interrupted ({exc}); run it again with the same model to resume"
+                    ) from exc
+                logger.warning("re-embedding: the database connection was lost; reconnecting")
+                admin.close()
+                time.sleep(0.5)
 
     def fill(rows: list[tuple[uuid.UUID, str]]) -> None:
         vectors = list(embedder.embed([r[1] for r in rows]))  # outside any retry: embedded once
