@@ -493,6 +493,11 @@ class Settings(BaseSettings):
         description="Serve the page to see and manage a user's memories at GET / (its files under GET /page/; "
         "`rushmem serve` turns it on; in AWS the template parameter WebPage, behind the same authorizer).",
     )
+    mcp_tools: Literal["core", "all"] = Field(
+        default="core",
+        description="The MCP tools /mcp offers: core, the five every model turn pays for (recall, remember, list, "
+        "correct, forget), or all of them (`rushmem mcp --tools`; in AWS the template parameter McpTools).",
+    )
     log_level: LogLevel = Field(
         default="WARNING", description="Log level of the command line and the local server (stderr)."
     )

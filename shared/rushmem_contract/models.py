@@ -8,7 +8,7 @@ import json
 import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -390,13 +390,13 @@ class MemoryChanges(ClosedModel):
     is_evergreen: bool | None = None
     typo_fix: bool = Field(
         default=False,
-        description="true: the new content only fixes how the fact was written (a typo), not what it says, and is "
-        "changed in place for the past too. Otherwise a new content is a new version: the previous text stays "
-        "true until now (as_of before the change reads it; it is in the history), the memory says the new text "
-        "from now on.",
+        description="true: the new content only fixes a typo, so the text changes for the past too. Otherwise it "
+        "is a new version: the previous text stays true until now, in the history.",
     )
 
-    # Runs only for fields that were given: a given null is refused where nothing can be cleared.
+    # The fields a given null clears; for the others a given null is refused (the validator runs
+    # only for fields that were given).
+    CLEARABLE: ClassVar[tuple[str, ...]] = ("metadata", "expires_at")
     _no_null = field_validator("content", "category", "is_evergreen", mode="before")(_not_null)
 
     def changed(self) -> dict[str, Any]:
@@ -418,7 +418,7 @@ class MemoryFilters(ClosedModel):
         default=None,
         min_length=1,
         max_length=len(CATEGORIES),
-        description=f"Only memories of these categories ({', '.join(CATEGORIES)}).",
+        description="Only memories of these categories.",
     )
     metadata: Metadata | None = Field(
         default=None, description='Only memories whose metadata contains this JSON object, e.g. {"team": "web"}.'

@@ -359,7 +359,11 @@ RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
         "recall_memories",
         "Recall memories",
         about.RECALL,
-        hidden=("user_id", "messages", "now", "include_inactive", "consistency"),
+        # A model reads its own scope: no other clock, no debugging fields, no apps' metadata.
+        hidden=(
+            *("user_id", "messages", "now", "include_inactive", "consistency", "explain", "explain_ids"),
+            "filters.metadata",
+        ),
         core=True,
     ),
     cli=Command("recall", "recall the memories relevant to a query", positional="query"),
@@ -376,7 +380,17 @@ ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
     status=201,
     errors=((413, "Too many memories, or one too long"),),
     positional=("memories",),
-    mcp=Tool("remember", "Remember facts", about.REMEMBER, hidden=("user_id", "messages", "infer"), core=True),
+    mcp=Tool(
+        "remember",
+        "Remember facts",
+        about.REMEMBER,
+        # A correction is update_memory's; a fact as an object is its content and category.
+        hidden=(
+            *("user_id", "messages", "infer", "is_evergreen", "supersedes", "metadata"),
+            *(f"memories.{name}" for name in schemas.NewMemory.model_fields if name not in ("content", "category")),
+        ),
+        core=True,
+    ),
     cli=Command("add", "store facts for a user (one memory per TEXT)", positional="memories"),
 )
 
@@ -387,7 +401,13 @@ LIST: Operation[schemas.ListRequest, MemoryPage] = Operation(
     request=schemas.ListRequest,
     response=MemoryPage,
     summary="A page of the caller's memories, newest first",
-    mcp=Tool("list_memories", "List memories", about.LIST, hidden=("user_id", "consistency"), core=True),
+    mcp=Tool(
+        "list_memories",
+        "List memories",
+        about.LIST,
+        hidden=("user_id", "consistency", "include_inactive", "as_of", "filters.metadata"),
+        core=True,
+    ),
     cli=Command("list", "a page of a user's memories, newest first (JSON Lines when piped)"),
 )
 
@@ -440,7 +460,9 @@ UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
     ),
     # A second argument is the change: a mapping or MemoryChanges, or a text (mem0's update(id, data)).
     positional=("memory_id", "data"),
-    mcp=Tool("update_memory", "Correct a memory", about.UPDATE, hidden=("user_id",), core=True),
+    mcp=Tool(
+        "update_memory", "Correct a memory", about.UPDATE, hidden=("user_id", "metadata", "is_evergreen"), core=True
+    ),
     cli=Command(
         "update",
         "change one memory (a new content is a new version: the previous text stays true until now, in the "

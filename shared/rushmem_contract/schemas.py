@@ -210,7 +210,9 @@ class AddRequest(ClosedModel):
     category: Category | None = Field(default=None, description="Category of every memory that sets none.")
     is_evergreen: bool | None = Field(default=None, description="true: the memories never fade with age in recall.")
     expires_at: AwareDatetime | None = Field(default=None, description="When the memories stop holding (ISO 8601).")
-    valid_from: AwareDatetime | None = Field(default=None, description=NewMemory.model_fields["valid_from"].description)
+    valid_from: AwareDatetime | None = Field(
+        default=None, description="When the facts became true (ISO 8601); default: when they were stated."
+    )
     supersedes: list[uuid.UUID] | None = Field(
         default=None, max_length=MAX_SUPERSEDES, description=NewMemory.model_fields["supersedes"].description
     )

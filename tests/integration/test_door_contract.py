@@ -71,7 +71,7 @@ def test_the_queue_drops_a_clients_redaction_record(lambda_env: str, database_ur
 
 
 def call(service: Memory, tool: str, arguments: dict[str, Any]) -> CallToolResult:
-    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity("u1"))))
+    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity("u1"))), "all")
 
     async def run() -> CallToolResult:
         async with Client(server) as client:

@@ -211,7 +211,7 @@ def test_the_clients_read_write_ids_and_tombstones(served: str) -> None:
 
 
 def test_mcp_tools_return_write_ids_and_forget_leaves_a_tombstone(service: Memory) -> None:
-    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity("u1"))))
+    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity("u1"))), "all")
 
     async def scenario() -> None:
         async with Client(server) as client:

@@ -53,7 +53,7 @@ def test_post_conversations_and_mcp_remember_conversation_guard_too(lambda_env: 
     assert body_of(answer)["created"] == 1
     assert stored(service, "u2") == {NEW}
 
-    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity("u3"))))
+    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity("u3"))), "all")
 
     async def scenario() -> None:
         async with Client(server) as client:

@@ -27,7 +27,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import TypeAdapter, ValidationError
 from starlette.types import Message
 
-from rushmem.mcp.tools import Identity, MemoryTools, build_server
+from rushmem.mcp.tools import Identity, MemoryTools, Surface, build_server
 from rushmem.observability import logger
 from rushmem.service import Caller, Memory
 from rushmem_contract.errors import AgentMemoryError, ConfigurationError, Forbidden, InvalidInput
@@ -152,8 +152,10 @@ def _rpc_summary(body: bytes) -> dict[str, Any]:
 class McpEndpoint:
     """The memory tools behind one HTTP path; built once per process, serves one request per call."""
 
-    def __init__(self, service: Callable[[], Memory], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        self.server: MCPServer[Any] = build_server(MemoryTools(service, identity_of))
+    def __init__(
+        self, service: Callable[[], Memory], *, surface: Surface = "core", timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self.server: MCPServer[Any] = build_server(MemoryTools(service, identity_of), surface)
         self.timeout_s = timeout_s
         # The SDK logs three INFO lines per stateless request (manager started, session
         # terminated, manager stopped): noise in a function's log.

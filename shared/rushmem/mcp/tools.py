@@ -7,8 +7,8 @@ decides (stdio: the command line; HTTP: the JWT's ``sub`` or the IAM caller's ``
 never a tool argument, so a prompt-injected model cannot read or change another user's memories.
 Arguments are validated as every door validates a request (:meth:`Operation.build`), so a refusal
 is worded as the HTTP API words it; results carry memory text defused as the [RUSH_MEMORY] block
-shows it. By default the server offers the small surface (the rows' ``core`` tools); ``tools="all"``
-offers every tool.
+shows it. By default the server offers the small surface (the rows' ``core`` tools); ``surface="all"``
+offers every tool. Each tool's input schema is compacted for the model (:mod:`rushmem.mcp.schema`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, create_model
 
 from rushmem import __version__
+from rushmem.mcp.schema import compact
 from rushmem.recall.block import defused_text
 from rushmem.service import Caller, Memory
 from rushmem_contract import operations as ops
-from rushmem_contract.descriptions import INSTRUCTIONS
+from rushmem_contract.descriptions import INSTRUCTIONS, INSTRUCTIONS_ALL
 from rushmem_contract.errors import AgentMemoryError
 from rushmem_contract.kinds import error_kind
 from rushmem_contract.models import (
@@ -169,7 +170,7 @@ HINTS = {"reads": READ_ONLY, "writes": WRITES, "changes": CHANGES}
 USER_WIDE = ("identity", "preference")
 
 
-def offered(surface: Surface = "all") -> list[Operation[Any, Any]]:
+def offered(surface: Surface) -> list[Operation[Any, Any]]:
     """The rows a server offers as tools: the core ones, or all that have a tool."""
     return [op for op in ops.OPERATIONS if op.mcp is not None and (surface == "all" or op.mcp.core)]
 
@@ -285,9 +286,10 @@ class MemoryServer(MCPServer[Any]):
         return tool.fn_metadata.convert_result(result)
 
 
-def build_server(tools: MemoryTools, surface: Surface = "all") -> MCPServer[Any]:
-    """An MCPServer with the memory tools of ``surface`` (the service is built lazily, so listing
-    the tools needs no database)."""
+def build_server(tools: MemoryTools, surface: Surface = "core") -> MCPServer[Any]:
+    """An MCPServer with the memory tools of ``surface``: by default the small one, whose
+    descriptions and schemas a host sends with every model turn (the service is built lazily, so
+    listing the tools needs no database)."""
     rows = {op.mcp.name: op for op in offered(surface) if op.mcp is not None}
     server = MemoryServer(
         tools,
@@ -295,7 +297,7 @@ def build_server(tools: MemoryTools, surface: Surface = "all") -> MCPServer[Any]
         name=SERVER_NAME,
         title="agent-memory",
         description="Long-term memory for AI agents: recall, remember, correct and forget facts about the user.",
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS_ALL if surface == "all" else INSTRUCTIONS,
         version=__version__,
         # No subscriptions/listen: over HTTP it is an endless stream, which a Lambda cannot hold.
         subscriptions=False,
@@ -308,5 +310,11 @@ def build_server(tools: MemoryTools, surface: Surface = "all") -> MCPServer[Any]
             title=op.mcp.title,
             description=op.mcp.description,
             annotations=HINTS[op.effect],
+        )
+        tool = server._tool_manager.get_tool(name)
+        assert tool is not None
+        # What the model reads on every turn (tools/list's inputSchema): compact (rushmem.mcp.schema).
+        tool.parameters = compact(
+            tool.parameters, nullable=getattr(op.request, "CLEARABLE", ()), hidden=op.mcp.hidden
         )
     return server

@@ -1,10 +1,11 @@
 """``/mcp``: MCP over Streamable HTTP (stateless, JSON answers), the memory tools for the caller's
-user. The MCP SDK loads on the first request here, never for the REST routes."""
+user (the tools AGENT_MEMORY_MCP_TOOLS names). The MCP SDK loads on the first request here, never
+for the REST routes."""
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -20,17 +21,17 @@ router = Router()
 
 
 @functools.cache
-def _endpoint() -> McpEndpoint:
+def _endpoint(surface: Literal["core", "all"]) -> McpEndpoint:
     from rushmem.mcp.http import McpEndpoint
 
-    return McpEndpoint(get_service)
+    return McpEndpoint(get_service, surface=surface)
 
 
 @router.route("/mcp", method=["POST", "GET", "DELETE"], include_in_schema=False)
 def mcp() -> Response[str]:
     event = http_event(router)
     body = event.body or ""
-    answer = _endpoint().answer(
+    answer = _endpoint(get_service().settings.mcp_tools).answer(
         event.http_method,
         event.path,
         headers(router),

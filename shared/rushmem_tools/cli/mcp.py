@@ -7,6 +7,7 @@ The MCP SDK is imported inside the command, so the other commands never pay for 
 from __future__ import annotations
 
 import argparse
+from typing import Literal
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -31,11 +32,19 @@ def cmd_mcp(service: Memory, args: argparse.Namespace) -> int:
     project = None if args.project is None else _checked(args.project, _PROJECT, "--project")
     import anyio
 
-    anyio.run(lambda: serve_stdio(service, user, project, warm_up=not args.no_warm))
+    surface = args.tools or service.settings.mcp_tools
+    anyio.run(lambda: serve_stdio(service, user, project, warm_up=not args.no_warm, surface=surface))
     return 0
 
 
-async def serve_stdio(service: Memory, user_id: str, project_id: str | None = None, *, warm_up: bool = True) -> None:
+async def serve_stdio(
+    service: Memory,
+    user_id: str,
+    project_id: str | None = None,
+    *,
+    warm_up: bool = True,
+    surface: Literal["core", "all"] = "core",
+) -> None:
     """Serve until stdin closes. The SDK claims file descriptors 0 and 1 for the protocol while it
     runs and points fd 1 at stderr, so a stray print or log line cannot corrupt the stream.
 
@@ -48,7 +57,7 @@ async def serve_stdio(service: Memory, user_id: str, project_id: str | None = No
     from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 
     tools = MemoryTools(lambda: service, fixed_identity(Identity(user_id, project_id)), offload=True)
-    server = build_server(tools)
+    server = build_server(tools, surface)
     async with anyio.create_task_group() as tasks:
         if warm_up:
             tasks.start_soon(anyio.to_thread.run_sync, tools.warm_up)
@@ -66,4 +75,11 @@ def register(add: AddCommand) -> None:
     )
     p.add_argument("--user", required=True, help="whose memories every tool call reads and writes")
     p.add_argument("--project", help="the default project of recall, remember and list")
+    p.add_argument(
+        "--tools",
+        choices=("core", "all"),
+        help="core: the five tools every model turn pays for (recall, remember, list, correct, forget); all: every "
+        "tool (a memory's history, held writes, a conversation hand-over, extraction instructions). Default: "
+        "AGENT_MEMORY_MCP_TOOLS, else core",
+    )
     p.add_argument("--no-warm", action="store_true", help="load the embedder and connect on the first tool call")
