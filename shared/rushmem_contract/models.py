@@ -214,13 +214,18 @@ def at_most(limit: int) -> Callable[[str], str]:
     return check
 
 
-Content = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS),
-    AfterValidator(no_nul),
-    AfterValidator(stored_content),
-    AfterValidator(at_most(MAX_CONTENT_CHARS)),
-]
+def text_checks(limit: int, form: Callable[[str], str] = stored_content) -> tuple[Any, ...]:
+    """A text's checks, as ``Annotated[str, *text_checks(limit)]``: stripped and not empty, no NUL,
+    in its visible ``form``, at most ``limit`` characters as sent and in that form."""
+    return (
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=limit),
+        AfterValidator(no_nul),
+        AfterValidator(form),
+        AfterValidator(at_most(limit)),
+    )
+
+
+Content = Annotated[str, *text_checks(MAX_CONTENT_CHARS)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
