@@ -59,7 +59,7 @@ _PATH_FIELD = re.compile(r"\{(\w+)\}")
 @dataclasses.dataclass(frozen=True)
 class Tool:
     """How the MCP server offers an operation. Its arguments are the request's fields but
-    ``hidden`` ones (the user is never an argument: the transport says who it is)."""
+    ``hidden`` ones, the user (the transport says who it is) and the read's consistency."""
 
     name: str
     title: str
@@ -71,13 +71,12 @@ class Tool:
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """How the CLI offers an operation: a subcommand whose flags are the request's fields (but
-    ``hidden`` ones); ``positional`` is taken from the words after the flags."""
+    """How the CLI offers an operation: a subcommand whose flags are the request's fields (but the
+    read's consistency); ``positional`` is taken from the words after the flags."""
 
     name: str
     help: str
     positional: str | None = None
-    hidden: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -356,11 +355,7 @@ RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
     errors=((413, "The query is longer than AGENT_MEMORY_MAX_QUERY_CHARS"),),
     positional=("query",),
     mcp=Tool(
-        "recall_memories",
-        "Recall memories",
-        about.RECALL,
-        hidden=("user_id", "messages", "now", "include_inactive", "consistency"),
-        core=True,
+        "recall_memories", "Recall memories", about.RECALL, hidden=("messages", "now", "include_inactive"), core=True
     ),
     cli=Command("recall", "recall the memories relevant to a query", positional="query"),
 )
@@ -376,7 +371,7 @@ ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
     status=201,
     errors=((413, "Too many memories, or one too long"),),
     positional=("memories",),
-    mcp=Tool("remember", "Remember facts", about.REMEMBER, hidden=("user_id", "messages", "infer"), core=True),
+    mcp=Tool("remember", "Remember facts", about.REMEMBER, hidden=("messages", "infer"), core=True),
     cli=Command("add", "store facts for a user (one memory per TEXT)", positional="memories"),
 )
 
@@ -387,7 +382,7 @@ LIST: Operation[schemas.ListRequest, MemoryPage] = Operation(
     request=schemas.ListRequest,
     response=MemoryPage,
     summary="A page of the caller's memories, newest first",
-    mcp=Tool("list_memories", "List memories", about.LIST, hidden=("user_id", "consistency"), core=True),
+    mcp=Tool("list_memories", "List memories", about.LIST, core=True),
     cli=Command("list", "a page of a user's memories, newest first (JSON Lines when piped)"),
 )
 
@@ -408,7 +403,7 @@ PENDING: Operation[schemas.PendingRequest, PendingPage] = Operation(
     request=schemas.PendingRequest,
     response=PendingPage,
     summary="The caller's writes waiting for review (never recalled until approved), oldest first",
-    mcp=Tool("pending_memories", "Pending memories", about.PENDING, hidden=("user_id",)),
+    mcp=Tool("pending_memories", "Pending memories", about.PENDING),
     cli=Command("pending", "a user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first"),
 )
 
@@ -420,7 +415,7 @@ GET: Operation[schemas.GetRequest, MemoryRecord] = Operation(
     response=MemoryRecord,
     summary="One of the caller's memories",
     positional=("memory_id",),
-    mcp=Tool("get_memory", "Get a memory", about.GET, hidden=("user_id", "consistency")),
+    mcp=Tool("get_memory", "Get a memory", about.GET),
     cli=Command("get", "one of a user's memories"),
 )
 
@@ -440,7 +435,7 @@ UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
     ),
     # A second argument is the change: a mapping or MemoryChanges, or a text (mem0's update(id, data)).
     positional=("memory_id", "data"),
-    mcp=Tool("update_memory", "Correct a memory", about.UPDATE, hidden=("user_id",), core=True),
+    mcp=Tool("update_memory", "Correct a memory", about.UPDATE, core=True),
     cli=Command(
         "update",
         "change one memory (a new content is a new version: the previous text stays true until now, in the "
@@ -458,7 +453,7 @@ DELETE: Operation[schemas.DeleteRequest, None] = Operation(
     effect="changes",
     status=204,
     positional=("memory_id",),
-    mcp=Tool("forget_memory", "Forget a memory", about.FORGET, hidden=("user_id",), core=True),
+    mcp=Tool("forget_memory", "Forget a memory", about.FORGET, core=True),
     cli=Command("forget", "forget one of a user's memories"),
 )
 
@@ -470,7 +465,7 @@ HISTORY: Operation[schemas.HistoryRequest, schemas.MemoryHistory] = Operation(
     response=schemas.MemoryHistory,
     summary="A page of the recorded changes of one of the caller's memories, oldest first",
     positional=("memory_id",),
-    mcp=Tool("memory_history", "Memory history", about.HISTORY, hidden=("user_id", "consistency", "limit")),
+    mcp=Tool("memory_history", "Memory history", about.HISTORY, hidden=("limit",)),
     cli=Command("history", "the recorded changes of a user's memories (or of one, --id), oldest first"),
 )
 
@@ -523,9 +518,7 @@ INGEST: Operation[schemas.ConversationRequest, IngestOutcome] = Operation(
         (502, "The extraction or embedding provider failed"),
     ),
     positional=("messages",),
-    mcp=Tool(
-        "remember_conversation", "Remember a conversation", about.REMEMBER_CONVERSATION, hidden=("user_id", "ended_at")
-    ),
+    mcp=Tool("remember_conversation", "Remember a conversation", about.REMEMBER_CONVERSATION, hidden=("ended_at",)),
     # Read from a file of messages (JSON, or JSON Lines of many), as the queue delivers them.
     cli=Command("ingest", "hand finished conversations (a JSON message, or JSON Lines of them) to the write path"),
 )
@@ -537,7 +530,7 @@ GET_INSTRUCTIONS: Operation[schemas.InstructionsQuery, StoredInstructions] = Ope
     request=schemas.InstructionsQuery,
     response=StoredInstructions,
     summary="The extraction instructions a project's conversations are extracted with",
-    mcp=Tool("get_instructions", "Extraction instructions", about.GET_INSTRUCTIONS, hidden=("user_id",)),
+    mcp=Tool("get_instructions", "Extraction instructions", about.GET_INSTRUCTIONS),
     cli=Command("instructions", "a project's extraction instructions (what its extractor keeps and ignores)"),
 )
 
@@ -549,7 +542,7 @@ SET_INSTRUCTIONS: Operation[InstructionsRequest, StoredInstructions] = Operation
     response=StoredInstructions,
     summary="Replace a project's extraction instructions (the previous version stays in the history)",
     effect="changes",
-    mcp=Tool("set_instructions", "Set extraction instructions", about.SET_INSTRUCTIONS, hidden=("user_id",)),
+    mcp=Tool("set_instructions", "Set extraction instructions", about.SET_INSTRUCTIONS),
     cli=Command("set-instructions", "replace a project's extraction instructions (a new version)"),
 )
 
