@@ -17,11 +17,10 @@ from rushmem.ingest import conversation
 from rushmem.ingest.neighbours import SameFactRule
 from rushmem.ingest.review import review_reasons
 from rushmem.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique, fact_outcome
-from rushmem.records import ExistingMemory, MemoryRow, WriteOutcome
+from rushmem.records import ExistingMemory, MemoryRow
 from rushmem.service.base import Collaborators
 from rushmem.service.context import Context
 from rushmem.service.instructing import effective_instructions
-from rushmem.store.engine.connection import Connection
 from rushmem.store.memories import messages, related, restore, writes
 from rushmem.store.memories import pending as held_writes
 from rushmem.store.memories.messages import UnflushedWrites
@@ -40,20 +39,6 @@ from rushmem_contract.models import (
 from rushmem_contract.schemas import AddRequest, ConversationRequest
 
 logger = logging.getLogger(__name__)
-
-
-def _store_rows(
-    conn: Connection,
-    *,
-    rows: list[MemoryRow],
-    restoring: bool,
-    source: str | None,
-    usage: dict[str, list[UsageRow]],
-    write_id: uuid.UUID,
-) -> list[WriteOutcome]:
-    if restoring:
-        return restore.restore_memories(conn, rows, source=source, usage=usage, write_id=write_id)
-    return writes.upsert_memories(conn, rows, usage=usage, write_id=write_id)
 
 
 def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> MemoryRow:
@@ -262,9 +247,8 @@ def import_lines(
     created = refreshed = 0
     for indexes, restoring, rows, positions in built:
         usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
-        outcomes = parts.db.run(
-            partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage, write_id=write_id)
-        )
+        store = partial(restore.restore_memories, source=source) if restoring else writes.upsert_memories
+        outcomes = parts.db.run(partial(store, rows=rows, usage=usage, write_id=write_id))
         for i, p in zip(indexes, positions, strict=True):
             ids[i] = outcomes[p].id
         new = sum(1 for o in outcomes if o.action == "created")
