@@ -443,10 +443,6 @@ class MemoryFilters(ClosedModel):
             raise ValueError("must be later than created_after")
         return value
 
-    @property
-    def empty(self) -> bool:
-        return all(getattr(self, name) is None for name in type(self).model_fields)
-
 
 class MemoryPage(WireModel):
     """A page of memories, newest first; pass ``next_cursor`` to get the next page (None: the last)."""

@@ -26,12 +26,11 @@ def list_memories(parts: Collaborators, request: ListRequest, ctx: Context) -> M
     of the next page; with ``as_of``, those true then (valid time)."""
     user_id, limit = ctx.user, request.limit
     after = pages.decode_cursor(request.cursor) if request.cursor else None
-    filters = request.filters
     scope = Scope(
         user_id,
         request.project_id,
         include_inactive=request.include_inactive,
-        filters=None if filters is None or filters.empty else filters,
+        filters=request.filters,
         as_of=request.as_of,
     )
     found = parts.reads.run(

@@ -81,13 +81,12 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
         vector = parts.embedder.embed_query(query) if ctx.query_vector is None else ctx.query_vector
     meter.add("recall", calls=1, characters=len(query))
     used = parts.usage(meter)
-    filters = request.filters
     scope = Scope(
         user_id,
         request.project_id,
         now=request.now,
         include_inactive=request.include_inactive,
-        filters=None if filters is None or filters.empty else filters,
+        filters=request.filters,
         as_of=request.as_of,
     )
     k = plan.candidates_per_leg(limit)
