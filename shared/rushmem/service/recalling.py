@@ -45,6 +45,10 @@ def _one_value_per_slot(candidates: Sequence[Candidate]) -> list[Candidate]:
     return [c for i, c in enumerate(candidates) if i not in gone]
 
 
+# What a recalled memory shows of its candidate as it is (its score is the ranking's).
+_SHOWN = [name for name in RecalledMemory.model_fields if name != "score"]
+
+
 def checked_query(parts: Collaborators, query: str, limit: int | None) -> tuple[str, int]:
     """The query in its visible form and the limit to use; InvalidInput naming the field."""
     query = query.strip()
@@ -138,18 +142,7 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     if min_score > 0:
         chosen = [(c, score) for c, score in chosen if score >= min_score]
     memories = [
-        RecalledMemory(
-            id=c.id,
-            content=c.content,
-            category=c.category,
-            score=round(score, 4),
-            created_at=c.created_at,
-            is_evergreen=c.is_evergreen,
-            project_id=c.project_id,
-            metadata=c.metadata,
-            injection=list(c.injection),
-        )
-        for c, score in chosen
+        RecalledMemory(score=round(score, 4), **{name: getattr(c, name) for name in _SHOWN}) for c, score in chosen
     ]
     block = build_memory_block(
         (m.content for m in memories), max_chars=parts.settings.max_block_chars, guard=parts.settings.prompt_guard
