@@ -229,12 +229,13 @@ Content = Annotated[str, *text_checks(MAX_CONTENT_CHARS)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
-def _without_service_keys(value: dict[str, Any]) -> dict[str, Any]:
+def own_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Metadata without the service's redaction record (never the caller's to set)."""
     return {k: v for k, v in value.items() if k != REDACTED_KEY} if REDACTED_KEY in value else value
 
 
 # Metadata as a writer gives it: what only the service writes is dropped.
-WrittenMetadata = Annotated[dict[str, Any], AfterValidator(_metadata), AfterValidator(_without_service_keys)]
+WrittenMetadata = Annotated[dict[str, Any], AfterValidator(_metadata), AfterValidator(own_metadata)]
 
 
 def _readable_metadata(value: Any) -> Any:
