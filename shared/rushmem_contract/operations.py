@@ -17,7 +17,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Generic, Literal, TypeVar, cast, get_args, get_origin
 from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
@@ -94,8 +94,7 @@ class Operation(Generic[Req, Res]):
     """One row of the table (see the module's docstring)."""
 
     name: str
-    method: HttpMethod
-    path: str
+    route: str  # "METHOD /path", as API Gateway keys a route ({memory_id}: a path field)
     request: type[Req]
     response: type[Res] | None  # None: no content (204)
     summary: str
@@ -112,6 +111,14 @@ class Operation(Generic[Req, Res]):
     positional: tuple[str, ...] = ()
     mcp: Tool | None = None
     cli: Command | None = None
+
+    @property
+    def method(self) -> HttpMethod:
+        return cast("HttpMethod", self.route.split(" ", 1)[0])
+
+    @property
+    def path(self) -> str:
+        return self.route.split(" ", 1)[1]
 
     @property
     def writes(self) -> bool:
@@ -347,8 +354,7 @@ def decode_query(
 
 RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
     name="recall",
-    method="POST",
-    path="/recall",
+    route="POST /recall",
     request=schemas.RecallRequest,
     response=RecallResult,
     summary="Memories relevant to a query, and the prompt block",
@@ -362,8 +368,7 @@ RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
 
 ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
     name="add",
-    method="POST",
-    path="/memories",
+    route="POST /memories",
     request=schemas.AddRequest,
     response=StoredIds,
     summary="Store memories now (facts as given; chat messages through extraction)",
@@ -377,8 +382,7 @@ ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
 
 LIST: Operation[schemas.ListRequest, MemoryPage] = Operation(
     name="list",
-    method="GET",
-    path="/memories",
+    route="GET /memories",
     request=schemas.ListRequest,
     response=MemoryPage,
     summary="A page of the caller's memories, newest first",
@@ -388,8 +392,7 @@ LIST: Operation[schemas.ListRequest, MemoryPage] = Operation(
 
 EXPORT: Operation[schemas.ExportRequest, ExportPage] = Operation(
     name="export",
-    method="GET",
-    path="/memories/export",
+    route="GET /memories/export",
     request=schemas.ExportRequest,
     response=ExportPage,
     summary="Everything the caller has, as import lines (a page; follow next_cursor)",
@@ -398,8 +401,7 @@ EXPORT: Operation[schemas.ExportRequest, ExportPage] = Operation(
 
 PENDING: Operation[schemas.PendingRequest, PendingPage] = Operation(
     name="pending",
-    method="GET",
-    path="/memories/pending",
+    route="GET /memories/pending",
     request=schemas.PendingRequest,
     response=PendingPage,
     summary="The caller's writes waiting for review (never recalled until approved), oldest first",
@@ -409,8 +411,7 @@ PENDING: Operation[schemas.PendingRequest, PendingPage] = Operation(
 
 GET: Operation[schemas.GetRequest, MemoryRecord] = Operation(
     name="get",
-    method="GET",
-    path="/memories/{memory_id}",
+    route="GET /memories/{memory_id}",
     request=schemas.GetRequest,
     response=MemoryRecord,
     summary="One of the caller's memories",
@@ -421,8 +422,7 @@ GET: Operation[schemas.GetRequest, MemoryRecord] = Operation(
 
 UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
     name="update",
-    method="PATCH",
-    path="/memories/{memory_id}",
+    route="PATCH /memories/{memory_id}",
     request=schemas.UpdateRequest,
     response=MemoryRecord,
     summary="Change one of the caller's memories (fields left out stay; null clears expires_at or metadata)",
@@ -445,8 +445,7 @@ UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
 
 DELETE: Operation[schemas.DeleteRequest, None] = Operation(
     name="delete",
-    method="DELETE",
-    path="/memories/{memory_id}",
+    route="DELETE /memories/{memory_id}",
     request=schemas.DeleteRequest,
     response=None,
     summary="Forget one of the caller's memories",
@@ -459,8 +458,7 @@ DELETE: Operation[schemas.DeleteRequest, None] = Operation(
 
 HISTORY: Operation[schemas.HistoryRequest, schemas.MemoryHistory] = Operation(
     name="history",
-    method="GET",
-    path="/memories/{memory_id}/history",
+    route="GET /memories/{memory_id}/history",
     request=schemas.HistoryRequest,
     response=schemas.MemoryHistory,
     summary="A page of the recorded changes of one of the caller's memories, oldest first",
@@ -471,8 +469,7 @@ HISTORY: Operation[schemas.HistoryRequest, schemas.MemoryHistory] = Operation(
 
 FORGET_USER: Operation[schemas.ForgetUserRequest, schemas.ErasureReceipt] = Operation(
     name="forget_user",
-    method="DELETE",
-    path="/memories",
+    route="DELETE /memories",
     request=schemas.ForgetUserRequest,
     response=schemas.ErasureReceipt,
     summary="Forget everything stored about a user (user_id is required, also with a JWT); the erasure receipt",
@@ -483,8 +480,7 @@ FORGET_USER: Operation[schemas.ForgetUserRequest, schemas.ErasureReceipt] = Oper
 
 REVIEW: Operation[schemas.ReviewRequest, ReviewOutcome] = Operation(
     name="review",
-    method="POST",
-    path="/memories/{pending_id}/review",
+    route="POST /memories/{pending_id}/review",
     request=schemas.ReviewRequest,
     response=ReviewOutcome,
     summary="Approve or reject one of the caller's writes held for review",
@@ -495,8 +491,7 @@ REVIEW: Operation[schemas.ReviewRequest, ReviewOutcome] = Operation(
 
 USERS: Operation[schemas.UsersRequest, UserList] = Operation(
     name="users",
-    method="GET",
-    path="/users",
+    route="GET /users",
     request=schemas.UsersRequest,
     response=UserList,
     summary="Every user with their counts of memories (an IAM caller or the local server; not a JWT user)",
@@ -507,8 +502,7 @@ USERS: Operation[schemas.UsersRequest, UserList] = Operation(
 
 INGEST: Operation[schemas.ConversationRequest, IngestOutcome] = Operation(
     name="ingest_conversation",
-    method="POST",
-    path="/conversations",
+    route="POST /conversations",
     request=schemas.ConversationRequest,
     response=IngestOutcome,
     summary="Hand a finished conversation to the write path now and get what it stored",
@@ -525,8 +519,7 @@ INGEST: Operation[schemas.ConversationRequest, IngestOutcome] = Operation(
 
 GET_INSTRUCTIONS: Operation[schemas.InstructionsQuery, StoredInstructions] = Operation(
     name="get_instructions",
-    method="GET",
-    path="/instructions",
+    route="GET /instructions",
     request=schemas.InstructionsQuery,
     response=StoredInstructions,
     summary="The extraction instructions a project's conversations are extracted with",
@@ -536,8 +529,7 @@ GET_INSTRUCTIONS: Operation[schemas.InstructionsQuery, StoredInstructions] = Ope
 
 SET_INSTRUCTIONS: Operation[InstructionsRequest, StoredInstructions] = Operation(
     name="set_instructions",
-    method="PUT",
-    path="/instructions",
+    route="PUT /instructions",
     request=InstructionsRequest,
     response=StoredInstructions,
     summary="Replace a project's extraction instructions (the previous version stays in the history)",
@@ -548,8 +540,7 @@ SET_INSTRUCTIONS: Operation[InstructionsRequest, StoredInstructions] = Operation
 
 INSTRUCTIONS_HISTORY: Operation[schemas.InstructionsHistoryRequest, InstructionsHistory] = Operation(
     name="instructions_history",
-    method="GET",
-    path="/instructions/history",
+    route="GET /instructions/history",
     request=schemas.InstructionsHistoryRequest,
     response=InstructionsHistory,
     summary="Every stored version of a project's extraction instructions, oldest first",
@@ -558,8 +549,7 @@ INSTRUCTIONS_HISTORY: Operation[schemas.InstructionsHistoryRequest, Instructions
 
 USAGE: Operation[schemas.UsageRequest, schemas.UsageReport] = Operation(
     name="usage",
-    method="GET",
-    path="/usage",
+    route="GET /usage",
     request=schemas.UsageRequest,
     response=schemas.UsageReport,
     summary="A user's usage per day (recalls, conversations, writes, LLM and embedding calls, tokens) and its cost",
@@ -569,8 +559,7 @@ USAGE: Operation[schemas.UsageRequest, schemas.UsageReport] = Operation(
 
 ERASURE: Operation[schemas.ErasureRequest, schemas.ErasureReceipt] = Operation(
     name="erasure",
-    method="GET",
-    path="/erasures/{erasure_id}",
+    route="GET /erasures/{erasure_id}",
     request=schemas.ErasureRequest,
     response=schemas.ErasureReceipt,
     summary="An erasure receipt: what forgetting a user deleted, when, at whose request",
@@ -581,8 +570,7 @@ ERASURE: Operation[schemas.ErasureRequest, schemas.ErasureReceipt] = Operation(
 
 ERASURES: Operation[schemas.ErasuresRequest, schemas.ErasureList] = Operation(
     name="erasures",
-    method="GET",
-    path="/erasures",
+    route="GET /erasures",
     request=schemas.ErasuresRequest,
     response=schemas.ErasureList,
     summary="Every erasure receipt of a user id, oldest first (matched by the keyed hash)",
