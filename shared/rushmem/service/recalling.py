@@ -70,12 +70,10 @@ def checked_query(parts: Collaborators, query: str, limit: int | None) -> tuple[
 
 
 def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> RecallResult:
-    """The user's memories most relevant to the query (among those matching ``filters``), best
-    first, and the prompt block. The two clocks (see :class:`~rushmem.store.memories.scope.Scope`):
-    ``now``, when the recall is evaluated (what the store held then, the decay's and the date
-    words' reference); ``as_of``, valid time. ``explain`` (or ``explain_ids``): also why; without
-    it, ranking records nothing and no statement is added. The context may carry a plan, the
-    query's vector and the meter its embedding cost goes to (a batch, a benchmark)."""
+    """The user's memories most relevant to the query, best first, and the prompt block (the
+    request's fields: :class:`RecallRequest`; without ``explain``, ranking records nothing and no
+    statement is added). The context may carry a plan, the query's vector and the meter its
+    embedding cost goes to (a batch, a benchmark)."""
     user_id = ctx.user
     query, limit = checked_query(parts, request.query_text(), request.limit)
     explain_ids = request.explain_ids or ()

@@ -72,16 +72,11 @@ def _messages_as_facts(chat: list[ChatMessage]) -> list[NewMemory]:
 
 
 def add(parts: Collaborators, request: AddRequest, ctx: Context) -> StoredIds:
-    """Store facts for the user, in one transaction. The same fact twice is one memory: exact
-    duplicates and near duplicates that state the same fact fold into the stored row; a fact that
-    gives another value to a stored one (or names it in ``supersedes``) supersedes it. Ids in input
-    order, and per fact what happened to it, with the write's id.
-
-    Chat ``messages`` go through extraction, as a finished conversation does (the context's source
-    as its conversation id): the ids are those of the facts kept. ``infer=False`` stores each user
-    and assistant message's text as is instead (its role in the metadata); ``infer=True`` extracts
-    from facts given as text too (each a user message). With AGENT_MEMORY_REVIEW_WRITES, a flagged
-    fact is held for review instead (``pending``), unless the context says a person approved it."""
+    """Store facts for the user in one transaction (how they fold and supersede:
+    :func:`~rushmem.store.memories.writes.upsert_memories`), or chat ``messages`` through extraction
+    as a finished conversation (the context's source its conversation id), as :class:`AddRequest`'s
+    ``infer`` says. With AGENT_MEMORY_REVIEW_WRITES, a flagged fact is held for review instead
+    (``pending``), unless the context says a person approved it."""
     if request.messages is not None and request.infer is not False:
         return _add_conversation(parts, request.messages, request, ctx)
     if request.infer:
