@@ -65,13 +65,9 @@ def export(parts: Collaborators, request: ExportRequest, ctx: Context) -> Export
     as import lines (an import restores them: same ids, timestamps and recall); with ``history``,
     each line carries its memory's recorded changes. With ``as_of``, only the memories true then."""
     user_id = ctx.user
-    listing = ListRequest(
-        user_id=user_id,
-        limit=request.limit,
-        cursor=request.cursor,
-        include_inactive=request.as_of is None,
-        consistency=request.consistency,
-        as_of=request.as_of,
+    # A listing of the request's page: every memory, or those true at as_of.
+    listing = ListRequest.model_validate(
+        {**request.model_dump(exclude={"history"}), "user_id": user_id, "include_inactive": request.as_of is None}
     )
     page = list_memories(parts, listing, ctx)
     events: dict[uuid.UUID, list[MemoryEvent]] = {}
