@@ -396,8 +396,7 @@ class MemoryChanges(ClosedModel):
     is_evergreen: bool | None = None
     typo_fix: bool = Field(
         default=False,
-        description="true: the new content only fixes a typo, so the text changes for the past too. Otherwise it "
-        "is a new version: the previous text stays true until now, in the history.",
+        description="true: the new content only fixes a typo (changed for the past too), not a new version.",
     )
 
     # The fields a given null clears; for the others a given null is refused (the validator runs

@@ -33,6 +33,7 @@ from rushmem_contract.models import (
     MemoryChanges,
     MemoryPage,
     MemoryRecord,
+    NewMemory,
     PendingPage,
     RecallResult,
     ReviewOutcome,
@@ -59,7 +60,8 @@ _PATH_FIELD = re.compile(r"\{(\w+)\}")
 @dataclasses.dataclass(frozen=True)
 class Tool:
     """How the MCP server offers an operation. Its arguments are the request's fields but
-    ``hidden`` ones, the user (the transport says who it is) and the read's consistency."""
+    ``hidden`` ones, the user (the transport says who it is) and the read's consistency; in the
+    small surface, not the ``lean`` ones either (a dotted name is a field of a nested object)."""
 
     name: str
     title: str
@@ -67,6 +69,13 @@ class Tool:
     hidden: tuple[str, ...] = ()
     # In the server's default, small surface (`rushmem mcp`); the others only with `--tools all`.
     core: bool = False
+    # Left out of the small surface, whose schemas every model turn carries: fields a model seldom
+    # needs there (`--tools all` offers them).
+    lean: tuple[str, ...] = ()
+
+    def left_out(self, small: bool) -> tuple[str, ...]:
+        """The fields the tool does not offer (beyond the user and the consistency)."""
+        return (*self.hidden, *self.lean) if small else self.hidden
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,12 +373,11 @@ RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
         "recall_memories",
         "Recall memories",
         about.RECALL,
-        # A model reads its own scope: no other clock, no debugging fields, no apps' metadata.
-        hidden=(
-            *("messages", "now", "include_inactive", "explain", "explain_ids"),
-            "filters.metadata",
-        ),
+        hidden=("messages", "now", "include_inactive"),
         core=True,
+        # No debugging fields, no apps' metadata; a time the request names goes in the query ("in
+        # March 2023", "yesterday"), whose date words recall reads.
+        lean=("explain", "explain_ids", "filters.metadata", "filters.created_after", "filters.created_before"),
     ),
     cli=Command("recall", "recall the memories relevant to a query", positional="query"),
 )
@@ -388,12 +396,13 @@ ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
         "remember",
         "Remember facts",
         about.REMEMBER,
-        # A correction is update_memory's; a fact as an object is its content and category.
-        hidden=(
-            *("messages", "infer", "is_evergreen", "supersedes", "metadata"),
-            *(f"memories.{name}" for name in schemas.NewMemory.model_fields if name not in ("content", "category")),
-        ),
+        hidden=("messages", "infer"),
         core=True,
+        # A correction is update_memory's; a fact as an object is its content and category.
+        lean=(
+            *("is_evergreen", "supersedes", "metadata"),
+            *(f"memories.{name}" for name in NewMemory.model_fields if name not in ("content", "category")),
+        ),
     ),
     cli=Command("add", "store facts for a user (one memory per TEXT)", positional="memories"),
 )
@@ -408,8 +417,8 @@ LIST: Operation[schemas.ListRequest, MemoryPage] = Operation(
         "list_memories",
         "List memories",
         about.LIST,
-        hidden=("include_inactive", "as_of", "filters.metadata"),
         core=True,
+        lean=("include_inactive", "as_of", "filters.metadata"),
     ),
     cli=Command("list", "a page of a user's memories, newest first (JSON Lines when piped)"),
 )
@@ -459,9 +468,7 @@ UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
     ),
     # A second argument is the change: a mapping or MemoryChanges, or a text (mem0's update(id, data)).
     positional=("memory_id", "data"),
-    mcp=Tool(
-        "update_memory", "Correct a memory", about.UPDATE, hidden=("metadata", "is_evergreen"), core=True
-    ),
+    mcp=Tool("update_memory", "Correct a memory", about.UPDATE, core=True, lean=("metadata", "is_evergreen")),
     cli=Command(
         "update",
         "change one memory (a new content is a new version: the previous text stays true until now, in the "

@@ -41,6 +41,8 @@ TOOLS = {
     "set_instructions",
     "pending_memories",
 }
+# The small surface a host gets unless told otherwise (AGENT_MEMORY_MCP_TOOLS, `--tools`).
+CORE = {"recall_memories", "remember", "list_memories", "update_memory", "forget_memory"}
 LANGUAGE = "which language for systems programming"
 
 
@@ -330,6 +332,48 @@ def test_stdio_speaks_the_modern_protocol_and_uses_the_project_given(lambda_env:
             return structured(await client.call_tool("get_memory", {"memory_id": stored["ids"][0]}))
 
     assert anyio.run(scenario)["project_id"] == "p1"  # the session's project, from --project
+
+
+async def remember_correct_recall_forget(client: Client) -> None:
+    """The small surface's loop, its results structured though it lists no output schemas."""
+    listed = await client.list_tools()
+    assert {t.name for t in listed.tools} == CORE
+    assert all(t.output_schema is None for t in listed.tools)
+    stored = structured(await client.call_tool("remember", {"memories": ["Lives in Paris"], "category": "identity"}))
+    memory_id = stored["ids"][0]
+    changed = structured(await client.call_tool("update_memory", {"memory_id": memory_id, "content": "Lives in Lyon"}))
+    assert changed["content"] == "Lives in Lyon"
+    recalled = structured(await client.call_tool("recall_memories", {"query": "where does the user live"}))
+    assert [m["id"] for m in recalled["memories"]] == [memory_id]
+    assert structured(await client.call_tool("forget_memory", {"memory_id": memory_id})) == {"done": True}
+    assert structured(await client.call_tool("list_memories", {}))["memories"] == []
+
+
+def test_the_default_surface_is_the_five_core_tools_over_http_and_stdio(
+    lambda_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_MCP_TOOLS")
+
+    async def over_http(url: str) -> None:
+        async with http_client(url, x_memory_user="u-core-http") as client:
+            await remember_correct_recall_forget(client)
+
+    with serving() as url:
+        anyio.run(over_http, url)
+
+    async def over_stdio() -> None:
+        async with Client(stdio_server("--user", "u-core-stdio", "--no-warm")) as client:
+            await remember_correct_recall_forget(client)
+
+    anyio.run(over_stdio)
+    # --tools overrides the setting.
+    monkeypatch.setenv("AGENT_MEMORY_MCP_TOOLS", "all")
+
+    async def small() -> set[str]:
+        async with Client(stdio_server("--user", "u-core-stdio", "--no-warm", "--tools", "core")) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    assert anyio.run(small) == CORE
 
 
 def test_mcp_command_refuses_a_bad_user_before_serving(lambda_env: str) -> None:

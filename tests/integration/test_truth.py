@@ -258,7 +258,8 @@ def test_the_queue_supersedes_a_changed_number_and_a_named_memory(lambda_env: st
 
 
 def test_mcp_remember_supersedes_and_recall_as_of(service: Memory) -> None:
-    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity(USER))))
+    # supersedes and list's as_of are in the full surface (`--tools all`), not the small one.
+    server = build_server(MemoryTools(lambda: service, fixed_identity(Identity(USER))), "all")
 
     async def scenario() -> tuple[Any, Any, Any]:
         async with Client(server) as client:

@@ -17,8 +17,8 @@ from mcp.server.mcpserver import MCPServer
 from rushmem.mcp.tools import Identity, MemoryTools, Surface, build_server, fixed_identity
 from rushmem_contract import operations as ops
 
-# The issue's budget for the default surface: tools, and characters of their names, descriptions
-# and input schemas (as JSON, as the server sends them) together.
+# The issue's budget for the default surface: tools, and characters of what tools/list sends for
+# them (each tool's JSON as the wire carries it: name, title, description, schemas, annotations).
 MAX_TOOLS = 5
 MAX_CHARS = 6_000
 # What an agent must be able to do with the default surface, by operation.
@@ -44,16 +44,21 @@ def listed(surface: Surface | None = None) -> list[dict[str, Any]]:
 
 
 def chars(tool: dict[str, Any]) -> int:
-    """A tool's cost to a model: its name, its description and its input schema as sent."""
-    schema = json.dumps(tool["inputSchema"], separators=(",", ":"), ensure_ascii=False)
-    return len(tool["name"]) + len(tool.get("description", "")) + len(schema)
+    """A tool's cost to a model: its listed JSON, compact."""
+    return len(json.dumps(tool, separators=(",", ":"), ensure_ascii=False))
 
 
 def test_the_default_surface_is_at_most_five_tools_and_six_thousand_characters() -> None:
     tools = listed()
     total = sum(chars(t) for t in tools)
     assert len(tools) <= MAX_TOOLS, [t["name"] for t in tools]
+    # Over the budget: hide the new field from the tool (its row's `hidden`), or shorten a description.
     assert total <= MAX_CHARS, {t["name"]: chars(t) for t in tools}
+
+
+def test_the_default_surface_lists_no_output_schemas() -> None:
+    assert not [t["name"] for t in listed() if "outputSchema" in t]
+    assert all("outputSchema" in t for t in listed("all"))
 
 
 def test_the_default_surface_remembers_recalls_lists_corrects_and_forgets() -> None:
@@ -89,7 +94,7 @@ def test_what_a_model_fills_in_by_the_schema_is_accepted_as_the_tool_call() -> N
     correction = {"memory_id": "6f1c5c7e-3b7a-4f0a-9a7a-1234567890ab", "expires_at": None}
     jsonschema.validate(correction, tools["update_memory"])
     ops.UPDATE.build(**correction, user_id="u1")
-    recall = {"query": "editor", "filters": {"categories": ["decision"], "created_after": "2026-01-01T00:00:00Z"}}
+    recall = {"query": "editor in March 2026", "filters": {"categories": ["decision"]}}
     jsonschema.validate(recall, tools["recall_memories"])
     ops.RECALL.build(**recall, user_id="u1")
     with pytest.raises(jsonschema.ValidationError):  # only the expiry of an update may be null

@@ -8,7 +8,8 @@ models as ``$defs`` with docstrings written for programmers. Arguments are valid
 operation's request model (:meth:`rushmem_contract.operations.Operation.build`), never against this
 schema, so compacting it changes what the model reads, not what the server accepts: a value the
 compact schema leaves out (a null for "not given", one fact instead of a list of one, a field a
-tool hides) is still accepted as every door accepts it.
+tool hides) is still accepted as every door accepts it, and a text longer than a size the schema
+no longer states is refused as every door refuses it, naming the field.
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 _NULL = {"type": "null"}
+# Generated titles, and the sizes of strings and lists: the request model checks them (a model's
+# short sentence or id never meets them, and one that did gets the refusal naming the field).
+_UNREAD = frozenset({"title", "minLength", "maxLength", "minItems", "maxItems"})
 
 
-def compact(
-    schema: dict[str, Any], *, nullable: Collection[str] = (), hidden: Collection[str] = ()
-) -> dict[str, Any]:
+def compact(schema: dict[str, Any], *, nullable: Collection[str] = (), hidden: Collection[str] = ()) -> dict[str, Any]:
     """``schema`` (an object schema, pydantic's) compacted (see the module's docstring):
 
     - every ``$ref`` replaced by its definition (without the definition's description: the field's
       says what it is for in this tool), and ``$defs`` dropped;
-    - no generated ``title``s;
+    - no generated ``title``s, and no sizes of strings or lists (``maxLength``, ``minItems``, ...);
     - an optional field whose default is null is its type without the null (leaving it out is
       "not given"), but the fields named in ``nullable``, whose null means something (an update's
       ``expires_at: null``: never expires);
@@ -58,7 +60,7 @@ def _node(
         node = {**copy.deepcopy(target), **{k: v for k, v in node.items() if k != "$ref"}}
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "title" or (key == "additionalProperties" and value is True):
+        if key in _UNREAD or (key == "additionalProperties" and value is True):
             continue
         if key == "properties":
             out[key] = {

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, create_model
 
@@ -175,12 +176,12 @@ def offered(surface: Surface) -> list[Operation[Any, Any]]:
     return [op for op in ops.OPERATIONS if op.mcp is not None and (surface == "all" or op.mcp.core)]
 
 
-def arguments_of(op: Operation[Any, Any]) -> list[inspect.Parameter]:
-    """A tool's arguments: the request's fields but the hidden ones (and never the user or the read's
-    consistency, as :class:`~rushmem_contract.operations.Tool` says), with their types, bounds,
-    defaults and descriptions (the model's own field definitions)."""
+def arguments_of(op: Operation[Any, Any], surface: Surface = "all") -> list[inspect.Parameter]:
+    """A tool's arguments: the request's fields but those it leaves out (and never the user or the
+    read's consistency, as :class:`~rushmem_contract.operations.Tool` says), with their types,
+    bounds, defaults and descriptions (the model's own field definitions)."""
     assert op.mcp is not None
-    hidden = {"user_id", "consistency", *op.mcp.hidden}
+    hidden = {"user_id", "consistency", *op.mcp.left_out(surface == "core")}
     params = []
     for name, field in op.request.model_fields.items():
         if name in hidden:
@@ -248,7 +249,7 @@ class MemoryTools:
         result = await self._call(lambda s: s.invoke(op, request, caller=caller))
         return Done() if op.response is None else shown(result)
 
-    def function(self, op: Operation[Any, Any]) -> Callable[..., Any]:
+    def function(self, op: Operation[Any, Any], surface: Surface = "all") -> Callable[..., Any]:
         """The tool's function, its signature made from the row (the SDK reads it for the schema)."""
 
         async def tool(ctx: Context, **arguments: Any) -> Any:
@@ -256,7 +257,7 @@ class MemoryTools:
 
         params = [
             inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context),
-            *arguments_of(op),
+            *arguments_of(op, surface),
         ]
         returns = Done if op.response is None else shown_model(op.response)
         tool.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
@@ -270,10 +271,22 @@ class MemoryServer(MCPServer[Any]):
     request (the operation's model, through :meth:`MemoryTools.call`) rather than with the SDK's
     own argument model, so that a refusal reads as the HTTP API's."""
 
-    def __init__(self, tools: MemoryTools, rows: dict[str, Operation[Any, Any]], **kwargs: Any) -> None:
+    def __init__(
+        self, tools: MemoryTools, rows: dict[str, Operation[Any, Any]], surface: Surface, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._tools = tools
         self._rows = rows
+        self._surface = surface
+
+    async def list_tools(self) -> list[MCPTool]:
+        """The tools; the small surface lists no output schemas (a host sends the list with every
+        model turn, and models read a result's text, not its schema). Its results are structured
+        all the same: ``structuredContent`` beside the JSON text, as the API's response models."""
+        listed = await super().list_tools()
+        if self._surface == "all":
+            return listed
+        return [tool.model_copy(update={"output_schema": None}) for tool in listed]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None) -> Any:
         op = self._rows.get(name)
@@ -295,6 +308,7 @@ def build_server(tools: MemoryTools, surface: Surface = "core") -> MCPServer[Any
     server = MemoryServer(
         tools,
         rows,
+        surface,
         name=SERVER_NAME,
         title="agent-memory",
         description="Long-term memory for AI agents: recall, remember, correct and forget facts about the user.",
@@ -306,7 +320,7 @@ def build_server(tools: MemoryTools, surface: Surface = "core") -> MCPServer[Any
     for name, op in rows.items():
         assert op.mcp is not None
         server.add_tool(
-            tools.function(op),
+            tools.function(op, surface),
             name=name,
             title=op.mcp.title,
             description=op.mcp.description,
@@ -316,6 +330,6 @@ def build_server(tools: MemoryTools, surface: Surface = "core") -> MCPServer[Any
         assert tool is not None
         # What the model reads on every turn (tools/list's inputSchema): compact (rushmem.mcp.schema).
         tool.parameters = compact(
-            tool.parameters, nullable=getattr(op.request, "CLEARABLE", ()), hidden=op.mcp.hidden
+            tool.parameters, nullable=getattr(op.request, "CLEARABLE", ()), hidden=op.mcp.left_out(surface == "core")
         )
     return server
