@@ -14,6 +14,7 @@ import pytest
 
 import rushmem
 from rushmem import Admin, Memory
+from rushmem.config import Settings
 from rushmem_contract.errors import InvalidInput, NotFound
 from rushmem_contract.models import ConversationEnded, MemoryChanges, MemoryRecord
 
@@ -175,6 +176,38 @@ def test_the_four_lines_with_the_default_local_model(monkeypatch: pytest.MonkeyP
         found = m.recall("Which programming language should I use?", user_id="u-42", limit=1)
     assert [r.content for r in found.memories] == ["The user prefers TypeScript"]
     assert uuid.UUID(str(found.memories[0].id))
+
+
+def test_a_mem0_user_s_calls_by_id_need_no_user(service: Memory, app_login_url: str) -> None:
+    """mem0's get(id), update(id, data), history(id) and delete(id) name no user (issue 43): the
+    operator's Memory finds the owner of the id; a connection that cannot look across users (the
+    stack's) asks for user_id, as before."""
+    tea, paris = service.add(["Prefers tea", "Lives in Paris"], user_id="alice").ids
+    rome = service.add("Lives in Rome", user_id="bob").ids[0]
+    found = service.search("where does the user live", user_id="alice", limit=1).memories
+    assert [m.content for m in found] == ["Lives in Paris"]
+    assert {m.content for m in service.get_all(user_id="alice").memories} == {"Prefers tea", "Lives in Paris"}
+
+    assert service.get(rome).user_id == "bob"
+    changed = service.update(paris, "Lives in Lyon")
+    assert (changed.user_id, changed.content) == ("alice", "Lives in Lyon")
+    assert [e.event for e in service.history(paris).events] == ["created", "updated"]
+    service.delete(paris)
+    assert [m.id for m in service.get_all(user_id="alice").memories] == [tea]
+    assert service.get(rome).content == "Lives in Rome"  # the other user's, untouched
+    with pytest.raises(NotFound):
+        service.get(paris)
+    with pytest.raises(NotFound):
+        service.history(uuid.uuid4())
+    with pytest.raises(NotFound):  # a named user still scopes the call: not alice's
+        service.get(rome, user_id="alice")
+
+    with (
+        Memory(Settings(database_url=app_login_url, embedding_provider="hash")) as app,
+        pytest.raises(InvalidInput) as refused,
+    ):
+        app.get(rome)
+    assert refused.value.field == "user_id"
 
 
 def test_a_mem0_user_s_calls_work(service: Memory) -> None:

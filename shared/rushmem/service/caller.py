@@ -3,7 +3,8 @@ operation, the same way at every door.
 
 A caller either acts for one user (a JWT's ``sub``, an MCP session's user), and may name no one
 else, or is trusted (an IAM-signed backend, the local server, the CLI, in-process code) and names
-the user of each call with ``user_id``.
+the user of each call with ``user_id`` (a call on one memory by id may leave it out where the
+connection can look across users: the dispatcher finds the memory's owner).
 """
 
 from __future__ import annotations

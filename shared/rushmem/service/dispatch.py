@@ -63,7 +63,12 @@ def dispatch(
     """Run one operation for ``caller`` over ``cells`` (see the module's docstring); in a queue
     ``batch``, its writes wait for the batch's flush."""
     verb = VERBS[op.name]
-    user_id = caller.user_for(op, getattr(request, "user_id", None))
+    requested = getattr(request, "user_id", None)
+    memory_id = getattr(request, "memory_id", None)
+    if requested is None and caller.user is None and op.access == "user" and memory_id is not None:
+        # A trusted caller (an operator) may name a memory without its user, as mem0's calls do.
+        requested = reading.memory_owner(cells, memory_id)
+    user_id = caller.user_for(op, requested)
     ctx = context(caller, user_id, options)
     if verb.spans_cells:
         result: Res = verb.run(cells, request, ctx)

@@ -7,10 +7,11 @@ import uuid
 
 from rushmem.service import pages
 from rushmem.service.base import Collaborators
+from rushmem.service.cells import Cells
 from rushmem.service.context import Context
 from rushmem.store.memories import catalog, edits
 from rushmem.store.memories.scope import Scope
-from rushmem_contract.errors import NotFound
+from rushmem_contract.errors import ConfigurationError, NotFound
 from rushmem_contract.models import (
     ExportPage,
     MemoryEvent,
@@ -106,3 +107,18 @@ def history(parts: Collaborators, request: HistoryRequest, ctx: Context) -> Memo
         last_id, last = rows[kept - 1]
         return MemoryHistory(events=events[:kept], next_cursor=pages.encode_history_cursor(last.at, last_id))
     return MemoryHistory(events=events, next_cursor=None)
+
+
+def memory_owner(cells: Cells, memory_id: uuid.UUID) -> str | None:
+    """The user whose memory ``memory_id`` is, for a trusted caller that names no user (mem0's
+    ``m.history(memory_id)``), from whichever cell holds it; NotFound when none does. None when the
+    connection cannot look across users (the stack's, as agent_memory_app): the call then needs its
+    ``user_id``, as before."""
+    for parts in cells.each():
+        try:
+            owner: str | None = parts.db.run(lambda conn: catalog.memory_owner(conn, memory_id))
+        except ConfigurationError:
+            return None
+        if owner is not None:
+            return owner
+    raise NotFound("no memory with this id")

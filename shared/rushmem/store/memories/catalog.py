@@ -78,6 +78,14 @@ def history_page(
     return [(row.pop("id"), MemoryEvent(**row)) for row in rows]
 
 
+def memory_owner(conn: Session, memory_id: uuid.UUID) -> str | None:
+    """Whose stored memory this is (None: none has this id): across users, so as the maintenance
+    role (an operator's connection; the stack's, as agent_memory_app, cannot: ConfigurationError)."""
+    with maintenance_transaction(conn, source="owner"):
+        row = conn.execute("SELECT user_id FROM user_memories WHERE id = %s", [memory_id]).fetchone()
+    return None if row is None else str(row[0])
+
+
 _USER_COUNTS = """
 WITH stored AS (
     SELECT user_id,
