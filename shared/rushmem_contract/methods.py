@@ -6,7 +6,8 @@ they run a request (``invoke``: the dispatcher in-process, an HTTP call, an awai
 A method takes the request's fields (the first ones positionally, as the row's ``positional``
 names them) or the request model itself, and builds the request as every door builds it
 (:meth:`~rushmem_contract.operations.Operation.build`): the same accepted inputs, the same refusals.
-Names follow mem0's where it has the verb (``search``, ``get_all``, ``update``, ``delete``, ``history``).
+Names follow mem0's where it has the verb (``search``, ``get_all``, ``update``, ``delete``, ``history``,
+``delete_all``); docs/api.md, "Coming from mem0", maps the rest.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class Operations:
     history = Method(ops.HISTORY)
     export = Method(ops.EXPORT)
     forget_user = Method(ops.FORGET_USER)
+    delete_all = forget_user  # mem0's word (delete_all(user_id=)): an erasure, with its receipt
     ingest_conversation = Method(ops.INGEST)
     pending = Method(ops.PENDING)
     review = Method(ops.REVIEW)

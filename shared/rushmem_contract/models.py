@@ -72,16 +72,36 @@ def _path_of(loc: Sequence[Any], prefix: str | None = None) -> str:
     return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}" if path else prefix
 
 
+# mem0's keywords that are named otherwise here (by the field's path, or its last name): a request
+# that uses one is refused with the name to use (docs/api.md, "Coming from mem0").
+MEM0_WORDS = {
+    "filters.user_id": "the user is user_id=, beside filters, not in them",
+    "top_k": "mem0's top_k is limit here",
+    "text": "mem0's text is content here",
+    "expiration_date": "mem0's expiration_date is expires_at here",
+    "agent_id": "mem0's agent_id is project_id (or metadata) here",
+    "run_id": "mem0's run_id is metadata here",
+}
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error.get("type") == "extra_forbidden":
+        path = _path_of(error["loc"])
+        hint = MEM0_WORDS.get(path) or MEM0_WORDS.get(path.rsplit(".", 1)[-1])
+        if hint is not None:
+            return f"{message} ({hint})"
+    return message
+
+
 def describe_errors(
     exc: ValidationError | Sequence[Mapping[str, Any]], whole: str = "value", prefix: str | None = None
 ) -> str:
     """Validation errors as one line, field by field ("memories[0].content: ..."), never echoing
     input; ``whole`` names the value when the error is about it as a whole, ``prefix`` is where
-    the value sits in a larger request."""
+    the value sits in a larger request; an unknown field that is one of mem0's words names ours."""
     errors = exc.errors() if isinstance(exc, ValidationError) else exc
-    return "; ".join(
-        f"{_path_of(e['loc'], prefix) or whole}: {str(e['msg']).removeprefix('Value error, ')}" for e in errors
-    )
+    return "; ".join(f"{_path_of(e['loc'], prefix) or whole}: {_message(e)}" for e in errors)
 
 
 def too_large(field: str, size: int, limit: int, unit: str = "characters") -> InputTooLarge:

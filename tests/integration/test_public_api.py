@@ -37,6 +37,7 @@ MEMORY_MEMBERS = {
     "update",
     "delete",
     "forget_user",
+    "delete_all",
     "erasure",
     "erasures",
     "usage",

@@ -33,6 +33,7 @@ def test_every_row_is_a_python_method_of_every_python_door() -> None:
     assert methods == {op.name for op in OPERATIONS}
     # mem0's words are the same methods.
     assert Operations.search is Operations.recall and Operations.get_all is Operations.list
+    assert Operations.delete_all is Operations.forget_user
 
 
 def app() -> Any:
