@@ -129,6 +129,8 @@ SCENARIO: list[Step] = [
         },
     ),
     ("history", lambda a: {"user_id": USER, "memory_id": _id("add", 0, "ids", 0)(a)}),
+    # mem0's get(memory_id): a trusted caller's call by id finds the owner (a session's is its own).
+    ("get", lambda a: {"memory_id": _id("add", 0, "ids", 0)(a)}),
     ("export", {"user_id": USER, "history": True}),
     (
         "ingest_conversation",
@@ -162,6 +164,7 @@ REFUSED: list[tuple[str, Fields]] = [
     ("add", {"user_id": USER, "memories": [{"content": "ok", "category": "gossip"}]}),
     ("recall", {"user_id": USER, "query": "   "}),
     ("recall", {"user_id": USER, "query": "tools", "limit": 51}),
+    ("recall", {"user_id": USER, "query": "tools", "top_k": 5}),  # mem0's word: the refusal names limit
     ("list", {"user_id": USER, "limit": 0}),
     ("list", {"user_id": USER, "filters": {"categories": ["nonsense"]}}),
     ("get", {"user_id": USER, "memory_id": "not-a-uuid"}),
@@ -270,7 +273,9 @@ def raw_http(op: Operation[Any, Any], fields: Fields) -> tuple[str, dict[str, st
         path = path.replace("{" + name + "}", str(fields.get(name)))
     wire = {op.request.model_fields[n].alias or n: fields[n] for n in op.query_fields() if n in fields}
     query = {k: v if isinstance(v, str) else json.dumps(v) for k, v in ops.encode_query(op.request, wire).items()}
-    body = {k: v for k, v in fields.items() if k in op.body_fields()} if op.has_body else None
+    # A field the request does not know travels in the body, as a caller's typo would (refused).
+    unknown = {k: v for k, v in fields.items() if k not in op.request.model_fields}
+    body = {k: v for k, v in fields.items() if k in op.body_fields()} | unknown if op.has_body else None
     return path, query, body
 
 
