@@ -108,3 +108,15 @@ def test_the_small_surfaces_instructions_name_only_its_tools() -> None:
     assert "recall_memories" in instructions
     assert not {name for name in every - names if re.search(rf"\b{name}\b", instructions)}
     assert "remember_conversation" in (server("all").instructions or "")
+
+
+def test_the_small_surface_takes_the_rows_fields_but_the_hidden_and_lean_ones() -> None:
+    rows = {op.mcp.name: op for op in ops.OPERATIONS if op.mcp is not None}
+    for tool in listed():
+        op = rows[tool["name"]]
+        assert op.mcp is not None
+        left_out = {"user_id", "consistency", *op.mcp.left_out(True)}
+        assert set(tool["inputSchema"]["properties"]) == set(op.request.model_fields) - left_out, tool["name"]
+    # A nested field the row leaves out is not in the nested object either.
+    recall = next(t for t in listed() if t["name"] == "recall_memories")["inputSchema"]
+    assert set(recall["properties"]["filters"]["properties"]) == {"categories"}
