@@ -120,3 +120,16 @@ def test_the_small_surface_takes_the_rows_fields_but_the_hidden_and_lean_ones() 
     # A nested field the row leaves out is not in the nested object either.
     recall = next(t for t in listed() if t["name"] == "recall_memories")["inputSchema"]
     assert set(recall["properties"]["filters"]["properties"]) == {"categories"}
+
+
+def test_every_lean_field_is_one_the_full_surface_offers() -> None:
+    """A row's lean names are fields (a typo, or a field renamed, would leave the small surface
+    carrying it)."""
+    full = {t["name"]: t["inputSchema"]["properties"] for t in listed("all")}
+    for op in ops.OPERATIONS:
+        if op.mcp is None:
+            continue
+        for name in op.mcp.lean:
+            outer, _, inner = name.partition(".")
+            assert outer in full[op.mcp.name], (op.mcp.name, name)
+            assert not inner or f'"{inner}":' in json.dumps(full[op.mcp.name][outer]), (op.mcp.name, name)
