@@ -230,9 +230,7 @@ def test_iam_callers_act_for_the_user_they_name_and_only_that_user(lambda_env: s
         ("POST", "/recall", {"query": "x"}),
         ("POST", "/memories", {"memories": [{"content": "x"}]}),
         ("GET", "/memories", None),
-        ("DELETE", f"/memories/{uuid.uuid4()}", None),
         ("DELETE", "/memories", None),
-        ("GET", f"/memories/{uuid.uuid4()}/history", None),
         ("GET", "/usage", None),
     ],
 )
@@ -241,6 +239,23 @@ def test_without_a_token_every_route_needs_user_id(lambda_env: str, method: str,
     if body is not None:
         evt = with_body(evt, body)
     assert error(invoke(evt), 400)["field"] == "user_id"
+
+
+@pytest.mark.parametrize(("method", "suffix"), [("GET", ""), ("DELETE", ""), ("GET", "/history")])
+def test_without_a_token_a_memory_by_id_needs_user_id_where_its_owner_cannot_be_found(
+    lambda_env: str, app_login_url: str, monkeypatch: pytest.MonkeyPatch, method: str, suffix: str
+) -> None:
+    """mem0's calls by id name no user: a connection that may look across users finds the owner
+    (the tests' login owns the database); the stack's, agent_memory_app only, cannot and asks."""
+    (mine,) = add(USER, "User 123 likes the SVG editor")
+    found = invoke(as_iam(with_request("http-recall-iam.json", method, f"/memories/{mine}{suffix}")))
+    assert found["statusCode"] in (200, 204), found
+    unknown = as_iam(with_request("http-recall-iam.json", method, f"/memories/{uuid.uuid4()}{suffix}"))
+    assert error(invoke(unknown), 404)["code"] == "not_found"
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", app_login_url)
+    get_settings.cache_clear()
+    set_service(None).close()  # type: ignore[union-attr]
+    assert error(invoke(unknown), 400)["field"] == "user_id"
 
 
 def test_a_token_without_sub_is_refused(lambda_env: str) -> None:
