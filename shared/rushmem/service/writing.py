@@ -22,6 +22,7 @@ from rushmem.service.base import Collaborators
 from rushmem.service.context import Context
 from rushmem.service.instructing import effective_instructions
 from rushmem.store.engine.connection import Connection
+from rushmem.store.engine.session import Session
 from rushmem.store.memories import messages, related, restore, writes
 from rushmem.store.memories import pending as held_writes
 from rushmem.store.memories.messages import UnflushedWrites
@@ -107,8 +108,16 @@ def add(parts: Collaborators, request: AddRequest, ctx: Context) -> StoredIds:
     return store_facts(parts, request.facts(), ctx, project_id=request.project_id)
 
 
-def store_facts(parts: Collaborators, new: list[NewMemory], ctx: Context, *, project_id: str | None) -> StoredIds:
-    """:func:`add` for facts given as they are."""
+def store_facts(
+    parts: Collaborators,
+    new: list[NewMemory],
+    ctx: Context,
+    *,
+    project_id: str | None,
+    commit_with: Callable[[Session, list[WriteOutcome]], None] | None = None,
+) -> StoredIds:
+    """:func:`add` for facts given as they are. ``commit_with``: statements of the caller's that
+    commit or roll back with the facts' write (not called when nothing is written)."""
     user_id, source = ctx.user, ctx.source
     check_new_memories(parts.settings, new)
     write_id = uuid.uuid4()
@@ -142,6 +151,7 @@ def store_facts(parts: Collaborators, new: list[NewMemory], ctx: Context, *, pro
             usage=usage,
             supersedes=named,
             write_id=write_id,
+            commit_with=commit_with,
         )
     )
     ctx.wrote = True
