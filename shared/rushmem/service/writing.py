@@ -17,7 +17,7 @@ from rushmem.ingest import conversation
 from rushmem.ingest.neighbours import SameFactRule
 from rushmem.ingest.review import review_reasons
 from rushmem.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique, fact_outcome
-from rushmem.records import ExistingMemory, MemoryRow
+from rushmem.records import ExistingMemory, MemoryRow, WriteOutcome
 from rushmem.service.base import Collaborators
 from rushmem.service.context import Context
 from rushmem.service.instructing import effective_instructions
