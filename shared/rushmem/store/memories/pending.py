@@ -130,30 +130,29 @@ def decide(
 
 
 _DECISION = (
-    "SELECT event, related_id FROM memory_events WHERE user_id = %s AND memory_id = %s "
+    "SELECT event FROM memory_events WHERE user_id = %s AND memory_id = %s "
     "AND event IN ('approved', 'rejected') ORDER BY at DESC, id DESC LIMIT 1"
 )
 
 
-def decision_of(conn: Session, user_id: str, pending_id: uuid.UUID) -> tuple[str, uuid.UUID | None] | None:
+def decision_of(conn: Session, user_id: str, pending_id: uuid.UUID) -> str | None:
     """In the caller's open transaction: the decision the history records for one of the user's
-    held writes ('approved' with the memory it became, or 'rejected'); None when there is none
-    (never held, or forgotten with its user)."""
+    held writes ('approved' or 'rejected'); None when there is none (never held, or forgotten
+    with its user)."""
     row = conn.execute(_DECISION, [user_id, pending_id]).fetchone()
-    return None if row is None else (row[0], row[1])
+    return None if row is None else str(row[0])
 
 
-def decided(conn: Session, user_id: str, pending_id: uuid.UUID) -> tuple[str, uuid.UUID | None] | None:
+def decided(conn: Session, user_id: str, pending_id: uuid.UUID) -> str | None:
     """:func:`decision_of` in a transaction of its own."""
     with user_transaction(conn, user_id):
         return decision_of(conn, user_id, pending_id)
 
 
-def already_decided(earlier: tuple[str, uuid.UUID | None] | None) -> AgentMemoryError:
+def already_decided(taken: str | None) -> AgentMemoryError:
     """The answer to a decision on a held write no longer waiting: Conflict (field ``decision``)
-    naming the decision taken, or NotFound when there is none to name."""
-    if earlier is None:
+    naming the decision taken (the same words at every door: the approved memory's id is in the
+    held write's history), or NotFound when there is none to name."""
+    if taken is None:
         return NotFound("no pending write with this id for this user")
-    taken, memory_id = earlier
-    what = f"approved (stored as memory {memory_id})" if taken == "approved" and memory_id else taken
-    return Conflict(f"this write was already {what}; this decision was not applied", field="decision")
+    return Conflict(f"this write was already {taken}; this decision was not applied", field="decision")
