@@ -130,6 +130,7 @@ def test_a_delete_after_an_edit_and_a_correction_leaves_no_text_at_any_door(
             assert events[-1].event == "deleted" and all(e.content is None for e in events)
 
 
+@pytest.mark.both_backends
 def test_a_delete_takes_versions_however_deep_and_no_other_memory(service: Memory, database_url: str) -> None:
     kept = service.add(["The user has a cat named Tom"], user_id="u1").ids[0]
     first = service.add(["The user's editor is Vim"], user_id="u1").ids[0]
@@ -153,6 +154,7 @@ def test_a_delete_takes_versions_however_deep_and_no_other_memory(service: Memor
     assert texts == (0,) and outbox == (0,)
 
 
+@pytest.mark.both_backends
 def test_deleting_an_approved_write_takes_its_text_from_the_held_writes_history(settings: Settings) -> None:
     with Memory(settings, review_writes=True) as service:
         held = service.add([HELD], user_id="u1").pending[0]
