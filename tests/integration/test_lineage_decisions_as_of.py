@@ -318,3 +318,20 @@ def test_as_of_lists_only_what_was_true_by_then_with_ended_memories_too(
             recalled = call("recall", {**{k: v for k, v in fields.items() if k != "limit"}, "query": query})
             assert not recalled.refused, recalled
             assert labels(recalled.value["memories"]) == expected, (at, inactive, recalled.value["memories"])
+
+
+def test_the_conformance_scenario_reads_right_where_issue_42_changed_it(fresh_database: Callable[[], str]) -> None:
+    """The steps tests/integration/test_conformance.py compares door by door answer right: after
+    the edited memory's delete, neither of its texts is listed with the ended ones; as of a day
+    before anything, nothing is; a second decision on the held write is a 409 naming the first."""
+    with Memory(app_settings(fresh_database(), review_writes=True)) as memory:
+        answers = conformance.run(conformance.python_door(memory), conformance.SCENARIO, lambda _: True)
+    steps = [name for name, _ in conformance.SCENARIO]
+    deleted = steps.index("delete")
+    listed, long_ago = answers[deleted + 1], answers[deleted + 2]
+    assert listed is not None and long_ago is not None
+    assert not [m for m in listed.value["memories"] if "TypeScript" in m["content"]]
+    assert listed.value["memories"] and long_ago.value["memories"] == []
+    second = answers[[i for i, name in enumerate(steps) if name == "review"][1]]
+    assert second is not None and is_code(second, "conflict") and second.field == "decision"
+    assert second.message == "decision: this write was already approved; this decision was not applied"
