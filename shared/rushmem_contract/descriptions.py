@@ -72,8 +72,7 @@ same fact (then it is changed for the past too). Get the id from recall_memories
 list_memories. Returns the memory as changed."""
 
 FORGET = """\
-Delete one of the user's memories by id, for good, with its earlier versions (the texts its \
-edits and corrections replaced). Use it when the user asks you to forget \
+Delete one of the user's memories by id, for good. Use it when the user asks you to forget \
 something, or a memory is wrong and there is nothing to replace it with. Get the id from \
 recall_memories or list_memories."""
 
