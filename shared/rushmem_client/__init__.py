@@ -9,11 +9,12 @@ write-path message to SQS (:func:`publish_conversation_ended`).
 
 Errors are the service's own types (rushmem_contract.errors): InvalidInput (400, with the field),
 InputTooLarge (413), Forbidden (401/403), NotFound (404), DatabaseUnavailable (503),
-ServiceUnavailable (unreachable, timed out, 429 or other 5xx after the retries),
-ConfigurationError (no credentials or region, wrong API URL), Conflict (409, an update that would
-repeat another memory). :class:`AsyncMemoryClient` has the same methods for asyncio. Needs pydantic,
-httpx and tenacity (the distribution rushmem-client: ``pip install ./shared`` from the repository;
-boto3 for IAM signing and SQS: ``rushmem-client[aws]``); nothing of the server.
+ServiceUnavailable (unreachable, timed out, 429 or other 5xx after the retries), ConfigurationError
+(no credentials or region, wrong API URL), Conflict (409, an update that would repeat another
+memory, or a review of a write decided already). :class:`AsyncMemoryClient` has the same methods for
+asyncio. Needs pydantic, httpx and tenacity (the distribution rushmem-client: ``pip install
+./shared`` from the repository; boto3 for IAM signing and SQS: ``rushmem-client[aws]``); nothing of
+the server.
 """
 
 from rushmem_client.aio import AsyncMemoryClient

@@ -24,8 +24,9 @@ class InputTooLarge(InvalidInput):
 
 
 class Conflict(InvalidInput):
-    """The change would make the memory state what another memory of the same scope already
-    states (names the field, and the other memory in the message)."""
+    """The change clashes with what is stored: it would make the memory state what another memory
+    of the same scope already states (names the field, and the other memory in the message), or
+    it decides a held write another decision ended first (names that decision)."""
 
 
 class NotFound(AgentMemoryError):

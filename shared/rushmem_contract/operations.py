@@ -481,7 +481,7 @@ DELETE: Operation[schemas.DeleteRequest, None] = Operation(
     route="DELETE /memories/{memory_id}",
     request=schemas.DeleteRequest,
     response=None,
-    summary="Forget one of the caller's memories",
+    summary="Forget one of the caller's memories, with the earlier versions its edits and corrections left",
     effect="changes",
     status=204,
     positional=("memory_id",),
@@ -518,6 +518,7 @@ REVIEW: Operation[schemas.ReviewRequest, ReviewOutcome] = Operation(
     response=ReviewOutcome,
     summary="Approve or reject one of the caller's writes held for review",
     effect="writes",
+    errors=((409, "The write was decided already (the message names the decision taken)"),),
     positional=("pending_id", "decision"),
     cli=Command("review", "approve or reject a write held for review (approved: written and recalled)"),
 )

@@ -379,6 +379,12 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "recall_4000_s",
         "recall_2000_s",
         "adversarial_max_ratio",
+        # Issue 42: deletes after edits, held writes decided at once, as of with ended memories.
+        "deletes_after_edits",
+        "delete_after_edit_clean",
+        "racing_decisions",
+        "racing_decisions_one_outcome",
+        "as_of_inactive_only_then",
     ]
     match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
     assert match, last
@@ -389,6 +395,9 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     assert found["conv_corrected"] == found["future_ok"] == found["edit_past_kept"] == 1
     assert found["cross_scope_one_value"] == 1 and found["distinct_facts"] > 0 and found["distinct_retired"] == 0
     assert found["fold_only_now_stale"] > 0
+    assert found["deletes_after_edits"] == found["racing_decisions"] == 2
+    assert found["delete_after_edit_clean"] == found["racing_decisions_one_outcome"] == 1
+    assert found["as_of_inactive_only_then"] == 1
     # A recalled block handed back in a conversation adds nothing; consolidation merges duplicates.
     assert found["block_echoes"] > 0 and found["block_echoes_added"] == 0
     assert found["consolidated_dup_per_100"] < found["import_dup_per_100"]

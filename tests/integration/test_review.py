@@ -16,7 +16,7 @@ import pytest
 from rushmem.config import Settings
 from rushmem.service import Memory
 from rushmem_client import MemoryClient
-from rushmem_contract.errors import ConfigurationError, Forbidden, NotFound
+from rushmem_contract.errors import ConfigurationError, Conflict, Forbidden, NotFound
 from rushmem_contract.models import NewMemory
 from rushmem_tools.cli import main
 from tests.integration.test_mcp import http_client, structured
@@ -66,7 +66,7 @@ def test_a_flagged_write_waits_and_is_never_recalled_until_approved(settings: Se
         assert rejected.memory_id is None
         assert recalled(service) == {"Likes green tea", INJECTION}
         assert service.pending(user_id="u1").memories == []
-        with pytest.raises(NotFound):
+        with pytest.raises(Conflict, match="already rejected"):  # one decision per held write
             service.review(stored.pending[1], "approve", user_id="u1")
 
         # The history: held, then approved as the memory (which has its own 'created').
@@ -211,7 +211,7 @@ def test_a_pending_write_is_never_recalled_until_approved_through_every_door(
             again = invoke(
                 with_request(with_body("http-recall-iam.json", approve), "POST", f"/memories/{pending[1].id}/review")
             )
-            assert again["statusCode"] == 404
+            assert again["statusCode"] == 409 and "already rejected" in body_of(again)["message"]
 
 
 def test_users_are_listed_with_their_counts_for_an_operator_never_for_a_token(

@@ -137,17 +137,18 @@ def explain_named(
             "another_scope",
             f"it belongs to project {row.project_id!r}; this recall sees {project_id!r} and user-wide",
         )
+    # Not there yet at either clock's time: left out with the ended memories included too.
+    if as_of is not None and row.valid_from > as_of:
+        return "not_yet_valid", f"true only from {row.valid_from.isoformat()}, after as_of"
+    if now is not None and row.created_at > now:
+        return "not_yet_valid", f"stored at {row.created_at.isoformat()}, after the recall's time"
     if not include_inactive:
         if as_of is not None:
-            if row.valid_from > as_of:
-                return "not_yet_valid", f"true only from {row.valid_from.isoformat()}, after as_of"
             if row.valid_until is not None and row.valid_until <= as_of:
                 return "superseded", f"superseded: true until {row.valid_until.isoformat()}, before as_of"
             if row.expires_at is not None and row.expires_at <= as_of:
                 return "expired", f"expired at {row.expires_at.isoformat()}, before as_of"
         else:
-            if now is not None and row.created_at > now:
-                return "not_yet_valid", f"stored at {row.created_at.isoformat()}, after the recall's time"
             if row.superseded_at is not None and (now is None or row.valid_until is None or row.valid_until <= now):
                 return "superseded", "superseded by a later memory (see its history)"
             if row.expires_at is not None and row.expires_at <= evaluated_at:

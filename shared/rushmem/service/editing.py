@@ -103,13 +103,13 @@ def _redact_change(parts: Collaborators, user_id: str, memory_id: uuid.UUID, val
 
 
 def delete(parts: Collaborators, request: DeleteRequest, ctx: Context) -> None:
-    """Delete one memory of the user; NotFound when the user has no memory with that id (another
-    user's id answers the same: nothing leaks)."""
+    """Delete one memory of the user with its lineage, the earlier versions of its fact (what its
+    edits kept, what its corrections replaced): no reader finds their text again, the history keeps
+    only that they were deleted. NotFound when the user has no memory with that id (another user's
+    id answers the same: nothing leaks)."""
     user_id = ctx.user
-    deleted = bool(
-        parts.db.run(lambda conn: catalog.delete_memory(conn, user_id, request.memory_id, source=ctx.source))
-    )
-    logger.info("forgot", extra={"user_id": user_id, "deleted": int(deleted), "one": True})
+    deleted: int = parts.db.run(lambda conn: catalog.delete_memory(conn, user_id, request.memory_id, source=ctx.source))
+    logger.info("forgot", extra={"user_id": user_id, "deleted": deleted, "one": True})
     if not deleted:
         raise NotFound("no memory with this id for this user")
     ctx.wrote = True

@@ -17,10 +17,11 @@ from rushmem.ingest import conversation
 from rushmem.ingest.neighbours import SameFactRule
 from rushmem.ingest.review import review_reasons
 from rushmem.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique, fact_outcome
-from rushmem.records import ExistingMemory, MemoryRow
+from rushmem.records import ExistingMemory, MemoryRow, WriteOutcome
 from rushmem.service.base import Collaborators
 from rushmem.service.context import Context
 from rushmem.service.instructing import effective_instructions
+from rushmem.store.engine.session import Session
 from rushmem.store.memories import messages, related, restore, writes
 from rushmem.store.memories import pending as held_writes
 from rushmem.store.memories.messages import UnflushedWrites
@@ -87,8 +88,16 @@ def add(parts: Collaborators, request: AddRequest, ctx: Context) -> StoredIds:
     return store_facts(parts, request.facts(), ctx, project_id=request.project_id)
 
 
-def store_facts(parts: Collaborators, new: list[NewMemory], ctx: Context, *, project_id: str | None) -> StoredIds:
-    """:func:`add` for facts given as they are."""
+def store_facts(
+    parts: Collaborators,
+    new: list[NewMemory],
+    ctx: Context,
+    *,
+    project_id: str | None,
+    commit_with: Callable[[Session, list[WriteOutcome]], None] | None = None,
+) -> StoredIds:
+    """:func:`add` for facts given as they are. ``commit_with``: statements of the caller's that
+    commit or roll back with the facts' write (not called when nothing is written)."""
     user_id, source = ctx.user, ctx.source
     check_new_memories(parts.settings, new)
     write_id = uuid.uuid4()
@@ -122,6 +131,7 @@ def store_facts(parts: Collaborators, new: list[NewMemory], ctx: Context, *, pro
             usage=usage,
             supersedes=named,
             write_id=write_id,
+            commit_with=commit_with,
         )
     )
     ctx.wrote = True

@@ -30,7 +30,7 @@ from typing import Any
 
 from rushmem.service import Memory
 from rushmem_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
-from rushmem_tools.bench import truth_cases
+from rushmem_tools.bench import truth_cases, truth_deletes
 from rushmem_tools.bench.common import ScratchServer, add_database_arguments, open_service, print_table, say
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -38,6 +38,8 @@ START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 # below the floor nothing is even compared, above it the same-fact check decides.
 CONSOLIDATE_THRESHOLD = 0.8
 STEP = dt.timedelta(days=3)
+# Services on one database deciding the same held write at once (containers of the stack).
+RACERS = 4
 NAMES = ["Ana", "Ben", "Chloe", "Dmitri", "Elif", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kemal", "Lena"]
 CITIES = ["Paris", "Berlin", "Lisbon", "Madrid", "Vienna", "Oslo", "Prague", "Dublin", "Zurich", "Athens"]
 COMPANIES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne", "Cyberdyne"]
@@ -306,6 +308,14 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                     echo_blocks(bench, stream, result)
                     say(f"{name}: conversations, future valid times, edits, scopes, distinct look-alikes")
                     cases = truth_cases.run_cases(bench, args.users, args.seed)
+                    say(f"{name}: deletes after edits, racing review decisions, as of with ended memories")
+                    held = service.settings.model_copy(update={**overrides, "review_writes": True})
+                    containers = [open_service(held, url, provider=args.embedder) for _ in range(RACERS)]
+                    try:
+                        deletes = truth_deletes.run_cases(bench, containers, args.users, args.seed)
+                    finally:
+                        for container in containers:
+                            container.close()
                     say(f"{name}: adversarial inputs against ordinary ones")
                     timings = truth_cases.run_timings(bench, args.seed)
                 results.append(result)
@@ -372,6 +382,12 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"edits keeping the past {cases.edits_past_kept}/{cases.edits}, cross-scope one value "
         f"{cases.cross_scope_one_value}/{cases.cross_scope}, distinct look-alikes retired "
         f"{cases.distinct_retired}/{cases.distinct}"
+    )
+    print(
+        f"issue 42 cases over {args.users} users each: deletes after edits and a correction leaving no text "
+        f"{deletes.deletes_clean}/{deletes.deletes}, held writes decided at once from {RACERS} containers with "
+        f"one outcome {deletes.decisions_one}/{deletes.decisions}, as-of reads with ended memories holding "
+        f"only what was true then {deletes.as_of_only_then}/{deletes.as_of}"
     )
     print_table(
         ["adversarial input", "seconds", "ordinary input", "seconds", "ratio"],
@@ -447,7 +463,12 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"redact_digits_s={timings.redact_digits:.4f} redact_emails_s={timings.redact_emails:.4f} "
         f"redact_ordinary_s={timings.redact_ordinary:.4f} redact_metadata_s={timings.redact_metadata:.4f} "
         f"recall_4000_s={timings.recall_4000:.4f} recall_2000_s={timings.recall_2000:.4f} "
-        f"adversarial_max_ratio={max(ratios):.2f}"
+        f"adversarial_max_ratio={max(ratios):.2f} "
+        f"deletes_after_edits={deletes.deletes} "
+        f"delete_after_edit_clean={_share(deletes.deletes_clean, deletes.deletes):.3f} "
+        f"racing_decisions={deletes.decisions} "
+        f"racing_decisions_one_outcome={_share(deletes.decisions_one, deletes.decisions):.3f} "
+        f"as_of_inactive_only_then={_share(deletes.as_of_only_then, deletes.as_of):.3f}"
     )
     return 0
 

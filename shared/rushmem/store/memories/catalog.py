@@ -38,13 +38,28 @@ def list_memories(
     return [MemoryRecord(**row) for row in rows]
 
 
-def delete_memory(conn: Session, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> bool:
-    """Delete one memory of this user (False when the user has none with that id), recording who asked."""
-    with user_transaction(conn, user_id, source=source):
-        row = conn.execute(
-            "DELETE FROM user_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, memory_id]
-        ).fetchone()
-    return row is not None
+# A memory and its lineage: every earlier version of its fact, however deep (the text an edit kept,
+# what a correction replaced, a duplicate consolidation merged into it), each found by its
+# superseded_by. A memory that lives again after being replaced is no earlier version of anything.
+_DELETE_LINEAGE = """
+WITH RECURSIVE lineage (id) AS (
+    SELECT id FROM user_memories WHERE user_id = %(user_id)s AND id = %(id)s
+    UNION
+    SELECT m.id FROM user_memories m JOIN lineage l ON m.superseded_by = l.id
+    WHERE m.user_id = %(user_id)s AND m.superseded_at IS NOT NULL
+)
+DELETE FROM user_memories WHERE user_id = %(user_id)s AND id IN (SELECT id FROM lineage) RETURNING id
+"""
+
+
+def delete_memory(conn: Session, user_id: str, memory_id: uuid.UUID, *, source: str | None = None) -> int:
+    """Delete one memory of this user with its lineage (the earlier versions of its fact), recording
+    who asked; how many memories went (0: the user has none with that id). The history trigger takes
+    every deleted memory's text out of the history and the outbox. Under the user's write lock, so no
+    write adds a version to the lineage while it is deleted."""
+    with user_transaction(conn, user_id, source=source, lock=True):
+        rows = conn.execute(_DELETE_LINEAGE, {"user_id": user_id, "id": memory_id}).fetchall()
+    return len(rows)
 
 
 _EVENT_COLUMNS = "memory_id, event, at, source, content, related_id, project_id, detail, write_id"

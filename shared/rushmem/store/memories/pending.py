@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 
 from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import user_transaction
+from rushmem_contract.errors import AgentMemoryError, Conflict, NotFound
 from rushmem_contract.models import NewMemory, PendingMemory, content_hash
 
 _COLUMNS = "id, user_id, project_id, content, category, source, reasons, created_at, write_id"
@@ -91,16 +92,67 @@ def close_pending(
     user_id: str,
     pending_id: uuid.UUID,
     *,
-    approved_as: uuid.UUID | None,
+    approve: bool,
     source: str | None,
     write_id: uuid.UUID,
-) -> bool:
-    """End a pending write: approved (as the memory ``approved_as``) or rejected; False when there
-    was none (decided meanwhile, or never this user's)."""
-    reason = "approved" if approved_as is not None else "rejected"
-    settings = {"agent_memory.approved_as": str(approved_as) if approved_as is not None else ""}
-    with user_transaction(conn, user_id, source=source, reason=reason, settings=settings, write_id=write_id):
-        row = conn.execute(
-            "DELETE FROM pending_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, pending_id]
-        ).fetchone()
-    return row is not None
+) -> None:
+    """End a pending write in a transaction of its own, approved without a memory (nothing was
+    written) or rejected; raises as :func:`decide`."""
+    with user_transaction(conn, user_id, write_id=write_id):
+        decide(conn, user_id, pending_id, approve=approve, approved_as=None, source=source)
+
+
+def decide(
+    conn: Session,
+    user_id: str,
+    pending_id: uuid.UUID,
+    *,
+    approve: bool,
+    approved_as: uuid.UUID | None,
+    source: str | None,
+) -> None:
+    """In the caller's open transaction of this user, as its last statements: end the pending
+    write with this decision (they set the decision, its source and the approved memory for the
+    trigger). The pending row is the lock: a decision racing this one waits for it, then finds it
+    gone. When it is gone, raises Conflict naming the decision that ended it (read in the same
+    transaction, after the failed delete: that decision has committed), or NotFound when the
+    history holds none (never held, or not this user's); the caller's transaction rolls back."""
+    conn.execute(
+        "SELECT set_config('agent_memory.change_reason', %s, true), "
+        "set_config('agent_memory.change_source', %s, true), set_config('agent_memory.approved_as', %s, true)",
+        ["approved" if approve else "rejected", source or "", str(approved_as) if approved_as is not None else ""],
+    )
+    row = conn.execute(
+        "DELETE FROM pending_memories WHERE user_id = %s AND id = %s RETURNING id", [user_id, pending_id]
+    ).fetchone()
+    if row is None:
+        raise already_decided(decision_of(conn, user_id, pending_id))
+
+
+_DECISION = (
+    "SELECT event FROM memory_events WHERE user_id = %s AND memory_id = %s "
+    "AND event IN ('approved', 'rejected') ORDER BY at DESC, id DESC LIMIT 1"
+)
+
+
+def decision_of(conn: Session, user_id: str, pending_id: uuid.UUID) -> str | None:
+    """In the caller's open transaction: the decision the history records for one of the user's
+    held writes ('approved' or 'rejected'); None when there is none (never held, or forgotten
+    with its user)."""
+    row = conn.execute(_DECISION, [user_id, pending_id]).fetchone()
+    return None if row is None else str(row[0])
+
+
+def decided(conn: Session, user_id: str, pending_id: uuid.UUID) -> str | None:
+    """:func:`decision_of` in a transaction of its own."""
+    with user_transaction(conn, user_id):
+        return decision_of(conn, user_id, pending_id)
+
+
+def already_decided(taken: str | None) -> AgentMemoryError:
+    """The answer to a decision on a held write no longer waiting: Conflict (field ``decision``)
+    naming the decision taken (the same words at every door: the approved memory's id is in the
+    held write's history), or NotFound when there is none to name."""
+    if taken is None:
+        return NotFound("no pending write with this id for this user")
+    return Conflict(f"this write was already {taken}; this decision was not applied", field="decision")

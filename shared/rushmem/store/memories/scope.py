@@ -44,7 +44,8 @@ class Scope:
     include_inactive: bool = False  # superseded and expired memories too (debugging)
     filters: MemoryFilters | None = None  # narrows the scope (rushmem.store.memories.filters)
     # Valid time: the memories true at this time (superseded versions included while they held),
-    # instead of the current ones.
+    # instead of the current ones; with include_inactive, every memory true by then, those that had
+    # ended too, never one true only later.
     as_of: dt.datetime | None = None
 
     def shape(self) -> ScopeShape:
@@ -68,10 +69,13 @@ def scope_sql(shape: ScopeShape) -> str:
     parts = ["user_id = %(user_id)s"]
     if shape.project:
         parts.append("(project_id = %(project_id)s OR project_id IS NULL)")
-    if shape.as_of and not shape.include_inactive:
+    if shape.as_of:
+        # Only what existed then: true by as_of (a later memory, or an edit's new text, is not),
+        # whether it still held then or had ended (superseded or expired) with include_inactive.
         parts.append("valid_from <= %(as_of)s")
-        parts.append("(valid_until IS NULL OR valid_until > %(as_of)s)")
-        parts.append("(expires_at IS NULL OR expires_at > %(as_of)s)")
+        if not shape.include_inactive:
+            parts.append("(valid_until IS NULL OR valid_until > %(as_of)s)")
+            parts.append("(expires_at IS NULL OR expires_at > %(as_of)s)")
     elif not shape.include_inactive:
         # Current means valid now (at %(now)s, else the present): a version replaced by one that
         # becomes true later is current until then, and that one is not current before it, so the

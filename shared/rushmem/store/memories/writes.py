@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -165,6 +165,7 @@ def upsert_memories(
     usage: Mapping[str, Sequence[UsageRow]] | None = None,
     write_id: uuid.UUID | None = None,
     supersedes: Mapping[int, Sequence[tuple[uuid.UUID, str]]] | None = None,
+    commit_with: Callable[[Session, list[WriteOutcome]], None] | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
 
@@ -178,7 +179,9 @@ def upsert_memories(
     replaces a memory must not fold into it). ``supersedes``: per row index, the
     memories the caller says it replaces, each with the request field that named it (InvalidInput
     naming that field when the user has no such memory in the row's scope, or another memory
-    already replaced it). Callers pass rows already de-duplicated by hash.
+    already replaced it). Callers pass rows already de-duplicated by hash. ``commit_with``: the
+    caller's own statements, last in each user's transaction (given that user's outcomes): they
+    commit with the rows, and an exception from them rolls the rows back (a review decision).
     """
     if not rows:
         return []
@@ -199,6 +202,8 @@ def upsert_memories(
             if named:
                 _supersede_named(conn, user_id, named, outcomes)
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
+            if commit_with is not None:
+                commit_with(conn, [outcomes[i] for i in indexes])
     return [outcomes[i] for i in range(len(rows))]
 
 

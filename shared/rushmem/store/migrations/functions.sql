@@ -11,7 +11,7 @@
 -- and reason for the current transaction with set_config('agent_memory.change_source' /
 -- 'agent_memory.change_reason', ..., true). 'updated' (an edit in place): one event with the
 -- previous value of each field that changed. A deletion removes the memory's text from its
--- history and from the outbox: the tombstone says when, at whose request and by which write
+-- history and from the outbox (and a held write's approved as it): the tombstone says when, at whose request and by which write
 -- (0012). 'merged': consolidation marks a duplicate replaced by the memory it duplicates.
 CREATE OR REPLACE FUNCTION agent_memory_record_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -20,6 +20,7 @@ DECLARE
     src      text := nullif(current_setting('agent_memory.change_source', true), '');
     wid      uuid := nullif(current_setting('agent_memory.write_id', true), '')::uuid;
     previous jsonb := '{}'::jsonb;
+    gone     uuid[];
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO memory_events (memory_id, user_id, project_id, event, source, content, detail, write_id)
@@ -79,17 +80,21 @@ BEGIN
             VALUES (OLD.id, OLD.user_id, OLD.project_id, reason, src, OLD.content, wid);
             RETURN OLD;
         END IF;
-        -- A deletion: the memory's text goes from its history and from the outbox; the tombstone
-        -- says when, at whose request and by which write, not what.
+        -- A deletion: the memory's text goes from its history and from the outbox, and so does the
+        -- text of a held write approved as this memory (0016: its events are under the pending id);
+        -- the tombstone says when, at whose request and by which write, not what. Deleting one
+        -- memory deletes its earlier versions with it (rushmem.store.memories.catalog), each a row here.
+        gone := OLD.id || ARRAY(SELECT a.memory_id FROM memory_events a
+                                WHERE a.user_id = OLD.user_id AND a.event = 'approved' AND a.related_id = OLD.id);
         UPDATE memory_events
         SET content = NULL,
             detail = CASE WHEN detail ? 'previous'
                           THEN jsonb_set(detail, '{previous}', (detail -> 'previous') - 'content' - 'metadata')
                           ELSE detail END
-        WHERE user_id = OLD.user_id AND memory_id = OLD.id
+        WHERE user_id = OLD.user_id AND memory_id = ANY(gone)
           AND (content IS NOT NULL OR detail -> 'previous' ?| ARRAY['content', 'metadata']);
         UPDATE change_outbox SET content = NULL
-        WHERE user_id = OLD.user_id AND memory_id = OLD.id AND content IS NOT NULL;
+        WHERE user_id = OLD.user_id AND memory_id = ANY(gone) AND content IS NOT NULL;
         INSERT INTO memory_events (memory_id, user_id, project_id, event, source, content, write_id)
         VALUES (OLD.id, OLD.user_id, OLD.project_id, 'deleted', src, NULL, wid);
         RETURN OLD;
