@@ -24,7 +24,9 @@ REASONS: tuple[str, ...] = get_args(Reason)
 # Between two words of an instruction: spaces, or punctuation standing in for them
 # ("ignore.previous.instructions", "ignore_all-previous instructions", "ignore / previous"), but
 # not a sentence's end ("I forget. The rules were clear" is two sentences, not an instruction).
-_G = r"(?:\s+|(?:[^\w\s]|_)+(?=\w)|\s*(?:[^\w\s.!?;,:]|_)+\s*)"
+# Possessive: a word always follows, so giving back part of a run of punctuation never helps, and
+# trying each shorter part made a long run after "ignore" slow.
+_G = r"(?:\s++|(?:[^\w\s]|_)++(?=\w)|\s*+(?:[^\w\s.!?;,:]|_)++\s*+)"
 # Word edges that also hold next to an underscore ("_ignore_previous_instructions_").
 _B0 = r"(?<![^\W_])"
 _B1 = r"(?![^\W_])"
@@ -51,7 +53,9 @@ _ROLE_TURN = re.compile(r"(?:^|[.!?;\"'\])>}#*|-]\s*)\b(system|assistant|develop
 # Imitations of a prompt's structure: the block's title, BEGIN/END fences, memory tags.
 _FAKE_DELIMITERS = re.compile(
     rf"{_B0}relevant{_G}memories\s*:"
-    rf"|[-=#*]{{3,}}\s*(?:begin|end){_G}(?:of{_G})?(?:the{_G})?"
+    # A fence is read from its first character, once (possessive): tried from each character of a long
+    # run of dashes, the run was read again from there every time (quadratic).
+    rf"|(?<![-=#*])[-=#*]{{3,}}+\s*(?:begin|end){_G}(?:of{_G})?(?:the{_G})?"
     rf"(?:system{_G}prompt|system|prompt|instructions?|memor(?:y|ies)|context){_B1}"
     r"|</?\s*(?:memor(?:y|ies)|context|rush_memory)\s*>",
     re.IGNORECASE,

@@ -142,11 +142,13 @@ def wording(text: str) -> tuple[str, ...]:
 def _directed(words: list[str]) -> set[tuple[str, str]]:
     """Each direction word with the word it governs ("from paris", "to paris")."""
     pairs: set[tuple[str, str]] = set()
-    for i, word in enumerate(words):
-        if word in _DIRECTIONS:
-            after = next((w for w in words[i + 1 :] if w not in _STOPWORDS or w in _DIRECTIONS), "")
-            if after:  # "as stated before": an adverb, no direction
-                pairs.add((word, after))
+    after = ""  # the next word after this one that is not a function word (or is a direction)
+    # Right to left, once: looking ahead from each direction word was quadratic in "to to to ...".
+    for word in reversed(words):
+        if word in _DIRECTIONS and after:  # none after it ("as stated before"): an adverb, no direction
+            pairs.add((word, after))
+        if word not in _STOPWORDS or word in _DIRECTIONS:
+            after = word
     return pairs
 
 
