@@ -26,7 +26,8 @@ REASONS: tuple[str, ...] = get_args(Reason)
 # not a sentence's end ("I forget. The rules were clear" is two sentences, not an instruction).
 # Possessive: a word always follows, so giving back part of a run of punctuation never helps, and
 # trying each shorter part made a long run after "ignore" slow.
-_G = r"(?:\s++|(?:[^\w\s]|_)++(?=\w)|\s*+(?:[^\w\s.!?;,:]|_)++\s*+)"
+# A run of one character class is read in one step, a run of alternatives a character at a time.
+_G = r"(?:\s++|(?:[^\w\s]++|_++)++(?=\w)|\s*+(?:[^\w\s.!?;,:]++|_++)++\s*+)"
 # Word edges that also hold next to an underscore ("_ignore_previous_instructions_").
 _B0 = r"(?<![^\W_])"
 _B1 = r"(?![^\W_])"
@@ -41,6 +42,7 @@ BLOCK_MARKER = re.compile(
     r"|rush_memory",
     re.IGNORECASE,
 )
+_RUSH = re.compile("rush", re.IGNORECASE)
 # Chat-template tokens and instruction tags of common model families.
 TEMPLATE_TOKENS = re.compile(r"<\|[^|<>]{0,40}\|>|\[/?INST\]|<</?SYS>>|</?s>", re.IGNORECASE)
 # <system>, </assistant>, <instructions ...>: a turn or a section of a prompt.
@@ -162,6 +164,8 @@ def strip_memory_blocks(text: str) -> str:
     ends a block that began before the text did, so the text before it goes too. Only bracketed
     markers count: the bare word ("rush_memory") in a sentence removes nothing."""
     folded = fold(text)
+    if _RUSH.search(folded.text) is None:  # every marker spells the word: most texts end here
+        return text
     markers: list[tuple[int, int, bool]] = []  # (start, end, closing) in ``text``
     for m in BLOCK_MARKER.finditer(folded.text):
         found = m.group()

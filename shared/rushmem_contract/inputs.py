@@ -80,10 +80,10 @@ def visible_text(text: str) -> str:
     if text.isascii():  # nothing to fold or remove (the common case)
         return text
     for _ in range(4):  # removing a character can let NFKC compose its neighbours: to a fixed point
-        folded = _drop_invisible(unicodedata.normalize("NFKC", text))
-        if folded == text:
+        normal = unicodedata.normalize("NFKC", text)
+        text = _drop_invisible(normal)
+        if text == normal:  # nothing removed, so nothing new to compose: no second pass to find that out
             break
-        text = folded
     return text
 
 
