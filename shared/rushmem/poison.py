@@ -64,7 +64,11 @@ _FAKE_DELIMITERS = re.compile(
 )
 _DETERMINERS = rf"(?:(?:all|any|every|each|the|your|my|these|those|of|its){_G}){{0,3}}"
 _EARLIER = rf"(?:(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|other){_G})?"
+# Each pattern that starts at a word starts with a lookahead for its words' first letters: the
+# regex engine turns every other position away at once (a run of punctuation passes the word edge
+# at each character, and trying each alternative there made it several times slower than prose).
 _OVERRIDE = re.compile(
+    r"(?=[abdfghijnoruy])(?:"
     rf"{_B0}(?:ignore|disregard|forget|override|bypass|abandon){_G}"
     + _DETERMINERS
     + _EARLIER
@@ -74,10 +78,11 @@ _OVERRIDE = re.compile(
     rf"(?:above|before|you{_G}were{_G}told){_B1}"
     rf"|{_B0}(?:new|updated|real|actual|hidden){_G}(?:system{_G})?instructions?\s*:"
     rf"|{_B0}you{_G}are{_G}no{_G}longer{_B1}"
-    rf"|{_B0}(?:developer|dan|jailbreak|god){_G}mode{_B1}",
+    rf"|{_B0}(?:developer|dan|jailbreak|god){_G}mode{_B1})",
     re.IGNORECASE,
 )
 _PROMPT_REQUEST = re.compile(
+    r"(?=[dloprs])"
     rf"{_B0}(?:reveal|print|show|repeat|output|leak|disclose|dump){_G}(?:[^\W_]+{_G}){{0,3}}?"
     rf"(?:system{_G}prompt|hidden{_G}(?:prompt|instructions)|initial{_G}prompt|(?:your|the){_G}instructions){_B1}",
     re.IGNORECASE,
@@ -117,8 +122,10 @@ def findings(text: str) -> list[Finding]:
 
 
 def reasons(text: str) -> list[str]:
-    """Why ``text`` looks like it carries instructions (empty: nothing found), in REASONS' order."""
-    found = {f.reason for f in findings(text)}
+    """Why ``text`` looks like it carries instructions (empty: nothing found), in REASONS' order:
+    each pattern's first match is enough, so the time does not grow with how many there are."""
+    folded = fold(text).text
+    found = {reason for reason, pattern in _PATTERNS if pattern.search(folded) is not None}
     return [r for r in REASONS if r in found]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from rushmem.ingest import facts
 from rushmem.ingest.redaction import Redactor
-from rushmem.poison import findings, strip_memory_blocks
+from rushmem.poison import reasons, strip_memory_blocks
 from rushmem.privacy import PiiPolicy
 from rushmem.recall.block import defused_text
 from rushmem_contract.inputs import visible_text
@@ -165,7 +165,7 @@ def _facts(text: str) -> object:
 # What each defence runs on a text, and its ordinary input.
 DEFENCES: dict[str, tuple[Callable[[str], object], Shape]] = {
     **dict.fromkeys(PII_SHAPES, (_redact, ordinary)),
-    "injection": (findings, ordinary),
+    "injection": (reasons, ordinary),
     "block": (defused_text, ordinary),
     "strip": (strip_memory_blocks, ordinary_with_block),
     "normalization": (visible_text, ordinary_accented),
