@@ -54,20 +54,56 @@ def is_ignorable(ch: str) -> bool:
     return _IGNORABLE.match(ch) is not None
 
 
+# The default-ignorable code points that are letters, numbers, punctuation, symbols or separators
+# (the others are format characters, marks or unassigned): any other character of those classes is
+# kept as it is, without the ignorable pattern (tests/unit/test_defence_shapes.py checks the set).
+IGNORABLE_GRAPHICS = frozenset("\u115f\u1160\u3164\uffa0")
+# ... and the marks among them (variation selectors, the grapheme joiner, Khmer and Mongolian ones).
+IGNORABLE_MARKS = frozenset(
+    chr(c)
+    for first, end in (
+        (0x34F, 0x34F),
+        (0x17B4, 0x17B5),
+        (0x180B, 0x180D),
+        (0x180F, 0x180F),
+        (0xFE00, 0xFE0F),
+        (0xE0100, 0xE01EF),
+    )
+    for c in range(first, end + 1)
+)
+
+
 def _drop_invisible(text: str) -> str:
     out: list[str] = []
+    append = out.append
     last = len(text) - 1
+    category_of = unicodedata.category
+    # Whether the last character kept is visible or a mark: what a combining mark can draw on.
+    # Kept as the loop goes (asking it of out[-1] at each mark was several times slower on a stack of them).
+    shows = visible = False  # ... and whether it is visible
     for i, ch in enumerate(text):
-        category = unicodedata.category(ch)
-        if ch in _JOINERS:
-            if out and not out[-1].isascii() and i < last and not text[i + 1].isascii() and is_visible(out[-1]):
-                out.append(ch)
+        category = category_of(ch)
+        major = category[0]
+        if major in "LNPS" and ch not in IGNORABLE_GRAPHICS:  # most characters: kept, one test
+            append(ch)
+            shows = visible = ch not in BLANK_GRAPHICS
+        elif major == "Z":
+            append(ch)
+            shows = visible = False
+        elif ch in _JOINERS:
+            if visible and not out[-1].isascii() and i < last and not text[i + 1].isascii():
+                append(ch)
+                shows = visible = False
+        elif major == "M":
+            # A mark with no visible base shows nothing (or draws on the space before it).
+            if shows and ch not in IGNORABLE_MARKS:
+                append(ch)
+                visible = False
         elif category == "Cf" or is_ignorable(ch):
             continue
-        elif category[0] == "M" and (not out or not (is_visible(out[-1]) or unicodedata.category(out[-1])[0] == "M")):
-            continue  # a mark with no visible base shows nothing (or draws on the space before it)
         else:
-            out.append(ch)
+            append(ch)
+            shows = visible = False
     return "".join(out)
 
 
@@ -82,7 +118,11 @@ def visible_text(text: str) -> str:
     for _ in range(4):  # removing a character can let NFKC compose its neighbours: to a fixed point
         normal = unicodedata.normalize("NFKC", text)
         text = _drop_invisible(normal)
-        if text == normal:  # nothing removed, so nothing new to compose: no second pass to find that out
+        # Nothing removed, or nothing left that another pass would change (NFKC has nothing to compose
+        # and no joiner's next character was removed): the fixed point, without a pass to find it.
+        if text == normal or (
+            "\u200c" not in text and "\u200d" not in text and unicodedata.is_normalized("NFKC", text)
+        ):
             break
     return text
 

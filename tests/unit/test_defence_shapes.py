@@ -200,3 +200,16 @@ def test_a_field_at_its_limit_that_redaction_lengthens_is_refused_naming_it() ->
     with pytest.raises(InputTooLarge) as refused:
         Redactor(PiiPolicy.parse("redact")).apply([NewMemory(content=text)])
     assert refused.value.field == "memories[0].content"
+
+
+def test_the_ignorable_graphic_characters_are_all_of_them() -> None:
+    """Normalization keeps any letter, number, punctuation, symbol or separator but these without
+    asking the ignorable pattern: the set must be every ignorable character of those classes."""
+    import sys
+    import unicodedata
+
+    from rushmem_contract.inputs import IGNORABLE_GRAPHICS, IGNORABLE_MARKS, is_ignorable
+
+    ignorable = [chr(c) for c in range(sys.maxunicode + 1) if is_ignorable(chr(c))]
+    assert {ch for ch in ignorable if unicodedata.category(ch)[0] in "LNPSZ"} == IGNORABLE_GRAPHICS
+    assert {ch for ch in ignorable if unicodedata.category(ch)[0] == "M"} == IGNORABLE_MARKS
