@@ -73,7 +73,9 @@ IGNORABLE_MARKS = frozenset(
 )
 
 
-def _drop_invisible(text: str) -> str:
+def _drop_invisible(text: str) -> tuple[str, bool]:
+    """``text`` without what shows nothing, and whether a joiner was kept for a next character that
+    was removed (then another pass may drop the joiner)."""
     out: list[str] = []
     append = out.append
     last = len(text) - 1
@@ -81,30 +83,37 @@ def _drop_invisible(text: str) -> str:
     # Whether the last character kept is visible or a mark: what a combining mark can draw on.
     # Kept as the loop goes (asking it of out[-1] at each mark was several times slower on a stack of them).
     shows = visible = False  # ... and whether it is visible
+    joined = -2  # where the last joiner kept is
+    unsettled = False
     for i, ch in enumerate(text):
         category = category_of(ch)
         major = category[0]
         if major in "LNPS" and ch not in IGNORABLE_GRAPHICS:  # most characters: kept, one test
             append(ch)
             shows = visible = ch not in BLANK_GRAPHICS
-        elif major == "Z":
-            append(ch)
-            shows = visible = False
-        elif ch in _JOINERS:
+            continue
+        if ch in _JOINERS:
             if visible and not out[-1].isascii() and i < last and not text[i + 1].isascii():
                 append(ch)
                 shows = visible = False
+                joined = i
+                continue
+        elif major == "Z":
+            append(ch)
+            shows = visible = False
+            continue
         elif major == "M":
             # A mark with no visible base shows nothing (or draws on the space before it).
             if shows and ch not in IGNORABLE_MARKS:
                 append(ch)
                 visible = False
-        elif category == "Cf" or is_ignorable(ch):
-            continue
-        else:
+                continue
+        elif ch not in IGNORABLE_GRAPHICS and category != "Cf" and not is_ignorable(ch):
             append(ch)
             shows = visible = False
-    return "".join(out)
+            continue
+        unsettled = unsettled or joined == i - 1  # removed right after a joiner kept for it
+    return "".join(out), unsettled
 
 
 def visible_text(text: str) -> str:
@@ -117,12 +126,10 @@ def visible_text(text: str) -> str:
         return text
     for _ in range(4):  # removing a character can let NFKC compose its neighbours: to a fixed point
         normal = unicodedata.normalize("NFKC", text)
-        text = _drop_invisible(normal)
+        text, unsettled = _drop_invisible(normal)
         # Nothing removed, or nothing left that another pass would change (NFKC has nothing to compose
-        # and no joiner's next character was removed): the fixed point, without a pass to find it.
-        if text == normal or (
-            "\u200c" not in text and "\u200d" not in text and unicodedata.is_normalized("NFKC", text)
-        ):
+        # and no kept joiner's next character was removed): the fixed point, without a pass to find it.
+        if text == normal or (not unsettled and unicodedata.is_normalized("NFKC", text)):
             break
     return text
 
