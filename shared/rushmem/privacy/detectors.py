@@ -155,6 +155,11 @@ class PiiDetector(Protocol):
     def detect(self, text: str) -> list[Finding]: ...
 
 
+def _found(kind: str, start: int, end: int) -> Finding:
+    """A finding of the regex engine."""
+    return Finding(type=kind, start=start, end=end, category=TYPE_CATEGORY[kind])
+
+
 # ----------------------------------------------------------------------------------------
 # validators
 # ----------------------------------------------------------------------------------------
@@ -274,7 +279,7 @@ def _emails(text: str) -> Iterator[Finding]:
         local = m.group().split("@", 1)[0]
         if ".." in local or local.endswith("."):
             continue
-        yield Finding(type="email", start=m.start(), end=m.end())
+        yield _found("email", m.start(), m.end())
 
 
 def _phone_ok(text: str, start: int, candidate: str) -> bool:
@@ -316,7 +321,7 @@ def _phone_ok(text: str, start: int, candidate: str) -> bool:
 def _phones(text: str) -> Iterator[Finding]:
     for m in _PHONE.finditer(text):
         if _phone_ok(text, m.start(), m.group()):
-            yield Finding(type="phone", start=m.start(), end=m.end())
+            yield _found("phone", m.start(), m.end())
 
 
 def _cards(text: str) -> Iterator[Finding]:
@@ -328,12 +333,12 @@ def _cards(text: str) -> Iterator[Finding]:
         # Major industry identifier 2-6 (Mastercard 2-series, Amex/Diners/JCB, Visa, Mastercard, Discover/UnionPay).
         if digits[0] not in "23456" or len(set(digits)) == 1 or not luhn_valid(digits):
             continue
-        yield Finding(type="payment_card", start=m.start(), end=m.end())
+        yield _found("payment_card", m.start(), m.end())
 
 
 def _ssns(text: str) -> Iterator[Finding]:
     for m in _SSN.finditer(text):
-        yield Finding(type="us_ssn", start=m.start(), end=m.end())
+        yield _found("us_ssn", m.start(), m.end())
 
 
 def _ibans(text: str) -> Iterator[Finding]:
@@ -345,7 +350,7 @@ def _ibans(text: str) -> Iterator[Finding]:
         # more of them: one pattern per length, read by the regex engine rather than a loop here.
         body = _IBAN_BODY[length].match(text, m.end())
         if body is not None and iban_valid(m.group() + body.group().replace(" ", "")):
-            yield Finding(type="iban", start=m.start(), end=body.end())
+            yield _found("iban", m.start(), body.end())
 
 
 def _private_keys(text: str) -> Iterator[Finding]:
@@ -366,7 +371,7 @@ def _private_keys(text: str) -> Iterator[Finding]:
             i += 1
         body = _PEM_BODY.match(text, m.end())
         pos = kind[i] if i < len(kind) else body.end() if body else m.end()
-        yield Finding(type="private_key", start=m.start(), end=pos)
+        yield _found("private_key", m.start(), pos)
 
 
 def _credentials(text: str) -> Iterator[Finding]:
@@ -375,10 +380,10 @@ def _credentials(text: str) -> Iterator[Finding]:
         header_part, payload_part = m.group().split(".")[:2]
         header, payload = _b64url_json(header_part), _b64url_json(payload_part)
         if isinstance(header, dict) and ("alg" in header or "typ" in header) and isinstance(payload, dict):
-            yield Finding(type="jwt", start=m.start(), end=m.end())
+            yield _found("jwt", m.start(), m.end())
     key_ids = [(m.start(), m.end()) for m in _AWS_KEY_ID.finditer(text)]
     for start, end in key_ids:
-        yield Finding(type="aws_access_key_id", start=start, end=end)
+        yield _found("aws_access_key_id", start, end)
     key_starts = [start for start, _ in key_ids]
     for m in _AWS_SECRET.finditer(text):
         s = m.group()
@@ -391,17 +396,17 @@ def _credentials(text: str) -> Iterator[Finding]:
             abs(m.start() - end) <= 120 or abs(start - m.end()) <= 120 for start, end in key_ids[max(0, i - 1) : i + 1]
         )
         if near_key or _AWS_SECRET_WORDS.search(text[max(0, m.start() - 60) : m.start()]):
-            yield Finding(type="aws_secret_access_key", start=m.start(), end=m.end())
+            yield _found("aws_secret_access_key", m.start(), m.end())
     for m in _BEARER.finditer(text):
         token = m.group(1)
         if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):
-            yield Finding(type="bearer_token", start=m.start(1), end=m.end(1))
+            yield _found("bearer_token", m.start(1), m.end(1))
     for kind, pattern in _TOKENS:
         for m in pattern.finditer(text):
             token = m.group()
             if kind == "openai_api_key" and not (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)):
                 continue
-            yield Finding(type=kind, start=m.start(), end=m.end())
+            yield _found(kind, m.start(), m.end())
 
 
 def _ips(text: str) -> Iterator[Finding]:
@@ -414,7 +419,7 @@ def _ips(text: str) -> Iterator[Finding]:
             continue
         if _VERSION_WORDS.search(text[max(0, m.start() - 12) : m.start()]):
             continue
-        yield Finding(type="ipv4", start=m.start(), end=m.end())
+        yield _found("ipv4", m.start(), m.end())
     for m in _IPV6.finditer(text):
         candidate = m.group()
         if candidate.count(":") < 2:
@@ -425,7 +430,7 @@ def _ips(text: str) -> Iterator[Finding]:
             continue
         if v6.is_loopback or v6.is_unspecified:
             continue
-        yield Finding(type="ipv6", start=m.start(), end=m.end())
+        yield _found("ipv6", m.start(), m.end())
 
 
 _DETECTORS: dict[str, Callable[[str], Iterator[Finding]]] = {
