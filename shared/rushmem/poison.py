@@ -24,7 +24,10 @@ REASONS: tuple[str, ...] = get_args(Reason)
 # Between two words of an instruction: spaces, or punctuation standing in for them
 # ("ignore.previous.instructions", "ignore_all-previous instructions", "ignore / previous"), but
 # not a sentence's end ("I forget. The rules were clear" is two sentences, not an instruction).
-_G = r"(?:\s+|(?:[^\w\s]|_)+(?=\w)|\s*(?:[^\w\s.!?;,:]|_)+\s*)"
+# Possessive: a word always follows, so giving back part of a run of punctuation never helps, and
+# trying each shorter part made a long run after "ignore" slow.
+# A run of one character class is read in one step, a run of alternatives a character at a time.
+_G = r"(?:\s++|(?:[^\w\s]++|_++)++(?=\w)|\s*+(?:[^\w\s.!?;,:]++|_++)++\s*+)"
 # Word edges that also hold next to an underscore ("_ignore_previous_instructions_").
 _B0 = r"(?<![^\W_])"
 _B1 = r"(?![^\W_])"
@@ -39,6 +42,7 @@ BLOCK_MARKER = re.compile(
     r"|rush_memory",
     re.IGNORECASE,
 )
+_RUSH = re.compile("rush", re.IGNORECASE)
 # Chat-template tokens and instruction tags of common model families.
 TEMPLATE_TOKENS = re.compile(r"<\|[^|<>]{0,40}\|>|\[/?INST\]|<</?SYS>>|</?s>", re.IGNORECASE)
 # <system>, </assistant>, <instructions ...>: a turn or a section of a prompt.
@@ -51,14 +55,20 @@ _ROLE_TURN = re.compile(r"(?:^|[.!?;\"'\])>}#*|-]\s*)\b(system|assistant|develop
 # Imitations of a prompt's structure: the block's title, BEGIN/END fences, memory tags.
 _FAKE_DELIMITERS = re.compile(
     rf"{_B0}relevant{_G}memories\s*:"
-    rf"|[-=#*]{{3,}}\s*(?:begin|end){_G}(?:of{_G})?(?:the{_G})?"
+    # A fence is read from its first character, once (possessive): tried from each character of a long
+    # run of dashes, the run was read again from there every time (quadratic).
+    rf"|(?<![-=#*])[-=#*]{{3,}}+\s*(?:begin|end){_G}(?:of{_G})?(?:the{_G})?"
     rf"(?:system{_G}prompt|system|prompt|instructions?|memor(?:y|ies)|context){_B1}"
     r"|</?\s*(?:memor(?:y|ies)|context|rush_memory)\s*>",
     re.IGNORECASE,
 )
 _DETERMINERS = rf"(?:(?:all|any|every|each|the|your|my|these|those|of|its){_G}){{0,3}}"
 _EARLIER = rf"(?:(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|other){_G})?"
+# Each pattern that starts at a word starts with a lookahead for its words' first letters: the
+# regex engine turns every other position away at once (a run of punctuation passes the word edge
+# at each character, and trying each alternative there made it several times slower than prose).
 _OVERRIDE = re.compile(
+    r"(?=[abdfghijnoruy])(?:"
     rf"{_B0}(?:ignore|disregard|forget|override|bypass|abandon){_G}"
     + _DETERMINERS
     + _EARLIER
@@ -68,10 +78,11 @@ _OVERRIDE = re.compile(
     rf"(?:above|before|you{_G}were{_G}told){_B1}"
     rf"|{_B0}(?:new|updated|real|actual|hidden){_G}(?:system{_G})?instructions?\s*:"
     rf"|{_B0}you{_G}are{_G}no{_G}longer{_B1}"
-    rf"|{_B0}(?:developer|dan|jailbreak|god){_G}mode{_B1}",
+    rf"|{_B0}(?:developer|dan|jailbreak|god){_G}mode{_B1})",
     re.IGNORECASE,
 )
 _PROMPT_REQUEST = re.compile(
+    r"(?=[dloprs])"
     rf"{_B0}(?:reveal|print|show|repeat|output|leak|disclose|dump){_G}(?:[^\W_]+{_G}){{0,3}}?"
     rf"(?:system{_G}prompt|hidden{_G}(?:prompt|instructions)|initial{_G}prompt|(?:your|the){_G}instructions){_B1}",
     re.IGNORECASE,
@@ -111,8 +122,10 @@ def findings(text: str) -> list[Finding]:
 
 
 def reasons(text: str) -> list[str]:
-    """Why ``text`` looks like it carries instructions (empty: nothing found), in REASONS' order."""
-    found = {f.reason for f in findings(text)}
+    """Why ``text`` looks like it carries instructions (empty: nothing found), in REASONS' order:
+    each pattern's first match is enough, so the time does not grow with how many there are."""
+    folded = fold(text).text
+    found = {reason for reason, pattern in _PATTERNS if pattern.search(folded) is not None}
     return [r for r in REASONS if r in found]
 
 
@@ -158,6 +171,8 @@ def strip_memory_blocks(text: str) -> str:
     ends a block that began before the text did, so the text before it goes too. Only bracketed
     markers count: the bare word ("rush_memory") in a sentence removes nothing."""
     folded = fold(text)
+    if _RUSH.search(folded.text) is None:  # every marker spells the word: most texts end here
+        return text
     markers: list[tuple[int, int, bool]] = []  # (start, end, closing) in ``text``
     for m in BLOCK_MARKER.finditer(folded.text):
         found = m.group()

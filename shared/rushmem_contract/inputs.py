@@ -54,21 +54,66 @@ def is_ignorable(ch: str) -> bool:
     return _IGNORABLE.match(ch) is not None
 
 
-def _drop_invisible(text: str) -> str:
+# The default-ignorable code points that are letters, numbers, punctuation, symbols or separators
+# (the others are format characters, marks or unassigned): any other character of those classes is
+# kept as it is, without the ignorable pattern (tests/unit/test_defence_shapes.py checks the set).
+IGNORABLE_GRAPHICS = frozenset("\u115f\u1160\u3164\uffa0")
+# ... and the marks among them (variation selectors, the grapheme joiner, Khmer and Mongolian ones).
+IGNORABLE_MARKS = frozenset(
+    chr(c)
+    for first, end in (
+        (0x34F, 0x34F),
+        (0x17B4, 0x17B5),
+        (0x180B, 0x180D),
+        (0x180F, 0x180F),
+        (0xFE00, 0xFE0F),
+        (0xE0100, 0xE01EF),
+    )
+    for c in range(first, end + 1)
+)
+
+
+def _drop_invisible(text: str) -> tuple[str, bool]:
+    """``text`` without what shows nothing, and whether a joiner was kept for a next character that
+    was removed (then another pass may drop the joiner)."""
     out: list[str] = []
+    append = out.append
     last = len(text) - 1
+    category_of = unicodedata.category
+    # Whether the last character kept is visible or a mark: what a combining mark can draw on.
+    # Kept as the loop goes (asking it of out[-1] at each mark was several times slower on a stack of them).
+    shows = visible = False  # ... and whether it is visible
+    joined = -2  # where the last joiner kept is
+    unsettled = False
     for i, ch in enumerate(text):
-        category = unicodedata.category(ch)
-        if ch in _JOINERS:
-            if out and not out[-1].isascii() and i < last and not text[i + 1].isascii() and is_visible(out[-1]):
-                out.append(ch)
-        elif category == "Cf" or is_ignorable(ch):
+        category = category_of(ch)
+        major = category[0]
+        if major in "LNPS" and ch not in IGNORABLE_GRAPHICS:  # most characters: kept, one test
+            append(ch)
+            shows = visible = ch not in BLANK_GRAPHICS
             continue
-        elif category[0] == "M" and (not out or not (is_visible(out[-1]) or unicodedata.category(out[-1])[0] == "M")):
-            continue  # a mark with no visible base shows nothing (or draws on the space before it)
-        else:
-            out.append(ch)
-    return "".join(out)
+        if ch in _JOINERS:
+            if visible and not out[-1].isascii() and i < last and not text[i + 1].isascii():
+                append(ch)
+                shows = visible = False
+                joined = i
+                continue
+        elif major == "Z":
+            append(ch)
+            shows = visible = False
+            continue
+        elif major == "M":
+            # A mark with no visible base shows nothing (or draws on the space before it).
+            if shows and ch not in IGNORABLE_MARKS:
+                append(ch)
+                visible = False
+                continue
+        elif ch not in IGNORABLE_GRAPHICS and category != "Cf" and not is_ignorable(ch):
+            append(ch)
+            shows = visible = False
+            continue
+        unsettled = unsettled or joined == i - 1  # removed right after a joiner kept for it
+    return "".join(out), unsettled
 
 
 def visible_text(text: str) -> str:
@@ -80,10 +125,12 @@ def visible_text(text: str) -> str:
     if text.isascii():  # nothing to fold or remove (the common case)
         return text
     for _ in range(4):  # removing a character can let NFKC compose its neighbours: to a fixed point
-        folded = _drop_invisible(unicodedata.normalize("NFKC", text))
-        if folded == text:
+        normal = unicodedata.normalize("NFKC", text)
+        text, unsettled = _drop_invisible(normal)
+        # Nothing removed, or nothing left that another pass would change (NFKC has nothing to compose
+        # and no kept joiner's next character was removed): the fixed point, without a pass to find it.
+        if text == normal or (not unsettled and unicodedata.is_normalized("NFKC", text)):
             break
-        text = folded
     return text
 
 

@@ -62,6 +62,10 @@ DEFAULT_HISTORY_PAGE = 1000  # events per history page unless asked (bytes may s
 # envelope's and the headers'.
 MAX_PAGE_BYTES = 5 * 1024 * 1024
 LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
+# An export line's history, from its first event, stops at this many bytes of events (their content
+# and detail as stored; the first event always): a memory edited thousands of times still fits a
+# page, with ``history_cursor`` where its history goes on.
+EXPORT_HISTORY_BYTES = 256 * 1024
 MAX_SUPERSEDES = 100
 
 
@@ -355,6 +359,12 @@ class ImportLine(NewMemory):
     write_id: WriteId = None
     valid_until: AwareDatetime | None = None
     history: list[MemoryEvent] | None = None
+    history_cursor: str | None = Field(
+        default=None,
+        description="Set on an export line whose history stops short (a history over "
+        f"{EXPORT_HISTORY_BYTES // 1024} KiB): the rest is GET /memories/{{id}}/history with this cursor. "
+        "Import ignores it, as it does the history.",
+    )
 
     @field_validator("supersedes")
     @classmethod
@@ -799,13 +809,15 @@ class ExportPage(WireModel):
     next_cursor: str | None
 
 
-def export_line(memory: MemoryRecord, history: list[MemoryEvent] | None = None) -> ImportLine:
+def export_line(
+    memory: MemoryRecord, history: list[MemoryEvent] | None = None, history_cursor: str | None = None
+) -> ImportLine:
     """A stored memory as the import line that restores it. Not validated again: a row stored
     before a rule existed (content with nothing visible, say) is exported as it is, never a
     failed export; importing it is what refuses it, that line alone."""
     # Every field the two share (all but recall's injection marks), as stored.
     shared = {name: getattr(memory, name) for name in ImportLine.model_fields if name in MemoryRecord.model_fields}
-    return ImportLine.model_construct(**shared, supersedes=[], history=history)
+    return ImportLine.model_construct(**shared, supersedes=[], history=history, history_cursor=history_cursor)
 
 
 ImportLine.model_rebuild()  # its history refers to MemoryEvent, defined after it

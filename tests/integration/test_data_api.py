@@ -420,3 +420,14 @@ def test_the_one_statement_recall_is_bound_by_row_level_security(
         "'SELECT to_jsonb(m.id) FROM user_memories m', '{}'::jsonb)"
     ).fetchone()
     assert other == (1,)
+
+
+def test_an_export_with_history_bounds_each_line_through_the_data_api(data_api_service: Memory) -> None:
+    """The bounded histories statement (a window over each memory's events) runs on the Data API
+    as on a connection: every event of a short history, and no cursor."""
+    memory_id = data_api_service.add([NewMemory(content=FACTS[0])], user_id="u-h").ids[0]
+    for i in range(3):
+        data_api_service.update(memory_id, metadata={"edit": i}, user_id="u-h")
+    (line,) = data_api_service.export(user_id="u-h", history=True).lines
+    assert [e.event for e in line.history or []] == ["created", "updated", "updated", "updated"]
+    assert line.history_cursor is None

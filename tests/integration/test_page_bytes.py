@@ -129,3 +129,49 @@ def test_a_memory_history_of_hundreds_of_metadata_edits_comes_in_pages_under_6_m
     monkeypatch.setattr(pages, "fitting", lambda items, budget=0: len(items))
     status, _ = _get(f"{served}/memories/{memory_id}/history?user_id={USER}")
     assert status == 502
+
+
+CHANGES = 400
+CONTENT_CHARS = 2_000  # the default longest content (AGENT_MEMORY_MAX_MEMORY_CHARS)
+
+
+def test_the_largest_memory_changed_hundreds_of_times_still_exports_with_its_history(served: str) -> None:
+    """A memory at the write limits (2,000 characters of content, 16,000 of metadata) whose metadata
+    was changed 400 times has ~7 MB of history in Lambda's result (each 'updated' event keeps the
+    content and the previous metadata; a content change keeps the previous version as a memory of
+    its own). Its export line carries its history from the
+    first event up to EXPORT_HISTORY_BYTES and the cursor of the rest, which the history pages
+    give to the last event: every answer under Lambda's 6 MB (unbounded, the export answered 502)."""
+    from rushmem_contract.models import EXPORT_HISTORY_BYTES, MAX_METADATA_CHARS
+
+    def content(i: int) -> str:
+        return (f'Version {i}: "quoted" ' * 2_000)[:CONTENT_CHARS].strip()
+
+    def metadata(i: int) -> dict[str, object]:
+        return {"notes": (f"v{i} note " * 2_000)[: MAX_METADATA_CHARS - 20]}  # as JSON: just under the limit
+
+    with MemoryClient(served) as client:
+        memory_id = client.add([{"content": content(0), "metadata": metadata(0)}], user_id=USER).ids[0]
+        for i in range(1, CHANGES + 1):
+            client.update(memory_id, metadata=metadata(i), user_id=USER)
+        status, body = _get(f"{served}/memories/export?user_id={USER}&history=true&limit=1")
+        assert status == 200, body[:200]
+        assert len(json.dumps(body.decode())) < LAMBDA_RESPONSE_BYTES
+        (line,) = json.loads(body)["lines"]
+        assert line["id"] == str(memory_id) and line["metadata"] == metadata(CHANGES)
+        kept = line["history"]
+        assert kept[0]["event"] == "created" and 1 < len(kept) < CHANGES + 1
+        assert sum(len(e["content"]) + len(json.dumps(e["detail"])) for e in kept) <= EXPORT_HISTORY_BYTES
+        # The rest: the history pages from the line's cursor, to the last change.
+        rest, cursor = [], line["history_cursor"]
+        while cursor is not None:
+            page = client.history(memory_id, user_id=USER, cursor=cursor)
+            rest += page.events
+            cursor = page.next_cursor
+        events = [e["at"] for e in kept] + [e.at.isoformat() for e in rest]
+        assert len(events) == CHANGES + 1 and len(set(events)) == CHANGES + 1
+        assert rest[-1].detail["previous"]["metadata"] == metadata(CHANGES - 1)
+        # Without history the same line has none and no cursor.
+        status, body = _get(f"{served}/memories/export?user_id={USER}&limit=1")
+        (plain,) = json.loads(body)["lines"]
+        assert plain.get("history") is None and plain.get("history_cursor") is None

@@ -6,7 +6,9 @@ years old" and "... 32 years old" score about 0.97, "A employs B" and "B employs
 near neighbour is folded into (refreshed) only when :func:`same_fact` holds, and superseded only
 when :func:`updated_value` does (what each checks: docs/how-it-works.md, Facts over time); anything
 else is a new memory. Both err on the side of keeping: a paraphrase that moves words around is
-stored as a second memory rather than folded.
+stored as a second memory rather than folded. A text of more than :data:`MAX_FACT_WORDS` words is
+a document rather than a statement: neither folds nor supersedes one (its time stays bounded
+however densely its words are packed).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import collections
 import dataclasses
 import datetime as dt
 import functools
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -25,6 +28,16 @@ def _words(text: str) -> frozenset[str]:
 
 
 _TOKEN = re.compile(r"\w+(?:[.,:/'’-]\w+)*")
+# Past this many words a text is not compared (the module docstring): each word costs the
+# matcher its own steps, and a field packed with one-letter words holds three times as many
+# as prose of its size.
+MAX_FACT_WORDS = 1000
+
+
+def _statement(text: str) -> bool:
+    """Whether ``text`` is short enough to compare (at most MAX_FACT_WORDS words; stops counting there)."""
+    return next(itertools.islice(_TOKEN.finditer(text), MAX_FACT_WORDS, None), None) is None
+
 
 # Function words: they carry no role, value or polarity (negations are not among them).
 _STOPWORDS = _words(
@@ -142,11 +155,13 @@ def wording(text: str) -> tuple[str, ...]:
 def _directed(words: list[str]) -> set[tuple[str, str]]:
     """Each direction word with the word it governs ("from paris", "to paris")."""
     pairs: set[tuple[str, str]] = set()
-    for i, word in enumerate(words):
-        if word in _DIRECTIONS:
-            after = next((w for w in words[i + 1 :] if w not in _STOPWORDS or w in _DIRECTIONS), "")
-            if after:  # "as stated before": an adverb, no direction
-                pairs.add((word, after))
+    after = ""  # the next word after this one that is not a function word (or is a direction)
+    # Right to left, once: looking ahead from each direction word was quadratic in "to to to ...".
+    for word in reversed(words):
+        if word in _DIRECTIONS and after:  # none after it ("as stated before"): an adverb, no direction
+            pairs.add((word, after))
+        if word not in _STOPWORDS or word in _DIRECTIONS:
+            after = word
     return pairs
 
 
@@ -162,7 +177,10 @@ def _subject(words: list[str]) -> set[str]:
 
 def same_fact(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` state the same fact (see the module's docstring): a near duplicate
-    may be folded into the other only then. Linear in the texts' lengths."""
+    may be folded into the other only then. Linear in the texts' lengths; a text past
+    MAX_FACT_WORDS is the same fact only as the same text."""
+    if not (_statement(a) and _statement(b)):
+        return a == b
     ta, tb = _tokens(a), _tokens(b)
     wa, wb = [t.word for t in ta], [t.word for t in tb]
     if [w for w in wa if _is_value(w)] != [w for w in wb if _is_value(w)]:
@@ -232,7 +250,11 @@ def updated_value(old: str, new: str) -> bool:
     names only (a name only where the statement holds one at a time: "lives in", "works at");
     or the same statement with the other polarity ("no longer drinks coffee" ends "drinks
     coffee"). Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify;
-    nor does another weekday (another occurrence)."""
+    nor does another weekday (another occurrence), nor a text past MAX_FACT_WORDS."""
+    return _statement(old) and _statement(new) and _updated_value(old, new)
+
+
+def _updated_value(old: str, new: str) -> bool:
     so, sn = _slots(old), _slots(new)
     wo, wn = so.words, sn.words
     if wo == wn:

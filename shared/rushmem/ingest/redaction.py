@@ -12,9 +12,11 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+from pydantic import ValidationError
+
 from rushmem.privacy import PiiDetector, PiiPolicy, RegexDetector, redact_many
 from rushmem_contract.inputs import field_path
-from rushmem_contract.models import REDACTED_KEY, NewMemory, own_metadata
+from rushmem_contract.models import REDACTED_KEY, NewMemory, own_metadata, refusal
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class Redactor:
         kept: list[M] = []
         positions: list[int | None] = []
         redacted = dropped = 0
-        for memory, outcome in zip(memories, outcomes, strict=True):
+        for index, (memory, outcome) in enumerate(zip(memories, outcomes, strict=True)):
             if outcome.dropped:
                 dropped += 1
                 positions.append(None)
@@ -72,9 +74,15 @@ class Redactor:
                 # Validated again (the text and the metadata values are normalised and checked like
                 # any memory's); the record is set after, since the models drop a writer's value under
                 # REDACTED_KEY.
-                memory = memory.model_validate(
-                    {**memory.model_dump(), "content": outcome.content, "metadata": metadata}
-                )
+                try:
+                    memory = memory.model_validate(
+                        {**memory.model_dump(), "content": outcome.content, "metadata": metadata}
+                    )
+                except ValidationError as exc:
+                    # A placeholder can be longer than what it replaces ("[IP_ADDRESS]" for
+                    # "1.1.1.1"): a field at its limit can pass it redacted. Refused, naming the field
+                    # (a 4xx), rather than stored over the limit an import would refuse.
+                    raise refusal(exc, prefix=f"memories[{index}]") from None
                 memory = memory.model_copy(
                     update={"metadata": {**memory.metadata, REDACTED_KEY: dict(outcome.removed)}}
                 )

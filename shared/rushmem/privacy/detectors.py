@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import ipaddress
 import json
 import re
@@ -154,6 +155,11 @@ class PiiDetector(Protocol):
     def detect(self, text: str) -> list[Finding]: ...
 
 
+def _found(kind: str, start: int, end: int) -> Finding:
+    """A finding of the regex engine."""
+    return Finding(type=kind, start=start, end=end, category=TYPE_CATEGORY[kind])
+
+
 # ----------------------------------------------------------------------------------------
 # validators
 # ----------------------------------------------------------------------------------------
@@ -213,9 +219,11 @@ _EMAIL = re.compile(
 )
 
 # Digit groups separated by single spaces, dots or dashes, optionally led by + or a
-# parenthesised area code; which of them are phone numbers is decided in _phone_ok.
+# parenthesised area code; which of them are phone numbers is decided in _phone_ok. The groups are
+# one atomic group: a run of digits splits into groups in many ways, and trying each of them where
+# the run goes on (35 digits and a comma) made the scan hundreds of times slower than on words.
 _PHONE = re.compile(
-    r"(?<![\w+./-])(?<!\d[ .-])(?:\+|(?=\()|\b)(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\(?\d{1,5}\)?){1,6}"
+    r"(?<![\w+./-])(?<!\d[ .-])(?:\+|(?=\()|\b)(?>(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\(?\d{1,5}\)?){1,6})"
     r"(?![\w]|[ .,/-]\d)"
 )
 _PHONE_WORDS = re.compile(
@@ -229,6 +237,7 @@ _CARD = re.compile(r"(?<![\w.-])(?<!\d[ -])\d(?:[ -]?\d){12,18}(?![\w]|[ -]\d|[.
 _SSN = re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?![\w-]|[.,]\d)")
 
 _IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}(?=[ ]?[A-Za-z0-9])")
+_IBAN_BODY = {n: re.compile(rf"(?:[ ]?[A-Za-z0-9]){{{n - 4}}}(?![A-Za-z0-9])") for n in set(IBAN_LENGTHS.values())}
 
 _AWS_KEY_ID = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])")
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
@@ -245,11 +254,12 @@ _TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("openai_api_key", re.compile(r"(?<![A-Za-z0-9_-])sk-(?:[A-Za-z0-9_-]){20,}")),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
 )
-_PEM_BLOCK = re.compile(
-    r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----.*?-----END \1PRIVATE KEY\2-----", re.DOTALL
-)
+# The BEGIN and END lines of a private key, found once each and paired in one pass (a pattern from
+# BEGIN to its END read the rest of the text again at every BEGIN without one: quadratic).
+_PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----")
+_PEM_END = re.compile(r"-----END ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----")
 # A key pasted without its END line: everything base64-like after BEGIN (over-redacting is the safe side).
-_PEM_OPEN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s]*")
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s]*+")
 _JWT = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?![A-Za-z0-9_-])")
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
@@ -269,7 +279,7 @@ def _emails(text: str) -> Iterator[Finding]:
         local = m.group().split("@", 1)[0]
         if ".." in local or local.endswith("."):
             continue
-        yield Finding(type="email", start=m.start(), end=m.end())
+        yield _found("email", m.start(), m.end())
 
 
 def _phone_ok(text: str, start: int, candidate: str) -> bool:
@@ -311,7 +321,7 @@ def _phone_ok(text: str, start: int, candidate: str) -> bool:
 def _phones(text: str) -> Iterator[Finding]:
     for m in _PHONE.finditer(text):
         if _phone_ok(text, m.start(), m.group()):
-            yield Finding(type="phone", start=m.start(), end=m.end())
+            yield _found("phone", m.start(), m.end())
 
 
 def _cards(text: str) -> Iterator[Finding]:
@@ -323,71 +333,80 @@ def _cards(text: str) -> Iterator[Finding]:
         # Major industry identifier 2-6 (Mastercard 2-series, Amex/Diners/JCB, Visa, Mastercard, Discover/UnionPay).
         if digits[0] not in "23456" or len(set(digits)) == 1 or not luhn_valid(digits):
             continue
-        yield Finding(type="payment_card", start=m.start(), end=m.end())
+        yield _found("payment_card", m.start(), m.end())
 
 
 def _ssns(text: str) -> Iterator[Finding]:
     for m in _SSN.finditer(text):
-        yield Finding(type="us_ssn", start=m.start(), end=m.end())
+        yield _found("us_ssn", m.start(), m.end())
 
 
 def _ibans(text: str) -> Iterator[Finding]:
     for m in _IBAN_START.finditer(text):
-        country = m.group()[:2].upper()
-        length = IBAN_LENGTHS.get(country)
+        length = IBAN_LENGTHS.get(m.group()[:2].upper())
         if length is None:
             continue
-        chars = [m.group().upper()]
-        count, pos = 4, m.end()
-        while count < length and pos < len(text):
-            ch = text[pos]
-            if ch.isascii() and ch.isalnum():
-                chars.append(ch.upper())
-                count += 1
-                pos += 1
-            elif ch == " " and pos + 1 < len(text) and text[pos + 1].isascii() and text[pos + 1].isalnum():
-                pos += 1
-            else:
-                break
-        if count != length or (pos < len(text) and text[pos].isascii() and text[pos].isalnum()):
+        # Exactly the country's length in letters and digits (single spaces between them), then no
+        # more of them: one pattern per length, read by the regex engine rather than a loop here.
+        body = _IBAN_BODY[length].match(text, m.end())
+        if body is not None and iban_valid(m.group() + body.group().replace(" ", "")):
+            yield _found("iban", m.start(), body.end())
+
+
+def _private_keys(text: str) -> Iterator[Finding]:
+    """Each BEGIN line to the first END line after it of the same kind; one without its END (a key
+    pasted in part): the BEGIN line and the base64-like text after it (over-redacting is the safe side)."""
+    ends: dict[tuple[str, str], list[int]] = {}  # per kind, where its END lines finish, in text order
+    end_starts: dict[int, int] = {}  # each END line's end -> its start
+    for m in _PEM_END.finditer(text):
+        ends.setdefault((m.group(1), m.group(2)), []).append(m.end())
+        end_starts[m.end()] = m.start()
+    pos = 0
+    for m in _PEM_BEGIN.finditer(text):
+        if m.start() < pos:  # inside the key found before
             continue
-        if iban_valid("".join(chars)):
-            yield Finding(type="iban", start=m.start(), end=pos)
+        kind = ends.get((m.group(1), m.group(2)), [])
+        i = bisect.bisect_left(kind, m.end())
+        while i < len(kind) and end_starts[kind[i]] < m.end():
+            i += 1
+        body = _PEM_BODY.match(text, m.end())
+        pos = kind[i] if i < len(kind) else body.end() if body else m.end()
+        yield _found("private_key", m.start(), pos)
 
 
 def _credentials(text: str) -> Iterator[Finding]:
-    blocks = [(m.start(), m.end()) for m in _PEM_BLOCK.finditer(text)]
-    for start, end in blocks:
-        yield Finding(type="private_key", start=start, end=end)
-    for m in _PEM_OPEN.finditer(text):
-        if not any(start <= m.start() < end for start, end in blocks):
-            yield Finding(type="private_key", start=m.start(), end=m.end())
+    yield from _private_keys(text)
     for m in _JWT.finditer(text):
         header_part, payload_part = m.group().split(".")[:2]
         header, payload = _b64url_json(header_part), _b64url_json(payload_part)
         if isinstance(header, dict) and ("alg" in header or "typ" in header) and isinstance(payload, dict):
-            yield Finding(type="jwt", start=m.start(), end=m.end())
+            yield _found("jwt", m.start(), m.end())
     key_ids = [(m.start(), m.end()) for m in _AWS_KEY_ID.finditer(text)]
     for start, end in key_ids:
-        yield Finding(type="aws_access_key_id", start=start, end=end)
+        yield _found("aws_access_key_id", start, end)
+    key_starts = [start for start, _ in key_ids]
     for m in _AWS_SECRET.finditer(text):
         s = m.group()
         mixed = any(c.islower() for c in s) and any(c.isupper() for c in s) and any(c.isdigit() or c in "/+" for c in s)
         if not mixed:
             continue
-        near_key = any(abs(m.start() - end) <= 120 or abs(start - m.end()) <= 120 for start, end in key_ids)
+        # A key id within 120 characters (ids do not overlap: the nearest ones by start are enough).
+        i = bisect.bisect_left(key_starts, m.start())
+        near_key = any(
+            abs(m.start() - end) <= 120 or abs(start - m.end()) <= 120 for start, end in key_ids[max(0, i - 1) : i + 1]
+        )
         if near_key or _AWS_SECRET_WORDS.search(text[max(0, m.start() - 60) : m.start()]):
-            yield Finding(type="aws_secret_access_key", start=m.start(), end=m.end())
+            yield _found("aws_secret_access_key", m.start(), m.end())
     for m in _BEARER.finditer(text):
         token = m.group(1)
         if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):
-            yield Finding(type="bearer_token", start=m.start(1), end=m.end(1))
+            yield _found("bearer_token", m.start(1), m.end(1))
     for kind, pattern in _TOKENS:
         for m in pattern.finditer(text):
             token = m.group()
             if kind == "openai_api_key" and not (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)):
                 continue
-            yield Finding(type=kind, start=m.start(), end=m.end())
+            yield _found(kind, m.start(), m.end())
 
 
 def _ips(text: str) -> Iterator[Finding]:
@@ -400,7 +419,7 @@ def _ips(text: str) -> Iterator[Finding]:
             continue
         if _VERSION_WORDS.search(text[max(0, m.start() - 12) : m.start()]):
             continue
-        yield Finding(type="ipv4", start=m.start(), end=m.end())
+        yield _found("ipv4", m.start(), m.end())
     for m in _IPV6.finditer(text):
         candidate = m.group()
         if candidate.count(":") < 2:
@@ -411,7 +430,7 @@ def _ips(text: str) -> Iterator[Finding]:
             continue
         if v6.is_loopback or v6.is_unspecified:
             continue
-        yield Finding(type="ipv6", start=m.start(), end=m.end())
+        yield _found("ipv6", m.start(), m.end())
 
 
 _DETECTORS: dict[str, Callable[[str], Iterator[Finding]]] = {
@@ -426,6 +445,14 @@ _DETECTORS: dict[str, Callable[[str], Iterator[Finding]]] = {
 REGEX_CATEGORIES: tuple[PiiCategory, ...] = tuple(_DETECTORS)  # type: ignore[arg-type]
 
 
+# Findings of one detector in one text beyond which the rest of the text is one finding: a field
+# holding more personal data than this is redacted from there to its end (fail closed), and
+# neither the detectors' time nor the redaction's grows with how many values it holds.
+MAX_FINDINGS = 64
+# What marks such a finding (it wins every overlap: nothing inside it is left in the clear).
+REST_OF_FIELD = "rest_of_field"
+
+
 class RegexDetector:
     """The built-in engine: pure Python, no model, no network; validated patterns only."""
 
@@ -435,13 +462,18 @@ class RegexDetector:
     def detect(self, text: str) -> list[Finding]:
         """Findings in ``text``: the patterns read its detection form (an invisible character, a
         fullwidth or lookalike letter, a digit of another script hide nothing), the spans are of
-        ``text`` as given."""
+        ``text`` as given. A detector's finding past :data:`MAX_FINDINGS` covers the rest of the text."""
         folded = fold(text)
         found: list[Finding] = []
         for category in self.categories:
             detector = _DETECTORS.get(category)
-            if detector is not None:
-                found.extend(detector(folded.text))
+            if detector is None:
+                continue
+            for count, finding in enumerate(detector(folded.text)):
+                if count == MAX_FINDINGS:
+                    found.append(finding.model_copy(update={"end": len(folded.text), "source": REST_OF_FIELD}))
+                    break  # the generator stops: the rest of the text is not scanned
+                found.append(finding)
         return resolve_overlaps(unfolded(found, folded))
 
 
@@ -455,16 +487,25 @@ def unfolded(findings: list[Finding], folded: Folded) -> list[Finding]:
 
 
 def resolve_overlaps(findings: list[Finding]) -> list[Finding]:
-    """Non-overlapping findings in text order: where two overlap, the higher-priority type wins,
-    then the longer span (a card number is not also a phone number)."""
-    ranked = sorted(findings, key=lambda f: (-_PRIORITY.get(f.type, 0), -(f.end - f.start), f.start))
+    """Non-overlapping findings in text order: where two overlap, the rest of a field past the
+    cap wins, then the higher-priority type, then the longer span (a card number is not also a
+    phone number). n log n in the findings (each is placed among those kept by bisection)."""
+    ranked = sorted(
+        findings, key=lambda f: (f.source != REST_OF_FIELD, -_PRIORITY.get(f.type, 0), -(f.end - f.start), f.start)
+    )
+    starts: list[int] = []  # the kept findings' starts and ends, in text order (they never overlap)
+    ends: list[int] = []
     kept: list[Finding] = []
     for f in ranked:
         if f.end <= f.start:
             continue
-        if all(f.end <= k.start or f.start >= k.end for k in kept):
-            kept.append(f)
-    return sorted(kept, key=lambda f: f.start)
+        i = bisect.bisect_right(starts, f.start)
+        if (i > 0 and ends[i - 1] > f.start) or (i < len(starts) and starts[i] < f.end):
+            continue
+        starts.insert(i, f.start)
+        ends.insert(i, f.end)
+        kept.insert(i, f)
+    return kept
 
 
 def detect_pii(text: str, detectors: Sequence[PiiDetector] | None = None) -> list[Finding]:

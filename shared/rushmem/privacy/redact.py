@@ -190,9 +190,13 @@ def redact_many(
     if not policy.enabled:
         return [Redaction(text=text, action="kept") for text in texts]
     found: list[list[Finding]] = [[] for _ in texts]
-    for detector in detectors if detectors is not None else (RegexDetector(),):
+    detectors = detectors if detectors is not None else (RegexDetector(),)
+    for detector in detectors:
         many = getattr(detector, "detect_many", None)
         per_text = many(list(texts)) if callable(many) else [detector.detect(text) for text in texts]
         for bucket, findings in zip(found, per_text, strict=True):
             bucket.extend(findings)
-    return [redact(text, policy, findings=resolve_overlaps(f)) for text, f in zip(texts, found, strict=True)]
+    # The regex engine's findings alone are already without overlaps.
+    alone = len(detectors) == 1 and isinstance(detectors[0], RegexDetector)
+    resolve = list if alone else resolve_overlaps
+    return [redact(text, policy, findings=resolve(f)) for text, f in zip(texts, found, strict=True)]

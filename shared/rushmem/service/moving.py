@@ -38,9 +38,7 @@ def copy_user(source: Collaborators, target: Collaborators, user_id: str) -> int
     )
     moved, cursor = 0, None
     while True:
-        page = reading.export(
-            source, ExportRequest(history=True, limit=MOVE_PAGE, cursor=cursor, consistency="strong"), ctx
-        )
+        page = reading.export(source, ExportRequest(limit=MOVE_PAGE, cursor=cursor, consistency="strong"), ctx)
         if page.lines:
             # Each line keeps its own source.
             writing.import_lines(copier, page.lines, source=None, write_id=uuid.uuid4())

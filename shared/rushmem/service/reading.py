@@ -13,6 +13,7 @@ from rushmem.store.memories import catalog, edits
 from rushmem.store.memories.scope import Scope
 from rushmem_contract.errors import ConfigurationError, NotFound
 from rushmem_contract.models import (
+    EXPORT_HISTORY_BYTES,
     ExportPage,
     MemoryEvent,
     MemoryPage,
@@ -72,14 +73,23 @@ def export(parts: Collaborators, request: ExportRequest, ctx: Context) -> Export
     )
     page = list_memories(parts, listing, ctx)
     events: dict[uuid.UUID, list[MemoryEvent]] = {}
+    cursors: dict[uuid.UUID, str] = {}
     if request.history and page.memories:
         ids = [m.id for m in page.memories]
-        found: list[MemoryEvent] = parts.reads.run(
-            lambda conn: edits.histories(conn, user_id, ids), consistency=request.consistency, user_id=user_id
+        # Each line's history bounded (a memory edited a few hundred times has megabytes of it): a
+        # line whose history stops short carries the history page's cursor for the rest.
+        found, short = parts.reads.run(
+            lambda conn: edits.histories(conn, user_id, ids, budget=EXPORT_HISTORY_BYTES),
+            consistency=request.consistency,
+            user_id=user_id,
         )
         for event in found:
             events.setdefault(event.memory_id, []).append(event)
-    lines = [export_line(m, events.get(m.id, []) if request.history else None) for m in page.memories]
+        cursors = {memory_id: pages.encode_history_cursor(*last) for memory_id, last in short.items()}
+    lines = [
+        export_line(m, events.get(m.id, []), cursors.get(m.id)) if request.history else export_line(m)
+        for m in page.memories
+    ]
     # Each memory's history makes its line larger than the memory: bounded again, by the lines.
     kept = pages.fitting(lines)
     if kept < len(lines):

@@ -2,7 +2,8 @@
 
 Each subcommand prints a table and ends with exactly one summary line
 (``quality ...``, ``latency ...``, ``ingest ...``, ``tokens ...``, ``plot ...``, ``embed ...``,
-``load ...``, ``coldstart ...``, ``peers ...``, ``truth ...``, ``gmp ...``, ``capacity ...``, ``readers ...``). They run
+``load ...``, ``coldstart ...``, ``peers ...``, ``truth ...``, ``gmp ...``, ``capacity ...``, ``readers ...``,
+``defences ...``). They run
 on scratch databases (a temporary embedded PostgreSQL by default), never on the user's
 own data. Heavy imports (matplotlib) happen only inside the commands, and the CLI imports the
 benchmark modules only to run one (:func:`register`).
@@ -13,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 HELP = (
-    "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers, truth, gmp, capacity, readers"
+    "benchmarks: quality, latency, ingest, tokens, plot, embed, load, coldstart, peers, truth, gmp, capacity, readers, "
+    "defences"
 )
 
 
@@ -22,6 +24,7 @@ def register(sub: Any) -> None:
     from rushmem_tools.bench import (
         capacity,
         coldstart,
+        defences,
         embed,
         gmp,
         ingest,
@@ -54,3 +57,4 @@ def register(sub: Any) -> None:
     gmp.register(benches)
     capacity.register(benches)
     readers.register(benches)
+    defences.register(benches)

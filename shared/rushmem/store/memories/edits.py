@@ -3,6 +3,7 @@ metadata, expiry, evergreen) with the history recording the change."""
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import uuid
 from collections.abc import Sequence
@@ -151,11 +152,36 @@ def update_memory(
         return updated
 
 
-def histories(conn: Session, user_id: str, memory_ids: list[uuid.UUID]) -> list[MemoryEvent]:
-    """The recorded changes of several of the user's memories, oldest first (one round trip)."""
-    query = (
-        "SELECT memory_id, event, at, source, content, related_id, project_id, detail, write_id FROM memory_events "
-        "WHERE user_id = %(user_id)s AND memory_id = ANY(%(ids)s) ORDER BY at, id"
-    )
-    rows = read_as_user(conn, user_id, query, {"user_id": user_id, "ids": memory_ids})
-    return [MemoryEvent.model_validate(r) for r in rows]
+# Each memory's events from its first, while their content and detail add up to the budget (and the
+# first whatever its size), with how many the memory has: the rest is never read out.
+_HISTORIES = """
+SELECT id, memory_id, event, at, source, content, related_id, project_id, detail, write_id, kept, total FROM (
+    SELECT id, memory_id, event, at, source, content, related_id, project_id, detail, write_id,
+           sum(octet_length(coalesce(content, '')) + octet_length(detail::text) + 200) OVER w AS used,
+           row_number() OVER w AS kept, count(*) OVER (PARTITION BY memory_id) AS total
+    FROM memory_events WHERE user_id = %(user_id)s AND memory_id = ANY(%(ids)s)
+    WINDOW w AS (PARTITION BY memory_id ORDER BY at, id)
+) e WHERE used <= %(budget)s OR kept = 1 ORDER BY at, id
+"""
+
+
+def histories(
+    conn: Session, user_id: str, memory_ids: list[uuid.UUID], *, budget: int
+) -> tuple[list[MemoryEvent], dict[uuid.UUID, tuple[dt.datetime, int]]]:
+    """The recorded changes of several of the user's memories, oldest first (one round trip): of
+    each memory, its events from the first while they add up to ``budget`` bytes; and for each
+    memory whose history goes on, the (at, id) of the last event given (a history page's cursor)."""
+    rows = read_as_user(conn, user_id, _HISTORIES, {"user_id": user_id, "ids": memory_ids, "budget": budget})
+    events: list[MemoryEvent] = []
+    last: dict[uuid.UUID, tuple[dt.datetime, int]] = {}
+    short: set[uuid.UUID] = set()
+    for row in rows:
+        event_id, kept, total = row.pop("id"), row.pop("kept"), row.pop("total")
+        event = MemoryEvent.model_validate(row)
+        events.append(event)
+        last[event.memory_id] = (event.at, int(event_id))
+        if int(kept) < int(total):
+            short.add(event.memory_id)
+        else:
+            short.discard(event.memory_id)
+    return events, {memory_id: last[memory_id] for memory_id in short}
