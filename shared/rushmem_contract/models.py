@@ -41,9 +41,14 @@ CATEGORIES: tuple[str, ...] = get_args(Category)
 
 # Hard ceilings of the wire format; the configurable (smaller) limits live in Settings.
 MAX_ID_CHARS = 256
-MAX_CONTENT_CHARS = 20_000
+# A memory is one row, and its history event ("updated": the new content, the previous content and
+# the previous metadata) another: each must stay under the RDS Data API's 64 KB a row (65,536 bytes),
+# counted as the row travels, where every character may take 4 bytes (a 4-byte UTF-8 character, or
+# a quote escaped twice). 4 x (2 x 5,000 + 4,000) = 56,000 bytes, plus the ids (3 x 256 characters),
+# times and keys: under 64 KB (tests/integration/test_data_api_limits.py writes the largest).
+MAX_CONTENT_CHARS = 5_000
 MAX_MESSAGES = 1000
-MAX_METADATA_CHARS = 16_000
+MAX_METADATA_CHARS = 4_000
 # Past ~250 levels pydantic cannot serialize a value (every read of it would fail); the
 # configured limits (Settings.max_metadata_*) are smaller.
 MAX_METADATA_DEPTH = 32
