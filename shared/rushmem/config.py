@@ -17,7 +17,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from rushmem.privacy import SAFE_DEFAULT_POLICY, PiiPolicySetting
 from rushmem.registry import KINDS
 from rushmem_contract.instructions import ExtractionInstructions
-from rushmem_contract.models import MAX_CONTENT_CHARS, MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
+from rushmem_contract.models import (
+    MAX_CONTENT_CHARS,
+    MAX_METADATA_CHARS,
+    MAX_METADATA_DEPTH,
+    MAX_METADATA_KEYS,
+    MAX_RECALL_LIMIT,
+)
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
@@ -350,7 +356,10 @@ class Settings(BaseSettings):
 
     # --- limits ---------------------------------------------------------------------
     max_memory_chars: int = Field(
-        default=2000, ge=16, le=MAX_CONTENT_CHARS, description=f"Longest memory content accepted (at most {MAX_CONTENT_CHARS})."
+        default=2000,
+        ge=16,
+        le=MAX_CONTENT_CHARS,
+        description=f"Longest memory content accepted (at most {MAX_CONTENT_CHARS}).",
     )
     max_query_chars: int = Field(default=4000, ge=16, description="Longest recall query accepted.")
     max_memories_per_request: int = Field(default=100, ge=1, description="Memories per add/ingest message.")
