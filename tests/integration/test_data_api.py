@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -432,3 +433,28 @@ def test_the_one_statement_recall_is_bound_by_row_level_security(
         "'SELECT to_jsonb(m.id) FROM user_memories m', '{}'::jsonb)"
     ).fetchone()
     assert other == (1,)
+
+
+def test_a_write_sends_the_events_earlier_writes_left_behind(data_api_settings: Settings, database_url: str) -> None:
+    """Through the Data API the scheduled drain is off (template.yaml: it would wake a paused cluster
+    every 5 minutes), so a write, any user's, publishes what an earlier failed publish left."""
+    sent: list[str] = []
+    down = [True]
+
+    def bus(entries: Any) -> list[str | None]:
+        if down[0]:
+            return ["bus unreachable"] * len(entries)
+        sent.extend(json.loads(detail)["user_id"] for _, detail in entries)
+        return [None] * len(entries)
+
+    service = Memory(data_api_settings.model_copy(update={"event_bus": "rushmem-test"}), publisher=bus)
+    try:
+        service.add([NewMemory(content="Alice likes tea")], user_id="alice")
+        assert sent == []
+        with psycopg.connect(database_url, autocommit=True) as owner:  # past the retry backoff
+            owner.execute("UPDATE change_outbox SET next_attempt_at = now() - interval '1 second'")
+        down[0] = False
+        service.add([NewMemory(content="Bob likes coffee")], user_id="bob")
+        assert sorted(sent) == ["alice", "bob"]
+    finally:
+        service.close()
