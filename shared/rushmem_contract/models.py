@@ -581,6 +581,10 @@ class FactOutcome(WireModel):
 
     id: uuid.UUID = Field(description="The memory holding the fact (refreshed: the existing one it went into).")
     action: Literal["created", "refreshed"]
+    content: str = Field(
+        description="The fact as this write stored it: its visible form, personal data redacted (refreshed: as "
+        "given; the existing memory keeps its own wording)."
+    )
     refreshed_as: Literal["exact_duplicate", "near_duplicate", "restated"] | None = Field(
         default=None,
         description="Why it was refreshed: the same text, the same fact worded otherwise, or an extractor's "

@@ -145,7 +145,7 @@ def store_facts(parts: Collaborators, new: list[NewMemory], ctx: Context, *, pro
         pii_dropped=redacted.dropped_positions,
         write_id=write_id,
         superseded=sum(len(o.superseded) for o in outcomes),
-        facts=[fact_outcome(outcomes[p]) for p in positions],
+        facts=[fact_outcome(outcomes[p], rows[p]) for p in positions],
         pending=pending,
     )
 
