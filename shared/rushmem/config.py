@@ -19,6 +19,7 @@ from rushmem.registry import KINDS
 from rushmem_contract.instructions import ExtractionInstructions
 from rushmem_contract.models import (
     MAX_CONTENT_CHARS,
+    MAX_MESSAGE_CHARS,
     MAX_METADATA_CHARS,
     MAX_METADATA_DEPTH,
     MAX_METADATA_KEYS,
@@ -367,7 +368,10 @@ class Settings(BaseSettings):
         default=200, ge=1, le=1000, description="Chat messages in one ingest message (more: the message is invalid)."
     )
     max_message_chars: int = Field(
-        default=20_000, ge=16, le=20_000, description="Longest chat message in an ingest message (longer: invalid)."
+        default=MAX_MESSAGE_CHARS,
+        ge=16,
+        le=MAX_MESSAGE_CHARS,
+        description="Longest chat message in an ingest message (longer: invalid).",
     )
     max_metadata_chars: int = Field(
         default=MAX_METADATA_CHARS,

@@ -47,6 +47,8 @@ MAX_ID_CHARS = 256
 # a quote escaped twice). 4 x (2 x 5,000 + 4,000) = 56,000 bytes, plus the ids (3 x 256 characters),
 # times and keys: under 64 KB (tests/integration/test_data_api_limits.py writes the largest).
 MAX_CONTENT_CHARS = 5_000
+# A chat turn is never stored (the facts extracted from it are, each within MAX_CONTENT_CHARS).
+MAX_MESSAGE_CHARS = 20_000
 MAX_MESSAGES = 1000
 MAX_METADATA_CHARS = 4_000
 # Past ~250 levels pydantic cannot serialize a value (every read of it would fail); the
@@ -716,11 +718,11 @@ class ChatMessage(WireModel):
     role: Literal["user", "assistant", "system", "developer", "tool", "function"]
     content: Annotated[
         str,
-        StringConstraints(max_length=MAX_CONTENT_CHARS),
+        StringConstraints(max_length=MAX_MESSAGE_CHARS),
         BeforeValidator(_text_of),
         AfterValidator(no_nul),
         AfterValidator(visible_text),
-        AfterValidator(at_most(MAX_CONTENT_CHARS)),
+        AfterValidator(at_most(MAX_MESSAGE_CHARS)),
     ]
     created_at: AwareDatetime | None = None
 

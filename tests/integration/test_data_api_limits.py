@@ -5,11 +5,14 @@ recalled, exported and its history read, and every answer a Lambda would send st
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from rushmem.config import Settings
 from rushmem.service import Memory, pages
+from rushmem_contract.errors import InputTooLarge
+from rushmem_contract.instructions import MAX_INSTRUCTIONS_CHARS, MAX_INSTRUCTIONS_JSON_CHARS, MAX_PHRASE_CHARS
 from rushmem_contract.models import LAMBDA_RESPONSE_BYTES, MAX_CONTENT_CHARS, MAX_METADATA_CHARS, metadata_chars
 from tests.support.data_api import MAX_RESPONSE_BYTES, DataApiStandIn
 
@@ -103,3 +106,60 @@ def test_the_largest_memories_fit_a_row_and_every_page(
         f"\n{alphabet!r}: largest answer {max(data_api.response_bytes) / 1024:.0f} KiB, "
         f"answers read in parts {data_api.refused.count('answer')}, recall kept {len(recalled.memories)} of 50"
     )
+
+
+def _largest_instructions(ch: str) -> dict[str, Any]:
+    """Extraction instructions of every part, cut to MAX_INSTRUCTIONS_JSON_CHARS in all."""
+    phrase = (f"topic {ch}" * MAX_PHRASE_CHARS)[:MAX_PHRASE_CHARS]
+    parts: dict[str, Any] = {
+        "instructions": (f"Keep {ch}" * MAX_INSTRUCTIONS_CHARS)[:MAX_INSTRUCTIONS_CHARS],
+        "keep": [phrase] * 30,
+        "ignore": [phrase] * 30,
+        "categories": [{"name": f"c{i}", "description": phrase, "keywords": [phrase] * 5} for i in range(5)],
+    }
+    for key in ("keep", "ignore"):
+        while metadata_chars(parts) > MAX_INSTRUCTIONS_JSON_CHARS and parts[key]:
+            parts[key].pop()
+    return parts
+
+
+def test_the_largest_instructions_fit_a_row_and_a_history_answer(largest: Memory, data_api: DataApiStandIn) -> None:
+    """Each part of a project's instructions has its limit; together they could make a version of
+    ~95,000 characters, a row the Data API would never return. All together they are bounded too."""
+    data_api.refused.clear()
+    parts = _largest_instructions("😀")
+    assert MAX_INSTRUCTIONS_JSON_CHARS - 250 < metadata_chars(parts) <= MAX_INSTRUCTIONS_JSON_CHARS
+    for version in range(1, 4):
+        stored = largest.set_instructions(**parts, user_id=USER, project_id="p")
+        assert stored.version == version
+    assert largest.get_instructions(user_id=USER, project_id="p").instructions.keep == parts["keep"]
+    history = largest.instructions_history(user_id=USER, project_id="p")
+    assert [v.version for v in history.versions] == [1, 2, 3]
+    assert "row" not in data_api.refused
+    with pytest.raises(InputTooLarge) as refused:
+        largest.set_instructions(
+            **{**parts, "keep": [*parts["keep"], "x" * MAX_PHRASE_CHARS]}, user_id=USER, project_id="p"
+        )
+    assert refused.value.field == "instructions" and "characters as JSON" in str(refused.value)
+
+
+def test_without_the_bound_the_largest_instructions_are_a_row_the_data_api_refuses(
+    largest: Memory, data_api: DataApiStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the bound prevents: every part at its own limit is a version the Data API cannot return,
+    so its write fails (its RETURNING row is refused), a 5xx for input each part's limit accepted."""
+    from rushmem.service import instructing
+
+    monkeypatch.setattr(instructing, "MAX_INSTRUCTIONS_JSON_CHARS", 10**6)
+    phrase = "😀" * MAX_PHRASE_CHARS
+    categories = [{"name": f"c{i}", "keywords": [phrase] * 20} for i in range(3)]
+    data_api.refused.clear()
+    with pytest.raises(Exception, match="64 KB"):
+        largest.set_instructions(
+            instructions="😀" * MAX_INSTRUCTIONS_CHARS,
+            keep=[phrase] * 30,
+            ignore=[phrase] * 30,
+            categories=categories,
+            user_id=USER,
+        )
+    assert data_api.refused == ["row"]
