@@ -23,7 +23,7 @@ SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMET
 # A venv with nothing but the client's distribution (`pip install ./shared`, no extras), for client-check.
 CLIENT_VENV := $(VENV)/tools/client
 
-.PHONY: demo test test-later install-check layer-wheels lint typecheck sam-validate sam-build client-check typescript-check \
+.PHONY: demo test test-later install-check layer-wheels lint typecheck sam-validate sam-build deploy undeploy client-check typescript-check \
 	wheels wheel-check docs-check chromium datefudge page-screenshots clean help
 
 help:
@@ -32,6 +32,8 @@ help:
 	@echo "make test-later - the suite again with the clock $(LATER) ahead (after make test; CI runs both)"
 	@echo "make wheels - build the two wheels into dist/ (installing them without a checkout: docs/mcp.md)"
 	@echo "make sam-build ARCHITECTURE=arm64|x86_64 - build the Lambda layer and functions into .aws-sam/build"
+	@echo "make deploy [CONFIG_ENV=quickstart|dev|prod] - build, then deploy a samconfig.toml profile with the pinned SAM"
+	@echo "make undeploy [CONFIG_ENV=...] - delete that profile's stack (docs/deployment.md, Tear down)"
 
 # A Python older than requires-python is named (version and path) before a venv is made from it.
 CHECK_PYTHON := @$(PYTHON) .ci/python_check.py
@@ -76,6 +78,27 @@ sam-validate: $(SAM_VENV)/.installed
 # samconfig.toml makes it cached and parallel.
 sam-build: $(SAM_VENV)/.installed
 	$(SAM_ENV) $(SAM) build
+
+# The deploy day as README and docs/deployment.md give it, with the project's pinned SAM (no `sam`
+# on PATH needed): one profile of samconfig.toml, CONFIG_ENV=quickstart (the default), dev or prod;
+# DEPLOY_ARGS for more (dev: --parameter-overrides, docs/deployment.md step 6). The Region is
+# AWS_REGION / AWS_DEFAULT_REGION or the profile's; none is exit 3 naming it, before SAM asks for
+# --guided. `make undeploy` deletes the profile's stack (what it keeps: docs/deployment.md step 7).
+CONFIG_ENV ?= quickstart
+DEPLOY_ARGS ?=
+# botocore reads AWS_DEFAULT_REGION and the profile's region, not AWS_REGION: both are taken.
+AWS_REGION_OF := $(SAM_VENV)/bin/python -c 'import boto3, os; print(boto3.session.Session().region_name or os.environ.get("AWS_REGION", ""))'
+define with_region
+	@region=$$($(AWS_REGION_OF)); if [ -z "$$region" ]; then \
+		echo "make $@: no AWS Region: export AWS_REGION=<region> (or aws configure set region <region>)" >&2; exit 3; fi; \
+	echo "$(SAM) $(1) --config-env $(CONFIG_ENV) --region $$region $(DEPLOY_ARGS)"; \
+	SAM_CLI_TELEMETRY=0 $(SAM) $(1) --config-env $(CONFIG_ENV) --region "$$region" $(DEPLOY_ARGS)
+endef
+deploy: sam-build
+	$(call with_region,deploy)
+
+undeploy: $(SAM_VENV)/.installed
+	$(call with_region,delete)
 
 demo: $(VENV)/.local-installed
 	$(BIN)/rushmem demo

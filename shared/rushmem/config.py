@@ -17,7 +17,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from rushmem.privacy import SAFE_DEFAULT_POLICY, PiiPolicySetting
 from rushmem.registry import KINDS
 from rushmem_contract.instructions import ExtractionInstructions
-from rushmem_contract.models import MAX_METADATA_CHARS, MAX_METADATA_DEPTH, MAX_METADATA_KEYS, MAX_RECALL_LIMIT
+from rushmem_contract.models import (
+    MAX_CONTENT_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_METADATA_CHARS,
+    MAX_METADATA_DEPTH,
+    MAX_METADATA_KEYS,
+    MAX_RECALL_LIMIT,
+)
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
@@ -349,14 +356,22 @@ class Settings(BaseSettings):
     )
 
     # --- limits ---------------------------------------------------------------------
-    max_memory_chars: int = Field(default=2000, ge=16, description="Longest memory content accepted.")
+    max_memory_chars: int = Field(
+        default=2000,
+        ge=16,
+        le=MAX_CONTENT_CHARS,
+        description=f"Longest memory content accepted (at most {MAX_CONTENT_CHARS}).",
+    )
     max_query_chars: int = Field(default=4000, ge=16, description="Longest recall query accepted.")
     max_memories_per_request: int = Field(default=100, ge=1, description="Memories per add/ingest message.")
     max_messages_per_conversation: int = Field(
         default=200, ge=1, le=1000, description="Chat messages in one ingest message (more: the message is invalid)."
     )
     max_message_chars: int = Field(
-        default=20_000, ge=16, le=20_000, description="Longest chat message in an ingest message (longer: invalid)."
+        default=MAX_MESSAGE_CHARS,
+        ge=16,
+        le=MAX_MESSAGE_CHARS,
+        description="Longest chat message in an ingest message (longer: invalid).",
     )
     max_metadata_chars: int = Field(
         default=MAX_METADATA_CHARS,

@@ -31,6 +31,8 @@ class Price(BaseModel):
 _LAMBDA = "https://aws.amazon.com/lambda/pricing/"
 _AURORA = "https://aws.amazon.com/rds/aurora/pricing/"
 _BEDROCK = "https://aws.amazon.com/bedrock/pricing/"
+# AWS's machine-readable price list behind that page (the AWS Price List Bulk API, offer AmazonBedrock).
+_PRICE_LIST = "https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonBedrock/current/us-east-1/index.json"
 
 
 class PriceTable(BaseModel):
@@ -56,9 +58,9 @@ class PriceTable(BaseModel):
 
 # Taken on 2026-12-01 without access to the live pricing pages (no network here but package
 # registries): each figure was matched against a copy or quotation of its page found by search
-# (Lambda arm64, SQS, HTTP API, Titan V2, Comprehend units and minimum, Aurora ACU-hour/I/O); Claude
-# 3 Haiku is the long-standing list price, not re-checked. Check them on the linked pages before
-# quoting a figure. The rest of the stack's prices (rushmem cost): rushmem_tools.costs.
+# (Lambda arm64, SQS, HTTP API, Titan V2, Comprehend units and minimum, Aurora ACU-hour/I/O); Nova 2
+# Lite's from AWS's price list file (see below). Check them on the linked pages before quoting a
+# figure. The rest of the stack's prices (rushmem cost): rushmem_tools.costs.
 DEFAULT_PRICES = PriceTable(
     region="us-east-1",
     as_of=dt.date(2026, 12, 1),
@@ -90,15 +92,26 @@ DEFAULT_PRICES = PriceTable(
     embedding_input_tokens=Price(
         usd=0.00002, per=1000, unit="input tokens", source=_BEDROCK, note="Amazon Titan Text Embeddings V2"
     ),
+    # Amazon Nova 2 Lite, the default extraction model: AWS's pricing page (HTML) could not be read
+    # here; these are AWS's own Price List Bulk API figures (AmazonBedrock, us-east-1, publication
+    # 2026-09-01), as transcribed in api-evangelist/amazon-nova (plans/amazon-nova-plans-pricing.yml),
+    # and match the listings that pass Bedrock's price through (Vercel AI Gateway: $0.33/$2.75 a million).
     chat_input_tokens=Price(
-        usd=0.00025,
+        usd=0.00033,
         per=1000,
         unit="input tokens",
-        source=_BEDROCK,
-        note="Claude 3 Haiku's list price; the default LlmModel is now Amazon Nova 2 Lite, whose Bedrock price "
-        "the AWS pages this was checked against do not give",
+        source=_PRICE_LIST,
+        note="Amazon Nova 2 Lite, us. profile (us-east-1); the global. profile is $0.30 a million (OpenRouter's "
+        "listing, Bedrock's price passed through)",
     ),
-    chat_output_tokens=Price(usd=0.00125, per=1000, unit="output tokens", source=_BEDROCK, note="Claude 3 Haiku"),
+    chat_output_tokens=Price(
+        usd=0.00275,
+        per=1000,
+        unit="output tokens",
+        source=_PRICE_LIST,
+        note="Amazon Nova 2 Lite, us. profile (us-east-1); the global. profile is $2.50 a million "
+        "(OpenRouter's listing)",
+    ),
     comprehend_pii_units=Price(
         usd=0.0001,
         unit="unit of 100 characters",

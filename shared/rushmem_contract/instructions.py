@@ -34,6 +34,10 @@ MAX_PROJECT_CATEGORIES = 20
 MAX_CATEGORY_DESCRIPTION_CHARS = 300
 MAX_KEYWORDS = 20
 MAX_INSTRUCTION_VERSIONS = 100
+# All of one version, in characters as JSON (as metadata is counted): each part's own limits add up
+# to ~95,000, and a version is one row, which the RDS Data API returns only under 64 KB, where a
+# character may take 4 bytes. 12,000 x 4 = 48,000, with the row's other columns well under 64 KB.
+MAX_INSTRUCTIONS_JSON_CHARS = 12_000
 _CATEGORY_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
@@ -148,6 +152,7 @@ class StoredInstructions(WireModel):
 
 
 class InstructionsHistory(WireModel):
-    """Every stored version, oldest first."""
+    """The stored versions (the last ``limit``), oldest first; the newest that fit one answer (5 MiB
+    as Lambda carries it) when the largest versions would not all fit."""
 
     versions: list[StoredInstructions]

@@ -41,9 +41,16 @@ CATEGORIES: tuple[str, ...] = get_args(Category)
 
 # Hard ceilings of the wire format; the configurable (smaller) limits live in Settings.
 MAX_ID_CHARS = 256
-MAX_CONTENT_CHARS = 20_000
+# A memory is one row, and its history event ("updated": the new content, the previous content and
+# the previous metadata) another: each must stay under the RDS Data API's 64 KB a row (65,536 bytes),
+# counted as the row travels, where every character may take 4 bytes (a 4-byte UTF-8 character, or
+# a quote escaped twice). 4 x (2 x 5,000 + 4,000) = 56,000 bytes, plus the ids (3 x 256 characters),
+# times and keys: under 64 KB (tests/integration/test_data_api_limits.py writes the largest).
+MAX_CONTENT_CHARS = 5_000
+# A chat turn is never stored (the facts extracted from it are, each within MAX_CONTENT_CHARS).
+MAX_MESSAGE_CHARS = 20_000
 MAX_MESSAGES = 1000
-MAX_METADATA_CHARS = 16_000
+MAX_METADATA_CHARS = 4_000
 # Past ~250 levels pydantic cannot serialize a value (every read of it would fail); the
 # configured limits (Settings.max_metadata_*) are smaller.
 MAX_METADATA_DEPTH = 32
@@ -605,6 +612,10 @@ class FactOutcome(WireModel):
 
     id: uuid.UUID = Field(description="The memory holding the fact (refreshed: the existing one it went into).")
     action: Literal["created", "refreshed"]
+    content: str = Field(
+        description="The fact as this write stored it: its visible form, personal data redacted (refreshed: as "
+        "given; the existing memory keeps its own wording)."
+    )
     refreshed_as: Literal["exact_duplicate", "near_duplicate", "restated"] | None = Field(
         default=None,
         description="Why it was refreshed: the same text, the same fact worded otherwise, or an extractor's "
@@ -736,11 +747,11 @@ class ChatMessage(WireModel):
     role: Literal["user", "assistant", "system", "developer", "tool", "function"]
     content: Annotated[
         str,
-        StringConstraints(max_length=MAX_CONTENT_CHARS),
+        StringConstraints(max_length=MAX_MESSAGE_CHARS),
         BeforeValidator(_text_of),
         AfterValidator(no_nul),
         AfterValidator(visible_text),
-        AfterValidator(at_most(MAX_CONTENT_CHARS)),
+        AfterValidator(at_most(MAX_MESSAGE_CHARS)),
     ]
     created_at: AwareDatetime | None = None
 

@@ -108,6 +108,10 @@ def test_data_api_functions_use_the_cluster_and_their_own_secret(template: dict[
     ]
     dense = s.eval(template["Resources"]["MigrateFunction"]["Properties"]["Events"]["DenseUsers"])
     assert dense["Properties"]["State"] == "DISABLED"  # an hourly run would wake the paused cluster
+    # With an event bus, the outbox's 5-minute drain would keep it awake: off (each write drains).
+    with_bus = data_api(template, EventBusName="changes")
+    drain = with_bus.eval(template["Resources"]["EventsFunction"]["Properties"]["Events"]["Drain"])
+    assert with_bus.exists("EventsFunction") and drain["Properties"]["State"] == "DISABLED"
     assert s.eval(template["Outputs"]["DatabaseEndpoint"]["Value"]) == CLUSTER_ARN
     assert "<DatabaseInstance>" in s.eval(template["Resources"]["SchemaMigration"]["Properties"]["Database"])
 

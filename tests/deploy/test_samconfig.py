@@ -38,9 +38,23 @@ def test_quickstart_deploys_without_a_question(template: dict[str, Any]) -> None
     # No VPC, a created database through the Data API, a user pool for MCP hosts.
     assert stack.condition("UseDataApi") and not stack.condition("FunctionsInVpc")
     assert stack.condition("CreateUserPool")
-    # `sam delete` goes through (the cluster still leaves its final snapshot).
+    # `sam delete` goes through, and keeps what holds data: the cluster, its instance, both secrets
+    # and the dead-letter queue (Retain, on deletion and on replacement; docs/deployment.md step 7).
     assert stack.properties("DatabaseCluster")["DeletionProtection"] == "false"
-    assert template["Resources"]["DatabaseCluster"]["DeletionPolicy"] == "Snapshot"
+    kept = [
+        "DatabaseCluster",
+        "DatabaseInstance",
+        "DatabaseSecret",
+        "AppDatabaseSecret",
+        "ConversationEndedDeadLetterQueue",
+    ]
+    for name in kept:
+        assert stack.exists(name), name
+        resource = template["Resources"][name]
+        assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain"), name
+    # What the kept cluster uses is kept with it (deleting it would fail the stack's deletion).
+    for name in ("DatabaseSubnetGroup", "DatabaseSecurityGroup", "DatabaseReaderInstance"):
+        assert template["Resources"][name]["DeletionPolicy"] == "Retain", name
 
 
 def test_dev_needs_only_the_network(template: dict[str, Any]) -> None:

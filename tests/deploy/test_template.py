@@ -163,7 +163,9 @@ def test_bedrock_permission_defaults_match_the_package_defaults(template: dict[s
         if isinstance(node, dict) and "Fn::If" in node and node["Fn::If"][0] in {"HasEmbeddingModel", "HasLlmModel"}
     ]
     assert lifecycle.DEFAULT_EMBEDDING_MODEL in fallbacks
-    assert lifecycle.DEFAULT_EXTRACTION_MODEL in fallbacks
+    # The extraction model's follows the Region, as the package's does (default_extraction_model).
+    by_region = {"Fn::If": ["BedrockInUs", lifecycle.DEFAULT_EXTRACTION_MODEL, lifecycle.GLOBAL_EXTRACTION_MODEL]}
+    assert by_region in fallbacks
 
 
 def test_outputs_name_the_api_and_both_queues(template: dict[str, Any]) -> None:
@@ -301,6 +303,23 @@ def test_iam_creates_no_user_pool_and_names_no_issuer(template: dict[str, Any]) 
     outputs = template["Outputs"]
     assert {"McpUrl", "OAuthIssuer", "McpClientId", "UserPoolId", "SignInUrl"} <= set(outputs)
     assert outputs["McpClientId"]["Condition"] == "CreateUserPool"
+
+
+@pytest.mark.parametrize("bedrock_region", ["", "us-west-2", "eu-central-1", "ap-northeast-1"])
+def test_the_default_extraction_profile_is_one_the_region_can_call(
+    template: dict[str, Any], bedrock_region: str
+) -> None:
+    """The stack (us-east-1 here) calls Bedrock in BedrockRegion when set: the default model the
+    functions may invoke is the profile the package picks for that Region (a quickstart in Europe
+    failed its first deploy on the US one)."""
+    stack = Stack(template, BedrockRegion=bedrock_region, **DATABASE)
+    region = bedrock_region or REGION
+    model = lifecycle.default_extraction_model(region)
+    assert model.startswith("us." if region.startswith("us-") else "global.")
+    for function in ("IngestFunction", "RecallFunction"):
+        resources = stack.resources_for(function, "bedrock:InvokeModel")
+        assert f"arn:aws:bedrock:{region}:123456789012:inference-profile/{model}" in resources
+        assert "arn:aws:bedrock:*::foundation-model/amazon.nova-2-lite-v1:0" in resources
 
 
 @pytest.mark.parametrize(

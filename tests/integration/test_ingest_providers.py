@@ -271,7 +271,8 @@ def test_bedrock_client_has_timeouts_and_bounded_retries() -> None:
     extractor = create_extractor(
         Settings(llm_provider="bedrock", bedrock_region="eu-west-1", http_timeout_s=7, max_retries=2)
     )
-    assert isinstance(extractor, BedrockConverseExtractor) and extractor.model == DEFAULT_MODEL
+    # Outside the US the default is Nova 2 Lite's global profile (the US one is not callable there).
+    assert isinstance(extractor, BedrockConverseExtractor) and extractor.model == "global.amazon.nova-2-lite-v1:0"
     config = extractor._client.meta.config
     assert (config.read_timeout, config.connect_timeout) == (7, 7)
     # botocore makes one attempt per call; the shared policy retries (see the test below).

@@ -12,26 +12,29 @@ from collections.abc import Iterator
 import pytest
 
 from rushmem_client import MemoryClient
-from rushmem_contract.models import LAMBDA_RESPONSE_BYTES
+from rushmem_contract.models import LAMBDA_RESPONSE_BYTES, MAX_CONTENT_CHARS, MAX_METADATA_CHARS, metadata_chars
 from tests.support.recall import serving
 
 USER = "u-large"
-COUNT = 320
+COUNT = 160
 
 
 @pytest.fixture
-def served(lambda_env: str) -> Iterator[str]:
+def served(lambda_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("AGENT_MEMORY_MAX_MEMORY_CHARS", str(MAX_CONTENT_CHARS))  # the ceiling
     with serving(unverified_jwt=False) as url:
         yield url
 
 
 def _large(i: int) -> dict[str, object]:
-    # Content and metadata within the write limits (2,000 and 16,000 characters), with quotes that
-    # the Lambda result escapes once more.
-    return {
-        "content": f"Memory {i}: " + " ".join(f'"note-{i}-{j}"' for j in range(130)),
-        "metadata": {"notes": [f'"{i}-{j}" said "yes"' for j in range(560)]},
-    }
+    # Content and metadata at the write ceilings (MAX_CONTENT_CHARS characters; MAX_METADATA_CHARS
+    # as JSON), of what costs Lambda's result the most: a 4-byte character is 14 bytes there (its
+    # ASCII escape, escaped again), a quote 4.
+    content = f"Memory {i}: " + '"\U0001f600' * MAX_CONTENT_CHARS
+    notes = [f"{i}-{j} " + "\U0001f600" * 90 for j in range(MAX_METADATA_CHARS // 90)]
+    while metadata_chars({"notes": notes}) > MAX_METADATA_CHARS:
+        notes.pop()
+    return {"content": content[:MAX_CONTENT_CHARS], "metadata": {"notes": notes}}
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -44,8 +47,8 @@ def _get(url: str) -> tuple[int, bytes]:
 
 def test_list_and_export_pages_stay_under_6_mb_and_the_cursor_carries_on(served: str) -> None:
     with MemoryClient(served) as client:
-        for start in range(0, COUNT, 40):
-            client.add([_large(i) for i in range(start, start + 40)], user_id=USER)
+        for start in range(0, COUNT, 20):
+            client.add([_large(i) for i in range(start, start + 20)], user_id=USER)
     # What one page of 500 would hold, as the Lambda result escapes it: well over 6 MB.
     status, body = _get(f"{served}/memories?user_id={USER}&limit=500")
     assert status == 200, body[:200]
@@ -81,8 +84,8 @@ def test_serve_refuses_an_answer_over_6_mb_as_lambda_does(served: str, monkeypat
     from rushmem.service import pages
 
     with MemoryClient(served) as client:
-        for start in range(0, COUNT, 40):
-            client.add([_large(i) for i in range(start, start + 40)], user_id=USER)
+        for start in range(0, COUNT, 20):
+            client.add([_large(i) for i in range(start, start + 20)], user_id=USER)
     monkeypatch.setattr(pages, "fitting", lambda items, budget=0: len(items))
     status, _ = _get(f"{served}/memories?user_id={USER}&limit=500")
     assert status == 502

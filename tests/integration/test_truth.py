@@ -57,7 +57,14 @@ def test_a_corrected_age_supersedes_and_the_store_says_32_now(lambda_env: str) -
     assert new != old
     assert second["created"] == 1 and second["refreshed"] == 0 and second["superseded"] == 1
     assert second["facts"] == [
-        {"id": new, "action": "created", "refreshed_as": None, "superseded": [old], "superseded_by": None}
+        {
+            "id": new,
+            "action": "created",
+            "content": "The user is 32 years old",
+            "refreshed_as": None,
+            "superseded": [old],
+            "superseded_by": None,
+        }
     ]
     assert [m["content"] for m in listed(USER)] == ["The user is 32 years old"]
     recalled = invoke(with_body("http-recall-iam.json", {"user_id": USER, "query": "How old is the user?"}))

@@ -8,8 +8,10 @@ It keeps the Data API's rules that the store's SQL must live with:
 - results as typed fields with column metadata (typeName); arrays as arrayValue; timestamps as
   'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC; other types in their text form;
 - one statement per call; transaction ids from BeginTransaction, forgotten after 3 minutes idle;
-- a response over 1 MiB, or a row over 64 KB, is refused (BadRequestException); a SQL error is a
-  DatabaseErrorException whose message ends with "SQLState: XXXXX";
+- an answer over 1 MiB, or a row over 64 KB, is refused (BadRequestException, with the names AWS's
+  troubleshooting page gives these errors), both counted in bytes of UTF-8 (a 4-byte character is 4
+  bytes), the row as its fields sit in the answer; a SQL error is a DatabaseErrorException whose
+  message ends with "SQLState: XXXXX";
 - ``pause(n)``: the next n requests answer DatabaseResumingException, as a paused cluster does.
 
 Fixtures: ``data_api`` (the running stand-in) and ``data_api_settings`` (Settings for a test's
@@ -53,6 +55,11 @@ _HINTS = {
 }
 _INTEGERS = {"int2", "int4", "int8", "oid", "xid"}
 _FLOATS = {"float4", "float8"}
+
+
+def answer_bytes(value: Any) -> int:
+    """Bytes of ``value`` as JSON in UTF-8, as the answer carries it."""
+    return len(json.dumps(value, ensure_ascii=False).encode())
 
 
 class DataApiError(Exception):
@@ -229,6 +236,7 @@ class DataApiStandIn:
         self.requests: dict[str, int] = {}
         self.log: list[str] = []  # each request: its operation and the start of its SQL
         self.response_bytes: list[int] = []  # each answer's size, refused ones too
+        self.refused: list[str] = []  # "row" or "answer": each request refused for its size
         self._resuming = 0
         self._transactions: dict[str, _Transaction] = {}
         self._idle: dict[tuple[str, str], list[psycopg.Connection[Any]]] = {}
@@ -337,8 +345,9 @@ class DataApiStandIn:
             for c, type_name in enumerate(types):
                 raw = pgresult.get_value(r, c)
                 row.append(_field(type_name, None if raw is None else bytes(raw).decode()))
-            if len(json.dumps(row)) > MAX_ROW_BYTES:
-                raise DataApiError("BadRequestException", "Database response exceeded the 64 KB row size limit")
+            if answer_bytes(row) > MAX_ROW_BYTES:
+                self.refused.append("row")
+                raise DataApiError("BadRequestException", "Packet for query is too large: a row is over 64 KB")
             records.append(row)
         metadata = [
             {"name": c.name, "label": c.name, "typeName": t, "type": 1111, "arrayBaseColumnType": 0}
@@ -440,12 +449,11 @@ class DataApiStandIn:
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")
-                    answer = json.dumps(standin.dispatch(self.path, body)).encode()
+                    answer = json.dumps(standin.dispatch(self.path, body), ensure_ascii=False).encode()
                     standin.response_bytes.append(len(answer))
                     if len(answer) > MAX_RESPONSE_BYTES:
-                        raise DataApiError(
-                            "BadRequestException", "Database returned more than the allowed response size limit"
-                        )
+                        standin.refused.append("answer")
+                        raise DataApiError("BadRequestException", "Database response exceeded size limit (1 MiB)")
                     status, headers = 200, {}
                 except DataApiError as exc:
                     answer = json.dumps({"message": str(exc)}).encode()

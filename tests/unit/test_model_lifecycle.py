@@ -20,12 +20,33 @@ TITAN = "amazon.titan-embed-text-v2:0"
 
 def test_the_defaults_are_the_checked_ones() -> None:
     settings = Settings(llm_provider="bedrock", embedding_provider="bedrock", rerank_provider="bedrock")
-    assert lifecycle.configured_models(settings) == [
+    assert lifecycle.configured_models(settings, "us-east-1") == [
         ("extraction", NOVA_2_LITE),
         ("embeddings", TITAN),
         ("rerank", "amazon.rerank-v1:0"),
     ]
     assert lifecycle.configured_models(Settings(llm_provider="rules", embedding_provider="hash")) == []
+
+
+@pytest.mark.parametrize(
+    ("region", "model_id"),
+    [
+        ("us-east-1", NOVA_2_LITE),
+        ("us-west-2", NOVA_2_LITE),
+        ("eu-central-1", "global.amazon.nova-2-lite-v1:0"),
+        ("ap-northeast-1", "global.amazon.nova-2-lite-v1:0"),
+        ("ca-central-1", "global.amazon.nova-2-lite-v1:0"),
+        (None, "global.amazon.nova-2-lite-v1:0"),
+    ],
+)
+def test_the_default_extraction_model_is_one_the_region_can_call(region: str | None, model_id: str) -> None:
+    """The US profile only from a US Region (a quickstart in Europe failed its first deploy on it);
+    the global one elsewhere, as AWS's Nova 2 guide lists the two."""
+    settings = Settings(llm_provider="bedrock", embedding_provider="hash")
+    assert lifecycle.configured_models(settings, region) == [("extraction", model_id)]
+    assert lifecycle.configured_models(settings.model_copy(update={"llm_model": HAIKU_45}), region) == [
+        ("extraction", HAIKU_45)
+    ]
 
 
 @pytest.mark.parametrize(

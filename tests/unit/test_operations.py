@@ -18,6 +18,7 @@ from rushmem.service.dispatch import VERBS
 from rushmem_contract import operations as ops
 from rushmem_contract.errors import InputTooLarge, InvalidInput
 from rushmem_contract.methods import Method, Operations
+from rushmem_contract.models import MAX_CONTENT_CHARS
 from rushmem_contract.operations import OPERATIONS, Operation
 from rushmem_tools.cli.main import build_parser
 
@@ -98,10 +99,10 @@ def test_a_refusal_is_one_shape_at_every_door() -> None:
     """What a door builds its request with refuses the same way: a size over a ceiling is
     InputTooLarge naming the field, anything else InvalidInput naming it."""
     with pytest.raises(InputTooLarge) as large:
-        ops.ADD.build(["x" * 20_001], user_id="u1")
+        ops.ADD.build(["x" * (MAX_CONTENT_CHARS + 1)], user_id="u1")
     assert (large.value.field, str(large.value)) == (
         "memories[0].content",
-        "memories[0].content is 20001 characters; the limit is 20000",
+        f"memories[0].content is {MAX_CONTENT_CHARS + 1} characters; the limit is {MAX_CONTENT_CHARS}",
     )
     with pytest.raises(InvalidInput) as bad:
         ops.LIST.build(user_id="u1", limit=0)

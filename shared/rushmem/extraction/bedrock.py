@@ -14,7 +14,7 @@ from typing import Any, Unpack
 from rushmem.config import Settings
 from rushmem.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from rushmem.providers.bedrock import bedrock_runtime_client, call_bedrock
-from rushmem.providers.lifecycle import DEFAULT_EXTRACTION_MODEL
+from rushmem.providers.lifecycle import DEFAULT_EXTRACTION_MODEL, default_extraction_model
 from rushmem.providers.retry import RetryPolicy
 from rushmem_contract.errors import ProviderError
 
@@ -42,9 +42,10 @@ class BedrockConverseExtractor(LLMExtractor):
     def from_settings(cls, settings: Settings, client: Any = None) -> BedrockConverseExtractor:
         options = llm_options(settings)
         options["temperature"] = min(settings.llm_temperature, 1.0)  # Converse models take 0..1
+        client = client or bedrock_runtime_client(settings)
         return cls(
-            client or bedrock_runtime_client(settings),
-            settings.llm_model or DEFAULT_EXTRACTION_MODEL,
+            client,
+            settings.llm_model or default_extraction_model(client.meta.region_name),
             retry=RetryPolicy.from_settings(settings),
             **options,
         )

@@ -202,7 +202,7 @@ def written_outcome(planned: ConversationWrite, written: IngestWrite) -> IngestO
     outcome.superseded = len(written.superseded)
     outcome.updates_ignored += len(written.stale)
     outcome.ids = [written.outcomes[p].id for p in planned.positions]
-    outcome.facts = [fact_outcome(written.outcomes[p]) for p in planned.positions]
+    outcome.facts = [fact_outcome(written.outcomes[p], planned.rows[p]) for p in planned.positions]
     return outcome
 
 

@@ -21,12 +21,13 @@ from rushmem_contract.models import FactOutcome, NewMemory, content_hash, fact_k
 _REFRESHED_AS = {"refreshed": "exact_duplicate", "near_duplicate": "near_duplicate", "restated": "restated"}
 
 
-def fact_outcome(outcome: WriteOutcome) -> FactOutcome:
-    """What a write did with one fact, as every door answers it."""
+def fact_outcome(outcome: WriteOutcome, row: MemoryRow) -> FactOutcome:
+    """What a write did with one fact (``row``, as stored), as every door answers it."""
     created = outcome.action == "created"
     return FactOutcome(
         id=outcome.id,
         action="created" if created else "refreshed",
+        content=row.content,
         refreshed_as=None if created else _REFRESHED_AS.get(outcome.action, "exact_duplicate"),  # type: ignore[arg-type]
         superseded=list(outcome.superseded),
         superseded_by=outcome.superseded_by,

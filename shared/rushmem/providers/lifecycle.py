@@ -27,6 +27,9 @@ PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
 # Each role's default model (the Bedrock providers' own defaults: they import them from here, so the
 # model checked is the model called) and the template parameter / setting that chooses it.
 DEFAULT_EXTRACTION_MODEL = "us.amazon.nova-2-lite-v1:0"
+# Nova 2 Lite has no in-Region id: AWS's Amazon Nova 2 user guide ("Core inference") lists the US
+# profile (callable from US Regions) and the global one (any commercial Region).
+GLOBAL_EXTRACTION_MODEL = "global.amazon.nova-2-lite-v1:0"
 DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_RERANK_MODEL = "amazon.rerank-v1:0"
 ROLES = {
@@ -75,11 +78,19 @@ class ModelCheck:
         return f"{name} has lifecycle status {self.status}: {instead}"
 
 
-def configured_models(settings: Settings) -> list[tuple[str, str]]:
-    """(role, model id) of every Bedrock model the settings would call."""
+def default_extraction_model(region: str | None) -> str:
+    """The extraction model when none is set, for Bedrock in ``region``: the US profile in a US
+    Region, the global one elsewhere (the US profile is not callable there: a quickstart in Europe
+    failed its first deploy)."""
+    in_us = bool(region) and str(region).startswith("us-") and not str(region).startswith("us-gov-")
+    return DEFAULT_EXTRACTION_MODEL if in_us else GLOBAL_EXTRACTION_MODEL
+
+
+def configured_models(settings: Settings, region: str | None = None) -> list[tuple[str, str]]:
+    """(role, model id) of every Bedrock model the settings would call from ``region`` (Bedrock's)."""
     found: list[tuple[str, str]] = []
     if settings.llm_provider == "bedrock":
-        found.append(("extraction", settings.llm_model or DEFAULT_EXTRACTION_MODEL))
+        found.append(("extraction", settings.llm_model or default_extraction_model(region)))
     if settings.embedding_provider == "bedrock":
         found.append(("embeddings", settings.embedding_model or DEFAULT_EMBEDDING_MODEL))
     if settings.rerank_provider == "bedrock":

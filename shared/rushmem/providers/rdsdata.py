@@ -39,6 +39,16 @@ class StatementFailed(Exception):
         self.sqlstate = sqlstate
 
 
+class ResponseTooLarge(StatementFailed):
+    """The statement ran, but its answer is over the Data API's 1 MiB ("Database response exceeded
+    size limit"): the rows must be read in smaller parts (the store reads them through a cursor)."""
+
+
+# AWS's troubleshooting page names the error "Database response exceeded size limit"; the service's
+# message has also read "Database returned more than the allowed response size limit".
+_TOO_LARGE = re.compile(r"response (exceeded|size) (size )?limit", re.IGNORECASE)
+
+
 @dataclasses.dataclass(frozen=True)
 class DataApiTarget:
     resource_arn: str  # the Aurora cluster
@@ -159,6 +169,8 @@ _UNAVAILABLE = frozenset(
 
 def _translate(code: str, message: str) -> Exception:
     if code in ("BadRequestException", "DatabaseErrorException"):
+        if _TOO_LARGE.search(message) and not _SQLSTATE.search(message):
+            return ResponseTooLarge(message, None)
         found = _SQLSTATE.search(message)
         return StatementFailed(message, found.group(1) if found else None)
     if code == "StatementTimeoutException":

@@ -165,8 +165,16 @@ class Collaborators:
         self.flush_waiting_usage()
         if not self.settings.event_bus:
             return
+        # Through the Data API the scheduled drain is off (it would wake a paused cluster every 5
+        # minutes): each write, while the cluster is awake, also sends what earlier ones left behind.
+        everyone = user_id is None or self.settings.uses_data_api
         try:
-            drain_outbox(self.db, self.publisher, user_id=user_id, max_batches=1 if user_id is not None else 5)
+            drain_outbox(
+                self.db,
+                self.publisher,
+                user_id=None if everyone else user_id,
+                max_batches=5 if user_id is None else 1,
+            )
         except Exception:
             logger.warning("change events not published after commit; the outbox keeps them", exc_info=True)
 

@@ -7,16 +7,19 @@ import logging
 import uuid
 
 from rushmem.privacy.detectors import RegexDetector
+from rushmem.service import pages
 from rushmem.service.base import Collaborators
 from rushmem.service.context import Context
 from rushmem.store.extraction import instructions as store
 from rushmem_contract.errors import InvalidInput
 from rushmem_contract.instructions import (
+    MAX_INSTRUCTIONS_JSON_CHARS,
     ExtractionInstructions,
     InstructionsHistory,
     InstructionsRequest,
     StoredInstructions,
 )
+from rushmem_contract.models import metadata_chars, too_large
 from rushmem_contract.schemas import InstructionsHistoryRequest, InstructionsQuery
 
 logger = logging.getLogger(__name__)
@@ -27,7 +30,11 @@ _SECRETS = RegexDetector(("credential",))
 
 
 def check_instructions(instructions: ExtractionInstructions) -> None:
-    """InvalidInput naming the field that holds a credential."""
+    """InputTooLarge for instructions over MAX_INSTRUCTIONS_JSON_CHARS in all; InvalidInput naming
+    the field that holds a credential."""
+    chars = metadata_chars(instructions.model_dump(mode="json", exclude_defaults=True))
+    if chars > MAX_INSTRUCTIONS_JSON_CHARS:
+        raise too_large("instructions", chars, MAX_INSTRUCTIONS_JSON_CHARS, "characters as JSON (all parts together)")
     for field, text in instructions.texts():
         found = _SECRETS.detect(text)
         if found:
@@ -93,4 +100,6 @@ def instructions_history(
     found: list[StoredInstructions] = parts.db.run(
         lambda conn: store.instruction_versions(conn, user_id, request.project_id, limit=request.limit)
     )
-    return InstructionsHistory(versions=found)
+    # Within Lambda's answer: the newest versions that fit MAX_PAGE_BYTES (100 of the largest do not).
+    newest = found[::-1]
+    return InstructionsHistory(versions=newest[: pages.fitting(newest)][::-1])

@@ -119,10 +119,10 @@ class Admin:
         cross-Region profile through GetInferenceProfile); ``client``: a ``bedrock`` client."""
         from rushmem.providers import lifecycle
 
-        models = lifecycle.configured_models(self.settings)
-        if not models:
+        if not lifecycle.configured_models(self.settings):
             return []
-        return lifecycle.check_models(client or lifecycle.bedrock_control_client(self.settings), models)
+        client = client or lifecycle.bedrock_control_client(self.settings)
+        return lifecycle.check_models(client, lifecycle.configured_models(self.settings, client.meta.region_name))
 
     def migrate(self) -> MigrateResult:
         """Apply pending migrations (idempotent), then set up the application's database roles."""

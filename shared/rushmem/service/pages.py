@@ -15,13 +15,19 @@ from rushmem_contract.errors import InvalidInput
 from rushmem_contract.models import MAX_PAGE_BYTES, MemoryRecord
 
 
+def lambda_bytes(item: BaseModel) -> int:
+    """An item's bytes in Lambda's result: the API's JSON (ASCII, as Powertools writes it: a 4-byte
+    character is 12), escaped again as part of the body string (14)."""
+    return len(json.dumps(json.dumps(item.model_dump(mode="json"), separators=(",", ":"))))
+
+
 def fitting(items: Sequence[BaseModel], budget: int = MAX_PAGE_BYTES) -> int:
     """How many of ``items``, from the first, fit in ``budget`` bytes as they travel in Lambda's
     result (their JSON, escaped again as part of the body string); at least one, so a page always
-    moves on (one item is far below the budget under the metadata limits)."""
+    moves on (one item is far below the budget under the content and metadata limits)."""
     used = 0
     for count, item in enumerate(items):
-        used += len(json.dumps(item.model_dump_json())) + 1  # and the comma between items
+        used += lambda_bytes(item) + 1  # and the comma between items
         if used > budget:
             return max(count, 1)
     return len(items)

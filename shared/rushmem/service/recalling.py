@@ -7,6 +7,7 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from rushmem.recall.block import build_memory_block
 from rushmem.recall.explain import explain_candidates, named_explanations, plan_weights
 from rushmem.recall.ranking import RankTrace, rank_candidates
 from rushmem.records import Candidate
+from rushmem.service import pages
 from rushmem.service.base import Collaborators, utcnow
 from rushmem.service.context import Context
 from rushmem.store.memories.named import named_memories
@@ -24,6 +26,7 @@ from rushmem.usage import metering
 from rushmem_contract.errors import DatabaseResuming, InputTooLarge, InvalidInput
 from rushmem_contract.inputs import has_visible, lone_surrogate
 from rushmem_contract.models import (
+    MAX_PAGE_BYTES,
     ExplainedName,
     RecalledMemory,
     RecallExplanation,
@@ -43,6 +46,12 @@ def _one_value_per_slot(candidates: Sequence[Candidate]) -> list[Candidate]:
     facts = [(c.project_id, c.content, c.valid_from or c.created_at) for c in candidates]
     gone = outdated_across_scopes(facts)
     return [c for i, c in enumerate(candidates) if i not in gone]
+
+
+def _fitting(candidates: list[Any], memories: Sequence[RecalledMemory]) -> list[Any]:
+    """An explanation's candidates, best first, in what the memories left of the answer's budget."""
+    left = MAX_PAGE_BYTES - sum(pages.lambda_bytes(m) for m in memories)
+    return candidates[: pages.fitting(candidates, budget=max(left, 0))] if candidates else candidates
 
 
 # What a recalled memory shows of its candidate as it is (its score is the ranking's).
@@ -142,6 +151,9 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     memories = [
         RecalledMemory(score=round(score, 4), **{name: getattr(c, name) for name in _SHOWN}) for c, score in chosen
     ]
+    # Lambda answers at most 6 MB: the memories (and an explanation's candidates) are kept while they
+    # fit MAX_PAGE_BYTES as the answer carries them, best first (50 of the largest memories would not).
+    memories = memories[: pages.fitting(memories)]
     block = build_memory_block(
         (m.content for m in memories), max_chars=parts.settings.max_block_chars, guard=parts.settings.prompt_guard
     )
@@ -156,7 +168,7 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
             weights=plan_weights(plan),
             date_windows=list(windows),
             reranked=bool(trace.rerank_scores),
-            candidates=explain_candidates(trace, plan, limit=limit, min_score=min_score),
+            candidates=_fitting(explain_candidates(trace, plan, limit=limit, min_score=min_score), memories),
             named=_explain_named(parts, scope, explain_ids, candidates, vector, query, evaluated_at, k),
         )
     return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)

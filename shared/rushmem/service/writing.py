@@ -155,7 +155,7 @@ def store_facts(
         pii_dropped=redacted.dropped_positions,
         write_id=write_id,
         superseded=sum(len(o.superseded) for o in outcomes),
-        facts=[fact_outcome(outcomes[p]) for p in positions],
+        facts=[fact_outcome(outcomes[p], rows[p]) for p in positions],
         pending=pending,
     )
 

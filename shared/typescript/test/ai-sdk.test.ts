@@ -126,6 +126,8 @@ describe("memoryMiddleware", () => {
     const outcome = await rememberConversation(client, { user_id: "mw-user-2", conversation_id: "c-mw-1", messages: chat });
     assert.equal(outcome.status, "stored");
     assert.ok((outcome.extracted ?? 0) >= 1, JSON.stringify(outcome));
+    // What was stored, as stored: each fact's text with its memory's id and what the write did.
+    assert.ok(outcome.facts?.some((f) => /Vitest/.test(f.content) && f.action === "created" && (outcome.ids ?? []).includes(f.id)), JSON.stringify(outcome.facts));
     const again = await rememberConversation(client, { user_id: "mw-user-2", conversation_id: "c-mw-1", messages: chat });
     assert.equal(again.status, "duplicate");
     const recalled = await client.recall({ query: "Which unit test runner?", user_id: "mw-user-2" });

@@ -76,3 +76,16 @@ test("an execute-api URL means IAM, with the region from the host", () => {
   assert.equal(client.auth, "iam");
   assert.equal(new MemoryClient(serve.url).auth, "none");
 });
+
+test("examples/hosted.ts: an app off AWS signs with one scoped key from its environment (docs/typescript.md)", async () => {
+  const { memoryForServer, memoryBlock } = await import("../examples/hosted.js");
+  const env = { MEMORY_API_URL: gatewayUrl, MEMORY_API_REGION: "eu-west-1", MEMORY_ACCESS_KEY_ID: ACCESS_KEY, MEMORY_SECRET_ACCESS_KEY: SECRET_KEY };
+  const memory = memoryForServer(env);
+  assert.equal(memory.auth, "iam");
+  await memory.add({ memories: "The user ships on Fridays", user_id: "app-user-7" });
+  assert.match(await memoryBlock(memory, "When does the user ship?", { userId: "app-user-7" }), /Fridays/);
+  assert.doesNotMatch(await memoryBlock(memory, "When does the user ship?", { userId: "app-user-8" }), /Fridays/);
+  const stolen = memoryForServer({ ...env, MEMORY_SECRET_ACCESS_KEY: "a-leaked-id-without-its-secret" });
+  await assert.rejects(memoryBlock(stolen, "x", { userId: "app-user-7" }), (e: unknown) => e instanceof Forbidden);
+  assert.throws(() => memoryForServer({}), /MEMORY_API_URL/);
+});

@@ -99,3 +99,15 @@ test("a token cannot name another user, and a refused or missing token is Forbid
   }
   await assert.rejects(new MemoryClient(serve.url).list({ user_id: "alice" }), (e: unknown) => e instanceof Forbidden && e.status === 401);
 });
+
+test("examples/hosted.ts: an app off AWS passes each signed-in user's token (docs/typescript.md)", async () => {
+  const { memoryForUser, memoryBlock } = await import("../examples/hosted.js");
+  let refreshed = 0;
+  const carol = memoryForUser(serve.url, async () => (refreshed++, issuer.token("carol")));
+  await carol.add({ memories: "The user deploys the app on Vercel" });
+  const block = await memoryBlock(carol, "Where is the app deployed?", { userId: "someone-else" }); // ignored: the token's user
+  assert.match(block, /Vercel/);
+  assert.ok(refreshed >= 2, "a fresh token per request");
+  const dave = memoryForUser(serve.url, () => issuer.token("dave"));
+  assert.doesNotMatch(await memoryBlock(dave, "Where is the app deployed?", {}), /Vercel/);
+});

@@ -16,6 +16,11 @@ transaction as on a connection. There is no pipeline: each statement is one HTTP
 read as the user is one statement (:meth:`DataApiSession.read_once_as_user`, migration 0017).
 There is no session either (requests share the cluster's): what needs one (COPY, SET ROLE, session
 locks, libpq's password encryption) is for a direct connection.
+
+An answer is at most 1 MiB and a row at most 64 KB (AWS's Data API limits). The service's limits keep
+every row it writes below 64 KB (rushmem_contract.models); a read whose rows add up to more than
+1 MiB (a page of large memories) is read again through a cursor, a few rows per request
+(:meth:`DataApiSession._read_in_parts`): one request in the common case, more only when needed.
 """
 
 from __future__ import annotations
@@ -29,9 +34,14 @@ from typing import Any
 
 import psycopg
 
-from rushmem.providers.rdsdata import DataApi, StatementFailed
+from rushmem.providers.rdsdata import DataApi, ResponseTooLarge, StatementFailed
 from rushmem.store.engine.dataapi_values import compose, decode_scalar, split_script
 from rushmem.store.engine.session import Params, Query, VectorSchema
+
+# Rows per FETCH when an answer is read in parts: a row is at most 64 KB as the database returns it,
+# and JSON escaping at most doubles it in the answer, so 7 rows stay under 1 MiB whatever they hold.
+PART_ROWS = 7
+_READS = re.compile(r"^\s*(SELECT|WITH|VALUES|\()", re.IGNORECASE)
 
 
 class DataApiRows:
@@ -104,8 +114,7 @@ class DataApiSession:
 
     def _run(self, query: Query, params: Params | None, *, dicts: bool) -> DataApiRows:
         text, parameters = compose(query, params)
-        with _errors():
-            response = self.api.execute(text, parameters, self._transaction_id)
+        response = self._execute(text, parameters)
         metadata = response.get("columnMetadata")
         if not metadata:
             return DataApiRows(None, int(response.get("numberOfRecordsUpdated", 0)))
@@ -178,12 +187,45 @@ class DataApiSession:
         ]
         if schema:
             arguments.append({"name": "meta_key", "value": {"stringValue": schema.meta_key}})
-        with _errors():
-            response = self.api.execute(statement, arguments, self._transaction_id)
+        response = self._execute(statement, arguments)
         records = response.get("records", [])
         if records and schema is not None:
             schema.check(decode_scalar("text", records[0][1]))
         return [decode_scalar("jsonb", record[0]) for record in records]
+
+    def _execute(self, text: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+        """One statement's answer; over 1 MiB, the same statement's rows read in parts."""
+        try:
+            with _errors():
+                return self.api.execute(text, parameters, self._transaction_id)
+        except psycopg.Error as exc:
+            if not isinstance(exc.__cause__, ResponseTooLarge) or not _READS.match(text):
+                raise
+        return self._read_in_parts(text, parameters)
+
+    def _read_in_parts(self, text: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+        """A read whose answer was over 1 MiB, run again as a cursor and fetched PART_ROWS rows at a
+        time, in the caller's transaction or one of its own (a cursor lives in a transaction). The
+        statement runs twice: a recall whose answer was that large counts its usage twice."""
+        self._savepoints += 1
+        cursor = f"am_parts_{self._savepoints}"
+        with self.transaction():
+            self._part(f"DECLARE {cursor} NO SCROLL CURSOR FOR {text}", parameters)
+            records: list[Any] = []
+            metadata: Any = None
+            while True:
+                part = self._part(f"FETCH FORWARD {PART_ROWS} FROM {cursor}", [])
+                metadata = metadata or part.get("columnMetadata")
+                got = part.get("records", [])
+                records.extend(got)
+                if len(got) < PART_ROWS:
+                    break
+            self._part(f"CLOSE {cursor}", [])
+        return {"records": records, "columnMetadata": metadata, "numberOfRecordsUpdated": 0}
+
+    def _part(self, text: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+        with _errors():
+            return self.api.execute(text, parameters, self._transaction_id)
 
     def _abandon(self) -> None:
         """Roll the open transaction back, if any (an error may already have ended it server-side)."""

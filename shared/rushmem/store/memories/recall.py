@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import datetime as dt
 import functools
+import json
 import re
 import threading
 import time
@@ -394,6 +395,8 @@ def _candidate(row: dict[str, Any]) -> Candidate:
 
 
 def _vector(value: Any) -> np.ndarray:
+    if isinstance(value, str):  # a row read as JSON holds pgvector's text form, [1,2,3]
+        return np.asarray(json.loads(value), dtype=np.float32)
     return np.asarray(value.to_numpy(), dtype=np.float32)
 
 
