@@ -84,8 +84,9 @@ def test_the_rest_of_a_field_wins_over_a_higher_priority_finding_inside_it() -> 
 
 
 def test_metadata_full_of_addresses_keeps_none_of_them() -> None:
-    """The issue's shape: metadata whose values hold thousands of addresses (each value a field)."""
-    values = {f"contacts {i}": " ".join(f"p{i}.{j}@example.org" for j in range(150)) for i in range(4)}
+    """The issue's shape: metadata whose values hold many addresses (each value a field), one past the
+    per-field cap of findings, within the 4,000-character metadata limit."""
+    values = {f"contacts {i}": " ".join(f"p{i}.{j}@example.org" for j in range(70 if i == 0 else 40)) for i in range(4)}
     memory = NewMemory(content="The user's contacts", metadata=values)
     (stored,) = Redactor(PiiPolicy.parse("redact")).apply([memory]).memories
     assert "@" not in str(stored.metadata)
