@@ -15,12 +15,17 @@ WORK = [
 PERSONAL = ["The user has a golden retriever named Biscuit", "The user's favourite food is ramen"]
 
 
+# The suite runs with the cut off (tests/conftest.py); these tests put the default back.
+DEFAULT_CUT = Settings.model_fields["min_relative_score"].default
+
+
 def _store(service: Memory) -> None:
     service.add([NewMemory(content=c) for c in [*WORK, *PERSONAL]], user_id="u1")
 
 
 def test_by_default_the_block_leaves_out_what_scores_far_below_the_best(settings: Settings) -> None:
-    with Memory(settings) as service:
+    assert DEFAULT_CUT == 0.6
+    with Memory(settings.model_copy(update={"min_relative_score": DEFAULT_CUT})) as service:
         _store(service)
         cut = service.recall("SVG editor export", user_id="u1", explain=True)
         with Memory(settings.model_copy(update={"min_relative_score": 0.0})) as filling:
