@@ -43,6 +43,7 @@ pytest_plugins = (
 )
 
 TEMPLATE_DB = "agent_memory_template"
+RELEVANCE_CUT_OFF = ("AGENT_MEMORY_MIN_RELATIVE_SCORE", "0")
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +53,10 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         # OPENAI_*: the settings read OPENAI_API_KEY and OPENAI_BASE_URL too.
         if key.startswith(("AGENT_MEMORY_", "OPENAI_")):
             monkeypatch.delenv(key)
+    # The suite's tests of ranking, scopes, doors and writes count on every matching memory coming
+    # back (the hash embedder scores unrelated text near 0): they run with the relevance cut off.
+    # The cut, on by default, is tested with it on (tests/*/test_recall_budget.py, the demo's test).
+    monkeypatch.setenv(RELEVANCE_CUT_OFF[0], RELEVANCE_CUT_OFF[1])
     get_settings.cache_clear()
     set_service(None)
     yield

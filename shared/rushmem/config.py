@@ -308,7 +308,16 @@ class Settings(BaseSettings):
     min_score: float = Field(
         default=0.0,
         ge=0,
-        description="Leave out recalled memories scoring below this (0 = always fill the limit, as the article does).",
+        description="Leave out recalled memories scoring below this (0 = no floor). Scores depend on the embedder; "
+        "AGENT_MEMORY_MIN_RELATIVE_SCORE does not.",
+    )
+    min_relative_score: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="Leave out recalled memories scoring below this share of the best one's score, so the block "
+        "carries what matters for the request (0 = always fill the limit, as the article does; the default's "
+        "measure: docs/recall-quality.md).",
     )
 
     # --- rerank ---------------------------------------------------------------------

@@ -57,6 +57,7 @@ MAX_METADATA_DEPTH = 32
 MAX_METADATA_KEYS = 4_000
 # Ceilings of the API's paging parameters (recall's default limit is a setting).
 MAX_RECALL_LIMIT = 50
+MAX_BLOCK_TOKENS = 100_000  # a recall's token budget: far beyond any block MAX_RECALL_LIMIT memories make
 MAX_PAGE = 500
 DEFAULT_PAGE = 100
 MAX_CURSOR_CHARS = 512
@@ -503,7 +504,9 @@ class RecalledMemory(WireModel):
 
 
 # Why a candidate of an explained recall is in the answer or not.
-CandidateOutcome = Literal["kept", "below_min_score", "mmr", "past_limit", "leg_off"]
+CandidateOutcome = Literal[
+    "kept", "below_min_score", "below_relative_score", "over_token_budget", "mmr", "past_limit", "leg_off"
+]
 # Why a memory the caller named (explain_ids) was, or was not, a candidate.
 NamedOutcome = Literal[
     "candidate",
@@ -572,6 +575,8 @@ class RecallExplanation(WireModel):
     limit: int
     candidates_per_leg: int
     min_score: float
+    min_relative_score: float = 0.0
+    max_tokens: int | None = Field(default=None, description="The request's token budget for the block; null: none.")
     weights: dict[str, float] = Field(description="The plan's weights: vector, text, date_boost, hop, rerank, mmr.")
     date_windows: list[tuple[dt.datetime, dt.datetime]] = Field(default_factory=list)
     reranked: bool = False
@@ -582,6 +587,9 @@ class RecallExplanation(WireModel):
 class RecallResult(WireModel):
     memories: list[RecalledMemory]
     prompt_block: str
+    block_tokens: int = Field(
+        default=0, description="The prompt block's size in tokens, counted as docs/api.md says (0: no block)."
+    )
     query: str
     explanation: RecallExplanation | None = Field(
         default=None, description="With explain: every candidate's signals and outcome, and the named memories'."
@@ -602,6 +610,7 @@ class RecallQuery(WireModel):
     project_id: ProjectId | None = None
     now: AwareDatetime | None = None
     limit: int | None = None
+    max_tokens: int | None = None
     filters: MemoryFilters | None = None
     as_of: AwareDatetime | None = None
 

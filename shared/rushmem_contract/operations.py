@@ -377,7 +377,14 @@ RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
         core=True,
         # No debugging fields, no apps' metadata; a time the request names goes in the query ("in
         # March 2023", "yesterday"), whose date words recall reads.
-        lean=("explain", "explain_ids", "filters.metadata", "filters.created_after", "filters.created_before"),
+        lean=(
+            "explain",
+            "explain_ids",
+            "max_tokens",
+            "filters.metadata",
+            "filters.created_after",
+            "filters.created_before",
+        ),
     ),
     cli=Command("recall", "recall the memories relevant to a query", positional="query"),
 )

@@ -26,6 +26,7 @@ from rushmem_contract.instructions import MAX_INSTRUCTION_VERSIONS
 from rushmem_contract.models import (
     DEFAULT_HISTORY_PAGE,
     DEFAULT_PAGE,
+    MAX_BLOCK_TOKENS,
     MAX_CONTENT_CHARS,
     MAX_CURSOR_CHARS,
     MAX_EXPLAIN_IDS,
@@ -134,6 +135,13 @@ class RecallRequest(ClosedModel):
         ge=1,
         le=MAX_RECALL_LIMIT,
         description=f"Most memories to return, 1..{MAX_RECALL_LIMIT} (default: the deployment's, 10 unless set).",
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_BLOCK_TOKENS,
+        description="Most tokens the prompt block may hold (counted as docs/api.md says): memories join it best "
+        "first while they fit; the answer's memories are the block's. Default: no budget.",
     )
     now: AwareDatetime | None = Field(default=None, description=NOW_HELP)
     include_inactive: bool = Field(default=False, description="Also superseded and expired memories (for debugging).")

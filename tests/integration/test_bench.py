@@ -115,12 +115,19 @@ def test_bench_quality_prints_every_variant_and_the_summary_line(
     assert re.fullmatch(
         rf"quality split=tiny-split ours_any={NUMBER} ours_all={NUMBER} article_any={NUMBER} vector_any={NUMBER}"
         rf" ours_any_at5={NUMBER} ours_all_at5={NUMBER} previous_any={NUMBER} previous_all={NUMBER}"
-        rf" equal_rerank_any={NUMBER} equal_rerank_all={NUMBER}",
+        rf" equal_rerank_any={NUMBER} equal_rerank_all={NUMBER}"
+        # Issue 43's keys, after the old ones: the block as sent, its size, per category.
+        rf" block_any={NUMBER} block_all={NUMBER} block_memories={NUMBER} block_tokens={NUMBER}"
+        rf" filled_tokens={NUMBER} cut={NUMBER}(?: ours_any_cat\S+={NUMBER} block_any_cat\S+={NUMBER})+",
         last,
     )
     # A reranker that scores every candidate the same leaves the ranking as it was.
     figures = dict(pair.split("=") for pair in last.split()[1:])
     assert (figures["equal_rerank_any"], figures["equal_rerank_all"]) == (figures["ours_any"], figures["ours_all"])
+    # The block is the default's answer cut: never more recall, never more memories or tokens.
+    assert float(figures["block_any"]) <= float(figures["ours_any"]) and float(figures["block_memories"]) <= 10
+    assert 0 < float(figures["block_tokens"]) <= float(figures["filled_tokens"])
+    assert "ours, block as sent" in out and re.search(r"share +block any +block all", out)
     # Results in locomo_score.py's input format: one line per query, memories with their metadata.
     lines = (results / "ours-default.jsonl").read_text().splitlines()
     assert len(lines) == 6 and "evidence" in json.loads(lines[0])["memories"][0]["metadata"]

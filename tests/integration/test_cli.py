@@ -27,7 +27,8 @@ def test_add_recall_list_forget(capsys: pytest.CaptureFixture[str], settings: Se
     assert code == 0 and len(added["ids"]) == 2 and added["created"] == 2
     code, (result,), _ = run(capsys, settings, "recall", "--user", "u1", "--limit", "1", "TypeScript")
     # The operation's answer, as every door gives it.
-    assert code == 0 and set(result) == {"memories", "prompt_block", "query", "explanation", "unavailable"}
+    assert code == 0
+    assert set(result) == {"memories", "prompt_block", "block_tokens", "query", "explanation", "unavailable"}
     (memory,) = result["memories"]
     assert set(memory) == {
         "id", "content", "category", "score", "created_at", "is_evergreen", "project_id", "metadata", "injection"

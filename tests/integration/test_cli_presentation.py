@@ -79,7 +79,7 @@ def test_list_and_recall_print_text_on_a_terminal_and_json_when_asked(
     code, text = on_terminal(monkeypatch, settings, "list", "--user", "u1", "--json")
     assert json.loads(text)["id"] == str(stored.ids[0])
     code, text = on_terminal(monkeypatch, settings, "recall", "--user", "u1", "--json", "TypeScript")
-    assert set(json.loads(text)) == {"memories", "prompt_block", "query", "explanation", "unavailable"}
+    assert set(json.loads(text)) == {"memories", "prompt_block", "block_tokens", "query", "explanation", "unavailable"}
 
 
 def test_config_prints_one_line_per_setting_on_a_terminal(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:

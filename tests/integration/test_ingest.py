@@ -103,14 +103,22 @@ def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, bl
 
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)  # the real local model
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)
+    monkeypatch.delenv("AGENT_MEMORY_MIN_RELATIVE_SCORE")  # the default relevance cut, as `make demo` runs
     out = io.StringIO()
     assert run_demo(out, root=REPO) == 0
     text = out.getvalue()
     assert '{"batchItemFailures": []}' in text
-    table = text[text.index("score  category") :].splitlines()[1:]
-    top3 = [line.split(None, 2)[2] for line in table[:3]]
-    assert set(top3) == SVG_FACTS, text
-    assert text.rstrip().endswith("[/RUSH_MEMORY]")
+    table = text[text.index("score  category") : text.index("left out, below")].splitlines()[1:]
+    recalled = [line.split(None, 2)[2] for line in table]
+    # The article's SVG facts on top; the personal ones (near 0) left out of the block by the cut.
+    assert recalled and set(recalled) <= SVG_FACTS, text
+    left_out = text[text.index("left out, below") : text.index("System prompt block")].splitlines()[1:]
+    assert all(float(line.split()[0]) < 0.6 * float(table[0].split()[0]) for line in left_out if line.strip())
+    block = text[text.index("[RUSH_MEMORY]") :].rstrip()
+    assert block.endswith("[/RUSH_MEMORY]") and "ramen" not in block and "Biscuit" not in block
+    # The README shows the block exactly as the demo prints it.
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"```\n{block}\n```" in readme, block
     assert "PNG export service" not in text.split("New request")[1]
     # The handler ran quietly, and the caller's environment is as it was: its metrics still flow.
     assert "POWERTOOLS_METRICS_DISABLED" not in os.environ and "POWERTOOLS_LOG_LEVEL" not in os.environ

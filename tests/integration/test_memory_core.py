@@ -303,7 +303,7 @@ def test_min_score_keeps_unrelated_memories_out_of_the_block(database_url: str) 
     result = service.recall("SVG editor export button", user_id="u1")
     assert [m.content for m in result.memories] == ["The user's product is an SVG editor with export"]
     everything = Memory(Settings(database_url=database_url, embedding_provider="hash")).recall("SVG", user_id="u1")
-    assert len(everything.memories) == 2  # by default the limit is filled, as in the article
+    assert len(everything.memories) == 2  # without a floor or the relevance cut the limit is filled, as in the article
 
 
 def test_equal_matches_rank_the_same_in_every_database(service: Memory) -> None:

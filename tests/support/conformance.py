@@ -117,6 +117,8 @@ SCENARIO: list[Step] = [
         },
     ),
     ("recall", {"user_id": USER, "query": "Which language should I use?", "limit": 3}),
+    # A budget that holds the frame and one memory: the block and its count agree at every door.
+    ("recall", {"user_id": USER, "query": "Where does the user live?", "max_tokens": 60}),
     ("recall", {"user_id": USER, "project_id": PROJECT, "query": "pets", "filters": {"categories": ["identity"]}}),
     ("list", {"user_id": USER, "project_id": PROJECT, "limit": 10}),
     ("get", lambda a: {"user_id": USER, "memory_id": _id("add", 0, "ids", 0)(a)}),
@@ -172,6 +174,7 @@ REFUSED: list[tuple[str, Fields]] = [
     ("recall", {"user_id": USER, "query": "   "}),
     ("recall", {"user_id": USER, "query": "tools", "limit": 51}),
     ("recall", {"user_id": USER, "query": "tools", "top_k": 5}),  # mem0's word: the refusal names limit
+    ("recall", {"user_id": USER, "query": "tools", "max_tokens": 0}),
     ("list", {"user_id": USER, "limit": 0}),
     ("list", {"user_id": USER, "filters": {"categories": ["nonsense"]}}),
     ("get", {"user_id": USER, "memory_id": "not-a-uuid"}),

@@ -133,17 +133,14 @@ def test_dates_of_the_test_query_are_a_window() -> None:
 
 
 def test_the_plan_takes_the_settings_knobs() -> None:
-    tuned = RecallPlan.from_settings(Settings(half_life_days=30, decay_floor=0.5, rerank_top_n=50, rerank_weight=1.0))
+    knobs = {"half_life_days": 30, "decay_floor": 0.5, "rerank_top_n": 50, "rerank_weight": 1.0}
+    tuned = RecallPlan.from_settings(Settings(**knobs, min_relative_score=0.3))  # type: ignore[arg-type]
     assert (tuned.half_life_days, tuned.decay_floor, tuned.rerank_top_n, tuned.rerank_weight) == (30, 0.5, 50, 1.0)
-    assert (
-        tuned.but(
-            half_life_days=PLAN.half_life_days,
-            decay_floor=PLAN.decay_floor,
-            rerank_top_n=PLAN.rerank_top_n,
-            rerank_weight=PLAN.rerank_weight,
-        )
-        == PLAN
-    )  # nothing else moved
+    assert tuned.min_relative_score == 0.3
+    back = {name: getattr(PLAN, name) for name in [*knobs, "min_relative_score"]}
+    assert tuned.but(**back) == PLAN  # nothing else moved
+    # The plan's default cut is the setting's (the suite runs with the setting at 0: tests/conftest.py).
+    assert PLAN.min_relative_score == Settings.model_fields["min_relative_score"].default
 
 
 def test_a_plan_without_date_steps_reads_no_windows() -> None:

@@ -83,7 +83,7 @@ def test_an_explained_mmr_penalty_is_what_mmr_subtracted_on_sign_codes_too() -> 
         trace = RankTrace()
         chosen = rank_candidates(_candidates(embeddings, sign_codes=sign_codes), plan, limit=2, now=now, trace=trace)
         assert [c.content for c, _ in chosen] == ["memory 0", "memory 2"]  # the near copy of the best is left out
-        explained = {e.content: e for e in explain_candidates(trace, plan, limit=2, min_score=0.0)}
+        explained = {e.content: e for e in explain_candidates(trace, plan, limit=2)}
         copy = explained["memory 1"]
         likeness = float(embeddings[0].astype(np.float32) @ embeddings[1].astype(np.float32))
         cosine = float(np.sin(np.pi / 2 * likeness)) if sign_codes else likeness  # as mmr_select estimates it

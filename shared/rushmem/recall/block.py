@@ -9,7 +9,7 @@ model that what follows is recalled data, not instructions.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from rushmem.poison import (
     BLOCK_MARKER,
@@ -61,8 +61,50 @@ def defused_text(content: str) -> str:
     return clean_memory_line(content, None)
 
 
-def build_memory_block(contents: Iterable[str], *, max_chars: int = 500, guard: bool = True) -> str:
-    """The article's block; an empty string when there is nothing to say.
+def count_tokens(text: str) -> int:
+    """The block's size as recall counts it (``max_tokens``, ``block_tokens``): line by line, a
+    quarter token per ASCII character (rounded up) and one per other character. An estimate
+    without a tokenizer (none is in the runtime): about four characters per token for English in
+    the common BPE vocabularies, and a token or more per character for the scripts they split finer,
+    so a budget in other scripts is not overrun (docs/api.md, "The block's size")."""
+    total = 0
+    for line in text.split("\n"):
+        ascii_chars = sum(1 for ch in line if ch < "\x80")
+        total += -(-ascii_chars // 4) + len(line) - ascii_chars
+    return total
+
+
+def block_lines(contents: Iterable[str], *, max_chars: int = 500) -> list[str]:
+    """Each memory's line as the block shows it (without its number; "" when nothing is left)."""
+    return [clean_memory_line(c, max_chars) for c in contents]
+
+
+def over_budget(lines: Sequence[str], max_tokens: int, *, skip: Collection[int] = (), guard: bool = True) -> set[int]:
+    """The lines (by index) that do not fit a block of ``max_tokens``, filled in order: each line
+    joins while the block stays within the budget, so a shorter one after a long one that did not
+    fit may still join. ``skip``: lines already left out. All of them when the frame alone does not fit."""
+    used = sum(count_tokens(line) for line in _frame(guard))
+    out: set[int] = set()
+    number = 0
+    for i, line in enumerate(lines):
+        if i in skip or not line:
+            continue
+        cost = count_tokens(f"{number + 1}. {line}")
+        if used + cost > max_tokens:
+            out.add(i)
+            continue
+        used += cost
+        number += 1
+    return out
+
+
+def _frame(guard: bool) -> list[str]:
+    return [BLOCK_START, *([BLOCK_GUARD] if guard else []), BLOCK_TITLE, BLOCK_END]
+
+
+def assemble_block(lines: Iterable[str], *, guard: bool = True) -> str:
+    """The article's block around lines :func:`block_lines` cleaned; an empty string when there is
+    nothing to say.
 
     [RUSH_MEMORY]
     <guard line, unless guard=False>
@@ -70,10 +112,14 @@ def build_memory_block(contents: Iterable[str], *, max_chars: int = 500, guard: 
     1. <content>
     [/RUSH_MEMORY]
     """
-    lines = [clean_memory_line(c, max_chars) for c in contents]
     lines = [line for line in lines if line]
     if not lines:
         return ""
     numbered = [f"{i}. {line}" for i, line in enumerate(lines, start=1)]
     header = [BLOCK_START, BLOCK_GUARD] if guard else [BLOCK_START]
     return "\n".join([*header, BLOCK_TITLE, *numbered, BLOCK_END])
+
+
+def build_memory_block(contents: Iterable[str], *, max_chars: int = 500, guard: bool = True) -> str:
+    """The block of these memories' lines (:func:`assemble_block`)."""
+    return assemble_block(block_lines(contents, max_chars=max_chars), guard=guard)

@@ -35,10 +35,18 @@ def plan_weights(plan: RecallPlan) -> dict[str, float]:
     }
 
 
-def explain_candidates(trace: RankTrace, plan: RecallPlan, *, limit: int, min_score: float) -> list[ExplainedCandidate]:
+def explain_candidates(
+    trace: RankTrace,
+    plan: RecallPlan,
+    *,
+    limit: int,
+    dropped: Mapping[int, tuple[CandidateOutcome, str]] | None = None,
+) -> list[ExplainedCandidate]:
     """Every candidate with its signals, final score and outcome, in ranking order: the answer
-    first, then the dropped by score. Only words what ranking recorded in ``trace``; ``min_score``
-    is the cut the caller applied after ranking."""
+    first, then the dropped by score. Only words what ranking recorded in ``trace``; ``dropped``:
+    what the caller left out of ranking's picks after ranking (the relevance cut, the token
+    budget), by the candidate's index in the trace, with outcome and why."""
+    dropped = dropped or {}
     legs, final, relevance, text = trace.legs, trace.final, trace.relevance, trace.text
     if legs is None or final is None or relevance is None or text is None:
         return []
@@ -49,8 +57,8 @@ def explain_candidates(trace: RankTrace, plan: RecallPlan, *, limit: int, min_sc
         score, place = float(final[i]), trace.by_score[i]
         outcome: CandidateOutcome = trace.outcome[i]
         why = "in the answer"
-        if outcome == "kept" and min_score > 0 and score < min_score:
-            outcome, why = "below_min_score", f"its score {score:.4f} is below the minimum score {min_score:g}"
+        if outcome == "kept" and i in dropped:
+            outcome, why = dropped[i]
         elif outcome == "mmr":
             why = (
                 f"relevant enough for the first {limit}, but MMR chose less alike memories "

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from rushmem.ingest.facts import outdated_across_scopes
-from rushmem.recall.block import build_memory_block
+from rushmem.recall.block import assemble_block, block_lines, count_tokens, over_budget
+from rushmem.recall.cut import relevance_cut
 from rushmem.recall.explain import explain_candidates, named_explanations, plan_weights
 from rushmem.recall.ranking import RankTrace, rank_candidates
 from rushmem.records import Candidate
@@ -145,18 +146,27 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
         rerank=reranker.scores if reranker is not None else None,
         trace=trace,
     )
-    min_score = parts.settings.min_score
-    if min_score > 0:
-        chosen = [(c, score) for c, score in chosen if score >= min_score]
+    settings = parts.settings
+    min_score = settings.min_score
+    # The cut, then the budget: what is left out of the block is left out of the answer too.
+    dropped = relevance_cut(
+        [score for _, score in chosen], min_score=min_score, min_relative_score=plan.min_relative_score
+    )
+    lines = block_lines((c.content for c, _ in chosen), max_chars=settings.max_block_chars)
+    if request.max_tokens is not None:
+        why = f"the block would exceed the budget of {request.max_tokens} tokens"
+        for place in over_budget(lines, request.max_tokens, skip=dropped, guard=settings.prompt_guard):
+            dropped[place] = ("over_token_budget", why)
+    kept = [place for place in range(len(chosen)) if place not in dropped]
     memories = [
-        RecalledMemory(score=round(score, 4), **{name: getattr(c, name) for name in _SHOWN}) for c, score in chosen
+        RecalledMemory(score=round(chosen[p][1], 4), **{name: getattr(chosen[p][0], name) for name in _SHOWN})
+        for p in kept
     ]
     # Lambda answers at most 6 MB: the memories (and an explanation's candidates) are kept while they
     # fit MAX_PAGE_BYTES as the answer carries them, best first (50 of the largest memories would not).
-    memories = memories[: pages.fitting(memories)]
-    block = build_memory_block(
-        (m.content for m in memories), max_chars=parts.settings.max_block_chars, guard=parts.settings.prompt_guard
-    )
+    fit = pages.fitting(memories)
+    memories, kept = memories[:fit], kept[:fit]
+    block = assemble_block((lines[p] for p in kept), guard=settings.prompt_guard)
     explanation = None
     if trace is not None:
         explanation = RecallExplanation(
@@ -165,13 +175,21 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
             limit=limit,
             candidates_per_leg=k,
             min_score=min_score,
+            min_relative_score=plan.min_relative_score,
+            max_tokens=request.max_tokens,
             weights=plan_weights(plan),
             date_windows=list(windows),
             reranked=bool(trace.rerank_scores),
-            candidates=_fitting(explain_candidates(trace, plan, limit=limit, min_score=min_score), memories),
+            # Keyed by the candidate's index in the trace, as the explanation counts them.
+            candidates=_fitting(
+                explain_candidates(trace, plan, limit=limit, dropped={trace.order[p]: dropped[p] for p in dropped}),
+                memories,
+            ),
             named=_explain_named(parts, scope, explain_ids, candidates, vector, query, evaluated_at, k),
         )
-    return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)
+    return RecallResult(
+        memories=memories, prompt_block=block, block_tokens=count_tokens(block), query=query, explanation=explanation
+    )
 
 
 def _explain_named(

@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from rushmem.config import Settings
+from rushmem.recall.block import assemble_block, block_lines, count_tokens
+from rushmem.recall.cut import relevance_cut
 from rushmem.recall.plan import RecallPlan
 from rushmem.rerank import Reranker
 from rushmem.service import Memory
@@ -33,6 +36,9 @@ IMPORT_CHUNK = 512
 SHORT_K = 5  # recall@5 too: the prompt block is often trimmed to the first few memories
 PREVIOUS = "ours, previous defaults"
 EQUAL_RERANK = "ours + equal-scores rerank"
+BLOCK = "ours, block as sent"
+# Shares of the best score the cut sweep tries (0: fill the limit), for docs/recall-quality.md.
+CUT_SWEEP = (0.0, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8)
 
 
 class EqualScores(Reranker):
@@ -94,9 +100,11 @@ class Variant:
 
 
 def variants(base: RecallPlan, *, reranker: bool = False) -> list[Variant]:
-    """Baselines, our configured ranking and its ablations (one change each). A configured
-    reranker is off in every row but "ours + rerank" (present only when there is one)."""
-    base = base.but(rerank=False)
+    """Baselines, our configured ranking and its ablations (one change each), all filling the limit
+    (recall@k measures the ranking), then our default again with its relevance cut: the block as
+    sent. A configured reranker is off in every row but "ours + rerank" (present only when there is one)."""
+    sent = base.but(rerank=False)
+    base = sent.but(min_relative_score=0.0)
     plain = {"decay": False, "mmr": False, "date_boost": 0.0, "date_k": 0, "hop_seeds": 0}
     toggles = [
         Variant("ours - time decay", base.but(decay=False), "default without decay"),
@@ -144,6 +152,7 @@ def variants(base: RecallPlan, *, reranker: bool = False) -> list[Variant]:
         Variant(PREVIOUS, previous, "vector + text legs only, named days and months (before issue 14)"),
         *toggles,
         Variant("fusion only (weighted)", base.but(**plain), "no decay, MMR, date or hop"),
+        Variant(BLOCK, sent, f"the default with its relevance cut ({sent.min_relative_score:g} x the best score)"),
     ]
 
 
@@ -174,6 +183,7 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             say(f"embedding {len(queries)} queries")
             vectors = bench.admin.embedder.embed([q.query.strip() or " " for q in queries])
             results: dict[str, list[list[dict[str, Any]]]] = {}
+            tokens: dict[str, list[int]] = {}
             for variant in chosen:
                 say(f"recalling: {variant.name}")
                 # The same database and embedder; only the reranker differs (never closed here).
@@ -187,7 +197,7 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                         reranker=variant.reranker,
                     )
                 )
-                results[variant.name] = _recall_all(service_of, variant, queries, vectors, k)
+                results[variant.name], tokens[variant.name] = _recall_all(service_of, variant, queries, vectors, k)
         finally:
             bench.close()
 
@@ -201,6 +211,20 @@ def run(service: Memory, args: argparse.Namespace) -> int:
     ours, article, vector = reports["ours (default)"], reports["article query"], reports["vector only"]
     previous, equal = reports[PREVIOUS], reports[EQUAL_RERANK]
     configured = reports.get("ours + rerank")
+    sweep = cut_sweep(judged, results["ours (default)"], service.settings, k)
+    _print_sweep(sweep, ours)
+    block = reports[BLOCK]
+    block_memories = _mean(len(m) for m in results[BLOCK])
+    block_tokens, filled_tokens = _mean(tokens[BLOCK]), _mean(tokens["ours (default)"])
+    print(
+        f"the block as sent (cut {service.admin.recall_plan.min_relative_score:g} x the best score): "
+        f"recall any={block.total.any:.3f} all={block.total.all:.3f}, {block_memories:.2f} memories and "
+        f"{block_tokens:.0f} tokens on average; filling the limit: {filled_tokens:.0f} tokens"
+    )
+    per_category = " ".join(
+        f"ours_any_cat{c}={ours.by_category[c].any:.3f} block_any_cat{c}={block.by_category[c].any:.3f}"
+        for c in ours.by_category
+    )
     print(
         f"quality split={split.name} ours_any={ours.total.any:.3f} ours_all={ours.total.all:.3f} "
         f"article_any={article.total.any:.3f} vector_any={vector.total.any:.3f} "
@@ -209,27 +233,57 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"previous_any={previous.total.any:.3f} previous_all={previous.total.all:.3f} "
         f"equal_rerank_any={equal.total.any:.3f} equal_rerank_all={equal.total.all:.3f}"
         + (f" rerank_any={configured.total.any:.3f} rerank_all={configured.total.all:.3f}" if configured else "")
+        + f" block_any={block.total.any:.3f} block_all={block.total.all:.3f} block_memories={block_memories:.2f}"
+        f" block_tokens={block_tokens:.0f} filled_tokens={filled_tokens:.0f}"
+        f" cut={service.admin.recall_plan.min_relative_score:g} {per_category}"
     )
     return 0
 
 
 def _recall_all(
     bench: Memory, variant: Variant, queries: Sequence[QualityQuery], vectors: np.ndarray, k: int
-) -> list[list[dict[str, Any]]]:
+) -> tuple[list[list[dict[str, Any]]], list[int]]:
+    """Per query the memories recalled (with their scores) and the block's tokens (0 for the article's query)."""
     out: list[list[dict[str, Any]]] = []
+    tokens: list[int] = []
     for query, vector in zip(queries, vectors, strict=True):
         if not query.query.strip():
             out.append([])
+            tokens.append(0)
             continue
         if variant.plan is None:
             rows = bench.admin.db.run(_article_query(query, vector, k))
             out.append([{"content": r["content"], "metadata": r["metadata"] or {}} for r in rows])
+            tokens.append(0)
         else:
             result = bench.recall(
                 query.query, user_id=query.user_id, limit=k, now=query.now, plan=variant.plan, query_vector=vector
             )
-            out.append([{"content": m.content, "metadata": m.metadata} for m in result.memories])
+            out.append([{"content": m.content, "metadata": m.metadata, "score": m.score} for m in result.memories])
+            tokens.append(result.block_tokens)
+    return out, tokens
+
+
+def cut_sweep(
+    judged: Sequence[scoring.Judged], filled: Sequence[Sequence[dict[str, Any]]], settings: Settings, k: int
+) -> list[tuple[float, scoring.Report, float, float]]:
+    """Per share of the best score in CUT_SWEEP: the block's recall, mean memories and mean tokens,
+    cutting the default's full answers with the service's own cut and block (no second recall)."""
+    out = []
+    for share in CUT_SWEEP:
+        blocks = []
+        for memories in filled:
+            dropped = relevance_cut([m["score"] for m in memories], min_score=0.0, min_relative_score=share)
+            blocks.append([m for place, m in enumerate(memories) if place not in dropped])
+        lines = [block_lines((m["content"] for m in b), max_chars=settings.max_block_chars) for b in blocks]
+        sizes = [count_tokens(assemble_block(one, guard=settings.prompt_guard)) for one in lines]
+        out.append((share, scoring.score(judged, blocks, k=k), _mean(map(len, blocks)), _mean(sizes)))
     return out
+
+
+def _mean(values: Any) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
 
 
 def _article_query(query: QualityQuery, vector: np.ndarray, k: int) -> Callable[[Any], list[dict[str, Any]]]:
@@ -302,6 +356,24 @@ def _print_report(
     print_table(headers, rows)
     counts = ", ".join(f"cat {c}: n={reports['ours (default)'].by_category[c].n}" for c in categories)
     print(f"questions per category: {counts}")
+
+
+def _print_sweep(sweep: Sequence[tuple[float, scoring.Report, float, float]], ours: scoring.Report) -> None:
+    """The cut's trade: block recall against its size, per share of the best score (0: fill the limit)."""
+    print(f"relevance cut (leave out what scores below share x the best); recall@k any={ours.total.any:.3f}")
+    categories = list(ours.by_category)
+    rows = [
+        [
+            f"{share:g}",
+            f"{report.total.any:.3f}",
+            f"{report.total.all:.3f}",
+            *(f"{report.by_category[c].any:.3f}" for c in categories),
+            f"{memories:.2f}",
+            f"{tokens:.0f}",
+        ]
+        for share, report, memories, tokens in sweep
+    ]
+    print_table(["share", "block any", "block all", *(f"cat {c} any" for c in categories), "memories", "tokens"], rows)
 
 
 def register(sub: Any) -> None:

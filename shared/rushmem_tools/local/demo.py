@@ -72,7 +72,7 @@ def run_demo(out: IO[str], root: Path | None = None, *, keep: bool = False) -> i
             out.write(f"\n{len(memories)} memories of {name}:\n")
             out.writelines(f"  [{m.category}] {m.content}  (from {m.source})\n" for m in memories)
 
-        recalled = service.recall(DEMO_QUERY, user_id=user, project_id=DEMO_PROJECT)
+        recalled = service.recall(DEMO_QUERY, user_id=user, project_id=DEMO_PROJECT, explain=True)
         out.write(
             f"\nEmbedder: {service.admin.embedder.fingerprint}; extractor: {service.admin.extractor.fingerprint}\n"
         )
@@ -80,7 +80,13 @@ def run_demo(out: IO[str], root: Path | None = None, *, keep: bool = False) -> i
         out.write(f"{'score':>6}  {'category':<10}  memory\n")
         for memory in recalled.memories:
             out.write(f"{memory.score:6.3f}  {memory.category:<10}  {memory.content}\n")
-        out.write("\nSystem prompt block:\n\n" + recalled.prompt_block + "\n")
+        explained = recalled.explanation.candidates if recalled.explanation else []
+        cut = [c for c in explained if c.outcome == "below_relative_score"]
+        if cut:
+            share = service.admin.recall_plan.min_relative_score
+            out.write(f"left out, below {share:g} x the best score (AGENT_MEMORY_MIN_RELATIVE_SCORE=0 keeps them):\n")
+            out.writelines(f"{c.score:6.3f}  {c.category:<10}  {c.content}\n" for c in cut)
+        out.write(f"\nSystem prompt block ({recalled.block_tokens} tokens):\n\n" + recalled.prompt_block + "\n")
     finally:
         if not keep:
             for name in (user, other):

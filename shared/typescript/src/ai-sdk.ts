@@ -23,6 +23,8 @@ export interface MemoryMiddlewareOptions<P extends PromptCall = PromptCall> {
   projectId?: string;
   /** Memories in the block (1..50; default the deployment's). */
   limit?: number;
+  /** Most tokens the block may hold (counted as the API's docs say): memories join it best first while they fit. */
+  maxTokens?: number;
   filters?: MemoryFilters;
   /** Called with each recall (the memories, the block), e.g. to log or show them. */
   onRecall?: (result: RecallResult) => void;
@@ -84,6 +86,7 @@ export function memoryMiddleware<P extends PromptCall = PromptCall>(options: Mem
           user_id: userId,
           project_id: options.projectId,
           limit: options.limit,
+          max_tokens: options.maxTokens,
           filters: options.filters,
         });
       } catch (error) {

@@ -87,6 +87,18 @@ describe("memoryMiddleware", () => {
     assert.equal(users.length, 2, "the conversation itself is untouched");
   });
 
+  test("maxTokens bounds the block the model receives", async () => {
+    const model = mockModel();
+    const recalls: RecallResult[] = [];
+    const middleware = memoryMiddleware({ client, userId: "mw-user", projectId: "svg-editor", maxTokens: 55, onRecall: (r) => recalls.push(r) });
+    await generateText({ model: wrapLanguageModel({ model, middleware }), prompt: "TypeScript, and what must I sync to defaultSVG?" });
+    // The frame (~42 tokens) and one of the two memories fit in 55; both do not.
+    assert.equal(recalls[0]?.memories.length, 1);
+    const tokens = recalls[0]?.block_tokens ?? 0;
+    assert.ok(tokens > 0 && tokens <= 55, String(tokens));
+    assert.equal(systemOf(model.doGenerateCalls[0])[0], recalls[0]?.prompt_block);
+  });
+
   test("without a system prompt the block becomes one; streaming calls recall too", async () => {
     const model = mockModel("streamed");
     const wrapped = wrapLanguageModel({ model, middleware: memoryMiddleware({ client, userId: "mw-user", projectId: "svg-editor" }) });
