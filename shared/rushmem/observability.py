@@ -20,7 +20,7 @@ from aws_lambda_powertools import Logger, Metrics
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "agent-memory")
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "rushmem")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,4 +82,4 @@ def make_tracer() -> Tracer | NoTracer:
 logger = Logger(service=SERVICE, stream=cast("IO[str]", _CurrentStdout()))
 # Typed as NoTracer's interface, which is the part of Powertools' Tracer the handlers use.
 tracer = cast(NoTracer, make_tracer())
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "AgentMemory"), service=SERVICE)
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Rushmem"), service=SERVICE)

@@ -387,7 +387,7 @@ def test_recall_logs_and_metrics(
     (recalled,) = [r for r in lines if r.get("message") == "recalled"]
     assert recalled["correlation_id"] == evt["requestContext"]["requestId"] and recalled["user_id"] == USER
     (emf,) = [r for r in lines if "RecallLatency" in r]
-    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "AgentMemory"
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Rushmem"
     assert emf["MemoriesReturned"] == [0.0] and emf["EmptyRecalls"] == [1.0] and emf["RecallLatency"][0] > 0
     assert "Which package manager" not in json.dumps(recalled)  # the user's text stays out of the logs
 

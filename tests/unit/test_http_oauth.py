@@ -30,7 +30,7 @@ def test_the_metadata_names_the_mcp_endpoint_and_the_issuer() -> None:
         "resource": f"https://{API_HOST}/mcp",
         "authorization_servers": [ISSUER],
         "bearer_methods_supported": ["header"],
-        "resource_name": "agent-memory",
+        "resource_name": "rushmem",
         "scopes_supported": ["openid", "email"],
     }
     assert "scopes_supported" not in protected_resource_metadata(f"https://{API_HOST}", ISSUER)

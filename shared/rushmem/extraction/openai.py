@@ -39,7 +39,7 @@ class OpenAIChatExtractor(LLMExtractor):
             llm_api_key(settings),
             settings,
             transport,
-            key_settings="AGENT_MEMORY_LLM_API_KEY, or the embeddings' AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
+            key_settings="RUSHMEM_LLM_API_KEY, or the embeddings' RUSHMEM_OPENAI_API_KEY (or OPENAI_API_KEY)",
         )
         # Without a model named: Zhipu's or OpenAI's small one, by the endpoint.
         model = settings.llm_model or ("glm-4-flash" if "bigmodel.cn" in base_url else "gpt-4o-mini")

@@ -31,7 +31,7 @@ class EventBridgePublisher:
     @classmethod
     def from_settings(cls, settings: Settings, client: Any = None) -> EventBridgePublisher:
         if not settings.event_bus:
-            raise ValueError("no AGENT_MEMORY_EVENT_BUS configured")
+            raise ValueError("no RUSHMEM_EVENT_BUS configured")
         return cls(client, bus=settings.event_bus, source=settings.event_source)
 
     @property

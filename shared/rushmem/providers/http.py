@@ -74,7 +74,7 @@ class OpenAICompatClient:
         settings: Settings,
         transport: httpx.BaseTransport | None = None,
         *,
-        key_settings: str = "AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
+        key_settings: str = "RUSHMEM_OPENAI_API_KEY (or OPENAI_API_KEY)",
     ) -> OpenAICompatClient:
         """A client with the configured timeout, retries and retry budget.
 

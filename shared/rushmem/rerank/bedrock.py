@@ -1,6 +1,6 @@
 """The Bedrock Rerank API (bedrock-agent-runtime ``rerank``): ``amazon.rerank-v1:0`` (default) or
 ``cohere.rerank-v3-5:0``, in the regions that offer them (not every region does; set
-``AGENT_MEMORY_BEDROCK_REGION``). The function's role needs ``bedrock:Rerank`` and
+``RUSHMEM_BEDROCK_REGION``). The function's role needs ``bedrock:Rerank`` and
 ``bedrock:InvokeModel`` on the model (the template grants both when RerankProvider=bedrock).
 """
 

@@ -126,7 +126,7 @@ def recall_file(service: Memory, args: argparse.Namespace) -> bool:
 
 
 def cmd_move_user(service: Memory, args: argparse.Namespace) -> int:
-    """Move everything a user owns to another cell (AGENT_MEMORY_CELLS; docs/capacity.md, Cells)."""
+    """Move everything a user owns to another cell (RUSHMEM_CELLS; docs/capacity.md, Cells)."""
     moved = service.move_user(args.user, args.to)
     emit({"user_id": args.user, "cell": args.to, "moved": moved})
     return EXIT_OK

@@ -62,7 +62,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rushmem",
         description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
-        epilog="Configuration comes from AGENT_MEMORY_* environment variables (see the README).",
+        epilog="Configuration comes from RUSHMEM_* environment variables (see the README).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     parser.add_argument("--version", action="version", version=f"rushmem {__version__}")
@@ -90,7 +90,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add(
         "move-user",
         cmd_move_user,
-        "move everything a user owns to another cell (with AGENT_MEMORY_CELLS or AGENT_MEMORY_CELLS_SECRET_ARN)",
+        "move everything a user owns to another cell (with RUSHMEM_CELLS or RUSHMEM_CELLS_SECRET_ARN)",
     )
     p.add_argument("--user", required=True)
     p.add_argument("--to", required=True, help="the cell's name in the cells' JSON")
@@ -99,13 +99,13 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--docs", default="docs", help="the docs folder (default ./docs)")
 
     p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
-    p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
+    p.add_argument("--superseded-days", type=float, default=None, help="default RUSHMEM_SUPERSEDED_RETENTION_DAYS")
     p.add_argument("--now", type=parse_time, help="purge as of this ISO time")
 
     p = add(
         "reembed",
         cmd_reembed,
-        "move the store to the configured embedder (AGENT_MEMORY_EMBEDDING_*) while reads go on; resumable",
+        "move the store to the configured embedder (RUSHMEM_EMBEDDING_*) while reads go on; resumable",
     )
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--max-batches", type=int, default=None, help="stop after this many batches (resume later)")
@@ -120,7 +120,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         "give users with many memories their own partition with HNSW and GIN indexes (recall stays fast for "
         "them), drop those of users who no longer have many; as the owner, hourly (the stack's MigrateFunction does)",
     )
-    p.add_argument("--min-memories", type=int, default=None, help="default AGENT_MEMORY_DENSE_MIN_MEMORIES")
+    p.add_argument("--min-memories", type=int, default=None, help="default RUSHMEM_DENSE_MIN_MEMORIES")
     p.add_argument(
         "--max-seconds", type=float, default=None, help="start no build after this long (a later run goes on)"
     )
@@ -144,7 +144,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         "similarity",
         cmd_similarity,
         "cosine similarity of TEXT to each OTHER with the configured embedder, and whether it reaches "
-        "AGENT_MEMORY_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
+        "RUSHMEM_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
     )
     p.add_argument("text")
     p.add_argument("others", nargs="+", metavar="other")
@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         check_ids(args)
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)
-        service = Memory(settings)  # the cells' router when AGENT_MEMORY_CELLS is set
+        service = Memory(settings)  # the cells' router when RUSHMEM_CELLS is set
         try:
             return int(args.func(service, args))
         finally:

@@ -4,7 +4,7 @@ IngestFunction (the handler in template.yaml) is invoked in-process with
 events/conversation-ended.json: two conversations of u-42 (the SVG editor, and a personal
 one) and facts another user's client extracted itself. Then u-42 asks for something new and
 the memories recalled for it become the [RUSH_MEMORY] block. Like Lambda, the handler reads
-its configuration from the AGENT_MEMORY_* environment.
+its configuration from the RUSHMEM_* environment.
 
 The demo touches only what it creates: the event's users become users of this run alone
 (``demo-<run>-u-42``), erased when it ends, whether it succeeded or not (unless ``keep``), so it
