@@ -157,7 +157,7 @@ def test_the_four_lines_run_in_a_fresh_interpreter(embedded_dir: Path) -> None:
         "m.add('The user prefers TypeScript', user_id='u-42'); "
         "print(m.recall('Which language should I use?', user_id='u-42').prompt_block)"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_"))}
     env |= {"AGENT_MEMORY_DATA_DIR": str(embedded_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -429,7 +429,7 @@ def test_a_dropped_connection_is_replaced_on_the_next_request(lambda_env: str) -
 
 def test_the_memory_page_is_served_only_when_turned_on(lambda_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
     off = error(invoke("http-page.json"), 404)
-    assert "AGENT_MEMORY_WEB_PAGE is off" in off["message"]
+    assert "RUSHMEM_WEB_PAGE is off" in off["message"]
     set_service(None)
     monkeypatch.setenv("AGENT_MEMORY_WEB_PAGE", "true")
     get_settings.cache_clear()
@@ -474,7 +474,7 @@ def test_importing_the_handler_does_no_io() -> None:
         """
     )
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")},
+        **{k: v for k, v in os.environ.items() if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_"))},
         "AGENT_MEMORY_DATABASE_URL": "postgresql://nobody@10.255.255.1:5432/none",
         "AGENT_MEMORY_EMBEDDING_PROVIDER": "local",
     }

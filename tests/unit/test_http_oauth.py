@@ -143,4 +143,4 @@ def test_without_an_issuer_there_is_no_metadata(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
     answer = invoke(path)
     assert answer["statusCode"] == 404
-    assert "AGENT_MEMORY_OAUTH_" in json.loads(answer["body"])["message"]
+    assert "RUSHMEM_OAUTH_" in json.loads(answer["body"])["message"]

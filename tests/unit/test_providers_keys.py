@@ -31,7 +31,7 @@ def test_the_openai_embedder_without_a_key_names_the_setting_before_any_request(
         OpenAIEmbedder.from_settings(Settings(embedding_provider="openai"), transport)
     message = str(err.value)
     assert "no API key for https://api.openai.com/v1" in message
-    assert "AGENT_MEMORY_OPENAI_API_KEY" in message and "OPENAI_API_KEY" in message
+    assert "RUSHMEM_OPENAI_API_KEY" in message and "OPENAI_API_KEY" in message
     assert transport.requests == []
     # The factory every door uses says the same.
     with pytest.raises(ConfigurationError, match="no API key"):
@@ -42,7 +42,7 @@ def test_the_openai_extractor_without_a_key_names_its_own_setting_before_any_req
     transport = CountingTransport()
     with pytest.raises(ConfigurationError) as err:
         OpenAIChatExtractor.from_settings(Settings(llm_provider="openai"), transport)
-    assert "AGENT_MEMORY_LLM_API_KEY" in str(err.value)
+    assert "RUSHMEM_LLM_API_KEY" in str(err.value)
     assert transport.requests == []
 
 

@@ -37,7 +37,14 @@ class EventBridgePublisher:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = aws_client("events", self.region, connect_timeout=2, read_timeout=5, attempts=2)
+            self._client = aws_client(
+                "events",
+                self.region,
+                connect_timeout=2,
+                read_timeout=5,
+                attempts=2,
+                region_setting="AWS_DEFAULT_REGION",
+            )
         return self._client
 
     def publish(self, entries: Sequence[tuple[str, str]]) -> list[str | None]:

@@ -58,7 +58,13 @@ class BedrockReranker(Reranker):
                 },
             },
         }
-        answer = call_bedrock(self._retry, PROVIDER, self.model, lambda: self._client.rerank(**request))
+        answer = call_bedrock(
+            self._retry,
+            PROVIDER,
+            self.model,
+            lambda: self._client.rerank(**request),
+            model_setting="RUSHMEM_RERANK_MODEL",
+        )
         try:
             return scores_by_index(
                 answer.get("results"), len(documents), index_key="index", score_keys=("relevanceScore",)

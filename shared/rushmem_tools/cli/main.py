@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pydantic import TypeAdapter, ValidationError
 
 from rushmem import __version__
-from rushmem.config import Settings, get_settings
+from rushmem.config import ENV_PREFIX, Settings, get_settings
 from rushmem.service import Memory
 from rushmem_contract import operations as ops
 from rushmem_contract.errors import (
@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         finally:
             service.close()
     except ValidationError as exc:  # settings from the environment
-        print(f"rushmem: invalid configuration: {describe_errors(exc)}", file=sys.stderr)
+        print(f"rushmem: invalid configuration: {settings_errors(exc)}", file=sys.stderr)
         return EXIT_CONFIG
     except AgentMemoryError as exc:
         print(f"rushmem: {error_line(exc)}", file=sys.stderr)
@@ -259,6 +259,16 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     except OSError as exc:  # a file named on the command line that cannot be read or written
         print(f"rushmem: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EXIT_USAGE
+
+
+def settings_errors(exc: ValidationError) -> str:
+    """The settings' validation errors in one line, each naming the variable a person sets
+    (``RUSHMEM_LLM_PROVIDER``, not the field ``llm_provider``)."""
+    errors = [
+        {**error, "loc": (f"{ENV_PREFIX}{str(error['loc'][0]).upper().removeprefix(ENV_PREFIX)}", *error["loc"][1:])}
+        for error in exc.errors()
+    ]
+    return describe_errors(errors)
 
 
 def error_line(exc: AgentMemoryError) -> str:
