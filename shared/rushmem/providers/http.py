@@ -59,6 +59,12 @@ _REFUSED_KEY = frozenset({401, 403})
 _UNKNOWN_MODEL = 404
 
 
+def _check_url(provider: str, base_url: str, names: EndpointSettings) -> None:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{provider}: {base_url!r} is not an http(s) URL: set {names.url}")
+
+
 class OpenAICompatClient:
     """POSTs JSON to ``{base_url}{path}`` with a bearer key; retries what is worth retrying
     (see :mod:`.retry`). Errors name the provider and the payload's model; a refused key or an
@@ -77,9 +83,7 @@ class OpenAICompatClient:
     ) -> None:
         self.provider = provider
         self.names = names
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(f"{provider}: {base_url!r} is not an http(s) URL: set {names.url}")
+        _check_url(provider, base_url, names)
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -104,6 +108,7 @@ class OpenAICompatClient:
         No key for an endpoint on another machine is a configuration error now, before any request:
         the endpoint would answer 401 (or not at all), after the retries. A server on this machine
         (Ollama, vLLM, llama.cpp) often takes none."""
+        _check_url(provider, base_url, names)  # before the key: a key is asked for a URL that is one
         if not api_key and not on_this_machine(base_url):
             raise ConfigurationError(
                 f"{provider}: no API key for {base_url}: set {names.key} "

@@ -7,9 +7,10 @@ The commands are in :mod:`.commands` (memories), :mod:`.serve` (the local HTTP A
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -203,10 +204,29 @@ def configure_logging(verbose: bool, level_name: str) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
+# Other memory tools' verbs (mem0's search, get_all, delete), so that a habit finds this command's name.
+SYNONYMS = {"search": "recall", "get-all": "list", "get_all": "list", "delete": "forget", "remove": "forget"}
+
+
+def nearest_commands(word: str, commands: Iterable[str]) -> list[str]:
+    """The commands closest to a mistyped ``word`` (a synonym counts as its command), best first."""
+    known = set(commands)
+    pool = {name: name for name in known} | {alias: name for alias, name in SYNONYMS.items() if name in known}
+    matches = difflib.get_close_matches(word.lower(), list(pool), n=3, cutoff=0.6)
+    return list(dict.fromkeys(pool[match] for match in matches))
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The parsed command line; an unknown flag exits 2 with the usage of the command it was given to
-    (argparse's own parse_args would print the top-level usage)."""
-    parser = build_parser(command_of(argv))
+    (argparse's own parse_args would print the top-level usage), an unknown command with the nearest."""
+    command = command_of(argv)
+    parser = build_parser(command)
+    # The subcommands' parser: argparse keeps it among the actions (no public accessor before 3.14).
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if command is not None and command not in commands:
+        nearest = nearest_commands(command, commands)
+        hint = f"did you mean {' or '.join(nearest)}?" if nearest else "`rushmem --help` lists them"
+        parser.error(f"unknown command {command!r}: {hint}")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         command_parser: argparse.ArgumentParser = getattr(args, "command_parser", None) or parser
