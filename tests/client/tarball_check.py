@@ -70,7 +70,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
 
 def readme_example() -> str:
     """The README's TypeScript block, the one that imports the package."""
-    blocks = re.findall(r"```ts\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    blocks: list[str] = re.findall(r"```ts\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
     [example] = [block for block in blocks if 'from "rushmem"' in block]
     return example
 
