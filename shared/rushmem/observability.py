@@ -20,7 +20,9 @@ from aws_lambda_powertools import Logger, Metrics
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "rushmem")
+# Not "rushmem": Powertools names its logger after the service, and a logger named rushmem would be
+# the package's own, taking every rushmem.* module's records onto its JSON handler on stdout.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "agent-memory")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 
 F = TypeVar("F", bound=Callable[..., Any])

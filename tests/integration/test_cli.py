@@ -135,7 +135,7 @@ def test_errors_go_to_stderr_with_an_exit_code(capsys: pytest.CaptureFixture[str
 def test_several_processes_share_one_embedded_data_dir(embedded_dir: Path) -> None:
     """Three CLI processes start on the same (new) data directory at once; the server stops after all."""
     data_dir = embedded_dir
-    env = {**os.environ, "AGENT_MEMORY_DATA_DIR": str(data_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
+    env = {**os.environ, "RUSHMEM_DATA_DIR": str(data_dir), "RUSHMEM_EMBEDDING_PROVIDER": "hash"}
     cmd = [sys.executable, "-m", "rushmem_tools"]
     procs = [
         subprocess.Popen(

@@ -475,8 +475,8 @@ def test_importing_the_handler_does_no_io() -> None:
     )
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_"))},
-        "AGENT_MEMORY_DATABASE_URL": "postgresql://nobody@10.255.255.1:5432/none",
-        "AGENT_MEMORY_EMBEDDING_PROVIDER": "local",
+        "RUSHMEM_DATABASE_URL": "postgresql://nobody@10.255.255.1:5432/none",
+        "RUSHMEM_EMBEDDING_PROVIDER": "local",
     }
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

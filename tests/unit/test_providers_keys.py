@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import boto3
 import httpx
 import pytest
 
@@ -85,6 +86,8 @@ def no_aws(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # boto3's default session keeps the credentials it found first (an earlier test's): a fresh one.
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     return monkeypatch
 
 

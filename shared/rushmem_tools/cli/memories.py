@@ -20,13 +20,14 @@ def wrong_file(text: str, path: str, command: str) -> str | None:
     """What a file given to ``command`` (ingest or import) holds when it is another command's input,
     and that command's line: an SQS or API Gateway event (as events/ holds them) is for ``rushmem
     invoke``, a conversation for ``ingest``, a memory line for ``import``. None: nothing recognized."""
+    # RecursionError: JSON nested deeper than the parser goes, which no command's input is.
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         first = text.strip().partition("\n")[0]  # JSON Lines: the first line says what they are
         try:
             value = json.loads(first)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     if not isinstance(value, dict):
         return None
