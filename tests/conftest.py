@@ -43,15 +43,15 @@ pytest_plugins = (
 )
 
 TEMPLATE_DB = "agent_memory_template"
-RELEVANCE_CUT_OFF = ("AGENT_MEMORY_MIN_RELATIVE_SCORE", "0")
+RELEVANCE_CUT_OFF = ("RUSHMEM_MIN_RELATIVE_SCORE", "0")
 
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A developer's AGENT_MEMORY_* variables must not leak into tests, nor cached factories."""
+    """A developer's RUSHMEM_* (and AGENT_MEMORY_*) variables must not leak into tests, nor cached factories."""
     for key in list(os.environ):
         # OPENAI_*: the settings read OPENAI_API_KEY and OPENAI_BASE_URL too.
-        if key.startswith(("AGENT_MEMORY_", "OPENAI_")):
+        if key.startswith(("RUSHMEM_", "AGENT_MEMORY_", "OPENAI_")):
             monkeypatch.delenv(key)
     # The suite's tests of ranking, scopes, doors and writes count on every matching memory coming
     # back (the hash embedder scores unrelated text near 0): they run with the relevance cut off.

@@ -26,7 +26,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     service = get_service()
     if not service.settings.event_bus:
         # Deployed only with a bus; invoked by hand without one, it says so instead of failing.
-        logger.warning("no AGENT_MEMORY_EVENT_BUS: nothing to publish to")
+        logger.warning("no RUSHMEM_EVENT_BUS: nothing to publish to")
         return {"published": 0, "failed": 0, "pending": service.admin.events_status().pending, "bus": None}
     published = failed = pending = 0
     errors: list[str | None] = []

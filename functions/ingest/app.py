@@ -82,7 +82,7 @@ def record_handler(record: SQSRecord, batch: IngestBatch | None = None) -> dict[
     metrics.add_metric(name="MemoriesSuperseded", unit=MetricUnit.Count, value=outcome.superseded)
     # References to existing memories the guards refused (invented, unrelated, claimed twice, gone).
     metrics.add_metric(name="UpdatesIgnored", unit=MetricUnit.Count, value=outcome.updates_ignored)
-    # Memories stored with personal data replaced, and not stored for it (AGENT_MEMORY_PII).
+    # Memories stored with personal data replaced, and not stored for it (RUSHMEM_PII).
     metrics.add_metric(name="MemoriesRedacted", unit=MetricUnit.Count, value=outcome.pii_redacted)
     metrics.add_metric(name="MemoriesDroppedForPii", unit=MetricUnit.Count, value=outcome.pii_dropped)
     if outcome.status == "duplicate":

@@ -19,7 +19,7 @@ Two kinds of event:
 - anything else (``aws lambda invoke``, ``rushmem invoke MigrateFunction``): migrate and
   return what was applied.
 
-With cells (AGENT_MEMORY_CELLS_SECRET_ARN: the stack's CellsOwnerSecretArn), each runs on every
+With cells (RUSHMEM_CELLS_SECRET_ARN: the stack's CellsOwnerSecretArn), each runs on every
 cell, the home cell first: a cell that cannot be migrated fails the deploy with its name (the
 cells are one deployment: a function must not meet a cell without its schema); a cell whose
 hourly task fails does not keep the others from theirs, and the run then fails naming it.
@@ -87,7 +87,7 @@ class RetiredModel(RuntimeError):
 
 
 class CellFailed(RuntimeError):
-    """A cell (with AGENT_MEMORY_CELLS_SECRET_ARN) could not be migrated, or its hourly task failed."""
+    """A cell (with RUSHMEM_CELLS_SECRET_ARN) could not be migrated, or its hourly task failed."""
 
 
 def check_models(service: Any, client: Any = None) -> list[str]:

@@ -27,7 +27,7 @@ from rushmem.routes import docs, mcp, oauth, operations, page
 # The body reader refuses lone surrogates, NaN and runaway nesting with a 400 (json.loads takes them).
 app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=parse_json_body)
 app.configure_openapi(
-    title="agent-memory",
+    title="rushmem",
     version=__version__,
     description="Long-term memory for AI agents: recall relevant memories as a [RUSH_MEMORY] prompt block; "
     "add, list, filter, read, change, export and forget memories; hand over finished conversations; read a "

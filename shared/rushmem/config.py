@@ -1,4 +1,5 @@
-"""Typed settings: every knob is an ``AGENT_MEMORY_*`` environment variable.
+"""Typed settings: every knob is a ``RUSHMEM_*`` environment variable (``AGENT_MEMORY_*``, the
+names from before the project was called rushmem, are still read, with a deprecation notice).
 
 Nothing here reads the environment at import time; :func:`get_settings` builds
 the object on first use and caches it (one per process / Lambda container). One module: the
@@ -7,12 +8,21 @@ settings are one model, whose fields are also the table of docs/configuration.md
 
 from __future__ import annotations
 
+import logging
+import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from rushmem.privacy import SAFE_DEFAULT_POLICY, PiiPolicySetting
 from rushmem.registry import KINDS
@@ -25,6 +35,12 @@ from rushmem_contract.models import (
     MAX_METADATA_KEYS,
     MAX_RECALL_LIMIT,
 )
+
+ENV_PREFIX = "RUSHMEM_"
+# The settings' prefix before the project was called rushmem: still read, below RUSHMEM_*, so that a
+# deployed stack's or a shell's old names keep working while each one used says its new name.
+LEGACY_ENV_PREFIX = "AGENT_MEMORY_"
+LEGACY_DATA_FOLDER = "agent-memory"
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The NOLOGIN group roles migration 0003 creates, and prefixes PostgreSQL and RDS reserve.
@@ -47,17 +63,86 @@ def _words(value: object) -> object:
 
 
 def default_data_dir() -> Path:
-    """Per-user data directory for the embedded PostgreSQL (XDG on Linux)."""
+    """Per-user data directory for the embedded PostgreSQL (XDG on Linux: ~/.local/share/rushmem).
+
+    A folder from before the project was called rushmem (``agent-memory``) is moved to the new name
+    on first use, while no server runs in it; a running one is left where it is and used there."""
     import platformdirs  # local import: only the embedded default needs it
 
-    return Path(platformdirs.user_data_dir("agent-memory", appauthor=False)) / "pgdata"
+    new = Path(platformdirs.user_data_dir("rushmem", appauthor=False))
+    old = Path(platformdirs.user_data_dir(LEGACY_DATA_FOLDER, appauthor=False))
+    return _moved_to(old, new) / "pgdata"
+
+
+def _moved_to(old: Path, new: Path) -> Path:
+    """``new``, after renaming ``old`` to it when only ``old`` exists (same parent: nothing copied)."""
+    if new.exists() or not old.exists():
+        return new
+    if (old / "pgdata" / "postmaster.pid").exists():
+        return old  # its server runs (or crashed): moving the directory under it would break it
+    try:
+        old.rename(new)
+    except OSError:  # another process moved it first, or the parent refuses the rename
+        return new if new.exists() else old
+    logging.getLogger("rushmem").warning("moved the local data folder %s to %s (its new name)", old, new)
+    return new
+
+
+class LegacyEnvSource(EnvSettingsSource):
+    """``RUSHMEM_*``, read after ``RUSHMEM_*`` (which wins); each old name in use gets a
+    FutureWarning (shown by default: the notice is for whoever set the variable) naming its new one."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls, env_prefix=LEGACY_ENV_PREFIX)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        if field.validation_alias is not None:
+            return None, field_name, False  # its aliases name both prefixes themselves
+        return super().get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        new = {name.lower() for name in self.env_vars if name.lower().startswith(ENV_PREFIX.lower())}
+        for name in sorted(self.env_vars):
+            if not name.lower().startswith(LEGACY_ENV_PREFIX.lower()):
+                continue
+            renamed = ENV_PREFIX + name[len(LEGACY_ENV_PREFIX) :].upper()
+            if renamed.lower() not in new and renamed[len(ENV_PREFIX) :].lower() in _setting_names():
+                # Explicit: a line naming the setting, not pydantic-settings' frame; module="rushmem.config"
+                # is what a -W filter names; the registry shows each notice once per process.
+                warnings.warn_explicit(
+                    f"{name.upper()} is deprecated: set {renamed} (AGENT_MEMORY_* is still read for now)",
+                    FutureWarning,
+                    filename="rushmem",
+                    lineno=0,
+                    module="rushmem.config",
+                    registry=_NOTICES,
+                )
+        return super().__call__()
+
+
+_NOTICES: dict[Any, Any] = {}
+
+
+def _setting_names() -> frozenset[str]:
+    return frozenset(Settings.model_fields)
 
 
 class Settings(BaseSettings):
     """All configuration of the service. Defaults suit a laptop; Lambda sets the rest."""
 
     # populate_by_name: Settings(openai_api_key=...) by field name as well as by the aliases below.
-    model_config = SettingsConfigDict(env_prefix="AGENT_MEMORY_", extra="ignore", frozen=True, populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, LegacyEnvSource(settings_cls), dotenv_settings, file_secret_settings
 
     # --- database -------------------------------------------------------------------
     database_url: SecretStr | None = Field(
@@ -179,7 +264,7 @@ class Settings(BaseSettings):
     )
     cells_secret_arn: str | None = Field(
         default=None,
-        description="The cells from Secrets Manager, instead of AGENT_MEMORY_CELLS (the stack's CellsSecretArn; "
+        description="The cells from Secrets Manager, instead of RUSHMEM_CELLS (the stack's CellsSecretArn; "
         "MigrateFunction's is CellsOwnerSecretArn): a secret whose SecretString is that JSON object, read on the first "
         "call that needs a cell. Its home cell's URL must be empty: the home is this deployment's own database "
         "(db_host, db_secret_arn, IAM, RDS Proxy or the Data API), so only the other cells' URLs, with their "
@@ -218,12 +303,16 @@ class Settings(BaseSettings):
     # OPENAI_BASE_URL and OPENAI_API_KEY too, as OpenAI's own SDK reads them (the prefixed name wins).
     openai_base_url: str = Field(
         default="https://api.openai.com/v1",
-        validation_alias=AliasChoices("AGENT_MEMORY_OPENAI_BASE_URL", "OPENAI_BASE_URL", "openai_base_url"),
+        validation_alias=AliasChoices(
+            "RUSHMEM_OPENAI_BASE_URL", "AGENT_MEMORY_OPENAI_BASE_URL", "OPENAI_BASE_URL", "openai_base_url"
+        ),
         description="Base URL of the API (or OPENAI_BASE_URL).",
     )
     openai_api_key: SecretStr | None = Field(
         default=None,
-        validation_alias=AliasChoices("AGENT_MEMORY_OPENAI_API_KEY", "OPENAI_API_KEY", "openai_api_key"),
+        validation_alias=AliasChoices(
+            "RUSHMEM_OPENAI_API_KEY", "AGENT_MEMORY_OPENAI_API_KEY", "OPENAI_API_KEY", "openai_api_key"
+        ),
         description="API key (locally; or OPENAI_API_KEY).",
     )
     openai_api_key_secret_arn: str | None = Field(
@@ -309,7 +398,7 @@ class Settings(BaseSettings):
         default=0.0,
         ge=0,
         description="Leave out recalled memories scoring below this (0 = no floor). Scores depend on the embedder; "
-        "AGENT_MEMORY_MIN_RELATIVE_SCORE does not.",
+        "RUSHMEM_MIN_RELATIVE_SCORE does not.",
     )
     min_relative_score: float = Field(
         default=0.6,
@@ -409,7 +498,7 @@ class Settings(BaseSettings):
     )
     untrusted_sources: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_words)] = Field(
         default=(),
-        description="With AGENT_MEMORY_REVIEW_WRITES, sources whose every write waits for review (comma-separated): "
+        description="With RUSHMEM_REVIEW_WRITES, sources whose every write waits for review (comma-separated): "
         "api, mcp, cli, conversation (any conversation, queue or HTTP), or a conversation id.",
     )
     prompt_guard: bool = Field(
@@ -561,7 +650,7 @@ class Settings(BaseSettings):
     )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
-        # AGENT_MEMORY_DATA_DIR="" would otherwise mean the current directory, which the
+        # RUSHMEM_DATA_DIR="" would otherwise mean the current directory, which the
         # embedded server would then initialise (and chown) as its data directory; the template
         # passes an empty event bus when none is configured.
         return None if isinstance(value, str) and not value.strip() else value

@@ -20,6 +20,8 @@ from aws_lambda_powertools import Logger, Metrics
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
+# Not "rushmem": Powertools names its logger after the service, and a logger named rushmem would be
+# the package's own, taking every rushmem.* module's records onto its JSON handler on stdout.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "agent-memory")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 
@@ -82,4 +84,4 @@ def make_tracer() -> Tracer | NoTracer:
 logger = Logger(service=SERVICE, stream=cast("IO[str]", _CurrentStdout()))
 # Typed as NoTracer's interface, which is the part of Powertools' Tracer the handlers use.
 tracer = cast(NoTracer, make_tracer())
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "AgentMemory"), service=SERVICE)
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Rushmem"), service=SERVICE)

@@ -68,7 +68,7 @@ class ProviderKind:
             install = self.elsewhere.get(name, f"a package registering it in the entry point group {self.group!r}")
             raise ConfigurationError(
                 f"{self.label} {name!r} is not installed here: {install}; "
-                f"or set AGENT_MEMORY_{self.setting.upper()} to one built in ({', '.join(self.built_in)})"
+                f"or set RUSHMEM_{self.setting.upper()} to one built in ({', '.join(self.built_in)})"
             )
         return entry_point.load()(settings)
 

@@ -1,6 +1,6 @@
 """Extraction instructions: what a project's extractor keeps and ignores, and its own categories.
 
-A user's project (or, through ``AGENT_MEMORY_EXTRACTION_INSTRUCTIONS``, the whole deployment) says
+A user's project (or, through ``RUSHMEM_EXTRACTION_INSTRUCTIONS``, the whole deployment) says
 what is worth remembering in its conversations, as mem0's custom instructions and categories and
 AgentCore's extraction overrides do. The LLM extractors put them in their system prompt; the rules
 extractor applies the ``ignore`` phrases and the categories' ``keywords`` (it cannot read prose).
@@ -137,7 +137,7 @@ class InstructionsRequest(ExtractionInstructions):
 
 class StoredInstructions(WireModel):
     """One version of a project's extraction instructions (version 0: none stored; the deployment's
-    ``AGENT_MEMORY_EXTRACTION_INSTRUCTIONS`` apply, shown here)."""
+    ``RUSHMEM_EXTRACTION_INSTRUCTIONS`` apply, shown here)."""
 
     user_id: str
     project_id: str | None = None

@@ -27,14 +27,16 @@ from rushmem_contract.errors import (
 )
 from rushmem_contract.retry import is_retryable_status
 
-# The CLI's exit codes (README, "The CLI"): 0 done, 1 any other failure, 2 bad input,
-# 3 configuration, 4 database unavailable, 5 provider failure.
+# The CLI's exit codes (docs/cli.md): 0 done, 1 any other failure, 2 bad input, 3 configuration,
+# 4 database unavailable, 5 provider failure, 6 partly done (an import that skipped lines it could
+# not take, after taking the rest: a script tells it from a whole import and from a failure).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_DATABASE = 4
 EXIT_PROVIDER = 5
+EXIT_PARTIAL = 6
 
 
 @dataclasses.dataclass(frozen=True)

@@ -644,7 +644,7 @@ class StoredIds(WireModel):
     """What a write returns: the ids in input order, and which of them were new rows; per fact
     (``facts``, input order) what happened to it.
 
-    With AGENT_MEMORY_PII, ``pii_dropped`` lists the input positions not stored because they held
+    With RUSHMEM_PII, ``pii_dropped`` lists the input positions not stored because they held
     personal data in a category set to drop; ``ids`` then holds the stored ones, still in order.
     """
 
@@ -658,7 +658,7 @@ class StoredIds(WireModel):
     facts: list[FactOutcome] = Field(default_factory=list)
     pending: list[uuid.UUID] = Field(
         default_factory=list,
-        description="With AGENT_MEMORY_REVIEW_WRITES, the facts held for review (never recalled until approved): "
+        description="With RUSHMEM_REVIEW_WRITES, the facts held for review (never recalled until approved): "
         "their pending ids, in input order; ids and facts then hold the stored ones.",
     )
 
@@ -814,10 +814,10 @@ class IngestOutcome(WireModel):
     updates_ignored: int = 0  # restates/replaces references refused by the guards (the facts were kept as new)
     ids: list[uuid.UUID] = Field(default_factory=list)
     facts: list[FactOutcome] = Field(default_factory=list)  # per stored memory (ids' order), what happened
-    pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (AGENT_MEMORY_PII)
+    pii_redacted: int = 0  # memories stored with personal data replaced by placeholders (RUSHMEM_PII)
     pii_dropped: int = 0  # memories not stored because they held personal data in a category set to drop
     write_id: WriteId = None
-    # With AGENT_MEMORY_REVIEW_WRITES: the facts held for review (their pending ids), not stored yet.
+    # With RUSHMEM_REVIEW_WRITES: the facts held for review (their pending ids), not stored yet.
     pending: list[uuid.UUID] = Field(default_factory=list)
 
 

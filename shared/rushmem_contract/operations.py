@@ -367,7 +367,7 @@ RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
     request=schemas.RecallRequest,
     response=RecallResult,
     summary="Memories relevant to a query, and the prompt block",
-    errors=((413, "The query is longer than AGENT_MEMORY_MAX_QUERY_CHARS"),),
+    errors=((413, "The query is longer than RUSHMEM_MAX_QUERY_CHARS"),),
     positional=("query",),
     mcp=Tool(
         "recall_memories",
@@ -446,7 +446,7 @@ PENDING: Operation[schemas.PendingRequest, PendingPage] = Operation(
     response=PendingPage,
     summary="The caller's writes waiting for review (never recalled until approved), oldest first",
     mcp=Tool("pending_memories", "Pending memories", about.PENDING),
-    cli=Command("pending", "a user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first"),
+    cli=Command("pending", "a user's writes held for review (RUSHMEM_REVIEW_WRITES), oldest first"),
 )
 
 GET: Operation[schemas.GetRequest, MemoryRecord] = Operation(
@@ -471,7 +471,7 @@ UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
     body=MemoryChanges,
     errors=(
         (409, "Another memory of the same scope already states this content"),
-        (413, "The content is longer than AGENT_MEMORY_MAX_MEMORY_CHARS"),
+        (413, "The content is longer than RUSHMEM_MAX_MEMORY_CHARS"),
     ),
     # A second argument is the change: a mapping or MemoryChanges, or a text (mem0's update(id, data)).
     positional=("memory_id", "data"),

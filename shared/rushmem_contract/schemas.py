@@ -208,7 +208,7 @@ class AddRequest(ClosedModel):
         max_length=MAX_MESSAGES,
         validate_default=True,
         description="The facts, one short self-contained sentence each (a string, or an object with its fields); "
-        "AGENT_MEMORY_MAX_MEMORIES_PER_REQUEST at most.",
+        "RUSHMEM_MAX_MEMORIES_PER_REQUEST at most.",
     )
     infer: bool | None = Field(
         default=None,

@@ -23,7 +23,7 @@ def settings_table() -> str:
             default = ",".join(default) or None  # an empty list: nothing set
         shown = "unset" if default is None else str(default).lower() if isinstance(default, bool) else f"`{default}`"
         description = " ".join((field.description or "").split()).replace("|", "\\|")
-        lines.append(f"| `AGENT_MEMORY_{name.upper()}` | {description} | {shown} |")
+        lines.append(f"| `RUSHMEM_{name.upper()}` | {description} | {shown} |")
     return "\n".join(lines)
 
 
@@ -44,5 +44,5 @@ def effective_settings(settings: Settings) -> dict[str, object]:
             value = "********"
         elif isinstance(value, Path | PiiPolicy):
             value = str(value)
-        values[f"AGENT_MEMORY_{name.upper()}"] = value
+        values[f"RUSHMEM_{name.upper()}"] = value
     return values

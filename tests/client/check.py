@@ -18,11 +18,12 @@ def main(client_python: str) -> int:
         env = {
             **os.environ,
             # A folder of its own: the embedded server's initdb wants an empty (or new) one.
-            "AGENT_MEMORY_DATA_DIR": str(Path(data) / "pgdata"),
-            "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
-            "AGENT_MEMORY_LLM_PROVIDER": "rules",
+            "RUSHMEM_DATA_DIR": str(Path(data) / "pgdata"),
+            "RUSHMEM_EMBEDDING_PROVIDER": "hash",
+            "RUSHMEM_LLM_PROVIDER": "rules",
             "PYTHONUNBUFFERED": "1",
         }
+        env.pop("RUSHMEM_DATABASE_URL", None)
         env.pop("AGENT_MEMORY_DATABASE_URL", None)
         log = Path(data) / "serve.log"
         serve = subprocess.Popen(

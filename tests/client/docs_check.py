@@ -25,9 +25,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="agent-memory-docs-check-") as data:
         env = {
             **os.environ,
-            "AGENT_MEMORY_DATA_DIR": str(Path(data) / "pgdata"),
-            "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
+            "RUSHMEM_DATA_DIR": str(Path(data) / "pgdata"),
+            "RUSHMEM_EMBEDDING_PROVIDER": "hash",
         }
+        env.pop("RUSHMEM_DATABASE_URL", None)
         env.pop("AGENT_MEMORY_DATABASE_URL", None)
         serve = subprocess.Popen(
             [sys.executable, "-m", "rushmem_tools", "serve", "--port", "0", "--no-warm"],

@@ -26,7 +26,9 @@ def _host_env(home: str) -> dict[str, str]:
     """What a host passes on: its own environment (here without this checkout's settings or venv), with
     HOME and the XDG data folder pointing at an empty folder so that the embedded database is new."""
     kept = {
-        k: v for k, v in os.environ.items() if not k.startswith(("AGENT_MEMORY_", "OPENAI_", "VIRTUAL_ENV", "PYTHON"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_", "OPENAI_", "VIRTUAL_ENV", "PYTHON"))
     }
     return {**kept, "HOME": home, "XDG_DATA_HOME": str(Path(home) / ".local" / "share")}
 
@@ -40,7 +42,8 @@ async def _session(command: str, work: str) -> dict[str, Any]:
         found = await client.call_tool("recall_memories", {"query": "Which language should the new service use?"})
         assert not found.is_error, found.content
         answer: dict[str, Any] = found.structured_content or {}
-        return {"tools": tools, "answer": answer}
+        name = client.server_info.name if client.server_info else None
+        return {"tools": tools, "answer": answer, "name": name}
 
 
 def main(command: str) -> int:
@@ -57,8 +60,15 @@ def main(command: str) -> int:
         print("FAIL: the venv holds torch; the default install must not", file=sys.stderr)
         return 1
     print("ok: the venv the host line runs from has no torch")
-    with tempfile.TemporaryDirectory(prefix="agent-memory-mcp-host-") as work:
+    with tempfile.TemporaryDirectory(prefix="rushmem-mcp-host-") as work:
         outcome = anyio.run(_session, str(executable), work)
+        data = Path(work) / ".local" / "share" / "rushmem" / "pgdata" / "PG_VERSION"
+        if outcome["name"] != "rushmem" or not data.is_file():
+            print(
+                f"FAIL: the server calls itself {outcome['name']!r}; {data} exists: {data.is_file()}", file=sys.stderr
+            )
+            return 1
+        print("ok: the server calls itself rushmem and keeps its data in ~/.local/share/rushmem")
     tools, answer = outcome["tools"], outcome["answer"]
     if not {"remember", "recall_memories"} <= tools:
         print(f"FAIL: the server lists {sorted(tools)}", file=sys.stderr)

@@ -31,8 +31,12 @@ def _call(url: str, method: str, path: str, body: dict[str, Any] | None = None) 
 
 def _clean_env(work: str, venv: str) -> dict[str, str]:
     return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("AGENT_MEMORY_", "VIRTUAL_ENV", "PYTHON"))},
-        "AGENT_MEMORY_DATA_DIR": str(Path(work) / "pgdata"),
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_", "VIRTUAL_ENV", "PYTHON"))
+        },
+        "RUSHMEM_DATA_DIR": str(Path(work) / "pgdata"),
         "PYTHONUNBUFFERED": "1",
         "PATH": f"{Path(venv) / 'bin'}:{os.environ.get('PATH', '')}",
     }
@@ -56,7 +60,7 @@ m.close()
 def four_lines(venv: str) -> int:
     """`from rushmem import Memory; m = Memory(); m.add(...); m.recall(...)` in a new process of
     the venv's Python, from an empty directory, on the embedded default and the local model."""
-    with tempfile.TemporaryDirectory(prefix="agent-memory-four-lines-") as work:
+    with tempfile.TemporaryDirectory(prefix="rushmem-four-lines-") as work:
         python = str(Path(venv) / "bin" / "python")
         done = subprocess.run(
             [python, "-c", FOUR_LINES], cwd=work, env=_clean_env(work, venv), capture_output=True, text=True,
@@ -75,9 +79,9 @@ def four_lines(venv: str) -> int:
 
 def main(venv: str) -> int:
     command = str(Path(venv) / "bin" / "rushmem")
-    with tempfile.TemporaryDirectory(prefix="agent-memory-wheel-check-") as work:
+    with tempfile.TemporaryDirectory(prefix="rushmem-wheel-check-") as work:
         assert not Path(work).resolve().is_relative_to(ROOT), "the check must run outside the checkout"
-        env = {**_clean_env(work, venv), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
+        env = {**_clean_env(work, venv), "RUSHMEM_EMBEDDING_PROVIDER": "hash"}
 
         def run(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([command, *args], cwd=work, env=env, capture_output=True, text=True, timeout=300)

@@ -30,7 +30,7 @@ REQUEST_FUNCTIONS = ("RecallFunction", "IngestFunction")
 
 
 def settings_of(environment: dict[str, str]) -> Settings:
-    fields = {k.removeprefix("AGENT_MEMORY_").lower(): v for k, v in environment.items() if k.startswith("AGENT_")}
+    fields = {k.removeprefix("RUSHMEM_").lower(): v for k, v in environment.items() if k.startswith("RUSHMEM_")}
     return Settings(**fields)  # type: ignore[arg-type]
 
 
@@ -59,7 +59,7 @@ def test_proxy_is_the_default_and_keeps_todays_stack(template: dict[str, Any]) -
     assert s.eval(template["Globals"]["Function"]["VpcConfig"])["SubnetIds"] == ["subnet-a", "subnet-b"]
     for function in (*REQUEST_FUNCTIONS, "MigrateFunction"):
         assert data_api_actions(s, function) == set()
-        assert "AGENT_MEMORY_DB_CLUSTER_ARN" not in s.environment(function)
+        assert "RUSHMEM_DB_CLUSTER_ARN" not in s.environment(function)
 
 
 def test_data_api_has_no_proxy_no_vpc_and_a_cluster_that_pauses(template: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ def stack(template: dict[str, Any], mode: str, **more: str) -> Stack:
 
 def settings_of(environment: dict[str, str]) -> Settings:
     """The Settings a function builds from its environment (every value must parse)."""
-    fields = {k.removeprefix("AGENT_MEMORY_").lower(): v for k, v in environment.items() if k.startswith("AGENT_")}
+    fields = {k.removeprefix("RUSHMEM_").lower(): v for k, v in environment.items() if k.startswith("RUSHMEM_")}
     return Settings(**fields)  # type: ignore[arg-type]  # pydantic parses the strings, as from the environment
 
 

@@ -257,7 +257,7 @@ def test_the_layer_imports_and_migrates_under_cpython_313(
         SMOKE,
         str(layer),
         *map(str, sorted(REPO.glob("functions/*/app.py"))),
-        env={"AGENT_MEMORY_DATABASE_URL": blank_database_url, "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"},
+        env={"RUSHMEM_DATABASE_URL": blank_database_url, "RUSHMEM_EMBEDDING_PROVIDER": "hash"},
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -280,7 +280,7 @@ except ConfigurationError as exc:
 def test_in_the_layer_alone_the_local_model_is_a_configuration_error_naming_the_install(
     host_layer: tuple[Path, Path],
 ) -> None:
-    """Lambda has the runtime without the tools: AGENT_MEMORY_EMBEDDING_PROVIDER=local says what to install."""
+    """Lambda has the runtime without the tools: RUSHMEM_EMBEDDING_PROVIDER=local says what to install."""
     result = run_in_layer(host_layer, "-c", NO_LOCAL_MODEL)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "embedding provider 'local' is not installed here" in result.stdout

@@ -142,17 +142,17 @@ def test_every_agent_memory_variable_in_the_template_is_a_setting(template: dict
     names: set[str] = set()
     for node in walk(template):
         if isinstance(node, dict) and "Variables" in node:
-            names.update(k for k in node["Variables"] if k.startswith("AGENT_MEMORY_"))
-    assert names, "no AGENT_MEMORY_* variables found"
-    unknown = {n for n in names if n.removeprefix("AGENT_MEMORY_").lower() not in Settings.model_fields}
+            names.update(k for k in node["Variables"] if k.startswith("RUSHMEM_"))
+    assert names, "no RUSHMEM_* variables found"
+    unknown = {n for n in names if n.removeprefix("RUSHMEM_").lower() not in Settings.model_fields}
     assert not unknown, f"not settings (typo?): {sorted(unknown)}"
 
 
 def test_lambda_uses_a_remote_embedder_and_no_ddl_at_request_time(template: dict[str, Any]) -> None:
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert set(template["Parameters"]["EmbeddingProvider"]["AllowedValues"]) == {"bedrock", "openai"}
-    assert variables["AGENT_MEMORY_AUTO_MIGRATE"] == "false"
-    assert variables["AGENT_MEMORY_DB_PREPARED_STATEMENTS"] == "false"
+    assert variables["RUSHMEM_AUTO_MIGRATE"] == "false"
+    assert variables["RUSHMEM_DB_PREPARED_STATEMENTS"] == "false"
     assert Settings(db_prepared_statements="false").db_prepared_statements is False  # type: ignore[arg-type]
 
 
@@ -176,7 +176,7 @@ def test_rushmem_invoke_reads_every_function(template: dict[str, Any]) -> None:
     for name in functions(template):
         spec = lambda_local.function_spec(TEMPLATE, name)
         assert spec.module == "app" and spec.handler == "lambda_handler"
-        # Only POWERTOOLS_* values apply locally; the AGENT_MEMORY_* ones point at AWS resources.
+        # Only POWERTOOLS_* values apply locally; the RUSHMEM_* ones point at AWS resources.
         assert spec.environment and all(k.startswith("POWERTOOLS_") for k in spec.environment)
         assert spec.layer_paths and spec.layer_paths[0].name == "shared"
 
@@ -197,7 +197,7 @@ def test_the_request_functions_run_published_versions_with_snapstart(template: d
 
 def test_reads_go_to_the_reader_endpoint_a_deployment_names_or_creates(template: dict[str, Any]) -> None:
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
-    assert variables["AGENT_MEMORY_DB_READER_HOST"] == {
+    assert variables["RUSHMEM_DB_READER_HOST"] == {
         "Fn::If": [
             "HasReaderHost",
             {"Ref": "DatabaseReaderHost"},
@@ -247,15 +247,13 @@ def test_cognito_creates_a_user_pool_whose_tokens_the_jwt_authorizer_verifies(te
     assert routes["/{proxy+}"]["x-amazon-apigateway-any-method"]["security"] == [{"JwtAuthorizer": []}]
     # The function names the same issuer in the OAuth metadata MCP hosts read.
     env = stack.environment("RecallFunction")
-    assert env["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
-    assert env["AGENT_MEMORY_OAUTH_SCOPES"] == "openid,email,profile"
+    assert env["RUSHMEM_OAUTH_ISSUER"] == issuer
+    assert env["RUSHMEM_OAUTH_SCOPES"] == "openid,email,profile"
     # The pool's own endpoints, served with S256 PKCE advertised (Cognito's metadata omits it).
     sign_in = f"https://<UserPoolDomain>.auth.{REGION}.amazoncognito.com/oauth2"
-    assert env["AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT"] == f"{sign_in}/authorize"
-    assert env["AGENT_MEMORY_OAUTH_TOKEN_ENDPOINT"] == f"{sign_in}/token"
-    settings = Settings.model_validate(
-        {k.removeprefix("AGENT_MEMORY_").lower(): v for k, v in env.items() if "OAUTH" in k}
-    )
+    assert env["RUSHMEM_OAUTH_AUTHORIZATION_ENDPOINT"] == f"{sign_in}/authorize"
+    assert env["RUSHMEM_OAUTH_TOKEN_ENDPOINT"] == f"{sign_in}/token"
+    settings = Settings.model_validate({k.removeprefix("RUSHMEM_").lower(): v for k, v in env.items() if "OAUTH" in k})
     assert settings.oauth_scopes == ("openid", "email", "profile") and settings.oauth_facade
 
 
@@ -284,11 +282,11 @@ def test_any_oidc_issuer_is_verified_by_its_issuer_and_audience(template: dict[s
     config = _authorizer(stack)["x-amazon-apigateway-authorizer"]["jwtConfiguration"]
     assert config == {"issuer": issuer, "audience": ["mcp", "backend"]}
     env = stack.environment("RecallFunction")
-    assert env["AGENT_MEMORY_OAUTH_ISSUER"] == issuer
-    assert "AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT" not in env  # the issuer's metadata is used as it is
+    assert env["RUSHMEM_OAUTH_ISSUER"] == issuer
+    assert "RUSHMEM_OAUTH_AUTHORIZATION_ENDPOINT" not in env  # the issuer's metadata is used as it is
     endpoints = {"OAuthAuthorizationEndpoint": f"{issuer}/authorize", "OAuthTokenEndpoint": f"{issuer}/token"}
     facade = Stack(template, ApiAuthorization="JWT", JwtIssuer=issuer, JwtAudience="mcp", **endpoints, **DATABASE)
-    assert facade.environment("RecallFunction")["AGENT_MEMORY_OAUTH_TOKEN_ENDPOINT"] == f"{issuer}/token"
+    assert facade.environment("RecallFunction")["RUSHMEM_OAUTH_TOKEN_ENDPOINT"] == f"{issuer}/token"
     no_issuer = Stack(template, ApiAuthorization="JWT", JwtAudience="x", **DATABASE).failed_rules()
     assert no_issuer == ["ApiAuthorization=JWT needs JwtIssuer."]
 
@@ -297,9 +295,7 @@ def test_iam_creates_no_user_pool_and_names_no_issuer(template: dict[str, Any]) 
     stack = Stack(template)
     assert not any(stack.exists(r) for r in COGNITO_RESOURCES)
     assert _authorizer(stack) == {}
-    assert not [
-        k for k in stack.environment("RecallFunction") if k.startswith("AGENT_MEMORY_OAUTH_") and "SCOPES" not in k
-    ]
+    assert not [k for k in stack.environment("RecallFunction") if k.startswith("RUSHMEM_OAUTH_") and "SCOPES" not in k]
     outputs = template["Outputs"]
     assert {"McpUrl", "OAuthIssuer", "McpClientId", "UserPoolId", "SignInUrl"} <= set(outputs)
     assert outputs["McpClientId"]["Condition"] == "CreateUserPool"
@@ -374,10 +370,10 @@ def test_cells_are_read_from_their_secrets_by_every_function_that_reads_users_da
     stack = Stack(template, **CELLS, **CELL_DATABASES[database], EventBusName="bus")
     assert stack.failed_rules() == [] and stack.condition("HasCells")
     for function in ("RecallFunction", "IngestFunction", "EventsFunction"):
-        assert stack.environment(function)["AGENT_MEMORY_CELLS_SECRET_ARN"] == CELLS_SECRET, function
+        assert stack.environment(function)["RUSHMEM_CELLS_SECRET_ARN"] == CELLS_SECRET, function
         secrets = stack.resources_for(function, "secretsmanager:GetSecretValue")
         assert CELLS_SECRET in secrets and CELLS_OWNERS_SECRET not in secrets, function
-    assert stack.environment("MigrateFunction")["AGENT_MEMORY_CELLS_SECRET_ARN"] == CELLS_OWNERS_SECRET
+    assert stack.environment("MigrateFunction")["RUSHMEM_CELLS_SECRET_ARN"] == CELLS_OWNERS_SECRET
     secrets = stack.resources_for("MigrateFunction", "secretsmanager:GetSecretValue")
     assert CELLS_OWNERS_SECRET in secrets and CELLS_SECRET not in secrets
     assert stack.properties("SchemaMigration")["CellsOwnerSecretArn"] == CELLS_OWNERS_SECRET
@@ -391,7 +387,7 @@ def test_without_cells_no_function_reads_a_cells_secret(template: dict[str, Any]
     stack = Stack(template, **CELL_DATABASES["existing"], EventBusName="bus")
     assert not stack.condition("HasCells")
     for function in DATABASE_FUNCTIONS:
-        assert "AGENT_MEMORY_CELLS_SECRET_ARN" not in stack.environment(function), function
+        assert "RUSHMEM_CELLS_SECRET_ARN" not in stack.environment(function), function
         assert not [s for s in stack.statements(function) if "cells" in str(s.get("Resource"))], function
     assert stack.properties("SchemaMigration")["CellsOwnerSecretArn"] == ""
     assert Settings(cells_secret_arn="").cells_secret_arn is None  # "" from a template is no cells

@@ -244,7 +244,7 @@ def test_export_then_import_into_an_empty_database_recalls_the_same(
         line = json.loads(export.read_text().splitlines()[0])
         stolen = tmp_path / "stolen.jsonl"
         stolen.write_text(json.dumps({**line, "user_id": "intruder", "content": "Something else"}) + "\n")
-        assert main(["import", str(stolen)], settings=empty) == 0  # the one line it could not take is said
+        assert main(["import", str(stolen)], settings=empty) == 2  # nothing it could take; the line is said
         out, err = capsys.readouterr()
         assert "already used" in out and "skipped 1 line it could not take (line 1:" in err
         assert restored.list(user_id="intruder").memories == []

@@ -13,7 +13,10 @@ import pytest
 
 from rushmem.config import Settings
 from rushmem.recall.block import BLOCK_GUARD
+from rushmem_contract.kinds import EXIT_PARTIAL
 from rushmem_tools.cli import main
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
 def run(capsys: pytest.CaptureFixture[str], settings: Settings, *argv: str) -> tuple[int, list[dict], str]:  # type: ignore[type-arg]
@@ -78,7 +81,7 @@ def test_import_skips_bad_lines_with_reasons_and_keeps_the_rest(
     path = tmp_path / "m.jsonl"
     path.write_text("\n".join(lines) + "\n")
     code, (summary,), err = run(capsys, settings, "import", str(path))
-    assert code == 0  # every line it could take went in
+    assert code == EXIT_PARTIAL == 6  # every line it could take went in, and some could not: its own code
     assert summary["taken"] == 2 and summary["skipped"] == 4
     assert (
         "rushmem: imported 2 lines; skipped 4 lines it could not take (lines 2, 3, 4, 6: the reasons are in "
@@ -133,7 +136,7 @@ def test_errors_go_to_stderr_with_an_exit_code(capsys: pytest.CaptureFixture[str
 def test_several_processes_share_one_embedded_data_dir(embedded_dir: Path) -> None:
     """Three CLI processes start on the same (new) data directory at once; the server stops after all."""
     data_dir = embedded_dir
-    env = {**os.environ, "AGENT_MEMORY_DATA_DIR": str(data_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
+    env = {**os.environ, "RUSHMEM_DATA_DIR": str(data_dir), "RUSHMEM_EMBEDDING_PROVIDER": "hash"}
     cmd = [sys.executable, "-m", "rushmem_tools"]
     procs = [
         subprocess.Popen(
@@ -186,3 +189,40 @@ def test_a_metadata_filter_that_is_not_json_names_the_filter(
     words = ["tea"] if command == "recall" else []
     code, _, err = run(capsys, settings, command, "--user", "u1", "--metadata", "{not json", *words)
     assert code == 2 and "--metadata is not JSON" in err and "(filters.metadata)" in err
+
+
+def test_an_event_file_given_to_ingest_or_import_names_the_command_it_is_for(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    envelope = str(EVENTS / "conversation-ended.json")
+    code, out, err = run(capsys, settings, "ingest", envelope)
+    assert code == 1 and out[0]["line"] == 1
+    invoke = f"is an aws:sqs event (Records): run `rushmem invoke IngestFunction {envelope}`"
+    assert invoke in out[0]["error"] and f"rushmem: not a conversation-ended message: {envelope} {invoke}" in err
+    code, (summary,), err = run(capsys, settings, "import", envelope)
+    assert code == 2 and summary["taken"] == 0  # nothing could be taken: the file is the mistake
+    assert f"rushmem: not import lines: {envelope} {invoke}" in err
+    conversations = tmp_path / "conversations.jsonl"
+    conversations.write_text(json.dumps({"user_id": "u", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    code, _, err = run(capsys, settings, "import", str(conversations))
+    assert code == 2 and f"holds conversations: run `rushmem ingest {conversations}`" in err
+    memories = tmp_path / "memories.jsonl"
+    memories.write_text(json.dumps({"user_id": "u", "content": "Prefers tea"}) + "\n")
+    code, out, err = run(capsys, settings, "ingest", str(memories))
+    assert code == 1 and f"holds memories (import lines): run `rushmem import {memories}`" in err
+
+
+def test_a_bedrock_extractor_without_a_region_is_one_line_and_exit_3(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    conversation = tmp_path / "c.json"
+    conversation.write_text(json.dumps({"user_id": "u", "messages": [{"role": "user", "content": "I prefer tea"}]}))
+    code, out, err = run(capsys, settings.model_copy(update={"llm_provider": "bedrock"}), "ingest", str(conversation))
+    assert code == 3 and out == []
+    assert err.splitlines() == [
+        "rushmem: configuration error: bedrock-runtime: no AWS Region: "
+        "set RUSHMEM_BEDROCK_REGION (or AWS_DEFAULT_REGION)"
+    ]

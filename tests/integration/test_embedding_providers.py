@@ -24,7 +24,7 @@ from rushmem.embeddings import create_embedder
 from rushmem.embeddings.bedrock import BedrockEmbedder
 from rushmem.embeddings.openai import OpenAIEmbedder
 from rushmem.providers.lifecycle import DEFAULT_EMBEDDING_MODEL as TITAN
-from rushmem_contract.errors import ProviderError
+from rushmem_contract.errors import ConfigurationError, ProviderError
 from tests.support.ingest import ChatServer, Reply
 
 LIKES = ["tea", "jazz", "rust", "sql", "hiking", "chess"]
@@ -116,20 +116,31 @@ def test_titan_throttling_is_retried_then_succeeds(titan: Any) -> None:
     assert vector == pytest.approx(unit(vector_for("tea", 1024)), abs=1e-6)
 
 
-@pytest.mark.parametrize(
-    ("code", "status"),
-    [("AccessDeniedException", 403), ("ValidationException", 400), ("ResourceNotFoundException", 404)],
-)
-def test_a_permanent_titan_error_is_not_retried_and_names_the_provider_and_model(
+def test_a_permanent_titan_error_is_not_retried_and_names_the_provider_and_model(titan: Any) -> None:
+    client, stubber, calls = titan
+    stubber.add_client_error(
+        "invoke_model", service_error_code="ValidationException", service_message="no", http_status_code=400
+    )
+    embedder = BedrockEmbedder.from_settings(fast(embedding_provider="bedrock"), client)
+    with pytest.raises(ProviderError) as err:
+        embedder.embed(["tea"])
+    assert len(calls) == 1
+    assert (
+        err.value.provider.startswith("bedrock") and TITAN in str(err.value) and "ValidationException" in str(err.value)
+    )
+
+
+@pytest.mark.parametrize(("code", "status"), [("AccessDeniedException", 403), ("ResourceNotFoundException", 404)])
+def test_a_model_titan_does_not_have_or_grant_is_a_configuration_error_naming_the_setting(
     titan: Any, code: str, status: int
 ) -> None:
     client, stubber, calls = titan
     stubber.add_client_error("invoke_model", service_error_code=code, service_message="no", http_status_code=status)
     embedder = BedrockEmbedder.from_settings(fast(embedding_provider="bedrock"), client)
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(ConfigurationError) as err:
         embedder.embed(["tea"])
-    assert len(calls) == 1
-    assert err.value.provider.startswith("bedrock") and TITAN in str(err.value) and code in str(err.value)
+    assert len(calls) == 1  # no retry changes it
+    assert TITAN in str(err.value) and code in str(err.value) and "RUSHMEM_EMBEDDING_MODEL" in str(err.value)
 
 
 def test_titan_retries_stop_after_max_retries(titan: Any) -> None:
@@ -327,13 +338,23 @@ def test_5xx_are_retried_until_the_budget_runs_out(openai_server: ChatServer) ->
     assert "HTTP 500" in str(err.value) and "text-embedding-3-small" in str(err.value)
 
 
-def test_a_rejected_key_is_not_retried_and_names_the_provider_and_model(openai_server: ChatServer) -> None:
+def test_a_rejected_key_is_not_retried_and_names_the_provider_model_and_setting(openai_server: ChatServer) -> None:
     openai_server.default = Reply(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(ConfigurationError) as err:
         openai_embedder(openai_server).embed(["tea"])
     assert len(openai_server.requests) == 1
-    assert err.value.provider == "openai embeddings"
-    assert "invalid api key" in str(err.value) and "text-embedding-3-small" in str(err.value)
+    assert str(err.value).startswith("openai embeddings: text-embedding-3-small: HTTP 401")
+    assert "invalid api key" in str(err.value) and "check RUSHMEM_OPENAI_API_KEY" in str(err.value)
+
+
+def test_an_unknown_model_is_a_configuration_error_naming_the_model_setting(openai_server: ChatServer) -> None:
+    openai_server.default = Reply(404, {"error": {"message": "The model does not exist", "code": "model_not_found"}})
+    with pytest.raises(ConfigurationError) as err:
+        openai_embedder(openai_server).embed(["tea"])
+    assert len(openai_server.requests) == 1
+    assert "does not exist" in str(err.value) and "check RUSHMEM_EMBEDDING_MODEL and RUSHMEM_OPENAI_BASE_URL" in str(
+        err.value
+    )
 
 
 def _drop_last(req: Any) -> dict[str, Any]:
@@ -389,9 +410,11 @@ def test_any_5xx_but_501_is_retried(openai_server: ChatServer, status: int, trie
     assert len(openai_server.requests) == tries
 
 
-def test_a_base_url_httpx_cannot_call_fails_at_once() -> None:
-    settings = fast(embedding_provider="openai", openai_base_url="ftp://127.0.0.1/v1", retry_base_delay_s=5)
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/v1", "", "api.openai.com/v1"])
+def test_a_base_url_that_is_no_http_url_names_the_setting_before_any_request(url: str) -> None:
+    settings = fast(embedding_provider="openai", openai_base_url=url, retry_base_delay_s=5)
     started = time.monotonic()
-    with pytest.raises(ProviderError, match=re.escape("cannot call ftp://127.0.0.1/v1/embeddings")):
+    message = f"openai embeddings: {url!r} is not an http(s) URL: set RUSHMEM_OPENAI_BASE_URL (or OPENAI_BASE_URL)"
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
         create_embedder(settings).embed(["tea"])
     assert time.monotonic() - started < 1  # not retried: a wrong URL stays wrong

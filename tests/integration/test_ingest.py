@@ -103,7 +103,7 @@ def test_make_demo_puts_the_svg_facts_on_top(monkeypatch: pytest.MonkeyPatch, bl
 
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", blank_database_url)  # the real local model
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", APP)
-    monkeypatch.delenv("AGENT_MEMORY_MIN_RELATIVE_SCORE")  # the default relevance cut, as `make demo` runs
+    monkeypatch.delenv("RUSHMEM_MIN_RELATIVE_SCORE")  # the default relevance cut, as `make demo` runs
     out = io.StringIO()
     assert run_demo(out, root=REPO) == 0
     text = out.getvalue()

@@ -101,7 +101,7 @@ def test_token_counts_match_the_reference(local_embedder: LocalEmbedder, referen
 
 
 def test_the_configured_local_provider_is_the_tools_model(local_embedder: LocalEmbedder) -> None:
-    """AGENT_MEMORY_EMBEDDING_PROVIDER=local reaches the tools' model through the entry point registry."""
+    """RUSHMEM_EMBEDDING_PROVIDER=local reaches the tools' model through the entry point registry."""
     embedder = create_embedder(Settings(embedding_provider="local", embedding_batch_size=8))
     assert isinstance(embedder, LocalEmbedder)
     assert (embedder.fingerprint, embedder.batch_size) == ("local:all-MiniLM-L6-v2:384", 8)
@@ -207,7 +207,7 @@ def test_a_dense_module_or_missing_files_need_sentence_transformers(
 
 
 def test_a_copied_model_directory_gives_the_bundled_vectors(tmp_path: Path, local_embedder: LocalEmbedder) -> None:
-    """AGENT_MEMORY_EMBEDDING_MODEL=DIR runs on the numpy backend too when it can."""
+    """RUSHMEM_EMBEDDING_MODEL=DIR runs on the numpy backend too when it can."""
     embedder = LocalEmbedder(str(_model_copy(tmp_path, local_embedder)))
     assert embedder.backend == "numpy"
     assert embedder.model == "model"

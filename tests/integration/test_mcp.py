@@ -41,7 +41,7 @@ TOOLS = {
     "set_instructions",
     "pending_memories",
 }
-# The small surface a host gets unless told otherwise (AGENT_MEMORY_MCP_TOOLS, `--tools`).
+# The small surface a host gets unless told otherwise (RUSHMEM_MCP_TOOLS, `--tools`).
 CORE = {"recall_memories", "remember", "list_memories", "update_memory", "forget_memory"}
 LANGUAGE = "which language for systems programming"
 
@@ -352,7 +352,7 @@ async def remember_correct_recall_forget(client: Client) -> None:
 def test_the_default_surface_is_the_five_core_tools_over_http_and_stdio(
     lambda_env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("AGENT_MEMORY_MCP_TOOLS")
+    monkeypatch.delenv("RUSHMEM_MCP_TOOLS")
 
     async def over_http(url: str) -> None:
         async with http_client(url, x_memory_user="u-core-http") as client:
@@ -367,7 +367,7 @@ def test_the_default_surface_is_the_five_core_tools_over_http_and_stdio(
 
     anyio.run(over_stdio)
     # --tools overrides the setting.
-    monkeypatch.setenv("AGENT_MEMORY_MCP_TOOLS", "all")
+    monkeypatch.setenv("RUSHMEM_MCP_TOOLS", "all")
 
     async def small() -> set[str]:
         async with Client(stdio_server("--user", "u-core-stdio", "--no-warm", "--tools", "core")) as client:

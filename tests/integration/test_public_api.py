@@ -1,5 +1,5 @@
 """The in-process Python API: ``from rushmem import Memory`` on the embedded default (the
-environment's settings: an embedded PostgreSQL under AGENT_MEMORY_DATA_DIR), in four lines."""
+environment's settings: an embedded PostgreSQL under RUSHMEM_DATA_DIR), in four lines."""
 
 from __future__ import annotations
 
@@ -92,8 +92,8 @@ def public(obj: object) -> set[str]:
 def embedded_default(monkeypatch: pytest.MonkeyPatch, embedded_dir: Path) -> Path:
     """The environment of a first-time user: nothing set but where the embedded server lives
     (and the hash embedder, for speed)."""
-    monkeypatch.setenv("AGENT_MEMORY_DATA_DIR", str(embedded_dir))
-    monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
+    monkeypatch.setenv("RUSHMEM_DATA_DIR", str(embedded_dir))
+    monkeypatch.setenv("RUSHMEM_EMBEDDING_PROVIDER", "hash")
     return embedded_dir
 
 
@@ -160,8 +160,8 @@ def test_the_four_lines_run_in_a_fresh_interpreter(embedded_dir: Path) -> None:
         "m.add('The user prefers TypeScript', user_id='u-42'); "
         "print(m.recall('Which language should I use?', user_id='u-42').prompt_block)"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
-    env |= {"AGENT_MEMORY_DATA_DIR": str(embedded_dir), "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_"))}
+    env |= {"RUSHMEM_DATA_DIR": str(embedded_dir), "RUSHMEM_EMBEDDING_PROVIDER": "hash"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "The user prefers TypeScript" in done.stdout
@@ -170,7 +170,7 @@ def test_the_four_lines_run_in_a_fresh_interpreter(embedded_dir: Path) -> None:
 @pytest.mark.model
 def test_the_four_lines_with_the_default_local_model(monkeypatch: pytest.MonkeyPatch, embedded_dir: Path) -> None:
     """Nothing but the data directory set: the default embedder, the real local model."""
-    monkeypatch.setenv("AGENT_MEMORY_DATA_DIR", str(embedded_dir))
+    monkeypatch.setenv("RUSHMEM_DATA_DIR", str(embedded_dir))
     with Memory() as m:
         assert m.settings.embedding_provider == "local"
         m.add("The user prefers TypeScript", user_id="u-42")

@@ -402,7 +402,7 @@ def test_recall_logs_and_metrics(
     (recalled,) = [r for r in lines if r.get("message") == "recalled"]
     assert recalled["correlation_id"] == evt["requestContext"]["requestId"] and recalled["user_id"] == USER
     (emf,) = [r for r in lines if "RecallLatency" in r]
-    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "AgentMemory"
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Rushmem"
     assert emf["MemoriesReturned"] == [0.0] and emf["EmptyRecalls"] == [1.0] and emf["RecallLatency"][0] > 0
     assert "Which package manager" not in json.dumps(recalled)  # the user's text stays out of the logs
 
@@ -444,7 +444,7 @@ def test_a_dropped_connection_is_replaced_on_the_next_request(lambda_env: str) -
 
 def test_the_memory_page_is_served_only_when_turned_on(lambda_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
     off = error(invoke("http-page.json"), 404)
-    assert "AGENT_MEMORY_WEB_PAGE is off" in off["message"]
+    assert "RUSHMEM_WEB_PAGE is off" in off["message"]
     set_service(None)
     monkeypatch.setenv("AGENT_MEMORY_WEB_PAGE", "true")
     get_settings.cache_clear()
@@ -489,9 +489,9 @@ def test_importing_the_handler_does_no_io() -> None:
         """
     )
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")},
-        "AGENT_MEMORY_DATABASE_URL": "postgresql://nobody@10.255.255.1:5432/none",
-        "AGENT_MEMORY_EMBEDDING_PROVIDER": "local",
+        **{k: v for k, v in os.environ.items() if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_"))},
+        "RUSHMEM_DATABASE_URL": "postgresql://nobody@10.255.255.1:5432/none",
+        "RUSHMEM_EMBEDDING_PROVIDER": "local",
     }
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

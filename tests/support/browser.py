@@ -23,11 +23,11 @@ MISSING = "Debian's chromium and chromium-driver are needed (`make test` install
 @contextmanager
 def serving(data_dir: Path, settings: Mapping[str, str] | None = None) -> Iterator[str]:
     """``rushmem serve`` on 127.0.0.1, any free port, on a fresh database under ``data_dir``
-    (with ``settings``: AGENT_MEMORY_* variables); its URL."""
+    (with ``settings``: RUSHMEM_* variables); its URL."""
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")},
-        "AGENT_MEMORY_DATA_DIR": str(data_dir),
-        "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
+        **{k: v for k, v in os.environ.items() if not k.startswith("RUSHMEM_")},
+        "RUSHMEM_DATA_DIR": str(data_dir),
+        "RUSHMEM_EMBEDDING_PROVIDER": "hash",
         "PYTHONUNBUFFERED": "1",
         **(settings or {}),
     }

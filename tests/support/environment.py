@@ -10,6 +10,6 @@ def use_lambda_environment(monkeypatch: pytest.MonkeyPatch, database_url: str) -
     and the application role, so row-level security applies as deployed; /mcp offers every tool (the
     tests drive them all; the default, small surface has its own tests: test_mcp_surface.py)."""
     monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", database_url)
-    monkeypatch.setenv("AGENT_MEMORY_MCP_TOOLS", "all")
+    monkeypatch.setenv("RUSHMEM_MCP_TOOLS", "all")
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
     monkeypatch.setenv("AGENT_MEMORY_DB_ROLE", "agent_memory_app")

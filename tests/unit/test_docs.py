@@ -25,8 +25,8 @@ def test_every_setting_is_described_in_the_table() -> None:
     table = settings_table()
     for name, field in Settings.model_fields.items():
         assert field.description, f"{name} has no description for the README"
-        assert f"`AGENT_MEMORY_{name.upper()}`" in table
-    assert "| `AGENT_MEMORY_DB_PORT` | Port of db_host. | `5432` |" in table
+        assert f"`RUSHMEM_{name.upper()}`" in table
+    assert "| `RUSHMEM_DB_PORT` | Port of db_host. | `5432` |" in table
 
 
 def test_regeneration_touches_only_the_marked_block() -> None:

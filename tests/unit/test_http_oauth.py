@@ -30,7 +30,7 @@ def test_the_metadata_names_the_mcp_endpoint_and_the_issuer() -> None:
         "resource": f"https://{API_HOST}/mcp",
         "authorization_servers": [ISSUER],
         "bearer_methods_supported": ["header"],
-        "resource_name": "agent-memory",
+        "resource_name": "rushmem",
         "scopes_supported": ["openid", "email"],
     }
     assert "scopes_supported" not in protected_resource_metadata(f"https://{API_HOST}", ISSUER)
@@ -143,4 +143,4 @@ def test_without_an_issuer_there_is_no_metadata(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("AGENT_MEMORY_EMBEDDING_PROVIDER", "hash")
     answer = invoke(path)
     assert answer["statusCode"] == 404
-    assert "AGENT_MEMORY_OAUTH_" in json.loads(answer["body"])["message"]
+    assert "RUSHMEM_OAUTH_" in json.loads(answer["body"])["message"]

@@ -118,7 +118,7 @@ def test_a_model_past_its_end_of_life_fails_naming_it_and_what_to_set() -> None:
         [check] = lifecycle.check_models(client, [("extraction", old)], now=NOW)
     assert check.status == "EOL" and not check.ok
     assert old in check.message() and "2026-09-10" in check.message()
-    assert f"LlmModel (AGENT_MEMORY_LLM_MODEL) to an Active model, e.g. {NOVA_2_LITE}" in check.message()
+    assert f"LlmModel (RUSHMEM_LLM_MODEL) to an Active model, e.g. {NOVA_2_LITE}" in check.message()
 
 
 def test_a_model_bedrock_no_longer_knows_fails() -> None:

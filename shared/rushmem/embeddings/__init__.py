@@ -1,4 +1,4 @@
-"""Embedding providers behind one interface, chosen by ``AGENT_MEMORY_EMBEDDING_PROVIDER``: ``hash``,
+"""Embedding providers behind one interface, chosen by ``RUSHMEM_EMBEDDING_PROVIDER``: ``hash``,
 ``openai`` and ``bedrock`` built in, any other a plug-in (:mod:`rushmem.registry`), such as the offline
 model ``local`` the tools register (rushmem_tools.embedders), which Lambda never has.
 """

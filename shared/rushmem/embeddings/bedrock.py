@@ -71,7 +71,9 @@ class BedrockEmbedder(Embedder):
             )
             return bytes(response["body"].read())  # inside the retries: the stream can break too
 
-        raw = call_bedrock(self._retry, PROVIDER, self.model, request, deadline=deadline)
+        raw = call_bedrock(
+            self._retry, PROVIDER, self.model, request, deadline=deadline, model_setting="RUSHMEM_EMBEDDING_MODEL"
+        )
         try:
             payload = json.loads(raw)
             vector = np.asarray(payload["embedding"], dtype=np.float32)

@@ -47,7 +47,7 @@ class OpenAIEmbedder(Embedder):
         known = KNOWN_DIMENSIONS.get(model)
         if dimensions is None and known is None:
             raise ConfigurationError(
-                f"embedding model {model!r} is not one whose size is known: set AGENT_MEMORY_EMBEDDING_DIMENSIONS"
+                f"embedding model {model!r} is not one whose size is known: set RUSHMEM_EMBEDDING_DIMENSIONS"
             )
         self.dimension = dimensions or known or 0
         self.batch_size = batch_size

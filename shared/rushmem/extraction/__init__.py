@@ -1,5 +1,5 @@
 """Extraction: the article's chunking step. The last messages of a conversation become memory
-records ``{content, category, is_evergreen}``, by the provider ``AGENT_MEMORY_LLM_PROVIDER`` names:
+records ``{content, category, is_evergreen}``, by the provider ``RUSHMEM_LLM_PROVIDER`` names:
 
 - ``rules`` (default): offline English heuristics (see :mod:`.rules` for what they cannot do);
 - ``openai``: any OpenAI-compatible chat completions endpoint (Zhipu GLM, OpenAI, ...);

@@ -59,7 +59,7 @@ class BedrockConverseExtractor(LLMExtractor):
                 inferenceConfig={"maxTokens": self.max_tokens, "temperature": self.temperature},
             )
 
-        response = call_bedrock(self._retry, PROVIDER, self.model, request)
+        response = call_bedrock(self._retry, PROVIDER, self.model, request, model_setting="RUSHMEM_LLM_MODEL")
         usage = response.get("usage") or {}
         self._record_call(system, user, input_tokens=usage.get("inputTokens"), output_tokens=usage.get("outputTokens"))
         content = ((response.get("output") or {}).get("message") or {}).get("content") or []

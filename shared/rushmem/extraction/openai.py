@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from rushmem.config import Settings
 from rushmem.extraction.llm import LLMExtractor, LLMOptions, llm_options
 from rushmem.providers.aws import llm_api_key
-from rushmem.providers.http import OpenAICompatClient
+from rushmem.providers.http import EndpointSettings, OpenAICompatClient
 from rushmem_contract.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -39,7 +39,13 @@ class OpenAIChatExtractor(LLMExtractor):
             llm_api_key(settings),
             settings,
             transport,
-            key_settings="AGENT_MEMORY_LLM_API_KEY, or the embeddings' AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
+            names=EndpointSettings(
+                url="RUSHMEM_LLM_BASE_URL (or RUSHMEM_OPENAI_BASE_URL)"
+                if settings.llm_base_url
+                else EndpointSettings.url,
+                key="RUSHMEM_LLM_API_KEY, or the embeddings' RUSHMEM_OPENAI_API_KEY (or OPENAI_API_KEY)",
+                model="RUSHMEM_LLM_MODEL",
+            ),
         )
         # Without a model named: Zhipu's or OpenAI's small one, by the endpoint.
         model = settings.llm_model or ("glm-4-flash" if "bigmodel.cn" in base_url else "gpt-4o-mini")

@@ -66,7 +66,7 @@ def protected_resource_metadata(
         "resource": resource_of(base_url, metadata_path),
         "authorization_servers": [base_url.rstrip("/") if facade else issuer],
         "bearer_methods_supported": ["header"],
-        "resource_name": "agent-memory",
+        "resource_name": "rushmem",
     }
     if scopes:
         document["scopes_supported"] = list(scopes)

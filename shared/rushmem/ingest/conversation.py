@@ -64,7 +64,7 @@ class ConversationWrite:
     positions: list[int]
     updates: Updates
     outcome: IngestOutcome
-    # Facts held for review (AGENT_MEMORY_REVIEW_WRITES), each with why: not among the rows.
+    # Facts held for review (RUSHMEM_REVIEW_WRITES), each with why: not among the rows.
     held: list[tuple[NewMemory, list[str]]] = dataclasses.field(default_factory=list)
 
 

@@ -21,7 +21,7 @@ from rushmem.records import MemoryRow, NearMatches, Neighbour
 @dataclasses.dataclass(frozen=True)
 class SameFactRule:
     """``fold``: a neighbour at least this similar that states the same fact is refreshed instead of
-    storing the row (AGENT_MEMORY_NEAR_DUPLICATE_THRESHOLD). ``update``: a neighbour at least this
+    storing the row (RUSHMEM_NEAR_DUPLICATE_THRESHOLD). ``update``: a neighbour at least this
     similar whose fact the row gives another value is superseded by it (the same-attribute threshold).
     None: that rule is off."""
 

@@ -1,5 +1,5 @@
 """Personal data out of memories before they are embedded: the one redaction step of every write
-(``AGENT_MEMORY_PII``), on the content and on every key and string value of the metadata. What it
+(``RUSHMEM_PII``), on the content and on every key and string value of the metadata. What it
 does and why, and what a redacted memory records (``pii_redacted``): docs/tenant-data.md.
 """
 

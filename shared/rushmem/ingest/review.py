@@ -1,4 +1,4 @@
-"""Which writes wait for review (AGENT_MEMORY_REVIEW_WRITES): a fact the injection detector marks,
+"""Which writes wait for review (RUSHMEM_REVIEW_WRITES): a fact the injection detector marks,
 one that still holds personal data once redaction ran (its placeholders hold none), or any fact
 from a source the deployment does not trust. Pure: the detectors are passed in."""
 

@@ -46,7 +46,7 @@ from rushmem_contract.operations import Operation
 
 logger = logging.getLogger("rushmem.mcp")
 
-SERVER_NAME = "agent-memory"
+SERVER_NAME = "rushmem"
 # The history's source of what a tool changed, and the caller's door.
 MCP_SOURCE = "mcp"
 Surface = Literal["core", "all"]
@@ -310,7 +310,7 @@ def build_server(tools: MemoryTools, surface: Surface = "core") -> MCPServer[Any
         rows,
         surface,
         name=SERVER_NAME,
-        title="agent-memory",
+        title="rushmem",
         description="Long-term memory for AI agents: recall, remember, correct and forget facts about the user.",
         instructions=INSTRUCTIONS_ALL if surface == "all" else INSTRUCTIONS,
         version=__version__,

@@ -1,7 +1,7 @@
 """Redaction policy and the redaction itself: what a memory looks like before it is embedded and stored.
 
 The policy is one mode per category (off, redact, drop) with a default; it reads from a single
-setting such as ``AGENT_MEMORY_PII="redact,credential=drop,ip_address=off"`` (or the same as
+setting such as ``RUSHMEM_PII="redact,credential=drop,ip_address=off"`` (or the same as
 JSON). The result says which types were removed and how many, never the values, so it can be
 kept with the memory.
 """
@@ -89,12 +89,12 @@ class PiiPolicy(BaseModel):
         return self.model_copy(update={"overrides": {**self.overrides, "credential": "redact"}})
 
 
-# What the service applies when AGENT_MEMORY_PII is unset: credentials redacted, other personal data kept.
+# What the service applies when RUSHMEM_PII is unset: credentials redacted, other personal data kept.
 SAFE_DEFAULT_POLICY = PiiPolicy(overrides={"credential": "redact"})
 
 
 def parse_setting(value: object) -> PiiPolicy:
-    """AGENT_MEMORY_PII: :meth:`PiiPolicy.parse`, with credentials kept out unless named (``off`` turns
+    """RUSHMEM_PII: :meth:`PiiPolicy.parse`, with credentials kept out unless named (``off`` turns
     personal data detection off, not credential redaction; ``off,credential=off`` turns both off)."""
     return PiiPolicy.parse(value).keeping_credentials_out()
 

@@ -21,16 +21,27 @@ if TYPE_CHECKING:
 
 
 def aws_client(
-    service: str, region: str | None, *, attempts: int = 1, endpoint_url: str | None = None, **config: Any
+    service: str,
+    region: str | None,
+    *,
+    attempts: int = 1,
+    endpoint_url: str | None = None,
+    region_setting: str = "RUSHMEM_BEDROCK_REGION (or AWS_DEFAULT_REGION)",
+    **config: Any,
 ) -> Any:
     """A boto3 client with botocore's ``config`` (the timeouts); ``attempts`` counts the first call
-    (1: botocore never retries, the retries are the caller's: :mod:`.retry`'s policy, or none)."""
+    (1: botocore never retries, the retries are the caller's: :mod:`.retry`'s policy, or none).
+    No Region anywhere (setting, environment, profile) is a ConfigurationError naming ``region_setting``."""
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import NoRegionError
 
     retries: Any = {"total_max_attempts": attempts, "mode": "standard"}
     client: Callable[..., Any] = boto3.client  # its stubs type it per literal service name
-    return client(service, region_name=region, endpoint_url=endpoint_url, config=Config(retries=retries, **config))
+    try:
+        return client(service, region_name=region, endpoint_url=endpoint_url, config=Config(retries=retries, **config))
+    except NoRegionError:
+        raise ConfigurationError(f"{service}: no AWS Region: set {region_setting}") from None
 
 
 def get_secret_value(secret_arn: str, *, force: bool = False) -> str:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from rushmem.config import Settings
 from rushmem.providers.aws import aws_client
 from rushmem.providers.retry import Retryable, RetryPolicy, parse_retry_after
-from rushmem_contract.errors import ProviderError
+from rushmem_contract.errors import ConfigurationError, ProviderError
 from rushmem_contract.retry import PROVIDER_RETRY_STATUSES
 
 T = TypeVar("T")
@@ -54,16 +54,29 @@ def bedrock_agent_runtime_client(settings: Settings, *, timeout_s: float) -> Any
     )
 
 
+# Answers that no retry changes and a person fixes in the configuration: the model id is unknown in
+# this Region (ResourceNotFoundException), or the caller may not use it (AccessDeniedException: the
+# model's access not granted, or the role's policy).
+CONFIGURATION_CODES = frozenset({"ResourceNotFoundException", "AccessDeniedException"})
+
+
 def call_bedrock(
-    retry: RetryPolicy, provider: str, model: str, request: Callable[[], T], *, deadline: float | None = None
+    retry: RetryPolicy,
+    provider: str,
+    model: str,
+    request: Callable[[], T],
+    *,
+    deadline: float | None = None,
+    model_setting: str = "the model's setting",
 ) -> T:
     """``request()`` (one Bedrock call, reading its answer) under the retry policy.
 
-    Throttling, 5xx, timeouts and connection errors are retried; other botocore errors (access
-    denied, validation, missing credentials) fail at once. Either way the error is a
-    :class:`ProviderError` naming ``provider`` and ``model``, without request details.
+    Throttling, 5xx, timeouts and connection errors are retried; other botocore errors (validation)
+    fail at once. Either way the error is a :class:`ProviderError` naming ``provider`` and ``model``,
+    without request details; an unknown or refused model and missing credentials are a
+    :class:`ConfigurationError` naming what to set (``model_setting``, the Region, the credentials).
     """
-    from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+    from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError
     from botocore.exceptions import ConnectionError as BotoConnectionError
 
     def attempt() -> T:
@@ -78,7 +91,17 @@ def call_bedrock(
             if code in RETRYABLE_CODES or status in PROVIDER_RETRY_STATUSES:
                 headers = meta.get("HTTPHeaders") or {}
                 raise Retryable(message, parse_retry_after(headers.get("retry-after"))) from exc
+            if code in CONFIGURATION_CODES:
+                raise ConfigurationError(
+                    f"{provider}: {message}: check {model_setting} and RUSHMEM_BEDROCK_REGION, and that the "
+                    "model's access is granted there"
+                ) from None
             raise ProviderError(provider, message) from exc
+        except NoCredentialsError:
+            raise ConfigurationError(
+                f"{provider}: no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                "(in AWS, the function's role)"
+            ) from None
         except (BotoConnectionError, HTTPClientError) as exc:  # timeouts, refused, reset, cut streams
             raise Retryable(f"{model}: {exc}") from exc
         except BotoCoreError as exc:

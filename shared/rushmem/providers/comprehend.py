@@ -1,5 +1,5 @@
 """Amazon Comprehend ``DetectPiiEntities`` as a PII detector: names and street addresses, which no
-pattern finds reliably (with ``AGENT_MEMORY_PII_COMPREHEND``; its findings are merged with the regex
+pattern finds reliably (with ``RUSHMEM_PII_COMPREHEND``; its findings are merged with the regex
 engine's). By default only NAME and ADDRESS are kept, because the regex engine validates the rest
 (checksums) and Comprehend's DATE_TIME, AGE or URL would strip ordinary facts from memories.
 
@@ -123,7 +123,7 @@ class ComprehendPiiDetector:
 
     @classmethod
     def from_settings(cls, settings: Settings, client: Any = None) -> ComprehendPiiDetector:
-        """The detector AGENT_MEMORY_PII_COMPREHEND* describe, in the Bedrock region (or the SDK's)."""
+        """The detector RUSHMEM_PII_COMPREHEND* describe, in the Bedrock region (or the SDK's)."""
         return cls(
             client,
             region=settings.bedrock_region,

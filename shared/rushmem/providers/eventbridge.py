@@ -31,13 +31,20 @@ class EventBridgePublisher:
     @classmethod
     def from_settings(cls, settings: Settings, client: Any = None) -> EventBridgePublisher:
         if not settings.event_bus:
-            raise ValueError("no AGENT_MEMORY_EVENT_BUS configured")
+            raise ValueError("no RUSHMEM_EVENT_BUS configured")
         return cls(client, bus=settings.event_bus, source=settings.event_source)
 
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = aws_client("events", self.region, connect_timeout=2, read_timeout=5, attempts=2)
+            self._client = aws_client(
+                "events",
+                self.region,
+                connect_timeout=2,
+                read_timeout=5,
+                attempts=2,
+                region_setting="AWS_DEFAULT_REGION",
+            )
         return self._client
 
     def publish(self, entries: Sequence[tuple[str, str]]) -> list[str | None]:

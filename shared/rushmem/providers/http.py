@@ -6,6 +6,7 @@ Only provider modules use this; nothing else in the package speaks HTTP.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,9 +43,32 @@ def on_this_machine(base_url: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class EndpointSettings:
+    """The settings that configure one endpoint, named by the configuration errors: what a person
+    sets when the URL is no URL, the key is missing or refused, or the model is unknown."""
+
+    url: str = "RUSHMEM_OPENAI_BASE_URL (or OPENAI_BASE_URL)"
+    key: str = "RUSHMEM_OPENAI_API_KEY (or OPENAI_API_KEY)"
+    model: str = "RUSHMEM_EMBEDDING_MODEL"
+
+
+# What an endpoint answers to a request it cannot serve as configured: a key it refuses (401, 403),
+# or a model or path it does not have (404; OpenAI's unknown model is a 404 model_not_found).
+_REFUSED_KEY = frozenset({401, 403})
+_UNKNOWN_MODEL = 404
+
+
+def _check_url(provider: str, base_url: str, names: EndpointSettings) -> None:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{provider}: {base_url!r} is not an http(s) URL: set {names.url}")
+
+
 class OpenAICompatClient:
     """POSTs JSON to ``{base_url}{path}`` with a bearer key; retries what is worth retrying
-    (see :mod:`.retry`). Errors name the provider and the payload's model."""
+    (see :mod:`.retry`). Errors name the provider and the payload's model; a refused key or an
+    unknown model is a :class:`ConfigurationError` naming the setting to fix."""
 
     def __init__(
         self,
@@ -55,8 +79,11 @@ class OpenAICompatClient:
         timeout_s: float,
         retry: RetryPolicy,
         transport: httpx.BaseTransport | None = None,
+        names: EndpointSettings = EndpointSettings(),
     ) -> None:
         self.provider = provider
+        self.names = names
+        _check_url(provider, base_url, names)
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -74,16 +101,17 @@ class OpenAICompatClient:
         settings: Settings,
         transport: httpx.BaseTransport | None = None,
         *,
-        key_settings: str = "AGENT_MEMORY_OPENAI_API_KEY (or OPENAI_API_KEY)",
+        names: EndpointSettings = EndpointSettings(),
     ) -> OpenAICompatClient:
         """A client with the configured timeout, retries and retry budget.
 
         No key for an endpoint on another machine is a configuration error now, before any request:
         the endpoint would answer 401 (or not at all), after the retries. A server on this machine
         (Ollama, vLLM, llama.cpp) often takes none."""
+        _check_url(provider, base_url, names)  # before the key: a key is asked for a URL that is one
         if not api_key and not on_this_machine(base_url):
             raise ConfigurationError(
-                f"{provider}: no API key for {base_url}: set {key_settings} "
+                f"{provider}: no API key for {base_url}: set {names.key} "
                 "(in AWS, the matching *_SECRET_ARN); a server on this machine may go without"
             )
         return cls(
@@ -93,6 +121,7 @@ class OpenAICompatClient:
             timeout_s=settings.http_timeout_s,
             retry=RetryPolicy.from_settings(settings),
             transport=transport,
+            names=names,
         )
 
     def post_json(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +144,12 @@ class OpenAICompatClient:
         if response.status_code in PROVIDER_RETRY_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
             raise Retryable(f"{failure}: {_error_text(response)}", retry_after)
+        if response.status_code in _REFUSED_KEY:
+            raise ConfigurationError(f"{self.provider}: {failure}: {_error_text(response)}: check {self.names.key}")
+        if response.status_code == _UNKNOWN_MODEL:
+            raise ConfigurationError(
+                f"{self.provider}: {failure}: {_error_text(response)}: check {self.names.model} and {self.names.url}"
+            )
         if response.status_code >= 400:
             raise ProviderError(self.provider, f"{failure}: {_error_text(response)}")
         try:

@@ -33,9 +33,9 @@ GLOBAL_EXTRACTION_MODEL = "global.amazon.nova-2-lite-v1:0"
 DEFAULT_EMBEDDING_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_RERANK_MODEL = "amazon.rerank-v1:0"
 ROLES = {
-    "extraction": ("LlmModel", "AGENT_MEMORY_LLM_MODEL", DEFAULT_EXTRACTION_MODEL),
-    "embeddings": ("EmbeddingModel", "AGENT_MEMORY_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
-    "rerank": ("RerankModel", "AGENT_MEMORY_RERANK_MODEL", DEFAULT_RERANK_MODEL),
+    "extraction": ("LlmModel", "RUSHMEM_LLM_MODEL", DEFAULT_EXTRACTION_MODEL),
+    "embeddings": ("EmbeddingModel", "RUSHMEM_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
+    "rerank": ("RerankModel", "RUSHMEM_RERANK_MODEL", DEFAULT_RERANK_MODEL),
 }
 MISSING_CODES = frozenset({"ResourceNotFoundException", "ValidationException"})
 

@@ -1,5 +1,5 @@
 """The RDS Data API (``rds-data``): SQL over HTTPS with IAM, for an Aurora cluster reached without
-a connection (AGENT_MEMORY_DB_CLUSTER_ARN). Only the calls and their errors live here; what the
+a connection (RUSHMEM_DB_CLUSTER_ARN). Only the calls and their errors live here; what the
 statements say and how values travel is the store's (:mod:`rushmem.store.engine.dataapi`).
 
 botocore retries nothing here: a retried ExecuteStatement could run a statement twice. The one

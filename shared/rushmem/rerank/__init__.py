@@ -1,5 +1,5 @@
 """Rerank providers: the best fused candidates of a recall scored again by a cross-encoder, chosen by
-``AGENT_MEMORY_RERANK_PROVIDER``:
+``RUSHMEM_RERANK_PROVIDER``:
 
 - ``none`` (default): no reranker, the fused order stands;
 - ``bedrock``: the Bedrock Rerank API (bedrock-agent-runtime ``rerank``: amazon.rerank-v1:0,

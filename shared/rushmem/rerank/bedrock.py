@@ -1,6 +1,6 @@
 """The Bedrock Rerank API (bedrock-agent-runtime ``rerank``): ``amazon.rerank-v1:0`` (default) or
 ``cohere.rerank-v3-5:0``, in the regions that offer them (not every region does; set
-``AGENT_MEMORY_BEDROCK_REGION``). The function's role needs ``bedrock:Rerank`` and
+``RUSHMEM_BEDROCK_REGION``). The function's role needs ``bedrock:Rerank`` and
 ``bedrock:InvokeModel`` on the model (the template grants both when RerankProvider=bedrock).
 """
 
@@ -58,7 +58,13 @@ class BedrockReranker(Reranker):
                 },
             },
         }
-        answer = call_bedrock(self._retry, PROVIDER, self.model, lambda: self._client.rerank(**request))
+        answer = call_bedrock(
+            self._retry,
+            PROVIDER,
+            self.model,
+            lambda: self._client.rerank(**request),
+            model_setting="RUSHMEM_RERANK_MODEL",
+        )
         try:
             return scores_by_index(
                 answer.get("results"), len(documents), index_key="index", score_keys=("relevanceScore",)

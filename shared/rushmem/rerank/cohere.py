@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rushmem.config import Settings
 from rushmem.providers.aws import rerank_api_key
-from rushmem.providers.http import OpenAICompatClient
+from rushmem.providers.http import EndpointSettings, OpenAICompatClient
 from rushmem.rerank.base import Reranker, scores_by_index, short_retry
 from rushmem_contract.errors import ProviderError
 
@@ -43,6 +43,7 @@ class CohereReranker(Reranker):
             timeout_s=settings.rerank_timeout_s,
             retry=short_retry(settings),
             transport=transport,
+            names=EndpointSettings("RUSHMEM_RERANK_BASE_URL", "RUSHMEM_RERANK_API_KEY", "RUSHMEM_RERANK_MODEL"),
         )
         return cls(client, model=settings.rerank_model or DEFAULT_MODEL)
 

@@ -1,5 +1,5 @@
 """``/openapi.json`` and ``/docs``: the API's OpenAPI document and its Swagger UI page, when
-AGENT_MEMORY_API_DOCS is on (else they answer as an unknown path does)."""
+RUSHMEM_API_DOCS is on (else they answer as an unknown path does)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ router = Router()
 def _docs_off() -> Response[Any] | None:
     if get_service().settings.api_docs:
         return None
-    return route_not_found(http_event(router), "AGENT_MEMORY_API_DOCS is off")
+    return route_not_found(http_event(router), "RUSHMEM_API_DOCS is off")
 
 
 @router.get("/openapi.json", include_in_schema=False)

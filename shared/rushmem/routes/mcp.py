@@ -1,5 +1,5 @@
 """``/mcp``: MCP over Streamable HTTP (stateless, JSON answers), the memory tools for the caller's
-user (the tools AGENT_MEMORY_MCP_TOOLS names). The MCP SDK loads on the first request here, never
+user (the tools RUSHMEM_MCP_TOOLS names). The MCP SDK loads on the first request here, never
 for the REST routes."""
 
 from __future__ import annotations

@@ -42,10 +42,10 @@ def _base_url() -> str:
 
 
 def protected_resource() -> Response[Any]:
-    """Protected-resource metadata (RFC 9728); 404 when AGENT_MEMORY_OAUTH_ISSUER is unset."""
+    """Protected-resource metadata (RFC 9728); 404 when RUSHMEM_OAUTH_ISSUER is unset."""
     settings = get_service().settings
     if not settings.oauth_issuer:
-        return _no_oauth("AGENT_MEMORY_OAUTH_ISSUER")
+        return _no_oauth("RUSHMEM_OAUTH_ISSUER")
     return _public_json(
         protected_resource_metadata(
             _base_url(),
@@ -66,7 +66,7 @@ def authorization_server() -> Response[Any]:
     """RFC 8414 metadata naming the issuer's endpoints with S256 PKCE (rushmem.http.oauth says why)."""
     settings = get_service().settings
     if not settings.oauth_facade or not settings.oauth_authorization_endpoint or not settings.oauth_token_endpoint:
-        return _no_oauth("AGENT_MEMORY_OAUTH_AUTHORIZATION_ENDPOINT")
+        return _no_oauth("RUSHMEM_OAUTH_AUTHORIZATION_ENDPOINT")
     return _public_json(
         authorization_server_metadata(
             _base_url(), settings.oauth_authorization_endpoint, settings.oauth_token_endpoint, settings.oauth_scopes

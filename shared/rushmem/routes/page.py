@@ -1,4 +1,4 @@
-"""``/`` and ``/page/<name>``: the memory page's files, when AGENT_MEMORY_WEB_PAGE is on (the page
+"""``/`` and ``/page/<name>``: the memory page's files, when RUSHMEM_WEB_PAGE is on (the page
 calls the API's other routes)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ router = Router()
 
 def _page(name: str) -> Response[Any]:
     if not get_service().settings.web_page:
-        return route_not_found(http_event(router), "AGENT_MEMORY_WEB_PAGE is off")
+        return route_not_found(http_event(router), "RUSHMEM_WEB_PAGE is off")
     found = page_file(name)
     if found is None:
         return route_not_found(http_event(router))

@@ -71,7 +71,7 @@ class Collaborators:
 
     @cached_property
     def reranker(self) -> Reranker | None:
-        """AGENT_MEMORY_RERANK_PROVIDER's reranker, None when there is none."""
+        """RUSHMEM_RERANK_PROVIDER's reranker, None when there is none."""
         return create_reranker(self.settings)
 
     @cached_property
@@ -115,14 +115,14 @@ class Collaborators:
 
     @cached_property
     def redactor(self) -> Redactor:
-        """The write path's personal-data step (AGENT_MEMORY_PII; off by default)."""
+        """The write path's personal-data step (RUSHMEM_PII; off by default)."""
         from rushmem.providers.comprehend import pii_detectors
 
         return Redactor(self.settings.pii, pii_detectors(self.settings))
 
     @cached_property
     def publisher(self) -> Publish:
-        """Puts change events on AGENT_MEMORY_EVENT_BUS."""
+        """Puts change events on RUSHMEM_EVENT_BUS."""
         from rushmem.providers.eventbridge import EventBridgePublisher
 
         return EventBridgePublisher.from_settings(self.settings).publish

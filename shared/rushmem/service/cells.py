@@ -13,8 +13,8 @@ is the verbs' that say so (the users listing, erasure and its receipts), a queue
 every cell it wrote to), bulk import and recall batches (each user's part in their cell), and a
 move (:meth:`Cells.move_user`, :func:`rushmem.service.moving.copy_user`).
 
-The cells are named by AGENT_MEMORY_CELLS, or in AWS by a Secrets Manager secret holding the same
-JSON (AGENT_MEMORY_CELLS_SECRET_ARN: the stack's CellsSecretArn), whose home cell is the stack's own
+The cells are named by RUSHMEM_CELLS, or in AWS by a Secrets Manager secret holding the same
+JSON (RUSHMEM_CELLS_SECRET_ARN: the stack's CellsSecretArn), whose home cell is the stack's own
 database; a container reads the secret again when the directory names a cell added since.
 """
 
@@ -45,8 +45,8 @@ from rushmem_contract.errors import ConfigurationError, DatabaseUnavailable, Inv
 
 logger = logging.getLogger(__name__)
 
-CELLS_SETTING = "AGENT_MEMORY_CELLS"
-SECRET_SETTING = "AGENT_MEMORY_CELLS_SECRET_ARN"  # noqa: S105 - a setting's name, no password
+CELLS_SETTING = "RUSHMEM_CELLS"
+SECRET_SETTING = "RUSHMEM_CELLS_SECRET_ARN"  # noqa: S105 - a setting's name, no password
 
 
 class UserMoving(DatabaseUnavailable):
@@ -317,7 +317,7 @@ class Cells:
         if to_cell not in self.parts:
             raise InvalidInput(f"no cell named {to_cell!r}", field="to")
         if not self.many:
-            raise InvalidInput("moving a user needs AGENT_MEMORY_CELLS (users spread over cells)", field="to")
+            raise InvalidInput("moving a user needs RUSHMEM_CELLS (users spread over cells)", field="to")
         source = self.cell_of(user_id)
         if source == to_cell:
             return 0

@@ -77,7 +77,7 @@ def update(parts: Collaborators, request: UpdateRequest, ctx: Context) -> Memory
 
 
 def _redact_change(parts: Collaborators, user_id: str, memory_id: uuid.UUID, values: dict[str, Any]) -> None:
-    """A new content or metadata passes the write path's redaction (AGENT_MEMORY_PII) like any
+    """A new content or metadata passes the write path's redaction (RUSHMEM_PII) like any
     other write: placeholders in the text and the metadata's string values, what was removed
     in the metadata's record; refused, naming the field, in drop mode."""
     if not parts.redactor.enabled:
@@ -86,7 +86,7 @@ def _redact_change(parts: Collaborators, user_id: str, memory_id: uuid.UUID, val
     outcome = parts.redactor.redact_change(values.get("content"), given)
     if outcome.dropped:
         raise InvalidInput(
-            f"{outcome.dropped_field} holds personal data this deployment does not store (AGENT_MEMORY_PII)",
+            f"{outcome.dropped_field} holds personal data this deployment does not store (RUSHMEM_PII)",
             field=outcome.dropped_field,
         )
     if outcome.content is not None:

@@ -47,7 +47,7 @@ def check_instructions(instructions: ExtractionInstructions) -> None:
 
 def effective_instructions(parts: Collaborators, user_id: str, project_id: str | None) -> StoredInstructions | None:
     """What a conversation of this user and project is extracted with: the project's latest stored
-    version, else the deployment's (``AGENT_MEMORY_EXTRACTION_INSTRUCTIONS``), else None."""
+    version, else the deployment's (``RUSHMEM_EXTRACTION_INSTRUCTIONS``), else None."""
     stored: StoredInstructions | None = parts.db.run(lambda conn: store.latest_instructions(conn, user_id, project_id))
     if stored is not None:
         return stored

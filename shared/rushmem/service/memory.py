@@ -42,10 +42,10 @@ IN_PROCESS = Caller()
 class Memory(Operations):
     """Long-term memory for AI agents: add facts, recall them, read, edit and forget them.
 
-    ``Memory()`` takes its settings from the environment (AGENT_MEMORY_*; by default an embedded
-    PostgreSQL under AGENT_MEMORY_DATA_DIR and the local embedding model); ``Memory(settings)``
+    ``Memory()`` takes its settings from the environment (RUSHMEM_*; by default an embedded
+    PostgreSQL under RUSHMEM_DATA_DIR and the local embedding model); ``Memory(settings)``
     or keyword overrides (``Memory(embedding_provider="hash")``) choose others, and the keyword
-    collaborators stand in for the ones the settings name. With AGENT_MEMORY_CELLS, each user's
+    collaborators stand in for the ones the settings name. With RUSHMEM_CELLS, each user's
     calls run in their cell. Construction does no I/O: the model and the database connection are
     made on first use, then reused, and :meth:`close` (or leaving a ``with Memory() as m:`` block)
     closes the connections.
@@ -142,7 +142,7 @@ class Memory(Operations):
     def cell_admins(self) -> dict[str, Admin]:
         """An :class:`Admin` per cell by name, the home cell's (:attr:`admin`) first: what runs on
         each cell's own database (migrations, dense users' indexes, consolidation, the change-event
-        outbox). One database: ``{"": admin}``. Reads the cells (with AGENT_MEMORY_CELLS_SECRET_ARN,
+        outbox). One database: ``{"": admin}``. Reads the cells (with RUSHMEM_CELLS_SECRET_ARN,
         the secret); each admin's bulk import still sends every line to its user's cell."""
         home = self.cells.home_parts
         return {

@@ -180,7 +180,7 @@ class Admin:
         from where the last run stopped (the store's checkpoint; ``restart``: from the first);
         no new user is started after ``max_seconds``, and the checkpoint moves after each user,
         so an interrupted run loses nothing. ``threshold``: the cosine similarity a close pair
-        needs before the same-fact check (default AGENT_MEMORY_NEAR_DUPLICATE_THRESHOLD)."""
+        needs before the same-fact check (default RUSHMEM_NEAR_DUPLICATE_THRESHOLD)."""
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         limit = self.settings.near_duplicate_threshold if threshold is None else threshold
         write_id = uuid.uuid4()
@@ -272,7 +272,7 @@ class Admin:
     def drain_events(self, *, user_id: str | None = None, max_batches: int = 100) -> DrainResult:
         """Publish the change events waiting in the outbox (everyone's by default): the scheduled drain."""
         if not self.settings.event_bus:
-            raise ConfigurationError("no change events: AGENT_MEMORY_EVENT_BUS is not set")
+            raise ConfigurationError("no change events: RUSHMEM_EVENT_BUS is not set")
         return drain_outbox(self.db, self._parts.publisher, user_id=user_id, max_batches=max_batches)
 
     def events_status(self, *, user_id: str | None = None) -> OutboxStatus:

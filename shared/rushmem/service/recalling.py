@@ -127,7 +127,7 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
         )
     except DatabaseResuming:
         # A paused Aurora cluster wakes in ~15 s: the agent should answer now, without memories,
-        # rather than wait (AGENT_MEMORY_DB_RESUME_WAIT_S bounds any wait).
+        # rather than wait (RUSHMEM_DB_RESUME_WAIT_S bounds any wait).
         logger.warning("recall answered without memories: the database is resuming")
         return RecallResult(memories=[], prompt_block="", query=query, unavailable="database_resuming")
     if on_reader and used:

@@ -1,4 +1,4 @@
-"""Writes that wait for review (AGENT_MEMORY_REVIEW_WRITES): list them, approve or reject one."""
+"""Writes that wait for review (RUSHMEM_REVIEW_WRITES): list them, approve or reject one."""
 
 from __future__ import annotations
 

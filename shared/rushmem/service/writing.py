@@ -76,7 +76,7 @@ def add(parts: Collaborators, request: AddRequest, ctx: Context) -> StoredIds:
     """Store facts for the user in one transaction (how they fold and supersede:
     :func:`~rushmem.store.memories.writes.upsert_memories`), or chat ``messages`` through extraction
     as a finished conversation (the context's source its conversation id), as :class:`AddRequest`'s
-    ``infer`` says. With AGENT_MEMORY_REVIEW_WRITES, a flagged fact is held for review instead
+    ``infer`` says. With RUSHMEM_REVIEW_WRITES, a flagged fact is held for review instead
     (``pending``), unless the context says a person approved it."""
     if request.messages is not None and request.infer is not False:
         return _add_conversation(parts, request.messages, request, ctx)
@@ -163,7 +163,7 @@ def store_facts(
 def review_rule(
     parts: Collaborators, source: str | None, *, conversation: bool
 ) -> Callable[[NewMemory], list[str]] | None:
-    """Why a fact from ``source`` must wait for review, with AGENT_MEMORY_REVIEW_WRITES on."""
+    """Why a fact from ``source`` must wait for review, with RUSHMEM_REVIEW_WRITES on."""
     if not parts.settings.review_writes:
         return None
     return partial(
@@ -178,7 +178,7 @@ def review_rule(
 def _held_for_review(
     parts: Collaborators, memories: Sequence[NewMemory], ctx: Context, *, project_id: str | None, write_id: uuid.UUID
 ) -> tuple[list[int], list[uuid.UUID]]:
-    """With AGENT_MEMORY_REVIEW_WRITES, holds the flagged facts for review (one transaction): the
+    """With RUSHMEM_REVIEW_WRITES, holds the flagged facts for review (one transaction): the
     indexes of the others, to store now, and the held facts' pending ids."""
     everything = list(range(len(memories)))
     review = None if ctx.reviewed else review_rule(parts, ctx.source, conversation=False)

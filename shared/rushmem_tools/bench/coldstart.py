@@ -299,9 +299,9 @@ def lambda_environment(url: str, *, tracing: bool, task_root: Path) -> dict[str,
         **spec.environment,
         "AWS_LAMBDA_FUNCTION_NAME": "coldstart",
         "AWS_REGION": "us-east-1",
-        "AGENT_MEMORY_DATABASE_URL": url,
-        "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
-        "AGENT_MEMORY_DB_ROLE": "agent_memory_app",
+        "RUSHMEM_DATABASE_URL": url,
+        "RUSHMEM_EMBEDDING_PROVIDER": "hash",
+        "RUSHMEM_DB_ROLE": "agent_memory_app",
         "POWERTOOLS_TRACE_DISABLED": "false" if tracing else "true",
     }
     if tracing:

@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
     p.add_argument("--texts", type=int, default=1000, help="texts in the timed batch (default 1000)")
     p.add_argument("--queries", type=int, default=50, help="texts embedded one at a time (default 50)")
     p.add_argument("--repeat", type=int, default=3, help="timed batch runs; the best is the summary's (default 3)")
-    p.add_argument("--batch-size", type=int, help="texts per model call (default AGENT_MEMORY_EMBEDDING_BATCH_SIZE)")
+    p.add_argument("--batch-size", type=int, help="texts per model call (default RUSHMEM_EMBEDDING_BATCH_SIZE)")
     p.add_argument(
         "--backend",
         choices=["numpy", "sentence-transformers"],

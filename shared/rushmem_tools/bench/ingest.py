@@ -156,10 +156,10 @@ def run_handler(
     if not template.is_file():
         raise ConfigurationError(f"no SAM template at {template} (pass --template, or use --via service)")
     env = {
-        "AGENT_MEMORY_DATABASE_URL": url,
-        "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
-        "AGENT_MEMORY_EMBEDDING_DIMENSIONS": str(dimension),
-        "AGENT_MEMORY_DB_ROLE": "agent_memory_app",
+        "RUSHMEM_DATABASE_URL": url,
+        "RUSHMEM_EMBEDDING_PROVIDER": "hash",
+        "RUSHMEM_EMBEDDING_DIMENSIONS": str(dimension),
+        "RUSHMEM_DB_ROLE": "agent_memory_app",
     }
     context = multiprocessing.get_context("spawn")  # fresh interpreters: no inherited connections or caches
     ready, results = context.Queue(), context.Queue()

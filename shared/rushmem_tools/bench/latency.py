@@ -624,7 +624,7 @@ def register(sub: Any) -> None:
         default=0,
         metavar="N",
         help="add one user with N memories (their own indexes, as `rushmem dense-users` builds from "
-        "AGENT_MEMORY_DENSE_MIN_MEMORIES on) and time recall for them too",
+        "RUSHMEM_DENSE_MIN_MEMORIES on) and time recall for them too",
     )
     p.add_argument(
         "--heavy",

@@ -60,11 +60,11 @@ TOPICS = ["TypeScript", "pnpm", "the SVG editor", "PostgreSQL", "tea", "Lisbon",
 
 def _env(url: str) -> dict[str, str]:
     return {
-        "AGENT_MEMORY_DATABASE_URL": url,
-        "AGENT_MEMORY_EMBEDDING_PROVIDER": "hash",
-        "AGENT_MEMORY_DB_ROLE": "agent_memory_app",
-        "AGENT_MEMORY_AUTO_MIGRATE": "false",
-        "AGENT_MEMORY_LOG_LEVEL": "ERROR",
+        "RUSHMEM_DATABASE_URL": url,
+        "RUSHMEM_EMBEDDING_PROVIDER": "hash",
+        "RUSHMEM_DB_ROLE": "agent_memory_app",
+        "RUSHMEM_AUTO_MIGRATE": "false",
+        "RUSHMEM_LOG_LEVEL": "ERROR",
     }
 
 
@@ -135,7 +135,7 @@ def _ingest_worker(
 
 def _start_servers(count: int, template: Path, env: dict[str, str]) -> tuple[list[subprocess.Popen[str]], list[str]]:
     """``count`` `rushmem serve` processes on free ports; their processes and base URLs."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")} | env
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("RUSHMEM_", "AGENT_MEMORY_"))} | env
     command = [
         sys.executable,
         "-m",

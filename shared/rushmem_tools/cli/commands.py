@@ -13,12 +13,13 @@ from pydantic import ValidationError
 from rushmem.ingest.importing import ImportReport
 from rushmem.service import Memory, set_service
 from rushmem_contract.errors import InvalidInput
-from rushmem_contract.kinds import EXIT_OK
+from rushmem_contract.kinds import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from rushmem_contract.models import (
     RecallQuery,
     RecallResult,
     describe_errors,
 )
+from rushmem_tools.cli.memories import wrong_file
 from rushmem_tools.cli.output import Progress, emit, read_jsonl
 from rushmem_tools.cli.text import for_humans, write_settings
 
@@ -43,11 +44,24 @@ def cmd_import(service: Memory, args: argparse.Namespace) -> int:
         progress.close()
         # Printed even when a later chunk failed: what was taken before is committed.
         emit({**report.model_dump(mode="json"), "seconds": round(time.monotonic() - started, 3)})
-    if report.skipped:
-        print(f"rushmem: {skipped_statement(report)}", file=sys.stderr)
-    # 0: every line that could be taken went in (a failure that stopped it raises, with its own code);
-    # what was skipped, and why, is in the summary and said on stderr.
-    return EXIT_OK
+    if not report.skipped:
+        return EXIT_OK
+    print(f"rushmem: {skipped_statement(report)}", file=sys.stderr)
+    if report.taken:
+        # What could be taken went in (committed); what was skipped, and why, is in the summary and
+        # on stderr. A code of its own, so that a script tells a partial import from a whole one.
+        return EXIT_PARTIAL
+    hint = _whole_file_hint(args.file)
+    if hint:
+        print(f"rushmem: not import lines: {hint}", file=sys.stderr)
+    return EXIT_USAGE  # nothing could be taken: the file is the mistake
+
+
+def _whole_file_hint(path: str, largest: int = 1 << 20) -> str | None:
+    """Which command a file no line of which could be imported is for (an event, conversations)."""
+    if path == "-" or Path(path).stat().st_size > largest:
+        return None
+    return wrong_file(Path(path).read_text(encoding="utf-8", errors="replace"), path, "import")
 
 
 def skipped_statement(report: ImportReport, shown: int = 10) -> str:
@@ -126,7 +140,7 @@ def recall_file(service: Memory, args: argparse.Namespace) -> bool:
 
 
 def cmd_move_user(service: Memory, args: argparse.Namespace) -> int:
-    """Move everything a user owns to another cell (AGENT_MEMORY_CELLS; docs/capacity.md, Cells)."""
+    """Move everything a user owns to another cell (RUSHMEM_CELLS; docs/capacity.md, Cells)."""
     moved = service.move_user(args.user, args.to)
     emit({"user_id": args.user, "cell": args.to, "moved": moved})
     return EXIT_OK

@@ -7,14 +7,15 @@ The commands are in :mod:`.commands` (memories), :mod:`.serve` (the local HTTP A
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import TypeAdapter, ValidationError
 
 from rushmem import __version__
-from rushmem.config import Settings, get_settings
+from rushmem.config import ENV_PREFIX, Settings, get_settings
 from rushmem.service import Memory
 from rushmem_contract import operations as ops
 from rushmem_contract.errors import (
@@ -62,7 +63,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rushmem",
         description="Long-term memory for AI agents: PostgreSQL + pgvector, hybrid recall, [RUSH_MEMORY] blocks.",
-        epilog="Configuration comes from AGENT_MEMORY_* environment variables (see the README).",
+        epilog="Configuration comes from RUSHMEM_* environment variables (see the README).",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     parser.add_argument("--version", action="version", version=f"rushmem {__version__}")
@@ -90,7 +91,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p = add(
         "move-user",
         cmd_move_user,
-        "move everything a user owns to another cell (with AGENT_MEMORY_CELLS or AGENT_MEMORY_CELLS_SECRET_ARN)",
+        "move everything a user owns to another cell (with RUSHMEM_CELLS or RUSHMEM_CELLS_SECRET_ARN)",
     )
     p.add_argument("--user", required=True)
     p.add_argument("--to", required=True, help="the cell's name in the cells' JSON")
@@ -99,13 +100,13 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
     p.add_argument("--docs", default="docs", help="the docs folder (default ./docs)")
 
     p = add("purge", cmd_purge, "delete expired memories and those superseded long ago (history is kept)")
-    p.add_argument("--superseded-days", type=float, default=None, help="default AGENT_MEMORY_SUPERSEDED_RETENTION_DAYS")
+    p.add_argument("--superseded-days", type=float, default=None, help="default RUSHMEM_SUPERSEDED_RETENTION_DAYS")
     p.add_argument("--now", type=parse_time, help="purge as of this ISO time")
 
     p = add(
         "reembed",
         cmd_reembed,
-        "move the store to the configured embedder (AGENT_MEMORY_EMBEDDING_*) while reads go on; resumable",
+        "move the store to the configured embedder (RUSHMEM_EMBEDDING_*) while reads go on; resumable",
     )
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--max-batches", type=int, default=None, help="stop after this many batches (resume later)")
@@ -120,7 +121,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         "give users with many memories their own partition with HNSW and GIN indexes (recall stays fast for "
         "them), drop those of users who no longer have many; as the owner, hourly (the stack's MigrateFunction does)",
     )
-    p.add_argument("--min-memories", type=int, default=None, help="default AGENT_MEMORY_DENSE_MIN_MEMORIES")
+    p.add_argument("--min-memories", type=int, default=None, help="default RUSHMEM_DENSE_MIN_MEMORIES")
     p.add_argument(
         "--max-seconds", type=float, default=None, help="start no build after this long (a later run goes on)"
     )
@@ -144,7 +145,7 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
         "similarity",
         cmd_similarity,
         "cosine similarity of TEXT to each OTHER with the configured embedder, and whether it reaches "
-        "AGENT_MEMORY_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
+        "RUSHMEM_SUPERSEDE_MIN_SIMILARITY (update on write may then restate or replace)",
     )
     p.add_argument("text")
     p.add_argument("others", nargs="+", metavar="other")
@@ -203,10 +204,29 @@ def configure_logging(verbose: bool, level_name: str) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
+# Other memory tools' verbs (mem0's search, get_all, delete), so that a habit finds this command's name.
+SYNONYMS = {"search": "recall", "get-all": "list", "get_all": "list", "delete": "forget", "remove": "forget"}
+
+
+def nearest_commands(word: str, commands: Iterable[str]) -> list[str]:
+    """The commands closest to a mistyped ``word`` (a synonym counts as its command), best first."""
+    known = set(commands)
+    pool = {name: name for name in known} | {alias: name for alias, name in SYNONYMS.items() if name in known}
+    matches = difflib.get_close_matches(word.lower(), list(pool), n=3, cutoff=0.6)
+    return list(dict.fromkeys(pool[match] for match in matches))
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The parsed command line; an unknown flag exits 2 with the usage of the command it was given to
-    (argparse's own parse_args would print the top-level usage)."""
-    parser = build_parser(command_of(argv))
+    (argparse's own parse_args would print the top-level usage), an unknown command with the nearest."""
+    command = command_of(argv)
+    parser = build_parser(command)
+    # The subcommands' parser: argparse keeps it among the actions (no public accessor before 3.14).
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if command is not None and command not in commands:
+        nearest = nearest_commands(command, commands)
+        hint = f"did you mean {' or '.join(nearest)}?" if nearest else "`rushmem --help` lists them"
+        parser.error(f"unknown command {command!r}: {hint}")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         command_parser: argparse.ArgumentParser = getattr(args, "command_parser", None) or parser
@@ -243,13 +263,13 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         check_ids(args)
         settings = settings or get_settings()
         configure_logging(args.verbose, settings.log_level)
-        service = Memory(settings)  # the cells' router when AGENT_MEMORY_CELLS is set
+        service = Memory(settings)  # the cells' router when RUSHMEM_CELLS is set
         try:
             return int(args.func(service, args))
         finally:
             service.close()
     except ValidationError as exc:  # settings from the environment
-        print(f"rushmem: invalid configuration: {describe_errors(exc)}", file=sys.stderr)
+        print(f"rushmem: invalid configuration: {settings_errors(exc)}", file=sys.stderr)
         return EXIT_CONFIG
     except AgentMemoryError as exc:
         print(f"rushmem: {error_line(exc)}", file=sys.stderr)
@@ -259,6 +279,16 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     except OSError as exc:  # a file named on the command line that cannot be read or written
         print(f"rushmem: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EXIT_USAGE
+
+
+def settings_errors(exc: ValidationError) -> str:
+    """The settings' validation errors in one line, each naming the variable a person sets
+    (``RUSHMEM_LLM_PROVIDER``, not the field ``llm_provider``)."""
+    errors = [
+        {**error, "loc": (f"{ENV_PREFIX}{str(error['loc'][0]).upper().removeprefix(ENV_PREFIX)}", *error["loc"][1:])}
+        for error in exc.errors()
+    ]
+    return describe_errors(errors)
 
 
 def error_line(exc: AgentMemoryError) -> str:

@@ -80,6 +80,6 @@ def register(add: AddCommand) -> None:
         choices=("core", "all"),
         help="core: the five tools every model turn pays for (recall, remember, list, correct, forget); all: every "
         "tool (a memory's history, held writes, a conversation hand-over, extraction instructions). Default: "
-        "AGENT_MEMORY_MCP_TOOLS, else core",
+        "RUSHMEM_MCP_TOOLS, else core",
     )
     p.add_argument("--no-warm", action="store_true", help="load the embedder and connect on the first tool call")

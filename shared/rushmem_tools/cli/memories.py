@@ -16,6 +16,37 @@ from rushmem_contract.models import ConversationEnded, describe_errors
 from rushmem_tools.cli.output import emit
 
 
+def wrong_file(text: str, path: str, command: str) -> str | None:
+    """What a file given to ``command`` (ingest or import) holds when it is another command's input,
+    and that command's line: an SQS or API Gateway event (as events/ holds them) is for ``rushmem
+    invoke``, a conversation for ``ingest``, a memory line for ``import``. None: nothing recognized."""
+    # RecursionError: JSON nested deeper than the parser goes, which no command's input is.
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        first = text.strip().partition("\n")[0]  # JSON Lines: the first line says what they are
+        try:
+            value = json.loads(first)
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(value, dict):
+        return None
+    records = value.get("Records")
+    if isinstance(records, list) and records and isinstance(records[0], dict):
+        source = records[0].get("eventSource", "an AWS")
+        function = "IngestFunction" if source == "aws:sqs" else "FUNCTION"
+        return f"{path} is an {source} event (Records): run `rushmem invoke {function} {path}`"
+    if "requestContext" in value or "RequestType" in value or "detail-type" in value:
+        return (
+            f"{path} is a Lambda event: run `rushmem invoke FUNCTION {path}` (events/manifest.json names each file's)"
+        )
+    if command == "ingest" and "content" in value and "messages" not in value:
+        return f"{path} holds memories (import lines): run `rushmem import {path}`"
+    if command == "import" and "messages" in value and "content" not in value:
+        return f"{path} holds conversations: run `rushmem ingest {path}`"
+    return None
+
+
 def _messages(path: str) -> list[tuple[int, str]]:
     """A file holding one JSON message (possibly over several lines), or JSON Lines of them."""
     # Bytes that are not UTF-8 are kept as lone surrogates: the message holding them is refused
@@ -40,7 +71,10 @@ def cmd_ingest(service: Memory, args: argparse.Namespace) -> int:
             message = ConversationEnded.model_validate_json(text)
         except ValidationError as exc:
             failed += 1
-            emit({"line": number, "error": describe_errors(exc, "message")})
+            hint = wrong_file(text, args.file, "ingest")
+            emit({"line": number, "error": describe_errors(exc, "message") + (f" ({hint})" if hint else "")})
+            if hint and number == 1:
+                print(f"rushmem: not a conversation-ended message: {hint}", file=sys.stderr)
             continue
         emit(service.ingest_conversation(message))
     return EXIT_ERROR if failed else EXIT_OK

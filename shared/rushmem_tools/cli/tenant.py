@@ -133,6 +133,6 @@ def register(add: AddCommand) -> None:
     p.add_argument("action", choices=["status", "drain"])
     p.add_argument("--user", help="only this user's events")
 
-    p = add("redact", cmd_redact, "show what AGENT_MEMORY_PII would store for each TEXT (regex detectors)")
-    p.add_argument("--mode", help="a policy instead of AGENT_MEMORY_PII, e.g. redact,credential=drop")
+    p = add("redact", cmd_redact, "show what RUSHMEM_PII would store for each TEXT (regex detectors)")
+    p.add_argument("--mode", help="a policy instead of RUSHMEM_PII, e.g. redact,credential=drop")
     p.add_argument("text", nargs="+")

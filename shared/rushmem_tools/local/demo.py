@@ -4,7 +4,7 @@ IngestFunction (the handler in template.yaml) is invoked in-process with
 events/conversation-ended.json: two conversations of u-42 (the SVG editor, and a personal
 one) and facts another user's client extracted itself. Then u-42 asks for something new and
 the memories recalled for it become the [RUSH_MEMORY] block. Like Lambda, the handler reads
-its configuration from the AGENT_MEMORY_* environment.
+its configuration from the RUSHMEM_* environment.
 
 The demo touches only what it creates: the event's users become users of this run alone
 (``demo-<run>-u-42``), erased when it ends, whether it succeeded or not (unless ``keep``), so it
@@ -84,7 +84,7 @@ def run_demo(out: IO[str], root: Path | None = None, *, keep: bool = False) -> i
         cut = [c for c in explained if c.outcome == "below_relative_score"]
         if cut:
             share = service.admin.recall_plan.min_relative_score
-            out.write(f"left out, below {share:g} x the best score (AGENT_MEMORY_MIN_RELATIVE_SCORE=0 keeps them):\n")
+            out.write(f"left out, below {share:g} x the best score (RUSHMEM_MIN_RELATIVE_SCORE=0 keeps them):\n")
             out.writelines(f"{c.score:6.3f}  {c.category:<10}  {c.content}\n" for c in cut)
         out.write(f"\nSystem prompt block ({recalled.block_tokens} tokens):\n\n" + recalled.prompt_block + "\n")
     finally:

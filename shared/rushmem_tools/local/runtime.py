@@ -5,9 +5,9 @@ handler module the way the Python runtime does, and calls it with an event and a
 Lambda-like context. Used by ``rushmem invoke``, ``rushmem serve`` and the tests,
 so all three exercise exactly what is deployed.
 
-Settings (AGENT_MEMORY_*) come from the caller's environment, as with
+Settings (RUSHMEM_*) come from the caller's environment, as with
 ``sam local invoke --env-vars``; from the template only the POWERTOOLS_* variables apply,
-because the deployed AGENT_MEMORY_* values point at AWS resources.
+because the deployed RUSHMEM_* values point at AWS resources.
 """
 
 from __future__ import annotations

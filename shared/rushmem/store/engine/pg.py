@@ -34,7 +34,7 @@ class PgSession(psycopg.Connection[Any]):
     sign_code_vectors = False  # vectors travel in binary, whole
     single_statement_reads = False  # a read as the user is pipelined instead: one round trip
     owns_session = True
-    # Whether transactions may be pipelined (AGENT_MEMORY_DB_PIPELINE).
+    # Whether transactions may be pipelined (RUSHMEM_DB_PIPELINE).
     pipeline_transactions: bool = True
     vector_schema: VectorSchema | None = None
     change_events: str | None = None

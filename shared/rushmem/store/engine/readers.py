@@ -31,12 +31,12 @@ def reader_settings(settings: Settings) -> Settings | None:
     """The writer's settings pointed at the reader endpoint; None when no reader is configured."""
     if settings.database_reader_url is not None:
         if settings.database_url is None:
-            raise ConfigurationError("AGENT_MEMORY_DATABASE_READER_URL needs AGENT_MEMORY_DATABASE_URL (the writer)")
+            raise ConfigurationError("RUSHMEM_DATABASE_READER_URL needs RUSHMEM_DATABASE_URL (the writer)")
         return settings.model_copy(update={"database_url": settings.database_reader_url})
     if settings.db_reader_host:
         if settings.database_url is not None or not settings.db_host:
             raise ConfigurationError(
-                "AGENT_MEMORY_DB_READER_HOST needs AGENT_MEMORY_DB_HOST (the writer; same port, database and login)"
+                "RUSHMEM_DB_READER_HOST needs RUSHMEM_DB_HOST (the writer; same port, database and login)"
             )
         return settings.model_copy(update={"db_host": settings.db_reader_host})
     return None

@@ -64,7 +64,7 @@ def user_transaction(
     that the rows it touches and the history events it causes record (migration 0012); with ``vectors``, checks in
     the same round trip that the store still uses the model the connection was set up for.
 
-    The block runs in pipeline mode (see ``Session.pipelined_transaction``; off with AGENT_MEMORY_DB_PIPELINE=false):
+    The block runs in pipeline mode (see ``Session.pipelined_transaction``; off with RUSHMEM_DB_PIPELINE=false):
     a statement is sent, and its rowcount known, only when a result is fetched or the block
     ends; use RETURNING and fetch when the block needs to know what a statement did.
 

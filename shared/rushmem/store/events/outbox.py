@@ -44,7 +44,7 @@ class ChangeEvent(BaseModel):
 
     def payload(self) -> str:
         """The event's JSON for the bus: ids, category and kind of change; the text only when the
-        deployment puts it in (AGENT_MEMORY_EVENT_CONTENT)."""
+        deployment puts it in (RUSHMEM_EVENT_CONTENT)."""
         body: dict[str, Any] = {
             "event_id": str(self.event_id),
             "event": self.event,

@@ -324,7 +324,7 @@ def refresh(
     maintenance_work_mem: str = "256MB",
 ) -> DenseUsersReport:
     """:func:`refresh_dense_users` on an owner connection opened for it, with the configured
-    thresholds (``min_memories`` overrides AGENT_MEMORY_DENSE_MIN_MEMORIES)."""
+    thresholds (``min_memories`` overrides RUSHMEM_DENSE_MIN_MEMORIES)."""
     admin = Database(settings, setup=register_types)
     try:
         return refresh_dense_users(

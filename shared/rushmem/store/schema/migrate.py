@@ -191,7 +191,7 @@ def resolve_vector_schema(meta: dict[str, str], *, dimension: int, fingerprint: 
         f"the database holds {current_dimension}-dimensional embeddings from {current}, "
         f"but the configured embedder is {fingerprint} ({dimension} dimensions); vectors from "
         "different models cannot be mixed. Configure the same embedder, point "
-        "AGENT_MEMORY_DATABASE_URL / AGENT_MEMORY_DATA_DIR at another database, or move the store "
+        "RUSHMEM_DATABASE_URL / RUSHMEM_DATA_DIR at another database, or move the store "
         "to the new model with `rushmem reembed`."
     )
 
@@ -205,8 +205,8 @@ def prepare_connection(
         apply_migrations(conn, dimension=dimension, fingerprint=fingerprint)
     if role and not isinstance(conn, PgSession):
         raise ConfigurationError(
-            f"AGENT_MEMORY_DB_ROLE={role} cannot be set on the RDS Data API (it shares sessions): let "
-            "AGENT_MEMORY_DB_SECRET_ARN name a login role that is a member of agent_memory_app"
+            f"RUSHMEM_DB_ROLE={role} cannot be set on the RDS Data API (it shares sessions): let "
+            "RUSHMEM_DB_SECRET_ARN name a login role that is a member of agent_memory_app"
         )
     if role and isinstance(conn, PgSession):
         # Session-level on purpose: this connection is ours alone (never a pooled one).
@@ -222,7 +222,7 @@ def prepare_connection(
     bypass = conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone()
     if bypass and bypass[0]:
         logger.warning(
-            "connected as a role that bypasses row-level security; set AGENT_MEMORY_DB_ROLE=agent_memory_app "
+            "connected as a role that bypasses row-level security; set RUSHMEM_DB_ROLE=agent_memory_app "
             "or log in as a member of agent_memory_app"
         )
     schema = resolve_vector_schema(read_meta(conn), dimension=dimension, fingerprint=fingerprint)

@@ -126,7 +126,7 @@ def ensure_app_login(conn: Connection, name: str, *, password: str | None = None
         elif row[0]:
             raise ConfigurationError(
                 f"role {name} is a superuser or has BYPASSRLS: row-level security would not apply to it. "
-                f"Use another role as AGENT_MEMORY_APP_DB_USER"
+                f"Use another role as RUSHMEM_APP_DB_USER"
             )
         elif not row[1]:
             raise ConfigurationError(

@@ -57,8 +57,7 @@ def _ensure_app_login(conn: Connection, settings: Settings) -> AppLogin | None:
         username, password = secret
         if name is not None and username != name:
             raise ConfigurationError(
-                f"AGENT_MEMORY_APP_DB_SECRET_ARN holds the password of {username}, "
-                f"not of AGENT_MEMORY_APP_DB_USER={name}"
+                f"RUSHMEM_APP_DB_SECRET_ARN holds the password of {username}, not of RUSHMEM_APP_DB_USER={name}"
             )
         name = username
     if name is None:
