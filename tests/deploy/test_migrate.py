@@ -359,7 +359,7 @@ def test_a_deploy_with_cells_migrates_every_cell(
     assert f"; cell 'b': {', '.join(expected)}" in answer["Reason"]
     assert applied_in(blank_database_url) == applied_in(cell_b_url) == len(expected)
     # Invoked by hand (after adding a cell to the secret), with the function's environment.
-    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", arn)
+    monkeypatch.setenv("RUSHMEM_CELLS_SECRET_ARN", arn)
     assert invoke({})["cells"] == {"home": [], "b": []}
 
 
@@ -371,15 +371,15 @@ def test_a_cell_that_cannot_be_migrated_fails_the_deploy_naming_it(
     migrate_module: ModuleType,
 ) -> None:
     arn = owners_secret(secretsmanager, {"home": "", "b": closed_port_url()})
-    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", arn)
+    monkeypatch.setenv("RUSHMEM_CELLS_SECRET_ARN", arn)
     answer = migrate_module.lambda_handler(cfn_event("Create", cfn_receiver), Context(20))
     assert answer["Status"] == "FAILED"
     assert answer["Reason"].startswith("CellFailed: cell 'b': DatabaseUnavailable") and "pw" not in answer["Reason"]
     # A secret the function cannot read fails the deploy naming the setting.
-    monkeypatch.setenv("AGENT_MEMORY_CELLS_SECRET_ARN", "agent-memory/no-such-secret")
+    monkeypatch.setenv("RUSHMEM_CELLS_SECRET_ARN", "agent-memory/no-such-secret")
     unreadable = invoke(cfn_event("Update", cfn_receiver))
     assert unreadable["Status"] == "FAILED"
-    assert unreadable["Reason"].startswith("ConfigurationError: AGENT_MEMORY_CELLS_SECRET_ARN: cannot read secret")
+    assert unreadable["Reason"].startswith("ConfigurationError: RUSHMEM_CELLS_SECRET_ARN: cannot read secret")
 
 
 @pytest.mark.parametrize("task", ["dense-users", "consolidate"])
