@@ -22,9 +22,8 @@ from rushmem_contract.models import (
     UserId,
     WireModel,
     WriteId,
-    at_most,
-    no_nul,
     normalize_content,
+    text_checks,
 )
 
 # The ceilings: instructions go into every extraction prompt, so they stay short.
@@ -45,27 +44,9 @@ def _visible(value: str) -> str:
     return value
 
 
-Phrase = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_PHRASE_CHARS),
-    AfterValidator(no_nul),
-    AfterValidator(_visible),
-    AfterValidator(at_most(MAX_PHRASE_CHARS)),
-]
-Description = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CATEGORY_DESCRIPTION_CHARS),
-    AfterValidator(no_nul),
-    AfterValidator(_visible),
-    AfterValidator(at_most(MAX_CATEGORY_DESCRIPTION_CHARS)),
-]
-InstructionsText = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_INSTRUCTIONS_CHARS),
-    AfterValidator(no_nul),
-    AfterValidator(_visible),
-    AfterValidator(at_most(MAX_INSTRUCTIONS_CHARS)),
-]
+Phrase = Annotated[str, *text_checks(MAX_PHRASE_CHARS, _visible)]
+Description = Annotated[str, *text_checks(MAX_CATEGORY_DESCRIPTION_CHARS, _visible)]
+InstructionsText = Annotated[str, *text_checks(MAX_INSTRUCTIONS_CHARS, _visible)]
 
 
 def _category_name(value: str) -> str:

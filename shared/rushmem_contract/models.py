@@ -214,22 +214,28 @@ def at_most(limit: int) -> Callable[[str], str]:
     return check
 
 
-Content = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_CONTENT_CHARS),
-    AfterValidator(no_nul),
-    AfterValidator(stored_content),
-    AfterValidator(at_most(MAX_CONTENT_CHARS)),
-]
+def text_checks(limit: int, form: Callable[[str], str] = stored_content) -> tuple[Any, ...]:
+    """A text's checks, as ``Annotated[str, *text_checks(limit)]``: stripped and not empty, no NUL,
+    in its visible ``form``, at most ``limit`` characters as sent and in that form."""
+    return (
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=limit),
+        AfterValidator(no_nul),
+        AfterValidator(form),
+        AfterValidator(at_most(limit)),
+    )
+
+
+Content = Annotated[str, *text_checks(MAX_CONTENT_CHARS)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 
 
-def _without_service_keys(value: dict[str, Any]) -> dict[str, Any]:
+def own_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Metadata without the service's redaction record (never the caller's to set)."""
     return {k: v for k, v in value.items() if k != REDACTED_KEY} if REDACTED_KEY in value else value
 
 
 # Metadata as a writer gives it: what only the service writes is dropped.
-WrittenMetadata = Annotated[dict[str, Any], AfterValidator(_metadata), AfterValidator(_without_service_keys)]
+WrittenMetadata = Annotated[dict[str, Any], AfterValidator(_metadata), AfterValidator(own_metadata)]
 
 
 def _readable_metadata(value: Any) -> Any:
@@ -437,10 +443,6 @@ class MemoryFilters(ClosedModel):
         if value is not None and after is not None and value <= after:
             raise ValueError("must be later than created_after")
         return value
-
-    @property
-    def empty(self) -> bool:
-        return all(getattr(self, name) is None for name in type(self).model_fields)
 
 
 class MemoryPage(WireModel):

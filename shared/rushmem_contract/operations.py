@@ -17,7 +17,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
+from typing import Annotated, Any, Generic, Literal, TypeVar, cast, get_args, get_origin
 from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
@@ -59,7 +59,7 @@ _PATH_FIELD = re.compile(r"\{(\w+)\}")
 @dataclasses.dataclass(frozen=True)
 class Tool:
     """How the MCP server offers an operation. Its arguments are the request's fields but
-    ``hidden`` ones (the user is never an argument: the transport says who it is)."""
+    ``hidden`` ones, the user (the transport says who it is) and the read's consistency."""
 
     name: str
     title: str
@@ -71,13 +71,12 @@ class Tool:
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """How the CLI offers an operation: a subcommand whose flags are the request's fields (but
-    ``hidden`` ones); ``positional`` is taken from the words after the flags."""
+    """How the CLI offers an operation: a subcommand whose flags are the request's fields (but the
+    read's consistency); ``positional`` is taken from the words after the flags."""
 
     name: str
     help: str
     positional: str | None = None
-    hidden: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +94,7 @@ class Operation(Generic[Req, Res]):
     """One row of the table (see the module's docstring)."""
 
     name: str
-    method: HttpMethod
-    path: str
+    route: str  # "METHOD /path", as API Gateway keys a route ({memory_id}: a path field)
     request: type[Req]
     response: type[Res] | None  # None: no content (204)
     summary: str
@@ -113,6 +111,14 @@ class Operation(Generic[Req, Res]):
     positional: tuple[str, ...] = ()
     mcp: Tool | None = None
     cli: Command | None = None
+
+    @property
+    def method(self) -> HttpMethod:
+        return cast("HttpMethod", self.route.split(" ", 1)[0])
+
+    @property
+    def path(self) -> str:
+        return self.route.split(" ", 1)[1]
 
     @property
     def writes(self) -> bool:
@@ -348,27 +354,21 @@ def decode_query(
 
 RECALL: Operation[schemas.RecallRequest, RecallResult] = Operation(
     name="recall",
-    method="POST",
-    path="/recall",
+    route="POST /recall",
     request=schemas.RecallRequest,
     response=RecallResult,
     summary="Memories relevant to a query, and the prompt block",
     errors=((413, "The query is longer than AGENT_MEMORY_MAX_QUERY_CHARS"),),
     positional=("query",),
     mcp=Tool(
-        "recall_memories",
-        "Recall memories",
-        about.RECALL,
-        hidden=("user_id", "messages", "now", "include_inactive", "consistency"),
-        core=True,
+        "recall_memories", "Recall memories", about.RECALL, hidden=("messages", "now", "include_inactive"), core=True
     ),
     cli=Command("recall", "recall the memories relevant to a query", positional="query"),
 )
 
 ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
     name="add",
-    method="POST",
-    path="/memories",
+    route="POST /memories",
     request=schemas.AddRequest,
     response=StoredIds,
     summary="Store memories now (facts as given; chat messages through extraction)",
@@ -376,25 +376,23 @@ ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
     status=201,
     errors=((413, "Too many memories, or one too long"),),
     positional=("memories",),
-    mcp=Tool("remember", "Remember facts", about.REMEMBER, hidden=("user_id", "messages", "infer"), core=True),
+    mcp=Tool("remember", "Remember facts", about.REMEMBER, hidden=("messages", "infer"), core=True),
     cli=Command("add", "store facts for a user (one memory per TEXT)", positional="memories"),
 )
 
 LIST: Operation[schemas.ListRequest, MemoryPage] = Operation(
     name="list",
-    method="GET",
-    path="/memories",
+    route="GET /memories",
     request=schemas.ListRequest,
     response=MemoryPage,
     summary="A page of the caller's memories, newest first",
-    mcp=Tool("list_memories", "List memories", about.LIST, hidden=("user_id", "consistency"), core=True),
+    mcp=Tool("list_memories", "List memories", about.LIST, core=True),
     cli=Command("list", "a page of a user's memories, newest first (JSON Lines when piped)"),
 )
 
 EXPORT: Operation[schemas.ExportRequest, ExportPage] = Operation(
     name="export",
-    method="GET",
-    path="/memories/export",
+    route="GET /memories/export",
     request=schemas.ExportRequest,
     response=ExportPage,
     summary="Everything the caller has, as import lines (a page; follow next_cursor)",
@@ -403,31 +401,28 @@ EXPORT: Operation[schemas.ExportRequest, ExportPage] = Operation(
 
 PENDING: Operation[schemas.PendingRequest, PendingPage] = Operation(
     name="pending",
-    method="GET",
-    path="/memories/pending",
+    route="GET /memories/pending",
     request=schemas.PendingRequest,
     response=PendingPage,
     summary="The caller's writes waiting for review (never recalled until approved), oldest first",
-    mcp=Tool("pending_memories", "Pending memories", about.PENDING, hidden=("user_id",)),
+    mcp=Tool("pending_memories", "Pending memories", about.PENDING),
     cli=Command("pending", "a user's writes held for review (AGENT_MEMORY_REVIEW_WRITES), oldest first"),
 )
 
 GET: Operation[schemas.GetRequest, MemoryRecord] = Operation(
     name="get",
-    method="GET",
-    path="/memories/{memory_id}",
+    route="GET /memories/{memory_id}",
     request=schemas.GetRequest,
     response=MemoryRecord,
     summary="One of the caller's memories",
     positional=("memory_id",),
-    mcp=Tool("get_memory", "Get a memory", about.GET, hidden=("user_id", "consistency")),
+    mcp=Tool("get_memory", "Get a memory", about.GET),
     cli=Command("get", "one of a user's memories"),
 )
 
 UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
     name="update",
-    method="PATCH",
-    path="/memories/{memory_id}",
+    route="PATCH /memories/{memory_id}",
     request=schemas.UpdateRequest,
     response=MemoryRecord,
     summary="Change one of the caller's memories (fields left out stay; null clears expires_at or metadata)",
@@ -440,7 +435,7 @@ UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
     ),
     # A second argument is the change: a mapping or MemoryChanges, or a text (mem0's update(id, data)).
     positional=("memory_id", "data"),
-    mcp=Tool("update_memory", "Correct a memory", about.UPDATE, hidden=("user_id",), core=True),
+    mcp=Tool("update_memory", "Correct a memory", about.UPDATE, core=True),
     cli=Command(
         "update",
         "change one memory (a new content is a new version: the previous text stays true until now, in the "
@@ -450,34 +445,31 @@ UPDATE: Operation[schemas.UpdateRequest, MemoryRecord] = Operation(
 
 DELETE: Operation[schemas.DeleteRequest, None] = Operation(
     name="delete",
-    method="DELETE",
-    path="/memories/{memory_id}",
+    route="DELETE /memories/{memory_id}",
     request=schemas.DeleteRequest,
     response=None,
     summary="Forget one of the caller's memories",
     effect="changes",
     status=204,
     positional=("memory_id",),
-    mcp=Tool("forget_memory", "Forget a memory", about.FORGET, hidden=("user_id",), core=True),
+    mcp=Tool("forget_memory", "Forget a memory", about.FORGET, core=True),
     cli=Command("forget", "forget one of a user's memories"),
 )
 
 HISTORY: Operation[schemas.HistoryRequest, schemas.MemoryHistory] = Operation(
     name="history",
-    method="GET",
-    path="/memories/{memory_id}/history",
+    route="GET /memories/{memory_id}/history",
     request=schemas.HistoryRequest,
     response=schemas.MemoryHistory,
     summary="A page of the recorded changes of one of the caller's memories, oldest first",
     positional=("memory_id",),
-    mcp=Tool("memory_history", "Memory history", about.HISTORY, hidden=("user_id", "consistency", "limit")),
+    mcp=Tool("memory_history", "Memory history", about.HISTORY, hidden=("limit",)),
     cli=Command("history", "the recorded changes of a user's memories (or of one, --id), oldest first"),
 )
 
 FORGET_USER: Operation[schemas.ForgetUserRequest, schemas.ErasureReceipt] = Operation(
     name="forget_user",
-    method="DELETE",
-    path="/memories",
+    route="DELETE /memories",
     request=schemas.ForgetUserRequest,
     response=schemas.ErasureReceipt,
     summary="Forget everything stored about a user (user_id is required, also with a JWT); the erasure receipt",
@@ -488,8 +480,7 @@ FORGET_USER: Operation[schemas.ForgetUserRequest, schemas.ErasureReceipt] = Oper
 
 REVIEW: Operation[schemas.ReviewRequest, ReviewOutcome] = Operation(
     name="review",
-    method="POST",
-    path="/memories/{pending_id}/review",
+    route="POST /memories/{pending_id}/review",
     request=schemas.ReviewRequest,
     response=ReviewOutcome,
     summary="Approve or reject one of the caller's writes held for review",
@@ -500,8 +491,7 @@ REVIEW: Operation[schemas.ReviewRequest, ReviewOutcome] = Operation(
 
 USERS: Operation[schemas.UsersRequest, UserList] = Operation(
     name="users",
-    method="GET",
-    path="/users",
+    route="GET /users",
     request=schemas.UsersRequest,
     response=UserList,
     summary="Every user with their counts of memories (an IAM caller or the local server; not a JWT user)",
@@ -512,8 +502,7 @@ USERS: Operation[schemas.UsersRequest, UserList] = Operation(
 
 INGEST: Operation[schemas.ConversationRequest, IngestOutcome] = Operation(
     name="ingest_conversation",
-    method="POST",
-    path="/conversations",
+    route="POST /conversations",
     request=schemas.ConversationRequest,
     response=IngestOutcome,
     summary="Hand a finished conversation to the write path now and get what it stored",
@@ -523,40 +512,35 @@ INGEST: Operation[schemas.ConversationRequest, IngestOutcome] = Operation(
         (502, "The extraction or embedding provider failed"),
     ),
     positional=("messages",),
-    mcp=Tool(
-        "remember_conversation", "Remember a conversation", about.REMEMBER_CONVERSATION, hidden=("user_id", "ended_at")
-    ),
+    mcp=Tool("remember_conversation", "Remember a conversation", about.REMEMBER_CONVERSATION, hidden=("ended_at",)),
     # Read from a file of messages (JSON, or JSON Lines of many), as the queue delivers them.
     cli=Command("ingest", "hand finished conversations (a JSON message, or JSON Lines of them) to the write path"),
 )
 
 GET_INSTRUCTIONS: Operation[schemas.InstructionsQuery, StoredInstructions] = Operation(
     name="get_instructions",
-    method="GET",
-    path="/instructions",
+    route="GET /instructions",
     request=schemas.InstructionsQuery,
     response=StoredInstructions,
     summary="The extraction instructions a project's conversations are extracted with",
-    mcp=Tool("get_instructions", "Extraction instructions", about.GET_INSTRUCTIONS, hidden=("user_id",)),
+    mcp=Tool("get_instructions", "Extraction instructions", about.GET_INSTRUCTIONS),
     cli=Command("instructions", "a project's extraction instructions (what its extractor keeps and ignores)"),
 )
 
 SET_INSTRUCTIONS: Operation[InstructionsRequest, StoredInstructions] = Operation(
     name="set_instructions",
-    method="PUT",
-    path="/instructions",
+    route="PUT /instructions",
     request=InstructionsRequest,
     response=StoredInstructions,
     summary="Replace a project's extraction instructions (the previous version stays in the history)",
     effect="changes",
-    mcp=Tool("set_instructions", "Set extraction instructions", about.SET_INSTRUCTIONS, hidden=("user_id",)),
+    mcp=Tool("set_instructions", "Set extraction instructions", about.SET_INSTRUCTIONS),
     cli=Command("set-instructions", "replace a project's extraction instructions (a new version)"),
 )
 
 INSTRUCTIONS_HISTORY: Operation[schemas.InstructionsHistoryRequest, InstructionsHistory] = Operation(
     name="instructions_history",
-    method="GET",
-    path="/instructions/history",
+    route="GET /instructions/history",
     request=schemas.InstructionsHistoryRequest,
     response=InstructionsHistory,
     summary="Every stored version of a project's extraction instructions, oldest first",
@@ -565,8 +549,7 @@ INSTRUCTIONS_HISTORY: Operation[schemas.InstructionsHistoryRequest, Instructions
 
 USAGE: Operation[schemas.UsageRequest, schemas.UsageReport] = Operation(
     name="usage",
-    method="GET",
-    path="/usage",
+    route="GET /usage",
     request=schemas.UsageRequest,
     response=schemas.UsageReport,
     summary="A user's usage per day (recalls, conversations, writes, LLM and embedding calls, tokens) and its cost",
@@ -576,8 +559,7 @@ USAGE: Operation[schemas.UsageRequest, schemas.UsageReport] = Operation(
 
 ERASURE: Operation[schemas.ErasureRequest, schemas.ErasureReceipt] = Operation(
     name="erasure",
-    method="GET",
-    path="/erasures/{erasure_id}",
+    route="GET /erasures/{erasure_id}",
     request=schemas.ErasureRequest,
     response=schemas.ErasureReceipt,
     summary="An erasure receipt: what forgetting a user deleted, when, at whose request",
@@ -588,8 +570,7 @@ ERASURE: Operation[schemas.ErasureRequest, schemas.ErasureReceipt] = Operation(
 
 ERASURES: Operation[schemas.ErasuresRequest, schemas.ErasureList] = Operation(
     name="erasures",
-    method="GET",
-    path="/erasures",
+    route="GET /erasures",
     request=schemas.ErasuresRequest,
     response=schemas.ErasureList,
     summary="Every erasure receipt of a user id, oldest first (matched by the keyed hash)",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rushmem.config import Settings
-from rushmem.embeddings import bedrock as bedrock_embeddings
+from rushmem.providers import lifecycle
 from rushmem_tools.local import runtime as lambda_local
 from tests.deploy.cfn import REGION, Stack
 from tests.deploy.conftest import TEMPLATE
@@ -162,9 +162,8 @@ def test_bedrock_permission_defaults_match_the_package_defaults(template: dict[s
         for node in walk(template["Resources"]["IngestFunction"]["Properties"]["Policies"])
         if isinstance(node, dict) and "Fn::If" in node and node["Fn::If"][0] in {"HasEmbeddingModel", "HasLlmModel"}
     ]
-    assert bedrock_embeddings.DEFAULT_MODEL in fallbacks
-    extraction = pytest.importorskip("rushmem.extraction.bedrock")
-    assert extraction.DEFAULT_MODEL in fallbacks
+    assert lifecycle.DEFAULT_EMBEDDING_MODEL in fallbacks
+    assert lifecycle.DEFAULT_EXTRACTION_MODEL in fallbacks
 
 
 def test_outputs_name_the_api_and_both_queues(template: dict[str, Any]) -> None:

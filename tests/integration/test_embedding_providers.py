@@ -21,9 +21,9 @@ from botocore.stub import Stubber
 
 from rushmem.config import Settings
 from rushmem.embeddings import create_embedder
-from rushmem.embeddings.bedrock import DEFAULT_MODEL as TITAN
 from rushmem.embeddings.bedrock import BedrockEmbedder
 from rushmem.embeddings.openai import OpenAIEmbedder
+from rushmem.providers.lifecycle import DEFAULT_EMBEDDING_MODEL as TITAN
 from rushmem_contract.errors import ProviderError
 from tests.support.ingest import ChatServer, Reply
 

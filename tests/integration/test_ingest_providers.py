@@ -14,9 +14,10 @@ from botocore.stub import Stubber
 
 from rushmem.config import Settings
 from rushmem.extraction import create_extractor
-from rushmem.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
+from rushmem.extraction.bedrock import BedrockConverseExtractor
 from rushmem.extraction.openai import OpenAIChatExtractor
 from rushmem.extraction.prompt import build_prompt
+from rushmem.providers.lifecycle import DEFAULT_EXTRACTION_MODEL as DEFAULT_MODEL
 from rushmem.providers.retry import RetryPolicy
 from rushmem.service import Memory
 from rushmem_contract.errors import ProviderError

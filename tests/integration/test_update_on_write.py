@@ -21,8 +21,9 @@ from botocore.stub import Stubber
 from rushmem.config import Settings
 from rushmem.embeddings.hashing import HashEmbedder
 from rushmem.extraction import create_extractor
-from rushmem.extraction.bedrock import DEFAULT_MODEL, BedrockConverseExtractor
+from rushmem.extraction.bedrock import BedrockConverseExtractor
 from rushmem.extraction.prompt import build_prompt
+from rushmem.providers.lifecycle import DEFAULT_EXTRACTION_MODEL as DEFAULT_MODEL
 from rushmem.records import ExistingMemory
 from rushmem.service import Memory
 from rushmem_contract.models import ConversationEnded, IngestOutcome, NewMemory

@@ -9,7 +9,6 @@ import pytest
 from botocore.stub import Stubber
 
 from rushmem.config import Settings
-from rushmem.extraction import bedrock as bedrock_extraction
 from rushmem.providers import lifecycle
 from tests.support.bedrock import bedrock_client, model_answer, profile_answer
 
@@ -20,7 +19,6 @@ TITAN = "amazon.titan-embed-text-v2:0"
 
 
 def test_the_defaults_are_the_checked_ones() -> None:
-    assert bedrock_extraction.DEFAULT_MODEL == lifecycle.DEFAULT_EXTRACTION_MODEL
     settings = Settings(llm_provider="bedrock", embedding_provider="bedrock", rerank_provider="bedrock")
     assert lifecycle.configured_models(settings) == [
         ("extraction", NOVA_2_LITE),

@@ -68,7 +68,7 @@ def test_every_tool_takes_the_rows_fields_but_the_hidden_ones(op: Operation[Any,
         return {tool.name: tool.input_schema for tool in await server.list_tools()}
 
     schema = anyio.run(listed)[op.mcp.name]
-    assert set(schema["properties"]) == set(op.request.model_fields) - {"user_id", *op.mcp.hidden}
+    assert set(schema["properties"]) == set(op.request.model_fields) - {"user_id", "consistency", *op.mcp.hidden}
     assert {p.name for p in arguments_of(op)} == set(schema["properties"])
 
 
@@ -87,7 +87,7 @@ def test_every_command_takes_the_rows_fields(op: Operation[Any, Any]) -> None:
         return
     dests = {a.dest for a in command._actions}
     for name, field in op.request.model_fields.items():
-        if name in {*op.cli.hidden, "consistency"}:
+        if name == "consistency":
             continue
         nested = ops.nested_model(field)
         assert (set(nested.model_fields) if nested is not None and name != op.cli.positional else {name}) <= dests

@@ -16,13 +16,11 @@ from rushmem.config import Settings
 from rushmem.embeddings import Embedder, create_embedder
 from rushmem.embeddings.hashing import HashEmbedder
 from rushmem.extraction import Extraction, Extractor, create_extractor
-from rushmem.extraction.records import ExtractedMemory
 from rushmem.extraction.rules import RulesExtractor
 from rushmem.records import ExistingMemory
 from rushmem.registry import EMBEDDERS, KINDS, RERANKERS, ProviderKind
 from rushmem.rerank import Reranker, create_reranker
 from rushmem.service import Memory
-from rushmem_contract.instructions import ExtractionInstructions
 from rushmem_contract.models import ChatMessage
 
 INTERFACES: dict[str, type] = {"embedding_provider": Embedder, "llm_provider": Extractor, "rerank_provider": Reranker}
@@ -42,48 +40,6 @@ class PluginExtractor(RulesExtractor):
     @classmethod
     def from_settings(cls, settings: Settings) -> PluginExtractor:
         return cls(window=settings.extraction_window)
-
-
-class EarlierPluginExtractor(Extractor):
-    """A plug-in written against the first hook: ``_extract`` without the instructions."""
-
-    provider, model = "earlier", "echo"
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> EarlierPluginExtractor:
-        return cls()
-
-    def _extract(  # type: ignore[override]
-        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
-    ) -> Extraction:
-        return Extraction(
-            memories=[ExtractedMemory.model_validate({"content": m.content, "category": "diet"}) for m in messages]
-        )
-
-
-class InstructedPluginExtractor(Extractor):
-    """A plug-in written against the second: ``_extract_with``, which was handed the instructions."""
-
-    provider, model = "instructed", "echo"
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> InstructedPluginExtractor:
-        return cls()
-
-    def _extract(  # type: ignore[override]
-        self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
-    ) -> Extraction:
-        return self._extract_with(messages, ended_at, existing, None)
-
-    def _extract_with(
-        self,
-        messages: list[ChatMessage],
-        ended_at: dt.datetime | None,
-        existing: Sequence[ExistingMemory],
-        instructions: ExtractionInstructions | None,
-    ) -> Extraction:
-        keep = [m for m in messages if instructions is None or not any(w in m.content for w in instructions.ignore)]
-        return Extraction(memories=[ExtractedMemory(content=m.content) for m in keep])
 
 
 class PluginReranker(Reranker):
@@ -202,25 +158,13 @@ def test_before_a_snapshot_every_provider_holding_an_api_key_is_let_go_and_the_o
     assert service.admin.reranker is not reranker
 
 
-DIET = ExtractionInstructions(ignore=["football"], categories=[{"name": "diet", "kind": "preference"}])
-CHAT = [
-    ChatMessage(role="user", content="The user is vegan"),
-    ChatMessage(role="user", content="The user loves football"),
-]
+def test_an_extractor_plugin_written_against_an_earlier_hook_fails_when_its_class_is_defined() -> None:
+    with pytest.raises(TypeError, match=r"_extract\(messages, ended_at, existing, instructions\)"):
 
+        class EarlierPluginExtractor(Extractor):  # the first hook: _extract without the instructions
+            provider, model = "earlier", "echo"
 
-@pytest.mark.parametrize("factory", ["EarlierPluginExtractor", "InstructedPluginExtractor"])
-def test_an_extractor_plugin_written_against_an_earlier_hook_still_extracts(
-    factory: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    installed(monkeypatch, plugin(KINDS["llm_provider"], factory))
-    extractor = create_extractor(Settings(llm_provider="plugin"))
-    memories = extractor.extract(CHAT, instructions=DIET).memories
-    if factory == "EarlierPluginExtractor":
-        # It cannot read the instructions, but a project category it names is still the project's.
-        assert [(m.content, m.category, m.label) for m in memories] == [
-            ("The user is vegan", "preference", "diet"),
-            ("The user loves football", "preference", "diet"),
-        ]
-    else:
-        assert [m.content for m in memories] == ["The user is vegan"]  # it was handed the instructions
+            def _extract(  # type: ignore[override]
+                self, messages: list[ChatMessage], ended_at: dt.datetime | None, existing: Sequence[ExistingMemory]
+            ) -> Extraction:
+                return Extraction()

@@ -22,7 +22,6 @@ from rushmem.providers.retry import RetryPolicy
 from rushmem.usage import record_usage
 from rushmem_contract.errors import ConfigurationError, ProviderError
 
-DEFAULT_MODEL = DEFAULT_EMBEDDING_MODEL  # defined once, where the deploy checks its lifecycle
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
 MAX_PARALLEL_CALLS = 8
 PROVIDER = "bedrock embeddings"
@@ -35,7 +34,7 @@ class BedrockEmbedder(Embedder):
     def __init__(
         self,
         client: Any,
-        model: str = DEFAULT_MODEL,
+        model: str = DEFAULT_EMBEDDING_MODEL,
         dimensions: int | None = None,
         *,
         batch_size: int = Embedder.batch_size,
@@ -56,7 +55,7 @@ class BedrockEmbedder(Embedder):
     def from_settings(cls, settings: Settings, client: Any = None) -> BedrockEmbedder:
         return cls(
             client or bedrock_runtime_client(settings),
-            model=settings.embedding_model or DEFAULT_MODEL,
+            model=settings.embedding_model or DEFAULT_EMBEDDING_MODEL,
             dimensions=settings.embedding_dimensions,
             batch_size=settings.embedding_batch_size,
             retry=RetryPolicy.from_settings(settings),

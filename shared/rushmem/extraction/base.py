@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rushmem.extraction.instructions import apply_categories
@@ -77,42 +77,14 @@ class Extractor(ABC):
         ``updates_existing``), following the project's ``instructions`` (None: it has none)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A plug-in written against an earlier hook (``_extract`` without the instructions) fails
+        # here, when its class is defined, rather than at its first conversation.
         super().__init_subclass__(**kwargs)
-        _adapt_earlier_hooks(cls)
-
-
-def _adapt_earlier_hooks(cls: type[Extractor]) -> None:
-    """Plug-ins written against the earlier two hooks keep working: ``_extract_with`` took what
-    :meth:`Extractor._extract` takes now; ``_extract(messages, ended_at, existing)`` read no
-    instructions and is called without them."""
-    own = vars(cls)
-    if "_extract_with" in own:
-        cls._extract = own["_extract_with"]  # type: ignore[method-assign]
-    elif "_extract" in own and _takes_no_instructions(own["_extract"]):
-        without: Callable[..., Extraction] = own["_extract"]
-
-        def _extract(
-            self: Extractor,
-            messages: list[ChatMessage],
-            ended_at: dt.datetime | None,
-            existing: Sequence[ExistingMemory],
-            instructions: ExtractionInstructions | None,
-        ) -> Extraction:
-            return without(self, messages, ended_at, existing)
-
-        cls._extract = _extract  # type: ignore[method-assign]
-
-
-def _takes_no_instructions(hook: Callable[..., Any]) -> bool:
-    """Whether ``hook`` is the earlier ``_extract``: callable with (self, messages, ended_at,
-    existing) and not with the instructions too."""
-    signature = inspect.signature(hook)
-
-    def takes(count: int) -> bool:
+        hook = vars(cls).get("_extract")
         try:
-            signature.bind(*[None] * count)
+            if hook is not None:
+                inspect.signature(hook).bind(cls, None, None, None, None)
         except TypeError:
-            return False
-        return True
-
-    return takes(4) and not takes(5)
+            raise TypeError(
+                f"{cls.__qualname__}: an extractor implements _extract(messages, ended_at, existing, instructions)"
+            ) from None

@@ -20,7 +20,6 @@ from rushmem_contract.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = DEFAULT_EXTRACTION_MODEL  # defined once, where the deploy checks its lifecycle
 PROVIDER = "bedrock converse"
 
 
@@ -30,7 +29,7 @@ class BedrockConverseExtractor(LLMExtractor):
     def __init__(
         self,
         client: Any,
-        model: str = DEFAULT_MODEL,
+        model: str = DEFAULT_EXTRACTION_MODEL,
         *,
         retry: RetryPolicy | None = None,
         **options: Unpack[LLMOptions],
@@ -45,7 +44,7 @@ class BedrockConverseExtractor(LLMExtractor):
         options["temperature"] = min(settings.llm_temperature, 1.0)  # Converse models take 0..1
         return cls(
             client or bedrock_runtime_client(settings),
-            settings.llm_model or DEFAULT_MODEL,
+            settings.llm_model or DEFAULT_EXTRACTION_MODEL,
             retry=RetryPolicy.from_settings(settings),
             **options,
         )

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from rushmem.privacy import PiiDetector, PiiPolicy, RegexDetector, redact_many
 from rushmem_contract.inputs import field_path
-from rushmem_contract.models import REDACTED_KEY, NewMemory
+from rushmem_contract.models import REDACTED_KEY, NewMemory, own_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Redactor:
         detectors together: one Comprehend request for a conversation's facts)."""
         if not self.enabled or not memories:
             return Redacted(list(memories), list(range(len(memories))))
-        outcomes = self._redact([(m.content, _own_metadata(m.metadata)) for m in memories])
+        outcomes = self._redact([(m.content, own_metadata(m.metadata)) for m in memories])
         kept: list[M] = []
         positions: list[int | None] = []
         redacted = dropped = 0
@@ -88,7 +88,7 @@ class Redactor:
         """A change of one memory (either part may be left out: None) through the same policy."""
         if not self.enabled:
             return RedactedFields(content, metadata)
-        (outcome,) = self._redact([(content, None if metadata is None else _own_metadata(metadata))])
+        (outcome,) = self._redact([(content, None if metadata is None else own_metadata(metadata))])
         return outcome
 
     def _redact(self, memories: Sequence[tuple[str | None, dict[str, Any] | None]]) -> list[RedactedFields]:
@@ -136,11 +136,6 @@ class RedactedFields:
     removed: dict[str, int] = dataclasses.field(default_factory=dict)
     dropped: bool = False
     dropped_field: str | None = None
-
-
-def _own_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """A memory's metadata without the service's redaction record (never the caller's to set)."""
-    return {k: v for k, v in metadata.items() if k != REDACTED_KEY}
 
 
 def _strings(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:

@@ -175,10 +175,11 @@ def offered(surface: Surface = "all") -> list[Operation[Any, Any]]:
 
 
 def arguments_of(op: Operation[Any, Any]) -> list[inspect.Parameter]:
-    """A tool's arguments: the request's fields but the hidden ones, with their types, bounds,
+    """A tool's arguments: the request's fields but the hidden ones (and never the user or the read's
+    consistency, as :class:`~rushmem_contract.operations.Tool` says), with their types, bounds,
     defaults and descriptions (the model's own field definitions)."""
     assert op.mcp is not None
-    hidden = {"user_id", *op.mcp.hidden}
+    hidden = {"user_id", "consistency", *op.mcp.hidden}
     params = []
     for name, field in op.request.model_fields.items():
         if name in hidden:

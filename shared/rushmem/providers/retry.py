@@ -76,16 +76,10 @@ class RetryPolicy:
             sleep=self.sleep,
             reraise=True,
         )
-        attempts = 0
-
-        def counted() -> T:
-            nonlocal attempts
-            attempts += 1
-            return attempt()
-
         try:
-            return retrying(counted)
+            return retrying(attempt)
         except Retryable as exc:
+            attempts = retrying.statistics["attempt_number"]
             tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
             raise ProviderError(provider, f"{exc} (gave up after {tries})") from exc
 

@@ -7,6 +7,7 @@ recall that asks for no explanation does no extra work; this module only words t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
@@ -101,21 +102,16 @@ def explain_candidates(trace: RankTrace, plan: RecallPlan, *, limit: int, min_sc
     return explained
 
 
+# What an explained candidate shows of its candidate as it is (the rest is the explanation's).
+_SHOWN = [name for name in ExplainedCandidate.model_fields if name in {f.name for f in dataclasses.fields(Candidate)}]
+
+
 def _explained(
     c: Candidate, signals: RecallSignals, score: float, outcome: CandidateOutcome, why: str
 ) -> ExplainedCandidate:
-    return ExplainedCandidate(
-        id=c.id,
-        content=c.content,
-        category=c.category,
-        project_id=c.project_id,
-        created_at=c.created_at,
-        signals=signals,
-        score=round(score, 4),
-        position=None,  # numbered once sorted
-        outcome=outcome,
-        why=why,
-    )
+    shown = {name: getattr(c, name) for name in _SHOWN}
+    # Its position is numbered once the candidates are sorted.
+    return ExplainedCandidate(**shown, signals=signals, score=round(score, 4), position=None, outcome=outcome, why=why)
 
 
 def explain_named(

@@ -15,14 +15,13 @@ from rushmem.providers.retry import RetryPolicy
 from rushmem.rerank.base import Reranker, scores_by_index, short_retry
 from rushmem_contract.errors import ProviderError
 
-DEFAULT_MODEL = DEFAULT_RERANK_MODEL  # defined once, where the deploy checks its lifecycle
 PROVIDER = "bedrock rerank"
 
 
 class BedrockReranker(Reranker):
     provider = "bedrock"
 
-    def __init__(self, client: Any, model: str = DEFAULT_MODEL, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, client: Any, model: str = DEFAULT_RERANK_MODEL, *, retry: RetryPolicy | None = None) -> None:
         super().__init__()
         self._client = client
         self.model = model
@@ -32,7 +31,7 @@ class BedrockReranker(Reranker):
     def from_settings(cls, settings: Settings, client: Any = None) -> BedrockReranker:
         return cls(
             client or bedrock_agent_runtime_client(settings, timeout_s=settings.rerank_timeout_s),
-            model=settings.rerank_model or DEFAULT_MODEL,
+            model=settings.rerank_model or DEFAULT_RERANK_MODEL,
             retry=short_retry(settings),
         )
 

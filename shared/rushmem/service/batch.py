@@ -36,11 +36,6 @@ class QueueBatch:
         """Writes (or receipts found) that wait for the batch's flush."""
         return any(bool(unflushed) for _, unflushed in self._cells.values())
 
-    @property
-    def cells(self) -> int:
-        """How many cells this batch wrote to (each flushed when the batch ends)."""
-        return len(self._cells)
-
     def flush(self) -> None:
         """Every cell's writes made durable; BatchNotDurable when any could not be."""
         try:

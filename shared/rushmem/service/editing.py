@@ -31,14 +31,9 @@ logger = logging.getLogger(__name__)
 
 
 def update(parts: Collaborators, request: UpdateRequest, ctx: Context) -> MemoryRecord:
-    """Change one memory and return it as it now is (its ``write_id`` names this edit); the
-    history records an 'updated' event with the source, the write id and the previous values. A
-    field left out stays, None clears what can be cleared (``metadata``, ``expires_at``). A new
-    content of a current memory never rewrites the past: the previous text is kept as a version
-    valid until now (``as_of`` before the edit reads it), unless ``typo_fix`` says it only fixes
-    the wording. A new content is re-embedded and re-hashed; Conflict (409, field ``content``)
-    when another memory of the same scope already states it; NotFound as :func:`get`. No change
-    given: the memory as it is."""
+    """Change one memory as :class:`~rushmem_contract.models.MemoryChanges` says (the store's
+    :func:`~rushmem.store.memories.edits.update_memory` keeps the past) and return it as it now is,
+    its ``write_id`` naming this edit; NotFound as :func:`get`. No change given: the memory as it is."""
     user_id, memory_id = ctx.user, request.memory_id
     values = request.changed()
     if not values:

@@ -112,10 +112,8 @@ class Memory(Operations):
     def import_(
         self, lines: Sequence[ImportLine], *, source: str | None = "import", write_id: uuid.UUID | None = None
     ) -> StoredIds:
-        """Load import lines of any users, each in its user's cell (one embedding pass, one upsert
-        statement per user and cell), taken as given: exact duplicates fold, near duplicates are
-        kept. An export's lines are restored with their ids and write ids; ``write_id`` names the
-        others' import (a new one by default). Ids in the lines' order."""
+        """:func:`~rushmem.service.writing.import_lines` for lines of any users, each in its user's
+        cell; ``write_id`` (a new one by default) names the import. Ids in the lines' order."""
         write_id = write_id or uuid.uuid4()
         groups = self.cells.by_cell([line.user_id for line in lines], write=True)
         parts = [

@@ -26,12 +26,11 @@ def list_memories(parts: Collaborators, request: ListRequest, ctx: Context) -> M
     of the next page; with ``as_of``, those true then (valid time)."""
     user_id, limit = ctx.user, request.limit
     after = pages.decode_cursor(request.cursor) if request.cursor else None
-    filters = request.filters
     scope = Scope(
         user_id,
         request.project_id,
         include_inactive=request.include_inactive,
-        filters=None if filters is None or filters.empty else filters,
+        filters=request.filters,
         as_of=request.as_of,
     )
     found = parts.reads.run(
@@ -66,13 +65,9 @@ def export(parts: Collaborators, request: ExportRequest, ctx: Context) -> Export
     as import lines (an import restores them: same ids, timestamps and recall); with ``history``,
     each line carries its memory's recorded changes. With ``as_of``, only the memories true then."""
     user_id = ctx.user
-    listing = ListRequest(
-        user_id=user_id,
-        limit=request.limit,
-        cursor=request.cursor,
-        include_inactive=request.as_of is None,
-        consistency=request.consistency,
-        as_of=request.as_of,
+    # A listing of the request's page: every memory, or those true at as_of.
+    listing = ListRequest.model_validate(
+        {**request.model_dump(exclude={"history"}), "user_id": user_id, "include_inactive": request.as_of is None}
     )
     page = list_memories(parts, listing, ctx)
     events: dict[uuid.UUID, list[MemoryEvent]] = {}

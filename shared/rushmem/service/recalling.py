@@ -45,6 +45,10 @@ def _one_value_per_slot(candidates: Sequence[Candidate]) -> list[Candidate]:
     return [c for i, c in enumerate(candidates) if i not in gone]
 
 
+# What a recalled memory shows of its candidate as it is (its score is the ranking's).
+_SHOWN = [name for name in RecalledMemory.model_fields if name != "score"]
+
+
 def checked_query(parts: Collaborators, query: str, limit: int | None) -> tuple[str, int]:
     """The query in its visible form and the limit to use; InvalidInput naming the field."""
     query = query.strip()
@@ -66,12 +70,10 @@ def checked_query(parts: Collaborators, query: str, limit: int | None) -> tuple[
 
 
 def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> RecallResult:
-    """The user's memories most relevant to the query (among those matching ``filters``), best
-    first, and the prompt block. The two clocks (see :class:`~rushmem.store.memories.scope.Scope`):
-    ``now``, when the recall is evaluated (what the store held then, the decay's and the date
-    words' reference); ``as_of``, valid time. ``explain`` (or ``explain_ids``): also why; without
-    it, ranking records nothing and no statement is added. The context may carry a plan, the
-    query's vector and the meter its embedding cost goes to (a batch, a benchmark)."""
+    """The user's memories most relevant to the query, best first, and the prompt block (the
+    request's fields: :class:`RecallRequest`; without ``explain``, ranking records nothing and no
+    statement is added). The context may carry a plan, the query's vector and the meter its
+    embedding cost goes to (a batch, a benchmark)."""
     user_id = ctx.user
     query, limit = checked_query(parts, request.query_text(), request.limit)
     explain_ids = request.explain_ids or ()
@@ -81,13 +83,12 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
         vector = parts.embedder.embed_query(query) if ctx.query_vector is None else ctx.query_vector
     meter.add("recall", calls=1, characters=len(query))
     used = parts.usage(meter)
-    filters = request.filters
     scope = Scope(
         user_id,
         request.project_id,
         now=request.now,
         include_inactive=request.include_inactive,
-        filters=None if filters is None or filters.empty else filters,
+        filters=request.filters,
         as_of=request.as_of,
     )
     k = plan.candidates_per_leg(limit)
@@ -139,18 +140,7 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     if min_score > 0:
         chosen = [(c, score) for c, score in chosen if score >= min_score]
     memories = [
-        RecalledMemory(
-            id=c.id,
-            content=c.content,
-            category=c.category,
-            score=round(score, 4),
-            created_at=c.created_at,
-            is_evergreen=c.is_evergreen,
-            project_id=c.project_id,
-            metadata=c.metadata,
-            injection=list(c.injection),
-        )
-        for c, score in chosen
+        RecalledMemory(score=round(score, 4), **{name: getattr(c, name) for name in _SHOWN}) for c, score in chosen
     ]
     block = build_memory_block(
         (m.content for m in memories), max_chars=parts.settings.max_block_chars, guard=parts.settings.prompt_guard

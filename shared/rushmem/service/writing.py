@@ -17,11 +17,10 @@ from rushmem.ingest import conversation
 from rushmem.ingest.neighbours import SameFactRule
 from rushmem.ingest.review import review_reasons
 from rushmem.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique, fact_outcome
-from rushmem.records import ExistingMemory, MemoryRow, WriteOutcome
+from rushmem.records import ExistingMemory, MemoryRow
 from rushmem.service.base import Collaborators
 from rushmem.service.context import Context
 from rushmem.service.instructing import effective_instructions
-from rushmem.store.engine.connection import Connection
 from rushmem.store.memories import messages, related, restore, writes
 from rushmem.store.memories import pending as held_writes
 from rushmem.store.memories.messages import UnflushedWrites
@@ -40,20 +39,6 @@ from rushmem_contract.models import (
 from rushmem_contract.schemas import AddRequest, ConversationRequest
 
 logger = logging.getLogger(__name__)
-
-
-def _store_rows(
-    conn: Connection,
-    *,
-    rows: list[MemoryRow],
-    restoring: bool,
-    source: str | None,
-    usage: dict[str, list[UsageRow]],
-    write_id: uuid.UUID,
-) -> list[WriteOutcome]:
-    if restoring:
-        return restore.restore_memories(conn, rows, source=source, usage=usage, write_id=write_id)
-    return writes.upsert_memories(conn, rows, usage=usage, write_id=write_id)
 
 
 def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> MemoryRow:
@@ -87,16 +72,11 @@ def _messages_as_facts(chat: list[ChatMessage]) -> list[NewMemory]:
 
 
 def add(parts: Collaborators, request: AddRequest, ctx: Context) -> StoredIds:
-    """Store facts for the user, in one transaction. The same fact twice is one memory: exact
-    duplicates and near duplicates that state the same fact fold into the stored row; a fact that
-    gives another value to a stored one (or names it in ``supersedes``) supersedes it. Ids in input
-    order, and per fact what happened to it, with the write's id.
-
-    Chat ``messages`` go through extraction, as a finished conversation does (the context's source
-    as its conversation id): the ids are those of the facts kept. ``infer=False`` stores each user
-    and assistant message's text as is instead (its role in the metadata); ``infer=True`` extracts
-    from facts given as text too (each a user message). With AGENT_MEMORY_REVIEW_WRITES, a flagged
-    fact is held for review instead (``pending``), unless the context says a person approved it."""
+    """Store facts for the user in one transaction (how they fold and supersede:
+    :func:`~rushmem.store.memories.writes.upsert_memories`), or chat ``messages`` through extraction
+    as a finished conversation (the context's source its conversation id), as :class:`AddRequest`'s
+    ``infer`` says. With AGENT_MEMORY_REVIEW_WRITES, a flagged fact is held for review instead
+    (``pending``), unless the context says a person approved it."""
     if request.messages is not None and request.infer is not False:
         return _add_conversation(parts, request.messages, request, ctx)
     if request.infer:
@@ -262,9 +242,8 @@ def import_lines(
     created = refreshed = 0
     for indexes, restoring, rows, positions in built:
         usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
-        outcomes = parts.db.run(
-            partial(_store_rows, rows=rows, restoring=restoring, source=source, usage=usage, write_id=write_id)
-        )
+        store = partial(restore.restore_memories, source=source) if restoring else writes.upsert_memories
+        outcomes = parts.db.run(partial(store, rows=rows, usage=usage, write_id=write_id))
         for i, p in zip(indexes, positions, strict=True):
             ids[i] = outcomes[p].id
         new = sum(1 for o in outcomes if o.action == "created")

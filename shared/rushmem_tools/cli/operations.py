@@ -98,16 +98,14 @@ def add_fields(
             parser.add_argument(flag, dest=name, metavar=metavar, choices=_choices(field.annotation), help=help_)
 
 
-def fields_of(args: argparse.Namespace, model: type[BaseModel], hidden: set[str], within: str = "") -> dict[str, Any]:
+def fields_of(args: argparse.Namespace, model: type[BaseModel], within: str = "") -> dict[str, Any]:
     """The request's fields the flags gave (a nested model's gathered in its place; ``within``: its
     path, for the field a refusal names)."""
     given: dict[str, Any] = {}
     for name, field in model.model_fields.items():
-        if name in hidden:
-            continue
         nested = _model(field.annotation)
         if nested is not None and not hasattr(args, name):
-            inner = fields_of(args, nested, hidden, f"{within}{name}.")
+            inner = fields_of(args, nested, f"{within}{name}.")
             if inner:
                 given[name] = inner
             continue
@@ -151,7 +149,7 @@ def request_of(op: Operation[Any, Any], args: argparse.Namespace) -> Any:
     """The request the command line gives (refused as every door refuses it)."""
     assert op.cli is not None
     given = _input_file(args.input) if getattr(args, "input", None) else {}
-    given.update(fields_of(args, op.request, set(op.cli.hidden)))
+    given.update(fields_of(args, op.request))
     positional = op.cli.positional
     if positional is not None and isinstance(given.get(positional), list):
         field = op.request.model_fields[positional]
@@ -229,7 +227,7 @@ def register(add: AddCommand) -> None:
         if op.cli is None or op is ops.INGEST:
             continue
         p = add(op.cli.name, command(op), op.cli.help)
-        add_fields(p, op.request, {*op.cli.hidden, "consistency"}, op.cli.positional)
+        add_fields(p, op.request, {"consistency"}, op.cli.positional)
         p.add_argument("--input", metavar="FILE", help="the request's fields as a JSON object ('-': stdin); flags win")
         if op.writes:
             p.add_argument("--source", default="cli", help="the source the history records for this change")

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from rushmem.store.engine.session import Session
 from rushmem.store.engine.transactions import read_as_user, user_transaction
 from rushmem_contract.errors import ConfigurationError
-from rushmem_contract.schemas import ErasureCounts, ErasureReceipt
+from rushmem_contract.schemas import ErasureReceipt
 
 # Counted by deleting: each CTE's RETURNING feeds the receipt, in one statement.
 _ERASE = """
@@ -139,12 +139,4 @@ def receipts_for(conn: Session, user_id: str) -> list[ErasureReceipt]:
 def _receipt(row: dict[str, object]) -> ErasureReceipt:
     subject = row["subject_hash"]
     assert isinstance(subject, bytes | memoryview)
-    return ErasureReceipt.model_validate(
-        {
-            "id": row["id"],
-            "subject": bytes(subject).hex(),
-            "requested_by": row["requested_by"],
-            "erased_at": row["erased_at"],
-            "deleted": ErasureCounts.model_validate(row["deleted"]),
-        }
-    )
+    return ErasureReceipt.model_validate({**row, "subject": bytes(subject).hex()})

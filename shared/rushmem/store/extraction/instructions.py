@@ -35,15 +35,8 @@ def project_key(project_id: str | None) -> str:
 
 
 def _stored(row: dict[str, Any]) -> StoredInstructions:
-    return StoredInstructions(
-        user_id=row["user_id"],
-        project_id=row["project_key"] or None,
-        version=row["version"],
-        instructions=ExtractionInstructions.model_validate(row["instructions"]),
-        source=row["source"],
-        write_id=row["write_id"],
-        created_at=row["created_at"],
-    )
+    """A version from its row: the row's columns are the model's fields but the project's key."""
+    return StoredInstructions.model_validate({**row, "project_id": row["project_key"] or None})
 
 
 def latest_instructions(conn: Session, user_id: str, project_id: str | None) -> StoredInstructions | None:

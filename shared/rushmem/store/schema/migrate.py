@@ -121,7 +121,7 @@ def _apply(conn: Connection, pending: list[Migration], *, dimension: int, finger
             if done:
                 continue
             # A migration that only changed functions (now in functions.sql) is comments alone.
-            if _has_statements(migration.sql):
+            if re.sub(r"--[^\n]*", "", migration.sql).strip():
                 # The only substitution is a validated integer: the SQL stays static otherwise.
                 conn.execute(migration.sql.replace("{dimension}", str(int(dimension))).encode())
             conn.execute(
@@ -157,10 +157,6 @@ def _apply_functions(conn: Connection, functions: Functions) -> bool:
             [FUNCTIONS_VERSION, FUNCTIONS_NAME, functions.checksum],
         )
     return True
-
-
-def _has_statements(script: str) -> bool:
-    return bool(re.sub(r"--[^\n]*", "", script).strip())
 
 
 def register_types(conn: Connection) -> None:
