@@ -379,6 +379,19 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "recall_4000_s",
         "recall_2000_s",
         "adversarial_max_ratio",
+        # Issue 42: everyday corrections, ended events and controls as people word them, through
+        # Memory.add and conversations; a development set and a held-out one.
+        "first_person_corrected",
+        "events_ended",
+        "first_person_controls_kept",
+        "conv_first_person_corrected",
+        "conv_events_ended",
+        "conv_first_person_controls_kept",
+        "held_out_corrected",
+        "held_out_events_ended",
+        "held_out_controls_kept",
+        "conv_held_out_corrected",
+        "conv_held_out_controls_kept",
     ]
     match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
     assert match, last
@@ -389,6 +402,9 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     assert found["conv_corrected"] == found["future_ok"] == found["edit_past_kept"] == 1
     assert found["cross_scope_one_value"] == 1 and found["distinct_facts"] > 0 and found["distinct_retired"] == 0
     assert found["fold_only_now_stale"] > 0
+    # Whatever the embedder (hash vectors here: few corrections reach the update threshold), no
+    # control is ended.
+    assert found["first_person_controls_kept"] == found["held_out_controls_kept"] == 1
     # A recalled block handed back in a conversation adds nothing; consolidation merges duplicates.
     assert found["block_echoes"] > 0 and found["block_echoes_added"] == 0
     assert found["consolidated_dup_per_100"] < found["import_dup_per_100"]

@@ -30,7 +30,7 @@ from typing import Any
 
 from rushmem.service import Memory
 from rushmem_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
-from rushmem_tools.bench import truth_cases
+from rushmem_tools.bench import truth_cases, truth_phrasings
 from rushmem_tools.bench.common import ScratchServer, add_database_arguments, open_service, print_table, say
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -308,6 +308,9 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                     cases = truth_cases.run_cases(bench, args.users, args.seed)
                     say(f"{name}: adversarial inputs against ordinary ones")
                     timings = truth_cases.run_timings(bench, args.seed)
+                    say(f"{name}: everyday corrections, ended events and controls, as people word them")
+                    dev = truth_phrasings.run_phrasings(bench, truth_phrasings.DEVELOPMENT, label="dev")
+                    held = truth_phrasings.run_phrasings(bench, truth_phrasings.HELD_OUT, label="held")
                 results.append(result)
             finally:
                 bench.close()
@@ -413,6 +416,18 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             ],
         ],
     )
+    print_table(
+        ["phrasings (issue 42)", "door", "corrections", "events ended", "controls kept", "not extracted"],
+        [
+            [label, door, t.figure("correction"), t.figure("event"), t.figure("control"), t.unread]
+            for label, tallies in (("development", dev), ("held out", held))
+            for door, t in zip(("add", "conversation"), tallies, strict=True)
+        ],
+    )
+    for label, tallies in (("development", dev), ("held out", held)):
+        for door, t in zip(("add", "conversation"), tallies, strict=True):
+            for wrong in t.wrong:
+                say(f"{label} {door}: wrong {wrong}")
     print(
         f"echoes: {ours.echoes} written back through POST /memories (must only refresh), "
         f"{ours.echoes_added} added; block echoes: {ours.block_echoes} recalled facts pasted back in a "
@@ -447,7 +462,15 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"redact_digits_s={timings.redact_digits:.4f} redact_emails_s={timings.redact_emails:.4f} "
         f"redact_ordinary_s={timings.redact_ordinary:.4f} redact_metadata_s={timings.redact_metadata:.4f} "
         f"recall_4000_s={timings.recall_4000:.4f} recall_2000_s={timings.recall_2000:.4f} "
-        f"adversarial_max_ratio={max(ratios):.2f}"
+        f"adversarial_max_ratio={max(ratios):.2f} "
+        f"first_person_corrected={dev[0].share('correction'):.3f} events_ended={dev[0].share('event'):.3f} "
+        f"first_person_controls_kept={dev[0].share('control'):.3f} "
+        f"conv_first_person_corrected={dev[1].share('correction'):.3f} "
+        f"conv_events_ended={dev[1].share('event'):.3f} conv_first_person_controls_kept={dev[1].share('control'):.3f} "
+        f"held_out_corrected={held[0].share('correction'):.3f} held_out_events_ended={held[0].share('event'):.3f} "
+        f"held_out_controls_kept={held[0].share('control'):.3f} "
+        f"conv_held_out_corrected={held[1].share('correction'):.3f} "
+        f"conv_held_out_controls_kept={held[1].share('control'):.3f}"
     )
     return 0
 

@@ -11,6 +11,12 @@ for, and is reported on its own (``rushmem bench truth``, tests/unit/test_ingest
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+
+from rushmem.service import Memory
+from rushmem_contract.models import ChatMessage, ConversationEnded, NewMemory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,3 +97,77 @@ HELD_OUT: tuple[Phrasing, ...] = (
     _keep("I own a bike", "I also own a scooter"),
     _keep("I live in Dublin", "I'm thinking about moving to Cork"),
 )
+
+
+@dataclasses.dataclass
+class Tally:
+    """One set through one door: cases of each kind and how many came out right."""
+
+    total: dict[str, int] = dataclasses.field(default_factory=dict)
+    right: dict[str, int] = dataclasses.field(default_factory=dict)
+    wrong: list[str] = dataclasses.field(default_factory=list)
+    unread: int = 0  # cases whose earlier statement the extractor kept nothing of (not counted)
+
+    def count(self, case: Phrasing, ok: bool) -> None:
+        self.total[case.kind] = self.total.get(case.kind, 0) + 1
+        self.right[case.kind] = self.right.get(case.kind, 0) + ok
+        if not ok:
+            self.wrong.append(f"{case.kind}: {case.earlier!r} -> {case.later!r}")
+
+    def share(self, kind: str) -> float:
+        return self.right.get(kind, 0) / self.total[kind] if self.total.get(kind) else 0.0
+
+    def figure(self, kind: str) -> str:
+        return f"{self.right.get(kind, 0)}/{self.total.get(kind, 0)}"
+
+
+def run_phrasings(service: Memory, cases: Sequence[Phrasing], *, label: str) -> tuple[Tally, Tally]:
+    """Each case on users of its own, sent with default arguments, the earlier statement, then the
+    later one: through ``Memory.add`` (what POST /memories, MCP ``remember`` and ``rushmem add``
+    call) and as two conversations (the configured extractor's path; a case worded in the third
+    person is an extractor's output, not a chat message, and is left out there). Right: an ending
+    statement leaves the earlier one superseded, with its end (``valid_until``) and out of the
+    recalled block, and the later one current; a control leaves both current."""
+    added, talked = Tally(), Tally()
+    for n, case in enumerate(cases):
+        user = f"phrasing-{label}-add-{n:03d}"
+        first = service.add(NewMemory(content=case.earlier), user_id=user).ids
+        later = service.add(NewMemory(content=case.later), user_id=user).ids
+        added.count(case, _right(service, user, case, first, later))
+        if "the user" in f"{case.earlier} {case.later}".lower():
+            continue
+        user = f"phrasing-{label}-conversation-{n:03d}"
+        first = _say(service, user, case.earlier, 0)
+        later = _say(service, user, case.later, 1)
+        if not first:
+            talked.unread += 1
+            continue
+        # An extractor may keep nothing of a hypothesis; the earlier statement must then stay current.
+        talked.count(case, bool(later or not case.ends) and _right(service, user, case, first, later))
+    return added, talked
+
+
+def _say(service: Memory, user: str, text: str, turn: int) -> list[uuid.UUID]:
+    at = dt.datetime.now(dt.UTC)
+    message = ChatMessage(role="user", content=text, created_at=at)
+    outcome = service.ingest_conversation(
+        ConversationEnded(user_id=user, conversation_id=f"{user}-{turn}", ended_at=at, messages=[message])
+    )
+    return list(outcome.ids)
+
+
+def _right(
+    service: Memory, user: str, case: Phrasing, first: Sequence[uuid.UUID], later: Sequence[uuid.UUID]
+) -> bool:
+    rows = {m.id: m for m in service.list(user_id=user, include_inactive=True, limit=100).memories}
+    current = {i for i, m in rows.items() if m.superseded_by is None and m.valid_until is None}
+    if not case.ends:
+        return set(first) <= current and set(later) <= current
+    block = service.recall(case.later, user_id=user).prompt_block
+    ended = [rows[i] for i in first if i in rows]
+    return (
+        bool(ended)
+        and all(m.superseded_by is not None and m.valid_until is not None for m in ended)
+        and all(m.content not in block for m in ended)
+        and set(later) <= current
+    )
