@@ -309,24 +309,18 @@ def updated_value(old: str, new: str) -> bool:
         return False
     if _ends(so, sn):
         return True
-    if rn.additive:
-        return False
-    wo, wn = so.words, sn.words
-    if wo == wn:
+    if rn.additive or so.words == sn.words:
         return False
     if _polarity_flipped(so, sn):
         return True
-    names = so.names | sn.names
-    # Marked as a change, a statement of the user may give its object any words.
-    relaxed = rn.change and rn.about_user and ro.about_user
-    # One contiguous change (required below) puts every word that only one text has in the
-    # changed span, which may hold values and names only: checked first, as it turns most
-    # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).
-    if not relaxed and any(not _is_value(w) and w not in names for w in set(wo).symmetric_difference(wn)):
-        return False
-    # One contiguous change: what the two share at the start and at the end leaves one span each
-    # (linear; a diff of two long number-heavy texts took seconds). Several changes leave spans
-    # with words in common, which the checks below then turn away.
+    return _another_value(so, sn)
+
+
+def _changed_span(wo: Sequence[str], wn: Sequence[str]) -> tuple[int, int, int, int] | None:
+    """The one contiguous change from ``wo`` to ``wn`` (``wo[i1:i2]`` became ``wn[j1:j2]``), or None
+    when there is more than one or one side is empty (more or less said, not another value).
+    Linear: what the two share at the start and at the end leaves one span each (a diff of two long
+    number-heavy texts took seconds); several changes leave spans with words in common."""
     i1 = 0
     while i1 < min(len(wo), len(wn)) and wo[i1] == wn[i1]:
         i1 += 1
@@ -334,17 +328,31 @@ def updated_value(old: str, new: str) -> bool:
     while tail < min(len(wo), len(wn)) - i1 and wo[-1 - tail] == wn[-1 - tail]:
         tail += 1
     i2, j1, j2 = len(wo) - tail, i1, len(wn) - tail
-    if set(wo[i1:i2]) & set(wn[j1:j2]):
-        return False  # a word kept inside the span: more than one change
-    span = wo[i1:i2] + wn[j1:j2]
-    if not wo[i1:i2] or not wn[j1:j2]:  # only added or only removed words: more or less said, not another value
+    if set(wo[i1:i2]) & set(wn[j1:j2]) or not wo[i1:i2] or not wn[j1:j2]:
+        return None
+    return i1, i2, j1, j2
+
+
+def _another_value(so: _Slots, sn: _Slots) -> bool:
+    """The same statement with another value in one slot (see :func:`updated_value`)."""
+    wo, wn = so.words, sn.words
+    names = so.names | sn.names
+    # Marked as a change, a statement of the user may give its object any words.
+    relaxed = sn.reading.change and sn.reading.about_user and so.reading.about_user
+    # One contiguous change (required below) puts every word that only one text has in the
+    # changed span, which may hold values and names only: checked first, as it turns most
+    # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).
+    if not relaxed and any(not _is_value(w) and w not in names for w in set(wo).symmetric_difference(wn)):
         return False
+    spans = _changed_span(wo, wn)
+    if spans is None:
+        return False
+    i1, i2, j1, j2 = spans
+    span = wo[i1:i2] + wn[j1:j2]
     if any(w in _WEEKDAYS for w in span):  # another day: another occurrence, both hold
         return False
     frame = wo[:i1] + wo[i2:]
-    if any(w in _NEGATIONS for w in frame):
-        return False
-    if any(w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame):
+    if any(w in _NEGATIONS or w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame):
         return False
     if not all(_is_value(w) or w in names for w in span):
         # Another object, said as a change: the verb (or the attribute) is kept, a few words change.
@@ -364,8 +372,7 @@ def updated_value(old: str, new: str) -> bool:
         # subject, nor whom it is about.
         if _appositive(wo, i1, verbs) or _appositive(wn, j1, verbs):
             return False
-        if not any(w in _SINGLE_VALUED for w in wo[:i1]) and not (relaxed and verbs & set(wo[:i1])):
-            return False
+        return any(w in _SINGLE_VALUED for w in wo[:i1]) or bool(relaxed and verbs & set(wo[:i1]))
     return True
 
 

@@ -74,7 +74,8 @@ _AGE = re.compile(
 _ENDS_AT = r"(?=\s*(?:$|[.,;!]|\band\b|\bbut\b|\bso\b|\bbecause\b|\bin \d{4}\b|\blast\b|\bthis\b|\bon\b))"
 # A move said as done: where the subject lives since (a plan to move is a hypothesis, above).
 _MOVED = re.compile(
-    r"\b(the user(?:'s [a-z]+)?|(?-i:[A-Z][a-z]+))\s+(?:has\s+|have\s+)?(?:just\s+|recently\s+|finally\s+)?moved(?:\s+back)?"
+    r"\b(the user(?:'s [a-z]+)?|(?-i:[A-Z][a-z]+))\s+(?:has\s+|have\s+)?(?:just\s+|recently\s+|finally\s+)?"
+    r"moved(?:\s+back)?"
     r"(?:\s+(?:from|out of)\s+(?P<away>.+?))?\s+(?:to|into)\s+(?P<to>.+?)" + _ENDS_AT,
     _FLAGS,
 )

@@ -156,9 +156,7 @@ def _say(service: Memory, user: str, text: str, turn: int) -> list[uuid.UUID]:
     return list(outcome.ids)
 
 
-def _right(
-    service: Memory, user: str, case: Phrasing, first: Sequence[uuid.UUID], later: Sequence[uuid.UUID]
-) -> bool:
+def _right(service: Memory, user: str, case: Phrasing, first: Sequence[uuid.UUID], later: Sequence[uuid.UUID]) -> bool:
     rows = {m.id: m for m in service.list(user_id=user, include_inactive=True, limit=100).memories}
     current = {i for i, m in rows.items() if m.superseded_by is None and m.valid_until is None}
     if not case.ends:
