@@ -179,3 +179,19 @@ def test_a_stop_said_in_a_conversation_ends_the_habit(service: Memory) -> None:
     say(service, "I smoke", now - dt.timedelta(days=10), "c1")
     say(service, "I quit smoking", now, "c2")
     assert current(service) == {"The user quit smoking."}
+
+
+def test_the_block_shows_a_past_events_time_and_never_an_ended_fact_as_current(service: Memory) -> None:
+    """Issue 42 item 2: recalled with superseded memories, the move the user made and the city they
+    left are shown with their time, never as the current state; before, both read as current."""
+    march = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC)
+    say(service, "I moved to Berlin", march, "c1")
+    say(service, "I live in Munich now", march + dt.timedelta(days=60), "c2")
+    block = service.recall("Where does the user live?", user_id=USER, include_inactive=True).prompt_block
+    lines = {line.split(". ", 1)[1] for line in block.splitlines() if line[:1].isdigit()}
+    ended = {line for line in lines if "Berlin" in line}
+    assert ended and all("no longer current since" in line for line in ended), lines
+    assert "The user lives in Munich now." in lines
+    service.add(NewMemory(content="I visited Rome", valid_from=march), user_id=USER)
+    block = service.recall("Which cities did the user visit?", user_id=USER).prompt_block
+    assert "I visited Rome (2026-03-01)" in block

@@ -376,6 +376,18 @@ def _another_value(so: _Slots, sn: _Slots) -> bool:
     return True
 
 
+def past_event(text: str) -> bool:
+    """``text`` tells of something that happened ("visited Paris", "moved to Berlin", "I quit
+    smoking"), in any person, rather than of a state that holds: the block shows its time with it."""
+    slots = _slots(text)
+    if slots.reading.began or slots.reading.ended:
+        return True
+    return any(
+        v in _EVENT_VERBS or (v.endswith("ed") and not v.endswith("eed") and v not in _STATE_PARTICIPLES)
+        for v in slots.verbs
+    )
+
+
 def switched_value(old: str, new: str) -> bool:
     """``new`` says the user switched to something ("I switched to Emacs") without naming the slot,
     and ``old`` is a statement of the user that such a switch ends: one holding, with an object,

@@ -9,7 +9,7 @@ model that what follows is recalled data, not instructions.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rushmem.poison import (
     BLOCK_MARKER,
@@ -61,16 +61,20 @@ def defused_text(content: str) -> str:
     return clean_memory_line(content, None)
 
 
-def build_memory_block(contents: Iterable[str], *, max_chars: int = 500, guard: bool = True) -> str:
-    """The article's block; an empty string when there is nothing to say.
+def build_memory_block(
+    contents: Iterable[str], *, max_chars: int = 500, guard: bool = True, times: Sequence[str | None] = ()
+) -> str:
+    """The article's block; an empty string when there is nothing to say. ``times``: per memory,
+    when it happened or until when it held (a past event, an ended fact), shown after its line.
 
     [RUSH_MEMORY]
     <guard line, unless guard=False>
     Relevant memories:
-    1. <content>
+    1. <content> (<time>)
     [/RUSH_MEMORY]
     """
     lines = [clean_memory_line(c, max_chars) for c in contents]
+    lines = [f"{line} ({times[i]})" if line and i < len(times) and times[i] else line for i, line in enumerate(lines)]
     lines = [line for line in lines if line]
     if not lines:
         return ""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rushmem.ingest.facts import outdated_across_scopes
+from rushmem.ingest.facts import outdated_across_scopes, past_event
 from rushmem.recall.block import build_memory_block
 from rushmem.recall.explain import explain_candidates, named_explanations, plan_weights
 from rushmem.recall.ranking import RankTrace, rank_candidates
@@ -143,7 +143,10 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
         RecalledMemory(score=round(score, 4), **{name: getattr(c, name) for name in _SHOWN}) for c, score in chosen
     ]
     block = build_memory_block(
-        (m.content for m in memories), max_chars=parts.settings.max_block_chars, guard=parts.settings.prompt_guard
+        (m.content for m in memories),
+        max_chars=parts.settings.max_block_chars,
+        guard=parts.settings.prompt_guard,
+        times=[_shown_time(c, scope.as_of) for c, _ in chosen],
     )
     explanation = None
     if trace is not None:
@@ -160,6 +163,17 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
             named=_explain_named(parts, scope, explain_ids, candidates, vector, query, evaluated_at, k),
         )
     return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)
+
+
+def _shown_time(candidate: Candidate, as_of: dt.datetime | None) -> str | None:
+    """What the block says of a memory's time: an ended one (recalled with superseded memories) is
+    never presented as current; a past event is shown with when it happened (or was said)."""
+    ended = candidate.superseded_at
+    if candidate.superseded_by is not None and ended is not None and (as_of is None or ended <= as_of):
+        return f"no longer current since {candidate.superseded_at:%Y-%m-%d}"
+    if past_event(candidate.content):
+        return f"{(candidate.valid_from or candidate.created_at):%Y-%m-%d}"
+    return None
 
 
 def _explain_named(
