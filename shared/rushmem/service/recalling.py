@@ -146,7 +146,7 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
         (m.content for m in memories),
         max_chars=parts.settings.max_block_chars,
         guard=parts.settings.prompt_guard,
-        times=[_shown_time(c, scope.as_of) for c, _ in chosen],
+        times=[_shown_time(c, scope.as_of or evaluated_at) for c, _ in chosen],
     )
     explanation = None
     if trace is not None:
@@ -165,12 +165,12 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     return RecallResult(memories=memories, prompt_block=block, query=query, explanation=explanation)
 
 
-def _shown_time(candidate: Candidate, as_of: dt.datetime | None) -> str | None:
+def _shown_time(candidate: Candidate, at: dt.datetime) -> str | None:
     """What the block says of a memory's time: an ended one (recalled with superseded memories) is
     never presented as current; a past event is shown with when it happened (or was said)."""
-    ended = candidate.superseded_at
-    if candidate.superseded_by is not None and ended is not None and (as_of is None or ended <= as_of):
-        return f"no longer current since {candidate.superseded_at:%Y-%m-%d}"
+    ended = candidate.valid_until
+    if ended is not None and ended <= at:  # a replacement due later leaves it current until then
+        return f"no longer current since {ended:%Y-%m-%d}"
     if past_event(candidate.content):
         return f"{(candidate.valid_from or candidate.created_at):%Y-%m-%d}"
     return None
