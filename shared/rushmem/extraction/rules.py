@@ -350,8 +350,8 @@ class RulesExtractor(Extractor):
         existing: Sequence[ExistingMemory],
         instructions: ExtractionInstructions | None,
     ) -> Extraction:
-        # Never shown existing memories (updates_existing is False): heuristics cannot tell a
-        # change of mind from a new fact, so the rules provider never supersedes anything.
+        # Never shown existing memories (updates_existing is False): the rules provider judges no
+        # stored memory itself; the write path's same-slot rule reads its corrections.
         # Of a project's instructions it applies what needs no reading of prose: the ignore
         # phrases (a sentence naming one is dropped) and the categories' names and keywords.
         ignore = instructions.ignore if instructions is not None else []
