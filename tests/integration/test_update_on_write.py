@@ -339,6 +339,7 @@ def test_the_rules_provider_is_never_shown_memories_and_the_write_path_reads_its
 ) -> None:
     """The rules provider judges nothing itself; the write path's same-slot rule does: "now" marks
     "I prefer TypeScript" as a change of "prefers JavaScript" (issue 42; both were kept before)."""
+
     class CountingEmbedder(HashEmbedder):
         calls: list[list[str]] = []  # noqa: RUF012 - per test, one instance
 
