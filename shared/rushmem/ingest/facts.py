@@ -355,9 +355,12 @@ def _another_value(so: _Slots, sn: _Slots) -> bool:
     if any(w in _NEGATIONS or w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame):
         return False
     if not all(_is_value(w) or w in names for w in span):
-        # Another object, said as a change: the verb (or the attribute) is kept, a few words change.
+        # Another object, said as a change, of an attribute that holds one at a time ("works as a
+        # nurse" / "a teacher now", "favourite colour"): a few words change. Not of a verb that may
+        # hold many ("prefers TypeScript" / "prefer dark mode now", "plays tennis" / "chess now").
         prefix = [w for w in wo[:i1] if w not in _STOPWORDS]
-        return relaxed and bool(prefix) and max(i2 - i1, j2 - j1) <= 4
+        single = any(w in _SINGLE_VALUED for w in prefix)
+        return relaxed and single and max(i2 - i1, j2 - j1) <= 4
     if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
         return False
     if i1 > 0 and wo[i1 - 1] in _LABELS:

@@ -69,6 +69,10 @@ DEVELOPMENT: tuple[Phrasing, ...] = (
     _keep("I speak English", "I speak Spanish too"),
     _keep("The birthday of the user's friend Ana is on 3 May", "The birthday of the user's friend Rita is on 3 May"),
     _keep("My sister lives in Rome", "I live in Milan"),
+    # Added after the held-out figures: a change marked on a verb that may hold several values.
+    _keep("The user prefers TypeScript", "I prefer dark mode now"),
+    _keep("I play tennis", "I play chess now"),
+    _keep("I like jazz", "I like hiking these days"),
 )
 
 # Written before the rules, not used to write them.
