@@ -102,6 +102,7 @@ class Candidate:
     # RDS Data API path brings back, a 1 MiB answer having no room for 150+ full 1024-d vectors.
     sign_code: bool = False
     valid_from: dt.datetime | None = None  # when the fact became true (None: when it was stated)
+    valid_until: dt.datetime | None = None  # when it stopped being true (set with superseded_by)
 
 
 @dataclasses.dataclass(frozen=True)

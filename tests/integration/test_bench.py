@@ -392,6 +392,19 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "racing_decisions",
         "racing_decisions_one_outcome",
         "as_of_inactive_only_then",
+        # Issue 42: everyday corrections, ended events and controls as people word them, through
+        # Memory.add and conversations; a development set and a held-out one.
+        "first_person_corrected",
+        "events_ended",
+        "first_person_controls_kept",
+        "conv_first_person_corrected",
+        "conv_events_ended",
+        "conv_first_person_controls_kept",
+        "held_out_corrected",
+        "held_out_events_ended",
+        "held_out_controls_kept",
+        "conv_held_out_corrected",
+        "conv_held_out_controls_kept",
     ]
     match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
     assert match, last
@@ -405,6 +418,9 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     assert found["deletes_after_edits"] == found["racing_decisions"] == 2
     assert found["delete_after_edit_clean"] == found["racing_decisions_one_outcome"] == 1
     assert found["as_of_inactive_only_then"] == 1
+    # Whatever the embedder (hash vectors here: few corrections reach the update threshold), no
+    # control is ended.
+    assert found["first_person_controls_kept"] == found["held_out_controls_kept"] == 1
     # A recalled block handed back in a conversation adds nothing; consolidation merges duplicates.
     assert found["block_echoes"] > 0 and found["block_echoes_added"] == 0
     assert found["consolidated_dup_per_100"] < found["import_dup_per_100"]

@@ -334,7 +334,12 @@ def test_a_memory_is_replaced_once_even_if_the_model_replaces_it_twice(
     ]
 
 
-def test_the_rules_provider_is_never_shown_memories_and_never_supersedes(settings: Settings) -> None:
+def test_the_rules_provider_is_never_shown_memories_and_the_write_path_reads_its_correction(
+    settings: Settings,
+) -> None:
+    """The rules provider judges nothing itself; the write path's same-slot rule does: "now" marks
+    "I prefer TypeScript" as a change of "prefers JavaScript" (issue 42; both were kept before)."""
+
     class CountingEmbedder(HashEmbedder):
         calls: list[list[str]] = []  # noqa: RUF012 - per test, one instance
 
@@ -347,8 +352,8 @@ def test_the_rules_provider_is_never_shown_memories_and_never_supersedes(setting
     try:
         deliver(service, first_talk())
         outcome = deliver(service, said("c-2", "2026-11-29T10:15:00Z", "I prefer TypeScript now."))
-        assert (outcome.created, outcome.superseded, outcome.updates_ignored) == (1, 0, 0)
-        assert len(active(service)) == 2  # both kept, as the rules module says
+        assert (outcome.created, outcome.superseded, outcome.updates_ignored) == (1, 1, 0)
+        assert len(active(service)) == 1
         assert all("I prefer TypeScript now." not in texts for texts in embedder.calls)  # no related-memories query
     finally:
         service.close()

@@ -83,3 +83,18 @@ def test_a_pair_said_at_the_same_instant_is_left_and_valid_time_orders_the_rest(
     )
     live = [later_stated, earlier_stated]
     assert plan_supersessions(live, [NearPair(live[0].id, live[1].id, 0.9)]) == [(later_stated.id, earlier_stated.id)]
+
+
+def test_facts_about_different_friends_are_neither_merged_nor_superseded() -> None:
+    """Issue 42: consolidation superseded 9 of 10 friends' birthdays of one shape (each friend's
+    name read as the birthday's value); a first-person fact and its third-person form merge."""
+    friends = ["Ana", "Rita", "Jonas", "Paul", "Mia", "Omar", "Lea", "Ivo", "Sven", "Zoe"]
+    live = memories(*(f"The birthday of the user's friend {name} is on 3 May" for name in friends))
+    pairs = [NearPair(a.id, b.id, 0.97) for i, a in enumerate(live) for b in live[i + 1 :]]
+    assert plan_supersessions(live, pairs) == []
+    assert plan_merges(live, pairs, threshold=0.95) == (0, [])
+    first, third = memories("I live in Berlin", "The user lives in Berlin.")
+    assert plan_merges([first, third], [NearPair(first.id, third.id, 0.96)], threshold=0.95) == (
+        1,
+        [(third.id, first.id)],
+    )

@@ -59,3 +59,26 @@ def test_a_user_wide_row_updates_a_projects_value_but_never_folds_into_it() -> N
     rows = [row("The user is 32 years old"), row("The user lives in Lisbon")]
     matches = rule.judge(rows, {0: [other], 1: [same_elsewhere]})
     assert matches.updates == {0: [other]} and matches.restates == {}
+
+
+def test_a_statement_in_the_first_person_folds_into_its_third_person_form() -> None:
+    """Issue 42: "I live in Berlin" and "The user lives in Berlin." are one fact, though their
+    embeddings are further apart than the fold's threshold."""
+    rule = SameFactRule(fold=0.95, update=0.3)
+    stored = near("The user lives in Berlin.", 0.7)
+    assert rule.judge([row("I live in Berlin")], {0: [stored]}).restates == {0: stored.id}
+    moved = near("The user lives in Munich.", 0.7)
+    assert rule.judge([row("I live in Berlin")], {0: [moved]}).updates == {0: [moved]}
+
+
+def test_a_switch_that_names_no_slot_ends_only_the_nearest_thing_it_can_end() -> None:
+    rule = SameFactRule(fold=0.95, update=0.3)
+    employer, editor, drink = (
+        near("I work at Google", 0.6),
+        near("The user uses Vim", 0.4),
+        near("The user drinks coffee", 0.35),
+    )
+    matches = rule.judge([row("I switched to Microsoft")], {0: [employer, editor, drink]})
+    assert matches.updates == {0: [employer]} and matches.restates == {}
+    hypothetical = rule.judge([row("I might switch to Microsoft")], {0: [employer]})
+    assert hypothetical.updates == {}

@@ -88,3 +88,8 @@ def test_property_any_memory_text_stays_inside_one_numbered_line(contents: list[
         assert len(line) <= len(f"{number}. ") + 120
         assert not re.search(r"\[\s*/?\s*rush[\s_-]*memory\s*\]", line, re.IGNORECASE)
         assert not re.search(r"\b(system|assistant|developer)\s*:", line, re.IGNORECASE)
+
+
+def test_a_line_with_a_time_shows_it_after_the_memory() -> None:
+    block = build_memory_block(["The user visited Paris", "The user lives in Lisbon"], times=["2026-03-01", None])
+    assert "1. The user visited Paris (2026-03-01)" in block and "2. The user lives in Lisbon\n" in block

@@ -12,7 +12,7 @@ from rushmem.config import Settings
 from rushmem.extraction.base import Extractor
 from rushmem.extraction.parsing import UnparseableOutput, parse_memories
 from rushmem.extraction.prompt import build_prompt
-from rushmem.extraction.records import Extraction
+from rushmem.extraction.records import Extraction, place_in_conversation
 from rushmem.records import ExistingMemory
 from rushmem.usage import record_usage
 from rushmem_contract.errors import ProviderError
@@ -64,10 +64,11 @@ class LLMExtractor(Extractor):
         )
         answer = self._complete(system, user)
         try:
-            return parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)
+            extraction = parse_memories(answer, max_items=self.max_items, max_chars=self.max_chars)
         except UnparseableOutput as exc:
             # A provider failure, not bad input: the record's redelivery asks again and may well get an answer.
             raise ProviderError(f"{self.provider} extraction", f"{self.model} gave no usable answer: {exc}") from exc
+        return place_in_conversation(extraction, messages)
 
     @abstractmethod
     def _complete(self, system: str, user: str) -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from rushmem_contract.models import CATEGORIES, Category, Content, NewMemory
+from rushmem_contract.models import CATEGORIES, Category, ChatMessage, Content, NewMemory
 
 logger = logging.getLogger(__name__)
 
@@ -168,3 +169,38 @@ def bound_expiry(extraction: Extraction, reference: dt.datetime) -> None:
                 reference.isoformat(),
             )
             extraction.memories[index] = memory.model_copy(update={"expires_at": None})
+
+
+# Words that say nothing of which message a fact came from (the rewrite to the third person adds them).
+_FILLER = frozenset(
+    re.findall(
+        r"\S+",
+        "the a an user user's users and or of to in on at for with is are was were has have had be been that this "
+        "i i'm i've my me we our you your it its now actually also",
+    )
+)
+_WORD = re.compile(r"[\w']+")
+
+
+def _said(text: str) -> set[str]:
+    """A text's words, roughly rooted ("lives" / "live", "moved" / "move"), fillers left out."""
+    words = (w.casefold().replace("’", "'") for w in _WORD.findall(text))
+    return {w[:5] if len(w) > 5 else w for w in words if w not in _FILLER}
+
+
+def place_in_conversation(extraction: Extraction, messages: Sequence[ChatMessage]) -> Extraction:
+    """Each extracted memory with the turn that said it and that message's time, as the rules
+    extractor gives them (a model is never asked for them, nor trusted with them): the user message
+    sharing the most words with the fact, the later one on a tie (the last that said it); none when
+    no user message shares a word (the conversation's end then dates it)."""
+    said = [(i, _said(m.content), m.created_at) for i, m in enumerate(messages) if m.role == "user"]
+    placed = []
+    for memory in extraction.memories:
+        words = _said(memory.content)
+        best = max(said, key=lambda s: (len(words & s[1]), s[0]), default=None)
+        if best is None or not words & best[1]:
+            placed.append(memory)
+            continue
+        placed.append(memory.model_copy(update={"turn": best[0], "stated_at": best[2]}))
+    extraction.memories = placed
+    return extraction

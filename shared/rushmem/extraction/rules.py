@@ -78,7 +78,8 @@ _KEEP_VERBS = (
     r"lead|manage|teach|study|deploy|host|target|support|follow|avoid|stick|rely|care|plan|"
     r"(?:want|need)\s+(?:every|all|each|no)|"  # "I want a button" is a request; "I need every ..." a rule
     r"decided|chose|switched|moved|have been|was born|have|has|'ve been|'ve|'d rather|would rather|"
-    r"drink|eat|smoke|drive|play|go|attend|train|ride|cycle|run|swim|read|watch|listen|wear|take"
+    r"drink|eat|smoke|drive|play|go|attend|train|ride|cycle|run|swim|read|watch|listen|wear|take|"
+    r"quit|stopped|gave up|broke up"  # what ended: it ends the fact it names (rushmem.ingest.statements)
 )
 _FIRST_PERSON = re.compile(rf"^(?:i|we)(?:\s+|(?=')){_ADVERBS}{_NEGATION}(?:{_KEEP_VERBS})\b", re.IGNORECASE)
 # "I'm" / "we're" + what may follow and still be a lasting fact.
@@ -100,7 +101,7 @@ _NOT_A_FACT = re.compile(
     re.IGNORECASE,
 )
 _POSSESSIVE = re.compile(
-    r"^(?:my|our)\s+(?:[\w-]+\s+){0,4}?(?:is|are|was|has|have|must|should|needs|need|uses|runs|supports|"
+    r"^(?:my|our)\s+(?:[\w'-]+\s+){0,4}?(?:is|are|was|has|have|must|should|needs|need|uses|runs|supports|"
     r"includes|lives|works|targets|stays)\b",
     re.IGNORECASE,
 )
@@ -111,6 +112,12 @@ _REQUIREMENT = re.compile(
 )
 _STANDING_RULE = re.compile(
     r"^(?:please\s+)?(?:always|never|make sure|ensure|from now on|going forward|don't ever|do not ever)\b",
+    re.IGNORECASE,
+)
+# A change said first ("Since March I speak German", "These days my favourite band is ..."): moved
+# after the statement it dates, which then reads as any other.
+_CHANGE_FIRST = re.compile(
+    r"^((?:since|as of) [\w ]{2,30}?|these days|nowadays|lately|currently|now),?\s+(?=(?:i|i'm|my|we|our)\b)",
     re.IGNORECASE,
 )
 _LETS = re.compile(r"^let'?s\s+(go with|use|stick with|keep|switch to|choose|pick|call it|name it)\b", re.IGNORECASE)
@@ -158,7 +165,7 @@ _KEEP_FORM = _words(
     "wasn't was had did never always also only really just still usually often mostly rarely "
     "built chose made wrote went got began took ran found bought left sold spent thought knew became came saw "
     "said told put set let kept felt sent lost met paid brought taught caught won drove grew gave flew forgot "
-    "read hit cut"
+    "read hit cut quit broke"
 )
 _ED_BASE = _words("need feed seed proceed succeed exceed speed bleed breed embed shred wed")
 _FIXED = [  # (pattern, replacement); order matters: contractions before the bare pronouns
@@ -283,6 +290,10 @@ def _statement(sentence: str) -> str | None:
         return None
     text = _TAIL.sub("", _LEAD_IN.sub("", text)).strip()
     text = text.replace("’", "'")
+    first = _CHANGE_FIRST.match(text)
+    if first:
+        said = first.group(1)
+        text = f"{text[first.end() :].rstrip('.!')} {said[0].lower()}{said[1:]}"
     if len(text) < 5 or text.endswith("?") or _QUESTION_START.match(text) or _PROBLEM.search(text):
         return None
     if _NOT_A_FACT.match(text) or _UNRESOLVED_START.match(text):
@@ -339,8 +350,8 @@ class RulesExtractor(Extractor):
         existing: Sequence[ExistingMemory],
         instructions: ExtractionInstructions | None,
     ) -> Extraction:
-        # Never shown existing memories (updates_existing is False): heuristics cannot tell a
-        # change of mind from a new fact, so the rules provider never supersedes anything.
+        # Never shown existing memories (updates_existing is False): the rules provider judges no
+        # stored memory itself; the write path's same-slot rule reads its corrections.
         # Of a project's instructions it applies what needs no reading of prose: the ignore
         # phrases (a sentence naming one is dropped) and the categories' names and keywords.
         ignore = instructions.ignore if instructions is not None else []

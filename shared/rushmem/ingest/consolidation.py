@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from rushmem.ingest.facts import same_fact, updated_value, wording
+from rushmem.ingest.facts import same_fact, same_statement, updated_value, wording
 from rushmem.records import LiveMemory
 
 # Rows compared at once: a block of this many against the whole scope (40 MB at 10,000 memories).
@@ -100,7 +100,7 @@ def plan_merges(
         a, b = by_id.get(pair.first), by_id.get(pair.second)
         if a is None or b is None or a.project_id != b.project_id:
             continue
-        if pair.similarity < threshold or not same_fact(a.content, b.content):
+        if pair.similarity < threshold or not (same_fact(a.content, b.content) or same_statement(a.content, b.content)):
             continue
         older, newer = (a, b) if order[a.id] < order[b.id] else (b, a)
         found.append((pair.similarity, newer.id, older.id))

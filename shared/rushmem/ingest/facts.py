@@ -20,7 +20,9 @@ import functools
 import itertools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+
+from rushmem.ingest.statements import Reading, read
 
 
 def _words(text: str) -> frozenset[str]:
@@ -218,18 +220,28 @@ class _Slots:
     """What :func:`updated_value` reads of one text, worked out once per text rather than once per
     pair (recall compares every project candidate with every user-wide one)."""
 
-    # "now", "currently", "anymore": when the statement holds, not what it says ("works at Initech
-    # now" updates "works at Globex").
+    # The words of the statement's reading (rushmem.ingest.statements: third person, base verb,
+    # change words out): "I live in Munich now" and "The user lives in Munich" have the same.
     words: tuple[str, ...]
     names: frozenset[str]
     negations: int
+    reading: Reading
+    verbs: frozenset[str]  # the word that says what the user does ("live", "work"): a verb by its place
 
 
 @functools.lru_cache(maxsize=4096)
 def _slots(text: str) -> _Slots:
-    tokens = _tokens(text)
+    reading = read(text)
+    tokens = _tokens(reading.text)
     words = tuple(t.word for t in tokens if t.word not in _PRESENT)
-    return _Slots(words, frozenset(_names(tokens)), sum(w in _NEGATIONS for w in words))
+    verbs = {
+        next((w for w in words[i + 1 :] if w not in _STOPWORDS and w not in _NEGATIONS and w not in _ENDING), "")
+        for i, w in enumerate(words)
+        if w == "user"
+    }
+    return _Slots(
+        words, frozenset(_names(tokens)), sum(w in _NEGATIONS for w in words), reading, frozenset(verbs - {""})
+    )
 
 
 def _polarity_flipped(old: _Slots, new: _Slots) -> bool:
@@ -244,32 +256,93 @@ def _polarity_flipped(old: _Slots, new: _Slots) -> bool:
     return core_old == core_new and any(w not in _STOPWORDS for w in core_old)
 
 
+def _root(word: str) -> str:
+    """A word's rough root, for asking whether one statement names what another said
+    ("smoking" / "smoke", "playing" / "plays"): for comparing only."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _roots(words: Sequence[str]) -> set[str]:
+    return {_root(w) for w in words if w not in _STOPWORDS and w not in _ENDING and not _is_value(w)} - {"user"}
+
+
+def _ends(old: _Slots, new: _Slots) -> bool:
+    """``new`` says that what ``old`` says of the user stopped: "quit smoking" ends "smokes", "broke
+    up with Tom" ends "has a boyfriend named Tom", "moved from Berlin" ends "lives in Berlin",
+    "does not drink coffee anymore" ends "drinks coffee every morning". What stopped must be named
+    by words of ``old``; both must be about the user, ``old`` stated as holding."""
+    ro, rn = old.reading, new.reading
+    if not rn.about_user or not ro.text.casefold().lstrip().startswith(("the user", "user")):
+        return False
+    if old.negations or ro.hypothetical or not rn.change:
+        return False
+    said = [" ".join(t.word for t in _tokens(e)) for e in rn.ended]
+    if new.negations > old.negations:
+        first = next(i for i, w in enumerate(new.words) if w in _NEGATIONS)
+        said.append(" ".join(new.words[first + 1 :]))
+    had = _roots(old.words)
+    for what in said:
+        roots = _roots(what.split())
+        if roots and roots <= had:
+            return True
+    return False
+
+
+def _appositive(words: Sequence[str], at: int, verbs: Collection[str]) -> bool:
+    """The name at ``words[at]`` follows a noun that it names ("the user's friend Rita"): it says
+    whom the statement is about, not a value of it."""
+    if at == 0:
+        return False
+    before = words[at - 1]
+    return not (
+        before in _STOPWORDS
+        or before in _SINGLE_VALUED
+        or before in _STATE_PARTICIPLES
+        or before in _VERBS
+        or before in _DIRECTIONS
+        or before in verbs
+        or _is_value(before)
+    )
+
+
 def updated_value(old: str, new: str) -> bool:
     """Whether ``new`` restates ``old`` with another value in one slot (an age, a date, a number, a
     place or name): the same words around it, one contiguous span changed, made of values or
-    names only (a name only where the statement holds one at a time: "lives in", "works at");
-    or the same statement with the other polarity ("no longer drinks coffee" ends "drinks
-    coffee"). Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify;
-    nor does another weekday (another occurrence), nor a text past MAX_FACT_WORDS."""
+    names only (a name only where the statement holds one at a time: "lives in", "works at",
+    and never a name that says whom the statement is about: "the user's friend Rita"); or the
+    same statement with the other polarity ("no longer drinks coffee" ends "drinks coffee"); or,
+    marked as a change ("now", "these days", "since March", "actually"), the same statement of
+    the user with another object ("works as a teacher now" after "works as a nurse"); or a
+    statement that what ``old`` said stopped ("quit smoking", "moved from Berlin to Munich").
+    Both are read alike in the first and the third person (:mod:`rushmem.ingest.statements`).
+    Then ``new`` supersedes ``old``. Events ("the user visited Paris") never qualify; nor does
+    another weekday (another occurrence), a hypothesis ("might move to Munich") or an addition
+    ("also speaks Spanish"), nor a text past MAX_FACT_WORDS."""
     return _statement(old) and _statement(new) and _updated_value(old, new)
 
 
 def _updated_value(old: str, new: str) -> bool:
     so, sn = _slots(old), _slots(new)
-    wo, wn = so.words, sn.words
-    if wo == wn:
+    ro, rn = so.reading, sn.reading
+    if rn.hypothetical and not ro.hypothetical:
+        return False
+    if _ends(so, sn):
+        return True
+    if rn.additive or so.words == sn.words:
         return False
     if _polarity_flipped(so, sn):
         return True
-    names = so.names | sn.names
-    # One contiguous change (required below) puts every word that only one text has in the
-    # changed span, which may hold values and names only: checked first, as it turns most
-    # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).
-    if any(not _is_value(w) and w not in names for w in set(wo).symmetric_difference(wn)):
-        return False
-    # One contiguous change: what the two share at the start and at the end leaves one span each
-    # (linear; a diff of two long number-heavy texts took seconds). Several changes leave spans
-    # with words in common, which the checks below then turn away.
+    return _another_value(so, sn)
+
+
+def _changed_span(wo: Sequence[str], wn: Sequence[str]) -> tuple[int, int, int, int] | None:
+    """The one contiguous change from ``wo`` to ``wn`` (``wo[i1:i2]`` became ``wn[j1:j2]``), or None
+    when there is more than one or one side is empty (more or less said, not another value).
+    Linear: what the two share at the start and at the end leaves one span each (a diff of two long
+    number-heavy texts took seconds); several changes leave spans with words in common."""
     i1 = 0
     while i1 < min(len(wo), len(wn)) and wo[i1] == wn[i1]:
         i1 += 1
@@ -277,28 +350,97 @@ def _updated_value(old: str, new: str) -> bool:
     while tail < min(len(wo), len(wn)) - i1 and wo[-1 - tail] == wn[-1 - tail]:
         tail += 1
     i2, j1, j2 = len(wo) - tail, i1, len(wn) - tail
-    if set(wo[i1:i2]) & set(wn[j1:j2]):
-        return False  # a word kept inside the span: more than one change
+    if set(wo[i1:i2]) & set(wn[j1:j2]) or not wo[i1:i2] or not wn[j1:j2]:
+        return None
+    return i1, i2, j1, j2
+
+
+def _another_value(so: _Slots, sn: _Slots) -> bool:
+    """The same statement with another value in one slot (see :func:`updated_value`)."""
+    wo, wn = so.words, sn.words
+    names = so.names | sn.names
+    # Marked as a change, a statement of the user may give its object any words.
+    relaxed = sn.reading.change and sn.reading.about_user and so.reading.about_user
+    # One contiguous change (required below) puts every word that only one text has in the
+    # changed span, which may hold values and names only: checked first, as it turns most
+    # neighbours away without the diff (the write path runs this on up to 8 neighbours a fact).
+    if not relaxed and any(not _is_value(w) and w not in names for w in set(wo).symmetric_difference(wn)):
+        return False
+    spans = _changed_span(wo, wn)
+    if spans is None:
+        return False
+    i1, i2, j1, j2 = spans
     span = wo[i1:i2] + wn[j1:j2]
-    if not wo[i1:i2] or not wn[j1:j2]:  # only added or only removed words: more or less said, not another value
-        return False
-    if not all(_is_value(w) or w in names for w in span):
-        return False
     if any(w in _WEEKDAYS for w in span):  # another day: another occurrence, both hold
         return False
     frame = wo[:i1] + wo[i2:]
-    if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
+    if any(w in _NEGATIONS or w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame):
         return False
-    if any(w in _NEGATIONS for w in frame):
+    if not all(_is_value(w) or w in names for w in span):
+        # Another object, said as a change, of an attribute that holds one at a time ("works as a
+        # nurse" / "a teacher now", "favourite colour"): a few words change. Not of a verb that may
+        # hold many ("prefers TypeScript" / "prefer dark mode now", "plays tennis" / "chess now").
+        prefix = [w for w in wo[:i1] if w not in _STOPWORDS]
+        single = any(w in _SINGLE_VALUED for w in prefix)
+        return relaxed and single and max(i2 - i1, j2 - j1) <= 4
+    if not [w for w in frame if w not in _STOPWORDS]:  # nothing said around it: not "the same thing"
         return False
     if i1 > 0 and wo[i1 - 1] in _LABELS:
         return False
-    if not any(w in _VERBS or w in _SINGLE_VALUED or (w.endswith("s") and not _is_value(w)) for w in frame):
+    verbs = so.verbs | sn.verbs
+    if not any(
+        w in _VERBS or w in _SINGLE_VALUED or w in verbs or (w.endswith("s") and not _is_value(w)) for w in frame
+    ):
         return False
-    # ... and the name is what the statement says of its subject (after the cue), not the subject.
-    if any(w in names and not _is_value(w) for w in span) and not any(w in _SINGLE_VALUED for w in wo[:i1]):
+    if any(w in names and not _is_value(w) for w in span):
+        # ... and the name is what the statement says of its subject (after the cue), not the
+        # subject, nor whom it is about.
+        if _appositive(wo, i1, verbs) or _appositive(wn, j1, verbs):
+            return False
+        return any(w in _SINGLE_VALUED for w in wo[:i1]) or bool(relaxed and verbs & set(wo[:i1]))
+    return True
+
+
+def past_event(text: str) -> bool:
+    """``text`` tells of something that happened ("visited Paris", "moved to Berlin", "I quit
+    smoking"), in any person, rather than of a state that holds: the block shows its time with it."""
+    slots = _slots(text)
+    if slots.reading.began or slots.reading.ended:
+        return True
+    return any(
+        v in _EVENT_VERBS or (v.endswith("ed") and not v.endswith("eed") and v not in _STATE_PARTICIPLES)
+        for v in slots.verbs
+    )
+
+
+def switched_value(old: str, new: str) -> bool:
+    """``new`` says the user switched to something ("I switched to Emacs") without naming the slot,
+    and ``old`` is a statement of the user that such a switch ends: one holding, with an object,
+    not an event, not a hypothesis, not already naming the new value. The write path lets it end
+    only the nearest such neighbour (one switch ends one thing)."""
+    so, sn = _slots(old), _slots(new)
+    ro, rn = so.reading, sn.reading
+    if rn.switched_to is None or rn.hypothetical or not rn.about_user or not ro.about_user:
         return False
-    return not any(w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in frame)
+    if so.negations or ro.hypothetical or ro.switched_to is not None or ro.began:
+        return False
+    if any(w in _EVENT_VERBS or (w.endswith("ed") and w not in _STATE_PARTICIPLES) for w in so.words):
+        return False
+    target = _roots([t.word for t in _tokens(rn.switched_to)])
+    return bool(target) and not target <= _roots(so.words) and len(_roots(so.words) - so.verbs) > 0
+
+
+def same_statement(a: str, b: str) -> bool:
+    """``a`` and ``b`` read the same (:mod:`rushmem.ingest.statements`): "I live in Berlin" and "The
+    user lives in Berlin."; the same fact, whatever the person it is said in."""
+    sa, sb = _slots(a), _slots(b)
+    return (
+        sa.words == sb.words
+        and sa.negations == sb.negations
+        and sa.reading.began == sb.reading.began
+        and sa.reading.hypothetical == sb.reading.hypothetical
+        and bool([w for w in sa.words if w not in _STOPWORDS])
+    )
 
 
 def outdated_across_scopes(facts: Sequence[tuple[str | None, str, dt.datetime]]) -> set[int]:

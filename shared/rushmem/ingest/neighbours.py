@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rushmem.config import Settings
-from rushmem.ingest.facts import same_fact, updated_value
+from rushmem.ingest.facts import same_fact, same_statement, switched_value, updated_value
 from rushmem.records import MemoryRow, NearMatches, Neighbour
 
 
@@ -48,17 +48,26 @@ class SameFactRule:
     def judge(
         self, rows: Sequence[MemoryRow], near: Mapping[int, Sequence[Neighbour]], *, judged: Collection[int] = ()
     ) -> NearMatches:
-        """A row restates the first neighbour (nearest first) that is near enough and the same fact;
-        otherwise it updates every neighbour near enough whose slot it gives another value, unless
+        """A row restates the first neighbour (nearest first) that is near enough and the same fact
+        (or the same statement in another person); otherwise it updates every neighbour near enough
+        whose slot it gives another value or whose state it ends (a switch with no slot named: the
+        nearest such neighbour only), unless
         an LLM extractor already judged the row (``judged``)."""
         restates: dict[int, uuid.UUID] = {}
         updates: dict[int, list[Neighbour]] = {}
-        fold, update = self.fold, self.update
+        fold, update, floor = self.fold, self.update, self.floor or 0.0
         for i, neighbours in near.items():
             text = rows[i].content
             # A fact folds only into its own scope's; a user-wide one updates every project's value.
             own = [n for n in neighbours if n.project_id == rows[i].project_id]
-            same = [n for n in own if fold is not None and n.similarity >= fold and same_fact(n.content, text)]
+            same = [
+                n
+                for n in own
+                if (fold is not None and n.similarity >= fold and same_fact(n.content, text))
+                # The same statement in another person ("I live in Berlin" / "The user lives in
+                # Berlin"): embeddings put the two further apart than a restatement.
+                or (fold is not None and n.similarity >= floor and same_statement(n.content, text))
+            ]
             if same:
                 restates[i] = same[0].id
                 continue
@@ -67,6 +76,9 @@ class SameFactRule:
                 for n in neighbours
                 if update is not None and n.similarity >= update and updated_value(n.content, text)
             ]
+            if not olds and update is not None:
+                # "I switched to Emacs": one switch ends one thing, the nearest it can end.
+                olds = [n for n in neighbours if n.similarity >= update and switched_value(n.content, text)][:1]
             if olds and i not in judged:
                 updates[i] = olds
         return NearMatches(restates, updates)

@@ -74,9 +74,12 @@ def count_tokens(text: str) -> int:
     return total
 
 
-def block_lines(contents: Iterable[str], *, max_chars: int = 500) -> list[str]:
-    """Each memory's line as the block shows it (without its number; "" when nothing is left)."""
-    return [clean_memory_line(c, max_chars) for c in contents]
+def block_lines(contents: Iterable[str], *, max_chars: int = 500, times: Sequence[str | None] = ()) -> list[str]:
+    """Each memory's line as the block shows it (without its number; "" when nothing is left).
+    ``times``: per memory, when it happened or until when it held (a past event, an ended fact),
+    shown after its line."""
+    lines = [clean_memory_line(c, max_chars) for c in contents]
+    return [f"{line} ({times[i]})" if line and i < len(times) and times[i] else line for i, line in enumerate(lines)]
 
 
 def over_budget(lines: Sequence[str], max_tokens: int, *, skip: Collection[int] = (), guard: bool = True) -> set[int]:
@@ -109,7 +112,7 @@ def assemble_block(lines: Iterable[str], *, guard: bool = True) -> str:
     [RUSH_MEMORY]
     <guard line, unless guard=False>
     Relevant memories:
-    1. <content>
+    1. <content> (<time>)
     [/RUSH_MEMORY]
     """
     lines = [line for line in lines if line]
@@ -120,6 +123,8 @@ def assemble_block(lines: Iterable[str], *, guard: bool = True) -> str:
     return "\n".join([*header, BLOCK_TITLE, *numbered, BLOCK_END])
 
 
-def build_memory_block(contents: Iterable[str], *, max_chars: int = 500, guard: bool = True) -> str:
-    """The block of these memories' lines (:func:`assemble_block`)."""
-    return assemble_block(block_lines(contents, max_chars=max_chars), guard=guard)
+def build_memory_block(
+    contents: Iterable[str], *, max_chars: int = 500, guard: bool = True, times: Sequence[str | None] = ()
+) -> str:
+    """The block of these memories' lines (:func:`block_lines`, :func:`assemble_block`)."""
+    return assemble_block(block_lines(contents, max_chars=max_chars, times=times), guard=guard)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rushmem.ingest.facts import outdated_across_scopes
+from rushmem.ingest.facts import outdated_across_scopes, past_event
 from rushmem.recall.block import assemble_block, block_lines, count_tokens, over_budget
 from rushmem.recall.cut import relevance_cut
 from rushmem.recall.explain import explain_candidates, named_explanations, plan_weights
@@ -152,7 +152,11 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     dropped = relevance_cut(
         [score for _, score in chosen], min_score=min_score, min_relative_score=plan.min_relative_score
     )
-    lines = block_lines((c.content for c, _ in chosen), max_chars=settings.max_block_chars)
+    lines = block_lines(
+        (c.content for c, _ in chosen),
+        max_chars=settings.max_block_chars,
+        times=[_shown_time(c, scope.as_of or evaluated_at) for c, _ in chosen],
+    )
     if request.max_tokens is not None:
         why = f"the block would exceed the budget of {request.max_tokens} tokens"
         for place in over_budget(lines, request.max_tokens, skip=dropped, guard=settings.prompt_guard):
@@ -190,6 +194,17 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     return RecallResult(
         memories=memories, prompt_block=block, block_tokens=count_tokens(block), query=query, explanation=explanation
     )
+
+
+def _shown_time(candidate: Candidate, at: dt.datetime) -> str | None:
+    """What the block says of a memory's time: an ended one (recalled with superseded memories) is
+    never presented as current; a past event is shown with when it happened (or was said)."""
+    ended = candidate.valid_until
+    if ended is not None and ended <= at:  # a replacement due later leaves it current until then
+        return f"no longer current since {ended:%Y-%m-%d}"
+    if past_event(candidate.content):
+        return f"{(candidate.valid_from or candidate.created_at):%Y-%m-%d}"
+    return None
 
 
 def _explain_named(

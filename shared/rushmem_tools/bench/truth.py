@@ -30,7 +30,7 @@ from typing import Any
 
 from rushmem.service import Memory
 from rushmem_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
-from rushmem_tools.bench import truth_cases, truth_deletes
+from rushmem_tools.bench import truth_cases, truth_deletes, truth_phrasings
 from rushmem_tools.bench.common import ScratchServer, add_database_arguments, open_service, print_table, say
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -309,8 +309,8 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                     say(f"{name}: conversations, future valid times, edits, scopes, distinct look-alikes")
                     cases = truth_cases.run_cases(bench, args.users, args.seed)
                     say(f"{name}: deletes after edits, racing review decisions, as of with ended memories")
-                    held = service.settings.model_copy(update={**overrides, "review_writes": True})
-                    containers = [open_service(held, url, provider=args.embedder) for _ in range(RACERS)]
+                    reviewing = service.settings.model_copy(update={**overrides, "review_writes": True})
+                    containers = [open_service(reviewing, url, provider=args.embedder) for _ in range(RACERS)]
                     try:
                         deletes = truth_deletes.run_cases(bench, containers, args.users, args.seed)
                     finally:
@@ -318,6 +318,9 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                             container.close()
                     say(f"{name}: adversarial inputs against ordinary ones")
                     timings = truth_cases.run_timings(bench, args.seed)
+                    say(f"{name}: everyday corrections, ended events and controls, as people word them")
+                    dev = truth_phrasings.run_phrasings(bench, truth_phrasings.DEVELOPMENT, label="dev")
+                    held = truth_phrasings.run_phrasings(bench, truth_phrasings.HELD_OUT, label="held")
                 results.append(result)
             finally:
                 bench.close()
@@ -429,6 +432,18 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             ],
         ],
     )
+    print_table(
+        ["phrasings (issue 42)", "door", "corrections", "events ended", "controls kept", "not extracted"],
+        [
+            [label, door, t.figure("correction"), t.figure("event"), t.figure("control"), t.unread]
+            for label, tallies in (("development", dev), ("held out", held))
+            for door, t in zip(("add", "conversation"), tallies, strict=True)
+        ],
+    )
+    for label, tallies in (("development", dev), ("held out", held)):
+        for door, t in zip(("add", "conversation"), tallies, strict=True):
+            for wrong in t.wrong:
+                say(f"{label} {door}: wrong {wrong}")
     print(
         f"echoes: {ours.echoes} written back through POST /memories (must only refresh), "
         f"{ours.echoes_added} added; block echoes: {ours.block_echoes} recalled facts pasted back in a "
@@ -468,7 +483,15 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"delete_after_edit_clean={_share(deletes.deletes_clean, deletes.deletes):.3f} "
         f"racing_decisions={deletes.decisions} "
         f"racing_decisions_one_outcome={_share(deletes.decisions_one, deletes.decisions):.3f} "
-        f"as_of_inactive_only_then={_share(deletes.as_of_only_then, deletes.as_of):.3f}"
+        f"as_of_inactive_only_then={_share(deletes.as_of_only_then, deletes.as_of):.3f} "
+        f"first_person_corrected={dev[0].share('correction'):.3f} events_ended={dev[0].share('event'):.3f} "
+        f"first_person_controls_kept={dev[0].share('control'):.3f} "
+        f"conv_first_person_corrected={dev[1].share('correction'):.3f} "
+        f"conv_events_ended={dev[1].share('event'):.3f} conv_first_person_controls_kept={dev[1].share('control'):.3f} "
+        f"held_out_corrected={held[0].share('correction'):.3f} held_out_events_ended={held[0].share('event'):.3f} "
+        f"held_out_controls_kept={held[0].share('control'):.3f} "
+        f"conv_held_out_corrected={held[1].share('correction'):.3f} "
+        f"conv_held_out_controls_kept={held[1].share('control'):.3f}"
     )
     return 0
 
