@@ -6,7 +6,6 @@ forgets, or a door that reads an input otherwise, fails here."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -17,11 +16,10 @@ from rushmem.config import Settings
 from rushmem.service import Memory
 from rushmem_contract import operations as ops
 from tests.support import conformance
-from tests.support.conformance import REFUSED, SCENARIO, Answer, Fields
-from tests.support.recall import serving
+from tests.support.conformance import REFUSED, SCENARIO, Answer
 
 DOORS = ("http", "mcp", "cli", "client", "async-client", "typescript")
-REVIEW = {"AGENT_MEMORY_REVIEW_WRITES": "true", "AGENT_MEMORY_EXTRACTION_PROVIDER": "rules"}
+REVIEW = {"RUSHMEM_REVIEW_WRITES": "true", "RUSHMEM_EXTRACTION_PROVIDER": "rules"}
 
 
 @pytest.fixture
@@ -33,25 +31,6 @@ def reference(fresh_database: Callable[[], str]) -> Iterator[Memory]:
         )
     ) as memory:
         yield memory
-
-
-def door(name: str, stack: ExitStack) -> Callable[[str, Fields], Answer]:
-    if name == "http":
-        return conformance.http_door()
-    if name == "cli":
-        return conformance.cli_door()
-    if name == "mcp":
-        from rushmem.service import get_service
-
-        return stack.enter_context(conformance.mcp_door(get_service))
-    url = stack.enter_context(serving())
-    if name == "client":
-        return conformance.client_door(url)
-    if name == "async-client":
-        return conformance.async_client_door(url)
-    if shutil.which("node") is None or not (conformance.TYPESCRIPT / "dist").exists():
-        pytest.fail("the TypeScript door needs Node.js and the built package (make typescript-check builds it)")
-    return conformance.typescript_door(url)
 
 
 def compare(
@@ -89,7 +68,7 @@ def test_every_operation_answers_the_same_at_every_door(
         monkeypatch.setenv(key, value)
     expected = conformance.run(conformance.python_door(reference), SCENARIO, lambda _: True)
     with ExitStack() as stack:
-        got = conformance.run(door(name, stack), SCENARIO, conformance.offered_by(name))
+        got = conformance.run(conformance.open_door(name, stack), SCENARIO, conformance.offered_by(name))
     compare(name, expected, got, SCENARIO)
 
 
@@ -103,5 +82,5 @@ def test_the_same_bad_inputs_are_refused_the_same_way_at_every_door(
     expected = conformance.run(conformance.python_door(reference), steps, lambda _: True)
     assert all(a is not None and a.refused for a in expected), [a for a in expected if a is None or not a.refused]
     with ExitStack() as stack:
-        got = conformance.run(door(name, stack), steps, conformance.offered_by(name))
+        got = conformance.run(conformance.open_door(name, stack), steps, conformance.offered_by(name))
     compare(name, expected, got, steps)

@@ -19,6 +19,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import uuid
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client
 from mcp_types import TextContent
@@ -42,7 +44,7 @@ from rushmem_contract.errors import AgentMemoryError, InvalidInput
 from rushmem_contract.kinds import ERROR_KINDS, error_kind
 from rushmem_contract.operations import Operation
 from rushmem_tools.cli.main import main as cli_main
-from tests.support.recall import body_of, invoke, with_body, with_request
+from tests.support.recall import body_of, invoke, serving, with_body, with_request
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "u-conformance"
@@ -429,6 +431,27 @@ def typescript_door(url: str) -> Callable[[str, Fields], Answer]:
         return Answer(value=answer["ok"])
 
     return call
+
+
+def open_door(name: str, stack: ExitStack) -> Callable[[str, Fields], Answer]:
+    """A door by name (http, mcp, cli, client, async-client, typescript) on the handlers'
+    environment; what it opens (a server, an MCP session) closes with ``stack``."""
+    if name == "http":
+        return http_door()
+    if name == "cli":
+        return cli_door()
+    if name == "mcp":
+        from rushmem.service import get_service
+
+        return stack.enter_context(mcp_door(get_service))
+    url = stack.enter_context(serving())
+    if name == "client":
+        return client_door(url)
+    if name == "async-client":
+        return async_client_door(url)
+    if shutil.which("node") is None or not (TYPESCRIPT / "dist").exists():
+        pytest.fail("the TypeScript door needs Node.js and the built package (make typescript-check builds it)")
+    return typescript_door(url)
 
 
 def offered_by(door: str) -> Callable[[str], bool]:
