@@ -17,7 +17,7 @@ from mcp import Client
 from rushmem.config import Settings
 from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from rushmem.service import Memory
-from rushmem_contract.models import ChatMessage, ConversationEnded, MemoryRecord, NewMemory
+from rushmem_contract.models import ChatMessage, ConversationEnded, ImportLine, MemoryRecord, NewMemory
 from rushmem_tools.cli import main
 from tests.support.recall import body_of, invoke, with_body
 
@@ -249,3 +249,21 @@ def test_cli_add_in_a_project_ends_the_user_wide_employer(local: Settings, capsy
     old = json.loads(capsys.readouterr().out)["ids"][0]
     assert main(["add", "--user", USER, "--project", "p", "I work as a teacher now"], settings=local) == 0
     assert json.loads(capsys.readouterr().out)["facts"][0]["superseded"] == [old]
+
+
+# ---- import --------------------------------------------------------------------------------------
+
+
+def test_an_import_of_a_first_person_line_then_its_correction_is_resolved_by_consolidation(service: Memory) -> None:
+    """Item 1 at the import door. An import is taken as given (an export restores as it was), so
+    the correction is resolved by consolidation, which reads the first person as the third."""
+    t0 = dt.datetime(2026, 1, 5, 9, tzinfo=dt.UTC)
+    lines = [
+        ImportLine(user_id=USER, content="I live in Berlin", created_at=t0),
+        ImportLine(user_id=USER, content="I moved from Berlin to Munich", created_at=t0 + dt.timedelta(days=30)),
+        ImportLine(user_id=USER, content="My friend Ana lives in Paris", created_at=t0 + dt.timedelta(days=31)),
+    ]
+    service.import_(lines)
+    service.admin.consolidate(restart=True)
+    assert current(service) == {"I moved from Berlin to Munich", "My friend Ana lives in Paris"}
+    assert everything(service)["I live in Berlin"].valid_until is not None
