@@ -251,6 +251,18 @@ def test_cli_add_in_a_project_ends_the_user_wide_employer(local: Settings, capsy
     assert json.loads(capsys.readouterr().out)["facts"][0]["superseded"] == [old]
 
 
+def test_a_conversation_in_a_project_ends_the_user_wide_home_it_corrects(service: Memory) -> None:
+    now = dt.datetime.now(dt.UTC)
+    first = service.add(NewMemory(content="I live in Berlin", valid_from=now - dt.timedelta(days=30)), user_id=USER)
+    message = ChatMessage(role="user", content="I live in Munich now", created_at=now)
+    service.ingest_conversation(
+        ConversationEnded(user_id=USER, project_id="p", conversation_id="c1", ended_at=now, messages=[message])
+    )
+    old = everything(service)["I live in Berlin"]
+    assert old.valid_until == now and old.superseded_by is not None and old.id == first.ids[0]
+    assert listed(service, "q") == set()
+
+
 # ---- import --------------------------------------------------------------------------------------
 
 
