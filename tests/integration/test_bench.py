@@ -405,6 +405,8 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "held_out_controls_kept",
         "conv_held_out_corrected",
         "conv_held_out_controls_kept",
+        # Issue 42 item 6: a project's correction of the user's own state ends the user-wide value.
+        "project_correction_ended",
     ]
     match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
     assert match, last
@@ -418,6 +420,7 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     assert found["deletes_after_edits"] == found["racing_decisions"] == 2
     assert found["delete_after_edit_clean"] == found["racing_decisions_one_outcome"] == 1
     assert found["as_of_inactive_only_then"] == 1
+    assert found["project_correction_ended"] == 1
     # Whatever the embedder (hash vectors here: few corrections reach the update threshold), no
     # control is ended.
     assert found["first_person_controls_kept"] == found["held_out_controls_kept"] == 1

@@ -17,7 +17,7 @@ from mcp import Client
 from rushmem.config import Settings
 from rushmem.mcp.tools import Identity, MemoryTools, build_server, fixed_identity
 from rushmem.service import Memory
-from rushmem_contract.models import ChatMessage, ConversationEnded, MemoryRecord, NewMemory
+from rushmem_contract.models import ChatMessage, ConversationEnded, ImportLine, MemoryRecord, NewMemory
 from rushmem_tools.cli import main
 from tests.support.recall import body_of, invoke, with_body
 
@@ -195,3 +195,87 @@ def test_the_block_shows_a_past_events_time_and_never_an_ended_fact_as_current(s
     service.add(NewMemory(content="I visited Rome", valid_from=march), user_id=USER)
     block = service.recall("Which cities did the user visit?", user_id=USER).prompt_block
     assert "I visited Rome (2026-03-01)" in block
+
+
+# ---- a project's correction of the user's own state (item 6) -----------------------------------------
+
+
+def listed(service: Memory, project: str | None = None) -> set[str]:
+    return {m.content for m in service.list(user_id=USER, project_id=project, limit=100).memories}
+
+
+def test_a_project_correction_of_where_the_user_lives_ends_the_user_wide_value_on_write(service: Memory) -> None:
+    """Before: the move in project p superseded nothing (the write never met the user-wide fact), so
+    p's list, the user-wide list and every other project still held Berlin as current."""
+    first = service.add(NewMemory(content="I live in Berlin"), user_id=USER)
+    moved = service.add(NewMemory(content="I moved from Berlin to Munich"), user_id=USER, project_id="p")
+    assert moved.facts[0].superseded == first.ids
+    old = everything(service)["I live in Berlin"]
+    assert old.valid_until is not None and old.superseded_by == moved.ids[0]
+    assert listed(service, "p") == {"I moved from Berlin to Munich"}
+    # The user lives in one place: no project presents Berlin as current any more, and the new value
+    # stays in the project it was said in.
+    assert "I live in Berlin" not in listed(service)
+    assert listed(service, "q") == set()
+    assert "Berlin" not in service.recall("Where does the user live?", user_id=USER, project_id="q").prompt_block
+
+
+def test_a_project_value_of_something_of_the_users_leaves_the_user_wide_value_to_other_projects(
+    service: Memory,
+) -> None:
+    """The control: "the user's team" may be another team in each project; resolved in p's recall."""
+    service.add(NewMemory(content="The user's team is 4 people"), user_id=USER)
+    five = service.add(NewMemory(content="The user's team is 5 people"), user_id=USER, project_id="p")
+    assert five.facts[0].superseded == []
+    assert listed(service, "q") == {"The user's team is 4 people"}
+    block = service.recall("How big is the user's team?", user_id=USER, project_id="p").prompt_block
+    assert "5 people" in block and "4 people" not in block
+
+
+def test_http_post_memories_in_a_project_ends_the_user_wide_age(local: Settings) -> None:
+    def post(content: str, **scope: str) -> dict[str, Any]:
+        body = {"user_id": USER, "memories": [{"content": content}], **scope}
+        result = invoke(with_body("http-memories-add.json", body))
+        assert result["statusCode"] == 201, result
+        return dict(body_of(result))
+
+    first = post("The user is 31 years old")
+    later = post("I'm 32", project_id="p")
+    assert later["facts"][0]["superseded"] == first["ids"]
+
+
+def test_cli_add_in_a_project_ends_the_user_wide_employer(local: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["add", "--user", USER, "I work as a nurse"], settings=local) == 0
+    old = json.loads(capsys.readouterr().out)["ids"][0]
+    assert main(["add", "--user", USER, "--project", "p", "I work as a teacher now"], settings=local) == 0
+    assert json.loads(capsys.readouterr().out)["facts"][0]["superseded"] == [old]
+
+
+def test_a_conversation_in_a_project_ends_the_user_wide_home_it_corrects(service: Memory) -> None:
+    now = dt.datetime.now(dt.UTC)
+    first = service.add(NewMemory(content="I live in Berlin", valid_from=now - dt.timedelta(days=30)), user_id=USER)
+    message = ChatMessage(role="user", content="I live in Munich now", created_at=now)
+    service.ingest_conversation(
+        ConversationEnded(user_id=USER, project_id="p", conversation_id="c1", ended_at=now, messages=[message])
+    )
+    old = everything(service)["I live in Berlin"]
+    assert old.valid_until == now and old.superseded_by is not None and old.id == first.ids[0]
+    assert listed(service, "q") == set()
+
+
+# ---- import --------------------------------------------------------------------------------------
+
+
+def test_an_import_of_a_first_person_line_then_its_correction_is_resolved_by_consolidation(service: Memory) -> None:
+    """Item 1 at the import door. An import is taken as given (an export restores as it was), so
+    the correction is resolved by consolidation, which reads the first person as the third."""
+    t0 = dt.datetime(2026, 1, 5, 9, tzinfo=dt.UTC)
+    lines = [
+        ImportLine(user_id=USER, content="I live in Berlin", created_at=t0),
+        ImportLine(user_id=USER, content="I moved from Berlin to Munich", created_at=t0 + dt.timedelta(days=30)),
+        ImportLine(user_id=USER, content="My friend Ana lives in Paris", created_at=t0 + dt.timedelta(days=31)),
+    ]
+    service.import_(lines)
+    service.admin.consolidate(restart=True)
+    assert current(service) == {"I moved from Berlin to Munich", "My friend Ana lives in Paris"}
+    assert everything(service)["I live in Berlin"].valid_until is not None

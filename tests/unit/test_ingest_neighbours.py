@@ -3,6 +3,7 @@ without a database: the store reads the neighbours and carries out what the rule
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 
@@ -59,6 +60,24 @@ def test_a_user_wide_row_updates_a_projects_value_but_never_folds_into_it() -> N
     rows = [row("The user is 32 years old"), row("The user lives in Lisbon")]
     matches = rule.judge(rows, {0: [other], 1: [same_elsewhere]})
     assert matches.updates == {0: [other]} and matches.restates == {}
+
+
+def test_a_project_row_ends_a_user_wide_value_of_the_users_own_state_only() -> None:
+    """Issue 42 item 6: a project's "I'm 32" ends the user-wide age (one age in every project); a
+    project's value of something of the user's ("the user's team") leaves the user-wide one to the
+    other projects, and a project's row never folds into a user-wide fact."""
+    rule = SameFactRule(fold=0.9, update=0.3)
+    in_p = dataclasses.replace(row("x"), project_id="p")
+    age = Neighbour(uuid.uuid4(), "The user is 31 years old", T0, 0.9, None)
+    team = Neighbour(uuid.uuid4(), "The user's team is 4 people", T0, 0.9, None)
+    same = Neighbour(uuid.uuid4(), "The user is 32 years old", T0, 0.99, None)
+    rows = [
+        dataclasses.replace(in_p, content="I'm 32"),
+        dataclasses.replace(in_p, content="The user's team is 5 people"),
+        dataclasses.replace(in_p, content="The user is 32 years old"),
+    ]
+    matches = rule.judge(rows, {0: [age], 1: [team], 2: [same]})
+    assert matches.updates == {0: [age]} and matches.restates == {}
 
 
 def test_a_statement_in_the_first_person_folds_into_its_third_person_form() -> None:

@@ -443,13 +443,23 @@ def same_statement(a: str, b: str) -> bool:
     )
 
 
+def about_the_user(old: str, new: str) -> bool:
+    """Both statements are of the user themselves ("I live in Munich", "The user is 32 years old"),
+    not of something of theirs ("the user's team", "my dog") nor of another person: the user's own
+    state is one value in every project, so a project's correction of it ends the user-wide value
+    (something of the user's may differ from one project to another: resolved in that project)."""
+    return read(old).about_user and read(new).about_user
+
+
 def outdated_across_scopes(facts: Sequence[tuple[str | None, str, dt.datetime]]) -> set[int]:
     """Of facts a project's reader sees together, given as (project_id, content, valid from), the
     indexes of those a fact of the other scope (user-wide against the project's) gives a newer
     value in the same slot (:func:`updated_value`): a correction written user-wide while the old
     value sat in the project, or the other way round. Each scope's own updates are the write
-    path's; a pair true from the same instant is left as it is. The pairs of the two scopes only:
-    a recall's candidates, a few dozen."""
+    path's, and so are a project's corrections of the user's own state (:func:`about_the_user`):
+    this resolves the rest (something of the user's, which may differ per project) and memories
+    written before the write path did; a pair true from the same instant is left as it is. The
+    pairs of the two scopes only: a recall's candidates, a few dozen."""
     project = [i for i, f in enumerate(facts) if f[0] is not None]
     wide = [i for i, f in enumerate(facts) if f[0] is None]
     gone: set[int] = set()

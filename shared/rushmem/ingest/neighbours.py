@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rushmem.config import Settings
-from rushmem.ingest.facts import same_fact, same_statement, switched_value, updated_value
+from rushmem.ingest.facts import about_the_user, same_fact, same_statement, switched_value, updated_value
 from rushmem.records import MemoryRow, NearMatches, Neighbour
 
 
@@ -58,7 +58,7 @@ class SameFactRule:
         fold, update, floor = self.fold, self.update, self.floor or 0.0
         for i, neighbours in near.items():
             text = rows[i].content
-            # A fact folds only into its own scope's; a user-wide one updates every project's value.
+            # A fact folds only into its own scope's.
             own = [n for n in neighbours if n.project_id == rows[i].project_id]
             same = [
                 n
@@ -71,14 +71,19 @@ class SameFactRule:
             if same:
                 restates[i] = same[0].id
                 continue
-            olds = [
+            # A user-wide row updates every project's value; a project's row its project's, and a
+            # user-wide value only of the user's own state (the rest is resolved in the project's recall).
+            seen = [
                 n
                 for n in neighbours
-                if update is not None and n.similarity >= update and updated_value(n.content, text)
+                if n.project_id == rows[i].project_id
+                or rows[i].project_id is None
+                or (n.project_id is None and about_the_user(n.content, text))
             ]
+            olds = [n for n in seen if update is not None and n.similarity >= update and updated_value(n.content, text)]
             if not olds and update is not None:
                 # "I switched to Emacs": one switch ends one thing, the nearest it can end.
-                olds = [n for n in neighbours if n.similarity >= update and switched_value(n.content, text)][:1]
+                olds = [n for n in seen if n.similarity >= update and switched_value(n.content, text)][:1]
             if olds and i not in judged:
                 updates[i] = olds
         return NearMatches(restates, updates)

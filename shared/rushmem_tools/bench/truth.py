@@ -384,7 +384,8 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"{cases.conversation_corrected}/{cases.conversations}, future replacements {cases.future_ok}/{cases.future}, "
         f"edits keeping the past {cases.edits_past_kept}/{cases.edits}, cross-scope one value "
         f"{cases.cross_scope_one_value}/{cases.cross_scope}, distinct look-alikes retired "
-        f"{cases.distinct_retired}/{cases.distinct}"
+        f"{cases.distinct_retired}/{cases.distinct}, a project's correction of the user-wide age ending it "
+        f"{cases.project_correction_ended}/{cases.project_corrections}"
     )
     print(
         f"issue 42 cases over {args.users} users each: deletes after edits and a correction leaving no text "
@@ -491,7 +492,8 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"held_out_corrected={held[0].share('correction'):.3f} held_out_events_ended={held[0].share('event'):.3f} "
         f"held_out_controls_kept={held[0].share('control'):.3f} "
         f"conv_held_out_corrected={held[1].share('correction'):.3f} "
-        f"conv_held_out_controls_kept={held[1].share('control'):.3f}"
+        f"conv_held_out_controls_kept={held[1].share('control'):.3f} "
+        f"project_correction_ended={_share(cases.project_correction_ended, cases.project_corrections):.3f}"
     )
     return 0
 

@@ -51,6 +51,8 @@ class Cases:
     edits_past_kept: int = 0  # as_of before the edit reads the old text, now the new one
     cross_scope: int = 0
     cross_scope_one_value: int = 0  # the project's block holds the newer value only
+    project_corrections: int = 0
+    project_correction_ended: int = 0  # a project's correction of the user's age ends the user-wide one
     distinct: int = 0
     distinct_retired: int = 0  # distinct facts folded, superseded or merged (must be 0)
 
@@ -124,6 +126,20 @@ def run_cases(service: Memory, users: int, seed: int) -> Cases:
         cases.cross_scope_one_value += [m.content for m in block if "years old" in m.content] == [
             f"The user is {age + 1} years old"
         ]
+
+        user = f"case-project-{u:03d}"
+        age = rng.randint(20, 60)
+        service.add(NewMemory(content=f"The user is {age} years old", valid_from=T0), user_id=user)
+        service.add(
+            NewMemory(content=f"The user is {age + 1} years old", valid_from=T0 + dt.timedelta(days=90)),
+            user_id=user,
+            project_id="p",
+        )
+        block = service.recall("How old is the user?", user_id=user, project_id="p").memories
+        cases.project_corrections += 1
+        cases.project_correction_ended += [m.content for m in block if "years old" in m.content] == [
+            f"The user is {age + 1} years old"
+        ] and not any("years old" in t for t in _contents(service, user, project_id="q"))
 
         user = f"case-distinct-{u:03d}"
         texts = [template.format(a=v) for template, values in DISTINCT_SETS for v in values]

@@ -65,13 +65,14 @@ FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea
      WITH ORDINALITY AS i(embedding, project_id, content_hash, ord)
 CROSS JOIN LATERAL (
     -- A dense user's nearest through their partition's HNSW index (migration 0013), anyone
-    -- else's exactly; the other branch is skipped by its one-time filter. One more than wanted:
-    -- the live exact duplicate, if near, is left out below.
+    -- else's exactly; the other branch is skipped by its one-time filter. A project's row meets its
+    -- project's and the user-wide memories (the rule says which it may end); a user-wide row every
+    -- project's. One more than wanted: the live exact duplicate, if near, is left out below.
     SELECT c.id, u.content, u.valid_from, c.distance, u.project_id FROM (
         (SELECT m.id, m.embedding <=> i.embedding AS distance
          FROM dense_memories m
          WHERE m.user_id = %(user_id)s
-           AND (m.project_id IS NOT DISTINCT FROM i.project_id OR i.project_id IS NULL)
+           AND (m.project_id IS NOT DISTINCT FROM i.project_id OR i.project_id IS NULL OR m.project_id IS NULL)
            AND m.superseded_at IS NULL
            AND EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = %(user_id)s AND d.ready)
          ORDER BY m.embedding <=> i.embedding
@@ -80,7 +81,7 @@ CROSS JOIN LATERAL (
         (SELECT m.id, m.embedding <=> i.embedding AS distance
          FROM user_memories m
          WHERE m.user_id = %(user_id)s
-           AND (m.project_id IS NOT DISTINCT FROM i.project_id OR i.project_id IS NULL)
+           AND (m.project_id IS NOT DISTINCT FROM i.project_id OR i.project_id IS NULL OR m.project_id IS NULL)
            AND m.superseded_at IS NULL
            AND NOT EXISTS (SELECT FROM agent_memory_dense_users d WHERE d.user_id = %(user_id)s AND d.ready)
          ORDER BY m.embedding <=> i.embedding
@@ -309,8 +310,10 @@ def updated_pairs(
         new_id, started = outcomes[i].id, rows[i].true_from
         for old in olds:
             late = started is not None and started < old.valid_from
-            if late and old.project_id != rows[i].project_id:
-                continue  # a project's newer value never closes a user-wide fact for every project
+            if late and rows[i].project_id is None and old.project_id is not None:
+                # A user-wide statement arriving late is kept live: a project's value of the user's
+                # own state ends a user-wide one only when it is the later word (the rule's judgement).
+                continue
             pairs.append((new_id, old.id) if late else (old.id, new_id))
     return pairs
 
