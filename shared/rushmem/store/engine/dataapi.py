@@ -36,7 +36,7 @@ import psycopg
 
 from rushmem.providers.rdsdata import DataApi, ResponseTooLarge, StatementFailed
 from rushmem.store.engine.dataapi_values import compose, decode_scalar, split_script
-from rushmem.store.engine.session import Params, Query, VectorSchema
+from rushmem.store.engine.session import ANSWER_BUDGET, ROW_OVERHEAD, Params, Query, VectorSchema
 
 # Rows per FETCH when an answer is read in parts: a row is at most 64 KB as the database returns it,
 # and JSON escaping at most doubles it in the answer, so 7 rows stay under 1 MiB whatever they hold.
@@ -176,14 +176,21 @@ class DataApiSession:
         scope.pop("statement_timeout", None)  # not settable inside a running statement: the login has its own
         inner, values = _from_params(*compose(query, params))
         fingerprint = "(SELECT value FROM agent_memory_meta WHERE key = :meta_key)" if schema else "NULL"
+        # The rows in the query's order as far as they fit one answer (the first always; see
+        # session.bounded): a query whose rows may pass 1 MiB orders them best first (recall does).
         statement = (
-            "SELECT agent_memory_read_as(CAST(:settings AS jsonb), :query, CAST(:params AS jsonb)) AS row, "
-            f"{fingerprint} AS fingerprint"
+            f"SELECT r.doc AS row, {fingerprint} AS fingerprint FROM ("
+            "SELECT a.doc, a.ord, sum(octet_length(to_json(a.doc::text)::text) + :overhead) "
+            "OVER (ORDER BY a.ord ROWS UNBOUNDED PRECEDING) AS am_bytes "
+            "FROM agent_memory_read_as(CAST(:settings AS jsonb), :query, CAST(:params AS jsonb)) "
+            "WITH ORDINALITY AS a(doc, ord)) AS r WHERE r.ord = 1 OR r.am_bytes <= :budget ORDER BY r.ord"
         )
         arguments = [
             {"name": "settings", "value": {"stringValue": json.dumps(scope)}},
             {"name": "query", "value": {"stringValue": inner}},
             {"name": "params", "value": {"stringValue": json.dumps(values)}},
+            {"name": "overhead", "value": {"longValue": ROW_OVERHEAD}},
+            {"name": "budget", "value": {"longValue": ANSWER_BUDGET}},
         ]
         if schema:
             arguments.append({"name": "meta_key", "value": {"stringValue": schema.meta_key}})

@@ -357,7 +357,7 @@ def superseded_pairs(cursor: Rows | None) -> list[tuple[uuid.UUID, uuid.UUID]]:
 class Nearest:
     """The near-neighbour read, sent: its cursor, the rows it asked about, the rule to apply."""
 
-    cursor: Rows
+    cursor: Rows | list[tuple[Any, ...]]  # a list: read already, in parts (_nearest_bounded)
     indexes: list[int]
     rule: NeighbourRule
 
@@ -382,7 +382,7 @@ def send_nearest(
         }
 
     if conn.single_statement_reads:
-        return Nearest(_ReadNearest(_nearest_bounded(conn, params, indexes)), list(indexes), rule)
+        return Nearest(_nearest_bounded(conn, params, indexes), list(indexes), rule)
     # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
     # plan and lock every dense user's); an unnamed statement is planned with its values.
     cursor = conn.execute(_NEAREST_EXISTING, params(indexes), prepare=False)
@@ -416,16 +416,6 @@ def _nearest_bounded(
     return found
 
 
-class _ReadNearest:
-    """The neighbours read in parts, as the cursor apply_nearest fetches them from."""
-
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self._rows = rows
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._rows
-
-
 def apply_nearest(
     conn: Session,
     user_id: str,
@@ -442,7 +432,9 @@ def apply_nearest(
     if nearest is None:
         return {}
     near: dict[int, list[Neighbour]] = {}
-    for ordinal, memory_id, content, valid_from, similarity, project_id in nearest.cursor.fetchall():
+    for ordinal, memory_id, content, valid_from, similarity, project_id in (
+        nearest.cursor if isinstance(nearest.cursor, list) else nearest.cursor.fetchall()
+    ):
         i = nearest.indexes[int(ordinal) - 1]
         if i in only:
             near.setdefault(i, []).append(Neighbour(memory_id, content, valid_from, similarity, project_id))
