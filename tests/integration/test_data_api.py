@@ -272,7 +272,7 @@ def test_requests_per_conversation(data_api_service: Memory, data_api: DataApiSt
     assert outcome.ids
     counts = data_api.reset_counts()
     assert counts == {"Execute": 7, "BeginTransaction": 1, "CommitTransaction": 1}, (counts, data_api.log)
-    assert data_api.log[0].startswith("Execute SELECT agent_memory_read_as(")  # the receipt, scoped, one request
+    assert "agent_memory_read_as(" in data_api.log[0]  # the receipt, scoped, one request
     assert data_api_service.usage("u-1").totals.get("conversation") == 1  # counted, with the receipt
 
 
@@ -380,12 +380,12 @@ def test_recall_limit_50_over_dense_1024d_vectors_fits_the_response_limit(
     )
 
 
-def test_full_vectors_at_that_size_exceed_the_response_limit(
+def test_full_vectors_at_that_size_fill_the_response_limit(
     dense_store: Memory, data_api: DataApiStandIn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What recall did before: every candidate's vector as text. The stand-in refuses the answer
-    as the Data API does; the rows are then read again in parts (many requests), so the compact
-    form is what keeps limit 50 one request."""
+    """What recall did before: every candidate's vector as text. The candidates then fill the Data
+    API's 1 MiB and are cut there (best first, never an answer it refuses), so the compact form is
+    what keeps the whole candidate pool of limit 50 in one request."""
     dense_store.recall("warm up", user_id="u-dense", limit=5)
     data_api.response_bytes.clear()
     data_api.refused.clear()
@@ -393,8 +393,8 @@ def test_full_vectors_at_that_size_exceed_the_response_limit(
     monkeypatch.setattr(DataApiSession, "sign_code_vectors", False)
     result = dense_store.recall("which editor and package manager does the user prefer", user_id="u-dense", limit=50)
     assert len(result.memories) == 50
-    assert max(data_api.response_bytes) > MAX_RESPONSE_BYTES and data_api.refused == ["answer"]
-    assert data_api.reset_counts()["Execute"] > 10
+    assert data_api.refused == [] and data_api.reset_counts() == {"Execute": 1}
+    assert 0.8 * MAX_RESPONSE_BYTES < max(data_api.response_bytes) <= MAX_RESPONSE_BYTES
 
 
 def test_sign_bits_keep_mmr_close_to_the_full_vectors(dense_store: Memory, blank_database_url: str) -> None:

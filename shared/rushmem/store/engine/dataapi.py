@@ -18,9 +18,13 @@ There is no session either (requests share the cluster's): what needs one (COPY,
 locks, libpq's password encryption) is for a direct connection.
 
 An answer is at most 1 MiB and a row at most 64 KB (AWS's Data API limits). The service's limits keep
-every row it writes below 64 KB (rushmem_contract.models); a read whose rows add up to more than
-1 MiB (a page of large memories) is read again through a cursor, a few rows per request
-(:meth:`DataApiSession._read_in_parts`): one request in the common case, more only when needed.
+every row it writes below 64 KB (rushmem_contract.models); a read whose rows may add up to more than
+1 MiB (a page of large memories, a write's neighbours, recall's candidates) asks for those that fit,
+cut by their bytes in SQL (:func:`~rushmem.store.engine.session.bounded`, and
+:meth:`DataApiSession.read_once_as_user`): a page carries on after its last row in a statement of its
+own, recall keeps its best candidates. One request in the common case, and no answer the Data API
+refuses; any other read that still passes 1 MiB is read again through a cursor, a few rows per
+request (:meth:`DataApiSession._read_in_parts`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import psycopg
 
 from rushmem.providers.rdsdata import DataApi, ResponseTooLarge, StatementFailed
 from rushmem.store.engine.dataapi_values import compose, decode_scalar, split_script
-from rushmem.store.engine.session import Params, Query, VectorSchema
+from rushmem.store.engine.session import ANSWER_BUDGET, ROW_OVERHEAD, Params, Query, VectorSchema
 
 # Rows per FETCH when an answer is read in parts: a row is at most 64 KB as the database returns it,
 # and JSON escaping at most doubles it in the answer, so 7 rows stay under 1 MiB whatever they hold.
@@ -176,14 +180,22 @@ class DataApiSession:
         scope.pop("statement_timeout", None)  # not settable inside a running statement: the login has its own
         inner, values = _from_params(*compose(query, params))
         fingerprint = "(SELECT value FROM agent_memory_meta WHERE key = :meta_key)" if schema else "NULL"
+        # The rows in the query's order as far as they fit one answer (the first always; see
+        # session.bounded): a query whose rows may pass 1 MiB orders them best first (recall does).
         statement = (
-            "SELECT agent_memory_read_as(CAST(:settings AS jsonb), :query, CAST(:params AS jsonb)) AS row, "
-            f"{fingerprint} AS fingerprint"
+            "WITH a AS (SELECT * FROM agent_memory_read_as(CAST(:settings AS jsonb), :query, CAST(:params AS jsonb)) "
+            "WITH ORDINALITY AS a(doc, ord)), "
+            "r AS (SELECT doc, ord, sum(octet_length(to_json(doc::text)::text) + :overhead) "
+            "OVER (ORDER BY ord ROWS UNBOUNDED PRECEDING) AS am_bytes FROM a) "
+            f"SELECT doc AS row, {fingerprint} AS fingerprint FROM r "
+            "WHERE ord = 1 OR am_bytes <= :budget ORDER BY ord"
         )
         arguments = [
             {"name": "settings", "value": {"stringValue": json.dumps(scope)}},
             {"name": "query", "value": {"stringValue": inner}},
             {"name": "params", "value": {"stringValue": json.dumps(values)}},
+            {"name": "overhead", "value": {"longValue": ROW_OVERHEAD}},
+            {"name": "budget", "value": {"longValue": ANSWER_BUDGET}},
         ]
         if schema:
             arguments.append({"name": "meta_key", "value": {"stringValue": schema.meta_key}})

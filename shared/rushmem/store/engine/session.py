@@ -142,3 +142,40 @@ def json_rows(query: str) -> str:
 def vector_column(conn: Session) -> str:
     """The embedding column ``conn`` reads (a re-embedding's grace period: the previous model's)."""
     return conn.vector_schema.column if conn.vector_schema is not None else "embedding"
+
+
+# The RDS Data API answers at most 1 MiB. A read of rows that may be large (a page of the largest
+# memories is megabytes) asks for those that fit, in its order, and carries on after the last one in
+# a statement of its own (:func:`bounded`): never an answer the Data API refuses. A row weighs its
+# composite text JSON-escaped (at least what its fields take in the answer: the same characters,
+# quoted and escaped once more) plus ROW_OVERHEAD for each field's wrapper; what is left of the MiB
+# is for the column metadata. The common case (rows of a few KB) is one statement, as before.
+ANSWER_BUDGET = 1024 * 1024 - 64 * 1024
+ROW_OVERHEAD = 1024
+
+
+def bounded(query: sql.Composable, columns: str, order: str) -> sql.Composed:
+    """``query``'s rows (``columns``, in ``order``) as far as they fit :data:`ANSWER_BUDGET` (the
+    first always: a row is under 64 KB), each with ``am_rows``: how many ``query`` had, so the
+    caller knows whether it was cut (:func:`cut`)."""
+    return sql.SQL(
+        "SELECT {columns}, am_rows FROM ("
+        "SELECT am_q.*, count(*) OVER () AS am_rows, row_number() OVER (ORDER BY {order}) AS am_n, "
+        "sum(octet_length(to_json(am_q::text)::text) + {overhead}) "
+        "OVER (ORDER BY {order} ROWS UNBOUNDED PRECEDING) AS am_bytes "
+        "FROM ({query}) AS am_q) AS am_page WHERE am_n = 1 OR am_bytes <= {budget} ORDER BY {order}"
+    ).format(
+        columns=sql.SQL(columns),
+        order=sql.SQL(order),
+        overhead=sql.Literal(ROW_OVERHEAD),
+        budget=sql.Literal(ANSWER_BUDGET),
+        query=query,
+    )
+
+
+def cut(rows: list[dict[str, Any]]) -> bool:
+    """Whether a :func:`bounded` read left rows out (and drops each row's ``am_rows``)."""
+    total = 0
+    for row in rows:
+        total = int(row.pop("am_rows"))
+    return len(rows) < total

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
 from psycopg import sql
 
-from rushmem.store.engine.session import Session
+from rushmem.store.engine.session import Session, bounded, cut
 from rushmem.store.engine.transactions import maintenance_transaction, user_transaction
 from rushmem.store.memories.scope import Scope, scope_filter, scope_params
 from rushmem_contract.models import MemoryEvent, MemoryRecord, UserCount
@@ -22,20 +23,30 @@ MEMORY_COLUMNS = (
 def list_memories(
     conn: Session, scope: Scope, *, limit: int, after: tuple[dt.datetime, uuid.UUID] | None = None
 ) -> list[MemoryRecord]:
-    """A page of the user's memories, newest first; ``after`` is the last row of the previous page."""
-    where = scope_filter(scope)
-    if after is not None:
-        where = sql.SQL("{} AND (created_at, id) < (%(after_at)s, %(after_id)s)").format(where)
-    query = sql.SQL("SELECT {cols} FROM user_memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s")
-    params = {
-        **scope_params(scope),
-        "limit": limit,
-        "after_at": after[0] if after else None,
-        "after_id": after[1] if after else None,
-    }
+    """A page of the user's memories, newest first; ``after`` is the last row of the previous page.
+    Read in statements of at most a Data API answer each (:func:`bounded`): one unless it is large."""
+    found: list[dict[str, Any]] = []
     with user_transaction(conn, scope.user_id):
-        rows = conn.execute_dicts(query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where), params).fetchall()
-    return [MemoryRecord(**row) for row in rows]
+        while len(found) < limit:
+            where = scope_filter(scope)
+            if after is not None:
+                where = sql.SQL("{} AND (created_at, id) < (%(after_at)s, %(after_id)s)").format(where)
+            query = sql.SQL(
+                "SELECT {cols} FROM user_memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s"
+            )
+            params = {
+                **scope_params(scope),
+                "limit": limit - len(found),
+                "after_at": after[0] if after else None,
+                "after_id": after[1] if after else None,
+            }
+            page = query.format(cols=sql.SQL(MEMORY_COLUMNS), where=where)
+            rows = conn.execute_dicts(bounded(page, MEMORY_COLUMNS, "created_at DESC, id DESC"), params).fetchall()
+            found += rows
+            if not cut(rows):
+                break
+            after = (rows[-1]["created_at"], rows[-1]["id"])
+    return [MemoryRecord(**row) for row in found]
 
 
 # A memory and its lineage: every earlier version of its fact, however deep (the text an edit kept,
@@ -75,21 +86,28 @@ def history_page(
 ) -> list[tuple[int, MemoryEvent]]:
     """Up to ``limit`` recorded changes, oldest first, each with its event id (the cursor's key with
     ``at``); ``after``: the (at, id) of the previous page's last event."""
-    query = (
-        f"SELECT id, {_EVENT_COLUMNS} FROM memory_events "
-        "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
-        "AND (%(after_at)s::timestamptz IS NULL OR (at, id) > (%(after_at)s, %(after_id)s)) "
-        "ORDER BY at, id LIMIT %(limit)s"
-    )
-    params = {
-        "user_id": user_id,
-        "memory_id": memory_id,
-        "limit": limit,
-        "after_at": after[0] if after else None,
-        "after_id": after[1] if after else None,
-    }
+    found: list[dict[str, Any]] = []
     with user_transaction(conn, user_id):
-        rows = conn.execute_dicts(query, params).fetchall()
+        while len(found) < limit:
+            query = (
+                f"SELECT id, {_EVENT_COLUMNS} FROM memory_events "
+                "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+                "AND (%(after_at)s::timestamptz IS NULL OR (at, id) > (%(after_at)s, %(after_id)s)) "
+                "ORDER BY at, id LIMIT %(limit)s"
+            )
+            params = {
+                "user_id": user_id,
+                "memory_id": memory_id,
+                "limit": limit - len(found),
+                "after_at": after[0] if after else None,
+                "after_id": after[1] if after else None,
+            }
+            rows = conn.execute_dicts(bounded(sql.SQL(query), f"id, {_EVENT_COLUMNS}", "at, id"), params).fetchall()
+            found += rows
+            if not cut(rows):
+                break
+            after = (rows[-1]["at"], rows[-1]["id"])
+    rows = found
     return [(row.pop("id"), MemoryEvent(**row)) for row in rows]
 
 

@@ -215,7 +215,14 @@ def hybrid_sql(shape: HybridShape) -> str:
             vec=vec,
             embedding=sql.SQL(_EMBEDDING_SIGNS if shape.sign_codes else _EMBEDDING).format(vec=vec),
             json_open=sql.SQL("SELECT to_jsonb(r) FROM (" if shape.as_json else ""),
-            json_close=sql.SQL(") AS r" if shape.as_json else ""),
+            # Best first (by the better of its places in the two legs): one statement's answer holds
+            # at most 1 MiB, and a recall of the largest memories is cut there (engine.dataapi).
+            json_close=sql.SQL(
+                ") AS r ORDER BY least(row_number() OVER (ORDER BY r.distance), "
+                "row_number() OVER (ORDER BY r.text_rank DESC)), r.id"
+                if shape.as_json
+                else ""
+            ),
             date_leg=sql.SQL(_DATE_LEG).format(scope=where, vec=vec) if shape.dated else sql.SQL(""),
             distance=sql.SQL(_DISTANCE).format(vec=vec),
             text_rank=sql.SQL(_TEXT_RANK).format(tsq=tsq),

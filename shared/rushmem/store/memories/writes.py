@@ -12,11 +12,12 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from rushmem.records import MemoryRow, Neighbour, NeighbourRule, WriteOutcome
 from rushmem.store.accounts.usage import add_usage
-from rushmem.store.engine.session import Rows, Session
+from rushmem.store.engine.session import Rows, Session, bounded, cut
 from rushmem.store.engine.transactions import user_transaction
 from rushmem.usage import UsageRow
 from rushmem_contract.errors import InvalidInput, SchemaMismatch
@@ -359,7 +360,7 @@ def superseded_pairs(cursor: Rows | None) -> list[tuple[uuid.UUID, uuid.UUID]]:
 class Nearest:
     """The near-neighbour read, sent: its cursor, the rows it asked about, the rule to apply."""
 
-    cursor: Rows
+    cursor: Rows | list[tuple[Any, ...]]  # a list: read already, in parts (_nearest_bounded)
     indexes: list[int]
     rule: NeighbourRule
 
@@ -372,21 +373,50 @@ def send_nearest(
     rule applies or there are no rows."""
     if rule is None or rule.floor is None or not indexes:
         return None
-    # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
-    # plan and lock every dense user's); an unnamed statement is planned with its values.
-    cursor = conn.execute(
-        _NEAREST_EXISTING,
-        {
-            "embeddings": [rows[i].embedding for i in indexes],
-            "project_ids": [rows[i].project_id for i in indexes],
-            "hashes": [rows[i].content_hash for i in indexes],
+
+    def params(part: Sequence[int]) -> dict[str, Any]:
+        return {
+            "embeddings": [rows[i].embedding for i in part],
+            "project_ids": [rows[i].project_id for i in part],
+            "hashes": [rows[i].content_hash for i in part],
             "user_id": user_id,
             "threshold": rule.floor,
             "neighbours": _NEIGHBOURS,
-        },
-        prepare=False,
-    )
+        }
+
+    if conn.single_statement_reads:
+        return Nearest(_nearest_bounded(conn, params, indexes), list(indexes), rule)
+    # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
+    # plan and lock every dense user's); an unnamed statement is planned with its values.
+    cursor = conn.execute(_NEAREST_EXISTING, params(indexes), prepare=False)
     return Nearest(cursor, list(indexes), rule)
+
+
+_NEAREST_COLUMNS = "ord, id, content, valid_from, similarity, project_id"
+
+
+def _nearest_bounded(
+    conn: Session, params: Callable[[Sequence[int]], dict[str, Any]], indexes: list[int]
+) -> list[tuple[Any, ...]]:
+    """The neighbours of many rows (8 of up to 5,000 characters each: megabytes for a batch of
+    large memories) in statements of at most a Data API answer (:func:`bounded`); a statement cut
+    inside a row's neighbours is followed by one from that row on. One statement in the common case."""
+    found: list[tuple[Any, ...]] = []
+    start = 0
+    query = bounded(sql.SQL(_NEAREST_EXISTING), _NEAREST_COLUMNS, "ord, similarity DESC")
+    while start < len(indexes):
+        got = conn.execute_dicts(query, params(indexes[start:]), prepare=False).fetchall()
+        more = cut(got)
+        if more and int(got[-1]["ord"]) > 1:
+            last = int(got[-1]["ord"])  # its neighbours may continue in the next statement: read again
+            got = [r for r in got if int(r["ord"]) < last]
+        else:
+            last = max((int(r["ord"]) for r in got), default=0) + 1
+        found += [(int(r["ord"]) + start, *list(r.values())[1:]) for r in got]
+        if not more:
+            break
+        start += last - 1
+    return found
 
 
 def apply_nearest(
@@ -405,7 +435,9 @@ def apply_nearest(
     if nearest is None:
         return {}
     near: dict[int, list[Neighbour]] = {}
-    for ordinal, memory_id, content, valid_from, similarity, project_id in nearest.cursor.fetchall():
+    for ordinal, memory_id, content, valid_from, similarity, project_id in (
+        nearest.cursor if isinstance(nearest.cursor, list) else nearest.cursor.fetchall()
+    ):
         i = nearest.indexes[int(ordinal) - 1]
         if i in only:
             near.setdefault(i, []).append(Neighbour(memory_id, content, valid_from, similarity, project_id))
