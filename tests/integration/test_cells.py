@@ -443,7 +443,7 @@ def test_a_cells_secret_that_cannot_serve_is_refused_naming_the_setting(
         with service, pytest.raises(ConfigurationError) as refused:
             service.add("Prefers pnpm", user_id="u1")
         message = str(refused.value)
-        assert "AGENT_MEMORY_CELLS_SECRET_ARN" in message and "s3cret" not in message
+        assert "RUSHMEM_CELLS_SECRET_ARN" in message and "s3cret" not in message
         return message
 
     missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:agent-memory/none-AbCdEf"
@@ -454,7 +454,7 @@ def test_a_cells_secret_that_cannot_serve_is_refused_naming_the_setting(
     assert "cell 'b' has no URL" in first_call(no_url)
     home_url = cells_secret(secretsmanager, {"a": password_url, "b": cell_urls["b"]}, name="home-url")
     assert "the home cell 'a' (the first) must have an empty URL" in first_call(home_url)
-    with pytest.raises(ConfigurationError, match="AGENT_MEMORY_CELLS or AGENT_MEMORY_CELLS_SECRET_ARN, not both"):
+    with pytest.raises(ConfigurationError, match="RUSHMEM_CELLS or RUSHMEM_CELLS_SECRET_ARN, not both"):
         Memory(cells={"a": "", "b": cell_urls["b"]}, cells_secret_arn=missing, embedding_provider="hash")
     with pytest.raises(ConfigurationError, match="cell 'b' has no URL"):
         Memory(cells={"a": database_url, "b": " "}, embedding_provider="hash")
