@@ -125,6 +125,10 @@ client-check: $(VENV)/.dev-installed
 # The TypeScript package (npm `rushmem`, shared/typescript): installed from its lock file, built,
 # type-checked, and its tests run by Node's test runner against `rushmem serve` (this venv's),
 # which each test file starts on a free port with a database of its own.
+# Then the AI SDK middleware's tests and the README's example again, against `ai` 7 (the package's
+# devDependency is `ai` 6; its peer range takes both): $(TS_DIR)/ai7 installs from its lock file `ai` 7
+# and the Node 22 it requires (the npm registry's node-<os>-<arch> package, in its node_modules: no
+# Node to install on the machine), compiles the tests against `ai` 7's types and runs them on that Node.
 TS_DIR := shared/typescript
 typescript-check: $(VENV)/.dev-installed
 	@command -v npm >/dev/null || (echo "make typescript-check needs Node.js 20+ and npm" >&2; exit 1)
@@ -132,6 +136,8 @@ typescript-check: $(VENV)/.dev-installed
 	cd $(TS_DIR) && npm run build
 	cd $(TS_DIR) && npm run typecheck
 	cd $(TS_DIR) && RUSHMEM_PYTHON=$(abspath $(BIN))/python npm test
+	cd $(TS_DIR)/ai7 && npm ci --no-audit --no-fund --loglevel=error
+	cd $(TS_DIR)/ai7 && RUSHMEM_PYTHON=$(abspath $(BIN))/python npm test
 
 # What the package registries will carry, built the way they are built for publishing: the two
 # wheels (the server and tools; the client and contract) by pip's isolated build (it fetches
@@ -228,4 +234,5 @@ test-later: datefudge sam-build layer-wheels chromium
 	$(call run_pytest,datefudge "$(LATER)")
 
 clean:
-	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache dist $(TS_DIR)/node_modules $(TS_DIR)/dist $(TS_DIR)/.test-build
+	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache dist $(TS_DIR)/node_modules $(TS_DIR)/dist $(TS_DIR)/.test-build \
+		$(TS_DIR)/ai7/node_modules $(TS_DIR)/ai7/.work $(TS_DIR)/ai7/.test-build

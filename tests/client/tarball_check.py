@@ -1,8 +1,8 @@
 """`make tarball-check`: the npm tarball (`make npm-pack`) installed alone in a fresh app outside the
 checkout, as an app deployed from its own repository installs it, runs the README's TypeScript example.
 
-The app gets the tarball and, from the npm registry, what the README says to install beside it (`ai`,
-`@ai-sdk/provider`) plus its own TypeScript, at the versions the package is developed against (its
+The app gets the tarball and, from the npm registry, what the README says to install beside it (`ai`)
+plus its own TypeScript, at the versions the package is developed against (its
 devDependencies). The README's ```ts block is compiled by the app's `tsc` (strict, NodeNext) and run
 against `rushmem serve` (this venv's, a fresh embedded database, the hash embedder and the rules
 extractor) with the AI SDK's mock model: the recalled memory reaches the model's system prompt, the
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "shared" / "typescript"
 # What the README's example imports beside `rushmem`, and the app's own compiler.
-APP_DEPENDENCIES = ("ai", "@ai-sdk/provider", "typescript", "@types/node")
+APP_DEPENDENCIES = ("ai", "typescript", "@types/node")
 
 TSCONFIG = {
     "compilerOptions": {

@@ -1,11 +1,13 @@
-import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { generateText, wrapLanguageModel, type ModelMessage } from "ai";
 import { MemoryClient, memoryMiddleware, rememberConversation } from "rushmem";
 
 // `rushmem serve` locally; in AWS the API's execute-api URL (SigV4) or a token client.
 const memory = new MemoryClient(process.env.MEMORY_API_URL ?? "http://127.0.0.1:8080");
 
-export async function answer(model: LanguageModelV3, userId: string, chat: ModelMessage[]): Promise<string> {
+// Any AI SDK model: a LanguageModelV3 (`ai` 6) or V4 (`ai` 7) from a provider.
+type Model = Parameters<typeof wrapLanguageModel>[0]["model"];
+
+export async function answer(model: Model, userId: string, chat: ModelMessage[]): Promise<string> {
   const { text } = await generateText({
     // Each call recalls for the user's latest message; the [RUSH_MEMORY] block tops the system prompt.
     model: wrapLanguageModel({ model, middleware: memoryMiddleware({ client: memory, userId, projectId: "svg-editor" }) }),

@@ -1,7 +1,11 @@
 // AI SDK middleware (`wrapLanguageModel`): every call recalls for the user's latest message and puts
 // the [RUSH_MEMORY] block at the top of the system prompt; `rememberConversation` hands the finished
-// conversation to the write path. Written against the AI SDK's language model middleware
-// (specification v3: `ai` 6) by shape, so this package imports nothing of the AI SDK.
+// conversation to the write path. Written against the AI SDK's language model middleware by shape,
+// so this package imports nothing of the AI SDK (`ai` is an optional peer: 6 or 7). `ai` 6 calls it
+// with specification v3 call options, `ai` 7 with v4 ones (its wrapLanguageModel takes v3 middleware
+// and hands it v4 options); the two prompts agree on all this reads and writes (system messages with
+// string content, user messages with text parts), so no branch on the version is needed: make test
+// runs the middleware's tests against both majors (shared/typescript/ai7 for 7).
 import type { MemoryClient } from "./client.js";
 import { publishConversationEnded, type PublishOptions } from "./sqs.js";
 import type { ChatMessage, ConversationRequest, IngestOutcome, MemoryFilters, RecallResult } from "./openapi.js";
@@ -35,7 +39,8 @@ export interface MemoryMiddlewareOptions<P extends PromptCall = PromptCall> {
   throwOnError?: boolean;
 }
 
-/** The middleware object `wrapLanguageModel` takes (LanguageModelV3Middleware). */
+/** The middleware object `wrapLanguageModel` takes: `ai` 6's LanguageModelV3Middleware, which `ai` 7's
+ * LanguageModelMiddleware accepts too (any specificationVersion). */
 export interface MemoryMiddleware {
   readonly specificationVersion: "v3";
   transformParams<P extends PromptCall>(options: { type: "generate" | "stream"; params: P; model?: unknown }): Promise<P>;

@@ -1,40 +1,18 @@
 // The AI SDK middleware with the AI SDK's own mock language model, against a real `rushmem
 // serve`: the system prompt the model receives, and the conversation handed to the write path.
 // Also runs the README's TypeScript example (examples/ai-sdk.ts, which the README quotes verbatim).
+// make test runs this file twice: against `ai` 6 (the package's devDependency) and, from ai7/, against
+// `ai` 7 under Node 22 (ai-major.ts holds what differs: the mock model of the major's specification).
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult, LanguageModelV3StreamPart } from "@ai-sdk/provider";
 import { generateText, streamText, wrapLanguageModel, type ModelMessage } from "ai";
-import { MockLanguageModelV3, simulateReadableStream } from "ai/test";
 import { MemoryClient, ServiceUnavailable, memoryMiddleware, rememberConversation, type RecallResult } from "rushmem";
+import { AI_MAJOR, NODE_MAJOR, SPEC, mockModel, type CallOptions } from "./ai-major.js";
 import { PACKAGE, ROOT, readText, startServe, type Serve } from "./support.js";
 
-const USAGE = {
-  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 5, text: 5, reasoning: undefined },
-};
-
-function mockModel(reply = "OK"): MockLanguageModelV3 {
-  const result: LanguageModelV3GenerateResult = {
-    content: [{ type: "text", text: reply }],
-    finishReason: { unified: "stop", raw: "stop" },
-    usage: USAGE,
-    warnings: [],
-  };
-  const chunks: LanguageModelV3StreamPart[] = [
-    { type: "text-start", id: "t" },
-    { type: "text-delta", id: "t", delta: reply },
-    { type: "text-end", id: "t" },
-    { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
-  ];
-  return new MockLanguageModelV3({
-    doGenerate: async () => result,
-    doStream: async () => ({ stream: simulateReadableStream({ chunks }) }),
-  });
-}
-
-function systemOf(call: LanguageModelV3CallOptions | undefined): string[] {
+function systemOf(call: CallOptions | undefined): string[] {
   return (call?.prompt ?? []).filter((m) => m.role === "system").map((m) => m.content as string);
 }
 
@@ -58,6 +36,16 @@ after(async () => {
 });
 
 describe("memoryMiddleware", () => {
+  test(`runs against ai ${AI_MAJOR}, its models' specification ${SPEC}, on Node ${NODE_MAJOR}+`, async () => {
+    const installed = JSON.parse(readText(fileURLToPath(import.meta.resolve("ai/package.json")))) as { version: string };
+    assert.equal(installed.version.split(".")[0], String(AI_MAJOR), installed.version);
+    assert.ok(Number(process.versions.node.split(".")[0]) >= NODE_MAJOR, process.version);
+    const model = mockModel();
+    const wrapped = wrapLanguageModel({ model, middleware: memoryMiddleware({ client, userId: "mw-user" }) });
+    assert.equal(model.specificationVersion, SPEC);
+    assert.equal(wrapped.specificationVersion, SPEC, "the middleware is applied to the major's own model interface");
+  });
+
   test("recalls for the latest user message and puts the block at the top of the system prompt", async () => {
     const model = mockModel();
     const recalls: RecallResult[] = [];

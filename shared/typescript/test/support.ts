@@ -17,9 +17,10 @@ function upTo(marker: string): string {
   return dir;
 }
 
-/** The repository (where template.yaml is) and this package (where its package.json is). */
+/** The repository (where template.yaml is) and this package (named from the repository: the tests
+ * also run compiled from ai7/, whose package.json is not the package's). */
 export const ROOT = upTo("template.yaml");
-export const PACKAGE = upTo("package.json");
+export const PACKAGE = join(ROOT, "shared", "typescript");
 
 /** The Python that runs the service: RUSHMEM_PYTHON (or its old name AGENT_MEMORY_PYTHON), else the
  * checkout's .venv (make test makes it). */
