@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { generateText, streamText, wrapLanguageModel, type ModelMessage } from "ai";
-import { MemoryClient, ServiceUnavailable, memoryMiddleware, rememberConversation, type RecallResult } from "rushmem";
+import { generateText, streamText, wrapLanguageModel, type ModelMessage, type UIMessage } from "ai";
+import { MemoryClient, ServiceUnavailable, memoryMiddleware, rememberConversation, toChatMessages, type RecallResult } from "rushmem";
 import { AI_MAJOR, NODE_MAJOR, SPEC, mockModel, type CallOptions } from "./ai-major.js";
 import { PACKAGE, ROOT, readText, startServe, type Serve } from "./support.js";
 
@@ -132,6 +132,23 @@ describe("memoryMiddleware", () => {
     assert.equal(again.status, "duplicate");
     const recalled = await client.recall({ query: "Which unit test runner?", user_id: "mw-user-2" });
     assert.ok(recalled.memories.some((m) => /Vitest/.test(m.content)), JSON.stringify(recalled.memories));
+  });
+  test("rememberConversation takes useChat's UIMessages: their text parts, reasoning and step markers left out", async () => {
+    const messages: UIMessage[] = [
+      { id: "u1", role: "user", parts: [{ type: "text", text: "I deploy the SVG editor with Terraform." }] },
+      {
+        id: "a1",
+        role: "assistant",
+        parts: [{ type: "step-start" }, { type: "reasoning", text: "The user states a tool." }, { type: "text", text: "Noted: Terraform." }],
+      },
+    ];
+    assert.deepEqual(toChatMessages(messages), [
+      { role: "user", content: "I deploy the SVG editor with Terraform." },
+      { role: "assistant", content: "Noted: Terraform." },
+    ]);
+    const outcome = await rememberConversation(client, { user_id: "mw-user-3", conversation_id: "c-mw-ui", messages });
+    assert.equal(outcome.status, "stored");
+    assert.ok(outcome.facts?.some((f) => /Terraform/.test(f.content)), JSON.stringify(outcome.facts));
   });
 });
 
