@@ -101,7 +101,7 @@ def write(lines: Iterable[ImportLine]) -> Iterator[dict[str, Any]]:
             "source_type": SOURCE_TYPES.get(line.source or "", "user_explicit"),
             "created_at": _ms(line.created_at),
             "temporal_type": "state",
-            "valid_from": _ms(line.valid_from or line.created_at),
+            "valid_from": _ms(line.valid_from),
             "valid_to": _ms(line.valid_until),
             "system_valid_from": _ms(line.created_at),
             "system_valid_to": _ms(line.superseded_at),
