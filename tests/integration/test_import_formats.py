@@ -74,6 +74,8 @@ def test_a_mem0_export_comes_in_with_its_times_and_provenance_and_the_bad_record
 ) -> None:
     path = tmp_path / "mem0.json"
     path.write_text(json.dumps(MEM0_EXPORT), encoding="utf-8")
+    code, _, err = run(capsys, settings, "import", str(path))  # our lines are the default format
+    assert code == EXIT_USAGE and f"run `rushmem import --format mem0 {path}`" in err
     code, (summary,), err = run(capsys, settings, "import", "--format", "mem0", str(path))
     assert code == EXIT_PARTIAL
     assert (summary["taken"], summary["skipped"]) == (2, 3)
@@ -266,6 +268,8 @@ def test_a_chatgpt_export_goes_through_extraction_dated_by_its_turns(
     ]  # fmt: skip
     path = tmp_path / "conversations.json"
     path.write_text(json.dumps(export), encoding="utf-8")
+    code, _, err = run(capsys, settings, "import", str(path))
+    assert code == EXIT_USAGE and "--format chatgpt" in err
     code, out, err = run(capsys, settings, "import", "--format", "chatgpt", str(path))
     assert code == EXIT_USAGE and "--user" in err and out == []
 
