@@ -11,6 +11,7 @@ import pytest
 from rushmem.config import Settings
 from rushmem_contract.kinds import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from rushmem_tools.cli import main
+from tests.support.ingest import ChatServer, Reply, memories_answer
 
 # mem0 OSS `Memory.get_all(user_id=...)` as mem0 serializes it (v1.1 output: {"results": [...]},
 # times in the zone of the host that wrote them), plus a platform record with categories and an
@@ -289,3 +290,29 @@ def test_a_chatgpt_export_goes_through_extraction_dated_by_its_turns(
     code, (summary,), _ = run(capsys, settings, "import", "--format", "chatgpt", "--user", "dave", str(plain))
     assert code == EXIT_OK and summary["taken"] == 1
     assert any("dark mode" in m["content"].lower() for m in listed(capsys, settings, "dave"))
+
+
+def test_a_chat_export_is_what_the_llm_extractor_reads_and_its_memories_keep_the_chats_time(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    t0 = 1718000000.0  # 2024-06-10
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "We moved the team to Rust last month.", "created_at": "2024-06-10T06:00:00Z"},
+        {"role": "assistant", "content": "How is the migration going?", "created_at": "2024-06-10T06:00:30Z"},
+    ]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps({"conversation_id": "c-rust", "update_time": t0, "messages": messages}), "utf-8")
+    with ChatServer() as llm:
+        llm.script(Reply(body=memories_answer({"content": "The team moved to Rust", "category": "project"})))
+        openai = settings.model_copy(
+            update={"llm_provider": "openai", "llm_base_url": llm.base_url, "llm_model": "glm-4-flash",
+                    "http_timeout_s": 2.0, "max_retries": 0}
+        )  # fmt: skip
+        code, (summary,), err = run(capsys, openai, "import", "--format", "chatgpt", "--user", "erin", str(path))
+        prompt = json.dumps(llm.requests[0].json)
+    assert code == EXIT_OK and summary["taken"] == 1 and "1 memories extracted" in err
+    assert "moved the team to Rust" in prompt and "helpful assistant" not in prompt  # the turns, not the system
+    (memory,) = listed(capsys, settings, "erin")
+    assert memory["content"] == "The team moved to Rust" and memory["category"] == "project"
+    assert memory["created_at"].startswith("2024-06-10T06:00:00")  # the chat's time (its user turn), not today
