@@ -316,3 +316,30 @@ def test_a_chat_export_is_what_the_llm_extractor_reads_and_its_memories_keep_the
     (memory,) = listed(capsys, settings, "erin")
     assert memory["content"] == "The team moved to Rust" and memory["category"] == "project"
     assert memory["created_at"].startswith("2024-06-10T06:00:00")  # the chat's time (its user turn), not today
+
+
+def test_an_import_line_without_an_id_keeps_its_end_and_its_source(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    # What a line states is what is read back: an end (valid_until, superseded_at) and a source are
+    # kept on a line that names no id, as on an exported one (they were dropped before).
+    lines = [
+        {"user_id": "fay", "content": "Owns a Honda Civic", "created_at": "2022-03-01T08:00:00Z",
+         "valid_until": "2024-04-30T00:00:00Z", "source": "crm"},
+        {"user_id": "fay", "content": "Lived in Oslo", "created_at": "2020-01-01T00:00:00Z",
+         "superseded_at": "2023-01-01T00:00:00Z"},
+        {"user_id": "fay", "content": "Drinks tea", "source": "crm"},
+    ]  # fmt: skip
+    path = tmp_path / "fay.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
+    code, (summary,), _ = run(capsys, settings, "import", str(path))
+    assert code == EXIT_OK and summary["created"] == 3
+    out = tmp_path / "out.jsonl"
+    code, _, _ = run(capsys, settings, "export", "--user", "fay", "--out", str(out))
+    back = {r["content"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
+    assert back["Owns a Honda Civic"]["valid_until"] == "2024-04-30T00:00:00Z"
+    assert back["Owns a Honda Civic"]["source"] == "crm" and back["Drinks tea"]["source"] == "crm"
+    assert back["Lived in Oslo"]["superseded_at"] == "2023-01-01T00:00:00Z"
+    assert "Lived in Oslo" not in {m["content"] for m in listed(capsys, settings, "fay")}  # ended: not current
+    code, (again,), _ = run(capsys, settings, "import", str(path))
+    assert again["created"] == 0  # the same lines again fold into what they stated

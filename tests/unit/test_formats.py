@@ -33,6 +33,7 @@ def test_mem0_records_become_lines_and_each_refusal_names_record_and_field() -> 
             {"id": 7, "memory": "x", "user_id": "u"},
             {"memory": "Has a cat", "user_id": "u", "metadata": "pets"},
             {"memory": "Speaks Portuguese", "user_id": "u", "expiration_date": "2026-13-01"},
+            {"memory": "Forever", "user_id": "u", "expiration_date": "9999-12-31"},
             "just text",
         ]
     )
@@ -45,7 +46,8 @@ def test_mem0_records_become_lines_and_each_refusal_names_record_and_field() -> 
     assert records[2] == "record 2: id: a string was expected, not int"
     assert records[3] == "record 3: metadata: an object was expected, not str"
     assert isinstance(records[4], str) and "expiration_date" in records[4]
-    assert records[5] == "record 5: not an object (str)"
+    assert isinstance(records[5], str) and "out of range" in records[5]
+    assert records[6] == "record 6: not an object (str)"
 
 
 def test_mem0_export_leaves_out_what_is_not_current_and_writes_mem0s_hash() -> None:
@@ -99,6 +101,7 @@ def test_foreign_grains_compacted_or_not_and_the_types_that_hold_no_text() -> No
         {"type": "goal", "description": "x", "created_at": 1737000000000},
         {"type": "fact", "subject": "a", "relation": "b", "object": "c", "valid_to": True},
         {"type": "fact", "subject": "a", "relation": "b", "object": "c", "context": {"k": 1}},
+        {"type": "fact", "subject": "a", "relation": "b", "object": "c", "valid_from": 10**20},
     ]
     records = dict(oms.read("\n".join(json.dumps(g) for g in grains), user_id="fallback"))
     fact = records[1]
@@ -109,6 +112,7 @@ def test_foreign_grains_compacted_or_not_and_the_types_that_hold_no_text() -> No
     assert records[3] == "record 3: type: a goal grain holds no memory text (fact and episode grains are imported)"
     assert isinstance(records[4], str) and "valid_to" in records[4]
     assert isinstance(records[5], str) and "context" in records[5]
+    assert records[6] == f"record 6: valid_from: {10**20} is out of range for a time"
     # The id is the grain's: reading the same grain again gives the same line.
     assert dict(oms.read(json.dumps(grains[0])))[1] == fact
 

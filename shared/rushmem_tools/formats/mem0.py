@@ -92,6 +92,8 @@ def _end_of(value: Any) -> str:
         day = dt.date.fromisoformat(value[:10])
     except ValueError:
         raise Refused(f"expiration_date: {value!r} is not a date (YYYY-MM-DD)") from None
+    if day == dt.date.max:
+        raise Refused(f"expiration_date: {value!r} is out of range (its end is past the last day a time can hold)")
     return dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.UTC).isoformat()
 
 

@@ -52,12 +52,14 @@ SHORT_KEYS = {
 # Our sources as the spec's source_type (an open enum): who stated the fact.
 SOURCE_TYPES = {"ingest": "llm_generated", "extraction": "llm_generated", "consolidation": "consolidated"}
 PREFIX = "rushmem_"  # context keys of ours
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 TIMES = ("created_at", "valid_from", "valid_until", "superseded_at")  # ours the spec has, in ms
 GRAINS = uuid.UUID("5a0d3f9e-2c1b-4e8a-9f67-0b5c8d2e4a13")  # the uuid5 namespace of imported grains' ids
 
 
 def _ms(value: dt.datetime | None) -> int | None:
-    return None if value is None else int(value.timestamp() * 1000)
+    # In integers: a float's product can land a millisecond short.
+    return None if value is None else (value - EPOCH) // dt.timedelta(milliseconds=1)
 
 
 def _finer_than_ms(line: ImportLine) -> str | None:
@@ -73,8 +75,8 @@ def _time(grain: dict[str, Any], name: str) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise Refused(f"{name}: Unix milliseconds (an integer) were expected, not {value!r}")
     try:
-        return dt.datetime.fromtimestamp(value / 1000, dt.UTC).isoformat()
-    except (OverflowError, OSError, ValueError):
+        return (EPOCH + dt.timedelta(milliseconds=value)).isoformat()
+    except OverflowError:
         raise Refused(f"{name}: {value} is out of range for a time") from None
 
 
