@@ -85,7 +85,8 @@ def test_ours_to_oms_grains_and_back_is_the_same_memories() -> None:
     assert (lisbon["subject"], lisbon["relation"], lisbon["object"]) == ("u", "identity", "Lives in Lisbon")
     assert lisbon["valid_from"] == 1672531200000 and lisbon["valid_to"] == 1716163200000
     assert lisbon["system_valid_to"] == int((lines[0].superseded_at or dt.datetime.min).timestamp() * 1000)
-    assert grains[1]["source_type"] == "llm_generated" and "valid_to" not in grains[1]  # nulls are omitted
+    assert grains[0]["source_type"] == "api" and grains[1]["source_type"] == "ingest"
+    assert "valid_to" not in grains[1]  # nulls are omitted
     text = "\n".join(json.dumps(g) for g in grains)
     back = [ImportLine.model_validate(line) for _, line in oms.read(text)]
     fields = ("id", "content", "category", "project_id", "created_at", "valid_from", "valid_until",

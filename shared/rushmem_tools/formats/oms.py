@@ -49,8 +49,9 @@ SHORT_KEYS = {
     "df": "derived_from",
     "pc": "provenance_chain",
 }
-# Our sources as the spec's source_type (an open enum): who stated the fact.
-SOURCE_TYPES = {"ingest": "llm_generated", "extraction": "llm_generated", "consolidation": "consolidated"}
+# Our sources as the spec's source_type, an open enum: its common values where one says the same,
+# else the door the memory came through (api, mcp, sqs, ...), as our source names it.
+SOURCE_TYPES = {"consolidate": "consolidated", "import": "imported", "mem0": "imported", "oms": "imported"}
 PREFIX = "rushmem_"  # context keys of ours
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 TIMES = ("created_at", "valid_from", "valid_until", "superseded_at")  # ours the spec has, in ms
@@ -100,7 +101,7 @@ def write(lines: Iterable[ImportLine]) -> Iterator[dict[str, Any]]:
             "relation": line.category,
             "object": line.content,
             "confidence": 1.0,
-            "source_type": SOURCE_TYPES.get(line.source or "", "user_explicit"),
+            "source_type": SOURCE_TYPES.get(line.source or "", line.source or "system"),
             "created_at": _ms(line.created_at),
             "temporal_type": "state",
             "valid_from": _ms(line.valid_from),
