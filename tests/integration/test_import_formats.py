@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from rushmem.config import Settings
+from rushmem.service import Memory
 from rushmem_contract.kinds import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
 from rushmem_tools.cli import main
+from rushmem_tools.formats import import_lines, mem0, oms
 from tests.support.ingest import ChatServer, Reply, memories_answer
 
 # mem0 OSS `Memory.get_all(user_id=...)` as mem0 serializes it (v1.1 output: {"results": [...]},
@@ -343,3 +345,15 @@ def test_an_import_line_without_an_id_keeps_its_end_and_its_source(
     assert "Lived in Oslo" not in {m["content"] for m in listed(capsys, settings, "fay")}  # ended: not current
     code, (again,), _ = run(capsys, settings, "import", str(path))
     assert again["created"] == 0  # the same lines again fold into what they stated
+
+
+def test_the_conversions_serve_the_in_process_memory_as_the_cli(service: Memory) -> None:
+    # docs/import-export.md, "From Python": the readers' lines into Memory.import_, the writers over its export.
+    lines, refused = import_lines(mem0.read(json.dumps(MEM0_EXPORT), user_id="alice"))
+    assert len(lines) == 3 and service.import_(lines).created == 3
+    assert refused[0] == "record 4: memory: missing" and refused[1].startswith("record 5: created_at: Input should")
+    page = service.export(user_id="alice")
+    grains = list(oms.write(page.lines))
+    assert {g["object"] for g in grains} == {line.content for line in lines}
+    again, refused = import_lines(oms.read("\n".join(map(json.dumps, grains))))
+    assert refused == [] and service.import_(again).created == 0  # the same memories, under the same ids

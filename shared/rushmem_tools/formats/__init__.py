@@ -18,7 +18,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import ValidationError
+
 from rushmem_contract.errors import InvalidInput
+from rushmem_contract.models import ImportLine, describe_errors
 
 # A record: its number (1-based, in the file's order) and its import line, or why it is none.
 Record = tuple[int, "dict[str, Any] | str"]
@@ -92,3 +95,19 @@ def required_text(record: dict[str, Any], name: str) -> str:
     value = text_field(record, name, required=True)
     assert value is not None  # text_field refused a missing one
     return value
+
+
+def import_lines(records: Iterator[Record]) -> tuple[list[ImportLine], list[str]]:
+    """The records that validate as import lines (for ``Memory.import_``), and why each other one
+    does not, naming the record and the field (the CLI skips them so)."""
+    lines: list[ImportLine] = []
+    refused: list[str] = []
+    for number, record in records:
+        if isinstance(record, str):
+            refused.append(record)
+            continue
+        try:
+            lines.append(ImportLine.model_validate(record))
+        except ValidationError as exc:
+            refused.append(f"record {number}: {describe_errors(exc, 'record')}")
+    return lines, refused
