@@ -56,6 +56,15 @@ def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> Memory
     )
 
 
+def _restorable(line: ImportLine) -> ImportLine:
+    """A line stating an end (valid_until, superseded_at) and no id, with an id of its own: it is
+    then restored as stated, its end kept (the upsert of live facts has no end to write, and would
+    make an ended fact current). The fact key still folds it into the same fact stored before."""
+    if line.id is None and (line.valid_until is not None or line.superseded_at is not None):
+        return line.model_copy(update={"id": uuid.uuid4()})
+    return line
+
+
 def _messages_as_facts(chat: list[ChatMessage]) -> list[NewMemory]:
     """``infer=False``: each user and assistant message's text, with its role (mem0 stores them so)."""
     facts: list[NewMemory] = []
@@ -225,7 +234,7 @@ def import_lines(
     check_lengths(parts.settings, lines, "lines")
     with metering() as meter:
         redacted = parts.redactor.apply(lines)
-        kept = redacted.memories
+        kept = [_restorable(line) for line in redacted.memories]
         vectors = embed_unique(parts.embedder, [line.content for line in kept])
     # Lines with an id (an export) are restored as they were; the others are upserted.
     built: list[tuple[list[int], bool, list[MemoryRow], list[int]]] = []
@@ -242,9 +251,11 @@ def import_lines(
             source=source,
             observed_at=None,
         )
+        first = {p: i for i, p in reversed(list(enumerate(positions)))}
         if restoring:
-            first = {p: i for i, p in reversed(list(enumerate(positions)))}
             rows = [_as_restored(row, part[first[n]], source) for n, row in enumerate(rows)]
+        else:  # a line's own source, as a restored line's (the import's when it names none)
+            rows = [dataclasses.replace(row, source=part[first[n]].source or source) for n, row in enumerate(rows)]
         built.append((indexes, restoring, rows, positions))
     # Each user's share of the embedding call is counted once, with their first write.
     shares = _shared_usage(parts, meter, [row for *_, rows, _ in built for row in rows])

@@ -19,6 +19,7 @@ from rushmem_contract.models import (
     RecallResult,
     describe_errors,
 )
+from rushmem_tools.cli.formats import run_import
 from rushmem_tools.cli.memories import wrong_file
 from rushmem_tools.cli.output import Progress, emit, read_jsonl
 from rushmem_tools.cli.text import for_humans, write_settings
@@ -33,6 +34,9 @@ def cmd_migrate(service: Memory, args: argparse.Namespace) -> int:
 
 
 def cmd_import(service: Memory, args: argparse.Namespace) -> int:
+    other = run_import(service, args)  # mem0, OMS, a chat export
+    if other is not None:
+        return other
     started = time.monotonic()
     report = ImportReport()
     progress = Progress("lines")

@@ -49,6 +49,7 @@ from rushmem_tools.cli.commands import (
     recall_file,
     recall_flags,
 )
+from rushmem_tools.cli.formats import export_flags, import_flags, run_export
 from rushmem_tools.cli.memories import cmd_ingest
 from rushmem_tools.cli.output import parse_time
 from rushmem_tools.local.stack import TEMPLATE_HELP
@@ -56,6 +57,8 @@ from rushmem_tools.local.stack import TEMPLATE_HELP
 JSON_HELP = generated.JSON_HELP
 generated.EXTRA_FLAGS[ops.RECALL.name] = recall_flags
 generated.EXTRA_RUN[ops.RECALL.name] = recall_file
+generated.EXTRA_FLAGS[ops.EXPORT.name] = export_flags
+generated.EXTRA_RUN[ops.EXPORT.name] = run_export
 
 
 def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
@@ -84,9 +87,10 @@ def build_parser(command: str | None = "bench") -> argparse.ArgumentParser:
 
     add("migrate", cmd_migrate, "apply pending schema migrations (idempotent)")
 
-    p = add("import", cmd_import, "bulk-load memories from JSON Lines ('-' for stdin)")
+    p = add("import", cmd_import, "bulk-load memories from JSON Lines, or mem0, OMS or chat exports ('-' for stdin)")
     p.add_argument("file")
     p.add_argument("--source", default="import")
+    import_flags(p)
 
     p = add(
         "move-user",

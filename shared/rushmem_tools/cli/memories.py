@@ -29,6 +29,10 @@ def wrong_file(text: str, path: str, command: str) -> str | None:
             value = json.loads(first)
         except (ValueError, RecursionError):
             return None
+    if command == "import":
+        other = other_format(value)
+        if other is not None:
+            return f"{path} holds {other[1]}: run `rushmem import --format {other[0]} {path}`"
     if not isinstance(value, dict):
         return None
     records = value.get("Records")
@@ -44,6 +48,23 @@ def wrong_file(text: str, path: str, command: str) -> str | None:
         return f"{path} holds memories (import lines): run `rushmem import {path}`"
     if command == "import" and "messages" in value and "content" not in value:
         return f"{path} holds conversations: run `rushmem ingest {path}`"
+    return None
+
+
+def other_format(value: object) -> tuple[str, str] | None:
+    """The --format a file (its parsed JSON, or its first line's) is in, and what it holds; None:
+    none of them (docs/import-export.md)."""
+    first = value[0] if isinstance(value, list) and value else value
+    if isinstance(value, dict) and isinstance(value.get("results"), list) and value["results"]:
+        first = value["results"][0]
+    if not isinstance(first, dict):
+        return None
+    if "mapping" in first or ("role" in first and "content" in first):
+        return "chatgpt", "a chat export"
+    if "memory" in first and "content" not in first:
+        return "mem0", "mem0's memories"
+    if first.get("type") in ("fact", "episode") or first.get("t") in ("fact", "episode"):
+        return "oms", "Open Memory Specification grains"
     return None
 
 
