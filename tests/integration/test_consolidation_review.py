@@ -110,9 +110,7 @@ def test_a_rejection_leaves_the_memories_and_the_pair_is_not_proposed_again(sett
         # A third copy is another pair: proposed, into the oldest.
         (third,) = load(service, "u1", "The user\u2018s editor is Vim", days=3)
         service.admin.consolidate(threshold=THRESHOLD, restart=True)
-        assert [(p.proposal.memory.id, p.proposal.kept.id) for p in proposals(service) if p.proposal] == [
-            (third, keep)
-        ]
+        assert [(p.proposal.memory.id, p.proposal.kept.id) for p in proposals(service) if p.proposal] == [(third, keep)]
 
 
 def test_an_approval_of_memories_changed_since_is_refused_and_withdraws_it(settings: Settings) -> None:
@@ -146,6 +144,9 @@ def test_with_review_off_a_run_merges_and_supersedes_as_before(settings: Setting
         report = service.admin.consolidate(threshold=THRESHOLD, restart=True)
         assert (report.merged, report.superseded, report.proposed) == (1, 1, 0)
         assert live(service) == {keep, new} and service.pending(user_id="u1").memories == []
+        assert (service.get(same, user_id="u1").superseded_by, service.get(old, user_id="u1").superseded_by) == (
+            keep, new
+        )  # fmt: skip
 
 
 def test_forgetting_a_user_removes_their_proposals(settings: Settings, database_url: str) -> None:
