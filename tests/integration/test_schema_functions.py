@@ -92,7 +92,7 @@ def test_a_migration_applied_runs_the_functions_again(blank_database_url: str) -
         migrate_all(conn)
         conn.execute("DROP TRIGGER user_memories_history ON user_memories")
         conn.execute("DELETE FROM agent_memory_migrations WHERE version = 20")
-        assert migrate_all(conn) == ["0020_functions_file", "0021_consolidation_proposals", FUNCTIONS_NAME]
+        assert migrate_all(conn) == ["0020_functions_file", FUNCTIONS_NAME]
         assert conn.execute("SELECT 1 FROM pg_trigger WHERE tgname = 'user_memories_history'").fetchone() == (1,)
 
 
