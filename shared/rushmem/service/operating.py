@@ -180,7 +180,8 @@ class Admin:
         from where the last run stopped (the store's checkpoint; ``restart``: from the first);
         no new user is started after ``max_seconds``, and the checkpoint moves after each user,
         so an interrupted run loses nothing. ``threshold``: the cosine similarity a close pair
-        needs before the same-fact check (default RUSHMEM_NEAR_DUPLICATE_THRESHOLD)."""
+        needs before the same-fact check (default RUSHMEM_NEAR_DUPLICATE_THRESHOLD). With
+        RUSHMEM_REVIEW_WRITES, the merges and supersessions are proposed for review instead."""
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         limit = self.settings.near_duplicate_threshold if threshold is None else threshold
         write_id = uuid.uuid4()
