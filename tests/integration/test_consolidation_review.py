@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from rushmem.config import Settings
+from rushmem.ingest.consolidation import ConsolidationReport
 from rushmem.service import Memory
 from rushmem_client import MemoryClient
 from rushmem_contract.errors import Conflict, NotFound
@@ -39,6 +40,14 @@ def load(service: Memory, user: str, *texts: str, days: int = 0) -> list[Any]:
     return service.import_(lines).ids
 
 
+def consolidate(database_url: str) -> ConsolidationReport:
+    """A run as the stack's scheduled task makes it: the owner's connection (the maintenance role),
+    review on; the decisions go through the test's backend."""
+    owner = Settings(database_url=database_url, embedding_provider="hash", review_writes=True)
+    with Memory(owner) as service:
+        return service.admin.consolidate(threshold=THRESHOLD, restart=True)
+
+
 def proposals(service: Memory, user: str = "u1") -> list[PendingMemory]:
     return [p for p in service.pending(user_id=user).memories if p.kind != "write"]
 
@@ -47,11 +56,12 @@ def live(service: Memory, user: str = "u1") -> set[Any]:
     return {m.id for m in service.list(user_id=user).memories}
 
 
-def test_with_review_on_a_run_proposes_and_an_approval_applies(settings: Settings) -> None:
+@pytest.mark.both_backends
+def test_with_review_on_a_run_proposes_and_an_approval_applies(settings: Settings, database_url: str) -> None:
     with Memory(settings, review_writes=True) as service:
         keep, same = load(service, "u1", *SAME)
         old, new = load(service, "u1", *AGES, days=5)
-        report = service.admin.consolidate(threshold=THRESHOLD, restart=True)
+        report = consolidate(database_url)
         assert (report.merged, report.superseded, report.proposed) == (0, 0, 2)
         assert "2 proposed for review" in report.summary()
         assert live(service) == {keep, same, old, new}  # nothing changed yet
@@ -66,10 +76,8 @@ def test_with_review_on_a_run_proposes_and_an_approval_applies(settings: Setting
         assert retire.kind == "retire" and retire.reasons == ["consolidation:newer_value"]
         assert retire.content == f'Retire "{AGES[0]}", superseded by "{AGES[1]}"'
         assert retire.proposal is not None and (retire.proposal.memory.id, retire.proposal.kept.id) == (old, new)
-        # The operator's user list counts them as waiting.
-        assert [(u.user_id, u.pending) for u in service.users().users] == [("u1", 2)]
         # A second run finds the same pairs: waiting already, not proposed twice.
-        assert service.admin.consolidate(threshold=THRESHOLD, restart=True).proposed == 0
+        assert consolidate(database_url).proposed == 0
         assert [p.id for p in proposals(service)] == [merge.id, retire.id]
 
         merged = service.review(merge.id, "approve", user_id="u1", source="page")
@@ -113,11 +121,14 @@ def test_a_rejection_leaves_the_memories_and_the_pair_is_not_proposed_again(sett
         assert [(p.proposal.memory.id, p.proposal.kept.id) for p in proposals(service) if p.proposal] == [(third, keep)]
 
 
-def test_an_approval_of_memories_changed_since_is_refused_and_withdraws_it(settings: Settings) -> None:
+@pytest.mark.both_backends
+def test_an_approval_of_memories_changed_since_is_refused_and_withdraws_it(
+    settings: Settings, database_url: str
+) -> None:
     with Memory(settings, review_writes=True) as service:
         keep, same = load(service, "u1", *SAME)
         old, new = load(service, "u1", *AGES, days=5)
-        service.admin.consolidate(threshold=THRESHOLD, restart=True)
+        consolidate(database_url)
         merge, retire = proposals(service)
         service.update(keep, "The user's editor is Neovim", user_id="u1")  # edited after the proposal
         (listed,) = [p for p in proposals(service) if p.id == merge.id]
@@ -154,9 +165,19 @@ def test_forgetting_a_user_removes_their_proposals(settings: Settings, database_
         load(service, "u1", *SAME)
         service.admin.consolidate(threshold=THRESHOLD, restart=True)
         assert len(proposals(service)) == 1
+        # The operator's user list counts it as waiting.
+        assert [(u.user_id, u.pending) for u in service.users().users] == [("u1", 1)]
         service.forget_user("u1", requested_by="test")
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM consolidation_proposals").fetchone() == (0,)
+
+
+def test_a_held_write_is_listed_with_its_hidden_characters_shown(settings: Settings, database_url: str) -> None:
+    with Memory(settings, review_writes=True, untrusted_sources="mcp") as service:
+        (held,) = service.add(["Prefers pnpm"], user_id="u1", source="mcp").pending
+        with psycopg.connect(database_url) as conn:  # as a row held before the door normalized text
+            conn.execute("UPDATE pending_memories SET content = %s WHERE id = %s", ["Prefers\u2060 pn\u00adpm", held])
+        assert [p.content for p in service.pending(user_id="u1").memories] == ["Prefers<U+2060> pn<U+00AD>pm"]
 
 
 # A fact stored before text was normalized at the door, with hidden characters: a zero-width space
