@@ -212,7 +212,7 @@ def test_the_pending_list_shows_hidden_characters_at_every_door(
     (by_cli,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert by_cli["content"] == expected and by_cli["proposal"]["kept"]["id"] == str(keep)
 
-    async def mcp() -> dict[str, Any]:
+    async def mcp() -> Any:
         async with http_client(served_url, x_memory_user="u1") as client:
             return structured(await client.call_tool("pending_memories", {}))
 
