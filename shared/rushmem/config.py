@@ -494,7 +494,8 @@ class Settings(BaseSettings):
         default=False,
         description="Hold a write flagged by the injection or PII detectors, or from an untrusted source, as "
         "pending: never recalled until a person approves it (GET /memories/pending, POST /memories/{id}/review, "
-        "`rushmem pending` / `review`, the page).",
+        "`rushmem pending` / `review`, the page). Consolidation then proposes its merges and retirements there "
+        "instead of making them.",
     )
     untrusted_sources: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_words)] = Field(
         default=(),

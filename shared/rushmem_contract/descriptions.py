@@ -86,5 +86,5 @@ category"). Never put secrets in them."""
 PENDING = """\
 The facts held for a person's review before they can be recalled (the deployment reviews writes \
 that look like instructions, hold personal data or come from an untrusted source): use it to tell \
-the user that something they asked you to remember waits for their approval on the memory page. \
-You cannot approve them."""
+the user that something they asked you to remember waits for their approval on the memory page; \
+merges and retirements of memories proposed by consolidation wait there too. You cannot approve them."""

@@ -134,6 +134,34 @@ def visible_text(text: str) -> str:
     return text
 
 
+# What shows nothing in a text shown for review, by category: format characters (zero-width,
+# bidi controls, tags), controls (but tab and newline, which show as space), private use,
+# unassigned, surrogates, and the line and paragraph separators (a line break nothing shows).
+_HIDDEN_CATEGORIES = frozenset({"Cf", "Cc", "Co", "Cn", "Cs", "Zl", "Zp"})
+
+
+def reveal_hidden(text: str) -> str:
+    """``text`` as a reviewer must see it: each character that shows nothing (format characters such
+    as zero-width spaces, bidi controls and tags, other default-ignorable ones such as variation
+    selectors and Hangul fillers, controls, blank symbols, unassigned code points) written as
+    ``<U+200B>``, so that what a person approves is what is there. A joiner between two characters
+    that are not ASCII stays as it is: it shapes an emoji or a script, as :func:`visible_text`
+    keeps it. For display only: stored and compared text is :func:`visible_text`'s form."""
+    if text.isascii() and text.isprintable():  # the common case: nothing hidden
+        return text
+    out: list[str] = []
+    last = len(text) - 1
+    for i, ch in enumerate(text):
+        hidden = ch not in "\t\n" and (
+            unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in BLANK_GRAPHICS or is_ignorable(ch)
+        )
+        if hidden and ch in _JOINERS and 0 < i < last:
+            before, after = text[i - 1], text[i + 1]
+            hidden = before.isascii() or after.isascii() or not (is_visible(before) and is_visible(after))
+        out.append(f"<U+{ord(ch):04X}>" if hidden else ch)
+    return "".join(out)
+
+
 def lone_surrogate(text: str) -> str | None:
     """The first lone surrogate in ``text`` as an escape (``\\ud800``), or None. A JSON escape
     such as "\\ud800" decodes to one in Python; it is not text, and no UTF-8 encoder (PostgreSQL,

@@ -663,25 +663,62 @@ class StoredIds(WireModel):
     )
 
 
-ReviewReason = Annotated[str, Field(description="injection:<mark>, pii:<type> or untrusted_source")]
+ReviewReason = Annotated[
+    str,
+    Field(
+        description="injection:<mark>, pii:<type> or untrusted_source; for a consolidation proposal "
+        "consolidation:same_fact or consolidation:newer_value"
+    ),
+]
+
+
+class ProposedMemory(WireModel):
+    """One memory a consolidation proposal names, with its current text (hidden characters shown
+    as ``<U+200B>``)."""
+
+    id: uuid.UUID
+    content: str
+
+
+class ProposedChange(WireModel):
+    """What a consolidation proposal would change: ``memory`` ends, ``kept`` stays current."""
+
+    memory: ProposedMemory = Field(description="The memory the change ends (merged away, or retired).")
+    kept: ProposedMemory = Field(description="The memory that stays current (merged into, or superseding).")
+    still_applies: bool = Field(
+        description="Both memories are current and unchanged since the proposal; false: an approval is "
+        "refused (409) and withdraws it."
+    )
 
 
 class PendingMemory(WireModel):
-    """A write waiting for review: never recalled until a person approves it."""
+    """A write waiting for review: never recalled until a person approves it. With review on,
+    consolidation's merges and retirements wait here too (``kind`` merge or retire, ``proposal``
+    the before and after; ``content`` says what approving does), decided the same way."""
 
     id: uuid.UUID
     user_id: str
     project_id: str | None
-    content: str
+    content: str = Field(
+        description='The held fact, or for a proposal what approving does: Merge "…" into "…", or '
+        'Retire "…", superseded by "…". Hidden characters (zero-width, bidi, tags…) shown as <U+200B>.'
+    )
     category: str
     source: str | None = None
     reasons: list[ReviewReason]
     created_at: dt.datetime
     write_id: WriteId = None
+    kind: Literal["write", "merge", "retire"] = Field(
+        default="write",
+        description="write: a held write (approved, it is stored); merge: consolidation proposes merging "
+        "`proposal.memory`, the same fact, into `proposal.kept`; retire: it proposes retiring "
+        "`proposal.memory`, superseded by the newer `proposal.kept`.",
+    )
+    proposal: ProposedChange | None = Field(default=None, description="For merge and retire: the before and after.")
 
 
 class PendingPage(WireModel):
-    """The writes waiting for review, oldest first."""
+    """The writes waiting for review (and, with review on, consolidation's proposals), oldest first."""
 
     memories: list[PendingMemory]
 
@@ -691,7 +728,8 @@ ReviewDecision = Literal["approve", "reject"]
 
 class ReviewOutcome(WireModel):
     """What a review decision did: approved, the memory the write became (a new one, or the stored
-    memory that already states the fact); rejected, nothing is stored and its text leaves the history."""
+    memory that already states the fact); rejected, nothing is stored and its text leaves the history.
+    For a consolidation proposal: approved, ``memory_id`` is the memory kept; rejected, nothing changed."""
 
     id: uuid.UUID
     decision: ReviewDecision
@@ -705,7 +743,7 @@ class UserCount(WireModel):
     user_id: str
     memories: int = Field(description="Current memories (neither superseded nor expired).")
     stored: int = Field(description="Every stored memory, superseded and expired ones too.")
-    pending: int = Field(description="Writes waiting for review.")
+    pending: int = Field(description="Writes and consolidation proposals waiting for review.")
 
 
 class UserList(WireModel):

@@ -444,9 +444,10 @@ PENDING: Operation[schemas.PendingRequest, PendingPage] = Operation(
     route="GET /memories/pending",
     request=schemas.PendingRequest,
     response=PendingPage,
-    summary="The caller's writes waiting for review (never recalled until approved), oldest first",
+    summary="The caller's writes waiting for review (never recalled until approved) and consolidation's "
+    "proposals, oldest first",
     mcp=Tool("pending_memories", "Pending memories", about.PENDING),
-    cli=Command("pending", "a user's writes held for review (RUSHMEM_REVIEW_WRITES), oldest first"),
+    cli=Command("pending", "a user's writes and consolidation's proposals held for review (RUSHMEM_REVIEW_WRITES)"),
 )
 
 GET: Operation[schemas.GetRequest, MemoryRecord] = Operation(

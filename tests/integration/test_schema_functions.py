@@ -60,7 +60,7 @@ def test_a_store_at_0019_moves_to_functions_sql_and_ends_as_a_fresh_one(
             " AS $$ BEGIN RETURN NEW; END $$"
         )
         conn.execute("DROP TRIGGER user_memories_outbox ON user_memories")
-        assert migrate_all(conn) == ["0020_functions_file", FUNCTIONS_NAME]
+        assert migrate_all(conn) == ["0020_functions_file", "0021_consolidation_proposals", FUNCTIONS_NAME]
         assert migrate_all(conn) == []
     assert catalog(blank_database_url) == catalog(database_url)
     names = {row[0] for row in catalog(database_url)["functions"]}

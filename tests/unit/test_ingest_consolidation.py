@@ -98,3 +98,18 @@ def test_facts_about_different_friends_are_neither_merged_nor_superseded() -> No
         1,
         [(third.id, first.id)],
     )
+
+
+def test_a_declined_pair_is_never_planned() -> None:
+    """A reviewer rejected merging ``new`` into ``old``: no run plans it again; other pairs stand."""
+    old, middle, new = memories("The user's editor is Vim", "the user's editor is vim", "The user\u2019s editor is Vim")
+    found, merges = plan_merges([old, middle, new], [], threshold=0.95, declined={(new.id, old.id)})
+    assert (found, merges) == (2, [(middle.id, old.id)])
+    assert plan_merges([old, new], [], threshold=0.95, declined={(new.id, old.id)}) == (1, [])
+
+
+def test_a_declined_retirement_is_not_planned_and_a_later_update_stands_instead() -> None:
+    a, b, c = memories("The user is 31 years old", "The user is 32 years old", "The user is 33 years old")
+    pairs = [NearPair(a.id, b.id, 0.99), NearPair(a.id, c.id, 0.98), NearPair(b.id, c.id, 0.99)]
+    assert plan_supersessions([a, b, c], pairs) == [(a.id, b.id), (b.id, c.id)]
+    assert plan_supersessions([a, b, c], pairs, declined={(a.id, b.id)}) == [(a.id, c.id), (b.id, c.id)]

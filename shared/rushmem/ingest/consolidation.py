@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 from pydantic import BaseModel
@@ -61,6 +61,8 @@ def near_pairs(live: Sequence[LiveMemory], *, threshold: float, neighbours: int 
 
 class ConsolidationReport(BaseModel):
     """What a run did: users looked at, duplicates found (pairs judged the same fact) and merged,
+    stale facts superseded, or with review on (RUSHMEM_REVIEW_WRITES) the merges and retirements
+    proposed for review instead (new proposals: one waiting already is not counted again),
     whether it went round every user (False: ``max_seconds`` ran out; ``cursor`` is where the next
     run goes on), and the run's write id (in the history of every memory it changed)."""
 
@@ -68,6 +70,7 @@ class ConsolidationReport(BaseModel):
     duplicates_found: int = 0
     merged: int = 0
     superseded: int = 0
+    proposed: int = 0
     done: bool = True
     cursor: str | None = None
     write_id: uuid.UUID | None = None
@@ -76,15 +79,20 @@ class ConsolidationReport(BaseModel):
         state = "" if self.done else " (not finished: run it again to go on)"
         return (
             f"consolidate: {self.users} users, {self.duplicates_found} duplicates found, {self.merged} merged, "
-            f"{self.superseded} stale facts superseded{state}"
+            f"{self.superseded} stale facts superseded, {self.proposed} proposed for review{state}"
         )
 
 
 def plan_merges(
-    live: Sequence[LiveMemory], pairs: Sequence[NearPair], *, threshold: float
+    live: Sequence[LiveMemory],
+    pairs: Sequence[NearPair],
+    *,
+    threshold: float,
+    declined: Collection[tuple[uuid.UUID, uuid.UUID]] = (),
 ) -> tuple[int, list[tuple[uuid.UUID, uuid.UUID]]]:
     """How many of one user's memories duplicate another, and the (duplicate, kept) pairs to merge
-    now: the same wording in one scope, or close pairs that :func:`same_fact` accepts.
+    now: the same wording in one scope, or close pairs that :func:`same_fact` accepts; never a
+    ``declined`` pair (a reviewer rejected it), which leaves the duplicate free for another.
     ``live`` is oldest first."""
     order = {m.id: i for i, m in enumerate(live)}
     by_id = {m.id: m for m in live}
@@ -107,7 +115,7 @@ def plan_merges(
     merges: dict[uuid.UUID, uuid.UUID] = {}
     kept: set[uuid.UUID] = set()
     for _similarity, duplicate, keep in sorted(found, key=lambda f: -f[0]):
-        if duplicate in merges or duplicate in kept or keep in merges:
+        if duplicate in merges or duplicate in kept or keep in merges or (duplicate, keep) in declined:
             continue
         merges[duplicate] = keep
         kept.add(keep)
@@ -115,12 +123,17 @@ def plan_merges(
 
 
 def plan_supersessions(
-    live: Sequence[LiveMemory], pairs: Sequence[NearPair], *, merged: Sequence[uuid.UUID] = ()
+    live: Sequence[LiveMemory],
+    pairs: Sequence[NearPair],
+    *,
+    merged: Sequence[uuid.UUID] = (),
+    declined: Collection[tuple[uuid.UUID, uuid.UUID]] = (),
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """(stale, newer) pairs among one user's close ``pairs``: the newer memory gives the older one's
     fact another value in one slot. Each stale memory once, by the oldest such newer memory (a
     chain of corrections stays a chain); memories merged away this run take no part, nor pairs said
-    at the same instant. ``live`` is oldest first (valid time, then when stated)."""
+    at the same instant, nor ``declined`` pairs (a reviewer rejected them). ``live`` is oldest
+    first (valid time, then when stated)."""
     order = {m.id: i for i, m in enumerate(live)}
     by_id = {m.id: m for m in live}
     gone = set(merged)
@@ -132,7 +145,7 @@ def plan_supersessions(
         if a.said == b.said:
             continue  # said at the same instant: nothing tells which is the correction, so both stay
         older, newer = (a, b) if a.said < b.said else (b, a)
-        if not updated_value(older.content, newer.content):
+        if (older.id, newer.id) in declined or not updated_value(older.content, newer.content):
             continue
         if older.id not in best or order[newer.id] < order[best[older.id]]:
             best[older.id] = newer.id

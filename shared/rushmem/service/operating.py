@@ -28,7 +28,7 @@ from rushmem.store.accounts.usage import all_usage
 from rushmem.store.engine.connection import Database
 from rushmem.store.engine.readers import ReadRouter
 from rushmem.store.indexes import partitions
-from rushmem.store.memories import catalog, consolidation
+from rushmem.store.memories import catalog, consolidation, proposals
 from rushmem.store.schema import reembed
 from rushmem.store.schema.setup import MigrateResult, migrate
 from rushmem_contract.errors import ConfigurationError
@@ -180,7 +180,8 @@ class Admin:
         from where the last run stopped (the store's checkpoint; ``restart``: from the first);
         no new user is started after ``max_seconds``, and the checkpoint moves after each user,
         so an interrupted run loses nothing. ``threshold``: the cosine similarity a close pair
-        needs before the same-fact check (default RUSHMEM_NEAR_DUPLICATE_THRESHOLD)."""
+        needs before the same-fact check (default RUSHMEM_NEAR_DUPLICATE_THRESHOLD). With
+        RUSHMEM_REVIEW_WRITES, the merges and supersessions are proposed for review instead."""
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         limit = self.settings.near_duplicate_threshold if threshold is None else threshold
         write_id = uuid.uuid4()
@@ -193,11 +194,12 @@ class Admin:
                     report.done, report.cursor = False, after
                     logger.info("consolidated", extra={"report": report.model_dump(mode="json")})
                     return report
-                found, merged, superseded = self._consolidate_user(user_id, limit, write_id)
+                found, merged, superseded, proposed = self._consolidate_user(user_id, limit, write_id)
                 report.users += 1
                 report.duplicates_found += found
                 report.merged += merged
                 report.superseded += superseded
+                report.proposed += proposed
                 after = user_id
                 self.db.run(partial(consolidation.write_checkpoint, after=after))
             if len(users) < users_per_batch:
@@ -207,19 +209,35 @@ class Admin:
         self._parts.publish_changes(None)
         return report
 
-    def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int, int]:
+    def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int, int, int]:
+        """(duplicates found, merged, superseded, proposed) for one user. With review on, merges and
+        retirements are proposed for review instead (:mod:`rushmem.store.memories.proposals`),
+        leaving out the pairs a reviewer rejected; consolidation adds no memory, so nothing of a run
+        passes without review then."""
+        review = self.settings.review_writes
+        declined = self.db.run(lambda conn: proposals.rejected(conn, user_id)) if review else None
         live = self.db.run(lambda conn: consolidation.live_memories(conn, user_id))
-        found, merges = plan_merges(live, near_pairs(live, threshold=threshold), threshold=threshold)
-        done = self.db.run(lambda conn: consolidation.merge(conn, user_id, merges, write_id=write_id)) if merges else []
+        found, merges = plan_merges(
+            live,
+            near_pairs(live, threshold=threshold),
+            threshold=threshold,
+            declined=declined["merge"] if declined else (),
+        )
         stale: list[tuple[uuid.UUID, uuid.UUID]] = []
         update = self.settings.same_attribute_threshold
         if update <= 1.0:
             close = near_pairs(live, threshold=update, neighbours=UPDATE_NEIGHBOURS)
-            stale = plan_supersessions(live, close, merged=[dup for dup, _ in merges])
+            merged = [dup for dup, _ in merges]
+            stale = plan_supersessions(live, close, merged=merged, declined=declined["retire"] if declined else ())
+        if review:
+            proposed = self.db.run(lambda conn: proposals.propose(conn, user_id, "merge", merges, write_id=write_id))
+            proposed += self.db.run(lambda conn: proposals.propose(conn, user_id, "retire", stale, write_id=write_id))
+            return found, 0, 0, proposed
+        done = self.db.run(lambda conn: consolidation.merge(conn, user_id, merges, write_id=write_id)) if merges else []
         superseded = (
             self.db.run(lambda conn: consolidation.supersede(conn, user_id, stale, write_id=write_id)) if stale else []
         )
-        return found, len(done), len(superseded)
+        return found, len(done), len(superseded), 0
 
     def purge(self, *, now: dt.datetime | None = None, superseded_days: float | None = None) -> dict[str, int]:
         """Remove expired memories and those superseded longer ago than the retention."""

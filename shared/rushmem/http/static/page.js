@@ -331,20 +331,28 @@
         const button = el("button", label, style);
         button.type = "button";
         button.dataset.decision = decision;
-        button.addEventListener("click", guarded(() => decide(held.id, decision)));
+        button.addEventListener("click", guarded(() => decide(held.id, decision, held.proposal ? held : null)));
         actions.append(button, " ");
       }
-      row.append(el("td", held.content, "content"), el("td", held.reasons.join(", ")), el("td", held.source || ""), actions);
+      // A consolidation proposal's content says what approving does (both texts, hidden characters
+      // shown as <U+200B> by the API); one whose memories changed since cannot be approved.
+      const stale = held.proposal && !held.proposal.still_applies ? " (a memory changed since: approving is refused)" : "";
+      if (held.kind && held.kind !== "write") row.dataset.proposal = held.kind;
+      row.append(el("td", held.content + stale, "content"), el("td", held.reasons.join(", ")), el("td", held.source || ""), actions);
       body.append(row);
     }
     $("pending-section").hidden = !found.memories.length;
   }
 
-  async function decide(id, decision) {
+  async function decide(id, decision, proposal) {
     const body = { decision };
     if (userId()) body.user_id = userId();
     const outcome = await api("POST", `memories/${encodeURIComponent(id)}/review`, null, body);
     await refresh();
+    if (proposal) {
+      say(decision === "approve" ? `Approved: ${proposal.content}.` : "Rejected: the memories stay as they are.");
+      return;
+    }
     say(decision === "approve" ? `Approved: stored as memory ${outcome.memory_id}.` : "Rejected: nothing was stored.");
   }
 

@@ -76,12 +76,19 @@ def replace_events(conn: Session, user_id: str, events: Sequence[dict[str, Any]]
 
 
 # What else a user owns, copied as it is by a move (memories, history and usage have their own
-# steps): held writes, extraction instructions and the queue's message receipts (a message
+# steps): held writes, consolidation's proposals, extraction instructions and the queue's message receipts (a message
 # delivered again after the move is then still a duplicate). Columns in table order; the jsonb ones wrapped.
 OWNED: dict[str, tuple[str, frozenset[str]]] = {
     "pending_memories": (
         "id, user_id, project_id, content, content_hash, category, source, reasons, memory, write_id, created_at",
         frozenset({"memory"}),
+    ),
+    # Consolidation's proposals (0021), waiting and decided (a rejected pair stays rejected): after
+    # the memories they name, which the copy keeps with their ids.
+    "consolidation_proposals": (
+        "id, user_id, project_id, action, memory_id, other_id, memory_hash, other_hash, write_id, created_at, "
+        "decision, decided_at, decided_by",
+        frozenset(),
     ),
     "extraction_instructions": (
         "user_id, project_key, version, instructions, source, write_id, created_at",

@@ -126,7 +126,11 @@ WITH stored AS (
            count(*) AS stored
     FROM user_memories GROUP BY user_id
 ), held AS (
-    SELECT user_id, count(*) AS pending FROM pending_memories GROUP BY user_id
+    -- held writes and consolidation's proposals waiting for a decision (0021): the page's "waiting"
+    SELECT user_id, count(*) AS pending FROM (
+        SELECT user_id FROM pending_memories
+        UNION ALL SELECT user_id FROM consolidation_proposals WHERE decision IS NULL
+    ) w GROUP BY user_id
 )
 SELECT coalesce(s.user_id, h.user_id) AS user_id, coalesce(s.memories, 0) AS memories,
        coalesce(s.stored, 0) AS stored, coalesce(h.pending, 0) AS pending

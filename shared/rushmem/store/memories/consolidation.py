@@ -76,13 +76,13 @@ def merge(
         return []
     with user_transaction(conn, user_id, source="consolidate", reason="merged", lock=True, write_id=write_id):
         rows = conn.execute(
-            _MERGE_SIMPLE,
+            MERGE_SIMPLE,
             {"user_id": user_id, "dups": [p[0] for p in pairs], "keeps": [p[1] for p in pairs]},
         ).fetchall()
         merged = [(r[0], r[1]) for r in rows]
         if merged:
             conn.execute(
-                _REFRESH_KEPT, {"user_id": user_id, "dups": [m[0] for m in merged], "keeps": [m[1] for m in merged]}
+                REFRESH_KEPT, {"user_id": user_id, "dups": [m[0] for m in merged], "keeps": [m[1] for m in merged]}
             )
     return merged
 
@@ -97,7 +97,7 @@ def supersede(
         return supersede_memories(conn, user_id, pairs)
 
 
-_MERGE_SIMPLE = """
+MERGE_SIMPLE = """
 UPDATE user_memories d SET superseded_at = now(), superseded_by = t.keep,
                            valid_until = GREATEST(d.valid_from, now())
 FROM unnest(%(dups)s::uuid[], %(keeps)s::uuid[]) AS t(dup, keep)
@@ -109,7 +109,7 @@ RETURNING d.id, t.keep
 
 # The kept memory takes what its duplicates brought: the latest statement time, their metadata
 # under its own (its keys win), evergreen if any was.
-_REFRESH_KEPT = """
+REFRESH_KEPT = """
 UPDATE user_memories k SET
     updated_at   = GREATEST(k.updated_at, s.updated_at),
     metadata     = s.metadata || k.metadata,
