@@ -529,3 +529,29 @@ def test_a_write_sends_the_events_earlier_writes_left_behind(data_api_settings: 
         assert sorted(sent) == ["alice", "bob"]
     finally:
         service.close()
+
+
+def test_a_delivery_that_wins_the_race_between_the_read_and_the_write_makes_the_other_a_duplicate(
+    database_url: str, data_api_service: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-statement write checks under the user's lock what its plan read: another delivery of
+    the same message, written in between, makes it write nothing (the transaction's path then
+    answers "duplicate"), not the memories twice."""
+    direct = Memory(Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app"))
+    body = ConversationEnded.model_validate(conversation(user_id="u-race"))
+    write_once = DataApiSession.write_once_as_user
+    raced: list[Any] = []
+
+    def concurrently(self: DataApiSession, *args: Any, **kwargs: Any) -> bool:
+        if not raced:
+            raced.append(direct.ingest_conversation(body))  # the other delivery, through psycopg
+        return write_once(self, *args, **kwargs)
+
+    monkeypatch.setattr(DataApiSession, "write_once_as_user", concurrently)
+    try:
+        outcome = data_api_service.ingest_conversation(body)
+        assert raced[0].status == "stored"
+        assert outcome.status == "duplicate"
+        assert [line.content for line in direct.export(user_id="u-race").lines] == [f.content for f in raced[0].facts]
+    finally:
+        direct.close()
