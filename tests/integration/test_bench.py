@@ -223,7 +223,7 @@ def test_bench_ingest_summary_line(
     out = capsys.readouterr().out
     assert code == 0
     assert "; 200 rows stored" in out  # every memory written (the warm-up rows not counted)
-    assert re.fullmatch(r"ingest memories=200 per_second=\d+", out.splitlines()[-1])
+    assert re.fullmatch(r"ingest memories=200 per_second=\d+ cpu_s=\d+\.\d\d per_cpu_second=\d+", out.splitlines()[-1])
 
 
 def test_bench_ingest_index_ceiling_row(capsys: pytest.CaptureFixture[str], settings: Settings, pg_server: str) -> None:

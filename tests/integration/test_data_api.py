@@ -260,20 +260,80 @@ def test_requests_per_use(data_api_service: Memory, data_api: DataApiStandIn) ->
 
 
 def test_requests_per_conversation(data_api_service: Memory, data_api: DataApiStandIn) -> None:
-    """One conversation ingested (the rules extractor: one fact), warm: 9 requests (was 12). The
-    receipt check before extraction is one statement (agent_memory_read_as; it was begin, scope,
-    query, commit), and so is the read of the project's extraction instructions; the write is
-    begin, its scope/lock/schema check, the receipt again (after the lock), the nearest memories,
-    the upsert, the receipt with the usage (one statement; was two), commit."""
+    """One conversation ingested (the rules extractor: one fact), warm: 4 requests (was 9, and 12
+    before that). The receipt check before extraction is one statement (agent_memory_read_as), and so
+    is the read of the project's extraction instructions; then the receipt and the nearest memories
+    are read in one, and the write is one statement that takes the user's lock and reads them again
+    first (agent_memory_write_as): it was begin, the scope/lock/schema check, the receipt again, the
+    nearest memories, the upsert, the receipt with the usage, commit."""
     data_api_service.add([NewMemory(content=f) for f in FACTS], user_id="u-1")  # connects and sets up
     data_api.reset_counts()
     data_api.log.clear()
     outcome = data_api_service.ingest_conversation(ConversationEnded.model_validate(conversation(user_id="u-1")))
     assert outcome.ids
     counts = data_api.reset_counts()
-    assert counts == {"Execute": 7, "BeginTransaction": 1, "CommitTransaction": 1}, (counts, data_api.log)
+    assert counts == {"Execute": 4}, (counts, data_api.log)
     assert "agent_memory_read_as(" in data_api.log[0]  # the receipt, scoped, one request
+    assert "agent_memory_write_as(" in data_api.log[-1]
     assert data_api_service.usage("u-1").totals.get("conversation") == 1  # counted, with the receipt
+
+
+# Conversations that store, restate (an exact duplicate refreshed) and change a value (the write then
+# needs the new row's id before it ends: a transaction), and a redelivery.
+_CONVERSATIONS = [
+    conversation(conversation_id="c-1", messages=[{"role": "user", "content": "My stack is TypeScript."}]),
+    conversation(conversation_id="c-1", messages=[{"role": "user", "content": "My stack is TypeScript."}]),
+    conversation(
+        conversation_id="c-2",
+        ended_at="2026-11-30T10:15:00Z",
+        messages=[{"role": "user", "content": "My stack is TypeScript. I live in Berlin."}],
+    ),
+    conversation(
+        conversation_id="c-3",
+        ended_at="2026-12-01T10:15:00Z",
+        messages=[{"role": "user", "content": "I live in Munich now."}],
+    ),
+    conversation(
+        conversation_id="c-4",
+        ended_at="2026-12-02T10:15:00Z",
+        memories=[{"content": "The user is 31 years old"}, {"content": "The user's team uses pnpm"}],
+    ),
+]
+
+
+def _written(service: Memory, user_id: str) -> list[tuple[Any, ...]]:
+    """What a user's memories are, with their history, apart from ids and times of writing."""
+    lines = service.export(user_id=user_id, history=True, limit=100).lines
+    out = []
+    for line in sorted(lines, key=lambda m: m.content):
+        events = [(e.event, e.source) for e in line.history or []]
+        out.append((line.content, line.category, line.source, line.metadata, line.superseded_at is None, events))
+    return out
+
+
+def test_a_conversation_over_the_data_api_is_at_most_four_requests_and_writes_what_psycopg_writes(
+    database_url: str, data_api_service: Memory, data_api: DataApiStandIn
+) -> None:
+    direct = Memory(Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app"))
+    try:
+        for service in (direct, data_api_service):
+            service.add([NewMemory(content=f) for f in FACTS], user_id="warm")
+        for body in _CONVERSATIONS:
+            data_api.reset_counts()
+            via_api = data_api_service.ingest_conversation(ConversationEnded.model_validate({**body, "user_id": "u"}))
+            requests = sum(data_api.reset_counts().values())
+            via_pg = direct.ingest_conversation(ConversationEnded.model_validate({**body, "user_id": "u-pg"}))
+            shown = {"ids", "write_id", "user_id", "facts"}
+            assert via_api.model_dump(exclude=shown) == via_pg.model_dump(exclude=shown), body
+            assert [(f.action, f.content) for f in via_api.facts or []] == [
+                (f.action, f.content) for f in via_pg.facts or []
+            ]
+            if not via_api.superseded:
+                assert requests <= 4, (requests, body)
+        assert _written(data_api_service, "u") == _written(direct, "u-pg")
+        assert any(not alive for *_, alive, _ in _written(direct, "u-pg"))  # a value was changed
+    finally:
+        direct.close()
 
 
 # ---- the schema through the Data API (MigrateFunction with DatabaseAccess=data-api) ----------------
@@ -469,3 +529,29 @@ def test_a_write_sends_the_events_earlier_writes_left_behind(data_api_settings: 
         assert sorted(sent) == ["alice", "bob"]
     finally:
         service.close()
+
+
+def test_a_delivery_that_wins_the_race_between_the_read_and_the_write_makes_the_other_a_duplicate(
+    database_url: str, data_api_service: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-statement write checks under the user's lock what its plan read: another delivery of
+    the same message, written in between, makes it write nothing (the transaction's path then
+    answers "duplicate"), not the memories twice."""
+    direct = Memory(Settings(database_url=database_url, embedding_provider="hash", db_role="agent_memory_app"))
+    body = ConversationEnded.model_validate(conversation(user_id="u-race"))
+    write_once = DataApiSession.write_once_as_user
+    raced: list[Any] = []
+
+    def concurrently(self: DataApiSession, *args: Any, **kwargs: Any) -> bool:
+        if not raced:
+            raced.append(direct.ingest_conversation(body))  # the other delivery, through psycopg
+        return write_once(self, *args, **kwargs)
+
+    monkeypatch.setattr(DataApiSession, "write_once_as_user", concurrently)
+    try:
+        outcome = data_api_service.ingest_conversation(body)
+        assert raced[0].status == "stored"
+        assert outcome.status == "duplicate"
+        assert [line.content for line in direct.export(user_id="u-race").lines] == [f.content for f in raced[0].facts]
+    finally:
+        direct.close()

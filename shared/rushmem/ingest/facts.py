@@ -36,6 +36,7 @@ _TOKEN = re.compile(r"\w+(?:[.,:/'’-]\w+)*")
 MAX_FACT_WORDS = 1000
 
 
+@functools.lru_cache(maxsize=4096)  # asked of each text once per pair it is in (up to 8 a fact)
 def _statement(text: str) -> bool:
     """Whether ``text`` is short enough to compare (at most MAX_FACT_WORDS words; stops counting there)."""
     return next(itertools.islice(_TOKEN.finditer(text), MAX_FACT_WORDS, None), None) is None

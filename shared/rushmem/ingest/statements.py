@@ -55,6 +55,8 @@ _FIRST_PERSON = [
     (re.compile(r"\b(?:me|myself)\b", _FLAGS), "the user"),
     (re.compile(r"(?<![\w/'-])I\b(?![/'-])"), "the user"),
 ]
+# A word every one of _FIRST_PERSON's patterns needs: without one, none of them can match.
+_ANY_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", _FLAGS)
 # The verb after "the user" (adverbs between) in its base form, so that "I live" and "the user
 # lives" read alike; the auxiliaries whose forms are not a trailing -s.
 _ADVERBS = (
@@ -125,10 +127,13 @@ def read(text: str) -> Reading:
     t = unicodedata.normalize("NFKC", text).replace("’", "'").strip()
     hypothetical = bool(_HYPOTHETICAL.search(t))
     additive = bool(_ADDITIVE.search(t))
-    change = bool(_CHANGE_PHRASES.search(t) or _CHANGE_WORDS.search(t))
-    t = _CHANGE_PHRASES.sub(" ", t)
-    for pattern, replacement in _FIRST_PERSON:
-        t = pattern.sub(replacement, t)
+    phrase = bool(_CHANGE_PHRASES.search(t))
+    change = phrase or bool(_CHANGE_WORDS.search(t))
+    if phrase:
+        t = _CHANGE_PHRASES.sub(" ", t)
+    if _ANY_FIRST_PERSON.search(t):  # most stored texts are in the third person already
+        for pattern, replacement in _FIRST_PERSON:
+            t = pattern.sub(replacement, t)
     t = re.sub(r"\s+", " ", t).strip(" ,;:-")
     t = _SUBJECT_VERB.sub(lambda m: m.group(1) + _base_verb(m.group(2)), t)
     t = _AGE.sub(lambda m: f"is {int(m.group(1))} years old", t)

@@ -141,18 +141,21 @@ def _handler_worker(
         handler(warm, LambdaContext(spec))
         ready.put(os.getpid())
         go.wait()
+        cpu_started = time.process_time()
         for event in events:
             started = time.perf_counter()
             result = handler(event, LambdaContext(spec))
             durations.append((time.perf_counter() - started) * 1000.0)
             failures += len(result.get("batchItemFailures") or [])
-    results.put((durations, failures))
+        cpu = time.process_time() - cpu_started
+    results.put((durations, failures, cpu))
 
 
 def run_handler(
     url: str, template: Path, batches: list[Message], *, workers: int, batch_size: int, dimension: int
-) -> tuple[Stopwatch, float, int]:
-    """(per-invocation ms, wall seconds, failed records) for all messages through the handler."""
+) -> tuple[Stopwatch, float, int, float]:
+    """(per-invocation ms, wall seconds, failed records, the workers' CPU seconds) for all messages
+    through the handler."""
     if not template.is_file():
         raise ConfigurationError(f"no SAM template at {template} (pass --template, or use --via service)")
     env = {
@@ -190,8 +193,8 @@ def run_handler(
             if process.is_alive():
                 process.terminate()
     watch = Stopwatch()
-    watch.samples = [d for durations, _failures in collected for d in durations]
-    return watch, elapsed, sum(failures for _durations, failures in collected)
+    watch.samples = [d for durations, _failures, _cpu in collected for d in durations]
+    return watch, elapsed, sum(c[1] for c in collected), sum(c[2] for c in collected)
 
 
 # --------------------------------------------------------------------------------------
@@ -199,8 +202,9 @@ def run_handler(
 # --------------------------------------------------------------------------------------
 
 
-def run_service(bench: Memory, batches: list[Message], workers: int) -> tuple[Stopwatch, float]:
-    """(per-call ms, wall seconds): remember() per message, each worker thread on its own connection."""
+def run_service(bench: Memory, batches: list[Message], workers: int) -> tuple[Stopwatch, float, float]:
+    """(per-call ms, wall seconds, this process's CPU seconds): remember() per message, each worker
+    thread on its own connection."""
     shares = split_by_user(batches, workers)
     services = [bench] + [Memory(bench.settings) for _ in range(workers - 1)]
     watches = [Stopwatch() for _ in range(workers)]
@@ -213,17 +217,17 @@ def run_service(bench: Memory, batches: list[Message], workers: int) -> tuple[St
     try:
         for service in services:  # connections and embedders warm, outside the clock
             service.add([NewMemory(content="warm up")], user_id=WARM_UP_USER, source="bench")
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             for future in [pool.submit(work, i) for i in range(workers)]:
                 future.result()
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     finally:
         for extra in services[1:]:
             extra.close()
     merged = Stopwatch()
     merged.samples = [s for w in watches for s in w.samples]
-    return merged, elapsed
+    return merged, elapsed, cpu
 
 
 # --------------------------------------------------------------------------------------
@@ -278,7 +282,7 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             load_before = load_average()
             failed = 0
             if args.via == "handler":
-                calls, elapsed, failed = run_handler(
+                calls, elapsed, failed, cpu = run_handler(
                     url,
                     Path(args.template) if args.template else default_template(),
                     batches,
@@ -287,7 +291,7 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                     dimension=args.dimension,
                 )
             else:
-                calls, elapsed = run_service(bench, batches, args.workers)
+                calls, elapsed, cpu = run_service(bench, batches, args.workers)
             load_after = load_average()
             owner = owner_database(bench)
             try:
@@ -298,16 +302,22 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             bench.close()
     if failed:
         raise InvalidInput(f"{failed} SQS records failed in the handler (run with -v to see why)")
-    measured = IngestRun(database, stored, load_before, load_after, calls, elapsed, embed, ceiling)
+    measured = IngestRun(database, stored, load_before, load_after, calls, elapsed, embed, ceiling, cpu)
     _report(args, corpus, batches, total, measured)
-    print(f"ingest memories={total} per_second={total / elapsed if elapsed > 0 else float('inf'):.0f}")
+    # cpu_s: the writers' own CPU time (the database's aside); per_cpu_second: memories per second of
+    # it, what one container could write were it never waiting on the database (steadier under load).
+    print(
+        f"ingest memories={total} per_second={total / elapsed if elapsed > 0 else float('inf'):.0f} "
+        f"cpu_s={cpu:.2f} per_cpu_second={total / cpu if cpu > 0 else float('inf'):.0f}"
+    )
     return 0
 
 
 @dataclasses.dataclass(frozen=True)
 class IngestRun:
     """What one run measured: where, how many rows it left, the machine's load before and after,
-    the timed calls and their wall time, one embedding pass alone, and HNSW inserts alone."""
+    the timed calls and their wall time, one embedding pass alone, HNSW inserts alone, and the
+    writers' CPU time."""
 
     database: str
     stored: int
@@ -317,6 +327,7 @@ class IngestRun:
     elapsed: float
     embed: Stopwatch
     ceiling: float | None = None
+    cpu: float = 0.0  # the writers' CPU seconds
 
 
 def _report(
@@ -335,6 +346,8 @@ def _report(
         f"data: {total} synthetic memories of {corpus.users} users in {len(batches)} messages; {workers}; "
         f"{args.dimension}-d hash embeddings; {run.stored} rows stored"
     )
+    if run.cpu > 0:
+        print(f"writers' CPU: {run.cpu:.2f} s, {total / run.cpu:.0f} memories per CPU second (the database's aside)")
     embed_s = run.embed.samples[0] / 1000.0
     rows: list[list[Any]] = [
         [

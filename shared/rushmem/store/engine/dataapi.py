@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime as dt
 import json
 import re
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -41,10 +43,14 @@ import psycopg
 from rushmem.providers.rdsdata import DataApi, ResponseTooLarge, StatementFailed
 from rushmem.store.engine.dataapi_values import compose, decode_scalar, split_script
 from rushmem.store.engine.session import ANSWER_BUDGET, ROW_OVERHEAD, Params, Query, VectorSchema
+from rushmem.store.engine.transactions import VECTOR_SCHEMA_LOCK_KEY
 
 # Rows per FETCH when an answer is read in parts: a row is at most 64 KB as the database returns it,
 # and JSON escaping at most doubles it in the answer, so 7 rows stay under 1 MiB whatever they hold.
 PART_ROWS = 7
+# What the parameters of one request may take (AWS: a request is at most 4 MiB with its headers and
+# JSON; ASCII JSON texts, which the request's JSON escapes once more: quotes and backslashes).
+REQUEST_CHARS = 5 * 512 * 1024
 _READS = re.compile(r"^\s*(SELECT|WITH|VALUES|\()", re.IGNORECASE)
 
 
@@ -70,6 +76,76 @@ class DataApiRows:
         rows = (self._rows or [])[self._next :]
         self._next += len(rows)
         return rows
+
+
+class QueuedRows:
+    """A statement's answer in a :class:`QueuedWrite`: there once the write was sent, as psycopg
+    would give the row (the types its statement was queued with, by the columns' order)."""
+
+    def __init__(self, types: tuple[str, ...] | None) -> None:
+        self.types = types
+        self._rows: list[tuple[Any, ...]] | None = None
+        self._next = 0
+        self.rowcount = 0
+
+    @property
+    def rownumber(self) -> int | None:
+        return None if self._rows is None else self._next
+
+    def fill(self, docs: list[dict[str, Any]]) -> None:
+        types = self.types or ()
+        self._rows = [tuple(_from_json(t, v) for t, v in zip(types, d.values(), strict=True)) for d in docs]
+        self.rowcount = len(self._rows)
+
+    def fetchone(self) -> Any:
+        rows = self._sent()
+        if self._next >= len(rows):
+            return None
+        self._next += 1
+        return rows[self._next - 1]
+
+    def fetchall(self) -> list[Any]:
+        rows = self._sent()[self._next :]
+        self._next += len(rows)
+        return rows
+
+    def _sent(self) -> list[tuple[Any, ...]]:
+        if self._rows is None:
+            raise psycopg.ProgrammingError("a queued statement's rows are read after its write was sent")
+        return self._rows
+
+
+class QueuedWrite:
+    """The statements of one user's write, queued (``execute`` as a session's) to be sent in one
+    request by :meth:`DataApiSession.write_once_as_user`. ``results``: the statements whose rows
+    the caller reads, each with its columns' types (a row travels as jsonb, which keeps no types)."""
+
+    def __init__(self, results: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        self._results = dict(results or {})
+        self.statements: list[dict[str, Any]] = []
+        self.answers: list[QueuedRows] = []
+
+    def execute(
+        self, query: Query, params: Params | None = None, *, prepare: bool | None = None, binary: bool = False
+    ) -> QueuedRows:
+        text, values = _from_params(*compose(query, params))
+        types = self._results.get(query) if isinstance(query, str) else None
+        self.statements.append({"query": text, "params": values, "returns": types is not None})
+        self.answers.append(QueuedRows(types))
+        return self.answers[-1]
+
+
+def _from_json(type_name: str, value: Any) -> Any:
+    """A column of a row returned as json, as psycopg gives that type (row_to_json's text forms)."""
+    if value is None:
+        return None
+    if type_name == "uuid":
+        return uuid.UUID(value)
+    if type_name == "bytea":
+        return bytes.fromhex(value.removeprefix("\\x"))
+    if type_name == "timestamptz":
+        return dt.datetime.fromisoformat(value)
+    return value
 
 
 class DataApiSession:
@@ -204,6 +280,52 @@ class DataApiSession:
         if records and schema is not None:
             schema.check(decode_scalar("text", records[0][1]))
         return [decode_scalar("jsonb", record[0]) for record in records]
+
+    def write_once_as_user(
+        self,
+        user_id: str,
+        write: QueuedWrite,
+        *,
+        settings: Mapping[str, str],
+        guard: Query,
+        guard_params: Mapping[str, Any],
+        expected: Any,
+        vectors: bool = False,
+    ) -> bool:
+        """``write``'s statements in one request, in the statement's own transaction (function
+        agent_memory_write_as): the settings (the user first) set, the user's writer lock taken
+        (and with ``vectors`` the vector schema's shared lock), then ``guard`` run again under them;
+        unless it gives ``expected`` (what the write was planned on, read before), nothing is written
+        and psycopg's SerializationFailure is raised. Each queued statement's rows are then in its
+        answer. False, and nothing sent, when the request would pass the Data API's 4 MiB."""
+        scope = {"agent_memory.user_id": user_id, **settings}
+        guard_text, guard_values = _from_params(*compose(guard, guard_params))
+        schema_lock: dict[str, Any] = (
+            {"longValue": VECTOR_SCHEMA_LOCK_KEY} if vectors and self.vector_schema is not None else {"isNull": True}
+        )
+        statement = (
+            "SELECT am_statement, am_doc FROM agent_memory_write_as(CAST(:settings AS jsonb), :lock_key, "
+            "CAST(:schema_lock AS bigint), :guard, CAST(:expected AS jsonb), CAST(:statements AS jsonb))"
+        )
+        texts = {
+            "settings": json.dumps(scope),
+            "lock_key": user_id,
+            "guard": guard_text,
+            "expected": json.dumps({"params": guard_values, "value": expected}),
+            "statements": json.dumps(write.statements),
+        }
+        if sum(len(t) for t in texts.values()) > REQUEST_CHARS:
+            return False
+        arguments = [{"name": name, "value": {"stringValue": text}} for name, text in texts.items()]
+        arguments.append({"name": "schema_lock", "value": schema_lock})
+        records = self._execute(statement, arguments).get("records", [])
+        docs: dict[int, list[dict[str, Any]]] = {}
+        for record in records:
+            docs.setdefault(int(decode_scalar("int4", record[0])), []).append(decode_scalar("json", record[1]))
+        for n, answer in enumerate(write.answers, start=1):
+            if answer.types is not None:
+                answer.fill(docs.get(n, []))
+        return True
 
     def _execute(self, text: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
         """One statement's answer; over 1 MiB, the same statement's rows read in parts."""

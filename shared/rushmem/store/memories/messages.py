@@ -6,15 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import threading
 import uuid
 from collections.abc import Sequence
+from typing import Any, cast
+
+import psycopg
 
 from rushmem.records import IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
 from rushmem.store.accounts.usage import UPSERT_USAGE, add_usage, usage_params
+from rushmem.store.engine.dataapi import DataApiSession, QueuedWrite
 from rushmem.store.engine.session import Rows, Session, json_rows
 from rushmem.store.engine.transactions import user_transaction
 from rushmem.store.memories.writes import (
+    NEAREST_EXISTING,
+    NEIGHBOURS,
+    UPSERT,
+    UPSERT_RESULT,
     Nearest,
     PendingUpsert,
     apply_nearest,
@@ -142,6 +151,11 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
     updates = updates or Updates()
     check_writable(conn)
     targets = updates.targets
+    if isinstance(conn, DataApiSession) and not targets:
+        message = _Message(user_id, message_hash, conversation_id, rows, neighbours, updates, usage)
+        at_once = _ingest_in_two_requests(conn, message, write_id=write_id, unflushed=unflushed)
+        if at_once is not None:
+            return at_once
 
     # One round trip with BEGIN, its lock and schema check: the receipt, the update targets still
     # live, and every row's nearest memories (those of rows the targets settle are then ignored).
@@ -219,3 +233,149 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
             outcomes[i] = dataclasses.replace(outcomes[i], superseded_by=closed_by)
     superseded = updated + replaced + within
     return IngestWrite([outcomes[i] for i in range(len(rows))], superseded, sorted(targets - live), server_started)
+
+
+# ---- over the RDS Data API: a message in two requests ---------------------------------------------
+# Each request is an HTTPS call of ~100 ms there, and a transaction of begin, scope, lock, receipt,
+# neighbours, upsert, receipt and commit was eight. Here the receipt and the neighbours are read in one
+# request (a scoped read), the rule judged, and the write sent as one statement that takes the lock
+# and reads them again first (agent_memory_write_as): when anything changed in between (a concurrent
+# write of the user, a redelivery's receipt, a model switch), nothing is written and the message goes
+# through the transaction above instead. So do messages whose write needs the new rows' ids before
+# it ends (a supersession), and those too large for one request.
+
+# What the plan is made on: the receipt and which run of the server answers (row 0), then each row's
+# nearest memories (rows 1..); every row says how many the read had (an answer cut at 1 MiB is not a plan).
+_PLAN_HEAD = (
+    "SELECT 0::bigint AS ord, NULL::uuid AS id, NULL::text AS content, NULL::timestamptz AS valid_from, "
+    "NULL::float8 AS similarity, NULL::text AS project_id, "
+    "EXISTS (SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s) AS written, "
+    "pg_postmaster_start_time() AS server_started"
+)
+_PLAN_NEAREST = (
+    "SELECT n.ord, n.id, n.content, n.valid_from, n.similarity, n.project_id, NULL::boolean, NULL::timestamptz "
+    f"FROM ({NEAREST_EXISTING}) AS n"
+)
+# The same, under the lock: compared as one value (the neighbours by id and text).
+_GUARD = """
+SELECT jsonb_build_object(
+    'written', EXISTS (SELECT 1 FROM ingested_messages WHERE user_id = %(user_id)s AND message_hash = %(hash)s),
+    'server_started', pg_postmaster_start_time(),
+    'fingerprint', (SELECT value FROM agent_memory_meta WHERE key = %(meta_key)s),
+    'nearest', {nearest})
+"""
+_GUARD_NEAREST = (
+    "COALESCE((SELECT jsonb_agg(jsonb_build_array(n.ord, n.id, md5(n.content)) ORDER BY n.ord, n.id) "
+    f"FROM ({NEAREST_EXISTING}) AS n), '[]'::jsonb)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Message:
+    user_id: str
+    digest: bytes
+    conversation_id: str | None
+    rows: Sequence[MemoryRow]
+    rule: NeighbourRule | None
+    updates: Updates
+    usage: Sequence[UsageRow]
+
+    def settings(self, conn: DataApiSession, write_id: uuid.UUID | None, *, unflushed: bool) -> dict[str, str]:
+        """What :func:`user_transaction` sets for the message's write, the user aside."""
+        settings = {"agent_memory.change_source": self.conversation_id or "", "agent_memory.change_reason": ""}
+        if write_id is not None:
+            settings["agent_memory.write_id"] = str(write_id)
+        if conn.change_events:
+            settings["agent_memory.outbox"] = conn.change_events
+        if unflushed:
+            settings["synchronous_commit"] = "off"
+        return settings
+
+
+def _ingest_in_two_requests(
+    conn: DataApiSession, m: _Message, *, write_id: uuid.UUID | None, unflushed: UnflushedWrites | None
+) -> IngestWrite | None:
+    """The message written in two requests (see above); None when it must go through a transaction."""
+    rows, user_id = m.rows, m.user_id
+    schema = conn.vector_schema
+    params: dict[str, Any] = {
+        "user_id": user_id,
+        "hash": m.digest,
+        "meta_key": schema.meta_key if schema is not None else None,
+    }
+    asks = m.rule is not None and m.rule.floor is not None and bool(rows)
+    if asks:
+        assert m.rule is not None
+        params.update(
+            embeddings=[r.embedding for r in rows],
+            project_ids=[r.project_id for r in rows],
+            hashes=[r.content_hash for r in rows],
+            threshold=m.rule.floor,
+            neighbours=NEIGHBOURS,
+        )
+    plan = f"{_PLAN_HEAD} UNION ALL {_PLAN_NEAREST}" if asks else _PLAN_HEAD
+    docs = conn.read_once_as_user(
+        user_id, json_rows(f"SELECT u.*, count(*) OVER () AS am_rows FROM ({plan}) AS u"), params, vectors=True
+    )
+    head = next((d for d in docs if d["ord"] == 0), None)
+    if head is None or head["written"] or len(docs) < int(head["am_rows"]):
+        return None  # a redelivery (the transaction counts its usage), or neighbours past one answer
+    found = sorted((d for d in docs if d["ord"] != 0), key=lambda d: (d["ord"], -d["similarity"]))
+    nearest = (
+        Nearest(
+            [
+                (d["ord"], uuid.UUID(d["id"]), d["content"], _timestamp(d["valid_from"]), d["similarity"],
+                 d["project_id"])
+                for d in found
+            ],
+            list(range(len(rows))),
+            m.rule,
+        )
+        if asks and m.rule is not None
+        else None
+    )  # fmt: skip
+    write = QueuedWrite({UPSERT: UPSERT_RESULT})
+    queued = cast(Session, write)  # the statements below only execute (nothing is read before it is sent)
+    outcomes: dict[int, WriteOutcome] = {}
+    newer = apply_nearest(queued, user_id, rows, nearest, set(range(len(rows))), outcomes, judged=m.updates.judged)
+    if newer or m.updates.corrected_by or any(m.updates.replaces.values()):
+        return None  # a supersession needs the new rows' ids mid-write
+    upsert = PendingUpsert(queued, rows, [i for i in range(len(rows)) if i not in outcomes])
+    receipt = {"user_id": user_id, "hash": m.digest, "conversation_id": m.conversation_id, "n": len(rows)}
+    if m.usage:
+        write.execute(_RECEIPT_AND_USAGE, {**receipt, **usage_params(user_id, m.usage)})
+    else:
+        write.execute(_INSERT_RECEIPT, receipt)
+    expected = {
+        "written": False,
+        "server_started": head["server_started"],
+        "fingerprint": schema.fingerprint if schema is not None else None,
+        "nearest": sorted(
+            ([d["ord"], d["id"], hashlib.md5(d["content"].encode(), usedforsecurity=False).hexdigest()] for d in found),
+            key=lambda n: (n[0], n[1]),
+        ),
+    }
+    guard = _GUARD.format(nearest=_GUARD_NEAREST if asks else "'[]'::jsonb")
+    try:
+        sent = conn.write_once_as_user(
+            user_id,
+            write,
+            settings=m.settings(conn, write_id, unflushed=unflushed is not None),
+            guard=guard,
+            guard_params=params,
+            expected=expected,
+            vectors=True,
+        )
+    except psycopg.errors.SerializationFailure:
+        return None  # what it was planned on changed: planned again, under the transaction's lock
+    if not sent:
+        return None  # past one request's size
+    upsert.take(outcomes)
+    server_started = dt.datetime.fromisoformat(head["server_started"])
+    if unflushed is not None:
+        unflushed.add(server_started)
+    return IngestWrite([outcomes[i] for i in range(len(rows))], [], [], server_started)
+
+
+def _timestamp(text: str | None) -> dt.datetime | None:
+    return None if text is None else dt.datetime.fromisoformat(text)

@@ -24,7 +24,7 @@ from rushmem_contract.errors import InvalidInput, SchemaMismatch
 
 # Arrays of vectors travel in binary (%(...)b): as text, ten 384-d vectors take ~6 ms to
 # format and parse (float by float), more than all the rest of writing them.
-_UPSERT = """
+UPSERT = """
 INSERT INTO user_memories AS m (user_id, project_id, content, content_hash, category, source,
                                 is_evergreen, embedding, created_at, updated_at, expires_at, metadata, injection,
                                 valid_from)
@@ -56,11 +56,12 @@ ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
     superseded_by = NULL
 RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
 """
+UPSERT_RESULT = ("uuid", "text", "text", "bytea", "boolean")  # its columns' types
 
 # The few nearest live memories in the same scope (for a user-wide row, in every project: a
 # user-wide correction is one for every project), with their text and scope: the ingest step's rule
 # (rushmem.records.NeighbourRule) decides which one (if any) the new row restates or updates.
-_NEAREST_EXISTING = """
+NEAREST_EXISTING = """
 SELECT i.ord, n.id, n.content, n.valid_from, 1 - n.distance AS similarity, n.project_id
 FROM unnest(%(embeddings)b::vector[], %(project_ids)s::text[], %(hashes)s::bytea[])
      WITH ORDINALITY AS i(embedding, project_id, content_hash, ord)
@@ -104,7 +105,7 @@ WHERE 1 - n.distance >= %(threshold)s
 ORDER BY i.ord, n.distance
 """
 # Neighbours read per new row: a handful is enough (the same fact or slot scores near the top).
-_NEIGHBOURS = 8
+NEIGHBOURS = 8
 
 # A restatement (near duplicate, or what the LLM marked as one): fresher, and it may bring an
 # expiry (as the upsert's conflict branch does for exact duplicates).
@@ -291,7 +292,7 @@ class PendingUpsert:
     def __init__(self, conn: Session, rows: Sequence[MemoryRow], indexes: list[int]) -> None:
         batch = [rows[i] for i in indexes]
         self._by_key = {(r.project_id, r.content_hash): i for i, r in zip(indexes, batch, strict=True)}
-        self._cursor = conn.execute(_UPSERT, row_params(batch)) if batch else None
+        self._cursor = conn.execute(UPSERT, row_params(batch)) if batch else None
 
     def take(self, outcomes: dict[int, WriteOutcome]) -> None:
         """Record each row's outcome by index (once)."""
@@ -381,14 +382,14 @@ def send_nearest(
             "hashes": [rows[i].content_hash for i in part],
             "user_id": user_id,
             "threshold": rule.floor,
-            "neighbours": _NEIGHBOURS,
+            "neighbours": NEIGHBOURS,
         }
 
     if conn.single_statement_reads:
         return Nearest(_nearest_bounded(conn, params, indexes), list(indexes), rule)
     # Never prepared: a generic plan could not prune dense_memories to the user's partition (it would
     # plan and lock every dense user's); an unnamed statement is planned with its values.
-    cursor = conn.execute(_NEAREST_EXISTING, params(indexes), prepare=False)
+    cursor = conn.execute(NEAREST_EXISTING, params(indexes), prepare=False)
     return Nearest(cursor, list(indexes), rule)
 
 
@@ -403,7 +404,7 @@ def _nearest_bounded(
     inside a row's neighbours is followed by one from that row on. One statement in the common case."""
     found: list[tuple[Any, ...]] = []
     start = 0
-    query = bounded(sql.SQL(_NEAREST_EXISTING), _NEAREST_COLUMNS, "ord, similarity DESC")
+    query = bounded(sql.SQL(NEAREST_EXISTING), _NEAREST_COLUMNS, "ord, similarity DESC")
     while start < len(indexes):
         got = conn.execute_dicts(query, params(indexes[start:]), prepare=False).fetchall()
         more = cut(got)

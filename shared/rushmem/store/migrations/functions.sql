@@ -442,3 +442,57 @@ $$;
 
 REVOKE ALL ON FUNCTION agent_memory_read_as(jsonb, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION agent_memory_read_as(jsonb, text, jsonb) TO agent_memory_app, agent_memory_maintenance;
+
+-- ---- One statement per write over the RDS Data API --------------------------------------------
+-- A write planned on a read made before it (a conversation's: its nearest memories, read in one
+-- request, judged in the application), sent as one request: the settings set for the statement's
+-- own transaction (the user first), the user's writer lock and the shared lock of the vector schema
+-- taken, then ``guard`` run again under them (its parameters in expected->'params') and compared with
+-- what the plan was made on (expected->'value'): if anything it read changed in between (a
+-- concurrent write, the receipt of a redelivery, a switch of models) nothing is written and it
+-- raises serialization_failure, and the caller writes through a transaction of its own instead. Then
+-- each of ``statements`` ({query, params, returns}) runs in order, each seeing the ones before it;
+-- the rows of those that return some come back as (its place, the row as json: its columns in order). Through the Data API
+-- a transaction of begin, the scope, the checks, the statements and commit was a request each.
+-- SECURITY INVOKER: the policies bind every statement as they would bind it sent alone.
+CREATE OR REPLACE FUNCTION agent_memory_write_as(
+    settings jsonb, lock_key text, schema_lock bigint, guard text, expected jsonb, statements jsonb
+)
+RETURNS TABLE (am_statement integer, am_doc json)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+AS $$
+DECLARE
+    name text;
+    value text;
+    seen jsonb;
+    s jsonb;
+    n integer := 0;
+BEGIN
+    FOR name, value IN SELECT key, e.value FROM jsonb_each_text(settings) AS e LOOP
+        PERFORM set_config(name, value, true);
+    END LOOP;
+    PERFORM pg_advisory_xact_lock(hashtextextended(lock_key, 7));
+    IF schema_lock IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock_shared(schema_lock);
+    END IF;
+    -- A statement of its own: its snapshot is taken after the locks (READ COMMITTED).
+    EXECUTE guard INTO seen USING expected -> 'params';
+    IF seen IS DISTINCT FROM expected -> 'value' THEN
+        RAISE EXCEPTION 'what this write was planned on changed before it was written'
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+    FOR s IN SELECT e FROM jsonb_array_elements(statements) AS e LOOP
+        n := n + 1;
+        IF (s ->> 'returns')::boolean THEN
+            RETURN QUERY EXECUTE format('WITH r AS (%s) SELECT %s, row_to_json(r) FROM r', s ->> 'query', n)
+                USING s -> 'params';
+        ELSE
+            EXECUTE s ->> 'query' USING s -> 'params';
+        END IF;
+    END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION agent_memory_write_as(jsonb, text, bigint, text, jsonb, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory_write_as(jsonb, text, bigint, text, jsonb, jsonb)
+    TO agent_memory_app, agent_memory_maintenance;
