@@ -124,11 +124,13 @@ def test_history_export_as_of_and_delete_answer_as_whole_copies_did(service: Mem
         assert not {"content", "metadata", "metadata_patch"} & set(row["detail"].get("previous", {}))
 
 
-def test_updated_events_store_metadata_patches_with_a_whole_copy_at_least_every_32nd(
-    service: Memory, database_url: str
-) -> None:
+def test_updated_events_store_the_changed_text_only_and_metadata_patches(service: Memory, database_url: str) -> None:
     memory_id = _edited(service)
-    stored = [s["detail"]["previous"] for s in _stored(database_url, memory_id) if s["event"] == "updated"]
+    rows = [s for s in _stored(database_url, memory_id) if s["event"] == "updated"]
+    # The text after the edit only where the edit changed it.
+    assert [r["content"] is not None for r in rows] == ["content" in r["detail"]["previous"] for r in rows]
+    assert sum(r["content"] is not None for r in rows) == 3
+    stored = [r["detail"]["previous"] for r in rows]
     kinds = [
         next(k for k in ("metadata", "metadata_patch") if k in p)
         for p in stored
@@ -175,22 +177,22 @@ def test_events_stored_whole_read_the_same_and_the_migration_patches_them(servic
         service.update(memory_id, MemoryChanges(metadata=_issue_metadata(i)), user_id=USER)
     answered = _all_events(service, memory_id, limit=1000)
     folder = importlib.resources.files("rushmem.store") / "migrations"
-    migration = (folder / "0021_event_metadata_patches.sql").read_text(encoding="utf-8")
+    migration = (folder / "0021_updated_event_changes.sql").read_text(encoding="utf-8")
     with psycopg.connect(database_url) as conn:
         # The old form: every previous metadata whole.
         conn.execute("SET ROLE agent_memory_maintenance")
         with conn.transaction():
             for e in answered[1:]:
                 conn.execute(
-                    "UPDATE memory_events SET detail = %s WHERE memory_id = %s AND at = %s",
-                    [psycopg.types.json.Jsonb(e.detail), memory_id, e.at],
+                    "UPDATE memory_events SET detail = %s, content = %s WHERE memory_id = %s AND at = %s",
+                    [psycopg.types.json.Jsonb(e.detail), e.content, memory_id, e.at],
                 )
         conn.execute("RESET ROLE")
-    whole = sum(r["size"] for r in _stored(database_url, memory_id))
+    whole = sum(r["size"] + len(r["content"] or "") for r in _stored(database_url, memory_id))
     assert _all_events(service, memory_id, limit=9) == answered
     with psycopg.connect(database_url) as conn, conn.transaction():
         conn.execute(migration)
-    patched = sum(r["size"] for r in _stored(database_url, memory_id))
+    patched = sum(r["size"] + len(r["content"] or "") for r in _stored(database_url, memory_id))
     assert patched < whole / 10
     assert _all_events(service, memory_id, limit=9) == answered
     # The trigger carries on from the migrated chain.

@@ -41,6 +41,19 @@ CREATE OR REPLACE AGGREGATE agent_memory_metadata_fold(jsonb) (
     STYPE = jsonb
 );
 
+-- The last text before: an 'updated' event that left the content as it was stores none (a
+-- memory's every other event holds its text), and a reader takes its memory's latest one before it
+-- (as a window: PARTITION BY memory_id ORDER BY at, id).
+CREATE OR REPLACE FUNCTION agent_memory_latest_step(state text, content text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(content, state)
+$$;
+
+CREATE OR REPLACE AGGREGATE agent_memory_latest(text) (
+    SFUNC = agent_memory_latest_step,
+    STYPE = text
+);
+
 -- {"set": ..., "unset": [...]} that turns ``base`` into ``target`` (two objects).
 CREATE OR REPLACE FUNCTION agent_memory_metadata_patch(base jsonb, target jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -125,7 +138,10 @@ BEGIN
             END IF;
             IF previous <> '{}'::jsonb THEN
                 INSERT INTO memory_events (memory_id, user_id, project_id, event, source, content, detail, write_id)
-                VALUES (NEW.id, NEW.user_id, NEW.project_id, 'updated', src, NEW.content,
+                -- The text after the edit only when the edit changed it: readers take it from
+                -- the memory's event before (agent_memory_latest) otherwise.
+                VALUES (NEW.id, NEW.user_id, NEW.project_id, 'updated', src,
+                        CASE WHEN previous ? 'content' THEN NEW.content END,
                         jsonb_build_object('previous', previous), wid);
             END IF;
             RETURN NEW;

@@ -5,7 +5,9 @@
 -- object back (agent_memory_metadata_fold), so histories read as before. This converts the events
 -- written before, which kept a whole copy each (16 KB an event for metadata at its limit): the same
 -- rule, each patch computed against the whole copy its predecessor holds now. Both forms stay
--- readable, so an event left whole (a non-object, a patch no smaller) is read as it was.
+-- readable, so an event left whole (a non-object, a patch no smaller) is read as it was. An
+-- 'updated' event that left the content as it was no longer keeps the text (readers take it from
+-- the memory's event before, which holds it): the events before drop theirs.
 SET LOCAL ROLE agent_memory_maintenance;  -- FORCE row-level security: the owner sees every user's rows only so
 
 WITH chain AS (
@@ -29,5 +31,8 @@ UPDATE memory_events e
 SET detail = jsonb_set(e.detail #- '{previous,metadata}', '{previous,metadata_patch}', p.patch)
 FROM patched p
 WHERE e.id = p.id AND octet_length(p.patch::text) < octet_length(p.metadata::text);
+
+UPDATE memory_events SET content = NULL
+WHERE event = 'updated' AND content IS NOT NULL AND NOT coalesce(detail -> 'previous' ? 'content', false);
 
 RESET ROLE;
