@@ -71,8 +71,8 @@ DEFAULT_HISTORY_PAGE = 1000  # events per history page unless asked (bytes may s
 MAX_PAGE_BYTES = 5 * 1024 * 1024
 LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
 # An export line's history, from its first event, stops at this many bytes of events (their content
-# and detail as stored; the first event always): a memory edited thousands of times still fits a
-# page, with ``history_cursor`` where its history goes on.
+# and detail as answered, an edit's previous metadata whole; the first event always): a memory
+# edited thousands of times still fits a page, with ``history_cursor`` where its history goes on.
 EXPORT_HISTORY_BYTES = 256 * 1024
 MAX_SUPERSEDES = 100
 

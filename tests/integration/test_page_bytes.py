@@ -138,20 +138,30 @@ CHANGES = 400
 CONTENT_CHARS = 2_000  # the default longest content (AGENT_MEMORY_MAX_MEMORY_CHARS)
 
 
-def test_the_largest_memory_changed_hundreds_of_times_still_exports_with_its_history(served: str) -> None:
-    """A memory at the write limits (2,000 characters of content, 16,000 of metadata) whose metadata
-    was changed 400 times has ~7 MB of history in Lambda's result (each 'updated' event keeps the
-    content and the previous metadata; a content change keeps the previous version as a memory of
-    its own). Its export line carries its history from the
+def test_the_largest_memory_changed_hundreds_of_times_still_exports_with_its_history(
+    served: str, database_url: str
+) -> None:
+    """A memory at the write limits (2,000 characters of content, 4,000 of metadata) whose metadata
+    was changed 400 times has ~7 MB of history in Lambda's result (each 'updated' event answers the
+    content and the whole previous metadata; a content change keeps the previous version as a
+    memory of its own). Its export line carries its history from the
     first event up to EXPORT_HISTORY_BYTES and the cursor of the rest, which the history pages
-    give to the last event: every answer under Lambda's 6 MB (unbounded, the export answered 502)."""
+    give to the last event: every answer under Lambda's 6 MB (unbounded, the export answered 502).
+    Stored, an event keeps only the key that changed (a whole copy every 32nd)."""
+    import psycopg
+
     from rushmem_contract.models import EXPORT_HISTORY_BYTES, MAX_METADATA_CHARS
 
     def content(i: int) -> str:
         return (f'Version {i}: "quoted" ' * 2_000)[:CONTENT_CHARS].strip()
 
     def metadata(i: int) -> dict[str, object]:
-        return {"notes": (f"v{i} note " * 2_000)[: MAX_METADATA_CHARS - 20]}  # as JSON: just under the limit
+        # Forty notes, one of which changes each time; as JSON just under the limit.
+        notes: dict[str, object] = {f"n{j:02d}": f"note {j} " * 12 for j in range(40)}
+        notes["n00"] = f"v{i} " * 20
+        while metadata_chars(notes) > MAX_METADATA_CHARS - 20:
+            notes.popitem()
+        return notes
 
     with MemoryClient(served) as client:
         memory_id = client.add([{"content": content(0), "metadata": metadata(0)}], user_id=USER).ids[0]
@@ -174,7 +184,16 @@ def test_the_largest_memory_changed_hundreds_of_times_still_exports_with_its_his
         events = [e["at"] for e in kept] + [e.at.isoformat() for e in rest]
         assert len(events) == CHANGES + 1 and len(set(events)) == CHANGES + 1
         assert rest[-1].detail["previous"]["metadata"] == metadata(CHANGES - 1)
+        assert [e["detail"]["previous"]["metadata"] for e in kept[1:]] == [metadata(i) for i in range(len(kept) - 1)]
         # Without history the same line has none and no cursor.
         status, body = _get(f"{served}/memories/export?user_id={USER}&limit=1")
         (plain,) = json.loads(body)["lines"]
         assert plain.get("history") is None and plain.get("history_cursor") is None
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT sum(octet_length(detail::text)) FROM memory_events WHERE memory_id = %s", [memory_id]
+        ).fetchone()
+    stored = int(row[0]) if row else 0
+    answered = sum(len(json.dumps(e["detail"])) for e in kept) + sum(len(json.dumps(e.detail)) for e in rest)
+    print(f"{CHANGES} metadata edits: {stored} bytes of detail stored, {answered} answered")
+    assert stored * 5 < answered  # each whole copy was stored: as many bytes as answered

@@ -75,6 +75,31 @@ def delete_memory(conn: Session, user_id: str, memory_id: uuid.UUID, *, source: 
 
 _EVENT_COLUMNS = "memory_id, event, at, source, content, related_id, project_id, detail, write_id"
 
+# The user's events as they are read: an 'updated' event's previous metadata whole again from the
+# patches it is stored as (functions.sql, agent_memory_metadata_fold), and its text, which it keeps
+# only when the edit changed it, from the memory's event before (agent_memory_latest), so a
+# history reads as it did when every event kept whole copies. ``{where}`` picks the events; a
+# reader after a cursor also passes the memory's earlier events these start from, and drops them after.
+EVENTS_AS_READ = """
+SELECT id, memory_id, event, at, source, related_id, project_id, write_id,
+       CASE WHEN event = 'updated' AND content IS NULL THEN agent_memory_latest(content) OVER w
+            ELSE content END AS content,
+       CASE WHEN detail -> 'previous' ? 'metadata_patch'
+            THEN jsonb_set(detail #- '{{previous,metadata_patch}}', '{{previous,metadata}}',
+                           agent_memory_metadata_fold(detail -> 'previous') OVER w)
+            ELSE detail END AS detail
+FROM memory_events WHERE user_id = %(user_id)s AND {where}
+WINDOW w AS (PARTITION BY memory_id ORDER BY at, id ROWS UNBOUNDED PRECEDING)
+"""
+# An event the fold of a later one may need: one that recorded previous metadata.
+METADATA_EVENT = "(event = 'updated' AND detail -> 'previous' ?| ARRAY['metadata', 'metadata_patch'])"
+# Before a cursor, each memory's last event with its text (an 'updated' event after it may have none).
+_LAST_TEXT = (
+    "id IN (SELECT DISTINCT ON (memory_id) id FROM memory_events "
+    "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+    "AND (at, id) <= (%(after_at)s, %(after_id)s) AND content IS NOT NULL ORDER BY memory_id, at DESC, id DESC)"
+)
+
 
 def history_page(
     conn: Session,
@@ -89,12 +114,12 @@ def history_page(
     found: list[dict[str, Any]] = []
     with user_transaction(conn, user_id):
         while len(found) < limit:
-            query = (
-                f"SELECT id, {_EVENT_COLUMNS} FROM memory_events "
-                "WHERE user_id = %(user_id)s AND (%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
-                "AND (%(after_at)s::timestamptz IS NULL OR (at, id) > (%(after_at)s, %(after_id)s)) "
-                "ORDER BY at, id LIMIT %(limit)s"
+            later = "(%(after_at)s::timestamptz IS NULL OR (at, id) > (%(after_at)s, %(after_id)s))"
+            events = EVENTS_AS_READ.format(
+                where=f"(%(memory_id)s::uuid IS NULL OR memory_id = %(memory_id)s) "
+                f"AND ({later} OR {METADATA_EVENT} OR {_LAST_TEXT})"
             )
+            query = f"SELECT id, {_EVENT_COLUMNS} FROM ({events}) e WHERE {later} ORDER BY at, id LIMIT %(limit)s"
             params = {
                 "user_id": user_id,
                 "memory_id": memory_id,

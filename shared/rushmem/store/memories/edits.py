@@ -17,7 +17,7 @@ from rushmem import poison
 from rushmem.store.accounts.usage import add_usage
 from rushmem.store.engine.session import Session, vector_column
 from rushmem.store.engine.transactions import read_as_user, user_transaction
-from rushmem.store.memories.catalog import MEMORY_COLUMNS
+from rushmem.store.memories.catalog import EVENTS_AS_READ, MEMORY_COLUMNS
 from rushmem.usage import UsageRow
 from rushmem_contract.errors import Conflict, SchemaMismatch
 from rushmem_contract.models import MemoryEvent, MemoryRecord, content_hash
@@ -152,17 +152,18 @@ def update_memory(
         return updated
 
 
-# Each memory's events from its first, while their content and detail add up to the budget (and the
-# first whatever its size), with how many the memory has: the rest is never read out.
+# Each memory's events from its first, while their content and detail as read (the previous
+# metadata whole) add up to the budget (and the first whatever its size), with how many the memory
+# has: the rest is never read out.
 _HISTORIES = """
 SELECT id, memory_id, event, at, source, content, related_id, project_id, detail, write_id, kept, total FROM (
     SELECT id, memory_id, event, at, source, content, related_id, project_id, detail, write_id,
            sum(octet_length(coalesce(content, '')) + octet_length(detail::text) + 200) OVER w AS used,
            row_number() OVER w AS kept, count(*) OVER (PARTITION BY memory_id) AS total
-    FROM memory_events WHERE user_id = %(user_id)s AND memory_id = ANY(%(ids)s)
+    FROM ({events}) r
     WINDOW w AS (PARTITION BY memory_id ORDER BY at, id)
 ) e WHERE used <= %(budget)s OR kept = 1 ORDER BY at, id
-"""
+""".format(events=EVENTS_AS_READ.format(where="memory_id = ANY(%(ids)s)"))
 
 
 def histories(

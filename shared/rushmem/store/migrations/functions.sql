@@ -10,9 +10,101 @@
 -- Recorded by a trigger, so no write path can forget it. The writer may name the change's source
 -- and reason for the current transaction with set_config('agent_memory.change_source' /
 -- 'agent_memory.change_reason', ..., true). 'updated' (an edit in place): one event with the
--- previous value of each field that changed. A deletion removes the memory's text from its
+-- previous value of each field that changed; the previous metadata is stored as what changed
+-- (agent_memory_metadata_patch) and read whole again (agent_memory_metadata_fold). A deletion removes the memory's text from its
 -- history and from the outbox (and a held write's approved as it): the tombstone says when, at whose request and by which write
 -- (0012). 'merged': consolidation marks a duplicate replaced by the memory it duplicates.
+-- An 'updated' event's previous metadata, stored as what changed. A memory with 16,000 characters
+-- of metadata edited a key at a time kept 16 KB an event as whole copies; now one key's worth.
+-- detail.previous holds either 'metadata' (the whole object: a checkpoint) or 'metadata_patch'
+-- ({"set": {key: value}, "unset": [key]}: the previous metadata as a change of the one recorded by
+-- the memory's last event that recorded one). A memory's first such event, every 32nd, and any
+-- whose patch would not be smaller are checkpoints, so a write folds at most 31 patches and a
+-- reader never needs an event before the memory's latest checkpoint. Patches are exact (a value
+-- set to JSON null is set, not removed), unlike RFC 7396's merge patch.
+CREATE OR REPLACE FUNCTION agent_memory_metadata_step(state jsonb, previous jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN previous ? 'metadata' THEN previous -> 'metadata'
+        WHEN previous ? 'metadata_patch' THEN
+            (coalesce(state, '{}'::jsonb)
+                - ARRAY(SELECT jsonb_array_elements_text(previous -> 'metadata_patch' -> 'unset')))
+            || coalesce(previous -> 'metadata_patch' -> 'set', '{}'::jsonb)
+        ELSE state
+    END
+$$;
+
+-- Over a memory's events in order (at, id), each event's previous metadata whole: the fold of the
+-- patches from the latest checkpoint (as a window: PARTITION BY memory_id ORDER BY at, id).
+CREATE OR REPLACE AGGREGATE agent_memory_metadata_fold(jsonb) (
+    SFUNC = agent_memory_metadata_step,
+    STYPE = jsonb
+);
+
+-- The last text before: an 'updated' event that left the content as it was stores none (a
+-- memory's every other event holds its text), and a reader takes its memory's latest one before it
+-- (as a window: PARTITION BY memory_id ORDER BY at, id).
+CREATE OR REPLACE FUNCTION agent_memory_latest_step(state text, content text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(content, state)
+$$;
+
+CREATE OR REPLACE AGGREGATE agent_memory_latest(text) (
+    SFUNC = agent_memory_latest_step,
+    STYPE = text
+);
+
+-- {"set": ..., "unset": [...]} that turns ``base`` into ``target`` (two objects).
+CREATE OR REPLACE FUNCTION agent_memory_metadata_patch(base jsonb, target jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT jsonb_build_object(
+        'set', coalesce((SELECT jsonb_object_agg(t.key, t.value) FROM jsonb_each(target) t
+                         WHERE NOT base ? t.key OR base -> t.key IS DISTINCT FROM t.value), '{}'::jsonb),
+        'unset', coalesce((SELECT jsonb_agg(b.key) FROM jsonb_each(base) b WHERE NOT target ? b.key), '[]'::jsonb))
+$$;
+
+-- What an 'updated' event of this memory stores of its previous metadata ``old``: {"metadata": old}
+-- (a checkpoint) or {"metadata_patch": ...} against the previous metadata its last event recorded.
+CREATE OR REPLACE FUNCTION agent_memory_previous_metadata(p_user text, p_memory uuid, old jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    chain jsonb[];
+    last  int;
+    base  jsonb;
+    patch jsonb;
+BEGIN
+    IF jsonb_typeof(old) <> 'object' THEN
+        RETURN jsonb_build_object('metadata', old);
+    END IF;
+    SELECT array_agg(e.previous ORDER BY e.at, e.id) INTO chain FROM (
+        SELECT detail -> 'previous' AS previous, at, id FROM memory_events
+        WHERE user_id = p_user AND memory_id = p_memory AND event = 'updated'
+          AND detail -> 'previous' ?| ARRAY['metadata', 'metadata_patch']
+        ORDER BY at DESC, id DESC LIMIT 32) e;
+    -- The latest checkpoint among the last 32, and the fold of the patches since.
+    FOR i IN REVERSE coalesce(array_length(chain, 1), 0)..1 LOOP
+        IF chain[i] ? 'metadata' THEN
+            last := i;
+            EXIT;
+        END IF;
+    END LOOP;
+    IF last IS NULL OR array_length(chain, 1) - last >= 31 THEN
+        RETURN jsonb_build_object('metadata', old);
+    END IF;
+    FOR i IN last..array_length(chain, 1) LOOP
+        base := agent_memory_metadata_step(base, chain[i]);
+    END LOOP;
+    IF jsonb_typeof(base) <> 'object' THEN
+        RETURN jsonb_build_object('metadata', old);
+    END IF;
+    patch := agent_memory_metadata_patch(base, old);
+    IF octet_length(patch::text) >= octet_length(old::text) THEN
+        RETURN jsonb_build_object('metadata', old);
+    END IF;
+    RETURN jsonb_build_object('metadata_patch', patch);
+END;
+$$;
+
 CREATE OR REPLACE FUNCTION agent_memory_record_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -36,7 +128,7 @@ BEGIN
                 previous := previous || jsonb_build_object('category', OLD.category);
             END IF;
             IF NEW.metadata IS DISTINCT FROM OLD.metadata THEN
-                previous := previous || jsonb_build_object('metadata', OLD.metadata);
+                previous := previous || agent_memory_previous_metadata(NEW.user_id, NEW.id, OLD.metadata);
             END IF;
             IF NEW.expires_at IS DISTINCT FROM OLD.expires_at THEN
                 previous := previous || jsonb_build_object('expires_at', OLD.expires_at);
@@ -46,7 +138,10 @@ BEGIN
             END IF;
             IF previous <> '{}'::jsonb THEN
                 INSERT INTO memory_events (memory_id, user_id, project_id, event, source, content, detail, write_id)
-                VALUES (NEW.id, NEW.user_id, NEW.project_id, 'updated', src, NEW.content,
+                -- The text after the edit only when the edit changed it: readers take it from
+                -- the memory's event before (agent_memory_latest) otherwise.
+                VALUES (NEW.id, NEW.user_id, NEW.project_id, 'updated', src,
+                        CASE WHEN previous ? 'content' THEN NEW.content END,
                         jsonb_build_object('previous', previous), wid);
             END IF;
             RETURN NEW;
@@ -89,10 +184,11 @@ BEGIN
         UPDATE memory_events
         SET content = NULL,
             detail = CASE WHEN detail ? 'previous'
-                          THEN jsonb_set(detail, '{previous}', (detail -> 'previous') - 'content' - 'metadata')
+                          THEN jsonb_set(detail, '{previous}',
+                                         (detail -> 'previous') - 'content' - 'metadata' - 'metadata_patch')
                           ELSE detail END
         WHERE user_id = OLD.user_id AND memory_id = ANY(gone)
-          AND (content IS NOT NULL OR detail -> 'previous' ?| ARRAY['content', 'metadata']);
+          AND (content IS NOT NULL OR detail -> 'previous' ?| ARRAY['content', 'metadata', 'metadata_patch']);
         UPDATE change_outbox SET content = NULL
         WHERE user_id = OLD.user_id AND memory_id = ANY(gone) AND content IS NOT NULL;
         INSERT INTO memory_events (memory_id, user_id, project_id, event, source, content, write_id)
