@@ -590,6 +590,21 @@ class Settings(BaseSettings):
         "Unset: no events, nothing written to the outbox.",
     )
     event_source: str = Field(default="agent-memory", description="The events' Source field on the bus.")
+    erasure_ledger: str | None = Field(
+        default=None,
+        description="Where every erasure is also recorded, outside the database, so that a restored database "
+        "forgets again (`rushmem migrate` re-applies what it lacks): s3://bucket/prefix/ (the stack's ledger "
+        "bucket) or a JSON Lines file. Unset: with the embedded server, <data_dir>.erasures.jsonl beside its "
+        "data folder; otherwise none (docs/tenant-data.md, Erasure ledger).",
+    )
+    backup_retention_days: int = Field(
+        default=0,
+        ge=0,
+        le=35,
+        description="How many days the database's automated backups (snapshots and point-in-time recovery) keep "
+        "what they hold (Aurora's BackupRetentionPeriod): an erasure receipt's backup_horizon is its time plus "
+        "this. 0: no automated backups (the receipt says none).",
+    )
     event_content: bool = Field(
         default=False,
         description="Put the memory's text in its change events (off: ids, categories and the kind of change only).",
@@ -646,6 +661,7 @@ class Settings(BaseSettings):
         "oauth_authorization_endpoint",
         "oauth_token_endpoint",
         "event_bus",
+        "erasure_ledger",
         mode="before",
     )
     @classmethod
@@ -714,6 +730,16 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         return (self.data_dir or default_data_dir()).expanduser()
+
+    def resolved_erasure_ledger(self) -> str | None:
+        """erasure_ledger, else beside the embedded server's data folder (not in it: a copy of the
+        folder put back must not undo the ledger); None for another database without one."""
+        if self.erasure_ledger:
+            return self.erasure_ledger
+        if not self.uses_embedded:
+            return None
+        folder = self.resolved_data_dir().resolve()
+        return str(folder.parent / f"{folder.name}.erasures.jsonl")
 
 
 @lru_cache(maxsize=1)
