@@ -52,9 +52,13 @@ def _copy_database(database_url: str, source: str, target: str) -> None:
         admin.execute(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
 
 
+def _name(database_url: str) -> str:
+    return str(conninfo_to_dict(database_url)["dbname"])
+
+
 def _restore(database_url: str, backup: str) -> None:
     """Put the copy back under the database's own name, as pointing the stack at a restored cluster does."""
-    name = conninfo_to_dict(database_url)["dbname"]
+    name = _name(database_url)
     with psycopg.connect(database_url, dbname="postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{backup}"')
@@ -95,7 +99,7 @@ def test_a_restored_database_forgets_again_when_the_deploy_migrates_before_the_f
     _add(ERASED, "Prefers tea", "Lives in Porto")
     _add(KEPT, "Prefers coffee")
     _release()
-    name = conninfo_to_dict(lambda_env)["dbname"]
+    name = _name(lambda_env)
     backup = f"{name}_backup"
     _copy_database(lambda_env, name, backup)  # the snapshot, taken before the erasure
 
@@ -141,7 +145,7 @@ def test_a_process_that_migrates_on_start_forgets_again_before_its_first_answer(
         erasure_ledger=str(tmp_path / "ledger.jsonl"),
         backup_retention_days=RETENTION_DAYS,
     )
-    name = conninfo_to_dict(database_url)["dbname"]
+    name = _name(database_url)
     with Memory(settings) as memory:
         memory.add([NewMemory(content="Prefers tea")], user_id=ERASED)
         memory.add([NewMemory(content="Prefers coffee")], user_id=KEPT)
