@@ -96,6 +96,7 @@ def test_a_restored_database_forgets_again_when_the_deploy_migrates_before_the_f
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("RUSHMEM_ERASURE_LEDGER", str(ledger))
     monkeypatch.setenv("RUSHMEM_BACKUP_RETENTION_DAYS", str(RETENTION_DAYS))
+    monkeypatch.setenv("RUSHMEM_AUTO_MIGRATE", "false")  # as template.yaml sets it for every function
     _add(ERASED, "Prefers tea", "Lives in Porto")
     _add(KEPT, "Prefers coffee")
     _release()
