@@ -590,12 +590,16 @@ class Settings(BaseSettings):
         "Unset: no events, nothing written to the outbox.",
     )
     event_source: str = Field(default="agent-memory", description="The events' Source field on the bus.")
+    event_content: bool = Field(
+        default=False,
+        description="Put the memory's text in its change events (off: ids, categories and the kind of change only).",
+    )
     erasure_ledger: str | None = Field(
         default=None,
         description="Where every erasure is also recorded, outside the database, so that a restored database "
         "forgets again (`rushmem migrate` re-applies what it lacks): s3://bucket/prefix/ (the stack's ledger "
-        "bucket) or a JSON Lines file. Unset: with the embedded server, <data_dir>.erasures.jsonl beside its "
-        "data folder; otherwise none (docs/tenant-data.md, Erasure ledger).",
+        "bucket) or a JSON Lines file. Unset: with the embedded server, the data folder's name plus "
+        ".erasures.jsonl, beside it; otherwise none (docs/tenant-data.md, Erasure ledger).",
     )
     backup_retention_days: int = Field(
         default=0,
@@ -604,10 +608,6 @@ class Settings(BaseSettings):
         description="How many days the database's automated backups (snapshots and point-in-time recovery) keep "
         "what they hold (Aurora's BackupRetentionPeriod): an erasure receipt's backup_horizon is its time plus "
         "this. 0: no automated backups (the receipt says none).",
-    )
-    event_content: bool = Field(
-        default=False,
-        description="Put the memory's text in its change events (off: ids, categories and the kind of change only).",
     )
 
     # --- operations -----------------------------------------------------------------
