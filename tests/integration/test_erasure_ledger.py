@@ -263,23 +263,28 @@ def _serve(data_dir: Path) -> Iterator[str]:
 
 def test_rushmem_serve_on_a_data_folder_put_back_forgets_before_its_first_answer(embedded_dir: Path) -> None:
     embedded_dir.mkdir()
+    with httpx.Client(timeout=120) as http:  # generous: a loaded machine starts the embedded server slowly
+        _serve_restore_serve(http, embedded_dir)
+
+
+def _serve_restore_serve(http: httpx.Client, embedded_dir: Path) -> None:
     data_dir = embedded_dir / "data"
     backup = embedded_dir / "backup"
     with _serve(data_dir) as url:
-        assert httpx.post(f"{url}/memories", json={"user_id": ERASED, "memories": [{"content": "Tea"}]}).is_success
-        assert httpx.post(f"{url}/memories", json={"user_id": KEPT, "memories": [{"content": "Coffee"}]}).is_success
+        assert http.post(f"{url}/memories", json={"user_id": ERASED, "memories": [{"content": "Tea"}]}).is_success
+        assert http.post(f"{url}/memories", json={"user_id": KEPT, "memories": [{"content": "Coffee"}]}).is_success
     # A copy of the stopped server's folder (cp -a keeps its owner: the server may run as its own user).
     subprocess.run(["cp", "-a", str(data_dir), str(backup)], check=True)
     with _serve(data_dir) as url:
-        receipt = httpx.request("DELETE", f"{url}/memories", params={"user_id": ERASED}).json()
+        receipt = http.request("DELETE", f"{url}/memories", params={"user_id": ERASED}).json()
     assert dt.datetime.fromisoformat(receipt["backup_horizon"]) == _horizon(receipt)
     ledger = embedded_dir / "data.erasures.jsonl"  # beside the data folder, not in it
     assert receipt["id"] in ledger.read_text()
     shutil.rmtree(data_dir)
     subprocess.run(["cp", "-a", str(backup), str(data_dir)], check=True)
     with _serve(data_dir) as url:
-        first = httpx.get(f"{url}/memories", params={"user_id": ERASED})
+        first = http.get(f"{url}/memories", params={"user_id": ERASED})
         assert first.status_code == 200 and first.json()["memories"] == []
-        assert httpx.get(f"{url}/erasures/{receipt['id']}").json()["erased_at"] == receipt["erased_at"]
-        kept = httpx.get(f"{url}/memories", params={"user_id": KEPT}).json()["memories"]
+        assert http.get(f"{url}/erasures/{receipt['id']}").json()["erased_at"] == receipt["erased_at"]
+        kept = http.get(f"{url}/memories", params={"user_id": KEPT}).json()["memories"]
         assert [m["content"] for m in kept] == ["Coffee"]
