@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from rushmem.config import Settings
 from rushmem.providers.ledger import FileLedger, LedgerEntry
@@ -31,6 +31,7 @@ from rushmem_contract.errors import ServiceUnavailable
 from rushmem_contract.models import NewMemory
 from rushmem_tools.cli.main import main
 from rushmem_tools.local import runtime as lambda_local
+from tests.support.data_api import DataApiStandIn
 from tests.support.recall import TEMPLATE, body_of, event, invoke, with_body, with_request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -288,3 +289,31 @@ def _serve_restore_serve(http: httpx.Client, embedded_dir: Path) -> None:
         assert http.get(f"{url}/erasures/{receipt['id']}").json()["erased_at"] == receipt["erased_at"]
         kept = http.get(f"{url}/memories", params={"user_id": KEPT}).json()["memories"]
         assert [m["content"] for m in kept] == ["Coffee"]
+
+
+# ---- DatabaseAccess=data-api (the quickstart): the same through the RDS Data API stand-in ----------
+
+
+def test_through_the_data_api_the_owner_s_migrate_re_applies_the_ledger(
+    data_api_settings: Settings, data_api: DataApiStandIn, database_url: str, tmp_path: Path
+) -> None:
+    """The request functions erase through the Data API as the login role; MigrateFunction, as the
+    owner (the cluster's master secret), re-applies the ledger to the restored database."""
+    ledger = {"erasure_ledger": str(tmp_path / "ledger.jsonl"), "backup_retention_days": RETENTION_DAYS}
+    functions = data_api_settings.model_copy(update=ledger)
+    owner_secret = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:owner-{uuid.uuid4().hex[:6]}"
+    data_api.logins[owner_secret] = make_conninfo(database_url, dbname="postgres")
+    owner = functions.model_copy(update={"db_secret_arn": owner_secret})
+    name = _name(database_url)
+    with Memory(functions) as memory:
+        memory.add([NewMemory(content="Prefers tea")], user_id=ERASED)
+    data_api.close_idle()
+    _copy_database(database_url, name, f"{name}_backup")
+    with Memory(functions) as memory:
+        receipt = memory.forget_user(ERASED, requested_by="dpo")
+    data_api.close_idle()
+    _restore(database_url, f"{name}_backup")
+    assert [str(receipt.id)] == Memory(owner).admin.migrate().erasures_reapplied
+    with Memory(functions) as memory:
+        assert memory.list(user_id=ERASED).memories == []
+        assert memory.erasure(receipt.id) == receipt
