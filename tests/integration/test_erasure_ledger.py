@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from rushmem.config import Settings
 from rushmem.providers.ledger import FileLedger, LedgerEntry
@@ -33,6 +33,7 @@ from rushmem_tools.cli.main import main
 from rushmem_tools.local import runtime as lambda_local
 from tests.support.data_api import DataApiStandIn
 from tests.support.recall import TEMPLATE, body_of, event, invoke, with_body, with_request
+from tests.support.restore import put_back, take_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 ERASED, KEPT = "ana.lima@example.com", "bruno"
@@ -45,25 +46,6 @@ def _release() -> None:
     built = set_service(None)
     if built is not None:
         built.close()
-
-
-def _copy_database(database_url: str, source: str, target: str) -> None:
-    with psycopg.connect(database_url, dbname="postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
-
-
-def _name(database_url: str) -> str:
-    return str(conninfo_to_dict(database_url)["dbname"])
-
-
-def _restore(database_url: str, backup: str) -> None:
-    """Put the copy back under the database's own name, as pointing the stack at a restored cluster does."""
-    name = _name(database_url)
-    with psycopg.connect(database_url, dbname="postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{backup}"')
-        admin.execute(f'DROP DATABASE "{backup}"')
 
 
 def _stored(database_url: str, user_id: str) -> int:
@@ -101,9 +83,7 @@ def test_a_restored_database_forgets_again_when_the_deploy_migrates_before_the_f
     _add(ERASED, "Prefers tea", "Lives in Porto")
     _add(KEPT, "Prefers coffee")
     _release()
-    name = _name(lambda_env)
-    backup = f"{name}_backup"
-    _copy_database(lambda_env, name, backup)  # the snapshot, taken before the erasure
+    backup = take_copy(lambda_env)  # the snapshot, taken before the erasure
 
     erased = invoke(with_request(event("http-memories-delete-all.json"), "DELETE", "/memories", {"user_id": ERASED}))
     assert erased["statusCode"] == 200
@@ -115,7 +95,7 @@ def test_a_restored_database_forgets_again_when_the_deploy_migrates_before_the_f
     assert json.loads(line)["receipt_id"] == receipt["id"] and ERASED not in line and "ana" not in line
     _release()
 
-    _restore(lambda_env, backup)
+    put_back(lambda_env, backup)
     assert _stored(lambda_env, ERASED) == 2  # the restore brought the erased user back
 
     migrated = lambda_local.invoke(TEMPLATE, "MigrateFunction", {})
@@ -147,14 +127,13 @@ def test_a_process_that_migrates_on_start_forgets_again_before_its_first_answer(
         erasure_ledger=str(tmp_path / "ledger.jsonl"),
         backup_retention_days=RETENTION_DAYS,
     )
-    name = _name(database_url)
     with Memory(settings) as memory:
         memory.add([NewMemory(content="Prefers tea")], user_id=ERASED)
         memory.add([NewMemory(content="Prefers coffee")], user_id=KEPT)
-    _copy_database(database_url, name, f"{name}_backup")
+    backup = take_copy(database_url)
     with Memory(settings) as memory:
         receipt = memory.forget_user(ERASED, requested_by="dpo-ticket-7")
-    _restore(database_url, f"{name}_backup")
+    put_back(database_url, backup)
     assert _stored(database_url, ERASED) == 1
     with Memory(settings) as memory:
         assert memory.list(user_id=ERASED).memories == []  # the first call of the new process
@@ -304,15 +283,14 @@ def test_through_the_data_api_the_owner_s_migrate_re_applies_the_ledger(
     owner_secret = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:owner-{uuid.uuid4().hex[:6]}"
     data_api.logins[owner_secret] = make_conninfo(database_url, dbname="postgres")
     owner = functions.model_copy(update={"db_secret_arn": owner_secret})
-    name = _name(database_url)
     with Memory(functions) as memory:
         memory.add([NewMemory(content="Prefers tea")], user_id=ERASED)
     data_api.close_idle()
-    _copy_database(database_url, name, f"{name}_backup")
+    backup = take_copy(database_url)
     with Memory(functions) as memory:
         receipt = memory.forget_user(ERASED, requested_by="dpo")
     data_api.close_idle()
-    _restore(database_url, f"{name}_backup")
+    put_back(database_url, backup)
     assert [str(receipt.id)] == Memory(owner).admin.migrate().erasures_reapplied
     with Memory(functions) as memory:
         assert memory.list(user_id=ERASED).memories == []

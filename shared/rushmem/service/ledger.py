@@ -9,6 +9,7 @@ from functools import partial
 
 from rushmem.providers.ledger import ErasureLedger
 from rushmem.store.accounts import erasures as receipts
+from rushmem.store.accounts.cells import forget_cell
 from rushmem.store.engine.connection import Database
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def reapply_with(db: Database, ledger: ErasureLedger) -> list[uuid.UUID]:
                 ),
                 retry=False,
             )
+            db.run(partial(forget_cell, user_id=user_id), retry=False)  # the directory, where this one is home
         if not found:
             restore = partial(
                 receipts.restore_receipt,

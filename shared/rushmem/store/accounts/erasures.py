@@ -179,12 +179,13 @@ def receipts_present(conn: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
     return {r[0] for r in rows}
 
 
-# Every user id anything is stored under (what erase_user deletes, and the cell directory).
+# Every user id anything is stored under (what erase_user deletes, and the cells' directory, which
+# forgetting a user empties too).
 _USERS = """
 SELECT user_id FROM user_memories UNION SELECT user_id FROM memory_events
 UNION SELECT user_id FROM pending_memories UNION SELECT user_id FROM extraction_instructions
 UNION SELECT user_id FROM ingested_messages UNION SELECT user_id FROM usage_daily
-UNION SELECT user_id FROM agent_memory_dense_users
+UNION SELECT user_id FROM agent_memory_dense_users UNION SELECT user_id FROM cell_directory
 """
 
 
