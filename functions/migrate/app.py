@@ -169,6 +169,8 @@ def migrate(
             "embedder": service.admin.embedder.fingerprint,
             "app_login": home.app_login.summary() if home.app_login else None,
             "model_warnings": model_warnings,
+            # After a restore: the erasures the ledger held and a database lacked, done again.
+            "erasures_reapplied": [e for m in migrated.values() for e in m.erasures_reapplied],
         }
         if service.cells.configured:
             result["cells"] = {name: m.applied for name, m in migrated.items()}
@@ -322,6 +324,8 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
         cells = result.get("cells", {})
         others = "".join(f"; cell {n!r}: {', '.join(a) or 'none pending'}" for n, a in list(cells.items())[1:])
         warnings = "".join(f"; WARNING {w}" for w in result["model_warnings"])
+        redone = result.get("erasures_reapplied") or []
+        erasures = f"; {len(redone)} erasure(s) re-applied from the ledger" if redone else ""
         data = {
             "Applied": ",".join(result["applied"]),
             "Embedder": str(result["embedder"]),
@@ -329,7 +333,7 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
         }
         if cells:
             data["Cells"] = ",".join(cells)
-        return responder.send("SUCCESS", f"migrations applied: {applied}{login}{others}{warnings}", data)
+        return responder.send("SUCCESS", f"migrations applied: {applied}{login}{others}{erasures}{warnings}", data)
     except Exception as exc:  # every failure must reach CloudFormation, whatever it is
         logger.exception("migration failed")
         return responder.send("FAILED", describe(exc))

@@ -595,6 +595,21 @@ class Settings(BaseSettings):
         default=False,
         description="Put the memory's text in its change events (off: ids, categories and the kind of change only).",
     )
+    erasure_ledger: str | None = Field(
+        default=None,
+        description="Where every erasure is also recorded, outside the database, so that a restored database "
+        "forgets again (`rushmem migrate` re-applies what it lacks): s3://bucket/prefix/ (the stack's ledger "
+        "bucket) or a JSON Lines file. Unset: with the embedded server, the data folder's name plus "
+        ".erasures.jsonl, beside it; otherwise none (docs/tenant-data.md, Erasure ledger).",
+    )
+    backup_retention_days: int = Field(
+        default=0,
+        ge=0,
+        le=35,
+        description="How many days the database's automated backups (snapshots and point-in-time recovery) keep "
+        "what they hold (Aurora's BackupRetentionPeriod): an erasure receipt's backup_horizon is its time plus "
+        "this. 0: no automated backups (the receipt says none).",
+    )
 
     # --- operations -----------------------------------------------------------------
     api_docs: bool = Field(
@@ -647,6 +662,7 @@ class Settings(BaseSettings):
         "oauth_authorization_endpoint",
         "oauth_token_endpoint",
         "event_bus",
+        "erasure_ledger",
         mode="before",
     )
     @classmethod
@@ -715,6 +731,16 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         return (self.data_dir or default_data_dir()).expanduser()
+
+    def resolved_erasure_ledger(self) -> str | None:
+        """erasure_ledger, else beside the embedded server's data folder (not in it: a copy of the
+        folder put back must not undo the ledger); None for another database without one."""
+        if self.erasure_ledger:
+            return self.erasure_ledger
+        if not self.uses_embedded:
+            return None
+        folder = self.resolved_data_dir().resolve()
+        return str(folder.parent / f"{folder.name}.erasures.jsonl")
 
 
 @lru_cache(maxsize=1)

@@ -457,6 +457,14 @@ class ErasureReceipt(BaseModel):
     requested_by: str = Field(description="Who asked: 'user' (their own token), an IAM principal, 'cli', ...")
     erased_at: dt.datetime
     deleted: ErasureCounts
+    backup_horizon: dt.datetime | None = Field(
+        default=None,
+        description="When the last automated backup holding the erased data expires: erased_at plus the "
+        "database's backup retention (snapshots and point-in-time recovery, RUSHMEM_BACKUP_RETENTION_DAYS). "
+        "Until then a restore could bring the data back; the erasure ledger erases it again before the "
+        "restored database serves. null: the deployment declares no automated backups. Manual snapshots "
+        "are kept until deleted.",
+    )
 
 
 class ErasureList(WireModel):

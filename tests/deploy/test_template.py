@@ -131,7 +131,8 @@ def test_every_route_is_an_event_and_carries_the_parameter_chosen_authorisation(
 def test_no_policy_grants_a_wildcard_action(template: dict[str, Any]) -> None:
     actions: list[str] = []
     for node in walk(template["Resources"]):
-        if isinstance(node, dict) and "Action" in node and "Effect" in node:
+        # A Deny grants nothing (the ledger bucket's TLS-only statement denies s3:* over plain HTTP).
+        if isinstance(node, dict) and "Action" in node and node.get("Effect") == "Allow":
             value = node["Action"]
             actions.extend(value if isinstance(value, list) else [value])
     assert actions, "no IAM statements found"
@@ -407,3 +408,20 @@ def test_cells_need_both_secrets_distinct_and_a_network(template: dict[str, Any]
     assert template["Parameters"]["CellsOwnerSecretArn"]["AllowedPattern"] == pattern
     assert re.fullmatch(pattern, CELLS_SECRET) and re.fullmatch(pattern, "")
     assert not re.fullmatch(pattern, "agent-memory/cells")  # a name, not the ARN IAM needs
+
+
+def test_the_functions_switch_to_a_database_only_after_its_migration(template: dict[str, Any]) -> None:
+    """A restored database forgets again (the erasure ledger) before a request function uses it:
+    CloudFormation updates a resource after the ones it depends on."""
+    resources = template["Resources"]
+    for name in ("RecallFunction", "IngestFunction"):
+        assert resources[name]["DependsOn"] == "SchemaMigration", name
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["RUSHMEM_ERASURE_LEDGER"] == {"Fn::Sub": "s3://${ErasureLedgerBucket}/erasures/"}
+    assert env["RUSHMEM_BACKUP_RETENTION_DAYS"] == {"Ref": "DatabaseBackupRetentionDays"}
+    cluster = resources["DatabaseCluster"]["Properties"]
+    assert cluster["BackupRetentionPeriod"] == {"Ref": "DatabaseBackupRetentionDays"}
+    bucket = resources["ErasureLedgerBucket"]
+    assert bucket["DeletionPolicy"] == "Retain"
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert bucket["Properties"]["ObjectLockConfiguration"]["Rule"]["DefaultRetention"]["Days"] >= 35

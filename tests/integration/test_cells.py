@@ -25,6 +25,7 @@ from rushmem_contract.models import ConversationEnded, ImportLine, MemoryChanges
 from tests.support import conformance
 from tests.support.ingest import conversation, invoke_ingest, sqs_event, sqs_record
 from tests.support.recall import body_of, invoke, with_body, with_request
+from tests.support.restore import put_back, take_copy
 
 HTTP_USER = "user-http"
 
@@ -502,3 +503,24 @@ def test_the_events_function_drains_every_cells_outbox(
     event = runtime.read_event(TEMPLATE.parent / "events" / "events-drain-scheduled.json")
     result = runtime.invoke(TEMPLATE, "EventsFunction", event)
     assert (result["published"], result["pending"]) == (2, 0)
+
+
+def test_restored_cells_forget_an_erased_user_again_from_the_ledger(cell_urls: dict[str, str], tmp_path: Path) -> None:
+    """Each cell's erasure has its own ledger entry (named by that database's key): both databases
+    restored from before the erasure, the user's cell forgets them again on its first connection."""
+    user, other = user_in("b"), user_in("b", "other")
+    ledger = str(tmp_path / "ledger.jsonl")
+    with cells_service(cell_urls, erasure_ledger=ledger) as memory:
+        memory.add([NewMemory(content="Prefers tea")], user_id=user)
+        memory.add([NewMemory(content="Prefers coffee")], user_id=other)
+    backups = {url: take_copy(url) for url in cell_urls.values()}
+    with cells_service(cell_urls, erasure_ledger=ledger) as memory:
+        receipt = memory.forget_user(user)
+    for url, backup in backups.items():
+        put_back(url, backup)
+    assert rows_in(cell_urls["b"], user) == 1
+    with cells_service(cell_urls, erasure_ledger=ledger) as memory:
+        assert memory.list(user_id=user).memories == []
+        assert memory.erasure(receipt.id) == receipt
+        assert [m.content for m in memory.list(user_id=other).memories] == ["Prefers coffee"]
+    assert rows_in(cell_urls["b"], user) == 0

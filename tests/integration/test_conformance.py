@@ -19,7 +19,12 @@ from tests.support import conformance
 from tests.support.conformance import REFUSED, SCENARIO, Answer
 
 DOORS = ("http", "mcp", "cli", "client", "async-client", "typescript")
-REVIEW = {"RUSHMEM_REVIEW_WRITES": "true", "RUSHMEM_EXTRACTION_PROVIDER": "rules"}
+# A backup retention: every door's erasure receipt states its backup_horizon (times are masked).
+REVIEW = {
+    "RUSHMEM_REVIEW_WRITES": "true",
+    "RUSHMEM_EXTRACTION_PROVIDER": "rules",
+    "RUSHMEM_BACKUP_RETENTION_DAYS": "7",
+}
 
 
 @pytest.fixture
@@ -27,7 +32,11 @@ def reference(fresh_database: Callable[[], str]) -> Iterator[Memory]:
     """The in-process service on a database of its own, configured as the doors' environment."""
     with Memory(
         Settings(
-            database_url=fresh_database(), embedding_provider="hash", db_role="agent_memory_app", review_writes=True
+            database_url=fresh_database(),
+            embedding_provider="hash",
+            db_role="agent_memory_app",
+            review_writes=True,
+            backup_retention_days=7,
         )
     ) as memory:
         yield memory
@@ -67,6 +76,8 @@ def test_every_operation_answers_the_same_at_every_door(
     for key, value in REVIEW.items():
         monkeypatch.setenv(key, value)
     expected = conformance.run(conformance.python_door(reference), SCENARIO, lambda _: True)
+    receipts = [a.value for (op, _), a in zip(SCENARIO, expected, strict=True) if op == "forget_user" and a]
+    assert receipts and all(r["backup_horizon"] for r in receipts)  # so every door must show it
     with ExitStack() as stack:
         got = conformance.run(conformance.open_door(name, stack), SCENARIO, conformance.offered_by(name))
     compare(name, expected, got, SCENARIO)

@@ -71,6 +71,7 @@ ADMIN_MEMBERS = {
     "rerank_fallbacks",
     "release_secrets",
     "migrate",
+    "reapply_erasures",  # the erasure ledger on a restored database (`rushmem serve` before it answers)
     "reembed",
     "drop_previous_vectors",
     "refresh_dense_users",

@@ -266,6 +266,15 @@ class DataApiStandIn:
         for conn in conns:
             conn.close()
 
+    def close_idle(self) -> None:
+        """Close the connections kept between requests (a database with sessions cannot be copied or
+        dropped; the real service's are its own, and a restored cluster is another cluster anyway)."""
+        with self._lock:
+            conns = [c for idle in self._idle.values() for c in idle]
+            self._idle.clear()
+        for conn in conns:
+            conn.close()
+
     def pause(self, requests: int) -> None:
         """The next ``requests`` requests find the cluster resuming from auto-pause."""
         with self._lock:

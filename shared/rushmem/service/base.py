@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from functools import cached_property, partial
 from typing import Any
 
@@ -15,9 +16,11 @@ from rushmem.embeddings import Embedder, create_embedder
 from rushmem.extraction import Extractor, create_extractor
 from rushmem.ingest.redaction import Redactor
 from rushmem.providers.aws import clear_secret_cache
+from rushmem.providers.ledger import ErasureLedger, open_ledger
 from rushmem.recall.plan import RecallPlan
 from rushmem.rerank import Reranker, create_reranker
 from rushmem.service.drain import Publish, drain_outbox
+from rushmem.service.ledger import reapply_with
 from rushmem.store.accounts.usage import write_pending_usage
 from rushmem.store.engine.connection import Connection, Database, connect_failed
 from rushmem.store.engine.readers import ReadRouter, reader_settings
@@ -48,6 +51,8 @@ class Collaborators:
         reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings
+        # The erasures the first connection re-applied from the ledger (see ``db``), until reported.
+        self.reapplied_on_connect: list[uuid.UUID] = []
         given = {
             "embedder": embedder,
             "db": database,
@@ -76,8 +81,22 @@ class Collaborators:
 
     @cached_property
     def db(self) -> Database:
-        """The writer's connection."""
-        return Database(self.settings, setup=self._prepare)
+        """The writer's connection. A process that migrates on start (RUSHMEM_AUTO_MIGRATE, as
+        locally) also re-applies the erasure ledger here, before any reader or writer uses the
+        database: a database restored from before an erasure never answers with the erased user."""
+        database = Database(self.settings, setup=self._prepare)
+        if self.settings.auto_migrate and self.ledger is not None:
+            try:
+                self.reapplied_on_connect = reapply_with(database, self.ledger)
+            except BaseException:
+                database.close()  # not kept: the next use tries again, and serves nothing meanwhile
+                raise
+        return database
+
+    @cached_property
+    def ledger(self) -> ErasureLedger | None:
+        """Where erasures are recorded outside the database (RUSHMEM_ERASURE_LEDGER; None: nowhere)."""
+        return open_ledger(self.settings.resolved_erasure_ledger())
 
     @cached_property
     def reads(self) -> ReadRouter:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from functools import partial
 from typing import Any
 
+from rushmem.config import Settings
 from rushmem.ingest.redaction import REDACTED_KEY
 from rushmem.ingest.rows import check_metadata
-from rushmem.service.base import Collaborators
+from rushmem.providers.ledger import LedgerEntry
+from rushmem.service.base import Collaborators, utcnow
 from rushmem.service.cells import Cells
 from rushmem.service.context import Context
+from rushmem.service.ledger import reapply_with
 from rushmem.store.accounts import erasures as receipts
 from rushmem.store.memories import catalog, edits
 from rushmem.usage import UsageRow, metering
@@ -120,21 +124,60 @@ def forget_user(cells: Cells, request: ForgetUserRequest, ctx: Context) -> Erasu
     message receipts, usage) and return the erasure receipt stored with the deletion, in one
     transaction per cell (see :mod:`rushmem.store.accounts.erasures`): in the user's cell, and in
     any other that still holds something of theirs (an interrupted move's copy); then the directory
-    entry. The receipt is the user's cell's; ``requested_by`` never holds the user's own id."""
+    entry. The receipt is the user's cell's; ``requested_by`` never holds the user's own id.
+
+    Each cell's erasure is put in the erasure ledger (RUSHMEM_ERASURE_LEDGER) first, with the
+    receipt's id and time: a crash after it leaves an entry whose erasure the next migrate completes;
+    a ledger that cannot be written stops the erasure (503), so none goes unrecorded."""
     user_id = ctx.user
     home = cells.reading(user_id)
     others = [p for p in cells.each() if p is not home and p.db.run(lambda conn: receipts.holds_user(conn, user_id))]
-    erase = partial(receipts.erase_user, user_id=user_id, requested_by=ctx.caller.requested_by)
-    receipt: ErasureReceipt = home.db.run(erase, retry=False)
+    receipt: ErasureReceipt | None = None
     for parts in (home, *others):
-        if parts is not home:
-            parts.db.run(erase, retry=False)
+        erased = _erase(parts, user_id, ctx.caller.requested_by)
+        receipt = receipt or erased
         parts.reads.erased(user_id)  # never served again by a reader that has not replayed this
         parts.publish_changes(user_id)
     cells.forget(user_id)
+    assert receipt is not None
     # The receipt's id, not the user's: logs outlive the erasure.
     logger.info("erased", extra={"erasure_id": str(receipt.id), "deleted": receipt.deleted.model_dump()})
-    return receipt
+    return with_horizon(receipt, home.settings)
+
+
+def _erase(parts: Collaborators, user_id: str, requested_by: str) -> ErasureReceipt:
+    receipt_id, erased_at = uuid.uuid4(), utcnow()
+    ledger = parts.ledger
+    if ledger is not None:
+        store, subject = parts.db.run(lambda conn: receipts.ledger_identity(conn, user_id))
+        ledger.record(LedgerEntry(receipt_id, subject, store, erased_at, requested_by))
+    erase = partial(
+        receipts.erase_user, user_id=user_id, requested_by=requested_by, receipt_id=receipt_id, erased_at=erased_at
+    )
+    erased: ErasureReceipt = parts.db.run(erase, retry=False)
+    return erased
+
+
+def with_horizon(receipt: ErasureReceipt, settings: Settings) -> ErasureReceipt:
+    """The receipt with when the automated backups holding the erased data expire: Aurora restores
+    to any point in its retention period, so the last point before the erasure is restorable until
+    the erasure's time plus that period (docs/tenant-data.md, Erasure ledger)."""
+    days = settings.backup_retention_days
+    horizon = receipt.erased_at + dt.timedelta(days=days) if days else None
+    return receipt.model_copy(update={"backup_horizon": horizon})
+
+
+def reapply_erasures(parts: Collaborators) -> list[uuid.UUID]:
+    """After a restore: every erasure the ledger holds for this database and the database lacks
+    (no receipt with its id) is done again, under its own receipt id and time, before the database
+    serves (``rushmem migrate``, the deploy's MigrateFunction, and the first connection of a process
+    that migrates on start). A user found by the entry's keyed hash is erased again; where the
+    restored database holds nothing of theirs, the receipt alone is put back. Idempotent: a second
+    run finds every receipt present. Returns the receipts re-applied, oldest first."""
+    ledger = parts.ledger
+    if ledger is None:
+        return []
+    return reapply_with(parts.db, ledger)
 
 
 def erasure(cells: Cells, request: ErasureRequest, ctx: Context) -> ErasureReceipt:
@@ -145,12 +188,16 @@ def erasure(cells: Cells, request: ErasureRequest, ctx: Context) -> ErasureRecei
             lambda conn: receipts.get_receipt(conn, request.erasure_id, user_id=ctx.user_id)
         )
         if found is not None:
-            return found
+            return with_horizon(found, parts.settings)
     raise NotFound("no erasure receipt with this id")
 
 
 def erasures(cells: Cells, request: ErasuresRequest, ctx: Context) -> ErasureList:
     """Every erasure receipt of this user id in every cell, oldest first (matched by the keyed hash)."""
     user_id = ctx.user
-    found = [r for parts in cells.each() for r in parts.db.run(lambda conn: receipts.receipts_for(conn, user_id))]
+    found = [
+        with_horizon(r, parts.settings)
+        for parts in cells.each()
+        for r in parts.db.run(lambda conn: receipts.receipts_for(conn, user_id))
+    ]
     return ErasureList(receipts=sorted(found, key=lambda r: r.erased_at))

@@ -3,6 +3,7 @@ the collaborators the memory's verbs use (:class:`~.base.Collaborators`), not on
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -24,6 +25,7 @@ from rushmem.rerank import Reranker
 from rushmem.service.accounting import tenant_totals, usage_period
 from rushmem.service.base import Collaborators, utcnow
 from rushmem.service.drain import DrainResult, OutboxStatus, drain_outbox, outbox_status
+from rushmem.service.ledger import reapply_with
 from rushmem.store.accounts.usage import all_usage
 from rushmem.store.engine.connection import Database
 from rushmem.store.engine.readers import ReadRouter
@@ -125,8 +127,22 @@ class Admin:
         return lifecycle.check_models(client, lifecycle.configured_models(self.settings, client.meta.region_name))
 
     def migrate(self) -> MigrateResult:
-        """Apply pending migrations (idempotent), then set up the application's database roles."""
-        return migrate(self.settings, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
+        """Apply pending migrations (idempotent), then set up the application's database roles,
+        then re-apply every erasure of the ledger this database lacks (after a restore; see
+        :mod:`rushmem.service.ledger`): the deploy runs this before the functions switch to a database."""
+        result = migrate(self.settings, dimension=self.embedder.dimension, fingerprint=self.embedder.fingerprint)
+        reapplied = self.reapply_erasures()
+        return dataclasses.replace(result, erasures_reapplied=[str(r) for r in reapplied])
+
+    def reapply_erasures(self) -> list[uuid.UUID]:
+        """Every erasure of the ledger this database lacks, done again (see :meth:`migrate`);
+        a process that migrates on start has done it when it first connected (then none)."""
+        ledger = self._parts.ledger
+        if ledger is None:
+            return []
+        db = self._parts.db  # a process that migrates on start re-applies as it first connects
+        done, self._parts.reapplied_on_connect = self._parts.reapplied_on_connect, []
+        return [*done, *reapply_with(db, ledger)]
 
     def reembed(
         self,

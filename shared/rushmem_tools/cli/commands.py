@@ -29,7 +29,14 @@ RECALL_CHUNK = 64  # queries embedded per batch by `recall --queries`
 
 def cmd_migrate(service: Memory, args: argparse.Namespace) -> int:
     result = service.admin.migrate()
-    emit({"applied": result.applied, "embedder": service.admin.embedder.fingerprint})
+    emit(
+        {
+            "applied": result.applied,
+            "embedder": service.admin.embedder.fingerprint,
+            # after a restore: the erasures the ledger held and the database lacked, done again
+            "erasures_reapplied": result.erasures_reapplied,
+        }
+    )
     return EXIT_OK
 
 

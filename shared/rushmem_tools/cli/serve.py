@@ -38,6 +38,14 @@ def _quiet_handlers() -> None:
     handler_logger.setLevel(os.environ["POWERTOOLS_LOG_LEVEL"])
 
 
+def _reapply_erasures(service: Memory) -> None:
+    """Before the first request: a database restored from before an erasure forgets again (the
+    erasure ledger; in AWS the deploy's MigrateFunction does it, and the functions never migrate)."""
+    if service.settings.auto_migrate:
+        for admin in service.cell_admins().values():
+            admin.reapply_erasures()
+
+
 def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
     # Imported here: the HTTP server and the template reader cost the other commands ~0.1 s.
     from rushmem_tools.local.server import LocalApi, is_loopback_name, make_server
@@ -67,6 +75,7 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
         raise InvalidInput("--jwt-audience goes with --jwt-issuer", field="jwt_audience")
     if overrides:
         service = Memory(service.settings.model_copy(update=overrides))
+    _reapply_erasures(service)
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt, verifier=verifier)
     api.load()

@@ -13,6 +13,7 @@ a receipt exactly when the data went.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import uuid
@@ -20,7 +21,7 @@ import uuid
 from psycopg.types.json import Jsonb
 
 from rushmem.store.engine.session import Session
-from rushmem.store.engine.transactions import read_as_user, user_transaction
+from rushmem.store.engine.transactions import maintenance_transaction, read_as_user, user_transaction
 from rushmem_contract.errors import ConfigurationError
 from rushmem_contract.schemas import ErasureReceipt
 
@@ -32,8 +33,8 @@ WITH memories AS (DELETE FROM user_memories WHERE user_id = %(user_id)s RETURNIN
      usage AS (DELETE FROM usage_daily WHERE user_id = %(user_id)s RETURNING 1),
      -- writes waiting for review (0016) are memories too, not yet stored
      held AS (DELETE FROM pending_memories WHERE user_id = %(user_id)s RETURNING 1)
-INSERT INTO erasure_receipts (id, subject_hash, requested_by, deleted)
-SELECT %(id)s, %(subject)s, %(requested_by)s,
+INSERT INTO erasure_receipts (id, subject_hash, requested_by, erased_at, deleted)
+SELECT %(id)s, %(subject)s, %(requested_by)s, coalesce(%(erased_at)s::timestamptz, clock_timestamp()),
        jsonb_build_object('memories', (SELECT count(*) FROM memories) + (SELECT count(*) FROM held),
                           'history', (SELECT count(*) FROM history),
                           'ingest_receipts', (SELECT count(*) FROM receipts),
@@ -75,9 +76,17 @@ def holds_user(conn: Session, user_id: str) -> bool:
     return bool(rows and rows[0]["holds"])
 
 
-def erase_user(conn: Session, user_id: str, *, requested_by: str) -> ErasureReceipt:
-    """Delete everything the store holds about the user and return the stored receipt."""
-    receipt_id = uuid.uuid4()
+def erase_user(
+    conn: Session,
+    user_id: str,
+    *,
+    requested_by: str,
+    receipt_id: uuid.UUID | None = None,
+    erased_at: dt.datetime | None = None,
+) -> ErasureReceipt:
+    """Delete everything the store holds about the user and return the stored receipt (with the
+    id and time given: those the erasure ledger recorded first, or those of a re-applied entry)."""
+    receipt_id = receipt_id or uuid.uuid4()
     # The receipt is readable in this transaction by its id only (its row-level security).
     settings = {"agent_memory.erasure_id": str(receipt_id)}
     with user_transaction(conn, user_id, reason="forget_user", settings=settings):
@@ -96,6 +105,7 @@ def erase_user(conn: Session, user_id: str, *, requested_by: str) -> ErasureRece
                 "id": receipt_id,
                 "subject": subject_hash(key, user_id),
                 "requested_by": requested_by,
+                "erased_at": erased_at,
             },
         ).fetchone()
         assert row is not None
@@ -140,3 +150,74 @@ def _receipt(row: dict[str, object]) -> ErasureReceipt:
     subject = row["subject_hash"]
     assert isinstance(subject, bytes | memoryview)
     return ErasureReceipt.model_validate({**row, "subject": bytes(subject).hex()})
+
+
+def store_fingerprint(key: str) -> str:
+    """Which database erased, as the erasure ledger names it: a digest of its erasure key (each cell
+    has its own), which says nothing about the key."""
+    return hashlib.sha256(b"rushmem-erasure-ledger:" + bytes.fromhex(key)).hexdigest()[:32]
+
+
+def ledger_identity(conn: Session, user_id: str) -> tuple[str, str]:
+    """(this database's fingerprint, the user's subject hash in hex): what a ledger entry holds."""
+    with conn.transaction():
+        key = erasure_key(conn)
+    return store_fingerprint(key), subject_hash(key, user_id).hex()
+
+
+def this_store(conn: Session) -> str:
+    with conn.transaction():
+        return store_fingerprint(erasure_key(conn))
+
+
+def receipts_present(conn: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of these receipts this database holds (across users: as agent_memory_maintenance)."""
+    if not ids:
+        return set()
+    with maintenance_transaction(conn, source="erasure-ledger"):
+        rows = conn.execute("SELECT id FROM erasure_receipts WHERE id = ANY(%s)", [ids]).fetchall()
+    return {r[0] for r in rows}
+
+
+# Every user id anything is stored under (what erase_user deletes, and the cells' directory, which
+# forgetting a user empties too).
+_USERS = """
+SELECT user_id FROM user_memories UNION SELECT user_id FROM memory_events
+UNION SELECT user_id FROM pending_memories UNION SELECT user_id FROM extraction_instructions
+UNION SELECT user_id FROM ingested_messages UNION SELECT user_id FROM usage_daily
+UNION SELECT user_id FROM agent_memory_dense_users UNION SELECT user_id FROM cell_directory
+"""
+
+
+def users_with_subjects(conn: Session, subjects: set[str]) -> dict[str, list[str]]:
+    """The user ids this database holds whose keyed hash is one of ``subjects`` (hex), by subject.
+    The hash is keyed, so every stored id is hashed once: this runs after a restore, not per request."""
+    with maintenance_transaction(conn, source="erasure-ledger"):
+        key = erasure_key(conn)
+        users = [r[0] for r in conn.execute(_USERS).fetchall()]
+    found: dict[str, list[str]] = {}
+    for user_id in users:
+        subject = subject_hash(key, user_id).hex()
+        if subject in subjects:
+            found.setdefault(subject, []).append(user_id)
+    return found
+
+
+_RESTORE_RECEIPT = """
+INSERT INTO erasure_receipts (id, subject_hash, requested_by, erased_at, deleted)
+VALUES (%(id)s, %(subject)s, %(requested_by)s, %(erased_at)s,
+        jsonb_build_object('memories', 0, 'history', 0, 'ingest_receipts', 0, 'usage_rows', 0))
+ON CONFLICT (id) DO NOTHING
+"""
+
+
+def restore_receipt(
+    conn: Session, *, receipt_id: uuid.UUID, subject: str, requested_by: str, erased_at: dt.datetime
+) -> None:
+    """A ledger entry's receipt put back where the restored database holds nothing of its user
+    (they had nothing stored at the restored point): the erasure is then on record again."""
+    with user_transaction(conn, "", settings={"agent_memory.erasure_id": str(receipt_id)}):
+        conn.execute(
+            _RESTORE_RECEIPT,
+            {"id": receipt_id, "subject": bytes.fromhex(subject), "requested_by": requested_by, "erased_at": erased_at},
+        )

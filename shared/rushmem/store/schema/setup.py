@@ -26,6 +26,8 @@ class MigrateResult:
 
     applied: list[str]
     app_login: AppLogin | None
+    # The erasures the ledger held and the database lacked (a restore), done again after migrating.
+    erasures_reapplied: list[str] = dataclasses.field(default_factory=list)
 
 
 def migrate(settings: Settings, *, dimension: int, fingerprint: str) -> MigrateResult:
