@@ -79,7 +79,9 @@ def test_depends_on_names_only_the_users_current_memories(service: Memory) -> No
     assert refused.value.field == "memories[0].depends_on[0]"
     berlin, *_ = _moved(service)
     with pytest.raises(InvalidInput) as old:
-        service.add(["The user swims at the Berlin lido.", NewMemory(content="x y z", depends_on=[berlin])], user_id=USER)
+        service.add(
+            ["The user swims at the Berlin lido.", NewMemory(content="x y z", depends_on=[berlin])], user_id=USER
+        )
     assert old.value.field == "memories[1].depends_on[0]" and "superseded" in str(old.value)
     # Nothing of the refused call was stored.
     assert "The user swims at the Berlin lido." not in {m.content for m in service.list(user_id=USER).memories}

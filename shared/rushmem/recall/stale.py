@@ -72,7 +72,10 @@ def leave_out_stale(
     bar = ANSWERS_SHARE * ranked[best][1]
     if any(ranked[p][1] >= bar for p in kept):
         return out, False
-    why = f"the best match ({stale_reason(ranked[best][0])}) no longer holds and this scores below {ANSWERS_SHARE:g} x it"
+    why = (
+        f"the best match ({stale_reason(ranked[best][0])}) no longer holds, and this scores below "
+        f"{ANSWERS_SHARE:g} x its score: the block says nothing current answers"
+    )
     for place in kept:
         out[place] = ("below_relative_score", why)
     return out, True

@@ -179,8 +179,10 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     # fit MAX_PAGE_BYTES as the answer carries them, best first (50 of the largest memories would not).
     fit = pages.fitting(memories)
     memories, kept = memories[:fit], kept[:fit]
-    block = absence_block(guard=settings.prompt_guard) if absent else assemble_block(
-        (lines[p] for p in kept), guard=settings.prompt_guard
+    block = (
+        absence_block(guard=settings.prompt_guard)
+        if absent
+        else assemble_block((lines[p] for p in kept), guard=settings.prompt_guard)
     )
     explanation = None
     if trace is not None:
