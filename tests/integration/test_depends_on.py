@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from rushmem.recall.stale import ABSENCE_LINE
+from rushmem.config import Settings
+from rushmem.recall.stale import ABSENCE_LINE, STALE_NOTE
 from rushmem.service import Memory
 from rushmem_contract.errors import InvalidInput
 from rushmem_contract.models import NewMemory
@@ -32,7 +33,7 @@ def _moved(service: Memory) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID, uuid.UUID]
     return berlin, gym, zone, lisbon
 
 
-def test_a_move_makes_what_followed_from_the_old_city_stale(service: Memory) -> None:
+def test_a_move_makes_what_followed_from_the_old_city_stale(service: Memory, settings: Settings) -> None:
     berlin, gym, zone, lisbon = _moved(service)
     record = service.get(gym, user_id=USER)
     assert record.depends_on == [berlin]
@@ -44,7 +45,14 @@ def test_a_move_makes_what_followed_from_the_old_city_stale(service: Memory) -> 
     result = service.recall("climbing hall gym in Kreuzberg", user_id=USER, explain=True)
     assert gym not in {m.id for m in result.memories}
     assert "Kreuzberg" not in result.prompt_block
-    assert ABSENCE_LINE in result.prompt_block
+    # The suite runs with the relevance cut off: the one unrelated current memory is kept, and the
+    # block says that what ranked above it no longer holds.
+    assert STALE_NOTE in result.prompt_block and ABSENCE_LINE not in result.prompt_block
+    # With the cut on (the default), nothing current is near: the block is the one line.
+    with Memory(settings.model_copy(update={"min_relative_score": 0.6})) as cut:
+        absent = cut.recall("climbing hall gym in Kreuzberg", user_id=USER)
+    assert absent.memories == [] and ABSENCE_LINE in absent.prompt_block
+    assert absent.prompt_block.count("\n") == 3  # the frame, the guard and the one line
     assert result.explanation is not None
     (why,) = [c for c in result.explanation.candidates if c.id == gym]
     assert why.outcome == "stale" and str(berlin) in why.why and "superseded" in why.why

@@ -16,7 +16,7 @@ from rushmem.recall.block import assemble_block, block_lines, count_tokens, over
 from rushmem.recall.cut import relevance_cut
 from rushmem.recall.explain import explain_candidates, named_explanations, plan_weights
 from rushmem.recall.ranking import RankTrace, rank_candidates
-from rushmem.recall.stale import absence_block, is_stale, leave_out_stale, stale_mark
+from rushmem.recall.stale import ABSENCE_LINE, absence_block, is_stale, leave_out_stale, stale_mark, with_note
 from rushmem.records import Candidate
 from rushmem.service import pages
 from rushmem.service.base import Collaborators, utcnow
@@ -158,9 +158,9 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     dropped = relevance_cut(
         [score for _, score in chosen], min_score=min_score, min_relative_score=plan.min_relative_score
     )
-    absent = False
+    note: str | None = None
     if stale:
-        dropped, absent = leave_out_stale(chosen, dropped, at=stale_at, limit=limit)
+        dropped, note = leave_out_stale(chosen, dropped, at=stale_at, limit=limit)
     lines = block_lines(
         (c.content for c, _ in chosen),
         max_chars=settings.max_block_chars,
@@ -179,11 +179,11 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     # fit MAX_PAGE_BYTES as the answer carries them, best first (50 of the largest memories would not).
     fit = pages.fitting(memories)
     memories, kept = memories[:fit], kept[:fit]
-    block = (
-        absence_block(guard=settings.prompt_guard)
-        if absent
-        else assemble_block((lines[p] for p in kept), guard=settings.prompt_guard)
-    )
+    block = assemble_block((lines[p] for p in kept), guard=settings.prompt_guard)
+    if note == ABSENCE_LINE or (note is not None and not block):  # nothing current kept (or fitted)
+        block = absence_block(guard=settings.prompt_guard)
+    elif note is not None:
+        block = with_note(block, note)
     explanation = None
     if trace is not None:
         explanation = RecallExplanation(
