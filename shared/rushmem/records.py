@@ -181,10 +181,13 @@ class Updates:
     judged: frozenset[int] = frozenset()
     # Corrections inside the message: row -> the later row of the message that supersedes it.
     corrected_by: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    # What the rows follow from: existing memories (checked live, like the targets) and earlier rows.
+    depends_on: DependsOn = dataclasses.field(default_factory=lambda: DependsOn())
 
     @property
     def targets(self) -> set[uuid.UUID]:
-        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids)}
+        named = (t for ids in self.depends_on.named.values() for t, _ in ids)
+        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids), *named}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ from rushmem.config import Settings
 from rushmem.recall.stale import ABSENCE_LINE, STALE_NOTE
 from rushmem.service import Memory
 from rushmem_contract.errors import InvalidInput
-from rushmem_contract.models import NewMemory
+from rushmem_contract.models import ChatMessage, ConversationEnded, NewMemory
 
 USER = "mover"
 BERLIN = "The user lives in Berlin."
@@ -104,3 +104,20 @@ def test_export_and_import_keep_the_links_and_the_marks(service: Memory) -> None
     service.import_(lines)
     copied = service.get(gym, user_id=USER)
     assert copied.depends_on == [berlin] and copied.stale_reason == "superseded" and copied.stale_at == line.stale_at
+
+
+def test_the_rules_extractor_links_a_fact_naming_the_home_city_and_a_move_makes_it_stale(service: Memory) -> None:
+    said = "I live in Berlin. My gym is the climbing hall in Berlin Mitte. I prefer TypeScript."
+    first = service.ingest_conversation(
+        ConversationEnded(user_id=USER, messages=[ChatMessage(role="user", content=said)])
+    )
+    by_content = {m.content: m for m in service.list(user_id=USER).memories}
+    home = by_content["The user lives in Berlin."]
+    gym = by_content["The user's gym is the climbing hall in Berlin Mitte."]
+    assert first.status == "stored" and gym.depends_on == [home.id]
+    assert by_content["The user prefers TypeScript."].depends_on == []
+    service.ingest_conversation(
+        ConversationEnded(user_id=USER, messages=[ChatMessage(role="user", content="I moved to Lisbon last week.")])
+    )
+    after = service.get(gym.id, user_id=USER)
+    assert after.stale_because == home.id and after.stale_reason == "superseded"
