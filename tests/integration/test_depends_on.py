@@ -121,3 +121,13 @@ def test_the_rules_extractor_links_a_fact_naming_the_home_city_and_a_move_makes_
     )
     after = service.get(gym.id, user_id=USER)
     assert after.stale_because == home.id and after.stale_reason == "superseded"
+
+
+def test_an_edit_to_a_new_value_makes_dependents_stale_and_a_typo_fix_does_not(service: Memory) -> None:
+    (berlin,) = service.add([BERLIN], user_id=USER).ids
+    (gym,) = service.add([NewMemory(content=GYM, depends_on=[berlin])], user_id=USER).ids
+    service.update(berlin, user_id=USER, content="The user lives in Berlin Mitte.", typo_fix=True)
+    assert service.get(gym, user_id=USER).stale_at is None
+    service.update(berlin, user_id=USER, content="The user lives in Hamburg.")
+    record = service.get(gym, user_id=USER)
+    assert record.stale_because == berlin and record.stale_reason == "superseded"
