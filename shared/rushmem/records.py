@@ -40,6 +40,10 @@ class MemoryRow:
     superseded_by: uuid.UUID | None = None
     write_id: uuid.UUID | None = None
     valid_until: dt.datetime | None = None
+    depends_on: tuple[uuid.UUID, ...] = ()
+    stale_at: dt.datetime | None = None
+    stale_because: uuid.UUID | None = None
+    stale_reason: str | None = None
 
     @property
     def true_from(self) -> dt.datetime | None:
@@ -103,6 +107,10 @@ class Candidate:
     sign_code: bool = False
     valid_from: dt.datetime | None = None  # when the fact became true (None: when it was stated)
     valid_until: dt.datetime | None = None  # when it stopped being true (set with superseded_by)
+    # Stale: a memory it depends on was superseded or deleted (which one, and which of the two).
+    stale_at: dt.datetime | None = None
+    stale_because: uuid.UUID | None = None
+    stale_reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +141,19 @@ Window = tuple[dt.datetime, dt.datetime]
 
 
 @dataclasses.dataclass(frozen=True)
+class DependsOn:
+    """What a write's rows follow from (by row index): memories the user has, each with the request
+    field that named it (for the refusal's ``field``), and earlier rows of the same write (an
+    extraction's facts that follow from one another)."""
+
+    named: Mapping[int, Sequence[tuple[uuid.UUID, str]]] = dataclasses.field(default_factory=dict)
+    within: Mapping[int, Sequence[int]] = dataclasses.field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.named) or bool(self.within)
+
+
+@dataclasses.dataclass(frozen=True)
 class WriteOutcome:
     id: uuid.UUID
     action: str  # "created" | "refreshed" | "near_duplicate" | "restated"
@@ -160,10 +181,13 @@ class Updates:
     judged: frozenset[int] = frozenset()
     # Corrections inside the message: row -> the later row of the message that supersedes it.
     corrected_by: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    # What the rows follow from: existing memories (checked live, like the targets) and earlier rows.
+    depends_on: DependsOn = dataclasses.field(default_factory=lambda: DependsOn())
 
     @property
     def targets(self) -> set[uuid.UUID]:
-        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids)}
+        named = (t for ids in self.depends_on.named.values() for t, _ in ids)
+        return {*self.restates.values(), *(t for ids in self.replaces.values() for t in ids), *named}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,6 +75,7 @@ LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
 # edited thousands of times still fits a page, with ``history_cursor`` where its history goes on.
 EXPORT_HISTORY_BYTES = 256 * 1024
 MAX_SUPERSEDES = 100
+MAX_DEPENDS_ON = 20
 
 
 def _path_of(loc: Sequence[Any], prefix: str | None = None) -> str:
@@ -344,8 +345,19 @@ class NewMemory(WireModel):
         description="Ids of the user's memories this fact replaces (a correction): they leave current recall and "
         "stay in history, valid until this fact's valid_from.",
     )
+    depends_on: list[uuid.UUID] = Field(
+        default_factory=list,
+        max_length=MAX_DEPENDS_ON,
+        description="Ids of the user's current memories this fact follows from (a gym near home follows from where "
+        "the user lives): when one of them is superseded or deleted, this fact is marked stale and recall leaves it "
+        "out until it is stated again.",
+    )
 
     _not_a_message = model_validator(mode="before")(shapes.not_a_message)
+
+
+# Why a memory is stale: a memory it depends on was superseded (a new value) or deleted.
+StaleReason = Literal["superseded", "deleted"]
 
 
 class ImportLine(NewMemory):
@@ -366,6 +378,9 @@ class ImportLine(NewMemory):
     superseded_by: uuid.UUID | None = None
     write_id: WriteId = None
     valid_until: AwareDatetime | None = None
+    stale_at: AwareDatetime | None = None
+    stale_because: uuid.UUID | None = None
+    stale_reason: StaleReason | None = None
     history: list[MemoryEvent] | None = None
     history_cursor: str | None = Field(
         default=None,
@@ -412,6 +427,16 @@ class MemoryRecord(WireModel):
     valid_until: dt.datetime | None = Field(
         default=None, description="When it stopped being true (superseded by superseded_by); null: still true."
     )
+    depends_on: list[uuid.UUID] = Field(
+        default_factory=list, description="The memories this fact follows from (see stale_at)."
+    )
+    stale_at: dt.datetime | None = Field(
+        default=None,
+        description="When a memory it depends on (stale_because) was superseded or deleted (stale_reason): it may "
+        "no longer hold, and recall leaves it out. null: current. Stating the fact again clears it.",
+    )
+    stale_because: uuid.UUID | None = Field(default=None, description="The memory whose change made it stale.")
+    stale_reason: StaleReason | None = Field(default=None, description="What happened to stale_because.")
 
 
 def _not_null(value: Any, info: ValidationInfo) -> Any:
@@ -505,7 +530,7 @@ class RecalledMemory(WireModel):
 
 # Why a candidate of an explained recall is in the answer or not.
 CandidateOutcome = Literal[
-    "kept", "below_min_score", "below_relative_score", "over_token_budget", "mmr", "past_limit", "leg_off"
+    "kept", "below_min_score", "below_relative_score", "over_token_budget", "mmr", "past_limit", "leg_off", "stale"
 ]
 # Why a memory the caller named (explain_ids) was, or was not, a candidate.
 NamedOutcome = Literal[

@@ -407,7 +407,7 @@ ADD: Operation[schemas.AddRequest, StoredIds] = Operation(
         core=True,
         # A correction is update_memory's; a fact as an object is its content and category.
         lean=(
-            *("is_evergreen", "supersedes", "metadata"),
+            *("is_evergreen", "supersedes", "depends_on", "metadata"),
             *(f"memories.{name}" for name in NewMemory.model_fields if name not in ("content", "category")),
         ),
     ),

@@ -29,6 +29,7 @@ from rushmem_contract.models import (
     MAX_BLOCK_TOKENS,
     MAX_CONTENT_CHARS,
     MAX_CURSOR_CHARS,
+    MAX_DEPENDS_ON,
     MAX_EXPLAIN_IDS,
     MAX_HISTORY,
     MAX_MESSAGES,
@@ -224,6 +225,9 @@ class AddRequest(ClosedModel):
     supersedes: list[uuid.UUID] | None = Field(
         default=None, max_length=MAX_SUPERSEDES, description=NewMemory.model_fields["supersedes"].description
     )
+    depends_on: list[uuid.UUID] | None = Field(
+        default=None, max_length=MAX_DEPENDS_ON, description=NewMemory.model_fields["depends_on"].description
+    )
     metadata: WrittenMetadata | None = Field(
         default=None, description="Added to every memory's metadata (a memory's own keys win)."
     )
@@ -258,7 +262,7 @@ class AddRequest(ClosedModel):
 
 
 # AddRequest's fields that apply to every memory of the call.
-_CALL_WIDE = ("category", "is_evergreen", "expires_at", "valid_from", "supersedes", "metadata")
+_CALL_WIDE = ("category", "is_evergreen", "expires_at", "valid_from", "supersedes", "depends_on", "metadata")
 
 
 class GetRequest(ClosedModel):

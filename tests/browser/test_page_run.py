@@ -241,3 +241,28 @@ def test_a_narrow_screen_needs_no_sideways_scrolling(browser: Chrome, seeded: di
             browser.save_screenshot(str(Path(folder) / "page-narrow.png"))
     finally:
         browser.set_window_size(1280, 1000)
+
+
+def test_a_stale_memory_shows_what_it_depends_on_and_why(browser: Chrome, seeded: dict[str, Any]) -> None:
+    mover = "u-page-mover"
+
+    def add(memories: list[dict[str, Any]]) -> list[str]:
+        answer = httpx.post(f"{seeded['url']}/memories", json={"user_id": mover, "memories": memories}, timeout=60)
+        assert answer.status_code == 201, answer.text
+        return list(answer.json()["ids"])
+
+    (berlin,) = add([{"content": "The user lives in Berlin"}])
+    add([{"content": "The user's gym is the climbing hall in Berlin Mitte", "depends_on": [berlin]}])
+    add([{"content": "The user lives in Lisbon", "supersedes": [berlin]}])
+    pick(browser, seeded["url"], mover)
+    open_memory(browser, "The user's gym is the climbing hall in Berlin Mitte")
+    wait(browser, lambda: browser.find_element(By.ID, "depends").is_displayed(), "what it depends on")
+    (item,) = browser.find_elements(By.CSS_SELECTOR, "#depends-list li")
+    assert "follows from" in item.text and "The user lives in Berlin" in item.text and "superseded" in item.text
+    fields = browser.find_element(By.ID, "detail-fields").text
+    assert f"depends on {berlin} which was superseded" in fields
+    screenshot(browser, "depends-on", 900)
+    # From the memory it followed from, the chain leads back to it.
+    item.find_element(By.CSS_SELECTOR, "button.chain-link").click()
+    wait(browser, lambda: browser.find_element(By.ID, "detail-id").text == berlin, "the memory it followed from")
+    wait(browser, lambda: "followed by" in browser.find_element(By.ID, "depends-list").text, "its dependent")

@@ -407,6 +407,14 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
         "conv_held_out_controls_kept",
         # Issue 42 item 6: a project's correction of the user's own state ends the user-wide value.
         "project_correction_ended",
+        # Issue 45: MEME-shaped cascades and absences (dependents stale, never shown as current).
+        "cascade_cases",
+        "cascade_correct",
+        "absence_cases",
+        "absence_correct",
+        "absence_controls",
+        "absence_controls_answered",
+        "cascade_base_kept",
     ]
     match = re.fullmatch(r"truth users=2 writes=\d+ " + " ".join(f"{k}=({NUMBER})" for k in keys), last)
     assert match, last
@@ -421,6 +429,9 @@ def test_bench_truth_summary_line(capsys: pytest.CaptureFixture[str], settings: 
     assert found["delete_after_edit_clean"] == found["racing_decisions_one_outcome"] == 1
     assert found["as_of_inactive_only_then"] == 1
     assert found["project_correction_ended"] == 1
+    # Two users: a home city with three dependents and an employer with two, each corrected.
+    assert found["cascade_cases"] == found["absence_cases"] == 5 and found["cascade_correct"] == 1
+    assert found["absence_controls"] == 2 and found["absence_controls_answered"] == 1
     # Whatever the embedder (hash vectors here: few corrections reach the update threshold), no
     # control is ended.
     assert found["first_person_controls_kept"] == found["held_out_controls_kept"] == 1

@@ -65,8 +65,9 @@ def test_a_store_at_0019_moves_to_functions_sql_and_ends_as_a_fresh_one(
             " AS $$ BEGIN RETURN NEW; END $$"
         )
         conn.execute("DROP TRIGGER user_memories_outbox ON user_memories")
-        later = [f"{m.version:04d}_{m.name}" for m in available_migrations() if m.version >= 20]
-        assert migrate_all(conn) == [*later, FUNCTIONS_NAME]
+        # 0020 and every later migration (0021, 0022, 0023_depends_on, ...), then the file.
+        later = [f"{m.version:04d}_{m.name}" for m in available_migrations() if m.version > 19]
+        assert later[0] == "0020_functions_file" and migrate_all(conn) == [*later, FUNCTIONS_NAME]
         assert migrate_all(conn) == []
     assert catalog(blank_database_url) == catalog(database_url)
     names = {row[0] for row in catalog(database_url)["functions"]}

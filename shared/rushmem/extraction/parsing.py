@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rushmem.extraction.records import ExtractedMemory, Extraction
+from rushmem.extraction.records import ExtractedMemory, Extraction, fact_reference
 from rushmem_contract.models import fact_key
 
 logger = logging.getLogger(__name__)
@@ -42,10 +42,16 @@ def parse_memories(text: str, *, max_items: int, max_chars: int) -> Extraction:
     return validate_items(items, max_items=max_items, max_chars=max_chars)
 
 
+# An earlier fact of the answer, by position, as depends_on names it ("f1" is the first).
+_POSITION = re.compile(r"^\W*f\s*(\d{1,4})\W*$", re.IGNORECASE)
+
+
 def validate_items(items: Iterable[Any], *, max_items: int, max_chars: int) -> Extraction:
     """Validate item by item; drop (and log) invalid, too long, repeated and surplus items."""
     result = Extraction()
     seen: set[str] = set()
+    # Per item of the answer, the fact it became (for the "f<n>" references of depends_on).
+    became: dict[int, str] = {}
     for index, item in enumerate(items):
         if isinstance(item, str):
             item = {"content": item}
@@ -59,6 +65,7 @@ def validate_items(items: Iterable[Any], *, max_items: int, max_chars: int) -> E
             _drop(result, index, f"content is {len(memory.content)} characters; the limit is {max_chars}")
             continue
         key = fact_key(memory.content)
+        became[index] = memory.content
         if key in seen:
             continue  # the same fact twice in one answer: one memory, nothing lost
         seen.add(key)
@@ -66,7 +73,23 @@ def validate_items(items: Iterable[Any], *, max_items: int, max_chars: int) -> E
             _drop(result, index, f"more than {max_items} memories in one conversation")
             continue
         result.memories.append(memory)
+    result.memories = [_by_content(m, became) for m in result.memories]
     return result
+
+
+def _by_content(memory: ExtractedMemory, became: dict[int, str]) -> ExtractedMemory:
+    """A memory whose ``depends_on`` names facts of the answer by position ("f2"), naming them by
+    content instead (:func:`fact_reference`): later steps drop facts (too many, held for review,
+    personal data) and positions would move. A position that became no fact is left as it is (it
+    is then logged and dropped with the other unknown references)."""
+    if not any(_POSITION.match(r) for r in memory.depends_on):
+        return memory
+    refs = []
+    for reference in memory.depends_on:
+        position = _POSITION.match(reference)
+        index = int(position.group(1)) - 1 if position else None
+        refs.append(fact_reference(became[index]) if index is not None and index in became else reference)
+    return memory.model_copy(update={"depends_on": refs})
 
 
 def _drop(result: Extraction, index: int, reason: str) -> None:

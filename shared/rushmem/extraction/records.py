@@ -9,6 +9,7 @@ replaces some; :mod:`.updates` maps the handles back and applies the guards.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import re
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from rushmem_contract.models import CATEGORIES, Category, ChatMessage, Content, NewMemory
+from rushmem_contract.models import CATEGORIES, Category, ChatMessage, Content, NewMemory, fact_key
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,12 @@ def _moment(value: Any) -> dt.datetime | None:
     return None
 
 
+def fact_reference(content: str) -> str:
+    """How a memory's ``depends_on`` names another fact of the same extraction once it is parsed:
+    by its content (a digest), which survives the steps that drop facts; the model writes "f2"."""
+    return "fact:" + hashlib.sha256(fact_key(content).encode()).hexdigest()[:16]
+
+
 class ExtractedMemory(BaseModel):
     """One memory record as an extractor returns it: ``{content, category, is_evergreen}``, and
     optionally ``expires_at`` and what it says about the existing memories it was shown:
@@ -107,6 +114,11 @@ class ExtractedMemory(BaseModel):
     )
     replaces: Annotated[list[str], BeforeValidator(_references)] = Field(
         default_factory=list, validation_alias=AliasChoices("replaces", "supersedes")
+    )
+    # What the fact follows from: existing memories ("m2") or earlier facts of the same answer
+    # ("f1", by position); rushmem.extraction.updates maps them and drops the others.
+    depends_on: Annotated[list[str], BeforeValidator(_references)] = Field(
+        default_factory=list, validation_alias=AliasChoices("depends_on", "follows_from", "dependsOn")
     )
     # The category as the extractor named it, before it became a built-in one: a project's own
     # category (see rushmem_contract.instructions) is matched on it, then kept in ``label``.

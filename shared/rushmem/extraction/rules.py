@@ -21,6 +21,7 @@ from typing import Any
 
 from rushmem.config import Settings
 from rushmem.extraction.base import Extractor
+from rushmem.extraction.dependencies import place_dependencies
 from rushmem.extraction.instructions import category_for, mentions
 from rushmem.extraction.parsing import validate_items
 from rushmem.extraction.records import Extraction
@@ -372,6 +373,10 @@ class RulesExtractor(Extractor):
                         item["category"] = own.name  # mapped to its kind, and kept as the label, by apply_categories
                     items.append(item)
                     said[fact_key(memory)] = (turn, message.created_at)
+        # A fact naming the city of a residence fact of this answer follows from it (f1 is the first).
+        for item, follows in zip(items, place_dependencies([i["content"] for i in items]), strict=True):
+            if follows:
+                item["depends_on"] = [f"f{j + 1}" for j in follows]
         extraction = validate_items(items, max_items=self.max_items, max_chars=self.max_chars)
         extraction.memories = [
             m.model_copy(

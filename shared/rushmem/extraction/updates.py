@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rushmem.extraction.records import ExtractedMemory
+from rushmem.extraction.records import ExtractedMemory, fact_reference
 from rushmem.records import ExistingMemory
 
 logger = logging.getLogger(__name__)
@@ -31,6 +31,8 @@ class FactUpdate:
     # A fact replacing a user-wide memory is itself user-wide, even from a project's conversation.
     user_wide: bool = False
     ignored: int = 0  # references dropped by the guards
+    depends_on: tuple[uuid.UUID, ...] = ()  # existing memories the fact follows from
+    depends_within: tuple[int, ...] = ()  # other facts of the same answer it follows from (indexes)
 
 
 def resolve_updates(
@@ -42,6 +44,7 @@ def resolve_updates(
 ) -> list[FactUpdate]:
     """One FactUpdate per fact (same order), with the model's references checked."""
     by_handle = {m.handle: m for m in shown}
+    kept = {fact_reference(f.content): i for i, f in enumerate(facts)}
     claims = _Claims()
     updates: list[FactUpdate] = []
     for index, (fact, vector) in enumerate(zip(facts, vectors, strict=True)):
@@ -65,15 +68,39 @@ def resolve_updates(
         if restates is not None:
             claims.restated.add(restates.id)
         claims.replaced.update(t.id for t in replaces)
+        depends_on, depends_within = _dependencies(index, fact.depends_on, by_handle, kept)
         updates.append(
             FactUpdate(
                 restates=restates.id if restates else None,
                 replaces=tuple(t.id for t in replaces),
                 user_wide=any(t.project_id is None for t in replaces),
                 ignored=len(refused),
+                depends_on=depends_on,
+                depends_within=depends_within,
             )
         )
     return updates
+
+
+def _dependencies(
+    index: int, references: Sequence[str], by_handle: dict[str, ExistingMemory], facts: dict[str, int]
+) -> tuple[tuple[uuid.UUID, ...], tuple[int, ...]]:
+    """A fact's ``depends_on`` mapped: shown memories by handle, other facts of the answer by their
+    reference (:func:`~rushmem.extraction.records.fact_reference`) to their index here. No
+    similarity guard: what a fact follows from is another subject (a gym and a home city). A
+    reference to no shown memory, no fact kept or the fact itself is logged and dropped (the fact
+    is kept)."""
+    existing: list[uuid.UUID] = []
+    others: list[int] = []
+    for reference in references:
+        shown = by_handle.get(reference)
+        if shown is not None:
+            existing.append(shown.id)
+        elif facts.get(reference, index) != index:
+            others.append(facts[reference])
+        else:
+            logger.warning("extracted item %d: depends_on %r ignored: no other fact or shown memory", index, reference)
+    return tuple(dict.fromkeys(existing)), tuple(dict.fromkeys(others))
 
 
 @dataclasses.dataclass

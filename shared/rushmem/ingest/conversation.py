@@ -28,7 +28,7 @@ from rushmem.ingest.neighbours import SameFactRule
 from rushmem.ingest.redaction import Redactor
 from rushmem.ingest.rows import build_rows, check_new_memories, embed_unique, fact_outcome
 from rushmem.poison import strip_memory_blocks
-from rushmem.records import ExistingMemory, IngestWrite, MemoryRow, Updates
+from rushmem.records import DependsOn, ExistingMemory, IngestWrite, MemoryRow, Updates
 from rushmem_contract.instructions import StoredInstructions
 from rushmem_contract.models import ChatMessage, ConversationEnded, IngestOutcome, NewMemory, too_large
 
@@ -156,10 +156,14 @@ def plan_conversation(  # noqa: PLR0913 -- the message, its collaborators, and t
     if memories:
         vectors = embed_unique(embedder, [m.content for m in memories])
         # A client's memories may name what they replace (``supersedes``), as an extractor's "replaces".
-        given = [FactUpdate(replaces=tuple(m.supersedes)) for m in memories[:provided]]
-        resolved = given + resolve_updates(
+        given = [FactUpdate(replaces=tuple(m.supersedes), depends_on=tuple(m.depends_on)) for m in memories[:provided]]
+        extracted = resolve_updates(
             facts, vectors[provided:], list(shown), min_similarity=settings.supersede_min_similarity
         )
+        # An extracted fact's earlier facts, as places among all the message's memories.
+        resolved = given + [
+            dataclasses.replace(u, depends_within=tuple(provided + j for j in u.depends_within)) for u in extracted
+        ]
         rows, positions = build_rows(
             [user_id] * len(memories),
             memories,
@@ -216,10 +220,23 @@ def _updates_by_row(
     """Per-memory updates keyed by row (memories that folded into one row share it: first wins)."""
     restates: dict[int, uuid.UUID] = {}
     replaces: dict[int, list[uuid.UUID]] = {}
+    named: dict[int, list[tuple[uuid.UUID, str]]] = {}
+    within: dict[int, list[int]] = {}
     for update, row in zip(resolved, positions, strict=True):
         if update.restates is not None:
             restates.setdefault(row, update.restates)
         if update.replaces:
             targets = replaces.setdefault(row, [])
             targets.extend(t for t in update.replaces if t not in targets)
-    return Updates(restates=restates, replaces=replaces, project_id=project_id, judged=judged)
+        named.setdefault(row, []).extend((t, "depends_on") for t in update.depends_on)
+        # An earlier memory that folded into this same row is no dependency of it.
+        within.setdefault(row, []).extend(positions[j] for j in update.depends_within if positions[j] != row)
+    return Updates(
+        restates=restates,
+        replaces=replaces,
+        project_id=project_id,
+        judged=judged,
+        depends_on=DependsOn(
+            named={r: v for r, v in named.items() if v}, within={r: v for r, v in within.items() if v}
+        ),
+    )

@@ -16,6 +16,7 @@ from rushmem.recall.block import assemble_block, block_lines, count_tokens, over
 from rushmem.recall.cut import relevance_cut
 from rushmem.recall.explain import explain_candidates, named_explanations, plan_weights
 from rushmem.recall.ranking import RankTrace, rank_candidates
+from rushmem.recall.stale import ABSENCE_LINE, absence_block, is_stale, leave_out_stale, stale_mark, with_note
 from rushmem.records import Candidate
 from rushmem.service import pages
 from rushmem.service.base import Collaborators, utcnow
@@ -136,10 +137,15 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
         candidates = _one_value_per_slot(candidates)
     reranker = parts.reranker
     trace = RankTrace() if explain else None
+    # A current read leaves stale memories out (rushmem.recall.stale): ranking gets a place more for
+    # each, so that what is left still fills the limit.
+    stale_at = scope.as_of or evaluated_at
+    hide_stale = not request.include_inactive
+    stale = sum(1 for c in candidates if is_stale(c, stale_at)) if hide_stale else 0
     chosen = rank_candidates(
         candidates,
         plan,
-        limit=limit,
+        limit=limit + stale,
         now=evaluated_at,
         query=query,
         windows=windows,
@@ -152,10 +158,13 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     dropped = relevance_cut(
         [score for _, score in chosen], min_score=min_score, min_relative_score=plan.min_relative_score
     )
+    note: str | None = None
+    if stale:
+        dropped, note = leave_out_stale(chosen, dropped, at=stale_at, limit=limit)
     lines = block_lines(
         (c.content for c, _ in chosen),
         max_chars=settings.max_block_chars,
-        times=[_shown_time(c, scope.as_of or evaluated_at) for c, _ in chosen],
+        times=[_shown_time(c, stale_at) for c, _ in chosen],
     )
     if request.max_tokens is not None:
         why = f"the block would exceed the budget of {request.max_tokens} tokens"
@@ -171,6 +180,10 @@ def recall(parts: Collaborators, request: RecallRequest, ctx: Context) -> Recall
     fit = pages.fitting(memories)
     memories, kept = memories[:fit], kept[:fit]
     block = assemble_block((lines[p] for p in kept), guard=settings.prompt_guard)
+    if note == ABSENCE_LINE or (note is not None and not block):  # nothing current kept (or fitted)
+        block = absence_block(guard=settings.prompt_guard)
+    elif note is not None:
+        block = with_note(block, note)
     explanation = None
     if trace is not None:
         explanation = RecallExplanation(
@@ -202,6 +215,8 @@ def _shown_time(candidate: Candidate, at: dt.datetime) -> str | None:
     ended = candidate.valid_until
     if ended is not None and ended <= at:  # a replacement due later leaves it current until then
         return f"no longer current since {ended:%Y-%m-%d}"
+    if is_stale(candidate, at):  # kept only by a read that asks for what no longer holds
+        return stale_mark(candidate)
     if past_event(candidate.content):
         return f"{(candidate.valid_from or candidate.created_at):%Y-%m-%d}"
     return None

@@ -17,7 +17,7 @@ from rushmem.ingest import conversation
 from rushmem.ingest.neighbours import SameFactRule
 from rushmem.ingest.review import review_reasons
 from rushmem.ingest.rows import build_rows, check_lengths, check_new_memories, embed_unique, fact_outcome
-from rushmem.records import ExistingMemory, MemoryRow, WriteOutcome
+from rushmem.records import DependsOn, ExistingMemory, MemoryRow, WriteOutcome
 from rushmem.service.base import Collaborators
 from rushmem.service.context import Context
 from rushmem.service.instructing import effective_instructions
@@ -52,6 +52,10 @@ def _as_restored(row: MemoryRow, line: ImportLine, source: str | None) -> Memory
         superseded_at=line.superseded_at,
         superseded_by=line.superseded_by,
         valid_until=line.valid_until,
+        depends_on=tuple(line.depends_on),
+        stale_at=line.stale_at,
+        stale_because=line.stale_because,
+        stale_reason=line.stale_reason,
         source=line.source if line.source is not None else source,
     )
 
@@ -129,9 +133,12 @@ def store_facts(
     meter.add("write", calls=1, items=len(rows))
     usage = {user_id: parts.usage(meter)}
     named: dict[int, list[tuple[uuid.UUID, str]]] = {}
+    follows: dict[int, list[tuple[uuid.UUID, str]]] = {}
     for k, memory in enumerate(kept):
         for j, target in enumerate(memory.supersedes):
             named.setdefault(positions[k], []).append((target, f"memories[{original[k]}].supersedes[{j}]"))
+        for j, target in enumerate(memory.depends_on):
+            follows.setdefault(positions[k], []).append((target, f"memories[{original[k]}].depends_on[{j}]"))
     outcomes = parts.db.run(
         lambda conn: writes.upsert_memories(
             conn,
@@ -141,6 +148,7 @@ def store_facts(
             supersedes=named,
             write_id=write_id,
             commit_with=commit_with,
+            depends_on=DependsOn(named=follows),
         )
     )
     ctx.wrote = True
@@ -237,7 +245,7 @@ def import_lines(
         kept = [_restorable(line) for line in redacted.memories]
         vectors = embed_unique(parts.embedder, [line.content for line in kept])
     # Lines with an id (an export) are restored as they were; the others are upserted.
-    built: list[tuple[list[int], bool, list[MemoryRow], list[int]]] = []
+    built: list[tuple[list[int], bool, list[MemoryRow], list[int], DependsOn]] = []
     for restoring in (False, True):
         indexes = [i for i, line in enumerate(kept) if (line.id is not None) == restoring]
         if not indexes:
@@ -252,18 +260,27 @@ def import_lines(
             observed_at=None,
         )
         first = {p: i for i, p in reversed(list(enumerate(positions)))}
+        follows: dict[int, list[tuple[uuid.UUID, str]]] = {}
         if restoring:
             rows = [_as_restored(row, part[first[n]], source) for n, row in enumerate(rows)]
         else:  # a line's own source, as a restored line's (the import's when it names none)
             rows = [dataclasses.replace(row, source=part[first[n]].source or source) for n, row in enumerate(rows)]
-        built.append((indexes, restoring, rows, positions))
+            # A line without an id names memories the user has now (checked as an add's).
+            for k, line in enumerate(part):
+                for j, target in enumerate(line.depends_on):
+                    follows.setdefault(positions[k], []).append((target, f"lines[{indexes[k]}].depends_on[{j}]"))
+        built.append((indexes, restoring, rows, positions, DependsOn(named=follows)))
     # Each user's share of the embedding call is counted once, with their first write.
-    shares = _shared_usage(parts, meter, [row for *_, rows, _ in built for row in rows])
+    shares = _shared_usage(parts, meter, [row for *_, rows, _, _ in built for row in rows])
     ids: list[uuid.UUID | None] = [None] * len(kept)
     created = refreshed = 0
-    for indexes, restoring, rows, positions in built:
+    for indexes, restoring, rows, positions, links in built:
         usage = {user: shares.pop(user) for user in {row.user_id for row in rows} if user in shares}
-        store = partial(restore.restore_memories, source=source) if restoring else writes.upsert_memories
+        store = (
+            partial(restore.restore_memories, source=source)
+            if restoring
+            else partial(writes.upsert_memories, depends_on=links)
+        )
         outcomes = parts.db.run(partial(store, rows=rows, usage=usage, write_id=write_id))
         for i, p in zip(indexes, positions, strict=True):
             ids[i] = outcomes[p].id

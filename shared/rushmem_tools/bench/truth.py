@@ -30,7 +30,7 @@ from typing import Any
 
 from rushmem.service import Memory
 from rushmem_contract.models import ChatMessage, ConversationEnded, ImportLine, NewMemory
-from rushmem_tools.bench import truth_cases, truth_deletes, truth_phrasings
+from rushmem_tools.bench import truth_cascade, truth_cases, truth_deletes, truth_phrasings
 from rushmem_tools.bench.common import ScratchServer, add_database_arguments, open_service, print_table, say
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -321,6 +321,10 @@ def run(service: Memory, args: argparse.Namespace) -> int:
                     say(f"{name}: everyday corrections, ended events and controls, as people word them")
                     dev = truth_phrasings.run_phrasings(bench, truth_phrasings.DEVELOPMENT, label="dev")
                     held = truth_phrasings.run_phrasings(bench, truth_phrasings.HELD_OUT, label="held")
+                    say(f"{name}: cascades and absences (MEME's dependency tasks)")
+                    cascade = truth_cascade.run_cases(bench, args.users, args.seed)
+                    for wrong in cascade.wrong:
+                        say(f"cascade: wrong {wrong}")
                 results.append(result)
             finally:
                 bench.close()
@@ -446,6 +450,12 @@ def run(service: Memory, args: argparse.Namespace) -> int:
             for wrong in t.wrong:
                 say(f"{label} {door}: wrong {wrong}")
     print(
+        f"issue 45 cases (MEME's Cascade and Absence) over {args.users} users: dependents stale and not presented "
+        f"as current {cascade.cascade_correct}/{cascade.cascade}, absence said {cascade.absence_correct}/"
+        f"{cascade.absence}, controls answered {cascade.controls_answered}/{cascade.controls}, new base values the "
+        f"write path kept beside the old {cascade.base_kept}"
+    )
+    print(
         f"echoes: {ours.echoes} written back through POST /memories (must only refresh), "
         f"{ours.echoes_added} added; block echoes: {ours.block_echoes} recalled facts pasted back in a "
         f"conversation, {ours.block_echoes_added} memories added"
@@ -493,7 +503,12 @@ def run(service: Memory, args: argparse.Namespace) -> int:
         f"held_out_controls_kept={held[0].share('control'):.3f} "
         f"conv_held_out_corrected={held[1].share('correction'):.3f} "
         f"conv_held_out_controls_kept={held[1].share('control'):.3f} "
-        f"project_correction_ended={_share(cases.project_correction_ended, cases.project_corrections):.3f}"
+        f"project_correction_ended={_share(cases.project_correction_ended, cases.project_corrections):.3f} "
+        f"cascade_cases={cascade.cascade} cascade_correct={_share(cascade.cascade_correct, cascade.cascade):.3f} "
+        f"absence_cases={cascade.absence} absence_correct={_share(cascade.absence_correct, cascade.absence):.3f} "
+        f"absence_controls={cascade.controls} "
+        f"absence_controls_answered={_share(cascade.controls_answered, cascade.controls):.3f} "
+        f"cascade_base_kept={cascade.base_kept}"
     )
     return 0
 

@@ -74,6 +74,7 @@
   function tags(memory, parent) {
     if (memory.is_evergreen) parent.append(el("span", "evergreen", "tag"));
     if (memory.superseded_by) parent.append(el("span", "superseded", "tag"));
+    if (memory.stale_at) parent.append(el("span", "stale: may no longer hold", "tag warn"));
     for (const mark of memory.injection || []) parent.append(el("span", `injection: ${mark}`, "tag warn"));
   }
 
@@ -225,6 +226,7 @@
       ["Valid", memory.valid_from ? `from ${when(memory.valid_from)}${memory.valid_until ? ` until ${when(memory.valid_until)}` : ""}` : ""],
       ["Metadata", Object.keys(memory.metadata || {}).length ? JSON.stringify(memory.metadata) : ""],
       ["Injection marks", (memory.injection || []).join(", ")],
+      ["Stale", memory.stale_at ? `since ${when(memory.stale_at)}: depends on ${memory.stale_because} which was ${memory.stale_reason}` : ""],
     ];
     for (const [name, value] of rows) {
       if (value === "") continue;
@@ -262,6 +264,7 @@
       next = later.superseded_by;
     }
     const everything = await api("GET", "memories", params({ include_inactive: "true", limit: 500 }));
+    await renderDependencies(memory, everything.memories);
     for (let current = memory; chain.length < 40; ) {
       const earlier = everything.memories.find((m) => m.superseded_by === current.id && !seen.has(m.id));
       if (!earlier) break;
@@ -283,6 +286,33 @@
       list.append(item);
     }
     $("chain").hidden = chain.length < 2;
+  }
+
+  // What the memory follows from (depends_on: each with its state, a deleted one named by its id)
+  // and what follows from it, each a link: the chain a change makes stale.
+  async function renderDependencies(memory, everything) {
+    const list = $("depends-list");
+    list.replaceChildren();
+    const byId = new Map(everything.map((m) => [m.id, m]));
+    const line = (label, id, found) => {
+      const item = el("li");
+      item.dataset.id = id;
+      if (found) {
+        const link = el("button", found.content, "link chain-link");
+        link.type = "button";
+        link.addEventListener("click", guarded(() => openMemory(id)));
+        const state = found.superseded_by ? "superseded" : found.stale_at ? "stale" : "current";
+        item.append(`${label}: `, link, " ", el("span", state, "hint"));
+      } else {
+        item.append(`${label}: `, el("span", `${id} (deleted)`, "hint"));
+      }
+      list.append(item);
+    };
+    for (const id of memory.depends_on || []) line("follows from", id, byId.get(id));
+    for (const other of everything) {
+      if ((other.depends_on || []).includes(memory.id)) line("followed by", other.id, other);
+    }
+    $("depends").hidden = list.children.length === 0;
   }
 
   // After any change: the list, what waits for review, the users' counts and the last recall's block.

@@ -16,7 +16,8 @@ from rushmem_contract.models import MemoryEvent, MemoryRecord, UserCount
 
 MEMORY_COLUMNS = (
     "id, user_id, project_id, content, category, source, is_evergreen, created_at, updated_at, "
-    "expires_at, superseded_by, superseded_at, metadata, injection, write_id, valid_from, valid_until"
+    "expires_at, superseded_by, superseded_at, metadata, injection, write_id, valid_from, valid_until, depends_on, "
+    "stale_at, stale_because, stale_reason"
 )
 
 

@@ -53,6 +53,14 @@ VALUES (%(user_id)s, %(project_id)s, %(content)s, %(content_hash)s, %(category)s
         %(valid_from)s, %(write_id)s, GREATEST(%(valid_from)s, now()), now(), %(id)s)
 """
 
+# A new text kept as a new version (not a typo fix) changes the fact: what followed from it is stale
+# (0023), as when a correction supersedes it (the trigger's case; the edited memory keeps its id).
+_DEPENDENTS_STALE = """
+UPDATE user_memories SET stale_at = now(), stale_because = %(id)s, stale_reason = 'superseded'
+WHERE user_id = %(user_id)s AND depends_on <> '{}' AND depends_on @> ARRAY[%(id)s::uuid]
+  AND superseded_at IS NULL AND stale_at IS NULL AND id <> %(id)s
+"""
+
 # Columns a change may set, and the SQL value each takes (the embedding's column is the store's).
 _SETTERS = {
     "content": "content = %(content)s, content_hash = %(hash)s, {vec} = %(embedding)s, updated_at = now(), "
@@ -147,6 +155,7 @@ def update_memory(
         if updated is not None and previous is not None:
             version = {**previous, "id": memory_id, "metadata": Jsonb(previous["metadata"])}
             conn.execute(sql.SQL(_KEEP_VERSION).format(vec=sql.Identifier(column)), version)
+            conn.execute(_DEPENDENTS_STALE, {"user_id": user_id, "id": memory_id})
         if updated is not None:  # no memory, no write: nothing is counted
             add_usage(conn, user_id, usage)
         return updated

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import psycopg
 
-from rushmem.records import IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
+from rushmem.records import DependsOn, IngestWrite, MemoryRow, NeighbourRule, Updates, WriteOutcome
 from rushmem.store.accounts.usage import UPSERT_USAGE, add_usage, usage_params
 from rushmem.store.engine.dataapi import DataApiSession, QueuedWrite
 from rushmem.store.engine.session import Rows, Session, json_rows
@@ -28,6 +28,7 @@ from rushmem.store.memories.writes import (
     PendingUpsert,
     apply_nearest,
     check_writable,
+    link_dependencies,
     record_updated,
     refresh,
     send_nearest,
@@ -205,6 +206,11 @@ def ingest_message(  # noqa: PLR0913 -- one message's write (rows, updates, rece
                 newer[later] = [n for n in newer[later] if n.id not in stale]
         upsert = PendingUpsert(conn, rows, [i for i in rest if i not in outcomes])
         sent_updated = sent_replaced = sent_corrected = None
+        follows = updates.depends_on
+        if follows:
+            upsert.take(outcomes)  # the memories' ids, to link (one more round trip)
+            named = {i: [(t, f) for t, f in ids if t in live] for i, ids in follows.named.items()}
+            link_dependencies(conn, user_id, DependsOn(named=named, within=follows.within), outcomes)
         if newer or any(replaces.values()) or corrected:
             upsert.take(outcomes)  # the new memories' ids, to supersede with (one more round trip)
             sent_updated = send_supersede(conn, user_id, updated_pairs(rows, newer, outcomes))

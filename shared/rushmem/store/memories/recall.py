@@ -64,7 +64,7 @@ WITH {usage_cte}{scoped_cte}{dense_cte}{ann_cte} vec AS (
 ){date_leg}
 {json_open}SELECT m.id, m.user_id, m.project_id, m.content, m.category, m.source, m.is_evergreen, m.created_at,
        m.updated_at, m.expires_at, m.superseded_by, m.superseded_at, m.metadata, m.injection, m.valid_from,
-       m.valid_until,
+       m.valid_until, m.stale_at, m.stale_because, m.stale_reason,
        {embedding}, {distance} AS distance, {text_rank} AS text_rank,
        m.id IN (SELECT id FROM vec) AS in_vector,
        m.id IN (SELECT id FROM fts) AS in_text,
@@ -364,8 +364,8 @@ def _run_hybrid(
     return [_typed(row) for row in rows] if conn.single_statement_reads else rows
 
 
-_UUIDS = ("id", "superseded_by")
-_TIMES = ("created_at", "updated_at", "expires_at", "superseded_at", "valid_from", "valid_until")
+_UUIDS = ("id", "superseded_by", "stale_because")
+_TIMES = ("created_at", "updated_at", "expires_at", "superseded_at", "valid_from", "valid_until", "stale_at")
 
 
 def _typed(document: dict[str, Any]) -> dict[str, Any]:

@@ -20,20 +20,23 @@ from rushmem_contract.errors import InvalidInput
 _RESTORE = """
 INSERT INTO user_memories AS m (id, user_id, project_id, content, content_hash, category, source, is_evergreen,
                                 embedding, created_at, updated_at, expires_at, superseded_at, superseded_by, metadata,
-                                injection, write_id, valid_from, valid_until)
+                                injection, write_id, valid_from, valid_until, depends_on, stale_at, stale_because,
+                                stale_reason)
 SELECT t.id, t.user_id, t.project_id, t.content, t.content_hash, t.category, t.source, t.is_evergreen, t.embedding,
        COALESCE(t.created_at, now()), COALESCE(t.updated_at, t.created_at, now()), t.expires_at,
        t.superseded_at, t.superseded_by, t.metadata, string_to_array(t.injection, ','), t.write_id,
-       COALESCE(t.valid_from, t.created_at, now()), COALESCE(t.valid_until, t.superseded_at)
+       COALESCE(t.valid_from, t.created_at, now()), COALESCE(t.valid_until, t.superseded_at),
+       string_to_array(t.depends_on, ',')::uuid[], t.stale_at, t.stale_because, t.stale_reason
 FROM unnest(%(ids)s::uuid[], %(user_ids)s::text[], %(project_ids)s::text[], %(contents)s::text[],
             %(hashes)s::bytea[], %(categories)s::text[], %(sources)s::text[], %(evergreen)s::boolean[],
             %(embeddings)b::vector[], %(created)s::timestamptz[], %(updated)s::timestamptz[],
             %(expires)s::timestamptz[], %(superseded_at)s::timestamptz[], %(superseded_by)s::uuid[],
             %(metadata)s::jsonb[], %(injection)s::text[], %(write_ids)s::uuid[], %(valid_from)s::timestamptz[],
-            %(valid_until)s::timestamptz[])
+            %(valid_until)s::timestamptz[], %(depends_on)s::text[], %(stale_at)s::timestamptz[],
+            %(stale_because)s::uuid[], %(stale_reason)s::text[])
      AS t(id, user_id, project_id, content, content_hash, category, source, is_evergreen, embedding,
           created_at, updated_at, expires_at, superseded_at, superseded_by, metadata, injection, write_id,
-          valid_from, valid_until)
+          valid_from, valid_until, depends_on, stale_at, stale_because, stale_reason)
 ON CONFLICT DO NOTHING
 RETURNING m.id
 """
@@ -56,6 +59,12 @@ def _params(rows: Sequence[MemoryRow]) -> dict[str, Any]:
         # The write that made the exported memory (kept); none: the import's own (the trigger's).
         "write_ids": [r.write_id for r in rows],
         "valid_until": [r.valid_until for r in rows],
+        # What it follows from and whether it went stale, as exported (a name kept as it was, as
+        # superseded_by's successors are not: a memory it followed from may have been deleted since).
+        "depends_on": [",".join(map(str, r.depends_on)) for r in rows],
+        "stale_at": [r.stale_at for r in rows],
+        "stale_because": [r.stale_because for r in rows],
+        "stale_reason": [r.stale_reason for r in rows],
     }
 
 

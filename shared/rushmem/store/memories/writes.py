@@ -15,7 +15,7 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from rushmem.records import MemoryRow, Neighbour, NeighbourRule, WriteOutcome
+from rushmem.records import DependsOn, MemoryRow, Neighbour, NeighbourRule, WriteOutcome
 from rushmem.store.accounts.usage import add_usage
 from rushmem.store.engine.session import Rows, Session, bounded, cut
 from rushmem.store.engine.transactions import user_transaction
@@ -53,7 +53,11 @@ ON CONFLICT ON CONSTRAINT user_memories_fact_key DO UPDATE SET
     valid_from    = CASE WHEN m.superseded_at IS NOT NULL THEN EXCLUDED.valid_from ELSE m.valid_from END,
     valid_until   = NULL,
     superseded_at = NULL,
-    superseded_by = NULL
+    superseded_by = NULL,
+    -- The same fact stated again holds again, whatever it followed from (0023).
+    stale_at      = NULL,
+    stale_because = NULL,
+    stale_reason  = NULL
 RETURNING m.id, m.user_id, m.project_id, m.content_hash, (m.xmax = 0) AS inserted
 """
 UPSERT_RESULT = ("uuid", "text", "text", "bytea", "boolean")  # its columns' types
@@ -113,7 +117,8 @@ _REFRESH = """
 UPDATE user_memories AS m SET
     updated_at = GREATEST(m.updated_at, COALESCE(t.observed_at, now())),
     metadata   = m.metadata || t.metadata,
-    expires_at = COALESCE(t.expires_at, m.expires_at)
+    expires_at = COALESCE(t.expires_at, m.expires_at),
+    stale_at = NULL, stale_because = NULL, stale_reason = NULL
 FROM unnest(%(ids)s::uuid[], %(observed)s::timestamptz[], %(metadata)s::jsonb[], %(expires)s::timestamptz[])
      AS t(id, observed_at, metadata, expires_at)
 WHERE m.id = t.id AND m.user_id = %(user_id)s
@@ -127,6 +132,16 @@ FROM unnest(%(old)s::uuid[], %(new)s::uuid[]) AS t(old_id, new_id)
 JOIN user_memories n ON n.id = t.new_id AND n.user_id = %(user_id)s
 WHERE m.id = t.old_id AND m.user_id = %(user_id)s AND m.superseded_at IS NULL AND t.old_id <> t.new_id
 RETURNING m.id, t.new_id
+"""
+
+# What the written memories follow from, added to what they named before (in order, once each).
+_LINK = """
+UPDATE user_memories AS m
+SET depends_on = ARRAY(SELECT d FROM unnest(m.depends_on || string_to_array(t.deps, ',')::uuid[])
+                                      WITH ORDINALITY AS u(d, o)
+                       WHERE d <> m.id GROUP BY d ORDER BY min(o))
+FROM unnest(%(ids)s::uuid[], %(deps)s::text[]) AS t(id, deps)
+WHERE m.id = t.id AND m.user_id = %(user_id)s
 """
 
 # The targets a caller names in ``supersedes`` (any state), locked until commit.
@@ -169,6 +184,7 @@ def upsert_memories(
     write_id: uuid.UUID | None = None,
     supersedes: Mapping[int, Sequence[tuple[uuid.UUID, str]]] | None = None,
     commit_with: Callable[[Session, list[WriteOutcome]], None] | None = None,
+    depends_on: DependsOn | None = None,
 ) -> list[WriteOutcome]:
     """Store rows in one transaction; outcomes in input order.
 
@@ -185,6 +201,8 @@ def upsert_memories(
     already replaced it). Callers pass rows already de-duplicated by hash. ``commit_with``: the
     caller's own statements, last in each user's transaction (given that user's outcomes): they
     commit with the rows, and an exception from them rolls the rows back (a review decision).
+    ``depends_on``: what the rows follow from (InvalidInput naming the field when a named memory is
+    not the user's current memory in the row's scope); added to what the stored memories named before.
     """
     if not rows:
         return []
@@ -201,9 +219,13 @@ def upsert_memories(
         named = {i: list((supersedes or {}).get(i, ())) for i in indexes if (supersedes or {}).get(i)}
         with user_transaction(conn, user_id, source=source, lock=True, vectors=True, write_id=write_id):
             _check_named_targets(conn, user_id, rows, named)
+            mine = _depends_of(depends_on, indexes)
+            _check_dependencies(conn, user_id, rows, mine.named)
             _write_rows(conn, user_id, rows, indexes, outcomes, neighbours, {*exact_only, *named})
             if named:
                 _supersede_named(conn, user_id, named, outcomes)
+            if mine:
+                link_dependencies(conn, user_id, mine, outcomes)
             add_usage(conn, user_id, (usage or {}).get(user_id, ()))
             if commit_with is not None:
                 commit_with(conn, [outcomes[i] for i in indexes])
@@ -232,6 +254,57 @@ def _check_named_targets(
         for target, field in targets:
             if target not in found or found[target] not in (None, rows[i].project_id):
                 raise InvalidInput(f"no memory {target} for this user in this scope", field=field)
+
+
+def _depends_of(depends_on: DependsOn | None, indexes: Sequence[int]) -> DependsOn:
+    """The part of ``depends_on`` that concerns these rows (one user's)."""
+    if not depends_on:
+        return DependsOn()
+    wanted = set(indexes)
+    return DependsOn(
+        named={i: v for i, v in depends_on.named.items() if i in wanted and v},
+        within={i: v for i, v in depends_on.within.items() if i in wanted and v},
+    )
+
+
+def _check_dependencies(
+    conn: Session, user_id: str, rows: Sequence[MemoryRow], named: Mapping[int, Sequence[tuple[uuid.UUID, str]]]
+) -> None:
+    """What rows follow from: the user's current memories, visible from each row's scope; InvalidInput
+    naming the field otherwise (another user's memory reads as none: nothing leaks)."""
+    if not named:
+        return
+    ids = sorted({target for targets in named.values() for target, _ in targets})
+    found = {
+        r[0]: (r[1], r[2])
+        for r in conn.execute(
+            "SELECT id, project_id, superseded_by FROM user_memories WHERE user_id = %(user_id)s AND id = ANY(%(ids)s)",
+            {"user_id": user_id, "ids": ids},
+        ).fetchall()
+    }
+    for i, targets in named.items():
+        for target, field in targets:
+            if target not in found or found[target][0] not in (None, rows[i].project_id):
+                raise InvalidInput(f"no memory {target} for this user in this scope", field=field)
+            if found[target][1] is not None:
+                raise InvalidInput(
+                    f"memory {target} was superseded by {found[target][1]}: name the current version", field=field
+                )
+
+
+def link_dependencies(conn: Session, user_id: str, depends_on: DependsOn, outcomes: Mapping[int, WriteOutcome]) -> None:
+    """Record what the written memories follow from (named memories, and earlier rows' memories)."""
+    deps: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for i, targets in depends_on.named.items():
+        deps.setdefault(outcomes[i].id, []).extend(t for t, _ in targets)
+    for i, earlier in depends_on.within.items():
+        deps.setdefault(outcomes[i].id, []).extend(outcomes[j].id for j in earlier if j in outcomes)
+    deps = {memory_id: found for memory_id, found in deps.items() if found}
+    if deps:
+        conn.execute(
+            _LINK,
+            {"ids": list(deps), "deps": [",".join(map(str, d)) for d in deps.values()], "user_id": user_id},
+        )
 
 
 def _supersede_named(

@@ -202,6 +202,36 @@ CREATE OR REPLACE TRIGGER user_memories_history
     AFTER INSERT OR UPDATE OR DELETE ON user_memories
     FOR EACH ROW EXECUTE FUNCTION agent_memory_record_event();
 
+-- ---- Dependents go stale (depends_on, 0023) ----------------------------------------------------
+-- A memory superseded or deleted while current makes every current memory that names it in
+-- depends_on stale, in the same statement's transaction, whichever path superseded or deleted it
+-- (a write, an edit, consolidation, a delete, a purge of an expired memory). A row trigger with a
+-- WHEN clause: it runs only for those rows, one probe of the partial GIN index each. Forgetting a
+-- user deletes the dependents too: nothing to mark.
+CREATE OR REPLACE FUNCTION agent_memory_mark_dependents() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('agent_memory.change_reason', true) = 'forget_user' THEN
+        RETURN NULL;
+    END IF;
+    UPDATE user_memories
+    SET stale_at = now(), stale_because = OLD.id,
+        stale_reason = CASE WHEN TG_OP = 'DELETE' THEN 'deleted' ELSE 'superseded' END
+    WHERE user_id = OLD.user_id AND depends_on <> '{}' AND depends_on @> ARRAY[OLD.id]
+      AND superseded_at IS NULL AND stale_at IS NULL AND id <> OLD.id;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE TRIGGER user_memories_dependents_superseded
+    AFTER UPDATE OF superseded_at ON user_memories
+    FOR EACH ROW WHEN (OLD.superseded_at IS NULL AND NEW.superseded_at IS NOT NULL)
+    EXECUTE FUNCTION agent_memory_mark_dependents();
+CREATE OR REPLACE TRIGGER user_memories_dependents_deleted
+    AFTER DELETE ON user_memories
+    FOR EACH ROW WHEN (OLD.superseded_at IS NULL)
+    EXECUTE FUNCTION agent_memory_mark_dependents();
+
 -- The row's write id: the transaction's (agent_memory.write_id), unless the statement sets one
 -- itself (a restore).
 CREATE OR REPLACE FUNCTION agent_memory_stamp_write() RETURNS trigger
