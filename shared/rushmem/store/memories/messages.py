@@ -344,8 +344,8 @@ def _ingest_in_two_requests(
     queued = cast(Session, write)  # the statements below only execute (nothing is read before it is sent)
     outcomes: dict[int, WriteOutcome] = {}
     newer = apply_nearest(queued, user_id, rows, nearest, set(range(len(rows))), outcomes, judged=m.updates.judged)
-    if newer or m.updates.corrected_by or any(m.updates.replaces.values()):
-        return None  # a supersession needs the new rows' ids mid-write
+    if newer or m.updates.corrected_by or any(m.updates.replaces.values()) or m.updates.depends_on:
+        return None  # a supersession or a depends-on link needs the new rows' ids mid-write
     upsert = PendingUpsert(queued, rows, [i for i in range(len(rows)) if i not in outcomes])
     receipt = {"user_id": user_id, "hash": m.digest, "conversation_id": m.conversation_id, "n": len(rows)}
     if m.usage:
