@@ -222,7 +222,11 @@ class CostAssumptions(UsageAssumptions):
         default=0.02, ge=0, le=1, description="Invocations that start a new execution environment."
     )
     init_duration_ms: float = Field(
-        default=1500, ge=0, description="INIT phase (imports of numpy, psycopg, Powertools), billed as duration."
+        default=1500,
+        ge=0,
+        description="What a cold start without SnapStart adds to the bill: INIT (the handler's import, Powertools "
+        "and the models) and the first request's import of the data path (numpy, psycopg) and its connection; "
+        "about 0.4-0.9 s by `rushmem bench coldstart`, with room for Lambda's slower CPU share.",
     )
     snapstart: bool = Field(
         default=True,
