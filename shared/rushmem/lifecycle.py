@@ -41,6 +41,9 @@ def warm_up() -> None:
     _ = service.admin.recall_plan
     _ = service.admin.reads  # where reads go (connections stay closed)
     from rushmem.folding import fold
+    from rushmem.service.dispatch import import_verbs
+
+    import_verbs()  # every operation's path: the dispatcher defers them for cold starts without a snapshot
 
     fold("\u00e9")  # the confusables table, otherwise loaded by the first text that is not ASCII
     for warm in _handler_warm_ups:
