@@ -205,7 +205,7 @@ FIRST_REQUEST_FORBIDDEN = (
     "rushmem.mcp",
     *HEAVY,
 )
-FIRST_REQUEST_MODULE_CAP = 780  # 742 at this writing (767 before the write path was deferred)
+FIRST_REQUEST_MODULE_CAP = 780  # 747 at this writing (767 before the write path was deferred)
 # The write path's own steps: imported by the first write (or SnapStart's warm-up), not by a recall.
 WRITE_PATH = (
     "rushmem.service.writing",
@@ -213,10 +213,6 @@ WRITE_PATH = (
     "rushmem.service.moving",
     "rushmem.extraction",
     "rushmem.ingest.conversation",
-    "rushmem.ingest.consolidation",
-    "rushmem.ingest.importing",
-    "rushmem.ingest.redaction",
-    "rushmem.store.memories.consolidation",
 )
 
 

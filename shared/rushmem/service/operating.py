@@ -15,6 +15,9 @@ import numpy as np
 
 from rushmem.config import Settings
 from rushmem.embeddings import Embedder
+from rushmem.ingest import importing
+from rushmem.ingest.consolidation import ConsolidationReport, near_pairs, plan_merges, plan_supersessions
+from rushmem.ingest.rows import check_lengths
 from rushmem.recall.plan import RecallPlan
 from rushmem.rerank import Reranker
 from rushmem.service.accounting import tenant_totals, usage_period
@@ -24,7 +27,7 @@ from rushmem.store.accounts.usage import all_usage
 from rushmem.store.engine.connection import Database
 from rushmem.store.engine.readers import ReadRouter
 from rushmem.store.indexes import partitions
-from rushmem.store.memories import catalog
+from rushmem.store.memories import catalog, consolidation
 from rushmem.store.schema import reembed
 from rushmem.store.schema.setup import MigrateResult, migrate
 from rushmem_contract.errors import ConfigurationError
@@ -32,9 +35,7 @@ from rushmem_contract.models import StoredIds, normalize_content
 from rushmem_contract.schemas import TenantUsage
 
 if TYPE_CHECKING:
-    from rushmem.extraction import Extractor
-    from rushmem.ingest import importing
-    from rushmem.ingest.consolidation import ConsolidationReport
+    from rushmem.extraction import Extractor  # built by the write path, not imported by a recall
     from rushmem.providers.lifecycle import ModelCheck
 
 logger = logging.getLogger(__name__)
@@ -183,10 +184,6 @@ class Admin:
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         limit = self.settings.near_duplicate_threshold if threshold is None else threshold
         write_id = uuid.uuid4()
-        # Consolidation's and the import's steps are imported by their first run, not by a request's cold start.
-        from rushmem.ingest.consolidation import ConsolidationReport
-        from rushmem.store.memories import consolidation
-
         report = ConsolidationReport(write_id=write_id)
         after = cursor if cursor is not None else "" if restart else self.db.run(consolidation.read_checkpoint)
         while True:
@@ -211,9 +208,6 @@ class Admin:
         return report
 
     def _consolidate_user(self, user_id: str, threshold: float, write_id: uuid.UUID) -> tuple[int, int, int]:
-        from rushmem.ingest.consolidation import near_pairs, plan_merges, plan_supersessions
-        from rushmem.store.memories import consolidation
-
         live = self.db.run(lambda conn: consolidation.live_memories(conn, user_id))
         found, merges = plan_merges(live, near_pairs(live, threshold=threshold), threshold=threshold)
         done = self.db.run(lambda conn: consolidation.merge(conn, user_id, merges, write_id=write_id)) if merges else []
@@ -252,9 +246,6 @@ class Admin:
         if report.write_id is None:
             report.write_id = uuid.uuid4()
         write_id = report.write_id
-        from rushmem.ingest import importing
-        from rushmem.ingest.rows import check_lengths
-
         return importing.import_lines(
             lines,
             lambda chunk: self._import_lines(chunk, source=source, write_id=write_id),
