@@ -222,13 +222,17 @@ class CostAssumptions(UsageAssumptions):
         default=0.02, ge=0, le=1, description="Invocations that start a new execution environment."
     )
     init_duration_ms: float = Field(
-        default=1500, ge=0, description="INIT phase (imports of numpy, psycopg, Powertools), billed as duration."
+        default=1500,
+        ge=0,
+        description="What a cold start without SnapStart adds to the bill: INIT (the handler's import, Powertools "
+        "and the models) and the first request's import of the data path (numpy, psycopg) and its connection; "
+        "about 0.4-0.9 s by `rushmem bench coldstart`, with room for Lambda's slower CPU share.",
     )
     snapstart: bool = Field(
         default=True,
-        description="SnapStart=PublishedVersions (the template's default, kept by every samconfig.toml profile): "
-        "RecallFunction's and IngestFunction's snapshots are cached all month and each cold start is a restore "
-        "(billed per GB) instead of an INIT.",
+        description="SnapStart=PublishedVersions (the template's default and samconfig.toml's prod; quickstart and "
+        "dev set None): RecallFunction's and IngestFunction's snapshots are cached all month and each cold start is "
+        "a restore (billed per GB) instead of an INIT.",
     )
     snapstart_versions: float = Field(
         default=1,
@@ -637,11 +641,13 @@ _EXISTING_MICRO: dict[str, object] = {"database": "rds_instance", "rds_proxy": F
 # are samconfig.toml's profiles, by the same names; DEFAULT_PRESET is the README's deployment.
 PRESETS: dict[str, dict[str, object]] = {
     # quickstart: the created cluster through the RDS Data API (no proxy, no VPC, pausing when idle),
-    # logs kept 14 days; SnapStart stays on (the template's default).
-    "quickstart": {**_DATA_API, "log_retention_months": 14 / 30},
+    # logs kept 14 days, SnapStart=None: a request that finds the cluster paused waits ~15 s for it,
+    # beside which SnapStart's ~0.5 s off a cold start is not worth its $7.91 a month (docs/cost.md).
+    "quickstart": {**_DATA_API, "log_retention_months": 14 / 30, "snapstart": False},
     # dev: the created cluster behind RDS Proxy, DatabaseMinCapacity=0 (it pauses when idle; the proxy
-    # still bills its 8-ACU minimum), DatabaseMaxCapacity=2, logs kept 7 days.
-    "dev": {"aurora_min_acu": 0, "aurora_max_acu": 2, "log_retention_months": 7 / 30},
+    # still bills its 8-ACU minimum), DatabaseMaxCapacity=2, logs kept 7 days; SnapStart=None as in
+    # quickstart (the cluster pauses too).
+    "dev": {"aurora_min_acu": 0, "aurora_max_acu": 2, "log_retention_months": 7 / 30, "snapstart": False},
     # prod: an existing database (counted as a db.t4g.micro without a proxy), logs kept 90 days.
     "prod": {**_EXISTING_MICRO, "log_retention_months": 3},
     # The template's defaults with CreateDatabase=true (Aurora Serverless v2 at 0.5 ACU behind RDS Proxy).

@@ -61,3 +61,18 @@ def test_dev_needs_only_the_network(template: dict[str, Any]) -> None:
     failed = Stack(template, **overrides("dev")).failed_rules()
     assert {f.split(" needs ")[-1].split(" ")[0].rstrip(".") for f in failed} == set(NETWORK)
     assert Stack(template, **overrides("dev"), **NETWORK).failed_rules() == []
+
+
+@pytest.mark.parametrize(
+    ("profile", "snapstart"), [("quickstart", "None"), ("dev", "None"), ("prod", "PublishedVersions")]
+)
+def test_snapstart_is_on_only_where_no_paused_database_dwarfs_what_it_saves(
+    template: dict[str, Any], profile: str, snapstart: str
+) -> None:
+    """quickstart's and dev's clusters pause (a ~15 s resume), so SnapStart's ~0.5 s off a cold start
+    is not worth its $7.91 a month there; prod keeps the template's default (docs/cost.md)."""
+    chosen = overrides(profile).get("SnapStart", template["Parameters"]["SnapStart"]["Default"])
+    assert chosen == snapstart
+    stack = Stack(template, **overrides(profile), **(NETWORK if profile == "dev" else {}))
+    for name in ("RecallFunction", "IngestFunction"):
+        assert stack.properties(name)["SnapStart"] == {"ApplyOn": snapstart}, name

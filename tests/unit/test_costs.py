@@ -305,8 +305,9 @@ def test_the_cost_command_prices_the_dev_profile(capsys: pytest.CaptureFixture[s
     assert main(["cost", "--stack", "dev", "--json"]) == 0
     estimate = json.loads(capsys.readouterr().out)
     assert estimate["assumptions"]["aurora_min_acu"] == 0 and estimate["assumptions"]["aurora_max_acu"] == 2
-    # The proxy's minimum, the endpoint and SnapStart's cache, at list prices: about $111 a month idle.
-    assert 105 < estimate["total_usd"] < 118
+    # The proxy's minimum and the endpoint at list prices (SnapStart off): about $103 a month idle.
+    assert estimate["assumptions"]["snapstart"] is False
+    assert 98 < estimate["total_usd"] < 110
 
 
 @pytest.mark.parametrize("profile", ["quickstart", "dev", "prod"])
@@ -319,12 +320,30 @@ def test_the_cost_command_knows_samconfigs_profiles_by_name(profile: str, capsys
     assert set(SAMCONFIG_PROFILES) == {
         name for name, value in samconfig.items() if isinstance(value, dict) and name != "default"
     }
+    # The profile's SnapStart (its parameter_overrides, else the template's default) is what the estimate prices.
+    overrides = samconfig[profile]["deploy"]["parameters"]["parameter_overrides"]
+    snapstart = 'SnapStart="None"' not in overrides
     assert main(["cost", "--stack", profile, "--brief"]) == 0
-    assert "SnapStart cache" in capsys.readouterr().out
+    assert ("SnapStart cache" in capsys.readouterr().out) is snapstart
+
+
+def test_the_quickstart_idles_under_two_dollars_and_says_what_snapstart_would_add(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """samconfig.toml's quickstart sets SnapStart=None (its cluster pauses: a ~15 s resume dwarfs the
+    ~0.5 s a snapshot saves): idle it is storage, secrets, the alarm and SQS's polls; --snapstart
+    prices the cache it would add."""
+    assert main(["cost", "--json"]) == 0
+    idle = json.loads(capsys.readouterr().out)
+    assert idle["assumptions"]["snapstart"] is False
+    assert idle["total_usd"] < 2
+    assert main(["cost", "--snapstart", "--json"]) == 0
+    cached = json.loads(capsys.readouterr().out)
+    assert cached["total_usd"] - idle["total_usd"] == pytest.approx(2 * HOURS_PER_MONTH * 3600 * 0.0000015046, abs=0.01)
 
 
 def test_bare_cost_prints_the_readmes_deployment_and_its_figure(capsys: pytest.CaptureFixture[str]) -> None:
-    """`rushmem cost` alone is the README's deployment (quickstart, SnapStart on), and the idle
+    """`rushmem cost` alone is the README's deployment (quickstart, SnapStart off), and the idle
     figure the README states is the one it prints."""
     import re
 
@@ -332,7 +351,7 @@ def test_bare_cost_prints_the_readmes_deployment_and_its_figure(capsys: pytest.C
     bare = json.loads(capsys.readouterr().out)
     assert main(["cost", "--stack", "quickstart", "--json"]) == 0
     assert bare == json.loads(capsys.readouterr().out)
-    assert bare["assumptions"]["access"] == "data-api" and bare["assumptions"]["snapstart"] is True
+    assert bare["assumptions"]["access"] == "data-api" and bare["assumptions"]["snapstart"] is False
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     stated = re.search(r"about \$(\d+\.\d\d) a month with\s+no traffic", readme)
     assert stated, "README lost its idle figure"

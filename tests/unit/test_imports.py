@@ -139,3 +139,148 @@ def test_the_package_and_an_ordinary_command_load_no_model_server_benchmark_or_m
     loaded = modules_after(code, AGENT_MEMORY_DATABASE_URL="postgresql://nobody@unreachable.invalid/x")
     assert "rushmem_tools.cli.main" in loaded  # the probe did run the command
     assert not [m for m in (*HEAVY, *LAZY) if m in loaded]
+
+
+# ---- the budget: what a cold start loads, counted (-X importtime) ------------------------------------
+# Counts and names, not times (they vary with the machine's load): a new top-level package, or a jump in
+# one package's module count, is a new cost on every cold start to look at before raising its line here.
+# Measured on the layer's versions (CPython 3.11 here, 3.13 in Lambda: the standard library's own count
+# differs by a few modules), plus some room.
+
+IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)\s*$")
+# Loaded at exit or by the standard library looking for optional modules (present or not on a machine).
+PROBED = {"sitecustomize", "usercustomize", "org", "tornado"}
+# The handler module's import (Lambda's INIT without SnapStart): each package beyond the standard
+# library, and at most how many of its modules. Powertools is most of it: its event_handler package
+# imports every resolver (AppSync's brings asyncio) and every event class; pydantic builds the models.
+# botocore: its package module alone, which Powertools imports to probe for the SDK (botocore.* is the SDK).
+HANDLER_BUDGET: dict[str, dict[str, int]] = {
+    "recall": {
+        "app": 1,
+        "aws_lambda_powertools": 130,
+        "jmespath": 8,
+        "pydantic": 45,
+        "pydantic_core": 3,
+        "annotated_types": 1,
+        "typing_extensions": 1,
+        "typing_inspection": 3,
+        "rushmem": 20,
+        "rushmem_contract": 12,
+        "snapshot_restore_py": 1,
+        "botocore": 1,
+    },
+    "ingest": {
+        "app": 1,
+        "aws_lambda_powertools": 95,
+        "jmespath": 8,
+        "pydantic": 45,
+        "pydantic_core": 3,
+        "annotated_types": 1,
+        "typing_extensions": 1,
+        "typing_inspection": 3,
+        "rushmem": 4,
+        "rushmem_contract": 6,
+        "snapshot_restore_py": 1,
+        "botocore": 1,
+    },
+}
+# All modules the import loads, the standard library's included (430 and 371 at this writing).
+HANDLER_MODULE_CAP = {"recall": 450, "ingest": 390}
+# What the first request then imports (the service: rushmem.lifecycle.get_service) may add the data path
+# (settings, numpy, the driver, the retry library) but never a door or a client it does not serve by:
+# the MCP SDK and its HTTP stack, the SDK's own modules (only a configured Bedrock or Data API builds a
+# boto3 client, on first use), the JOSE library, the X-Ray SDK with tracing off, the tools.
+FIRST_REQUEST_FORBIDDEN = (
+    "mcp",
+    "httpx",
+    "httpcore",
+    "anyio",
+    "boto3",
+    "botocore.",
+    "aws_xray_sdk",
+    "jwt",
+    "cryptography",
+    "rushmem_tools",
+    "rushmem_client",
+    "rushmem.mcp",
+    *HEAVY,
+)
+FIRST_REQUEST_MODULE_CAP = 780  # 747 at this writing (767 before the write path was deferred)
+# The write path's own steps: imported by the first write (or SnapStart's warm-up), not by a recall.
+WRITE_PATH = (
+    "rushmem.service.writing",
+    "rushmem.service.editing",
+    "rushmem.service.moving",
+    "rushmem.extraction",
+    "rushmem.ingest.conversation",
+)
+
+
+def importtime(code: str, *args: str) -> list[tuple[str, int]]:
+    """(module, self microseconds) for each module a fresh interpreter loads running ``code``, in
+    the order ``-X importtime`` reports them; tracing off, no settings from this machine."""
+    prefixes = ("AGENT_MEMORY_", "RUSHMEM_", "POWERTOOLS_", "LAMBDA_", "AWS_")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code, *args],
+        env={**clean, "POWERTOOLS_TRACE_DISABLED": "true"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = [IMPORT_LINE.match(line) for line in done.stderr.splitlines()]
+    return [(m.group(4), int(m.group(1))) for m in found if m]
+
+
+def packages(modules: list[tuple[str, int]]) -> dict[str, int]:
+    """Modules per top-level package beyond the standard library."""
+    counts: dict[str, int] = {}
+    for name, _ in modules:
+        top = name.split(".")[0]
+        if top not in sys.stdlib_module_names and not top.startswith("_") and top not in PROBED:
+            counts[top] = counts.get(top, 0) + 1
+    return counts
+
+
+# Exits without the interpreter's cleanup (atexit hooks are checked on their own below).
+LOAD_HANDLER = PROBE.replace("print(json.dumps(sorted(sys.modules)))", "import os; os._exit(0)")
+
+
+@pytest.mark.parametrize("function", sorted(HANDLER_BUDGET))
+def test_a_handler_import_stays_within_its_module_budget(function: str) -> None:
+    loaded = importtime(LOAD_HANDLER, str(REPO / "functions" / function / "app.py"))
+    counts = packages(loaded)
+    budget = HANDLER_BUDGET[function]
+    unexpected = sorted(set(counts) - set(budget))
+    assert not unexpected, f"{function}'s handler now loads {unexpected}: make it lazy, or budget it here"
+    over = {p: (n, budget[p]) for p, n in counts.items() if n > budget[p]}
+    assert not over, f"{function}'s handler loads more modules than budgeted (loaded, budget): {over}"
+    assert [n for n, _ in loaded if n.startswith("botocore")] in ([], ["botocore"])
+    assert len(loaded) <= HANDLER_MODULE_CAP[function], f"{len(loaded)} modules"
+    # The package's own share of what the import costs: the rest is Powertools, pydantic and the
+    # standard library (self time summed, so a share, not a duration; about a quarter at this writing).
+    ours = sum(us for n, us in loaded if n.split(".")[0] in {"rushmem", "rushmem_contract", "app"})
+    assert ours <= 0.6 * sum(us for _, us in loaded), f"the package's modules take {ours / 1000:.0f} ms"
+
+
+def test_the_first_request_loads_the_data_path_and_no_door_or_client_it_does_not_serve() -> None:
+    code = LOAD_HANDLER.replace("import os;", "import rushmem.lifecycle, rushmem.service, os;")
+    loaded = importtime(code, str(REPO / "functions" / "recall" / "app.py"))
+    names = [n for n, _ in loaded]
+    assert "rushmem.service" in names and "numpy" in names  # the probe did load the data path
+    assert not [n for n in names if n.startswith(FIRST_REQUEST_FORBIDDEN) or n in FIRST_REQUEST_FORBIDDEN]
+    assert not [n for n in names if n.startswith(WRITE_PATH)], "a recall's first request imports the write path"
+    assert len(names) <= FIRST_REQUEST_MODULE_CAP, f"{len(names)} modules"
+
+
+def test_a_container_that_never_served_does_not_import_the_service_at_exit() -> None:
+    """The exit and SIGTERM hook writes what a built service keeps; with none built it has nothing to
+    write and must not import the data path (~0.3 s) to find that out."""
+    code = (
+        "import json, sys\n"
+        "from rushmem import lifecycle\n"
+        "lifecycle.at_shutdown()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    assert "rushmem.service" not in modules_after(code)

@@ -9,12 +9,10 @@ import datetime as dt
 import logging
 import uuid
 from functools import cached_property, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rushmem.config import Settings
 from rushmem.embeddings import Embedder, create_embedder
-from rushmem.extraction import Extractor, create_extractor
-from rushmem.ingest.redaction import Redactor
 from rushmem.providers.aws import clear_secret_cache
 from rushmem.providers.ledger import ErasureLedger, open_ledger
 from rushmem.recall.plan import RecallPlan
@@ -28,6 +26,10 @@ from rushmem.store.engine.session import VectorSchema
 from rushmem.store.schema.migrate import prepare_connection
 from rushmem.usage import Meter, PendingUsage, UsageBuffer, UsageRow
 from rushmem_contract.errors import DatabaseUnavailable
+
+if TYPE_CHECKING:  # the write path's steps, imported where it first builds them (not by a recall)
+    from rushmem.extraction import Extractor
+    from rushmem.ingest.redaction import Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,8 @@ class Collaborators:
 
     @cached_property
     def extractor(self) -> Extractor:
+        from rushmem.extraction import create_extractor
+
         return create_extractor(self.settings)
 
     @cached_property
@@ -135,6 +139,7 @@ class Collaborators:
     @cached_property
     def redactor(self) -> Redactor:
         """The write path's personal-data step (RUSHMEM_PII; off by default)."""
+        from rushmem.ingest.redaction import Redactor
         from rushmem.providers.comprehend import pii_detectors
 
         return Redactor(self.settings.pii, pii_detectors(self.settings))

@@ -7,12 +7,19 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from rushmem.service.writing import flush_writes
 from rushmem.store.memories.messages import UnflushedWrites
 from rushmem_contract.errors import DatabaseUnavailable
 
 if TYPE_CHECKING:
     from rushmem.service.base import Collaborators
+
+
+def flush_writes(parts: Collaborators, unflushed: UnflushedWrites) -> None:
+    """:func:`rushmem.service.writing.flush_writes`, imported by a queue's first batch: importing this
+    module (the service does) must not import the write path."""
+    from rushmem.service.writing import flush_writes as flush
+
+    flush(parts, unflushed)
 
 
 class BatchNotDurable(DatabaseUnavailable):

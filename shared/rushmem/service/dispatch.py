@@ -7,10 +7,11 @@ usage counts and change events). Each row of the contract's table
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from rushmem.service import accounting, editing, instructing, reading, recalling, reviewing, writing
+from rushmem.service import reading
 from rushmem.service.batch import QueueBatch
 from rushmem.service.caller import Caller
 from rushmem.service.cells import Cells
@@ -28,27 +29,49 @@ class Verb:
     spans_cells: bool = False
 
 
+# The modules the verbs live in (SnapStart's warm-up imports them all: :func:`import_verbs`).
+_VERB_MODULES: set[str] = set()
+
+
+def lazy(module: str, function: str) -> Callable[..., Any]:
+    """``rushmem.service.<module>.<function>``, imported by its first call: a container's first
+    request loads its own verb's path, not every other's (a recall does not import the write path)."""
+    _VERB_MODULES.add(module)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(f"rushmem.service.{module}"), function)(*args, **kwargs)
+
+    run.__qualname__ = run.__name__ = f"{module}.{function}"
+    return run
+
+
 VERBS: dict[str, Verb] = {
-    ops.RECALL.name: Verb(recalling.recall),
-    ops.ADD.name: Verb(writing.add),
-    ops.LIST.name: Verb(reading.list_memories),
-    ops.EXPORT.name: Verb(reading.export),
-    ops.PENDING.name: Verb(reviewing.pending),
-    ops.GET.name: Verb(reading.get),
-    ops.UPDATE.name: Verb(editing.update),
-    ops.DELETE.name: Verb(editing.delete),
-    ops.HISTORY.name: Verb(reading.history),
-    ops.FORGET_USER.name: Verb(editing.forget_user, spans_cells=True),
-    ops.REVIEW.name: Verb(reviewing.review),
-    ops.USERS.name: Verb(accounting.users, spans_cells=True),
-    ops.INGEST.name: Verb(writing.ingest_conversation),
-    ops.GET_INSTRUCTIONS.name: Verb(instructing.get_instructions),
-    ops.SET_INSTRUCTIONS.name: Verb(instructing.set_instructions),
-    ops.INSTRUCTIONS_HISTORY.name: Verb(instructing.instructions_history),
-    ops.USAGE.name: Verb(accounting.usage),
-    ops.ERASURE.name: Verb(editing.erasure, spans_cells=True),
-    ops.ERASURES.name: Verb(editing.erasures, spans_cells=True),
+    ops.RECALL.name: Verb(lazy("recalling", "recall")),
+    ops.ADD.name: Verb(lazy("writing", "add")),
+    ops.LIST.name: Verb(lazy("reading", "list_memories")),
+    ops.EXPORT.name: Verb(lazy("reading", "export")),
+    ops.PENDING.name: Verb(lazy("reviewing", "pending")),
+    ops.GET.name: Verb(lazy("reading", "get")),
+    ops.UPDATE.name: Verb(lazy("editing", "update")),
+    ops.DELETE.name: Verb(lazy("editing", "delete")),
+    ops.HISTORY.name: Verb(lazy("reading", "history")),
+    ops.FORGET_USER.name: Verb(lazy("editing", "forget_user"), spans_cells=True),
+    ops.REVIEW.name: Verb(lazy("reviewing", "review")),
+    ops.USERS.name: Verb(lazy("accounting", "users"), spans_cells=True),
+    ops.INGEST.name: Verb(lazy("writing", "ingest_conversation")),
+    ops.GET_INSTRUCTIONS.name: Verb(lazy("instructing", "get_instructions")),
+    ops.SET_INSTRUCTIONS.name: Verb(lazy("instructing", "set_instructions")),
+    ops.INSTRUCTIONS_HISTORY.name: Verb(lazy("instructing", "instructions_history")),
+    ops.USAGE.name: Verb(lazy("accounting", "usage")),
+    ops.ERASURE.name: Verb(lazy("editing", "erasure"), spans_cells=True),
+    ops.ERASURES.name: Verb(lazy("editing", "erasures"), spans_cells=True),
 }
+
+
+def import_verbs() -> None:
+    """Import every verb's path now (SnapStart's warm-up, so a restored container imports none)."""
+    for module in sorted(_VERB_MODULES):
+        importlib.import_module(f"rushmem.service.{module}")
 
 
 def dispatch(

@@ -14,13 +14,12 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from rushmem.config import Settings, get_settings
 from rushmem.embeddings import Embedder
-from rushmem.extraction import Extractor
 from rushmem.rerank import Reranker
-from rushmem.service import moving, recalling, writing
+from rushmem.service import recalling
 from rushmem.service.batch import QueueBatch
 from rushmem.service.caller import Caller
 from rushmem.service.cells import Cells
@@ -34,6 +33,9 @@ from rushmem_contract.errors import InvalidInput
 from rushmem_contract.methods import Operations
 from rushmem_contract.models import ConversationEnded, ImportLine, IngestOutcome, RecallQuery, RecallResult, StoredIds
 from rushmem_contract.operations import Operation, Req, Res
+
+if TYPE_CHECKING:  # the extractor is built by the write path, not by a recall
+    from rushmem.extraction import Extractor
 
 # In-process code is trusted: it names the user of each call.
 IN_PROCESS = Caller()
@@ -114,6 +116,9 @@ class Memory(Operations):
     ) -> StoredIds:
         """:func:`~rushmem.service.writing.import_lines` for lines of any users, each in its user's
         cell; ``write_id`` (a new one by default) names the import. Ids in the lines' order."""
+        # The write path is imported by its first use, not by a recall's cold start (tests/unit/test_imports.py).
+        from rushmem.service import moving, writing
+
         write_id = write_id or uuid.uuid4()
         groups = self.cells.by_cell([line.user_id for line in lines], write=True)
         parts = [
@@ -137,6 +142,8 @@ class Memory(Operations):
 
     def move_user(self, user_id: str, to_cell: str) -> int:
         """Move everything the user owns to ``to_cell`` (docs/capacity.md, Cells); the memories moved."""
+        from rushmem.service import moving
+
         return self.cells.move_user(user_id, to_cell, moving.copy_user)
 
     def cell_admins(self) -> dict[str, Admin]:

@@ -16,7 +16,6 @@ import numpy as np
 
 from rushmem.config import Settings
 from rushmem.embeddings import Embedder
-from rushmem.extraction import Extractor
 from rushmem.ingest import importing
 from rushmem.ingest.consolidation import ConsolidationReport, near_pairs, plan_merges, plan_supersessions
 from rushmem.ingest.rows import check_lengths
@@ -38,6 +37,7 @@ from rushmem_contract.models import StoredIds, normalize_content
 from rushmem_contract.schemas import TenantUsage
 
 if TYPE_CHECKING:
+    from rushmem.extraction import Extractor  # built by the write path, not imported by a recall
     from rushmem.providers.lifecycle import ModelCheck
 
 logger = logging.getLogger(__name__)

@@ -56,8 +56,14 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-acu", type=float, help="DatabaseMaxCapacity (default 4; raise it when the index outgrows the cache)"
     )
     parser.add_argument("--no-llm", action="store_true", help="rules extraction (LlmProvider=rules): no chat calls")
-    parser.add_argument(
+    snapstart = parser.add_mutually_exclusive_group()
+    snapstart.add_argument(
         "--no-snapstart", action="store_true", help="SnapStart=None: no snapshot cache, cold starts run INIT"
+    )
+    snapstart.add_argument(
+        "--snapstart",
+        action="store_true",
+        help="SnapStart=PublishedVersions on a profile that turns it off (quickstart, dev): the cache's cost",
     )
     parser.add_argument("--brief", action="store_true", help="the line items only, no assumptions")
 
@@ -79,6 +85,8 @@ def _estimate(args: argparse.Namespace) -> costs.CostEstimate:
         changes.update(extraction_input_tokens=0, extraction_output_tokens=0, ingest_duration_ms_per_conversation=200)
     if args.no_snapstart:
         changes["snapstart"] = False
+    if args.snapstart:
+        changes["snapstart"] = True
     if args.database:
         changes["database"] = args.database
     if args.network:
