@@ -89,3 +89,26 @@ def test_every_leg_at_once_is_still_one_round_trip(service: Memory, tmp_path: Pa
 
     assert round_trips(service, recall, tmp_path) == 1
     assert result[0].memories[0].content == "Caroline bought a red bicycle in Lisbon"
+
+
+def test_the_word_user_in_a_question_does_not_lift_every_memory_about_the_user(service: Memory) -> None:
+    """Almost every memory is about "the user": the text leg searched that word too, and the text
+    rank, scaled to the best match, gave every "The user ..." memory the full text weight for a
+    question whose answer shares no other word with it (issue 45's absence cases: unrelated
+    memories outranked the son's teacher)."""
+    fillers = [
+        "The user plays the cello on weekends.",
+        "The user is allergic to peanuts.",
+        "The user prefers TypeScript for new projects.",
+    ]
+    service.add([*fillers, "Mr. Novak is the son's class teacher at Riverside."], user_id="u1")
+    answer = service.recall("Who teaches the user's boy?", user_id="u1", explain=True)
+    assert answer.explanation is not None
+    signals = {c.content: c.signals for c in answer.explanation.candidates}
+    assert [signals[f].text_position for f in fillers] == [None, None, None]
+    assert all(signals[f].text_rank == 0 for f in fillers)
+    # A word the memory does hold still reaches it through the text leg.
+    named = service.recall("Who is the user's son's teacher?", user_id="u1", explain=True)
+    assert named.explanation is not None
+    first = min(named.explanation.candidates, key=lambda c: c.signals.text_position or 99)
+    assert first.content.startswith("Mr. Novak") and first.signals.text_rank == 1

@@ -18,6 +18,9 @@ from rushmem_contract.models import MemoryFilters
         ("a & b | !c ':* (((", "a or b or c"),
         ('-not "quoted" OR or', "not or quoted"),
         ("", ""),
+        # The subject of almost every memory: searched, it matched them all (issue 45's absence cases).
+        ("Who teaches the user's boy?", "Who or teaches or the or s or boy"),
+        ("What do users of the User page see?", "What or do or of or the or page or see"),
     ],
 )
 def test_text_query_keeps_only_words_joined_by_or(text: str, expected: str) -> None:

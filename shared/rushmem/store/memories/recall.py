@@ -37,6 +37,11 @@ from rushmem_contract.errors import StatementTimeout
 TS_CONFIG = "english"  # must match the generated content_tsv column
 # The distinct words of a query the full-text leg searches for (a question has a dozen or two).
 MAX_TEXT_TERMS = 64
+# Words the text leg never searches for: "or" (websearch syntax) and "user(s)", the subject of almost
+# every memory ("The user's son attends ...": the extractors write them so). Searched, it matched
+# every memory, and the text rank, scaled to the best match, gave unrelated "The user ..." memories
+# the whole text weight for "Who teaches the user's boy?" while the answer had no word in common.
+_NOT_SEARCHED = frozenset({"or", "user", "users"})
 
 
 def text_query(text: str) -> str:
@@ -44,14 +49,15 @@ def text_query(text: str) -> str:
 
     websearch_to_tsquery never raises on any input, but ANDs plain words: a natural
     question would then match almost nothing. Only word characters survive, so quotes,
-    '-' and 'or' from the user cannot change the query's meaning.
+    '-' and 'or' from the user cannot change the query's meaning. "user" is not searched
+    (:data:`_NOT_SEARCHED`).
     """
     # Each word once, and at most MAX_TEXT_TERMS of them (the first ones): the leg's cost grows with
     # the terms times the rows they match, so a pasted 4,000-character message cost ~10x a
     # 2,000-character one; now it costs what its first MAX_TEXT_TERMS distinct words cost.
     first: dict[str, str] = {}
     for word in re.findall(r"\w+", text):
-        if word.casefold() != "or" and len(first) < MAX_TEXT_TERMS:
+        if word.casefold() not in _NOT_SEARCHED and len(first) < MAX_TEXT_TERMS:
             first.setdefault(word.casefold(), word)
     return " or ".join(first.values())
 
