@@ -301,6 +301,17 @@ def describe(exc: BaseException) -> str:
     return f"{kind}: {exc}"
 
 
+def _applied(names: list[str]) -> str:
+    """A run's migrations as the stack's events show them: a fresh database's whole list (24 names,
+    twice with a second cell) would push what follows, a model's retirement warning too, past the
+    Reason's cut; ``Data.Applied`` keeps the full list."""
+    if not names:
+        return "none pending"
+    if len(names) <= 3:
+        return ", ".join(names)
+    return f"{names[0]} ... {names[-1]} ({len(names)})"
+
+
 def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any]:
     responder = Responder(event)
     remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
@@ -319,10 +330,10 @@ def handle_custom_resource(event: dict[str, Any], context: Any) -> dict[str, Any
         if request not in {"Create", "Update"}:
             return responder.send("FAILED", f"unknown RequestType {request!r}")
         result = migrate(event.get("ResourceProperties") or {}, deadline=deadline)
-        applied = ", ".join(result["applied"]) or "none pending"
+        applied = _applied(result["applied"])
         login = f"; application login role {result['app_login']}" if result["app_login"] else ""
         cells = result.get("cells", {})
-        others = "".join(f"; cell {n!r}: {', '.join(a) or 'none pending'}" for n, a in list(cells.items())[1:])
+        others = "".join(f"; cell {n!r}: {_applied(a)}" for n, a in list(cells.items())[1:])
         warnings = "".join(f"; WARNING {w}" for w in result["model_warnings"])
         redone = result.get("erasures_reapplied") or []
         erasures = f"; {len(redone)} erasure(s) re-applied from the ledger" if redone else ""

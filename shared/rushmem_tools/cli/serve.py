@@ -75,7 +75,6 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
         raise InvalidInput("--jwt-audience goes with --jwt-issuer", field="jwt_audience")
     if overrides:
         service = Memory(service.settings.model_copy(update=overrides))
-    _reapply_erasures(service)
     set_service(service)  # the handler runs on this command's settings
     api = LocalApi(template_path(args.template), unverified_jwt=args.unverified_jwt, verifier=verifier)
     api.load()
@@ -92,6 +91,10 @@ def cmd_serve(service: Memory, args: argparse.Namespace) -> int:
             "stop that server, choose another --port, or --port 0 for any free port",
             field="--port",
         ) from None
+    # Bound but not yet answering (requests wait in the listen backlog until serve_forever): a
+    # restored database forgets its erased users before the first answer, and a port in use was
+    # said before the database was touched.
+    _reapply_erasures(service)
     if not args.no_warm:
         _warm_up(service)
     host, port = args.host, server.server_port
