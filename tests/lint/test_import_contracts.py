@@ -63,7 +63,10 @@ def lint(tree: Path, contract: str) -> subprocess.CompletedProcess[str]:
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tree = tmp_path_factory.mktemp("contracts")
     shutil.copy(REPO / "pyproject.toml", tree / "pyproject.toml")
-    shutil.copytree(REPO / "shared", tree / "shared", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    # The Python packages only: the TypeScript package's installs are large, and ai7/node_modules
+    # links back to the package itself (a cycle for a copy that follows links).
+    skipped = shutil.ignore_patterns("__pycache__", "*.egg-info", "typescript", "build")
+    shutil.copytree(REPO / "shared", tree / "shared", ignore=skipped)
     return tree
 
 
