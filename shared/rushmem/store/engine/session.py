@@ -173,6 +173,24 @@ def bounded(query: sql.Composable, columns: str, order: str) -> sql.Composed:
     )
 
 
+def oldest_first(
+    conn: Session, query: str, columns: str, params: dict[str, Any], *, limit: int
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` rows of ``query`` (ordered by ``created_at, id``, taking ``limit``,
+    ``after_at`` and ``after_id`` besides ``params``), read in :func:`bounded` statements, each at
+    most one Data API answer: one unless the rows are large."""
+    found: list[dict[str, Any]] = []
+    after: tuple[Any, Any] = (None, None)
+    while len(found) < limit:
+        page = {**params, "limit": limit - len(found), "after_at": after[0], "after_id": after[1]}
+        rows = conn.execute_dicts(bounded(sql.SQL(query), columns, "created_at, id"), page).fetchall()
+        found += rows
+        if not cut(rows):
+            break
+        after = (rows[-1]["created_at"], rows[-1]["id"])
+    return found
+
+
 def cut(rows: list[dict[str, Any]]) -> bool:
     """Whether a :func:`bounded` read left rows out (and drops each row's ``am_rows``)."""
     total = 0

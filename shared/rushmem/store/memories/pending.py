@@ -8,10 +8,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from rushmem.store.engine.session import Session, bounded, cut
+from rushmem.store.engine.session import Session, oldest_first
 from rushmem.store.engine.transactions import user_transaction
 from rushmem_contract.errors import AgentMemoryError, Conflict, NotFound
 from rushmem_contract.models import NewMemory, PendingMemory, content_hash
@@ -69,29 +68,15 @@ def hold(
 
 def list_pending(conn: Session, user_id: str, *, project_id: str | None, limit: int) -> list[PendingMemory]:
     """The user's writes waiting for review (with a project: its own and the user-wide), oldest first;
-    read in statements of at most a Data API answer each (:func:`bounded`): one unless it is large."""
-    found: list[dict[str, Any]] = []
-    after: tuple[Any, Any] = (None, None)
+    read in statements of at most a Data API answer each (:func:`oldest_first`)."""
+    query = (
+        f"SELECT {_COLUMNS} FROM pending_memories WHERE user_id = %(user_id)s "
+        "AND (%(project_id)s::text IS NULL OR project_id = %(project_id)s OR project_id IS NULL) "
+        "AND (%(after_at)s::timestamptz IS NULL OR (created_at, id) > (%(after_at)s, %(after_id)s)) "
+        "ORDER BY created_at, id LIMIT %(limit)s"
+    )
     with user_transaction(conn, user_id):
-        while len(found) < limit:
-            query = (
-                f"SELECT {_COLUMNS} FROM pending_memories WHERE user_id = %(user_id)s "
-                "AND (%(project_id)s::text IS NULL OR project_id = %(project_id)s OR project_id IS NULL) "
-                "AND (%(after_at)s::timestamptz IS NULL OR (created_at, id) > (%(after_at)s, %(after_id)s)) "
-                "ORDER BY created_at, id LIMIT %(limit)s"
-            )
-            params = {
-                "user_id": user_id,
-                "project_id": project_id,
-                "limit": limit - len(found),
-                "after_at": after[0],
-                "after_id": after[1],
-            }
-            rows = conn.execute_dicts(bounded(sql.SQL(query), _COLUMNS, "created_at, id"), params).fetchall()
-            found += rows
-            if not cut(rows):
-                break
-            after = (rows[-1]["created_at"], rows[-1]["id"])
+        found = oldest_first(conn, query, _COLUMNS, {"user_id": user_id, "project_id": project_id}, limit=limit)
     return [PendingMemory(**row) for row in found]
 
 

@@ -11,9 +11,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from psycopg import sql
-
-from rushmem.store.engine.session import Session, bounded, cut
+from rushmem.store.engine.session import Session, oldest_first
 from rushmem.store.engine.transactions import user_transaction
 from rushmem.store.memories.consolidation import MERGE_SIMPLE, REFRESH_KEPT
 from rushmem.store.memories.writes import supersede_memories
@@ -98,23 +96,8 @@ def list_waiting(conn: Session, user_id: str, *, project_id: str | None, limit: 
     """The user's proposals waiting for a decision (with a project: its own and the user-wide),
     oldest first, with both memories' current texts and whether they are still as proposed; read
     in statements of at most a Data API answer each, as the held writes are."""
-    found: list[dict[str, Any]] = []
-    after: tuple[Any, Any] = (None, None)
     with user_transaction(conn, user_id):
-        while len(found) < limit:
-            params = {
-                "user_id": user_id,
-                "project_id": project_id,
-                "limit": limit - len(found),
-                "after_at": after[0],
-                "after_id": after[1],
-            }
-            rows = conn.execute_dicts(bounded(sql.SQL(_WAITING), _COLUMNS, "created_at, id"), params).fetchall()
-            found += rows
-            if not cut(rows):
-                break
-            after = (rows[-1]["created_at"], rows[-1]["id"])
-    return found
+        return oldest_first(conn, _WAITING, _COLUMNS, {"user_id": user_id, "project_id": project_id}, limit=limit)
 
 
 def is_proposal(conn: Session, user_id: str, proposal_id: uuid.UUID) -> bool:
