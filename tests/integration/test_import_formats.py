@@ -3,6 +3,7 @@ export through extraction (docs/import-export.md), at the CLI door."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from tests.support.ingest import ChatServer, Reply, memories_answer
 # mem0 OSS `Memory.get_all(user_id=...)` as mem0 serializes it (v1.1 output: {"results": [...]},
 # times in the zone of the host that wrote them), plus a platform record with categories and an
 # agent-scoped record naming no user. Written from mem0's documented shape, not copied data.
+# A year after the run's day: an expiry the memory has not reached whenever the test runs.
+EXPIRES = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=365)
 MEM0_EXPORT = {
     "results": [
         {
@@ -37,7 +40,7 @@ MEM0_EXPORT = {
             "categories": ["user_preferences", "professional_details"],
             "created_at": "2025-05-20T11:00:00.000000-07:00",
             "updated_at": "2025-05-20T11:00:00.000000-07:00",
-            "expiration_date": "2027-01-31",
+            "expiration_date": EXPIRES.isoformat(),
             "user_id": "alice",
             "app_id": "calendar-bot",
         },
@@ -99,7 +102,8 @@ def test_a_mem0_export_comes_in_with_its_times_and_provenance_and_the_bad_record
     assert meetings["category"] == "preference"
     assert meetings["metadata"]["mem0"]["categories"] == ["user_preferences", "professional_details"]
     assert meetings["metadata"]["mem0"]["app_id"] == "calendar-bot"
-    assert meetings["expires_at"].startswith("2027-02-01T00:00:00")  # the end of mem0's expiration day
+    end_of_day = (EXPIRES + dt.timedelta(days=1)).isoformat()
+    assert meetings["expires_at"].startswith(f"{end_of_day}T00:00:00")  # the end of mem0's expiration day
 
     # The agent's memory has an owner once the command names one; the same file again adds nothing.
     code, (again,), _ = run(capsys, settings, "import", "--format", "mem0", "--user", "alice", str(path))
@@ -114,7 +118,7 @@ def test_a_mem0_export_comes_in_with_its_times_and_provenance_and_the_bad_record
     record = back["b7d4a6c2-1e3f-4a5b-8c9d-0e1f2a3b4c5d"]
     assert record["memory"] == "Prefers morning meetings and async communication"
     assert record["categories"] == ["user_preferences", "professional_details"]
-    assert record["expiration_date"] == "2027-01-31" and record["app_id"] == "calendar-bot"
+    assert record["expiration_date"] == EXPIRES.isoformat() and record["app_id"] == "calendar-bot"
     assert record["user_id"] == "alice" and "mem0" not in (record["metadata"] or {})
     assert back["3f1c1e0a-5a2b-4c6e-9d6f-0b1a2c3d4e5f"]["metadata"] == {"channel": "web"}
 
